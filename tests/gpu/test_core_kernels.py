@@ -1,0 +1,65 @@
+"""Issue-2 kernels on the GPU, each against a float32 torch reference on fresh random data."""
+
+import pytest
+
+import tileworkbench as tw
+from tileworkbench.examples import elementwise_add, matmul, row_sum
+from tileworkbench.testing import requires_cuda_compute_version_ge
+
+pytestmark = requires_cuda_compute_version_ge(9, 0)
+
+
+def rel_err(out, ref):
+    return ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+
+
+def test_elementwise_add(torch):
+    kernel = tw.compile(elementwise_add(1000, 1030, 32, 128), out_idx=[2])
+    a = torch.randn(1000, 1030, device="cuda", dtype=torch.float16)
+    b = torch.randn(1000, 1030, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(kernel(a, b), a + b)
+
+
+def test_row_sum(torch):
+    kernel = tw.compile(row_sum(1024, 512, 16), out_idx=[1])
+    a = torch.randn(1024, 512, device="cuda")
+    assert rel_err(kernel(a), a.double().sum(1)) < 1e-5
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("stages", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (1000, 1030, 770)])
+def test_gemm_with_copies(torch, dtype, stages, shape):
+    M, N, K = shape
+    kernel = tw.compile(matmul(M, N, K, 128, 128, 32, dtype=dtype, num_stages=stages), out_idx=[2])
+    tdt = getattr(torch, dtype)
+    a = torch.randn(M, K, device="cuda", dtype=tdt)
+    b = torch.randn(K, N, device="cuda", dtype=tdt)
+    c = kernel(a, b)
+    ref = a.double() @ b.double()
+    assert rel_err(c, ref) < (1e-2 if dtype == "bfloat16" else 2e-3)
+
+
+def test_gemm_profiler_assert_allclose(torch):
+    kernel = tw.compile(matmul(1024, 1024, 1024, 128, 128, 32), out_idx=[2])
+    kernel.get_profiler().assert_allclose(lambda a, b: (a.float() @ b.float()).half(), atol=1e-2, rtol=1e-2)
+    with pytest.raises(AssertionError):  # the check can fail: a wrong reference is caught
+        kernel.get_profiler().assert_allclose(lambda a, b: (a.float() @ b.float() + 1).half(), atol=1e-2, rtol=1e-2)
+
+
+def test_kernel_accepts_cupy_and_preallocated_outputs(torch):
+    import cupy
+
+    kernel = tw.compile(elementwise_add(256, 256, 32, 128, dtype="float32"), out_idx=[2])
+    a, b = cupy.random.standard_normal((256, 256), dtype=cupy.float32), cupy.random.standard_normal((256, 256), dtype=cupy.float32)
+    assert cupy.allclose(kernel(a, b), a + b)
+    c = cupy.full((256, 256), cupy.nan, dtype=cupy.float32)
+    kernel(a, b, c)
+    assert cupy.allclose(c, a + b)
+
+
+def test_wrong_argument_is_a_clear_error(torch):
+    kernel = tw.compile(elementwise_add(256, 256, 32, 128, dtype="float32"), out_idx=[2])
+    a = torch.randn(256, 255, device="cuda")
+    with pytest.raises(tw.KernelRuntimeError, match="shape"):
+        kernel(a, a)

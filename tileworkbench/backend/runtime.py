@@ -1,0 +1,129 @@
+"""The GPU side of a compiled kernel: module loading (CuPy ``RawModule`` / NVRTC), argument
+checks, TMA tensor-map encoding (``cuTensorMapEncodeTiled`` through cuda-bindings) and launch.
+
+The generated host launcher (``codegen/host.py``) calls exactly these methods.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import KernelRuntimeError
+from .tensors import TensorView, view_of
+
+_BYTE_DTYPES = ("int8", "uint8")
+
+
+def _expected_framework_dtypes(dtype: dtypes.DType) -> tuple[str, ...]:
+    if dtype.packed or dtype.name in ("float8_e4m3", "float8_e5m2"):
+        extra = ("float8_e4m3fn",) if dtype.name == "float8_e4m3" else ("float8_e5m2",) if dtype.name == "float8_e5m2" else ()
+        return _BYTE_DTYPES + extra + ("float4_e2m1fn_x2",)
+    if dtype.name == "bfloat16":
+        return ("bfloat16",)
+    if dtype.name == "handle":
+        return ("int64", "uint64")
+    return (dtype.name,)
+
+
+class Runtime:
+    """One per compiled kernel: holds the loaded module and a cache of encoded tensor maps."""
+
+    def __init__(self, module, smem_bytes: int):
+        self.module = module
+        self.functions = {}
+        self.tensormaps = {}
+        self.smem_bytes = smem_bytes
+
+    # ---- arguments --------------------------------------------------------------------------
+    def tensor(self, name, value, shape, dtype, strides, align=1) -> TensorView:
+        view = view_of(name, value)
+        dt = dtypes.as_dtype(dtype)
+        if view.dtype not in _expected_framework_dtypes(dt):
+            raise KernelRuntimeError(f"argument {name!r} has dtype {view.dtype}, the kernel expects {dt.name}")
+        if dt.packed:  # FP4: two values a byte; the array's last dimension counts bytes
+            shape = tuple(shape[:-1]) + (shape[-1] // 2,)
+            strides = tuple(s // 2 for s in strides[:-1]) + (1,)
+        if tuple(view.shape) != tuple(shape):
+            raise KernelRuntimeError(f"argument {name!r} has shape {tuple(view.shape)}, the kernel expects {tuple(shape)}")
+        nontrivial = [(s, d) for s, d, n in zip(view.strides, strides, view.shape) if n > 1]
+        if any(s != d for s, d in nontrivial):
+            raise KernelRuntimeError(f"argument {name!r} has strides {view.strides}, the kernel expects {tuple(strides)}"
+                                     " (declare it with T.StridedTensor or pass a contiguous tensor)")
+        if view.ptr % max(align, 1):
+            raise KernelRuntimeError(f"argument {name!r} must be {align}-byte aligned for the vector "
+                                     f"accesses the kernel uses (its address is {view.ptr:#x})")
+        return view
+
+    def scalar(self, name, value, dtype):
+        dt = dtypes.as_dtype(dtype)
+        return dtypes.numpy_dtype(dt).type(value)
+
+    # ---- tensor maps ------------------------------------------------------------------------
+    def encode_tiled(self, name, *, data_type, rank, global_address, global_dims, global_strides_bytes,
+                     box_dims, element_strides, interleave, swizzle, l2_promotion, oob_fill):
+        key = (name, global_address, tuple(global_dims), tuple(global_strides_bytes), tuple(box_dims), swizzle)
+        cached = self.tensormaps.get(key)
+        if cached is not None:
+            return cached
+        from cuda.bindings import driver
+
+        _init_driver()
+        err, tmap = driver.cuTensorMapEncodeTiled(
+            driver.CUtensorMapDataType(data_type), rank, global_address, list(global_dims),
+            list(global_strides_bytes), list(box_dims), list(element_strides),
+            driver.CUtensorMapInterleave(interleave), driver.CUtensorMapSwizzle(swizzle),
+            driver.CUtensorMapL2promotion(l2_promotion), driver.CUtensorMapFloatOOBfill(oob_fill))
+        if int(err) != 0:
+            raise KernelRuntimeError(f"cuTensorMapEncodeTiled failed for {name}: {err} (dims {global_dims}, "
+                                     f"strides {global_strides_bytes}, box {box_dims}, swizzle {swizzle})")
+        packed = np.array([int(x) for x in tmap.opaque], dtype=np.uint64).view("V128")[0]
+        self.tensormaps[key] = packed
+        return packed
+
+    # ---- launch -----------------------------------------------------------------------------
+    def function(self, kernel_name):
+        fn = self.functions.get(kernel_name)
+        if fn is None:
+            fn = self.module.get_function(kernel_name)
+            if self.smem_bytes > 48 * 1024:
+                fn.max_dynamic_shared_size_bytes = self.smem_bytes
+            self.functions[kernel_name] = fn
+        return fn
+
+    def launch(self, kernel_name, grid, block, smem_bytes, args):
+        import cupy
+
+        fn = self.function(kernel_name)
+        packed = [np.uint64(a.ptr) if isinstance(a, TensorView) else a for a in args]
+        try:
+            fn(tuple(int(g) for g in grid), tuple(block), tuple(packed), shared_mem=smem_bytes)
+        except cupy.cuda.driver.CUDADriverError as exc:
+            raise KernelRuntimeError(f"launching {kernel_name} failed: {exc}") from exc
+
+
+_DRIVER_READY = False
+
+
+def _init_driver():
+    global _DRIVER_READY
+    if not _DRIVER_READY:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if int(err) != 0:
+            raise KernelRuntimeError(f"cuInit failed: {err}")
+        _DRIVER_READY = True
+
+
+def load_module(device_source: str, arch: str):
+    """Compile with CuPy's RawModule (NVRTC) for ``arch``; CuPy caches the cubin on disk."""
+    import cupy
+
+    options = (f"-arch={arch}", "-std=c++17", "-lineinfo")
+    try:
+        module = cupy.RawModule(code=device_source, options=options)
+        module.compile()
+    except cupy.cuda.compiler.CompileException as exc:
+        raise KernelRuntimeError(f"NVRTC rejected the generated kernel:\n{exc}") from exc
+    return module

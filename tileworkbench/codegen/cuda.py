@@ -1,0 +1,313 @@
+"""CUDA C++ for one lowered PrimFunc (sm_90a), using only our headers in ``runtime/include/tw``.
+
+The renderer walks the lowered IR once. 16-bit floats are stored as ``tw::half`` /
+``tw::bfloat16`` and every arithmetic expression on them is computed in float32: loads convert
+with ``tw::to_float``, stores with ``tw::from_float<T>``, and same-type copies move raw bits.
+Shared tiles with a swizzle are addressed through ``tw::swizzled<T, SPAN>``, the same pattern TMA
+writes, so threads, TMA and the tensor cores agree on one layout.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from .. import __version__
+from ..ir import nodes as ir
+from ..ir.simplify import interval, simplify
+
+HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
+HEADER_ORDER = ("common.h", "sync.h", "tma.h", "cp_async.h", "mma.h")
+
+_CPP_KEYWORDS = {"int", "float", "double", "char", "new", "delete", "this", "class", "struct", "template",
+                 "auto", "register", "default", "switch", "case", "union", "signed", "unsigned", "long",
+                 "short", "void", "const", "static", "extern", "volatile", "namespace", "operator", "private",
+                 "public", "protected", "virtual", "typename", "using", "goto", "asm", "half"}
+
+_MATH_F32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
+             "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf",
+             "sigmoid": "tw::sigmoid"}
+_MATH_F64 = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt",
+             "tanh": "tanh", "sin": "sin", "cos": "cos", "floor": "floor", "ceil": "ceil"}
+
+
+def inlined_headers() -> str:
+    """Our headers, concatenated, with their local #includes and #pragma once removed."""
+    parts = []
+    for name in HEADER_ORDER:
+        text = (HEADER_DIR / name).read_text()
+        text = re.sub(r'^#include "[a-z_]+\.h"\n', "", text, flags=re.M)
+        text = text.replace("#pragma once\n", "")
+        parts.append(f"// ---- tw/{name} ----\n{text.strip()}\n")
+    return "\n".join(parts)
+
+
+def value_type(dtype) -> str:
+    """C++ type that holds a *value* of dtype in generated arithmetic."""
+    if dtype.is_low_precision_float:
+        return "float"
+    if dtype.name in ("float8_e4m3", "float8_e5m2", "float4_e2m1fn", "float4_e2m1_unpacked"):
+        return "unsigned char"
+    return dtype.cpp
+
+
+class CudaRenderer:
+    def __init__(self, func: ir.PrimFunc, kernel_name: str):
+        self.func = func
+        self.kernel_name = kernel_name
+        self.lines: list[str] = []
+        self.names: dict = {}
+        self.taken: set = set()
+        self.ranges: dict = {}
+        launch = func.launch
+        self.ranges[launch.thread_var] = (0, launch.threads - 1)
+        for v, g in zip(launch.block_vars, launch.grid):
+            n = ir.const_int(g)
+            self.ranges[v] = (0, n - 1 if n is not None else None)
+
+    # ---- names -----------------------------------------------------------------------------
+    def declare(self, var) -> str:
+        base = re.sub(r"\W", "_", var.name)
+        if base in _CPP_KEYWORDS:
+            base += "_"
+        name, n = base, 1
+        while name in self.taken:
+            name = f"{base}_{n}"
+            n += 1
+        self.taken.add(name)
+        self.names[var] = name
+        return name
+
+    def name(self, var) -> str:
+        if var not in self.names:
+            return self.declare(var)
+        return self.names[var]
+
+    # ---- expressions -------------------------------------------------------------------------
+    def expr(self, e) -> str:
+        if isinstance(e, ir.Var):
+            return self.name(e)
+        if isinstance(e, ir.Const):
+            return self.const(e)
+        if isinstance(e, ir.BinOp):
+            return self.binop(e)
+        if isinstance(e, ir.Not):
+            return f"(!{self.expr(e.a)})"
+        if isinstance(e, ir.Cast):
+            return self.cast(e)
+        if isinstance(e, ir.Select):
+            return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
+        if isinstance(e, ir.BufferLoad):
+            ref = self.element(e.buffer, e.indices)
+            return f"tw::to_float({ref})" if e.buffer.dtype.is_low_precision_float else ref
+        if isinstance(e, ir.Call):
+            return self.call(e)
+        if isinstance(e, ir.Raw):
+            return e.text
+        if isinstance(e, ir.BarrierRef):
+            return f"{self.buffer_name(e.buffer)}[{self.expr(simplify(e.index, self.ranges))}]"
+        raise TypeError(f"cannot render {type(e).__name__}")
+
+    def const(self, e: ir.Const) -> str:
+        if e.dtype.kind == "bool" or isinstance(e.value, bool):
+            return "true" if e.value else "false"
+        if e.dtype.is_float:
+            v = float(e.value)
+            if math.isinf(v):
+                return "__int_as_float(0x7f800000)" if v > 0 else "__int_as_float(0xff800000)"
+            if math.isnan(v):
+                return "__int_as_float(0x7fc00000)"
+            text = repr(v)
+            return text if e.dtype.name == "float64" else f"{text}f"
+        if e.dtype.name in ("int64", "uint64"):
+            return f"{e.value}LL"
+        return str(e.value)
+
+    def binop(self, e: ir.BinOp) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        if e.op in ("min", "max"):
+            fn = {"min": "fminf", "max": "fmaxf"}[e.op] if e.dtype.is_float else e.op
+            if e.dtype.name == "float64":
+                fn = "f" + e.op
+            return f"{fn}({a}, {b})"
+        if e.op in ("//", "%") and not e.dtype.is_float:
+            if self.nonneg(e.a) and self.nonneg(e.b):
+                return f"({a} {'/' if e.op == '//' else '%'} {b})"
+            return f"tw::{'floordiv' if e.op == '//' else 'floormod'}({a}, {b})"
+        if e.op == "//":
+            return f"floorf({a} / {b})"
+        if e.op == "/" and not (e.a.dtype.is_float or e.b.dtype.is_float):
+            return f"((float)({a}) / (float)({b}))"
+        op = {"and": "&&", "or": "||"}.get(e.op, e.op)
+        return f"({a} {op} {b})"
+
+    def nonneg(self, e) -> bool:
+        lo = interval(e, self.ranges)[0]
+        return lo is not None and lo >= 0
+
+    def cast(self, e: ir.Cast) -> str:
+        inner = self.expr(e.value)
+        if e.dtype.is_low_precision_float:
+            cpp = e.dtype.cpp
+            return f"tw::to_float(tw::from_float<{cpp}>((float)({inner})))"
+        return f"(({value_type(e.dtype)})({inner}))"
+
+    def call(self, e: ir.Call) -> str:
+        if e.name == "address_of":
+            load = e.args[0]
+            return self.address(load.buffer, load.indices)
+        if e.name in _MATH_F32:
+            table = _MATH_F64 if e.dtype.name == "float64" else _MATH_F32
+            return f"{table[e.name]}({self.expr(e.args[0])})"
+        if e.name == "abs":
+            fn = "fabsf" if e.dtype.is_float else "abs"
+            return f"{fn}({self.expr(e.args[0])})"
+        if e.name.startswith("."):
+            target, *rest = e.args
+            return f"{self.expr(target)}{e.name}({', '.join(self.expr(a) for a in rest)})"
+        return f"{e.name}({', '.join(self.expr(a) for a in e.args)})"
+
+    # ---- buffers -----------------------------------------------------------------------------
+    def buffer_name(self, buf: ir.Buffer) -> str:
+        return self.names.get(buf, buf.name)
+
+    def linear(self, buf: ir.Buffer, indices) -> str:
+        strides = buf.effective_strides()
+        lin = ir.const(0)
+        for i, s in zip(indices, strides):
+            lin = lin + i * s
+        return self.expr(simplify(lin, self.ranges))
+
+    def element(self, buf: ir.Buffer, indices) -> str:
+        span = buf.attrs.get("swizzle", 0) if buf.scope == "shared" else 0
+        name, lin = self.buffer_name(buf), self.linear(buf, indices)
+        if span:
+            return f"tw::swizzled<{buf.dtype.cpp}, {span}>({name}, {lin})"
+        return f"{name}[{lin}]"
+
+    def address(self, buf: ir.Buffer, indices) -> str:
+        if buf.dtype.packed:
+            return f"({self.buffer_name(buf)} + (({self.linear(buf, indices)}) >> 1))"
+        return f"(&{self.element(buf, indices)})"
+
+    # ---- statements --------------------------------------------------------------------------
+    def emit(self, depth: int, text: str):
+        self.lines.append("  " * depth + text)
+
+    def stmt(self, s, d: int):
+        getattr(self, "s_" + type(s).__name__)(s, d)
+
+    def s_SeqStmt(self, s, d):
+        for x in s.stmts:
+            self.stmt(x, d)
+
+    def s_Comment(self, s, d):
+        self.emit(d, f"// {s.text}")
+
+    def s_For(self, s, d):
+        start, extent = ir.const_int(s.start), ir.const_int(s.extent)
+        if start is not None and extent is not None:
+            self.ranges[s.var] = (start, start + extent - 1)
+        var = self.declare(s.var)
+        begin = self.expr(s.start)
+        end = self.expr(simplify(s.start + s.extent, self.ranges))
+        if s.kind == "unrolled":
+            self.emit(d, "#pragma unroll")
+        elif s.annotations.get("pipelined"):
+            self.emit(d, "#pragma unroll 1")
+        self.emit(d, f"for (int {var} = {begin}; {var} < {end}; ++{var}) {{")
+        self.stmt(s.body, d + 1)
+        self.emit(d, "}")
+
+    def s_IfThenElse(self, s, d):
+        self.emit(d, f"if ({self.expr(s.cond)}) {{")
+        self.stmt(s.then_body, d + 1)
+        if s.else_body is not None:
+            self.emit(d, "} else {")
+            self.stmt(s.else_body, d + 1)
+        self.emit(d, "}")
+
+    def s_LetStmt(self, s, d):
+        value = simplify(s.value, self.ranges)
+        if not s.var.dtype.is_float:
+            lo, hi = interval(value, self.ranges)
+            if lo is not None or hi is not None:
+                self.ranges[s.var] = (lo, hi)
+        self.emit(d, f"{value_type(s.var.dtype)} {self.declare(s.var)} = {self.expr(value)};")
+
+    def s_Assign(self, s, d):
+        self.ranges.pop(s.var, None)
+        self.emit(d, f"{self.name(s.var)} = {self.expr(s.value)};")
+
+    def s_BufferStore(self, s, d):
+        buf, value = s.buffer, s.value
+        target = self.element(buf, s.indices)
+        if isinstance(value, ir.BufferLoad) and value.buffer.dtype == buf.dtype:
+            rhs = self.element(value.buffer, value.indices)  # same type: move the bits
+        elif buf.dtype.is_low_precision_float:
+            rhs = f"tw::from_float<{buf.dtype.cpp}>({self.expr(value)})"
+        else:
+            rhs = self.expr(value)
+        self.emit(d, f"{target} = {rhs};")
+
+    def s_Evaluate(self, s, d):
+        self.emit(d, f"{self.expr(s.call)};")
+
+    def s_SyncThreads(self, s, d):
+        self.emit(d, "__syncthreads();")
+
+    def s_Allocate(self, s, d):
+        buf = s.buffer
+        name = self.declare(buf)
+        if buf.scope == "shared":
+            off = buf.attrs["offset"]
+            self.emit(d, f"{buf.dtype.cpp}* {name} = reinterpret_cast<{buf.dtype.cpp}*>(tw_smem + {off});")
+        elif buf.scope == "barrier":
+            off = buf.attrs["offset"]
+            self.emit(d, f"unsigned char* {name}_mem = tw_smem + {off};")
+            self.emit(d, f"tw::Barrier* {name} = reinterpret_cast<tw::Barrier*>({name}_mem);")
+        elif buf.scope == "local":
+            self.emit(d, f"{buf.dtype.cpp} {name}[{buf.numel}];")
+        elif buf.scope == "global":
+            self.emit(d, f"{buf.dtype.cpp}* {name} = reinterpret_cast<{buf.dtype.cpp}*>({self.expr(buf.data)});")
+        else:
+            raise TypeError(f"cannot allocate {buf.scope} memory")
+
+    # ---- the kernel --------------------------------------------------------------------------
+    def params(self) -> list[str]:
+        out = []
+        for p in self.func.params:
+            if isinstance(p, ir.Buffer):
+                self.taken.add(p.name)
+                out.append(f"{p.dtype.cpp}* __restrict__ {p.name}")
+            else:
+                out.append(f"{value_type(p.dtype)} {self.declare(p)}")
+        for desc in self.func.attrs.get("tma_descriptors", []):
+            self.taken.add(desc.name)
+            out.append(f"const __grid_constant__ CUtensorMap {desc.name}")
+        return out
+
+    def render(self) -> str:
+        launch = self.func.launch
+        params = self.params()
+        if self.func.attrs.get("tma_descriptors"):
+            self.emit(0, "using CUtensorMap = tw::TensorMap;  // host-encoded TMA descriptors (cuTensorMapEncodeTiled)")
+        self.emit(0, f'extern "C" __global__ void __launch_bounds__({launch.threads}, 1) {self.kernel_name}(')
+        self.emit(2, (",\n    ").join(params) + ") {")
+        if self.func.attrs.get("smem_bytes", 0):
+            self.emit(1, "extern __shared__ __align__(1024) unsigned char tw_smem[];")
+        self.emit(1, f"const int {self.declare(launch.thread_var)} = threadIdx.x;")
+        for v, axis in zip(launch.block_vars, "xyz"):
+            self.emit(1, f"const int {self.declare(v)} = blockIdx.{axis};")
+        self.stmt(self.func.body, 1)
+        self.emit(0, "}")
+        return "\n".join(self.lines) + "\n"
+
+
+def generate_cuda(func: ir.PrimFunc, kernel_name: str, target) -> str:
+    body = CudaRenderer(func, kernel_name).render()
+    banner = (f"// Generated by tileworkbench {__version__} for {target.arch} from "
+              f"{func.source_file}:{func.source_line} ({func.name}).\n"
+              "// Only tileworkbench's own headers (inlined below); no CUDA toolkit headers needed.\n")
+    return banner + "\n" + inlined_headers() + "\n// ---- kernel ----\n" + body

@@ -1,0 +1,128 @@
+"""Data types of the DSL: names, sizes, C++ spellings, numpy/torch equivalents, TMA codes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    bits: int
+    kind: str  # "float", "int", "uint", "bool", "handle"
+    cpp: str  # storage type in generated CUDA
+    tma_code: int | None = None  # CUtensorMapDataType
+    packed: bool = False  # sub-byte values packed several to a byte
+    shared_only: bool = False
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"T.{self.name}"
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint", "bool")
+
+    @property
+    def storage_bits(self) -> int:
+        """Bits one element occupies in memory (FP4 unpacked takes a whole byte)."""
+        return 8 if self.name == "float4_e2m1_unpacked" else self.bits
+
+    def bytes_for(self, count: int) -> int:
+        """Bytes that ``count`` elements occupy in memory."""
+        return (count * self.storage_bits + 7) // 8
+
+    def payload_bytes(self, count: int) -> int:
+        """Bytes of information in ``count`` elements (what TMA transfers)."""
+        return (count * self.bits + 7) // 8
+
+    def __call__(self, value):
+        """``T.float32(0)`` is a constant (or a cast of a kernel expression) of this type."""
+        from .ir import nodes
+
+        if isinstance(value, (int, float, bool)):
+            return nodes.Const(float(value) if self.is_float else int(value), self)
+        return nodes.cast(value, self)
+
+    @property
+    def is_low_precision_float(self) -> bool:
+        """Stored in a custom struct and computed in float32 by generated code."""
+        return self.name in ("float16", "bfloat16")
+
+
+def _d(name, bits, kind, cpp, tma=None, **kw) -> DType:
+    return DType(name, bits, kind, cpp, tma, **kw)
+
+
+float16 = _d("float16", 16, "float", "tw::half", 6)
+bfloat16 = _d("bfloat16", 16, "float", "tw::bfloat16", 9)
+float32 = _d("float32", 32, "float", "float", 7)
+float64 = _d("float64", 64, "float", "double", 8)
+int8 = _d("int8", 8, "int", "signed char", 0)
+int16 = _d("int16", 16, "int", "short", 2)
+int32 = _d("int32", 32, "int", "int", 3)
+int64 = _d("int64", 64, "int", "long long", 5)
+uint8 = _d("uint8", 8, "uint", "unsigned char", 0)
+uint16 = _d("uint16", 16, "uint", "unsigned short", 1)
+uint32 = _d("uint32", 32, "uint", "unsigned int", 2)
+uint64 = _d("uint64", 64, "uint", "unsigned long long", 4)
+boolean = _d("bool", 8, "bool", "bool")
+float8_e4m3 = _d("float8_e4m3", 8, "float", "unsigned char", 0)
+float8_e5m2 = _d("float8_e5m2", 8, "float", "unsigned char", 0)
+float4_e2m1fn = _d("float4_e2m1fn", 4, "float", "unsigned char", 13, packed=True)
+float4_e2m1_unpacked = _d("float4_e2m1_unpacked", 4, "float", "unsigned char", 14, shared_only=True)
+handle = _d("handle", 64, "handle", "void*")
+
+ALL = {
+    d.name: d
+    for d in (
+        float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32,
+        uint64, boolean, float8_e4m3, float8_e5m2, float4_e2m1fn, float4_e2m1_unpacked, handle,
+    )
+}
+ALIASES = {"half": float16, "float": float32, "double": float64, "int": int32, "bf16": bfloat16,
+           "fp16": float16, "fp32": float32, "ptr": handle, "float8_e4m3fn": float8_e4m3,
+           "e4m3_float8": float8_e4m3, "e5m2_float8": float8_e5m2}
+
+TMA_TYPE_NAMES = {
+    0: "UINT8", 1: "UINT16", 2: "UINT32", 3: "INT32", 4: "UINT64", 5: "INT64", 6: "FLOAT16",
+    7: "FLOAT32", 8: "FLOAT64", 9: "BFLOAT16", 13: "16U4_ALIGN8B", 14: "16U4_ALIGN16B",
+}
+
+_NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64, "int8": np.int8,
+          "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
+          "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "bool": np.bool_}
+
+
+def as_dtype(value) -> DType:
+    """Accept a DType, its name, or an alias; raise ValueError otherwise."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        if value in ALL:
+            return ALL[value]
+        if value in ALIASES:
+            return ALIASES[value]
+    raise ValueError(f"unknown data type {value!r}; expected one of {', '.join(sorted(ALL))}")
+
+
+def numpy_dtype(dtype: DType):
+    """The numpy dtype used on the host for arrays of ``dtype`` (bf16/fp4/fp8 as raw bytes)."""
+    if dtype.name in _NUMPY:
+        return np.dtype(_NUMPY[dtype.name])
+    if dtype.name == "bfloat16":
+        return np.dtype(np.uint16)
+    return np.dtype(np.uint8)
+
+
+def torch_dtype_name(dtype: DType) -> str:
+    return {"bool": "bool", "float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+            "float4_e2m1fn": "int8"}.get(dtype.name, dtype.name)

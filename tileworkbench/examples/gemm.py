@@ -1,0 +1,89 @@
+"""GEMM kernels: the spec's TMA kernels (bodies exactly as in the seed) and a T.copy variant."""
+
+import tileworkbench.language as T
+
+
+def matmul(M, N, K, block_M, block_N, block_K, dtype="float16", out_dtype=None, num_stages=2, threads=128):
+    """The spec's GEMM written with T.copy instead of T.tma_copy and barriers."""
+    out_dtype = out_dtype or dtype
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def matmul_tma_copy(M, N, K, block_M, block_N, block_K, in_dtype, out_dtype, accum_dtype, threads, num_stages):
+    A_shape = (M, K)
+    B_shape = (K, N)
+
+    @T.prim_func
+    def main(
+        A: T.Tensor(A_shape, in_dtype),
+        B: T.Tensor(B_shape, in_dtype),
+        C: T.Tensor((M, N), out_dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), in_dtype)
+            B_shared = T.alloc_shared((block_K, block_N), in_dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            mbar_A = T.alloc_barrier(128)
+            mbar_B = T.alloc_barrier(128)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.tma_copy(A[by * block_M, k * block_K], A_shared, barrier=mbar_A)
+                T.barrier_arrive(mbar_A)
+                T.tma_copy(B[k * block_K, bx * block_N], B_shared, barrier=mbar_B)
+                T.barrier_arrive(mbar_B)
+                T.barrier_wait(mbar_A, k % 2)
+                T.barrier_wait(mbar_B, k % 2)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def matmul_tma_copy_store(M, N, K, block_M, block_N, block_K, in_dtype, out_dtype, accum_dtype, threads,
+                          num_stages):
+    """GEMM using T.tma_copy for both load (global->shared) and store (shared->global)."""
+    A_shape = (M, K)
+    B_shape = (K, N)
+
+    @T.prim_func
+    def main(
+        A: T.Tensor(A_shape, in_dtype),
+        B: T.Tensor(B_shape, in_dtype),
+        C: T.Tensor((M, N), out_dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), in_dtype)
+            B_shared = T.alloc_shared((block_K, block_N), in_dtype)
+            C_shared = T.alloc_shared((block_M, block_N), out_dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            mbar_A = T.alloc_barrier(128)
+            mbar_B = T.alloc_barrier(128)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.tma_copy(A[by * block_M, k * block_K], A_shared, barrier=mbar_A)
+                T.barrier_arrive(mbar_A)
+                T.tma_copy(B[k * block_K, bx * block_N], B_shared, barrier=mbar_B)
+                T.barrier_arrive(mbar_B)
+                T.mbarrier_wait_parity(mbar_A, k % 2)
+                T.mbarrier_wait_parity(mbar_B, k % 2)
+                T.gemm(A_shared, B_shared, C_local)
+            # Store result: fragment -> shared -> global via T.tma_copy (no barrier needed)
+            T.copy(C_local, C_shared)
+            T.tma_copy(C_shared, C[by * block_M, bx * block_N])
+            T.tma_store_wait(read=False)
+
+    return main

@@ -1,0 +1,483 @@
+"""Python AST of a ``@T.prim_func`` -> IR.
+
+One ``ast.NodeVisitor`` walks the function body. Expressions are *evaluated*: names from the
+closure and globals give Python values (sizes, dtypes, ``T``), kernel names give IR Vars and
+Buffers, and operators on IR values build IR expressions, so ``A[by * block_M, k * block_K]``
+becomes a tile origin with the sizes folded in. Calls of ``T.*`` functions emit statements
+through the builder. Anything the visitor does not handle is a ``CompileError`` naming the
+construct and the kernel line; internal failures are wrapped once, here, with that line.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import operator
+import os
+import textwrap
+
+from .. import dtypes as _dt
+from ..errors import CompileError, SourceLocation
+from ..ir import nodes as ir
+from ..language import KernelSpec, LoopSpec, TensorSpec
+from ..language import builder as _b
+
+_BINOPS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Div: operator.truediv,
+    ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+    ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.Pow: operator.pow,
+}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_PY_CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+           "==": operator.eq, "!=": operator.ne}
+
+DEBUG_ENV = "TILEWORKBENCH_DEBUG"  # set to 1 to see raw tracebacks of internal errors
+
+
+def _is_ir(value) -> bool:
+    return isinstance(value, ir.Expr)
+
+
+class _Scope:
+    def __init__(self, names: dict, parent: "_Scope | None"):
+        self.names, self.parent = names, parent
+
+    def lookup(self, name):
+        scope = self
+        while scope is not None:
+            if name in scope.names:
+                return True, scope.names[name]
+            scope = scope.parent
+        return False, None
+
+
+class Parser(ast.NodeVisitor):
+    def __init__(self, fn, source_lines, file, first_line, closure):
+        self.fn = fn
+        self.lines = source_lines
+        self.file = file
+        self.first_line = first_line
+        self.globals = dict(fn.__globals__)
+        self.globals.update(closure)
+        self.scope = _Scope({}, None)
+        self.builder = _b.Builder()
+        self.params: list = []
+        self.kernel_seen = False
+        self.mutable_vars: set = set()
+
+    # ---- locations and errors ----------------------------------------------------------------
+    def loc(self, node) -> SourceLocation:
+        line = getattr(node, "lineno", 1)
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return SourceLocation(self.file, self.first_line + line - 1, getattr(node, "col_offset", 0), text)
+
+    def error(self, node, message) -> CompileError:
+        return CompileError(message, self.loc(node))
+
+    def visit(self, node):
+        previous = self.builder.loc
+        if isinstance(node, (ast.stmt, ast.expr)):
+            self.builder.loc = self.loc(node)
+        try:
+            return super().visit(node)
+        except CompileError as err:
+            raise err.with_location(self.loc(node)) from err.__cause__
+        except Exception as exc:  # an internal failure: pin it to the user's line once
+            if os.environ.get(DEBUG_ENV):
+                raise
+            raise self.error(node, f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            if isinstance(node, ast.stmt):
+                self.builder.loc = previous
+
+    def generic_visit(self, node):
+        raise self.error(node, f"unsupported construct in a kernel: {type(node).__name__}")
+
+    # ---- names ---------------------------------------------------------------------------------
+    def bind(self, name, value):
+        self.scope.names[name] = value
+
+    def lookup(self, node, name):
+        found, value = self.scope.lookup(name)
+        if found:
+            return value
+        if name in self.globals:
+            return self.globals[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise self.error(node, f"unknown name {name!r}")
+
+    # ---- function --------------------------------------------------------------------------------
+    def parse_function(self, fdef: ast.FunctionDef) -> ir.PrimFunc:
+        for arg in fdef.args.args:
+            if arg.annotation is None:
+                raise self.error(arg, f"parameter {arg.arg!r} needs a T.Tensor(...) annotation")
+            annotations = getattr(self.fn, "__annotations__", {})
+            # Python already evaluated the annotation in the defining scope; prefer its value.
+            spec = annotations[arg.arg] if arg.arg in annotations else self.eval(arg.annotation)
+            self.builder.loc = self.loc(arg)
+            if isinstance(spec, TensorSpec):
+                shape = tuple(ir.as_expr(s) for s in spec.shape)
+                strides = None if spec.strides is None else tuple(ir.as_expr(s) for s in spec.strides)
+                value = ir.Buffer(arg.arg, shape, spec.dtype, "global", strides=strides, loc=self.loc(arg))
+            elif isinstance(spec, _dt.DType):
+                value = ir.Var(arg.arg, spec)
+            else:
+                raise self.error(arg, f"parameter {arg.arg!r}: annotation must be T.Tensor, "
+                                      f"T.StridedTensor or a dtype, not {spec!r}")
+            self.params.append(value)
+            self.bind(arg.arg, value)
+        self.builder.push()
+        self.visit_body(fdef.body)
+        body = self.builder.pop()
+        if self.builder.launch is None:
+            raise self.error(fdef, "the kernel body must contain `with T.Kernel(...)`")
+        return ir.PrimFunc(fdef.name, self.params, body, self.builder.launch,
+                           source_file=self.file, source_line=self.first_line + fdef.lineno - 1)
+
+    def visit_body(self, stmts):
+        for stmt in stmts:
+            self.visit(stmt)
+
+    # ---- statements ------------------------------------------------------------------------------
+    def visit_With(self, node):
+        if len(node.items) != 1:
+            raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
+        item = node.items[0]
+        spec = self.eval(item.context_expr)
+        if not isinstance(spec, KernelSpec):
+            raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
+        if self.kernel_seen:
+            raise self.error(node, "a kernel has exactly one `with T.Kernel(...)` block")
+        self.kernel_seen = True
+        names = self._target_names(item.optional_vars) if item.optional_vars is not None else []
+        if len(names) > len(spec.grid):
+            raise self.error(node, f"T.Kernel has {len(spec.grid)} grid dimension(s) but "
+                                   f"{len(names)} names are bound")
+        block_vars = tuple(ir.Var(names[i] if i < len(names) else f"b{'xyz'[i]}") for i in range(len(spec.grid)))
+        for v in block_vars:
+            self.bind(v.name, v)
+        self.builder.launch = ir.Launch(spec.grid, spec.threads, block_vars, ir.Var("tx"))
+        self.visit_body(node.body)
+
+    def _target_names(self, target) -> list[str]:
+        if isinstance(target, ast.Name):
+            return [target.id]
+        if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts):
+            return [e.id for e in target.elts]
+        raise self.error(target, "loop and kernel targets must be names or tuples of names")
+
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring or comment string
+        value = self.eval(node.value)
+        if _is_ir(value):
+            raise self.error(node, "this expression has no effect (did you mean to store it?)")
+
+    def visit_Pass(self, node):
+        pass
+
+    def visit_Assign(self, node):
+        if len(node.targets) != 1:
+            raise self.error(node, "chained assignment is not supported")
+        target = node.targets[0]
+        if isinstance(target, ast.Subscript):
+            self._store(target, self.eval(node.value))
+            return
+        value = self.eval(node.value)
+        self._assign(target, value, node)
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            raise self.error(node, "a declaration needs a value")
+        value = self.eval(node.value)
+        dtype = self.eval(node.annotation)
+        if isinstance(dtype, _dt.DType):
+            value = ir.cast(value, dtype)
+        self._assign(node.target, value, node)
+
+    def _assign(self, target, value, node):
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
+                raise self.error(node, "cannot unpack this value into the names on the left")
+            for t, v in zip(target.elts, value):
+                self._assign(t, v, node)
+            return
+        if not isinstance(target, ast.Name):
+            raise self.error(target, "unsupported assignment target")
+        name = target.id
+        if isinstance(value, ir.Buffer):
+            if value.name in ("buf", "mbar", "tensor"):
+                value.name = self.builder.fresh_name(name)
+            self.bind(name, value)
+        elif _is_ir(value):
+            found, old = self.scope.lookup(name)
+            if found and isinstance(old, ir.Var) and old in self.mutable_vars:
+                self.builder.emit(ir.Assign(old, ir.cast(value, old.dtype)))
+                return
+            var = ir.Var(self.builder.fresh_name(name), value.dtype)
+            self.mutable_vars.add(var)
+            self.builder.emit(ir.LetStmt(var, value))
+            self.bind(name, var)
+        else:
+            self.bind(name, value)
+
+    def visit_AugAssign(self, node):
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise self.error(node, f"unsupported operator {type(node.op).__name__}")
+        current = self.eval(node.target if not isinstance(node.target, ast.Name) else node.target)
+        value = op(current, self.eval(node.value))
+        if isinstance(node.target, ast.Subscript):
+            self._store(node.target, value)
+        else:
+            self._assign(node.target, value, node)
+
+    def _store(self, target: ast.Subscript, value):
+        buf = self.eval(target.value)
+        if not isinstance(buf, ir.Buffer):
+            raise self.error(target, "only kernel buffers can be assigned to by index")
+        key = self.eval(target.slice)
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) != buf.ndim:
+            raise self.error(target, f"{buf.name} has {buf.ndim} dimension(s), indexed with {len(key)}")
+        if any(isinstance(k, slice) for k in key):
+            raise self.error(target, "assigning to a slice is not supported; use T.fill or T.copy")
+        try:
+            value = ir.cast(ir.as_expr(value), buf.dtype)
+        except TypeError as exc:
+            raise self.error(target, str(exc)) from None
+        self.builder.emit(ir.BufferStore(buf, tuple(ir.as_expr(k) for k in key), value))
+
+    def visit_For(self, node):
+        if node.orelse:
+            raise self.error(node, "for-else is not supported in kernels")
+        spec = self._loop_spec(node.iter)
+        names = self._target_names(node.target)
+        if len(names) != len(spec.extents):
+            raise self.error(node, f"this loop has {len(spec.extents)} dimension(s) but "
+                                   f"{len(names)} loop variable(s)")
+        loop_vars = [ir.Var(self.builder.fresh_name(n)) for n in names]
+        outer = self.scope
+        self.scope = _Scope({n: v for n, v in zip(names, loop_vars)}, outer)
+        self.builder.push()
+        self.builder.loop_vars.extend(loop_vars)
+        try:
+            self.visit_body(node.body)
+        finally:
+            del self.builder.loop_vars[-len(loop_vars):]
+            self.scope = outer
+        body = self.builder.pop()
+        for var, start, extent in reversed(list(zip(loop_vars, spec.starts, spec.extents))):
+            body = ir.For(var, extent, body, spec.kind, start, dict(spec.annotations), loc=self.loc(node))
+        self.builder.emit(body)
+
+    def _loop_spec(self, it) -> LoopSpec:
+        if isinstance(it, ast.Call):
+            fn = self.eval(it.func)
+            if fn is range:
+                args = [self.eval(a) for a in it.args]
+                if len(args) == 3 and args[2] != 1:
+                    raise self.error(it, "range() with a step is not supported; use T.serial")
+                from .. import language as T
+
+                return T.serial(*args[:2])
+        value = self.eval(it)
+        if not isinstance(value, LoopSpec):
+            raise self.error(it, "kernel loops iterate over T.serial, T.Parallel, T.Pipelined, "
+                                 "T.unroll or range(...)")
+        return value
+
+    def visit_If(self, node):
+        cond = self.eval(node.test)
+        if not _is_ir(cond):  # decided while parsing: keep only the branch taken
+            self.visit_body(node.body if cond else node.orelse)
+            return
+        self.builder.push()
+        self.visit_body(node.body)
+        then_body = self.builder.pop()
+        else_body = None
+        if node.orelse:
+            self.builder.push()
+            self.visit_body(node.orelse)
+            else_body = self.builder.pop()
+        self.builder.emit(ir.IfThenElse(cond, then_body, else_body))
+
+    # ---- expressions -----------------------------------------------------------------------------
+    def eval(self, node):
+        return self.visit(node)
+
+    def visit_Constant(self, node):
+        return node.value
+
+    def visit_Name(self, node):
+        return self.lookup(node, node.id)
+
+    def visit_Attribute(self, node):
+        base = self.eval(node.value)
+        try:
+            return getattr(base, node.attr)
+        except AttributeError:
+            owner = getattr(base, "__name__", type(base).__name__)
+            raise self.error(node, f"{owner} has no attribute {node.attr!r}") from None
+
+    def visit_Tuple(self, node):
+        return tuple(self.eval(e) for e in node.elts)
+
+    def visit_List(self, node):
+        return [self.eval(e) for e in node.elts]
+
+    def visit_Dict(self, node):
+        if any(k is None for k in node.keys):
+            raise self.error(node, "dict unpacking (**) is not supported in kernels")
+        return {self.eval(k): self.eval(v) for k, v in zip(node.keys, node.values)}
+
+    def visit_Slice(self, node):
+        def part(p):
+            return None if p is None else self.eval(p)
+
+        return slice(part(node.lower), part(node.upper), part(node.step))
+
+    def visit_Subscript(self, node):
+        base = self.eval(node.value)
+        key = self.eval(node.slice)
+        if isinstance(base, ir.Buffer):
+            return _b.subscript_buffer(base, key)
+        if _is_ir(key):
+            raise self.error(node, "a Python list or tuple cannot be indexed by a kernel value")
+        return base[key]
+
+    def visit_Call(self, node):
+        fn = self.eval(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(self.eval(a.value))
+            else:
+                args.append(self.eval(a))
+        kwargs = {}
+        for k in node.keywords:
+            if k.arg is None:
+                kwargs.update(self.eval(k.value))
+            else:
+                kwargs[k.arg] = self.eval(k.value)
+        if not callable(fn):
+            raise self.error(node, f"{ast.unparse(node.func)} is not callable")
+        try:
+            inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise self.error(node, f"wrong arguments to {ast.unparse(node.func)}: {exc}") from None
+        except ValueError:
+            pass  # builtins without a signature
+        return fn(*args, **kwargs)
+
+    def visit_BinOp(self, node):
+        a, b = self.eval(node.left), self.eval(node.right)
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise self.error(node, f"unsupported operator {type(node.op).__name__}")
+        if (_is_ir(a) or _is_ir(b)) and op is operator.pow:
+            raise self.error(node, "** is only supported between Python numbers")
+        try:
+            return op(a, b)
+        except TypeError as exc:
+            raise self.error(node, f"cannot apply {type(node.op).__name__}: {exc}") from None
+
+    def visit_UnaryOp(self, node):
+        v = self.eval(node.operand)
+        if isinstance(node.op, ast.Not):
+            return ir.Not(v) if _is_ir(v) else not v
+        if isinstance(node.op, ast.USub):
+            return -v
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.Invert):
+            return ir.binop("^", v, -1) if _is_ir(v) else ~v
+        raise self.error(node, "unsupported unary operator")
+
+    def visit_Compare(self, node):
+        left = self.eval(node.left)
+        result = None
+        for op_node, right_node in zip(node.ops, node.comparators):
+            right = self.eval(right_node)
+            op = _CMPOPS.get(type(op_node))
+            if op is None:
+                if _is_ir(left) or _is_ir(right):
+                    raise self.error(node, f"unsupported comparison {type(op_node).__name__}")
+                part = {ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
+                        ast.NotIn: lambda a, b: a not in b}[type(op_node)](left, right)
+            elif _is_ir(left) or _is_ir(right):
+                part = ir.cmp(op, left, right)
+            else:
+                part = _PY_CMP[op](left, right)
+            result = part if result is None else self._and(result, part)
+            left = right
+        return result
+
+    def _and(self, a, b):
+        if not _is_ir(a) and not _is_ir(b):
+            return a and b
+        if not _is_ir(a):
+            return b if a else False
+        if not _is_ir(b):
+            return a if b else False
+        return ir.binop("and", a, b)
+
+    def visit_BoolOp(self, node):
+        values = [self.eval(v) for v in node.values]
+        is_and = isinstance(node.op, ast.And)
+        out = values[0]
+        for v in values[1:]:
+            if not _is_ir(out) and not _is_ir(v):
+                out = (out and v) if is_and else (out or v)
+            elif is_and:
+                out = self._and(out, v)
+            else:
+                out = ir.binop("or", ir.as_expr(out), ir.as_expr(v))
+        return out
+
+    def visit_IfExp(self, node):
+        cond = self.eval(node.test)
+        if not _is_ir(cond):
+            return self.eval(node.body) if cond else self.eval(node.orelse)
+        from .. import language as T
+
+        return T.if_then_else(cond, self.eval(node.body), self.eval(node.orelse))
+
+
+def _closure_vars(fn) -> dict:
+    names = fn.__code__.co_freevars
+    cells = fn.__closure__ or ()
+    out = {}
+    for name, cell in zip(names, cells):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:  # an empty cell: the name is assigned later in the enclosing scope
+            pass
+    return out
+
+
+def parse(fn) -> ir.PrimFunc:
+    """Parse a Python function written in the tile DSL into a PrimFunc."""
+    if isinstance(fn, ir.PrimFunc):
+        return fn
+    try:
+        lines, first_line = inspect.getsourcelines(fn)
+        file = inspect.getsourcefile(fn) or "<unknown>"
+    except (OSError, TypeError) as exc:
+        raise CompileError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {exc}") from None
+    source = textwrap.dedent("".join(lines))
+    tree = ast.parse(source)
+    fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    fdef.decorator_list = []
+    parser = Parser(fn, source.splitlines(), file, first_line, _closure_vars(fn))
+    previous = getattr(_b._state, "builder", None)
+    _b.install(parser.builder)
+    try:
+        func = parser.parse_function(fdef)
+    finally:
+        _b.install(previous)
+    func.attrs["source_lines"] = source.splitlines()
+    return func

@@ -1,0 +1,104 @@
+"""Fragment layouts: which thread holds which element of a block-wide fragment.
+
+A layout maps (thread, local index) to the logical indices of the fragment. Every access to a
+fragment inside a ``T.Parallel`` loop is rewritten through it, so all uses of one fragment agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import nodes as ir
+
+
+@dataclass(frozen=True)
+class BlockedLayout:
+    """Element ``flat`` of the row-major fragment lives in thread ``flat % threads`` at local
+    index ``flat // threads``. The default for fragments no tensor-core op constrains."""
+
+    shape: tuple
+    threads: int
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def local_size(self) -> int:
+        return -(-self.numel // self.threads)
+
+    def forward(self, tid: ir.Expr, j: ir.Expr) -> tuple[tuple, ir.Expr | None]:
+        """(logical indices, guard) of local element ``j`` of thread ``tid``."""
+        flat = j * self.threads + tid
+        guard = None if self.numel % self.threads == 0 else ir.cmp("<", flat, self.numel)
+        return unravel(flat, self.shape), guard
+
+    def describe(self) -> str:
+        return f"blocked({self.threads} threads x {self.local_size})"
+
+
+@dataclass(frozen=True)
+class MmaAccumLayout:
+    """The accumulator layout of ``tw::gemm_ss`` (mma.sync m16n8k16, warps in a WM x WN grid)."""
+
+    shape: tuple  # (M, N)
+    warps_m: int
+    warps_n: int
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def mi(self) -> int:
+        return self.shape[0] // self.warps_m // 16
+
+    @property
+    def ni(self) -> int:
+        return self.shape[1] // self.warps_n // 8
+
+    @property
+    def local_size(self) -> int:
+        return self.mi * self.ni * 4
+
+    def forward(self, tid: ir.Expr, j: ir.Expr) -> tuple[tuple, None]:
+        tm, tn = self.shape[0] // self.warps_m, self.shape[1] // self.warps_n
+        warp, lane = tid // 32, tid % 32
+        wr, wc = warp // self.warps_n, warp % self.warps_n
+        e, h = j % 2, (j // 2) % 2
+        ni, mi = (j // 4) % self.ni, j // (4 * self.ni)
+        row = wr * tm + mi * 16 + lane // 4 + h * 8
+        col = wc * tn + ni * 8 + (lane % 4) * 2 + e
+        return (row, col), None
+
+    def describe(self) -> str:
+        return f"mma_accum({self.warps_m}x{self.warps_n} warps, {self.local_size} per thread)"
+
+
+def unravel(flat: ir.Expr, shape: tuple) -> tuple:
+    idx = []
+    for dim in reversed(shape[1:]):
+        idx.append(flat % dim)
+        flat = flat // dim
+    idx.append(flat)
+    return tuple(reversed(idx))
+
+
+def choose_warp_grid(m: int, n: int, warps: int) -> tuple[int, int] | None:
+    """(WM, WN) with WM*WN == warps tiling an m x n accumulator in 16 x 8 steps, warp tiles as
+    square as possible (fewer shared-memory loads per mma)."""
+    best = None
+    for wm in range(1, warps + 1):
+        if warps % wm:
+            continue
+        wn = warps // wm
+        if m % (16 * wm) or n % (8 * wn):
+            continue
+        tm, tn = m // wm, n // wn
+        score = (abs(tm - tn), -tm)
+        if best is None or score < best[0]:
+            best = (score, (wm, wn))
+    return None if best is None else best[1]

@@ -1,0 +1,609 @@
+"""The IR: expressions, buffers, statements (tile-level and thread-level) and the PrimFunc.
+
+One small set of dataclasses serves every stage of the compiler. Tile operations (``Copy``,
+``Gemm``, ``TmaCopy`` ...) are statements like any other; lowering passes replace them by loops
+over ``BufferStore`` and by ``Evaluate(Call(...))`` of intrinsics from our CUDA headers.
+
+Expressions overload the arithmetic operators (``+ - * // % /`` and friends), so index
+expressions in the front end and in passes read like the Python the user wrote. Comparisons are
+*not* overloaded (nodes keep Python identity semantics); use :func:`cmp`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .. import dtypes
+from ..dtypes import DType
+from ..errors import SourceLocation  # noqa: F401 (re-exported)
+
+# --------------------------------------------------------------------------------------------
+# Expressions
+# --------------------------------------------------------------------------------------------
+
+
+class Expr:
+    """Base of all expression nodes."""
+
+    dtype: DType
+
+    def __add__(self, other):
+        return binop("+", self, other)
+
+    def __radd__(self, other):
+        return binop("+", other, self)
+
+    def __sub__(self, other):
+        return binop("-", self, other)
+
+    def __rsub__(self, other):
+        return binop("-", other, self)
+
+    def __mul__(self, other):
+        return binop("*", self, other)
+
+    def __rmul__(self, other):
+        return binop("*", other, self)
+
+    def __floordiv__(self, other):
+        return binop("//", self, other)
+
+    def __rfloordiv__(self, other):
+        return binop("//", other, self)
+
+    def __mod__(self, other):
+        return binop("%", self, other)
+
+    def __rmod__(self, other):
+        return binop("%", other, self)
+
+    def __truediv__(self, other):
+        return binop("/", self, other)
+
+    def __rtruediv__(self, other):
+        return binop("/", other, self)
+
+    def __and__(self, other):
+        return binop("&", self, other)
+
+    def __or__(self, other):
+        return binop("|", self, other)
+
+    def __xor__(self, other):
+        return binop("^", self, other)
+
+    def __lshift__(self, other):
+        return binop("<<", self, other)
+
+    def __rshift__(self, other):
+        return binop(">>", self, other)
+
+    def __neg__(self):
+        return binop("-", Const(0, self.dtype), self)
+
+    def __bool__(self):
+        raise TypeError(
+            "a kernel value has no Python truth value; use it in an `if` inside the kernel"
+        )
+
+    def __str__(self) -> str:
+        from .printer import expr_text
+
+        return expr_text(self)
+
+
+@dataclass(eq=False, repr=False)
+class Var(Expr):
+    name: str
+    dtype: DType = dtypes.int32
+
+    def __repr__(self) -> str:
+        return f"Var({self.name})"
+
+
+@dataclass(frozen=True, repr=False)
+class Const(Expr):
+    value: Any
+    dtype: DType = dtypes.int32
+
+    def __repr__(self) -> str:
+        return f"Const({self.value})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BinOp(Expr):
+    op: str
+    a: Expr
+    b: Expr
+    dtype: DType = dtypes.int32
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Not(Expr):
+    a: Expr
+    dtype: DType = dtypes.boolean
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Call(Expr):
+    """A math function (``exp``, ``max`` ...) or an intrinsic of our CUDA headers."""
+
+    name: str
+    args: tuple
+    dtype: DType = dtypes.int32
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Cast(Expr):
+    value: Expr
+    dtype: DType = dtypes.float32
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: DType = dtypes.int32
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferLoad(Expr):
+    buffer: "Buffer"
+    indices: tuple
+    dtype: DType = dtypes.float32
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Raw(Expr):
+    """A verbatim C++ expression (only created by lowering passes, never by the user)."""
+
+    text: str
+    dtype: DType = dtypes.int32
+
+
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+LOGICAL = ("and", "or")
+
+
+def const(value, dtype: DType | None = None) -> Const:
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = dtypes.boolean
+        elif isinstance(value, int):
+            dtype = dtypes.int32 if -(2**31) <= value < 2**31 else dtypes.int64
+        elif isinstance(value, float):
+            dtype = dtypes.float32
+        else:
+            raise TypeError(f"cannot make a constant of {value!r}")
+    return Const(value, dtype)
+
+
+def as_expr(value) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (bool, int, float)):
+        return const(value)
+    try:  # numpy scalars
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            return const(value.item())
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"{value!r} (of type {type(value).__name__}) cannot be used in a kernel expression")
+
+
+def result_dtype(op: str, a: DType, b: DType) -> DType:
+    if op in COMPARISONS or op in LOGICAL:
+        return dtypes.boolean
+    if op == "/" and not (a.is_float or b.is_float):
+        return dtypes.float32
+    if a.is_float or b.is_float:
+        if a.is_float and b.is_float:
+            return a if a.bits >= b.bits else b
+        return a if a.is_float else b
+    if a.kind == "bool" and b.kind == "bool":
+        return dtypes.int32 if op not in ("&", "|", "^") else dtypes.boolean
+    wide = a if a.bits >= b.bits else b
+    return wide if wide.bits >= 32 else dtypes.int32
+
+
+_FOLD = {
+    "+": lambda x, y: x + y,
+    "-": lambda x, y: x - y,
+    "*": lambda x, y: x * y,
+    "//": lambda x, y: x // y,
+    "%": lambda x, y: x % y,
+    "<": lambda x, y: x < y,
+    "<=": lambda x, y: x <= y,
+    ">": lambda x, y: x > y,
+    ">=": lambda x, y: x >= y,
+    "==": lambda x, y: x == y,
+    "!=": lambda x, y: x != y,
+    "min": min,
+    "max": max,
+}
+
+
+def binop(op: str, a, b) -> Expr:
+    """Build ``a op b``, folding constants and the trivial identities (x+0, x*1, x*0)."""
+    a, b = as_expr(a), as_expr(b)
+    dtype = result_dtype(op, a.dtype, b.dtype)
+    if isinstance(a, Const) and isinstance(b, Const) and op in _FOLD and not dtype.is_float:
+        if not (op in ("//", "%") and b.value == 0):
+            return Const(_FOLD[op](a.value, b.value), dtype)
+    if isinstance(b, Const) and not dtype.is_float and op in ("+", "-") and b.value == 0:
+        return a
+    if isinstance(a, Const) and not dtype.is_float and op == "+" and a.value == 0:
+        return b
+    if op == "*" and not dtype.is_float:
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Const) and x.value == 1:
+                return y
+            if isinstance(x, Const) and x.value == 0:
+                return Const(0, dtype)
+    if op in ("//",) and isinstance(b, Const) and b.value == 1:
+        return a
+    if op == "%" and isinstance(b, Const) and b.value == 1:
+        return Const(0, dtype)
+    return BinOp(op, a, b, dtype)
+
+
+def cmp(op: str, a, b) -> Expr:
+    assert op in COMPARISONS
+    return binop(op, a, b)
+
+
+def logical_and(*conds) -> Expr | None:
+    """Conjunction of the non-None conditions (None when there are none)."""
+    out = None
+    for c in conds:
+        if c is None:
+            continue
+        out = c if out is None else binop("and", out, c)
+    return out
+
+
+def cast(value, dtype: DType) -> Expr:
+    value = as_expr(value)
+    if value.dtype == dtype:
+        return value
+    if isinstance(value, Const) and not dtype.is_float and not value.dtype.is_float:
+        return Const(value.value, dtype)
+    if isinstance(value, Const) and dtype.is_float and dtype.name in ("float32", "float64"):
+        return Const(float(value.value), dtype)
+    return Cast(value, dtype)
+
+
+def const_int(value) -> int | None:
+    """The Python int of a constant expression, or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, Const) and isinstance(value.value, int):
+        return value.value
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Buffers and regions
+# --------------------------------------------------------------------------------------------
+
+SCOPES = ("global", "shared", "fragment", "local", "barrier")
+
+
+@dataclass(eq=False, repr=False)
+class Buffer:
+    """A named array in one memory scope.
+
+    ``strides`` are in elements (None: row-major contiguous). ``data`` is the pointer expression
+    of a tensor made inside the kernel with ``T.make_tensor``. ``attrs`` collects what passes
+    learn: ``versions`` (pipeline copies), ``swizzle``, ``layout`` (fragments), ``offset``
+    (shared memory), ``barrier_counts``.
+    """
+
+    name: str
+    shape: tuple
+    dtype: DType
+    scope: str
+    strides: tuple | None = None
+    data: Expr | None = None
+    attrs: dict = field(default_factory=dict)
+    loc: SourceLocation | None = None
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name}, {self.scope})"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def static_shape(self) -> tuple[int, ...] | None:
+        dims = tuple(const_int(s) for s in self.shape)
+        return None if any(d is None for d in dims) else dims
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.static_shape() or ():
+            n *= d
+        return n
+
+    def row_major_strides(self) -> tuple:
+        strides, acc = [], as_expr(1)
+        for dim in reversed(self.shape):
+            strides.append(acc)
+            acc = acc * dim
+        return tuple(reversed(strides))
+
+    def effective_strides(self) -> tuple:
+        if self.strides is not None:
+            return tuple(as_expr(s) for s in self.strides)
+        return self.row_major_strides()
+
+    def __getitem__(self, key):
+        # Used by the language layer (T.*) when a buffer is indexed outside the parser.
+        from ..language.builder import subscript_buffer
+
+        return subscript_buffer(self, key)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Region:
+    """A rectangular part of a buffer: per-dimension start and extent."""
+
+    buffer: Buffer
+    starts: tuple
+    extents: tuple
+
+    def static_extents(self) -> tuple[int, ...] | None:
+        dims = tuple(const_int(e) for e in self.extents)
+        return None if any(d is None for d in dims) else dims
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for e in self.static_extents() or ():
+            n *= e
+        return n
+
+    @staticmethod
+    def full(buffer: Buffer) -> "Region":
+        return Region(buffer, tuple(const(0) for _ in buffer.shape), tuple(buffer.shape))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BarrierRef:
+    """One slot of a barrier array: ``mbar[i]``."""
+
+    buffer: Buffer
+    index: Expr
+
+
+# --------------------------------------------------------------------------------------------
+# Statements
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False, repr=False)
+class Stmt:
+    def __str__(self) -> str:
+        from .printer import stmt_text
+
+        return stmt_text(self)
+
+
+def _loc():
+    return field(default=None, kw_only=True)
+
+
+@dataclass(eq=False, repr=False)
+class SeqStmt(Stmt):
+    stmts: list
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class For(Stmt):
+    """``for var in range(start, start + extent)``. ``kind``: serial, parallel, pipelined,
+    unrolled. ``annotations`` holds e.g. ``num_stages`` for pipelined loops."""
+
+    var: Var
+    extent: Expr
+    body: Stmt
+    kind: str = "serial"
+    start: Expr = field(default_factory=lambda: const(0))
+    annotations: dict = field(default_factory=dict)
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class IfThenElse(Stmt):
+    cond: Expr
+    then_body: Stmt
+    else_body: Stmt | None = None
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class LetStmt(Stmt):
+    """Declare a scalar: ``var = value`` for the rest of the enclosing block."""
+
+    var: Var
+    value: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Assign(Stmt):
+    """Re-assign a scalar declared earlier with ``LetStmt(mutable=True)``."""
+
+    var: Var
+    value: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class BufferStore(Stmt):
+    buffer: Buffer
+    indices: tuple
+    value: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Evaluate(Stmt):
+    """A call evaluated for its effect (an intrinsic of our CUDA headers)."""
+
+    call: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Allocate(Stmt):
+    """Declares ``buffer`` (shared, fragment, local or barrier) for the rest of the kernel."""
+
+    buffer: Buffer
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Comment(Stmt):
+    text: str
+    loc: SourceLocation | None = _loc()
+
+
+# ---- tile operations (what the user writes; lowered away by passes) -----------------------
+
+
+@dataclass(eq=False, repr=False)
+class Copy(Stmt):
+    """``T.copy(src, dst)``; ``instruction`` is None (auto), "sync", "cp_async" or "tma"."""
+
+    src: Region
+    dst: Region
+    instruction: str | None = None
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class TmaCopy(Stmt):
+    """``T.tma_copy``: a load (global->shared, with ``barrier``) or a store (shared->global)."""
+
+    src: Region
+    dst: Region
+    barrier: BarrierRef | None = None
+    leader_scope_threads: int | None = None
+    loc: SourceLocation | None = _loc()
+
+    @property
+    def is_load(self) -> bool:
+        return self.src.buffer.scope == "global"
+
+
+@dataclass(eq=False, repr=False)
+class Fill(Stmt):
+    dst: Region
+    value: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Gemm(Stmt):
+    """``C += A @ B`` (with optional transposes) on a block tile."""
+
+    a: Region
+    b: Region
+    c: Region
+    trans_a: bool = False
+    trans_b: bool = False
+    clear_accum: bool = False
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Reduce(Stmt):
+    """``T.reduce_<kind>(src, dst, dim)``: reduce ``src`` along ``dim`` into ``dst``."""
+
+    kind: str
+    src: Buffer
+    dst: Buffer
+    dim: int
+    clear: bool = True
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class BarrierArrive(Stmt):
+    barrier: BarrierRef
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class BarrierWait(Stmt):
+    barrier: BarrierRef
+    parity: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class TmaStoreWait(Stmt):
+    read: bool = False
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class SyncThreads(Stmt):
+    loc: SourceLocation | None = _loc()
+
+
+TILE_OPS = (Copy, TmaCopy, Fill, Gemm, Reduce)
+
+
+# --------------------------------------------------------------------------------------------
+# Functions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False, repr=False)
+class Launch:
+    grid: tuple  # block counts, x first
+    threads: int
+    block_vars: tuple  # Vars bound to blockIdx.x/y/z
+    thread_var: Var
+
+
+@dataclass(eq=False, repr=False)
+class PrimFunc:
+    name: str
+    params: list  # Buffers (scope "global") and scalar Vars
+    body: Stmt
+    launch: Launch
+    attrs: dict = field(default_factory=dict)
+    source_file: str = "<unknown>"
+    source_line: int = 0
+
+    def with_body(self, body: Stmt) -> "PrimFunc":
+        return dataclasses.replace(self, body=body, attrs=dict(self.attrs))
+
+    def __str__(self) -> str:
+        from .printer import print_ir
+
+        return print_ir(self)
+
+
+def seq(stmts: Sequence[Stmt | None]) -> Stmt:
+    """A sequence, flattened, with empty parts dropped (a single statement stays itself)."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    if len(flat) == 1:
+        return flat[0]
+    return SeqStmt(flat)

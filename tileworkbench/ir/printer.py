@@ -1,0 +1,215 @@
+"""Readable, TVMScript-like text of the IR (what the trace shows after every pass)."""
+
+from __future__ import annotations
+
+from . import nodes as ir
+
+_PRECEDENCE = {
+    "or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4,
+    "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10,
+}
+
+
+def _buffer_ref(buffer: ir.Buffer) -> str:
+    return buffer.name
+
+
+def expr_text(e, parent_prec: int = 0) -> str:
+    if isinstance(e, (int, float, bool)):
+        return repr(e)
+    if isinstance(e, ir.Var):
+        return e.name
+    if isinstance(e, ir.Const):
+        if e.dtype.is_float:
+            return repr(float(e.value))
+        return repr(e.value)
+    if isinstance(e, ir.BinOp):
+        if e.op in ("min", "max"):
+            return f"T.{e.op}({expr_text(e.a)}, {expr_text(e.b)})"
+        prec = _PRECEDENCE[e.op]
+        text = f"{expr_text(e.a, prec)} {e.op} {expr_text(e.b, prec + 1)}"
+        return f"({text})" if prec < parent_prec else text
+    if isinstance(e, ir.Not):
+        return f"not {expr_text(e.a, 3)}"
+    if isinstance(e, ir.Call):
+        args = [expr_text(a) for a in e.args]
+        if e.name.startswith("."):  # a member call on a barrier: mbar[0].wait(parity)
+            return f"{args[0]}{e.name}({', '.join(args[1:])})"
+        if "::" in e.name:  # an intrinsic of our CUDA headers, shown as called
+            return f"{e.name}({', '.join(args)})"
+        return f"T.{e.name}({', '.join(args)})"
+    if isinstance(e, ir.Cast):
+        return f'T.cast({expr_text(e.value)}, "{e.dtype.name}")'
+    if isinstance(e, ir.Select):
+        return f"T.if_then_else({expr_text(e.cond)}, {expr_text(e.a)}, {expr_text(e.b)})"
+    if isinstance(e, ir.BufferLoad):
+        return f"{_buffer_ref(e.buffer)}[{', '.join(expr_text(i) for i in e.indices)}]"
+    if isinstance(e, ir.Raw):
+        return e.text
+    if isinstance(e, ir.Region):
+        return region_text(e)
+    if isinstance(e, ir.BarrierRef):
+        return f"{e.buffer.name}[{expr_text(e.index)}]"
+    if isinstance(e, str):
+        return repr(e)
+    return repr(e)
+
+
+def region_text(r: ir.Region) -> str:
+    if _is_full(r):
+        return r.buffer.name
+    parts = []
+    for start, extent in zip(r.starts, r.extents):
+        if ir.const_int(extent) == 1:
+            parts.append(expr_text(start))
+        else:
+            parts.append(f"{expr_text(start)}:{expr_text(start + extent)}")
+    return f"{r.buffer.name}[{', '.join(parts)}]"
+
+
+def _is_full(r: ir.Region) -> bool:
+    return all(
+        ir.const_int(s) == 0 and ir.const_int(e) is not None and ir.const_int(e) == ir.const_int(d)
+        for s, e, d in zip(r.starts, r.extents, r.buffer.shape)
+    )
+
+
+def _shape(shape) -> str:
+    inner = ", ".join(expr_text(s) for s in shape)
+    return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+
+def _buffer_attrs(b: ir.Buffer) -> str:
+    notes = []
+    for key in ("versions", "swizzle", "offset", "layout", "counts"):
+        if key in b.attrs and b.attrs[key] not in (None, 1, "none"):
+            value = b.attrs[key]
+            notes.append(f"{key}={value}" if key != "layout" else f"layout={value.describe()}")
+    return f"  # {', '.join(notes)}" if notes else ""
+
+
+def alloc_text(b: ir.Buffer) -> str:
+    if b.scope == "barrier":
+        counts = b.attrs.get("counts", [])
+        return f"{b.name} = T.alloc_barrier({list(counts)}){_buffer_attrs(b)}"
+    if b.scope == "global":
+        strides = f", strides={_shape(b.strides)}" if b.strides is not None else ""
+        return f'{b.name} = T.make_tensor({expr_text(b.data)}, {_shape(b.shape)}, "{b.dtype.name}"{strides})'
+    fn = {"shared": "alloc_shared", "fragment": "alloc_fragment", "local": "alloc_local"}[b.scope]
+    return f"{b.name} = T.{fn}({_shape(b.shape)}, \"{b.dtype.name}\"){_buffer_attrs(b)}"
+
+
+class _Printer:
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def emit(self, depth: int, text: str):
+        self.lines.append("    " * depth + text)
+
+    def stmt(self, s, depth: int):
+        method = getattr(self, "p_" + type(s).__name__, None)
+        if method is None:
+            self.emit(depth, f"<{type(s).__name__}>")
+        else:
+            method(s, depth)
+
+    def p_SeqStmt(self, s, d):
+        for x in s.stmts:
+            self.stmt(x, d)
+
+    def p_For(self, s, d):
+        ann = "".join(f", {k}={v!r}" for k, v in s.annotations.items() if not k.startswith("_"))
+        start = "" if ir.const_int(s.start) == 0 else f"{expr_text(s.start)}, "
+        fn = {"serial": "serial", "parallel": "Parallel", "pipelined": "Pipelined",
+              "unrolled": "unroll"}.get(s.kind, s.kind)
+        self.emit(d, f"for {s.var.name} in T.{fn}({start}{expr_text(s.extent)}{ann}):")
+        self.stmt(s.body, d + 1)
+
+    def p_IfThenElse(self, s, d):
+        self.emit(d, f"if {expr_text(s.cond)}:")
+        self.stmt(s.then_body, d + 1)
+        if s.else_body is not None:
+            self.emit(d, "else:")
+            self.stmt(s.else_body, d + 1)
+
+    def p_LetStmt(self, s, d):
+        self.emit(d, f"{s.var.name}: {s.var.dtype.name} = {expr_text(s.value)}")
+
+    def p_Assign(self, s, d):
+        self.emit(d, f"{s.var.name} = {expr_text(s.value)}")
+
+    def p_BufferStore(self, s, d):
+        idx = ", ".join(expr_text(i) for i in s.indices)
+        self.emit(d, f"{s.buffer.name}[{idx}] = {expr_text(s.value)}")
+
+    def p_Evaluate(self, s, d):
+        self.emit(d, expr_text(s.call))
+
+    def p_Allocate(self, s, d):
+        self.emit(d, alloc_text(s.buffer))
+
+    def p_Comment(self, s, d):
+        self.emit(d, f"# {s.text}")
+
+    def p_Copy(self, s, d):
+        instr = f", prefer_instruction={s.instruction!r}" if s.instruction else ""
+        self.emit(d, f"T.copy({region_text(s.src)}, {region_text(s.dst)}{instr})")
+
+    def p_TmaCopy(self, s, d):
+        extra = f", barrier={expr_text(s.barrier)}" if s.barrier is not None else ""
+        if s.leader_scope_threads is not None:
+            extra += f", leader_scope_threads={s.leader_scope_threads}"
+        self.emit(d, f"T.tma_copy({region_text(s.src)}, {region_text(s.dst)}{extra})")
+
+    def p_Fill(self, s, d):
+        self.emit(d, f"T.fill({region_text(s.dst)}, {expr_text(s.value)})")
+
+    def p_Gemm(self, s, d):
+        flags = "".join(
+            f", {k}=True" for k, v in (("transpose_A", s.trans_a), ("transpose_B", s.trans_b),
+                                        ("clear_accum", s.clear_accum)) if v
+        )
+        self.emit(d, f"T.gemm({region_text(s.a)}, {region_text(s.b)}, {region_text(s.c)}{flags})")
+
+    def p_Reduce(self, s, d):
+        self.emit(d, f"T.reduce_{s.kind}({s.src.name}, {s.dst.name}, dim={s.dim}, clear={s.clear})")
+
+    def p_BarrierArrive(self, s, d):
+        self.emit(d, f"T.barrier_arrive({expr_text(s.barrier)})")
+
+    def p_BarrierWait(self, s, d):
+        self.emit(d, f"T.barrier_wait({expr_text(s.barrier)}, {expr_text(s.parity)})")
+
+    def p_TmaStoreWait(self, s, d):
+        self.emit(d, f"T.tma_store_wait(read={s.read})")
+
+    def p_SyncThreads(self, s, d):
+        self.emit(d, "T.sync_threads()")
+
+
+def _param_text(p) -> str:
+    if isinstance(p, ir.Buffer):
+        if p.strides is not None:
+            strides = _shape(p.strides)
+            return f"{p.name}: T.StridedTensor({_shape(p.shape)}, {strides}, \"{p.dtype.name}\")"
+        return f"{p.name}: T.Tensor({_shape(p.shape)}, \"{p.dtype.name}\")"
+    return f"{p.name}: T.{p.dtype.name}"
+
+
+def print_ir(func: ir.PrimFunc) -> str:
+    p = _Printer()
+    p.emit(0, "@T.prim_func")
+    p.emit(0, f"def {func.name}({', '.join(_param_text(x) for x in func.params)}):")
+    launch = func.launch
+    grid = ", ".join(expr_text(g) for g in launch.grid)
+    names = ", ".join(v.name for v in launch.block_vars)
+    p.emit(1, f"with T.Kernel({grid}, threads={launch.threads}) as ({names}):")
+    p.emit(2, f"{launch.thread_var.name} = T.get_thread_binding()")
+    p.stmt(func.body, 2)
+    return "\n".join(p.lines) + "\n"
+
+
+def stmt_text(s) -> str:
+    p = _Printer()
+    p.stmt(s, 0)
+    return "\n".join(p.lines)

@@ -1,0 +1,240 @@
+"""Index-expression simplifier of our own: affine canonical form plus floor-div/mod rules.
+
+``simplify(e, ranges)`` rewrites integer expressions into a sum of ``coef * atom`` terms plus a
+constant, where atoms are variables or non-affine sub-expressions, and applies
+``(q*c + r) // c == q + r // c`` and ``(q*c + r) % c == r % c`` (exact for floor division), then
+drops ``r // c`` and keeps ``r`` for ``r % c`` when interval analysis proves ``0 <= r < c``.
+``ranges`` maps Vars to inclusive ``(lo, hi)`` bounds (loop and thread indices).
+Comparisons that the intervals decide fold to constants.
+"""
+
+from __future__ import annotations
+
+from . import nodes as ir
+from .printer import expr_text
+from .visitor import IRMutator
+
+Interval = tuple  # (lo, hi) with None for unbounded
+
+
+def interval(e: ir.Expr, ranges: dict) -> Interval:
+    """Inclusive bounds of an integer expression (None where unknown)."""
+    if isinstance(e, ir.Const):
+        if isinstance(e.value, bool):
+            return (int(e.value), int(e.value))
+        return (e.value, e.value) if isinstance(e.value, int) else (None, None)
+    if isinstance(e, ir.Var):
+        return ranges.get(e, (None, None))
+    if isinstance(e, ir.BinOp) and not e.dtype.is_float:
+        a, b = interval(e.a, ranges), interval(e.b, ranges)
+        if e.op == "+":
+            return (_add(a[0], b[0]), _add(a[1], b[1]))
+        if e.op == "-":
+            return (_sub(a[0], b[1]), _sub(a[1], b[0]))
+        if e.op == "*" and None not in a + b:
+            prods = [x * y for x in a for y in b]
+            return (min(prods), max(prods))
+        if e.op == "//" and b[0] is not None and b[0] == b[1] and b[0] > 0 and None not in a:
+            return (a[0] // b[0], a[1] // b[0])
+        if e.op == "%" and b[0] is not None and b[0] == b[1] and b[0] > 0:
+            if a[0] is not None and a[0] >= 0:
+                if a[1] is not None and a[1] < b[0]:
+                    return a
+                return (0, b[0] - 1)
+            return (0, b[0] - 1)  # floor-mod by a positive constant
+        if e.op in ("min", "max") and None not in a + b:
+            f = min if e.op == "min" else max
+            return (f(a[0], b[0]), f(a[1], b[1]))
+        if e.op in ir.COMPARISONS or e.op in ir.LOGICAL:
+            return (0, 1)
+    return (None, None)
+
+
+def _add(x, y):
+    return None if x is None or y is None else x + y
+
+
+def _sub(x, y):
+    return None if x is None or y is None else x - y
+
+
+def is_nonnegative(e: ir.Expr, ranges: dict) -> bool:
+    lo = interval(e, ranges)[0]
+    return lo is not None and lo >= 0
+
+
+# ---- affine form ---------------------------------------------------------------------------
+
+
+class Affine:
+    """sum(coef * atom) + const, atoms keyed by their printed text."""
+
+    def __init__(self, terms=None, const=0):
+        self.terms: dict[str, list] = terms or {}  # key -> [atom, coef]
+        self.const = const
+
+    @staticmethod
+    def of(e: ir.Expr) -> "Affine":
+        if isinstance(e, ir.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+            return Affine(const=e.value)
+        if isinstance(e, ir.BinOp) and e.op in ("+", "-"):
+            a, b = Affine.of(e.a), Affine.of(e.b)
+            return a.plus(b, 1 if e.op == "+" else -1)
+        if isinstance(e, ir.BinOp) and e.op == "*":
+            a, b = Affine.of(e.a), Affine.of(e.b)
+            if not a.terms:
+                return b.scaled(a.const)
+            if not b.terms:
+                return a.scaled(b.const)
+        return Affine({_key(e): [e, 1]})
+
+    def plus(self, other: "Affine", sign: int = 1) -> "Affine":
+        terms = {k: list(v) for k, v in self.terms.items()}
+        for k, (atom, coef) in other.terms.items():
+            if k in terms:
+                terms[k][1] += sign * coef
+            else:
+                terms[k] = [atom, sign * coef]
+        return Affine({k: v for k, v in terms.items() if v[1] != 0}, self.const + sign * other.const)
+
+    def scaled(self, c: int) -> "Affine":
+        if c == 0:
+            return Affine()
+        return Affine({k: [a, coef * c] for k, (a, coef) in self.terms.items()}, self.const * c)
+
+    def split(self, c: int) -> tuple["Affine", "Affine"]:
+        """(q, r) with self == q*c + r, q taking every term whose coefficient c divides."""
+        q, r = Affine(const=0), Affine(const=0)
+        for k, (atom, coef) in self.terms.items():
+            if coef % c == 0:
+                q.terms[k] = [atom, coef // c]
+            else:
+                r.terms[k] = [atom, coef]
+        q.const, r.const = divmod(self.const, c)
+        return q, r
+
+    def to_expr(self, dtype) -> ir.Expr:
+        out = None
+        # Stable order: the order atoms first appeared keeps output close to what users wrote.
+        for atom, coef in self.terms.values():
+            if coef == 1:
+                term = atom
+            elif coef == -1 and out is not None:
+                out = ir.BinOp("-", out, atom, dtype)
+                continue
+            else:
+                if out is not None and coef < 0:
+                    out = ir.BinOp("-", out, ir.binop("*", atom, ir.Const(-coef, dtype)), dtype)
+                    continue
+                term = ir.binop("*", atom, ir.Const(coef, dtype))
+            out = term if out is None else ir.BinOp("+", out, term, dtype)
+        if out is None:
+            return ir.Const(self.const, dtype)
+        if self.const > 0:
+            out = ir.BinOp("+", out, ir.Const(self.const, dtype), dtype)
+        elif self.const < 0:
+            out = ir.BinOp("-", out, ir.Const(-self.const, dtype), dtype)
+        return out
+
+
+def _key(e: ir.Expr) -> str:
+    if isinstance(e, ir.Var):
+        return f"var:{id(e)}"
+    return expr_text(e)
+
+
+class _Simplifier(IRMutator):
+    def __init__(self, ranges):
+        self.ranges = dict(ranges or {})
+
+    def visit_For(self, node):
+        start, extent = ir.const_int(node.start), ir.const_int(node.extent)
+        if start is not None:
+            hi = start + extent - 1 if extent is not None else None
+            self.ranges[node.var] = (start, hi)
+        return self.generic_visit(node)
+
+    def visit_LetStmt(self, node):
+        node = self.generic_visit(node)
+        if not node.var.dtype.is_float:
+            lo, hi = interval(node.value, self.ranges)
+            if lo is not None or hi is not None:
+                self.ranges[node.var] = (lo, hi)
+        return node
+
+    def visit_Assign(self, node):
+        self.ranges.pop(node.var, None)  # a re-assigned scalar has no known range
+        return self.generic_visit(node)
+
+    def visit_BinOp(self, node):
+        node = self.generic_visit(node)
+        if not isinstance(node, ir.BinOp) or node.dtype.is_float:
+            return node
+        if node.a.dtype.is_float or node.b.dtype.is_float:
+            return node
+        op = node.op
+        if op in ("+", "-", "*"):
+            return Affine.of(node).to_expr(node.dtype)
+        c = ir.const_int(node.b)
+        if op in ("//", "%") and c is not None and c > 0:
+            q, r = Affine.of(node.a).split(c)
+            r_expr = r.to_expr(node.dtype)
+            lo, hi = interval(r_expr, self.ranges)
+            r_in_range = lo is not None and hi is not None and 0 <= lo and hi < c
+            if op == "//":
+                rest = Affine() if r_in_range else Affine.of(ir.BinOp("//", r_expr, node.b, node.dtype))
+                if not q.terms and not r_in_range and not r.terms:
+                    return ir.Const(r.const // c + q.const, node.dtype)
+                return q.plus(rest).to_expr(node.dtype)
+            if r_in_range:
+                return r_expr
+            if not r.terms:
+                return ir.Const(r.const % c, node.dtype)
+            return ir.BinOp("%", r_expr, node.b, node.dtype)
+        if op in ir.COMPARISONS:
+            diff = ir.binop("-", node.a, node.b)
+            diff = self.visit(diff) if isinstance(diff, ir.BinOp) else diff
+            lo, hi = interval(diff, self.ranges)
+            decided = _decide(op, lo, hi)
+            if decided is not None:
+                return ir.Const(decided, node.dtype)
+        if op in ("min", "max"):
+            (alo, ahi), (blo, bhi) = interval(node.a, self.ranges), interval(node.b, self.ranges)
+            if op == "min" and ahi is not None and blo is not None and ahi <= blo:
+                return node.a
+            if op == "min" and bhi is not None and alo is not None and bhi <= alo:
+                return node.b
+            if op == "max" and alo is not None and bhi is not None and alo >= bhi:
+                return node.a
+            if op == "max" and blo is not None and ahi is not None and blo >= ahi:
+                return node.b
+        if op == "and":
+            for x, y in ((node.a, node.b), (node.b, node.a)):
+                if isinstance(x, ir.Const):
+                    return y if x.value else ir.Const(False, node.dtype)
+        return node
+
+
+def _decide(op, lo, hi):
+    """Truth of ``diff op 0`` when the interval of diff decides it, else None."""
+    if lo is None and hi is None:
+        return None
+    checks = {
+        "<": (hi is not None and hi < 0, lo is not None and lo >= 0),
+        "<=": (hi is not None and hi <= 0, lo is not None and lo > 0),
+        ">": (lo is not None and lo > 0, hi is not None and hi <= 0),
+        ">=": (lo is not None and lo >= 0, hi is not None and hi < 0),
+        "==": (lo == 0 and hi == 0, (lo is not None and lo > 0) or (hi is not None and hi < 0)),
+        "!=": ((lo is not None and lo > 0) or (hi is not None and hi < 0), lo == 0 and hi == 0),
+    }
+    true, false = checks[op]
+    if true:
+        return True
+    if false:
+        return False
+    return None
+
+
+def simplify(node, ranges: dict | None = None):
+    """Simplify every integer expression under ``node`` (an Expr or a Stmt)."""
+    return _Simplifier(ranges).visit(node)

@@ -1,0 +1,80 @@
+"""Compile caches: in-process (a dict) and on disk (one JSON file per key, written atomically).
+
+The key covers everything that decides the generated code: the package version, the content of
+our CUDA headers, the parsed kernel (its printed IR, which folds in every closure value), the
+target, the pass configs and ``out_idx``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .. import __version__
+from ..codegen.cuda import HEADER_DIR, HEADER_ORDER
+
+MEMORY: dict = {}
+_HEADERS_HASH: str | None = None
+
+
+def headers_hash() -> str:
+    global _HEADERS_HASH
+    if _HEADERS_HASH is None:
+        h = hashlib.sha256()
+        for name in HEADER_ORDER:
+            h.update((HEADER_DIR / name).read_bytes())
+        _HEADERS_HASH = h.hexdigest()
+    return _HEADERS_HASH
+
+
+def cache_key(ir_text: str, target, configs: dict, out_idx) -> str:
+    h = hashlib.sha256()
+    for part in (__version__, headers_hash(), ir_text, json.dumps(target.to_json(), sort_keys=True),
+                 json.dumps({k: str(v) for k, v in configs.items()}, sort_keys=True), repr(out_idx)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TILEWORKBENCH_CACHE_DIR", Path.home() / ".cache" / "tileworkbench"))
+
+
+def disk_enabled() -> bool:
+    return os.environ.get("TILEWORKBENCH_DISABLE_CACHE", "") not in ("1", "true")
+
+
+def load(key: str) -> dict | None:
+    if not disk_enabled():
+        return None
+    path = cache_dir() / f"{key}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def store(key: str, record: dict) -> None:
+    if not disk_enabled():
+        return
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f)
+        os.replace(tmp, directory / f"{key}.json")
+    except OSError:
+        pass  # a read-only home must not stop compilation
+
+
+def clear() -> None:
+    """Empty both caches (used by tests and by the compile-time benchmark)."""
+    MEMORY.clear()
+    directory = cache_dir()
+    if directory.exists():
+        for p in directory.glob("*.json"):
+            p.unlink(missing_ok=True)

@@ -1,0 +1,84 @@
+"""``tileworkbench.lower``: front end + pass pipeline + code generators, no GPU needed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import __version__
+from ..codegen.cuda import generate_cuda
+from ..codegen.host import generate_host
+from ..errors import CompileError
+from ..frontend import parse
+from ..ir import nodes as ir
+from ..ir.printer import print_ir
+from ..passes.manager import LowerContext, run_pipeline
+from ..passes.pipeline import pass_list
+from ..passes.trace import Trace
+from ..target import PassContext, Target
+
+
+@dataclass
+class Artifact:
+    """What lowering produces. ``device_mod``/``host_mod`` are IR texts (as TileLang's are)."""
+
+    func: ir.PrimFunc  # the lowered function
+    source_func: ir.PrimFunc  # the function as parsed
+    kernel_name: str
+    device_source: str
+    host_source: str
+    trace: Trace
+    target: Target
+    pass_configs: dict
+    tma_descriptors: dict = field(default_factory=dict)
+
+    @property
+    def kernel_source(self) -> str:
+        return self.device_source
+
+    @property
+    def device_mod(self) -> str:
+        return print_ir(self.func)
+
+    @property
+    def host_mod(self) -> str:
+        return self.host_source
+
+
+def lower(func, target="auto", pass_configs=None, enable_device_compile=False, out_idx=None) -> Artifact:
+    """Lower a ``@T.prim_func`` (or a plain function written in the DSL) to CUDA and a host launcher.
+
+    With ``enable_device_compile=True`` the generated CUDA is also compiled by NVRTC (no GPU
+    needed) and its resource usage recorded in the trace.
+    """
+    tgt = Target.of(target)
+    configs = PassContext.merged_configs(pass_configs)
+    src = parse(func)
+    trace = Trace(kernel={"name": src.name, "target": tgt.to_json(), "pass_configs": _jsonable(configs),
+                          "source_file": src.source_file, "source_line": src.source_line,
+                          "version": __version__})
+    ctx = LowerContext(tgt, configs)
+    try:
+        lowered = run_pipeline(src, pass_list(configs), ctx, trace)
+    except CompileError:
+        raise
+    kernel_name = f"{src.name}_kernel"
+    device = generate_cuda(lowered, kernel_name, tgt)
+    host = generate_host(lowered, kernel_name, out_idx)
+    trace.sources = {"device": device, "host": host}
+    descs = lowered.attrs.get("tma_descriptors", [])
+    trace.tma_descriptors = [d.to_json() for d in descs]
+    trace.smem = {"limit_bytes": lowered.attrs.get("smem_limit"), "total_bytes": lowered.attrs.get("smem_bytes", 0),
+                  "buffers": lowered.attrs.get("smem_plan", [])}
+    trace.resources.update({"smem_bytes": lowered.attrs.get("smem_bytes", 0), "threads": lowered.launch.threads,
+                            "grid": [ir.const_int(g) for g in lowered.launch.grid]})
+    artifact = Artifact(lowered, src, kernel_name, device, host, trace, tgt, configs, {d.name: d for d in descs})
+    if enable_device_compile:
+        from ..backend.nvrtc import compile_check
+
+        result = compile_check(device, tgt.arch, name=f"{src.name}.cu")
+        trace.resources.update({"registers": result.registers, "spills_bytes": result.spills_bytes})
+    return artifact
+
+
+def _jsonable(configs: dict) -> dict:
+    return {k: (v if isinstance(v, (bool, int, float, str)) or v is None else str(v)) for k, v in configs.items()}

@@ -1,0 +1,46 @@
+"""infer_fragment_layouts: give every fragment the layout that says which thread holds what.
+
+Expects: IR where fragments are still whole-block tiles (``alloc_fragment``).
+Guarantees: ``buffer.attrs["layout"]`` on every fragment: the mma.sync accumulator layout of
+``tw::gemm_ss`` for fragments that are a ``T.gemm`` accumulator (the warp grid chosen so the
+block's warps tile the accumulator), a blocked layout (element ``i`` in thread ``i % threads``)
+for every other fragment. Later passes rewrite all accesses through this one layout.
+"""
+
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..ir import nodes as ir
+from ..ir.layout import BlockedLayout, MmaAccumLayout, choose_warp_grid
+from ..ir.visitor import collect
+from .manager import register
+
+
+@register("infer_fragment_layouts", "tile")
+def infer_fragment_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    threads = func.launch.threads
+    layouts: dict[int, object] = {}
+    for gemm in collect(func.body, ir.Gemm):
+        c = gemm.c.buffer
+        if c.scope != "fragment":
+            raise CompileError("T.gemm accumulates into a fragment (T.alloc_fragment)", gemm.loc)
+        if c.dtype.name != "float32":
+            raise CompileError(f"T.gemm accumulates in float32; {c.name} is {c.dtype.name}", gemm.loc)
+        m, n = c.static_shape()
+        if threads % 32:
+            raise CompileError("T.gemm needs whole warps (threads a multiple of 32)", gemm.loc)
+        grid = choose_warp_grid(m, n, threads // 32)
+        if grid is None:
+            raise CompileError(f"T.gemm: a {m}x{n} accumulator cannot be split over {threads // 32} warps "
+                               "in 16x8 mma tiles; use tile sizes that are multiples of 16 per warp", gemm.loc)
+        layout = MmaAccumLayout((m, n), *grid)
+        previous = layouts.get(id(c))
+        if previous is not None and previous != layout:
+            raise CompileError(f"{c.name} is the accumulator of two gemms with different shapes", gemm.loc)
+        layouts[id(c)] = layout
+        c.attrs["layout"] = layout
+    for alloc in collect(func.body, ir.Allocate):
+        buf = alloc.buffer
+        if buf.scope == "fragment" and id(buf) not in layouts:
+            buf.attrs["layout"] = BlockedLayout(buf.static_shape(), threads)
+    return func.with_body(func.body)

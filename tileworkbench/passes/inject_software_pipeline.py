@@ -1,0 +1,185 @@
+"""inject_software_pipeline: turn ``T.Pipelined(n, num_stages=s)`` into a real software pipeline.
+
+Expects: tile-level IR; pipelined loops whose bodies load shared tiles with ``T.tma_copy``
+(user barriers) or with plain ``T.copy`` from global memory.
+Guarantees, for every pipelined loop with ``s >= 2``:
+  * the *producer* statements (TMA loads, the arrives on their barriers, global->shared copies)
+    run ``s - 1`` iterations ahead: a prologue issues iterations ``k0 .. k0+s-2``, and iteration
+    ``k`` of the steady state issues iteration ``k + s - 1`` (skipped in the last ``s - 1``
+    iterations, the epilogue) before running the *consumer* statements of iteration ``k``;
+  * every shared buffer the producers write gets ``s`` versions (a new leading dimension), used
+    at slot ``(k - k0) % s``;
+  * every barrier explicitly arrived in the loop gets ``s`` versions: slot ``((k - k0) % s) * N + i``,
+    and each wait's parity ``p(k)`` becomes ``((k - k0) // s + p(k0)) % 2``;
+  * each iteration starts with an async-proxy fence and a block barrier, so the version about to
+    be refilled is no longer read by any thread (write-after-read across iterations);
+  * global->shared ``T.copy`` producers become ``cp.async`` with one commit group per
+    iteration, and consumers wait for their group (``cp.async.wait_group s-1``) and sync.
+Loops with ``num_stages <= 1`` become plain serial loops.
+"""
+
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..ir import nodes as ir
+from ..ir.simplify import simplify
+from ..ir.visitor import IRMutator, collect, substitute
+from .manager import register
+
+
+def _flatten(stmt) -> list:
+    return list(stmt.stmts) if isinstance(stmt, ir.SeqStmt) else [stmt]
+
+
+def _is_global_to_shared_copy(s) -> bool:
+    return (isinstance(s, ir.Copy) and s.instruction in (None, "cp_async")
+            and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared")
+
+
+class _Versioner(IRMutator):
+    """Rewrites one statement of the loop body for iteration ``k_expr``."""
+
+    def __init__(self, loop: ir.For, stages: int, buffers: dict, barriers: dict, k_expr):
+        self.loop, self.s, self.buffers, self.barriers, self.k_expr = loop, stages, buffers, barriers, k_expr
+        self.slot = simplify((loop.var - loop.start) % stages)
+
+    def visit_Region(self, r: ir.Region):
+        r = self.generic_visit(r)
+        new = self.buffers.get(r.buffer)
+        if new is None:
+            return r
+        return ir.Region(new, (self.slot,) + tuple(r.starts), (ir.const(1),) + tuple(r.extents))
+
+    def visit_BufferLoad(self, node: ir.BufferLoad):
+        node = self.generic_visit(node)
+        new = self.buffers.get(node.buffer)
+        return node if new is None else ir.BufferLoad(new, (self.slot,) + tuple(node.indices), node.dtype)
+
+    def visit_BufferStore(self, node: ir.BufferStore):
+        node = self.generic_visit(node)
+        new = self.buffers.get(node.buffer)
+        if new is None:
+            return node
+        return ir.BufferStore(new, (self.slot,) + tuple(node.indices), node.value, loc=node.loc)
+
+    def visit_BarrierRef(self, ref: ir.BarrierRef):
+        new = self.barriers.get(ref.buffer)
+        if new is None:
+            return ref
+        n = ref.buffer.shape[0]
+        return ir.BarrierRef(new, simplify(self.slot * n + self.visit(ref.index)))
+
+    def visit_BarrierWait(self, node: ir.BarrierWait):
+        ref = self.visit(node.barrier)
+        parity = node.parity
+        if node.barrier.buffer in self.barriers:
+            p0 = simplify(substitute(node.parity, {self.loop.var: self.loop.start}))
+            parity = simplify(((self.loop.var - self.loop.start) // self.s + p0) % 2)
+        return ir.BarrierWait(ref, parity, loc=node.loc)
+
+    def run(self, stmt):
+        return substitute(self.visit(stmt), {self.loop.var: self.k_expr})
+
+
+class _Pipeline(IRMutator):
+    def __init__(self):
+        self.versioned: dict = {}  # old Buffer -> new Buffer (shared tiles and barriers)
+        self.records: list = []
+
+    def visit_For(self, node: ir.For):
+        node = self.generic_visit(node)
+        if node.kind != "pipelined":
+            return node
+        stages = node.annotations.get("num_stages", 0)
+        if stages <= 1:
+            return ir.For(node.var, node.extent, node.body, "serial", node.start,
+                          {"num_stages": stages}, loc=node.loc)
+        return self.pipeline(node, stages)
+
+    def pipeline(self, loop: ir.For, s: int) -> ir.Stmt:
+        body = _flatten(loop.body)
+        tma_loads = [x for x in body if isinstance(x, ir.TmaCopy) and x.is_load]
+        thread_loads = [x for x in body if _is_global_to_shared_copy(x)]
+        arrived = {id(a.barrier.buffer): a.barrier.buffer for a in collect(loop.body, ir.BarrierArrive)}
+        load_barriers = {id(t.barrier.buffer) for t in tma_loads}
+        producers = [x for x in body if x in tma_loads or x in thread_loads or
+                     (isinstance(x, ir.BarrierArrive) and id(x.barrier.buffer) in load_barriers)]
+        if not producers:
+            return ir.For(loop.var, loop.extent, loop.body, "serial", loop.start,
+                          {"num_stages": s, "note": "nothing to pipeline"}, loc=loop.loc)
+        consumers = [x for x in body if not any(x is p for p in producers)]
+
+        buffers = {}
+        for p in tma_loads + thread_loads:
+            old = p.dst.buffer
+            if old not in buffers:
+                buffers[old] = ir.Buffer(old.name, (ir.const(s),) + tuple(old.shape), old.dtype, "shared",
+                                         attrs={**old.attrs, "versions": s}, loc=old.loc)
+        barriers = {}
+        for old in arrived.values():
+            counts = list(old.attrs["counts"]) * s
+            barriers[old] = ir.Buffer(old.name, (ir.const(len(counts)),), old.dtype, "barrier",
+                                      attrs={**old.attrs, "counts": counts, "versions": s}, loc=old.loc)
+        self.versioned.update(buffers)
+        self.versioned.update(barriers)
+        if thread_loads:
+            producers = [ir.Copy(p.src, p.dst, "cp_async", loc=p.loc) if p in thread_loads else p
+                         for p in producers]
+
+        def stage(stmts, k_expr):
+            return ir.seq([_Versioner(loop, s, buffers, barriers, k_expr).run(x) for x in stmts])
+
+        k, k0, n = loop.var, loop.start, loop.extent
+        commit = [ir.Evaluate(ir.Call("tw::cp_async_commit", ()))] if thread_loads else []
+        pro_var = ir.Var(f"{k.name}_prologue")
+        prologue = ir.For(pro_var, ir.const(s - 1), ir.seq([
+            ir.IfThenElse(simplify(ir.cmp("<", pro_var, n)), stage(producers, k0 + pro_var)),
+            *commit,
+        ]), "unrolled", annotations={"stage": "prologue"}, loc=loop.loc)
+        ahead = simplify(k + (s - 1))
+        steady = [
+            ir.Comment(f"steady state: issue iteration {k.name} + {s - 1}, compute iteration {k.name}"),
+            ir.Evaluate(ir.Call("tw::fence_proxy_async", ())),
+            ir.SyncThreads(),
+            ir.IfThenElse(simplify(ir.cmp("<", ahead, k0 + n)), stage(producers, ahead)),
+            *commit,
+        ]
+        if thread_loads:
+            steady += [ir.Evaluate(ir.Call(f"tw::cp_async_wait<{s - 1}>", ())), ir.SyncThreads()]
+        steady.append(stage(consumers, k))
+        self.records.append({
+            "loop": k.name, "stages": s,
+            "buffers": [b.name for b in buffers], "barriers": [b.name for b in barriers],
+            "producers": len(producers), "mode": "tma" if tma_loads else "cp_async",
+        })
+        main = ir.For(k, n, ir.seq(steady), "serial", k0,
+                      {"num_stages": s, "pipelined": True}, loc=loop.loc)
+        return ir.seq([ir.Comment(f"prologue: iterations {k.name} = 0 .. {s - 2} in flight"), prologue, main])
+
+
+class _ReplaceAllocations(IRMutator):
+    def __init__(self, versioned):
+        self.versioned = versioned
+
+    def visit_Allocate(self, node):
+        new = self.versioned.get(node.buffer)
+        return node if new is None else ir.Allocate(new, loc=node.loc)
+
+
+@register("inject_software_pipeline", "tile")
+def inject_software_pipeline(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    pipe = _Pipeline()
+    body = pipe.visit(func.body)
+    if not pipe.versioned:
+        return func.with_body(body)
+    body = _ReplaceAllocations(pipe.versioned).visit(body)
+    stale = {id(b) for b in pipe.versioned}
+    for node in collect(body, (ir.Region, ir.BufferLoad, ir.BufferStore, ir.BarrierRef)):
+        if id(node.buffer) in stale:
+            raise CompileError(
+                f"{node.buffer.name} is filled inside a pipelined loop (so it has one version per "
+                "stage) and also used outside that loop; copy what you need into another buffer",
+                node.buffer.loc)
+    out = func.with_body(body)
+    out.attrs["pipelines"] = pipe.records
+    return out

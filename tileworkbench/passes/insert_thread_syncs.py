@@ -1,0 +1,111 @@
+"""insert_thread_syncs: block barriers (``__syncthreads``) between threads' shared-memory accesses.
+
+Expects: tile-level IR (copies, gemms and user stores not yet lowered to threads).
+Guarantees: a ``T.sync_threads()`` stands between
+  * a thread write of a shared buffer (copy, fill, store) and any later read of it (RAW),
+  * a read of a shared buffer and a later write of it by threads or by a TMA load (WAR),
+including across iterations of serial and pipelined loops. Syncs are never placed inside an
+``if`` (a barrier in divergent code deadlocks); a whole ``if`` counts as one access.
+TMA loads make their data visible through their mbarrier, so a read after a TMA load needs none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import nodes as ir
+from ..ir.visitor import IRVisitor
+from .manager import register
+
+
+@dataclass
+class _State:
+    written: set = field(default_factory=set)  # shared buffers written by threads since the last sync
+    read: set = field(default_factory=set)  # shared buffers read by threads since the last sync
+
+    def merge(self, other: "_State") -> "_State":
+        return _State(self.written | other.written, self.read | other.read)
+
+    def copy(self) -> "_State":
+        return _State(set(self.written), set(self.read))
+
+
+class _Accesses(IRVisitor):
+    """Shared buffers (by name) a statement reads / writes with threads, or writes with TMA."""
+
+    def __init__(self):
+        self.reads, self.writes, self.tma_writes = set(), set(), set()
+
+    @staticmethod
+    def shared(buf):
+        return buf.scope == "shared"
+
+    def visit_BufferLoad(self, n):
+        if self.shared(n.buffer):
+            self.reads.add(n.buffer.name)
+        self.generic_visit(n)
+
+    def visit_BufferStore(self, n):
+        if self.shared(n.buffer):
+            self.writes.add(n.buffer.name)
+        self.generic_visit(n)
+
+    def visit_Copy(self, n):
+        if self.shared(n.src.buffer) and n.instruction != "tma":
+            self.reads.add(n.src.buffer.name)
+        if self.shared(n.dst.buffer):
+            (self.tma_writes if n.instruction == "tma" else self.writes).add(n.dst.buffer.name)
+
+    def visit_TmaCopy(self, n):
+        if n.is_load:
+            self.tma_writes.add(n.dst.buffer.name)
+
+    def visit_Fill(self, n):
+        if self.shared(n.dst.buffer):
+            self.writes.add(n.dst.buffer.name)
+
+    def visit_Gemm(self, n):
+        for r in (n.a, n.b):
+            if self.shared(r.buffer):
+                self.reads.add(r.buffer.name)
+
+
+def _accesses(stmt):
+    a = _Accesses()
+    a.visit(stmt)
+    return a
+
+
+def _leaf(stmt, state: _State, out: list) -> _State:
+    acc = _accesses(stmt)
+    hazard = (acc.reads & state.written) or ((acc.writes | acc.tma_writes) & (state.read | state.written))
+    if hazard:
+        out.append(ir.SyncThreads())
+        state = _State()
+    out.append(stmt)
+    state.written |= acc.writes
+    state.read |= acc.reads
+    return state
+
+
+def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
+    out: list = []
+    stmts = stmt.stmts if isinstance(stmt, ir.SeqStmt) else [stmt]
+    for s in stmts:
+        if isinstance(s, ir.SyncThreads):
+            out.append(s)
+            state = _State()
+        elif isinstance(s, ir.For) and s.kind in ("serial", "pipelined", "unrolled"):
+            _, end = _block(s.body, state.copy())  # first pass: what one iteration leaves behind
+            body, end = _block(s.body, state.merge(end))  # loop-carried hazards included
+            out.append(ir.For(s.var, s.extent, body, s.kind, s.start, s.annotations, loc=s.loc))
+            state = state.merge(end)
+        else:
+            state = _leaf(s, state, out)
+    return ir.seq(out), state
+
+
+@register("insert_thread_syncs", "tile")
+def insert_thread_syncs(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    body, _ = _block(func.body, _State())
+    return func.with_body(body)

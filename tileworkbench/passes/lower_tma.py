@@ -1,0 +1,189 @@
+"""lower_tma: TMA copies and mbarrier operations become calls into ``tw/sync.h`` and ``tw/tma.h``.
+
+Expects: tile-level IR with shared layouts chosen (``choose_shared_layouts``).
+Guarantees:
+  * ``T.tma_copy`` load -> inside ``tw::shuffle_elect<L>()`` (L = leader scope, default the
+    whole block): ``bar.expect_transaction(bytes)`` then the TMA load. No arrive, no wait.
+  * ``T.tma_copy`` store -> async-proxy fence and block barrier (threads wrote the tile), then
+    inside the elected thread the bulk store and ``tma_store_arrive`` (commit). No wait.
+  * ``T.copy(..., prefer_instruction="tma")`` -> a synchronous TMA: an automatic barrier
+    ``<src>_to_<dst>_mbarrier`` (count 1), elected ``arrive_and_expect_tx`` + load, and every
+    thread waits for the phase (0 outside loops, the iteration's parity inside them).
+  * each copy is descriptorless (``cp.async.bulk``) when the global region is contiguous, the
+    tile unswizzled and the size a multiple of 16 bytes; otherwise it uses a tiled tensor map,
+    recorded in ``func.attrs["tma_descriptors"]`` and passed as a ``__grid_constant__`` param.
+  * barrier allocations are followed by their initialisation (one thread, init fence, block
+    barrier); arrives/waits/store-waits become member calls.
+``bytes`` counts the payload: 4 bits per FP4 element even when shared memory unpacks them.
+"""
+
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..ir import nodes as ir
+from ..ir.simplify import simplify
+from ..ir.visitor import IRMutator
+from . import tma_rules
+from .manager import register
+
+
+def call(name, *args, dtype=None):
+    return ir.Evaluate(ir.Call(name, tuple(args), dtype or ir.dtypes.int32))
+
+
+def address_of(buffer: ir.Buffer, indices) -> ir.Call:
+    return ir.Call("address_of", (ir.BufferLoad(buffer, tuple(indices), buffer.dtype),), ir.dtypes.handle)
+
+
+def tile_base(region: ir.Region) -> ir.Call:
+    """Address of the first element of a shared tile (a region must cover whole inner rows)."""
+    return address_of(region.buffer, region.starts)
+
+
+def elect(threads: int) -> ir.Call:
+    return ir.Call(f"tw::shuffle_elect<{threads}>", (), ir.dtypes.boolean)
+
+
+class _LowerTma(IRMutator):
+    def __init__(self, func: ir.PrimFunc):
+        self.func = func
+        self.threads = func.launch.threads
+        self.descriptors: dict = {}  # key -> TmaDescriptor
+        self.auto_barriers: list[ir.Buffer] = []
+        self.loops: list[ir.For] = []
+
+    # ---- helpers -----------------------------------------------------------------------------
+    def descriptor(self, g_region: ir.Region, shared: ir.Buffer, loc):
+        desc = tma_rules.build_descriptor(g_region, shared, loc)
+        existing = self.descriptors.get(desc.key())
+        if existing is not None:
+            return existing
+        names = {d.name for d in self.descriptors.values()}
+        base, n = desc.name, 1
+        while desc.name in names:
+            desc.name = f"{base}_{n}"
+            n += 1
+        self.descriptors[desc.key()] = desc
+        return desc
+
+    def load_call(self, g: ir.Region, s: ir.Region, bar: ir.BarrierRef, loc) -> ir.Stmt:
+        if tma_rules.can_bulk_copy(g, s.buffer):
+            return call("tw::tma_load", tile_base(s), address_of(g.buffer, g.starts),
+                        ir.const(tma_rules.region_bytes(g)), bar)
+        desc = self.descriptor(g, s.buffer, loc)
+        coords = [simplify(c) for c in reversed(g.starts)]
+        return call("tw::tma_load", ir.Raw(desc.name), bar, tile_base(s), *coords)
+
+    def store_call(self, s: ir.Region, g: ir.Region, loc) -> ir.Stmt:
+        if tma_rules.can_bulk_copy(g, s.buffer):
+            return call("tw::tma_store", address_of(g.buffer, g.starts), tile_base(s),
+                        ir.const(tma_rules.region_bytes(g)))
+        desc = self.descriptor(g, s.buffer, loc)
+        coords = [simplify(c) for c in reversed(g.starts)]
+        return call("tw::tma_store", ir.Raw(desc.name), tile_base(s), *coords)
+
+    def store_sequence(self, s: ir.Region, g: ir.Region, loc, wait: bool) -> ir.Stmt:
+        issue = [self.store_call(s, g, loc), call("tw::tma_store_arrive")]
+        if wait:
+            issue.append(call("tw::tma_store_wait<false>"))
+        return ir.seq([
+            call("tw::fence_proxy_async"),  # make the threads' writes to the tile visible to TMA
+            ir.SyncThreads(),
+            ir.IfThenElse(elect(self.threads), ir.seq(issue)),
+        ])
+
+    def iteration_parity(self) -> ir.Expr:
+        """Parity of the current execution count of the innermost statement (0 outside loops)."""
+        linear, scale = ir.const(0), ir.const(1)
+        for loop in reversed(self.loops):
+            linear = linear + (loop.var - loop.start) * scale
+            scale = scale * loop.extent
+        return simplify(linear % 2)
+
+    # ---- visitors ----------------------------------------------------------------------------
+    def visit_For(self, node):
+        self.loops.append(node)
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.loops.pop()
+
+    def visit_TmaCopy(self, node: ir.TmaCopy):
+        if node.is_load:
+            leader = node.leader_scope_threads or self.threads
+            if self.threads % leader:
+                raise CompileError(f"leader_scope_threads={leader} does not divide the block's "
+                                   f"{self.threads} threads", node.loc)
+            body = ir.seq([
+                call(".expect_transaction", node.barrier, ir.const(tma_rules.region_bytes(node.src))),
+                self.load_call(node.src, node.dst, node.barrier, node.loc),
+            ])
+            return ir.IfThenElse(elect(leader), body, loc=node.loc)
+        return self.store_sequence(node.src, node.dst, node.loc, wait=False)
+
+    def visit_Copy(self, node: ir.Copy):
+        if node.instruction != "tma":
+            return node
+        scopes = (node.src.buffer.scope, node.dst.buffer.scope)
+        if scopes == ("shared", "global"):
+            return self.store_sequence(node.src, node.dst, node.loc, wait=True)
+        if scopes != ("global", "shared"):
+            raise CompileError(f"prefer_instruction='tma' copies global <-> shared, not "
+                               f"{scopes[0]} -> {scopes[1]}", node.loc)
+        bar_buf = self.auto_barrier(node)
+        bar = ir.BarrierRef(bar_buf, ir.const(0))
+        issue = ir.seq([
+            call(".arrive_and_expect_tx", bar, ir.const(tma_rules.region_bytes(node.src))),
+            self.load_call(node.src, node.dst, bar, node.loc),
+        ])
+        return ir.seq([
+            ir.IfThenElse(elect(self.threads), issue),
+            call(".wait", bar, self.iteration_parity()),
+        ])
+
+    def auto_barrier(self, node: ir.Copy) -> ir.Buffer:
+        name = f"{node.src.buffer.name}_to_{node.dst.buffer.name}_mbarrier"
+        taken = {b.name for b in self.auto_barriers}
+        base, n = name, 1
+        while name in taken:
+            name = f"{base}_{n}"
+            n += 1
+        buf = ir.Buffer(name, (ir.const(1),), ir.dtypes.uint64, "barrier", attrs={"counts": [1], "auto": True},
+                        loc=node.loc)
+        self.auto_barriers.append(buf)
+        return buf
+
+    def visit_BarrierArrive(self, node):
+        return call(".arrive", node.barrier)
+
+    def visit_BarrierWait(self, node):
+        return call(".wait", node.barrier, node.parity)
+
+    def visit_TmaStoreWait(self, node):
+        return call(f"tw::tma_store_wait<{'true' if node.read else 'false'}>")
+
+    def visit_Allocate(self, node: ir.Allocate):
+        if node.buffer.scope != "barrier":
+            return node
+        return ir.seq([node, barrier_init(node.buffer, self.func.launch.thread_var)])
+
+
+def barrier_init(buf: ir.Buffer, tid: ir.Var) -> ir.Stmt:
+    inits = [call(".init", ir.BarrierRef(buf, ir.const(i)), ir.const(c)) for i, c in enumerate(buf.attrs["counts"])]
+    return ir.seq([
+        ir.IfThenElse(ir.cmp("==", tid, 0), ir.seq(inits)),
+        call("tw::fence_barrier_init"),
+        ir.SyncThreads(),
+    ])
+
+
+@register("lower_tma", "lower")
+def lower_tma(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    lowering = _LowerTma(func)
+    body = lowering.visit(func.body)
+    prelude = []
+    for buf in lowering.auto_barriers:
+        prelude += [ir.Allocate(buf), barrier_init(buf, func.launch.thread_var)]
+    out = func.with_body(ir.seq(prelude + [body]))
+    out.attrs["tma_descriptors"] = list(lowering.descriptors.values())
+    return out

@@ -1,0 +1,75 @@
+"""The pass manager: runs the ordered pass list and records a snapshot after every pass.
+
+A pass is a function ``PrimFunc -> PrimFunc`` registered with :func:`register`, which gives it
+a name and a phase. ``run_pipeline`` prints the IR after each pass into the :class:`Trace`, so the
+trace is the step-through record the workbench shows.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import CompileError
+from ..ir import nodes as ir
+from ..ir.printer import print_ir
+from ..target import Target
+from .trace import PassSnapshot, Trace
+
+PHASES = ("frontend", "tile", "lower", "memory", "codegen")
+
+
+@dataclass
+class PassInfo:
+    name: str
+    phase: str
+    fn: Callable
+    doc: str
+
+
+REGISTRY: dict[str, PassInfo] = {}
+
+
+def register(name: str, phase: str):
+    """Decorator: make ``fn(func, ctx) -> func`` a named pass of the given phase."""
+    assert phase in PHASES, phase
+
+    def wrap(fn):
+        REGISTRY[name] = PassInfo(name, phase, fn, sys.modules[fn.__module__].__doc__ or "")
+        return fn
+
+    return wrap
+
+
+@dataclass
+class LowerContext:
+    """What every pass may read: the target and the pass configs in force."""
+
+    target: Target
+    configs: dict
+
+    def flag(self, key) -> bool:
+        return bool(self.configs.get(getattr(key, "value", key), False))
+
+
+def run_pipeline(func: ir.PrimFunc, names: list[str], ctx: LowerContext, trace: Trace) -> ir.PrimFunc:
+    before = print_ir(func)
+    trace.passes.append(PassSnapshot(0, "frontend", "frontend", "", before, True, 0.0, None))
+    for name in names:
+        info = REGISTRY[name]
+        start = time.perf_counter()
+        try:
+            func = info.fn(func, ctx)
+        except CompileError as err:
+            elapsed = (time.perf_counter() - start) * 1e3
+            trace.passes.append(PassSnapshot(len(trace.passes), name, info.phase, before, before, False,
+                                             elapsed, str(err)))
+            raise
+        elapsed = (time.perf_counter() - start) * 1e3
+        after = print_ir(func)
+        trace.passes.append(PassSnapshot(len(trace.passes), name, info.phase, before, after,
+                                         after != before, elapsed, None))
+        before = after
+    return func

@@ -1,0 +1,164 @@
+"""partition_parallel_loops: map ``T.Parallel`` iterations onto the block's threads.
+
+Expects: lowered tile ops; fragments with layouts (``infer_fragment_layouts``).
+Guarantees: no parallel loop and no fragment remains.
+  * A parallel nest that touches a fragment becomes ``for j in T.unroll(local_size)`` over the
+    thread's own elements, with the loop indices recovered from the fragment's layout, so the
+    thread that holds an element is the one that computes it.
+  * Any other parallel nest is split round-robin: flat iteration ``it * threads + tx``.
+  * Fragments become per-thread ``local`` arrays of ``local_size`` elements.
+"""
+
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..ir import nodes as ir
+from ..ir.layout import unravel
+from ..ir.visitor import IRMutator, collect, uses_var
+from .manager import register
+
+UNROLL_LIMIT = 32
+
+
+def _nest(loop: ir.For):
+    """The perfectly nested parallel loops starting at ``loop`` and the innermost body."""
+    loops = [loop]
+    body = loop.body
+    while isinstance(body, ir.For) and body.kind == "parallel":
+        loops.append(body)
+        body = body.body
+    for inner in collect(body, ir.For):
+        if inner.kind == "parallel":
+            raise CompileError("nested T.Parallel loops must be perfectly nested "
+                               "(write T.Parallel(M, N) for a 2-D loop)", inner.loc or loop.loc)
+    return loops, body
+
+
+class _FragmentAccess(IRMutator):
+    """Rewrites ``F[v0, v1]`` (identity indices) to ``F_local[j]``."""
+
+    def __init__(self, loop_vars, j, layout, loc, to_local):
+        self.loop_vars, self.j, self.layout, self.loc, self.to_local = loop_vars, j, layout, loc, to_local
+
+    def check(self, buf, indices):
+        identity = len(indices) == len(self.loop_vars) and all(i is v for i, v in zip(indices, self.loop_vars))
+        if not identity:
+            raise CompileError(f"fragment {buf.name} must be indexed by the T.Parallel loop variables "
+                               f"in order, like {buf.name}[{', '.join(v.name for v in self.loop_vars)}]",
+                               self.loc)
+        if buf.attrs["layout"] != self.layout:
+            raise CompileError(f"fragment {buf.name} has a different thread layout "
+                               f"({buf.attrs['layout'].describe()}) from the loop's "
+                               f"({self.layout.describe()}); copy through shared memory", self.loc)
+
+    def visit_BufferLoad(self, node):
+        node = self.generic_visit(node)
+        if node.buffer.scope != "fragment":
+            return node
+        self.check(node.buffer, node.indices)
+        return ir.BufferLoad(self.to_local(node.buffer), (self.j,), node.dtype)
+
+    def visit_BufferStore(self, node):
+        node = self.generic_visit(node)
+        if node.buffer.scope != "fragment":
+            return node
+        self.check(node.buffer, node.indices)
+        return ir.BufferStore(self.to_local(node.buffer), (self.j,), node.value, loc=node.loc)
+
+
+class _Partition(IRMutator):
+    def __init__(self, func: ir.PrimFunc, to_local):
+        self.threads = func.launch.threads
+        self.tid = func.launch.thread_var
+        self.to_local = to_local
+
+    def visit_For(self, node: ir.For):
+        if node.kind != "parallel":
+            return self.generic_visit(node)
+        loops, body = _nest(node)
+        loop_vars = [lp.var for lp in loops]
+        extents = [ir.const_int(lp.extent) for lp in loops]
+        if None in extents:
+            raise CompileError("T.Parallel needs constant extents", node.loc)
+        fragments = [a.buffer for a in collect(body, (ir.BufferLoad, ir.BufferStore)) if a.buffer.scope == "fragment"]
+        if fragments:
+            return self.by_layout(node, loop_vars, extents, body, fragments[0])
+        return self.round_robin(node, loop_vars, extents, body)
+
+    def by_layout(self, node, loop_vars, extents, body, frag: ir.Buffer):
+        layout = frag.attrs["layout"]
+        if tuple(extents) != tuple(layout.shape):
+            raise CompileError(f"this T.Parallel loop is {tuple(extents)} but fragment {frag.name} is "
+                               f"{tuple(layout.shape)}; loop over the whole fragment", node.loc)
+        j = ir.Var("j")
+        indices, guard = layout.forward(self.tid, j)
+        rewritten = _FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(body)
+        lets = [ir.LetStmt(v, i) for v, i in zip(loop_vars, indices) if uses_var(rewritten, v)]
+        inner = ir.seq(lets + [rewritten if guard is None else ir.IfThenElse(guard, rewritten)])
+        return ir.For(j, ir.const(layout.local_size), inner, "unrolled",
+                      annotations={"layout": layout.describe()}, loc=node.loc)
+
+    def round_robin(self, node, loop_vars, extents, body):
+        total = 1
+        for e in extents:
+            total *= e
+        iters = -(-total // self.threads)
+        it = ir.Var("it")
+        flat = ir.Var("flat")
+        lets = [ir.LetStmt(flat, it * self.threads + self.tid)]
+        lets += [ir.LetStmt(v, i) for v, i in zip(loop_vars, unravel(flat, tuple(extents)))]
+        inner = ir.seq(lets + [body])
+        if total % self.threads:
+            inner = ir.seq([lets[0], ir.IfThenElse(ir.cmp("<", flat, total), ir.seq(lets[1:] + [body]))])
+        kind = "unrolled" if iters <= UNROLL_LIMIT else "serial"
+        vector = node.annotations.get("vector")
+        ann = {"vector": vector} if vector else {}
+        return ir.For(it, ir.const(iters), inner, kind, annotations=ann, loc=node.loc)
+
+
+class _FragmentsToLocal(IRMutator):
+    """Fragments become per-thread arrays; any access left outside a T.Parallel loop is an error."""
+
+    def __init__(self):
+        self.map: dict = {}
+        self.loc = None
+
+    def local(self, buf):
+        if buf.scope != "fragment":
+            return buf
+        if buf not in self.map:
+            layout = buf.attrs["layout"]
+            self.map[buf] = ir.Buffer(buf.name, (ir.const(layout.local_size),), buf.dtype, "local",
+                                      attrs={"layout": layout, "fragment_shape": buf.static_shape()}, loc=buf.loc)
+        return self.map[buf]
+
+    def visit_Allocate(self, node):
+        return ir.Allocate(self.local(node.buffer), loc=node.loc)
+
+    def _outside(self, buf, loc):
+        return CompileError(f"fragment {buf.name} can only be accessed inside a T.Parallel loop over it "
+                            "or by tile operations (each thread holds only part of it)", loc)
+
+    def visit_BufferLoad(self, node):
+        if node.buffer.scope == "fragment":
+            raise self._outside(node.buffer, self.loc)
+        return self.generic_visit(node)
+
+    def visit_BufferStore(self, node):
+        if node.buffer.scope == "fragment":
+            raise self._outside(node.buffer, node.loc)
+        self.loc = node.loc
+        return self.generic_visit(node)
+
+    def generic_visit(self, node):
+        if getattr(node, "loc", None) is not None and isinstance(node, ir.Stmt):
+            self.loc = node.loc
+        return super().generic_visit(node)
+
+
+@register("partition_parallel_loops", "lower")
+def partition_parallel_loops(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    to_local = _FragmentsToLocal()
+    body = _Partition(func, to_local.local).visit(func.body)
+    body = to_local.visit(body)
+    return func.with_body(body)

@@ -1,0 +1,37 @@
+"""The pass pipeline: every pass, in order. This list *is* the compiler.
+
+Each entry names a registered pass; ``enabled`` (if given) decides from the pass configs whether
+it runs. The trace records one snapshot per pass that ran.
+"""
+
+from __future__ import annotations
+
+from . import (  # noqa: F401 - importing registers the passes
+    choose_shared_layouts,
+    infer_fragment_layouts,
+    inject_software_pipeline,
+    insert_thread_syncs,
+    lower_tile_ops,
+    lower_tma,
+    partition_parallel_loops,
+    plan_shared_memory,
+    simplify_ir,
+    verify_tile_ops,
+)
+
+PIPELINE = [
+    "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
+    "inject_software_pipeline",  # tile: T.Pipelined -> prologue/steady/epilogue, versioned buffers
+    "choose_shared_layouts",  # tile: swizzle of every shared tile
+    "insert_thread_syncs",  # tile: __syncthreads between threads' shared-memory accesses
+    "infer_fragment_layouts",  # tile: which thread holds which fragment element
+    "lower_tma",  # lower: TMA copies, mbarriers -> tw:: calls; tensor-map descriptors
+    "lower_tile_ops",  # lower: copy/fill/gemm/reduce -> loops and tw:: calls
+    "partition_parallel_loops",  # lower: T.Parallel -> per-thread loops, fragments -> registers
+    "plan_shared_memory",  # memory: offsets and alignment in dynamic shared memory
+    "simplify",  # lower: index arithmetic canonicalised, decided branches dropped
+]
+
+
+def pass_list(configs: dict) -> list[str]:
+    return list(PIPELINE)

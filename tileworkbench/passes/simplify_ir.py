@@ -1,0 +1,44 @@
+"""simplify: canonicalise index arithmetic and drop what it decides.
+
+Expects: any IR.
+Guarantees: integer expressions in affine canonical form with floor-div/mod folded where the
+ranges of loop, thread and block indices allow (``ir.simplify``); ``if`` statements whose
+condition is decided are replaced by the branch taken; loops of extent 1 are replaced by their
+body with the index substituted.
+"""
+
+from __future__ import annotations
+
+from ..ir import nodes as ir
+from ..ir.simplify import _Simplifier
+from ..ir.visitor import substitute
+from .manager import register
+
+
+class _SimplifyStmts(_Simplifier):
+    def visit_IfThenElse(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.cond, ir.Const):
+            return node.then_body if node.cond.value else node.else_body
+        return node
+
+    def visit_For(self, node):
+        if ir.const_int(node.extent) == 1 and not node.annotations.get("pipelined"):
+            return self.visit(substitute(node.body, {node.var: node.start}))
+        if ir.const_int(node.extent) == 0:
+            return None
+        return super().visit_For(node)
+
+
+def launch_ranges(func: ir.PrimFunc) -> dict:
+    ranges = {func.launch.thread_var: (0, func.launch.threads - 1)}
+    for var, extent in zip(func.launch.block_vars, func.launch.grid):
+        n = ir.const_int(extent)
+        ranges[var] = (0, n - 1 if n is not None else None)
+    return ranges
+
+
+@register("simplify", "lower")
+def simplify(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    body = _SimplifyStmts(launch_ranges(func)).visit(func.body)
+    return func.with_body(body if body is not None else ir.SeqStmt([]))

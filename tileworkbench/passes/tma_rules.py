@@ -1,0 +1,155 @@
+"""Rules shared by the passes that place TMA copies (not a pass itself).
+
+* ``swizzle_for_tile``: the swizzle a shared tile gets from its inner-dimension bytes
+  (128 -> 128B, 64 -> 64B, 32 -> 32B, else none; rows a multiple of 8).
+* ``is_contiguous``: whether a global region is one contiguous range under the tensor's real
+  strides (then a descriptorless bulk copy can move it).
+* ``build_descriptor``: the fields of the tiled tensor map for a global region and its tile,
+  checked against the hardware's limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .. import dtypes
+from ..errors import CompileError
+from ..ir import nodes as ir
+
+SWIZZLE_CODES = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
+SWIZZLE_NAMES = {0: "none", 32: "32B", 64: "64B", 128: "128B"}
+DEVICE_BOUND_ERROR = "bound inside the device function body"
+
+
+def tile_shape(buf: ir.Buffer) -> tuple[int, ...]:
+    """Shape of one version of a shared buffer (without the pipeline-version dimension)."""
+    shape = buf.static_shape()
+    return shape[1:] if buf.attrs.get("versions", 1) > 1 else shape
+
+
+def swizzle_for_tile(buf: ir.Buffer) -> int:
+    """Swizzle span in bytes (0: none) for a shared tile read by TMA or the tensor cores."""
+    shape = tile_shape(buf)
+    if len(shape) < 2:
+        return 0
+    inner_bytes = buf.dtype.bytes_for(shape[-1])
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    tile_bytes = inner_bytes * rows
+    if inner_bytes in (32, 64, 128) and rows % 8 == 0 and tile_bytes % 1024 == 0:
+        return inner_bytes
+    return 0
+
+
+def region_bytes(region: ir.Region) -> int:
+    """Bytes of payload in the region (FP4: 4 bits an element)."""
+    return region.buffer.dtype.payload_bytes(region.numel)
+
+
+def is_contiguous(region: ir.Region) -> bool:
+    """The region's elements form one contiguous range under the buffer's real strides."""
+    strides = [ir.const_int(s) for s in region.buffer.effective_strides()]
+    extents = region.static_extents()
+    if extents is None or None in strides:
+        return False
+    dims = [d for d, e in enumerate(extents) if e != 1]
+    if not dims:
+        return True
+    if strides[dims[-1]] != 1:
+        return False
+    for outer, inner in zip(dims, dims[1:]):
+        if strides[outer] != strides[inner] * extents[inner]:
+            return False
+    return True
+
+
+def can_bulk_copy(global_region: ir.Region, shared: ir.Buffer) -> bool:
+    return (is_contiguous(global_region) and shared.attrs.get("swizzle", 0) == 0
+            and region_bytes(global_region) % 16 == 0)
+
+
+@dataclass
+class TmaDescriptor:
+    """One ``CUtensorMap``: everything ``cuTensorMapEncodeTiled`` takes except the address."""
+
+    name: str
+    buffer: str  # the global tensor (kernel parameter) it describes
+    data_type: int
+    rank: int
+    global_dims: tuple  # innermost first, in elements
+    global_strides_bytes: tuple  # rank - 1 entries
+    box_dims: tuple
+    element_strides: tuple
+    interleave: int
+    swizzle: int
+    l2_promotion: int
+    oob_fill: int
+
+    @property
+    def data_type_name(self) -> str:
+        return dtypes.TMA_TYPE_NAMES.get(self.data_type, str(self.data_type))
+
+    def key(self):
+        return (self.buffer, self.data_type, self.box_dims, self.swizzle)
+
+    def to_json(self) -> dict:
+        doc = asdict(self)
+        doc["data_type_name"] = self.data_type_name
+        doc["global_dims"] = [_json_dim(d) for d in self.global_dims]
+        doc["global_strides_bytes"] = [_json_dim(d) for d in self.global_strides_bytes]
+        return doc
+
+
+def _json_dim(d):
+    return d if isinstance(d, int) else str(d)
+
+
+def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDescriptor:
+    g = global_region.buffer
+    if g.attrs.get("device_bound"):
+        raise CompileError(
+            f"TMA of {g.name} needs a tensor-map descriptor, but {g.name} is a pointer {DEVICE_BOUND_ERROR} "
+            "(T.make_tensor), so the host cannot encode one; copy a contiguous 1-D region instead "
+            "(descriptorless bulk copy) or pass the tensor as a kernel parameter", loc)
+    dtype = g.dtype
+    data_type = dtype.tma_code
+    if shared.dtype.name == "float4_e2m1_unpacked":
+        data_type = dtypes.float4_e2m1_unpacked.tma_code
+    if data_type is None:
+        raise CompileError(f"TMA cannot move {dtype.name} data", loc)
+    rank = g.ndim
+    if rank > 5:
+        raise CompileError(f"TMA handles at most 5 dimensions; {g.name} has {rank}", loc)
+    dims = tuple(_int_or_expr(s) for s in reversed(g.shape))
+    strides = g.effective_strides()
+    stride_bytes = []
+    for s in reversed(strides[:-1]):
+        si = ir.const_int(s)
+        b = dtype.bytes_for(si) if si is not None else s * dtype.storage_bits // 8
+        if isinstance(b, int) and b % 16:
+            raise CompileError(f"TMA needs global strides that are multiples of 16 bytes; {g.name} "
+                               f"has a stride of {b} bytes", loc)
+        stride_bytes.append(b)
+    box = tuple(reversed(global_region.static_extents()))
+    if any(b > 256 for b in box):
+        raise CompileError(f"TMA box dimensions are at most 256 elements; the tile of {g.name} is "
+                           f"{tuple(reversed(box))}", loc)
+    span = shared.attrs.get("swizzle", 0)
+    inner_box_bytes = shared.dtype.bytes_for(box[0])
+    if span and inner_box_bytes > span:
+        raise CompileError(f"the inner tile of {shared.name} is {inner_box_bytes} bytes, more than its "
+                           f"{span}-byte swizzle span", loc)
+    if inner_box_bytes % 16:
+        raise CompileError(f"TMA needs the inner tile dimension to be a multiple of 16 bytes; "
+                           f"{shared.name} has {inner_box_bytes}", loc)
+    return TmaDescriptor(
+        name=f"{g.name}_desc", buffer=g.name, data_type=data_type, rank=rank, global_dims=dims,
+        global_strides_bytes=tuple(stride_bytes), box_dims=box, element_strides=(1,) * rank,
+        interleave=0, swizzle=SWIZZLE_CODES[span], l2_promotion=2, oob_fill=0,
+    )
+
+
+def _int_or_expr(e):
+    v = ir.const_int(e)
+    return v if v is not None else e

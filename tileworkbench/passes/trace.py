@@ -1,0 +1,79 @@
+"""The Trace: what a compile did, pass by pass, as one JSON document (docs/trace-schema.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+SCHEMA = "tileworkbench.trace"
+SCHEMA_VERSION = 1
+TRACE_MIME = "application/vnd.tileworkbench.trace+json"
+BENCH_MIME = "application/vnd.tileworkbench.bench+json"
+
+
+@dataclass
+class PassSnapshot:
+    index: int
+    name: str
+    phase: str
+    ir_before: str
+    ir_after: str
+    changed: bool
+    time_ms: float
+    error: str | None
+
+
+@dataclass
+class Trace:
+    kernel: dict = field(default_factory=dict)
+    passes: list = field(default_factory=list)
+    sources: dict = field(default_factory=lambda: {"device": None, "host": None})
+    smem: dict | None = None
+    barriers: dict | None = None
+    tma_descriptors: list = field(default_factory=list)
+    resources: dict = field(default_factory=lambda: {"registers": None, "spills_bytes": None,
+                                                     "smem_bytes": None, "threads": None, "grid": None})
+    findings: list = field(default_factory=list)
+
+    def pass_names(self) -> list[str]:
+        return [p.name for p in self.passes]
+
+    def ir_after(self, name: str) -> str:
+        for p in self.passes:
+            if p.name == name:
+                return p.ir_after
+        raise KeyError(f"no pass named {name!r}; passes: {', '.join(self.pass_names())}")
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "kernel": self.kernel,
+            "passes": [asdict(p) for p in self.passes],
+            "sources": self.sources,
+            "smem": self.smem,
+            "barriers": self.barriers,
+            "tma_descriptors": self.tma_descriptors,
+            "resources": self.resources,
+            "findings": self.findings,
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @staticmethod
+    def from_dict(doc: dict) -> "Trace":
+        if doc.get("schema") != SCHEMA or doc.get("version") != SCHEMA_VERSION:
+            raise ValueError(f"not a {SCHEMA} v{SCHEMA_VERSION} document")
+        t = Trace(doc["kernel"], [PassSnapshot(**p) for p in doc["passes"]], doc["sources"], doc["smem"],
+                  doc["barriers"], doc["tma_descriptors"], doc["resources"], doc["findings"])
+        return t
+
+    def summary(self) -> str:
+        """One line a pass: index, name, phase, changed, time."""
+        rows = [f"{'#':>3}  {'pass':<30} {'phase':<9} {'changed':<8} {'ms':>7}"]
+        for p in self.passes:
+            mark = "yes" if p.changed else "-"
+            err = f"  FAILED: {p.error.splitlines()[0]}" if p.error else ""
+            rows.append(f"{p.index:>3}  {p.name:<30} {p.phase:<9} {mark:<8} {p.time_ms:>7.2f}{err}")
+        return "\n".join(rows)

@@ -1,0 +1,46 @@
+"""verify_tile_ops: reject tile operations no later pass can lower, with the kernel line.
+
+Expects: the IR straight from the front end.
+Guarantees: the same IR (this pass never changes it); every ``TmaCopy`` has constant extents
+and legal dtypes (no store from ``float4_e2m1_unpacked`` shared memory), every ``Copy`` out of
+an unpacked FP4 buffer is rejected, every buffer accessed by index has the right rank.
+"""
+
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..ir import nodes as ir
+from ..ir.visitor import IRVisitor
+from .manager import register
+
+FP4_UNPACK_ONLY = "only supports float4_e2m1_unpacked as an FP4 unpack load"
+
+
+class _Verify(IRVisitor):
+    def visit_TmaCopy(self, node: ir.TmaCopy):
+        for r in (node.src, node.dst):
+            if r.static_extents() is None:
+                raise CompileError(f"T.tma_copy needs constant tile extents, {r.buffer.name} has "
+                                   f"{[str(e) for e in r.extents]}", node.loc)
+        if not node.is_load and node.src.buffer.dtype.name == "float4_e2m1_unpacked":
+            raise CompileError(f"T.tma_copy {FP4_UNPACK_ONLY}; {node.src.buffer.name} holds unpacked "
+                               "FP4 and cannot be stored to global memory", node.loc)
+        if node.is_load and node.dst.buffer.dtype.name == "float4_e2m1_unpacked" and \
+                node.src.buffer.dtype.name != "float4_e2m1fn":
+            raise CompileError("an unpacked FP4 shared buffer can only be loaded from a "
+                               "float4_e2m1fn tensor", node.loc)
+
+    def visit_Copy(self, node: ir.Copy):
+        if node.src.buffer.dtype.name == "float4_e2m1_unpacked":
+            raise CompileError(f"T.copy {FP4_UNPACK_ONLY}; {node.src.buffer.name} cannot be a source",
+                               node.loc)
+        packed = [r.buffer for r in (node.src, node.dst) if r.buffer.dtype.packed]
+        if packed and node.instruction != "tma" and node.src.buffer.dtype != node.dst.buffer.dtype:
+            raise CompileError("packed FP4 data can only be copied to a buffer of the same type",
+                               node.loc)
+
+
+@register("verify_tile_ops", "tile")
+def verify_tile_ops(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    _Verify().visit(func.body)
+    return func

@@ -1,0 +1,122 @@
+// tw/common.h - types and helpers every generated kernel uses.
+// Include-light on purpose: no <cuda_fp16.h>, no CUTLASS, so NVRTC compiles in milliseconds and
+// needs no CUDA toolkit headers on the machine.
+#pragma once
+
+namespace tw {
+
+typedef unsigned long long uint64_t;
+typedef unsigned int uint32_t;
+
+// 16-bit floats are stored as raw bits and computed in float32 by generated code.
+struct alignas(2) half { unsigned short bits; };
+struct alignas(2) bfloat16 { unsigned short bits; };
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(half h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+}
+__device__ __forceinline__ float to_float(bfloat16 h) {
+  return __uint_as_float(((unsigned int)h.bits) << 16);
+}
+
+template <typename T> __device__ __forceinline__ T from_float(float f);
+template <> __device__ __forceinline__ float from_float<float>(float f) { return f; }
+template <> __device__ __forceinline__ half from_float<half>(float f) {
+  half h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+template <> __device__ __forceinline__ bfloat16 from_float<bfloat16>(float f) {
+  bfloat16 h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+
+// Pack two floats into one 32-bit register of two 16-bit values (low half first).
+__device__ __forceinline__ unsigned int pack2(half, float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.f16x2.f32 %0, %2, %1;" : "=r"(r) : "f"(lo), "f"(hi));
+  return r;
+}
+__device__ __forceinline__ unsigned int pack2(bfloat16, float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.bf16x2.f32 %0, %2, %1;" : "=r"(r) : "f"(lo), "f"(hi));
+  return r;
+}
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
+__device__ __forceinline__ int floordiv(int a, int b) { int q = a / b; return (q * b > a) ? q - 1 : q; }
+__device__ __forceinline__ int floormod(int a, int b) { int r = a % b; return (r < 0) ? r + b : r; }
+
+// Byte offset -> swizzled byte offset, the pattern TMA writes for CU_TENSOR_MAP_SWIZZLE_{32,64,128}B
+// (bits [4, 4+log2(span/16)) XOR bits [7, 7+...)). SPAN is the swizzle span in bytes (0: none).
+template <int SPAN>
+__device__ __forceinline__ unsigned int swizzle(unsigned int byte_offset) {
+  if constexpr (SPAN == 0) {
+    return byte_offset;
+  } else {
+    constexpr unsigned int mask = (SPAN / 16 - 1) << 4;
+    return byte_offset ^ ((byte_offset >> 3) & mask);
+  }
+}
+
+template <typename T, int SPAN>
+__device__ __forceinline__ T& swizzled(T* base, int index) {
+  unsigned int off = swizzle<SPAN>((unsigned int)(index * sizeof(T)));
+  return *reinterpret_cast<T*>(reinterpret_cast<char*>(base) + off);
+}
+
+__device__ __forceinline__ unsigned int smem_addr(const void* p) {
+  return (unsigned int)__cvta_generic_to_shared(p);
+}
+
+// One thread of every group of N consecutive threads (N a multiple of 32) returns true.
+// The group's first warp elects a lane with elect.sync, so the whole warp must be converged.
+template <int N>
+__device__ __forceinline__ bool shuffle_elect() {
+  static_assert(N % 32 == 0, "leader scopes are whole warps");
+  if constexpr (N > 32) {
+    if ((threadIdx.x % N) >= 32) return false;
+  }
+  unsigned int pred = 0;
+  asm volatile(
+      "{\n .reg .pred p;\n elect.sync _|p, 0xffffffff;\n selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(pred));
+  return pred != 0;
+}
+
+// Vector copy of BYTES (4, 8 or 16) between naturally aligned addresses.
+template <int BYTES>
+__device__ __forceinline__ void copy_vec(void* dst, const void* src) {
+  if constexpr (BYTES == 16) {
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+  } else if constexpr (BYTES == 8) {
+    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+  } else if constexpr (BYTES == 4) {
+    *reinterpret_cast<unsigned int*>(dst) = *reinterpret_cast<const unsigned int*>(src);
+  } else if constexpr (BYTES == 2) {
+    *reinterpret_cast<unsigned short*>(dst) = *reinterpret_cast<const unsigned short*>(src);
+  } else {
+    *reinterpret_cast<unsigned char*>(dst) = *reinterpret_cast<const unsigned char*>(src);
+  }
+}
+
+template <int BYTES>
+__device__ __forceinline__ void zero_vec(void* dst) {
+  if constexpr (BYTES == 16) {
+    *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+  } else if constexpr (BYTES == 8) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(0, 0);
+  } else if constexpr (BYTES == 4) {
+    *reinterpret_cast<unsigned int*>(dst) = 0u;
+  } else if constexpr (BYTES == 2) {
+    *reinterpret_cast<unsigned short*>(dst) = 0;
+  } else {
+    *reinterpret_cast<unsigned char*>(dst) = 0;
+  }
+}
+
+}  // namespace tw

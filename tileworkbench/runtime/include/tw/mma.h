@@ -1,0 +1,111 @@
+// tw/mma.h - block-tile GEMM on tensor cores with ldmatrix + mma.sync (m16n8k16, fp16/bf16 -> fp32).
+//
+// C (M x N, fp32) += A (M x K) * B (K x N) with A and B in shared memory, row-major (or
+// transposed: A stored K x M, B stored N x K), each optionally swizzled with the TMA pattern of
+// span SWA / SWB bytes. The block's warps form a WM x WN grid; warp (wr, wc) owns the
+// (M/WM) x (N/WN) sub-tile. Thread accumulator j = ((mi * NI + ni) * 4 + h * 2 + e) holds
+//   row = wr * M/WM + mi * 16 + lane / 4 + 8 h,   col = wc * N/WN + ni * 8 + (lane % 4) * 2 + e
+// which is the layout the compiler's MmaAccumLayout describes (python side, ir/layout.py).
+#pragma once
+#include "common.h"
+
+namespace tw {
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned int* r, unsigned int addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned int* r, unsigned int addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x2(unsigned int* r, unsigned int addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(unsigned int* r, unsigned int addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_16816(float* c, const unsigned int* a, const unsigned int* b, half) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void mma_16816(float* c, const unsigned int* a, const unsigned int* b, bfloat16) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <int SW>
+__device__ __forceinline__ unsigned int tile_addr(unsigned int base, int row, int col_elems, int pitch_bytes) {
+  return base + swizzle<SW>((unsigned int)(row * pitch_bytes + col_elems * 2));
+}
+
+template <int M, int N, int K, int WM, int WN, bool TA, bool TB, int SWA, int SWB, typename T>
+__device__ __forceinline__ void gemm_ss(const T* A, const T* B, float* acc, int thread) {
+  constexpr int TM = M / WM, TN = N / WN, MI = TM / 16, NI = TN / 8;
+  static_assert(TM % 16 == 0 && TN % 8 == 0 && K % 16 == 0, "tile not divisible by the mma shape");
+  constexpr int PITCH_A = (TA ? M : K) * 2, PITCH_B = (TB ? K : N) * 2;
+  const int warp = thread / 32, lane = thread % 32;
+  const int wr = warp / WN, wc = warp % WN;
+  const unsigned int a_base = smem_addr(A), b_base = smem_addr(B);
+#pragma unroll
+  for (int kk = 0; kk < K; kk += 16) {
+    unsigned int a[MI][4];
+    unsigned int b[NI][2];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      const int m0 = wr * TM + mi * 16;
+      if constexpr (!TA) {
+        ldmatrix_x4(a[mi], tile_addr<SWA>(a_base, m0 + lane % 16, kk + (lane / 16) * 8, PITCH_A));
+      } else {
+        const int k = kk + lane % 8 + 8 * (lane / 16), m = m0 + 8 * ((lane / 8) % 2);
+        ldmatrix_x4_trans(a[mi], tile_addr<SWA>(a_base, k, m, PITCH_A));
+      }
+    }
+#pragma unroll
+    for (int ni = 0; ni + 1 < NI; ni += 2) {
+      const int n0 = wc * TN + ni * 8;
+      unsigned int r[4];
+      if constexpr (!TB) {
+        const int k = kk + lane % 8 + 8 * ((lane / 8) % 2), n = n0 + 8 * (lane / 16);
+        ldmatrix_x4_trans(r, tile_addr<SWB>(b_base, k, n, PITCH_B));
+      } else {
+        const int n = n0 + lane % 8 + 8 * (lane / 16), k = kk + 8 * ((lane / 8) % 2);
+        ldmatrix_x4(r, tile_addr<SWB>(b_base, n, k, PITCH_B));
+      }
+      b[ni][0] = r[0];
+      b[ni][1] = r[1];
+      b[ni + 1][0] = r[2];
+      b[ni + 1][1] = r[3];
+    }
+    if constexpr (NI % 2 == 1) {
+      const int n0 = wc * TN + (NI - 1) * 8;
+      if constexpr (!TB) {
+        const int k = kk + lane % 8 + 8 * ((lane / 8) % 2);
+        ldmatrix_x2_trans(b[NI - 1], tile_addr<SWB>(b_base, k, n0, PITCH_B));
+      } else {
+        const int n = n0 + lane % 8, k = kk + 8 * ((lane / 8) % 2);
+        ldmatrix_x2(b[NI - 1], tile_addr<SWB>(b_base, n, k, PITCH_B));
+      }
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        mma_16816(acc + (mi * NI + ni) * 4, a[mi], b[ni], T{});
+      }
+    }
+  }
+}
+
+}  // namespace tw

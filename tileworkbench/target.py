@@ -1,0 +1,153 @@
+"""Compilation targets, pass configuration keys and the context that carries them.
+
+``Target`` says what we generate code for; ``PassContext`` is a context manager carrying pass
+configs (and optionally a target) to every ``lower``/``compile`` inside it, as in TileLang.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from dataclasses import dataclass, field
+
+
+class PassConfigKey(str, enum.Enum):
+    """Pass configuration keys; the values match TileLang's spelling."""
+
+    TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
+    TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
+    TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
+    TW_DEBUG_BARRIER_TIMEOUT = "tw.debug_barrier_timeout"  # seconds; 0 disables debug waits
+    TW_BARRIER_CHECK = "tw.barrier_check"  # "error" (default), "warn" or "off"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_KNOWN_KEYS = {k.value for k in PassConfigKey}
+
+
+def normalize_pass_configs(configs) -> dict:
+    """Accept keys as PassConfigKey or strings; reject unknown keys with a clear message."""
+    out = {}
+    for key, value in dict(configs or {}).items():
+        name = key.value if isinstance(key, PassConfigKey) else str(key)
+        if name not in _KNOWN_KEYS:
+            known = ", ".join(sorted(_KNOWN_KEYS))
+            raise ValueError(f"unknown pass config {name!r}; known keys: {known}")
+        out[name] = value
+    return out
+
+
+_ARCHS = {"sm_90": "sm_90a", "sm_90a": "sm_90a", "sm_100": "sm_100a", "sm_100a": "sm_100a",
+          "sm_80": "sm_80", "sm_89": "sm_89"}
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str = "cuda"
+    arch: str = "sm_90a"
+
+    @staticmethod
+    def of(value) -> "Target":
+        """``"auto"``, ``"cuda"``, ``{"kind": "cuda", "arch": "sm_90"}``, or a Target."""
+        if isinstance(value, Target):
+            return value
+        if value is None or value == "auto":
+            ctx = PassContext.current()
+            if ctx is not None and ctx.target is not None:
+                return ctx.target
+            return Target(arch=detect_arch() or "sm_90a")
+        if value == "cuda":
+            return Target(arch=detect_arch() or "sm_90a")
+        if isinstance(value, dict):
+            kind = value.get("kind", "cuda")
+            if kind != "cuda":
+                raise ValueError(f"unsupported target kind {kind!r}; only 'cuda' is supported")
+            arch = value.get("arch", "sm_90a")
+            if arch not in _ARCHS:
+                raise ValueError(f"unsupported arch {arch!r}; expected one of {', '.join(_ARCHS)}")
+            return Target("cuda", _ARCHS[arch])
+        if isinstance(value, str) and value.startswith("cuda -arch="):
+            return Target.of({"kind": "cuda", "arch": value.split("=", 1)[1]})
+        raise ValueError(f"cannot interpret target {value!r}")
+
+    @property
+    def compute_version(self) -> tuple[int, int]:
+        digits = self.arch.removeprefix("sm_").rstrip("a")
+        return int(digits[:-1]), int(digits[-1])
+
+    def __enter__(self):
+        PassContext(target=self).__enter__()  # lowering inside picks this target for "auto"
+        return self
+
+    def __exit__(self, *exc):
+        _ctx_state.stack = _ctx_state.stack[:-1]
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "arch": self.arch}
+
+
+def detect_arch() -> str | None:
+    """The arch of GPU 0 when one is visible (cached), else None. Never initialises a context
+    on machines without a GPU."""
+    global _DETECTED
+    if _DETECTED is None:
+        _DETECTED = _probe_arch() or ""
+    return _DETECTED or None
+
+
+_DETECTED: str | None = None
+
+
+def _probe_arch() -> str | None:
+    try:
+        from cuda.bindings import runtime
+
+        err, count = runtime.cudaGetDeviceCount()
+        if int(err) != 0 or count == 0:
+            return None
+        err, major = runtime.cudaDeviceGetAttribute(runtime.cudaDeviceAttr.cudaDevAttrComputeCapabilityMajor, 0)
+        err2, minor = runtime.cudaDeviceGetAttribute(runtime.cudaDeviceAttr.cudaDevAttrComputeCapabilityMinor, 0)
+        if int(err) or int(err2):
+            return None
+        return _ARCHS.get(f"sm_{major}{minor}", f"sm_{major}{minor}")
+    except Exception:
+        return None
+
+
+_ctx_state = threading.local()
+
+
+@dataclass
+class PassContext:
+    """``with PassContext(config={...}):`` — pass configs (and a target) for lowering inside."""
+
+    config: dict = field(default_factory=dict)
+    target: Target | None = None
+    opt_level: int = 2
+
+    def __post_init__(self):
+        self.config = normalize_pass_configs(self.config)
+
+    def __enter__(self):
+        stack = getattr(_ctx_state, "stack", [])
+        _ctx_state.stack = stack + [self]
+        return self
+
+    def __exit__(self, *exc):
+        _ctx_state.stack = _ctx_state.stack[:-1]
+
+    @staticmethod
+    def current() -> "PassContext | None":
+        stack = getattr(_ctx_state, "stack", [])
+        return stack[-1] if stack else None
+
+    @staticmethod
+    def merged_configs(explicit) -> dict:
+        """Configs of every enclosing context, innermost winning, then the explicit ones."""
+        out = {}
+        for ctx in getattr(_ctx_state, "stack", []):
+            out.update(ctx.config)
+        out.update(normalize_pass_configs(explicit))
+        return out
