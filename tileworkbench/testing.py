@@ -36,6 +36,16 @@ def requires_cuda_compute_version_ge(major: int, minor: int = 0):
     return deco
 
 
+def gpu_marks(major: int = 9, minor: int = 0) -> list:
+    """``pytestmark = gpu_marks(9, 0)``: a whole module of GPU tests, skipped without one."""
+    import pytest
+
+    version = cuda_compute_version()
+    reason = (f"needs compute capability >= {major}.{minor}; "
+              f"this machine has {'no GPU' if version is None else '%d.%d' % version}")
+    return [pytest.mark.gpu, pytest.mark.skipif(version is None or version < (major, minor), reason=reason)]
+
+
 def main():
     import sys
 
@@ -44,4 +54,4 @@ def main():
     sys.exit(pytest.main([sys.argv[0], "-v"]))
 
 
-__all__ = ["requires_cuda", "requires_cuda_compute_version_ge", "cuda_compute_version", "main"]
+__all__ = ["gpu_marks", "requires_cuda", "requires_cuda_compute_version_ge", "cuda_compute_version", "main"]

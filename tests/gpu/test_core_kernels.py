@@ -4,9 +4,9 @@ import pytest
 
 import tileworkbench as tw
 from tileworkbench.examples import elementwise_add, matmul, row_sum
-from tileworkbench.testing import requires_cuda_compute_version_ge
+from tileworkbench.testing import gpu_marks
 
-pytestmark = requires_cuda_compute_version_ge(9, 0)
+pytestmark = gpu_marks(9, 0)
 
 
 def rel_err(out, ref):

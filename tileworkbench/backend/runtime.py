@@ -70,8 +70,11 @@ class Runtime:
 
         _init_driver()
         err, tmap = driver.cuTensorMapEncodeTiled(
-            driver.CUtensorMapDataType(data_type), rank, global_address, list(global_dims),
-            list(global_strides_bytes), list(box_dims), list(element_strides),
+            driver.CUtensorMapDataType(data_type), rank, global_address,
+            [driver.cuuint64_t(int(d)) for d in global_dims],
+            [driver.cuuint64_t(int(s)) for s in global_strides_bytes],
+            [driver.cuuint32_t(int(b)) for b in box_dims],
+            [driver.cuuint32_t(int(e)) for e in element_strides],
             driver.CUtensorMapInterleave(interleave), driver.CUtensorMapSwizzle(swizzle),
             driver.CUtensorMapL2promotion(l2_promotion), driver.CUtensorMapFloatOOBfill(oob_fill))
         if int(err) != 0:

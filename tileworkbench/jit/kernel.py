@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import time
 
 from ..errors import KernelRuntimeError
@@ -47,7 +48,7 @@ class Kernel:
         self._runtime = Runtime(module, self.record["smem_bytes"])
         self._runtime.function(self.name)  # loads the module, sets the shared-memory limit
         namespace: dict = {}
-        exec(compile(self.record["host_source"], f"<tileworkbench host launcher {self.name}>", "exec"), namespace)
+        exec(builtins.compile(self.record["host_source"], f"<tileworkbench host launcher {self.name}>", "exec"), namespace)
         self._launch = namespace["launch"]
         self.timings["load_s"] = time.perf_counter() - start
 

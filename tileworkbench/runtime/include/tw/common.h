@@ -1,6 +1,6 @@
 // tw/common.h - types and helpers every generated kernel uses.
-// Include-light on purpose: no <cuda_fp16.h>, no CUTLASS, so NVRTC compiles in milliseconds and
-// needs no CUDA toolkit headers on the machine.
+// Include-light on purpose: no toolkit headers and no template libraries, so NVRTC compiles in
+// milliseconds and needs no CUDA toolkit headers on the machine.
 #pragma once
 
 namespace tw {

@@ -1,0 +1,134 @@
+"""User mistakes are CompileErrors that name the problem and point at the kernel line."""
+
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench import CompileError
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+
+
+def lower(fn):
+    return tw.lower(fn, target=SM90)
+
+
+def assert_points_at(err: CompileError, snippet: str):
+    text = str(err)
+    assert __file__ in text.splitlines()[0], text
+    assert snippet in text, text
+    assert "^" in text.splitlines()[-1], text  # the caret under the offending code
+
+
+def test_unknown_name():
+    with pytest.raises(CompileError, match="unknown name 'undefined_size'") as info:
+        @T.prim_func
+        def main(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                A[0] = undefined_size  # noqa: F821
+    assert_points_at(info.value, "A[0] = undefined_size")
+
+
+def test_wrong_arity():
+    with pytest.raises(CompileError, match="wrong arguments to T.copy") as info:
+        @T.prim_func
+        def main(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                s = T.alloc_shared((128,), "float32")
+                T.copy(A, s, 1, 2, 3, 4, 5, 6, 7)
+    assert_points_at(info.value, "T.copy(A, s, 1, 2, 3, 4, 5, 6, 7)")
+
+
+def test_copy_shape_mismatch():
+    with pytest.raises(CompileError, match="shape mismatch") as info:
+        @T.prim_func
+        def main(A: T.Tensor((128, 64), "float32")):
+            with T.Kernel(1, threads=128):
+                s = T.alloc_shared((64, 64), "float32")
+                T.copy(A[0:128, 0:64], s)
+    assert_points_at(info.value, "T.copy(A[0:128, 0:64], s)")
+
+
+def test_unsupported_construct():
+    with pytest.raises(CompileError, match="unsupported construct in a kernel: While"):
+        @T.prim_func
+        def main(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                while True:
+                    pass
+
+
+def test_tma_load_needs_a_barrier():
+    with pytest.raises(CompileError, match="needs barrier="):
+        @T.prim_func
+        def main(A: T.Tensor((128, 64), "float16")):
+            with T.Kernel(1, threads=128):
+                s = T.alloc_shared((128, 64), "float16")
+                T.tma_copy(A[0, 0], s)
+
+
+def test_unknown_copy_instruction():
+    with pytest.raises(CompileError, match="unknown prefer_instruction 'fast'"):
+        @T.prim_func
+        def main(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                s = T.alloc_shared((128,), "float32")
+                T.copy(A, s, prefer_instruction="fast")
+
+
+def test_annotation_wins_over_keyword():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((128,), "float32")
+            T.copy(A, s, prefer_instruction="sync", annotations={"prefer_instruction": "tma"})
+
+    assert "tw::tma_load" in lower(main).kernel_source
+
+
+def test_gemm_shape_mismatch():
+    with pytest.raises(CompileError, match="shapes do not agree"):
+        @T.prim_func
+        def main(A: T.Tensor((128, 32), "float16")):
+            with T.Kernel(1, threads=128):
+                a = T.alloc_shared((128, 32), "float16")
+                b = T.alloc_shared((64, 128), "float16")
+                c = T.alloc_fragment((128, 128), "float32")
+                T.gemm(a, b, c)
+
+
+def test_fragment_outside_parallel_loop_is_rejected_at_its_line():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((128,), "float32")
+            T.clear(f)
+            A[0] = f[3]
+
+    with pytest.raises(CompileError, match="fragment f can only be accessed inside a T.Parallel") as info:
+        lower(main)
+    assert "A[0] = f[3]" in str(info.value)
+
+
+def test_too_much_shared_memory():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((256, 256), "float32")
+            T.clear(s)
+
+    with pytest.raises(CompileError, match="more than the 232448 bytes of sm_90a"):
+        lower(main)
+
+
+def test_internal_errors_are_pinned_to_the_line():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            A[0] = 1.0
+
+    with pytest.raises(CompileError, match="cannot apply"):
+        @T.prim_func
+        def bad(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                A[0] = A[0] + "x"

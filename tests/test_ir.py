@@ -1,0 +1,56 @@
+"""The IR's printer and simplifier."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tileworkbench.ir import nodes as ir
+from tileworkbench.ir.printer import expr_text
+from tileworkbench.ir.simplify import simplify
+
+k, t = ir.Var("k"), ir.Var("tx")
+
+
+def test_affine_terms_collect():
+    assert expr_text(simplify(k * 4 + 3 - k * 4 + t * 2 - t)) == "tx + 3"
+
+
+def test_floordiv_and_mod_use_ranges():
+    ranges = {t: (0, 31)}
+    assert expr_text(simplify((k * 32 + t) // 32, ranges)) == "k"
+    assert expr_text(simplify((k * 32 + t) % 32, ranges)) == "tx"
+    assert expr_text(simplify((k * 64 + t) // 32, ranges)) == "k * 2"
+
+
+def test_comparisons_decided_by_ranges_fold():
+    ranges = {t: (0, 127), k: (0, 7)}
+    assert simplify(ir.cmp("<", k * 128 + t, 1024), ranges).value is True
+    assert not isinstance(simplify(ir.cmp("<", k * 128 + t, 1000), ranges), ir.Const)
+
+
+def _evaluate(e, env):
+    if isinstance(e, ir.Const):
+        return e.value
+    if isinstance(e, ir.Var):
+        return env[e]
+    a, b = _evaluate(e.a, env), _evaluate(e.b, env)
+    return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else 0, "%": a % b if b else 0}[e.op]
+
+
+_ops = st.sampled_from(["+", "-", "*", "//", "%"])
+
+
+@st.composite
+def exprs(draw, depth=3):
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.sampled_from([k, t, ir.const(draw(st.integers(0, 64)))]))
+    op = draw(_ops)
+    a = draw(exprs(depth=depth - 1))
+    b = ir.const(draw(st.integers(1, 16))) if op in ("//", "%") else draw(exprs(depth=depth - 1))
+    return ir.binop(op, a, b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(exprs(), st.integers(0, 100), st.integers(0, 31))
+def test_simplify_preserves_value(e, kv, tv):
+    env = {k: kv, t: tv}
+    assert _evaluate(simplify(e, {t: (0, 31), k: (0, 100)}), env) == _evaluate(e, env)
