@@ -19,6 +19,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
     TW_DEBUG_BARRIER_TIMEOUT = "tw.debug_barrier_timeout"  # seconds; 0 disables debug waits
     TW_BARRIER_CHECK = "tw.barrier_check"  # "error" (default), "warn" or "off"
+    TW_DISABLE_WGMMA = "tw.disable_wgmma"  # keep T.gemm on the mma.sync path
 
     def __str__(self) -> str:
         return self.value

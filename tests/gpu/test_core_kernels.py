@@ -29,14 +29,19 @@ def test_row_sum(torch):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("stages", [1, 2, 3])
 @pytest.mark.parametrize("shape", [(1024, 1024, 1024), (1000, 1030, 770)])
-def test_gemm_with_copies(torch, dtype, stages, shape):
+@pytest.mark.parametrize("path", ["wgmma", "mma_sync"])
+@pytest.mark.parametrize("trans_B", [False, True])
+def test_gemm_with_copies(torch, dtype, stages, shape, path, trans_B):
     M, N, K = shape
-    kernel = tw.compile(matmul(M, N, K, 128, 128, 32, dtype=dtype, num_stages=stages), out_idx=[2])
+    configs = {tw.PassConfigKey.TW_DISABLE_WGMMA: path == "mma_sync"}
+    program = matmul(M, N, K, 128, 128, 32, dtype=dtype, num_stages=stages, trans_B=trans_B)
+    kernel = tw.compile(program, out_idx=[2], pass_configs=configs)
+    assert ("tw::wgmma_gemm_ss" in kernel.get_kernel_source()) == (path == "wgmma")
     tdt = getattr(torch, dtype)
     a = torch.randn(M, K, device="cuda", dtype=tdt)
-    b = torch.randn(K, N, device="cuda", dtype=tdt)
+    b = torch.randn(N, K, device="cuda", dtype=tdt) if trans_B else torch.randn(K, N, device="cuda", dtype=tdt)
     c = kernel(a, b)
-    ref = a.double() @ b.double()
+    ref = a.double() @ (b.double().T if trans_B else b.double())
     assert rel_err(c, ref) < (1e-2 if dtype == "bfloat16" else 2e-3)
 
 

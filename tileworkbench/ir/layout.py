@@ -102,3 +102,53 @@ def choose_warp_grid(m: int, n: int, warps: int) -> tuple[int, int] | None:
         if best is None or score < best[0]:
             best = (score, (wm, wn))
     return None if best is None else best[1]
+
+
+@dataclass(frozen=True)
+class WgmmaAccumLayout:
+    """The accumulator layout of ``tw::wgmma_gemm_ss``: warpgroup ``g`` owns rows
+    ``[g*M/G, (g+1)*M/G)`` in blocks of 64 (one ``wgmma.m64nNk16`` each); inside a block warp ``w``
+    holds rows ``16w .. 16w+15``. Thread element ``j = mi*N/2 + ni*4 + h*2 + e`` is
+    row ``g*M/G + 64 mi + 16 w + lane/4 + 8 h``, column ``8 ni + 2 (lane % 4) + e``."""
+
+    shape: tuple  # (M, N)
+    warpgroups: int
+
+    @property
+    def threads(self) -> int:
+        return 128 * self.warpgroups
+
+    @property
+    def local_size(self) -> int:
+        return self.shape[0] * self.shape[1] // self.threads
+
+    def forward(self, tid: ir.Expr, j: ir.Expr) -> tuple[tuple, None]:
+        m, n = self.shape
+        per_group = m // self.warpgroups
+        group, warp, lane = tid // 128, (tid % 128) // 32, tid % 32
+        e, h = j % 2, (j // 2) % 2
+        ni, mi = (j // 4) % (n // 8), j // (n // 2)
+        row = group * per_group + mi * 64 + warp * 16 + lane // 4 + h * 8
+        col = ni * 8 + (lane % 4) * 2 + e
+        return (row, col), None
+
+    def describe(self) -> str:
+        return f"wgmma_accum({self.warpgroups} warpgroup(s), {self.local_size} per thread)"
+
+
+def shared_element_offset(buf: ir.Buffer, indices) -> ir.Expr:
+    """Element offset of ``buf[indices]`` in shared memory, honouring 128-byte panels: a tile
+    (rows, cols) with panel P is stored as cols/P panels of rows x P elements."""
+    panel = buf.attrs.get("panel", 0)
+    if not panel:
+        offset = ir.const(0)
+        for i, s in zip(indices, buf.effective_strides()):
+            offset = offset + i * s
+        return offset
+    shape = buf.static_shape()
+    rows, cols = shape[-2], shape[-1]
+    *lead, r, c = indices
+    offset = (c // panel) * (rows * panel) + r * panel + c % panel
+    if lead:
+        offset = offset + lead[0] * (rows * cols)
+    return offset

@@ -1,18 +1,23 @@
-"""choose_shared_layouts: decide the swizzle of every shared tile.
+"""choose_shared_layouts: decide the layout of every shared tile and each gemm's tensor-core path.
 
 Expects: tile-level IR after pipelining (shared buffers may carry a version dimension).
-Guarantees: ``buffer.attrs["swizzle"]`` is set (bytes: 0, 32, 64 or 128) on every shared
-buffer. Tiles read by ``T.gemm`` and tiles moved by a descriptor TMA get the swizzle their inner
-dimension allows (see ``tma_rules.swizzle_for_tile``); all other tiles stay unswizzled, so that
-contiguous TMA copies into them can be descriptorless bulk copies. TMA and thread accesses both
-use the one layout chosen here.
+Guarantees:
+  * every ``T.gemm`` accumulator carries ``attrs["wgmma_plan"]`` (a ``gemm_rules.WgmmaPlan``)
+    or None (the ``mma.sync`` path); operand tiles of a wgmma gemm get the layout wgmma reads:
+    A swizzled by its row bytes, B either swizzled by its row bytes or, when its rows are wider
+    than 128 bytes, split into 128-byte panels with the 128B swizzle (``attrs["panel"]``);
+  * other gemm operand tiles and tiles moved by a descriptor TMA get the swizzle their inner
+    dimension allows (``tma_rules.swizzle_for_tile``); every other tile stays unswizzled, so
+    contiguous TMA copies into it can be descriptorless bulk copies;
+  * ``attrs["swizzle"]`` (bytes: 0, 32, 64, 128) and ``attrs["panel"]`` (elements, 0: none) are
+    set on every shared buffer. TMA, threads and tensor cores all use the one layout chosen here.
 """
 
 from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.visitor import collect
-from . import tma_rules
+from . import gemm_rules, tma_rules
 from .manager import register
 
 
@@ -28,17 +33,45 @@ def _tma_pairs(body):
             yield dst, src.buffer
 
 
+def _panels_fit(buf: ir.Buffer, panel: int, pairs) -> bool:
+    """A paneled tile can be filled by TMA only from regions that start on a panel boundary of
+    a global tensor whose rows are a whole number of panels."""
+    for g_region, shared in pairs:
+        if shared is not buf:
+            continue
+        cols = ir.const_int(g_region.buffer.shape[-1])
+        if cols is None or cols % panel or g_region.buffer.ndim != 2:
+            return False
+        from .lower_tile_ops import _divisible
+
+        if not _divisible(g_region.starts[-1], panel):
+            return False
+    return True
+
+
 @register("choose_shared_layouts", "tile")
 def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     shared = [a.buffer for a in collect(func.body, ir.Allocate) if a.buffer.scope == "shared"]
+    pairs = list(_tma_pairs(func.body))
+    layout: dict[int, tuple[int, int]] = {}  # id(buffer) -> (swizzle, panel)
     wanted = set()
     for gemm in collect(func.body, ir.Gemm):
-        for r in (gemm.a, gemm.b):
-            if r.buffer.scope == "shared":
-                wanted.add(id(r.buffer))
-    for g_region, buf in _tma_pairs(func.body):
+        plan = gemm_rules.wgmma_plan(gemm, func.launch.threads, ctx)
+        if plan is not None and plan.b_panel and not _panels_fit(gemm.b.buffer, plan.b_panel, pairs):
+            plan = None
+        gemm.c.buffer.attrs["wgmma_plan"] = plan
+        if plan is not None:
+            layout[id(gemm.a.buffer)] = (plan.a_span, 0)
+            layout[id(gemm.b.buffer)] = (plan.b_span, plan.b_panel)
+        else:
+            wanted.update(id(r.buffer) for r in (gemm.a, gemm.b) if r.buffer.scope == "shared")
+    for g_region, buf in pairs:
         if not tma_rules.is_contiguous(g_region) or tma_rules.region_bytes(g_region) % 16:
             wanted.add(id(buf))  # a descriptor is needed anyway: give it the fast layout
     for buf in shared:
-        buf.attrs["swizzle"] = tma_rules.swizzle_for_tile(buf) if id(buf) in wanted else 0
+        if id(buf) in layout:
+            buf.attrs["swizzle"], buf.attrs["panel"] = layout[id(buf)]
+        else:
+            buf.attrs["swizzle"] = tma_rules.swizzle_for_tile(buf) if id(buf) in wanted else 0
+            buf.attrs["panel"] = 0
     return func.with_body(func.body)

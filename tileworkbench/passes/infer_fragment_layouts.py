@@ -1,9 +1,10 @@
 """infer_fragment_layouts: give every fragment the layout that says which thread holds what.
 
 Expects: IR where fragments are still whole-block tiles (``alloc_fragment``).
-Guarantees: ``buffer.attrs["layout"]`` on every fragment: the mma.sync accumulator layout of
-``tw::gemm_ss`` for fragments that are a ``T.gemm`` accumulator (the warp grid chosen so the
-block's warps tile the accumulator), a blocked layout (element ``i`` in thread ``i % threads``)
+Guarantees: ``buffer.attrs["layout"]`` on every fragment: for a ``T.gemm`` accumulator, the
+wgmma layout of ``tw::wgmma_gemm_ss`` when ``choose_shared_layouts`` put the gemm on the wgmma
+path, else the mma.sync layout of ``tw::gemm_ss`` (the warp grid chosen so the block's warps tile
+the accumulator); a blocked layout (element ``i`` in thread ``i % threads``)
 for every other fragment. Later passes rewrite all accesses through this one layout.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import BlockedLayout, MmaAccumLayout, choose_warp_grid
+from ..ir.layout import BlockedLayout, MmaAccumLayout, WgmmaAccumLayout, choose_warp_grid
 from ..ir.visitor import collect
 from .manager import register
 
@@ -29,11 +30,12 @@ def infer_fragment_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         m, n = c.static_shape()
         if threads % 32:
             raise CompileError("T.gemm needs whole warps (threads a multiple of 32)", gemm.loc)
+        plan = c.attrs.get("wgmma_plan")
         grid = choose_warp_grid(m, n, threads // 32)
-        if grid is None:
+        if plan is None and grid is None:
             raise CompileError(f"T.gemm: a {m}x{n} accumulator cannot be split over {threads // 32} warps "
                                "in 16x8 mma tiles; use tile sizes that are multiples of 16 per warp", gemm.loc)
-        layout = MmaAccumLayout((m, n), *grid)
+        layout = WgmmaAccumLayout((m, n), plan.warpgroups) if plan else MmaAccumLayout((m, n), *grid)
         previous = layouts.get(id(c))
         if previous is not None and previous != layout:
             raise CompileError(f"{c.name} is the accumulator of two gemms with different shapes", gemm.loc)

@@ -80,6 +80,8 @@ def _leaf(stmt, state: _State, out: list) -> _State:
     acc = _accesses(stmt)
     hazard = (acc.reads & state.written) or ((acc.writes | acc.tma_writes) & (state.read | state.written))
     if hazard:
+        # The reader may be the async proxy (wgmma, TMA): order the threads' writes for it too.
+        out.append(ir.Evaluate(ir.Call("tw::fence_proxy_async", ())))
         out.append(ir.SyncThreads())
         state = _State()
     out.append(stmt)

@@ -8,8 +8,9 @@ Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce`` remains. Instead:
     out-of-bounds stores are skipped);
   * copies to or from fragments are ``T.Parallel`` loops the next pass maps through the
     fragment's layout; copies to or from per-thread ``local`` buffers are serial loops;
-  * ``T.gemm`` is one call of ``tw::gemm_ss<M, N, K, WM, WN, transA, transB, swizzleA,
-    swizzleB, T>`` on the shared tiles and the accumulator;
+  * ``T.gemm`` is one call of ``tw::wgmma_gemm_ss<...>`` (Hopper warpgroup MMA, when
+    ``choose_shared_layouts`` chose that path) or ``tw::gemm_ss<M, N, K, WM, WN, transA, transB,
+    swizzleA, swizzleB, T>`` (mma.sync) on the shared tiles and the accumulator;
   * reductions go through a shared scratch tile: all threads write it, then each thread
     reduces the rows its destination elements need.
 """
@@ -156,6 +157,7 @@ class _LowerTileOps(IRMutator):
         self.threads = func.launch.threads
         self.tid = func.launch.thread_var
         self.scratch_count = 0
+        self.wgmma_shapes: set = set()
 
     def visit_Copy(self, node: ir.Copy):
         if node.instruction == "tma":
@@ -188,6 +190,9 @@ class _LowerTileOps(IRMutator):
             if _tile_dims(r) != list(r.buffer.static_shape()[-2:]):
                 raise CompileError(f"T.gemm: operand {name} must be a whole shared tile", node.loc)
         layout = c.buffer.attrs["layout"]
+        plan = c.buffer.attrs.get("wgmma_plan")
+        if plan is not None:
+            return self.wgmma(node, plan)
         m, n = layout.shape
         k = _tile_dims(a)[0] if node.trans_a else _tile_dims(a)[1]
         if k % 16:
@@ -198,6 +203,22 @@ class _LowerTileOps(IRMutator):
         template = (f"tw::gemm_ss<{m}, {n}, {k}, {layout.warps_m}, {layout.warps_n}, {flag[node.trans_a]}, "
                     f"{flag[node.trans_b]}, {a.buffer.attrs.get('swizzle', 0)}, {b.buffer.attrs.get('swizzle', 0)}, "
                     f"{_CPP_TYPES[a.buffer.dtype.name]}>")
+        out = []
+        if node.clear_accum:
+            out.append(self.visit_Fill(ir.Fill(ir.Region.full(c.buffer), ir.const(0.0), loc=node.loc)))
+        out.append(call(template, address_of(a.buffer, a.starts), address_of(b.buffer, b.starts),
+                        ir.Raw(c.buffer.name), self.tid))
+        return ir.seq(out)
+
+    def wgmma(self, node: ir.Gemm, plan) -> ir.Stmt:
+        from ..codegen.wgmma import functor_name
+
+        a, b, c = node.a, node.b, node.c
+        dtype = a.buffer.dtype.name
+        self.wgmma_shapes.add((plan.n, dtype, plan.b_k_major))
+        flag = "true" if plan.b_k_major else "false"
+        template = (f"tw::wgmma_gemm_ss<{plan.m}, {plan.n}, {plan.k}, {plan.warpgroups}, {plan.a_span}, "
+                    f"{plan.b_span}, {flag}, {functor_name(plan.n, dtype, plan.b_k_major)}>")
         out = []
         if node.clear_accum:
             out.append(self.visit_Fill(ir.Fill(ir.Region.full(c.buffer), ir.const(0.0), loc=node.loc)))
@@ -257,4 +278,7 @@ _REDUCERS = {
 
 @register("lower_tile_ops", "lower")
 def lower_tile_ops(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    return func.with_body(_LowerTileOps(func).visit(func.body))
+    lowering = _LowerTileOps(func)
+    out = func.with_body(lowering.visit(func.body))
+    out.attrs["wgmma_shapes"] = sorted(lowering.wgmma_shapes)
+    return out

@@ -71,16 +71,14 @@ class _LowerTma(IRMutator):
             return call("tw::tma_load", tile_base(s), address_of(g.buffer, g.starts),
                         ir.const(tma_rules.region_bytes(g)), bar)
         desc = self.descriptor(g, s.buffer, loc)
-        coords = [simplify(c) for c in reversed(g.starts)]
-        return call("tw::tma_load", ir.Raw(desc.name), bar, tile_base(s), *coords)
+        return call("tw::tma_load", ir.Raw(desc.name), bar, tile_base(s), *tma_rules.tma_coords(g, s.buffer))
 
     def store_call(self, s: ir.Region, g: ir.Region, loc) -> ir.Stmt:
         if tma_rules.can_bulk_copy(g, s.buffer):
             return call("tw::tma_store", address_of(g.buffer, g.starts), tile_base(s),
                         ir.const(tma_rules.region_bytes(g)))
         desc = self.descriptor(g, s.buffer, loc)
-        coords = [simplify(c) for c in reversed(g.starts)]
-        return call("tw::tma_store", ir.Raw(desc.name), tile_base(s), *coords)
+        return call("tw::tma_store", ir.Raw(desc.name), tile_base(s), *tma_rules.tma_coords(g, s.buffer))
 
     def store_sequence(self, s: ir.Region, g: ir.Region, loc, wait: bool) -> ir.Stmt:
         issue = [self.store_call(s, g, loc), call("tw::tma_store_arrive")]

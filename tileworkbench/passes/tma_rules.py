@@ -105,6 +105,30 @@ def _json_dim(d):
     return d if isinstance(d, int) else str(d)
 
 
+def tma_coords(global_region: ir.Region, shared: ir.Buffer) -> list:
+    """The tensor map's coordinates (innermost first) for a copy of ``global_region``."""
+    from ..ir.simplify import simplify
+
+    coords = [simplify(c) for c in reversed(global_region.starts)]
+    panel = shared.attrs.get("panel", 0)
+    if panel:  # (panel element, row, panel index): see _paneled
+        return [ir.const(0), coords[1], simplify(coords[0] // panel)]
+    return coords
+
+
+def _paneled(desc: TmaDescriptor, g: ir.Buffer, panel: int, elem_bytes: int) -> TmaDescriptor:
+    """A 2-D map reshaped so that one copy fills a tile stored as 128-byte panels: dimensions
+    (panel, rows, cols / panel), the panel dimension stepping ``panel`` elements in memory."""
+    cols, rows = desc.global_dims
+    box_cols, box_rows = desc.box_dims
+    desc.rank = 3
+    desc.global_dims = (panel, rows, cols // panel)
+    desc.global_strides_bytes = (desc.global_strides_bytes[0], panel * elem_bytes)
+    desc.box_dims = (panel, box_rows, box_cols // panel)
+    desc.element_strides = (1, 1, 1)
+    return desc
+
+
 def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDescriptor:
     g = global_region.buffer
     if g.attrs.get("device_bound"):
@@ -136,18 +160,20 @@ def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDes
         raise CompileError(f"TMA box dimensions are at most 256 elements; the tile of {g.name} is "
                            f"{tuple(reversed(box))}", loc)
     span = shared.attrs.get("swizzle", 0)
-    inner_box_bytes = shared.dtype.bytes_for(box[0])
+    panel = shared.attrs.get("panel", 0)
+    inner_box_bytes = shared.dtype.bytes_for(panel or box[0])
     if span and inner_box_bytes > span:
         raise CompileError(f"the inner tile of {shared.name} is {inner_box_bytes} bytes, more than its "
                            f"{span}-byte swizzle span", loc)
     if inner_box_bytes % 16:
         raise CompileError(f"TMA needs the inner tile dimension to be a multiple of 16 bytes; "
                            f"{shared.name} has {inner_box_bytes}", loc)
-    return TmaDescriptor(
+    desc = TmaDescriptor(
         name=f"{g.name}_desc", buffer=g.name, data_type=data_type, rank=rank, global_dims=dims,
         global_strides_bytes=tuple(stride_bytes), box_dims=box, element_strides=(1,) * rank,
         interleave=0, swizzle=SWIZZLE_CODES[span], l2_promotion=2, oob_fill=0,
     )
+    return _paneled(desc, g, panel, dtype.storage_bits // 8) if panel else desc
 
 
 def _int_or_expr(e):

@@ -6,3 +6,4 @@
 #include "tma.h"
 #include "cp_async.h"
 #include "mma.h"
+#include "wgmma.h"
