@@ -41,3 +41,13 @@ def test_disk_cache_hit_in_a_new_process(tmp_path):
     first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert first.stdout.strip() == "lowered" and second.stdout.strip() == "disk"
+
+
+def test_compiling_the_same_function_twice_hits_the_cache(tmp_path, monkeypatch):
+    from tileworkbench.examples import matmul
+
+    monkeypatch.setenv("TILEWORKBENCH_CACHE_DIR", str(tmp_path))
+    cache.clear()
+    f = matmul(256, 256, 256, 128, 128, 32)
+    first = tw.compile(f, out_idx=[2], target=SM90, load_device=False)
+    assert tw.compile(f, out_idx=[2], target=SM90, load_device=False) is first

@@ -18,7 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def _run(args, cwd=None) -> str | None:
     try:
-        done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=20)
+        done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -61,7 +61,7 @@ def gpu_info() -> dict:
         info["sm_count"] = int(props["multiProcessorCount"])
         info["cuda"] = _cuda_version(cupy.cuda.runtime.runtimeGetVersion())
         info["cuda_driver_api"] = _cuda_version(cupy.cuda.runtime.driverGetVersion())
-    except Exception:
+    except Exception:  # no GPU or no CuPy: the record says None rather than failing
         pass
     smi = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
     info["driver"] = smi.splitlines()[0].strip() if smi else info["cuda_driver_api"]

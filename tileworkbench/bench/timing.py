@@ -10,6 +10,7 @@ Only CuPy is imported here (never pandas or matplotlib): this runs on the GPU ma
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -104,4 +105,4 @@ def rel_err(out, ref) -> float:
 
 
 def passes(err: float, threshold: float) -> bool:
-    return err == err and err < threshold  # NaN fails
+    return not math.isnan(err) and err < threshold  # NaN fails

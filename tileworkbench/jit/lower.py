@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from .. import __version__
 from ..codegen.cuda import generate_cuda
 from ..codegen.host import generate_host
-from ..errors import CompileError
 from ..frontend import parse
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
@@ -57,10 +57,9 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
                           "source_file": src.source_file, "source_line": src.source_line,
                           "version": __version__})
     ctx = LowerContext(tgt, configs)
-    try:
-        lowered = run_pipeline(src, pass_list(configs), ctx, trace)
-    except CompileError:
-        raise
+    # Passes record what they learn on buffers (layouts, offsets); work on a copy so the parsed
+    # function stays as written (its printed IR is the compile-cache key).
+    lowered = run_pipeline(copy.deepcopy(src), pass_list(configs), ctx, trace)
     kernel_name = f"{src.name}_kernel"
     device = generate_cuda(lowered, kernel_name, tgt)
     host = generate_host(lowered, kernel_name, out_idx)

@@ -1,0 +1,71 @@
+"""On the H200: the quick GEMM suite end to end, the timer, and autotune's GPU step."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tileworkbench.testing import gpu_marks
+
+pytestmark = gpu_marks(9, 0)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_quick_suite_end_to_end(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "tileworkbench.bench", "gemm", "--quick", "--out", str(tmp_path)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=580, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    records = list(tmp_path.glob("gemm-*.json"))
+    assert len(records) == 1
+    record = json.loads(records[0].read_text())
+    assert record["complete"] is True and len(record["rows"]) == 8
+    for row in record["rows"]:
+        assert row["correct"], row
+        assert row["tflops"] > 1 and row["cublas_tflops"] > 1 and row["ratio"] > 0
+        assert row["rel_err"] < row["threshold"]
+        assert row["cublas"]["torch"]["correct"], row["cublas"]
+    assert record["machine"]["gpu"] and record["machine"]["cuda"]
+    comp = record["compile"]
+    assert comp["problems"] == [] and comp["device_loaded"]
+    assert comp["cold"]["total_s"] > comp["disk_hit"]["total_s"] > comp["memory_hit"]["total_s"]
+    assert "[8/8]" in done.stderr
+    md = (tmp_path / "table.md").read_text()
+    assert "| 1024x1024x1024 | fp16 |" in md and "| 4096x4096x4096 | bf16 |" in md
+    assert "| matmul_tma_copy_store s3 | 4096x4096x4096 | fp16 |" in md
+    assert done.stdout.strip().splitlines()[-1] == "8 rows, 0 failed the correctness check"
+
+
+def test_timer_measures_a_cublas_gemm_plausibly(torch):
+    from tileworkbench.bench.timing import Timer, rel_err
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    c = torch.empty(4096, 4096, device="cuda", dtype=torch.float16)
+    timing = Timer().time(lambda: torch.matmul(a, b, out=c), warmup=5, rep=20)
+    assert 50 < timing.tflops(2 * 4096 ** 3) < 1200  # an H200 does ~700 dense fp16
+    assert timing.ms_min <= timing.ms
+    ref = a.double() @ b.double()
+    assert rel_err(c, ref) < 2e-3
+    c.fill_(float("nan"))
+    assert rel_err(c, ref) != rel_err(c, ref)  # NaN: an unwritten output never passes
+
+
+def test_autotune_benchmarks_on_the_gpu(torch, tmp_path, monkeypatch):
+    from tileworkbench.autotune import Config, autotune
+    from tileworkbench.examples.gemm import matmul
+
+    monkeypatch.setenv("TILEWORKBENCH_CACHE_DIR", str(tmp_path))
+    configs = [Config(64, 64, 32, 2, 128), Config(128, 128, 32, 3, 128)]
+    result = autotune(matmul, configs, args=(1024, 1024, 1024), kwargs={"dtype": "float16"}, out_idx=[2],
+                      ref_program=lambda a, b: a.double() @ b.double(), max_rel_err=2e-3, warmup=3, rep=10,
+                      progress=False)
+    assert result.config in configs and result.ms > 0 and len(result.trials) == 2
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    b = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    c = result.kernel(a, b)
+    assert ((c.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm()).item() < 2e-3
+    again = autotune(matmul, configs, args=(1024, 1024, 1024), kwargs={"dtype": "float16"}, out_idx=[2],
+                     progress=False)
+    assert again.from_memory and again.config == result.config

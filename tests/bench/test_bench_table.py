@@ -1,0 +1,88 @@
+"""Markdown tables of a record and the BENCHMARKS.md table section."""
+
+from pathlib import Path
+
+import pytest
+
+from tileworkbench.bench import table
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_gemm_table_has_one_line_per_row_and_the_numbers(record):
+    text = table.gemm_table(record)
+    assert "NVIDIA H200, driver 580.159.04, CUDA 13.0" in text and "`abc1234`" in text
+    ours = [line for line in text.splitlines() if line.startswith("| 4096x4096x4096 | fp16")]
+    assert len(ours) == 1
+    cells = [c.strip() for c in ours[0].strip("|").split("|")]
+    # ours 2*4096^3 / 0.20 ms; cuBLAS best of torch (0.18 ms) and cupy (0.19 ms); ratio 0.90
+    assert cells[2] == "687.2" and cells[3].startswith("763.5 (torch 763.5, cupy 723.4)")
+    assert cells[4] == "0.90" and cells[6] == "ok" and cells[7] == "matmul 128x256x32 s3 t256"
+    assert "| matmul_tma_copy s2 | 4096x4096x4096 | fp16 | 274.9 |" in text
+    assert "cold: empty tileworkbench + CuPy caches | 1.250 |" in text
+
+
+def test_wrong_rows_are_marked(record):
+    record["rows"][0].update(correct=False, rel_err=float("nan"))
+    text = table.gemm_table(record)
+    assert "| NaN | **WRONG** |" in text
+    assert "1 failed the correctness check" in table.summary_table(record)
+
+
+def test_summary_table_is_short_and_ends_with_the_counts(record):
+    text = table.summary_table(record)
+    lines = text.strip().splitlines()
+    assert len(lines) == 2 + len(record["rows"]) + 3 and lines[-3] == ""
+    assert lines[2].startswith("| ours | 4096x4096x4096 | fp16 | 687.2 | 763.5 | 0.90 | ok |")
+    assert lines[-2].startswith("compile: cold 1.25 s, disk hit 0.31 s")
+    assert lines[-1] == "3 rows, 0 failed the correctness check"
+
+
+def test_partial_record_says_so(record):
+    record["complete"] = False
+    assert "**Partial run**: 3 rows" in table.gemm_table(record)
+
+
+def test_update_markdown_replaces_only_the_section(tmp_path, record):
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_text(f"# Title\n\nintro\n\n{table.MARK_START}\nold stuff\n{table.MARK_END}\n\ntrailer\n")
+    assert table.update_markdown(md, record, "benchmarks/results/x.json") is True
+    text = md.read_text()
+    assert text.startswith("# Title\n\nintro\n\n") and text.endswith(f"{table.MARK_END}\n\ntrailer\n")
+    assert "old stuff" not in text and "From `benchmarks/results/x.json`." in text
+    assert "| 4096x4096x4096 | fp16 | 687.2 |" in text
+    assert table.update_markdown(md, record, "benchmarks/results/x.json") is False  # already current
+    table.update_markdown(md, None)
+    assert f"{table.MARK_START}\n{table.NO_MEASUREMENT}\n{table.MARK_END}" in md.read_text()
+
+
+def test_update_markdown_without_markers_is_an_error(tmp_path, record):
+    md = tmp_path / "x.md"
+    md.write_text("no markers\n")
+    with pytest.raises(ValueError, match="markers"):
+        table.update_markdown(md, record)
+    assert md.read_text() == "no markers\n"
+
+
+def test_benchmarks_md_has_the_markers_and_no_invented_numbers():
+    text = (REPO / "BENCHMARKS.md").read_text()
+    section = table.replace_section(text, "X").split(table.MARK_START)[1]  # raises without markers
+    assert section.startswith("\nX\n")
+    current = text.split(table.MARK_START)[1].split(table.MARK_END)[0]
+    results = list((REPO / "benchmarks" / "results").glob("gemm-*.json"))
+    if not results:  # numbers may only come from a committed record of a real run
+        assert current.strip() == table.NO_MEASUREMENT
+    else:
+        assert "From `benchmarks/results/gemm-" in current
+
+
+def test_progress_line_has_the_counter_and_the_verdict(record):
+    from tileworkbench.bench.gemm import progress_line
+
+    line = progress_line(3, 20, record["rows"][0], 12.34)
+    assert line.startswith("[3/20] ours 4096x4096x4096 float16: 687.2 TFLOP/s (matmul 128x256x32 s3 t256)")
+    assert "cuBLAS 763.5 | ratio 0.90 | err 3.0e-04 ok (12.3 s)" in line
+    spec = progress_line(20, 20, record["rows"][2], 1.0)
+    assert spec.startswith("[20/20] matmul_tma_copy s2 4096x4096x4096 float16:")
+    broken = dict(record["rows"][0], error="CompileError: bad\nmore", tflops=None)
+    assert progress_line(1, 2, broken, 0.5) == "[1/2] ours 4096x4096x4096 float16: ERROR CompileError: bad (0.5 s)"

@@ -1,0 +1,41 @@
+"""Autotuning: search tile configs for a kernel builder, in parallel, and remember the best.
+
+    from tileworkbench.autotune import autotune, config_space
+    from tileworkbench.examples.gemm import matmul
+
+    result = autotune(matmul, config_space(), args=(4096, 4096, 4096), kwargs={"dtype": "float16"},
+                      out_idx=[2])
+    result.config, result.ms, result.kernel
+
+See ``tuner.py`` for the steps (parallel compile, GPU benchmark, disk memory).
+"""
+
+from .memory import forget, memory_path, recall, remember
+from .space import Config, config_space
+from .tuner import (
+                    AutotuneResult,
+                    Compiled,
+                    GpuBenchmark,
+                    IncorrectResult,
+                    NeedsGPUError,
+                    Trial,
+                    autotune,
+                    compile_candidates,
+)
+
+__all__ = [
+                    "AutotuneResult",
+                    "Compiled",
+                    "Config",
+                    "GpuBenchmark",
+                    "IncorrectResult",
+                    "NeedsGPUError",
+                    "Trial",
+                    "autotune",
+                    "compile_candidates",
+                    "config_space",
+                    "forget",
+                    "memory_path",
+                    "recall",
+                    "remember",
+]

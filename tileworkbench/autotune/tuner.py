@@ -1,0 +1,319 @@
+"""``autotune``: compile candidate configs in parallel processes, time them on the GPU, keep the best.
+
+Lowering and NVRTC are CPU work in Python and C, so the compile step runs in a process pool.
+Each worker lowers one config (``tw.compile(..., load_device=False)``, which also fills the
+tileworkbench disk cache for the parent) and NVRTC-compiles it for the target arch
+(``backend.nvrtc.compile_check``: registers, spills). Configs that fail to compile are skipped
+and reported. The parent then loads each valid kernel on the GPU, times it, and remembers the
+fastest per (builder, problem, device) on disk (``memory.py``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from ..target import PassContext, Target
+from . import memory
+from .space import Config, config_space
+
+
+@dataclass
+class Compiled:
+    """The compile step's verdict on one config."""
+
+    config: Config
+    ok: bool
+    seconds: float = 0.0
+    error: str | None = None
+    error_type: str | None = None
+    registers: int | None = None
+    spills_bytes: int | None = None
+    smem_bytes: int | None = None
+    worker_pid: int | None = None  # which process compiled it (the parallel step's evidence)
+
+
+@dataclass
+class Trial:
+    config: Config
+    ms: float | None
+    error: str | None = None
+
+
+@dataclass
+class AutotuneResult:
+    config: Config | None  # the best config (None when benchmark=False)
+    ms: float | None
+    kernel: object | None  # the compiled best Kernel
+    compiled: list = field(default_factory=list)  # Compiled, in the order of the configs given
+    trials: list = field(default_factory=list)  # Trial per benchmarked config
+    skipped: list = field(default_factory=list)  # (Config, reason): did not compile, or failed to run/check
+    from_memory: bool = False
+    key: str = ""
+
+    @property
+    def valid_configs(self) -> list:
+        return [c.config for c in self.compiled if c.ok]
+
+
+class NeedsGPUError(RuntimeError):
+    """Raised after the compile step where no GPU can benchmark; ``.result`` holds what compiled."""
+
+    def __init__(self, result: AutotuneResult):
+        super().__init__(f"autotune compiled {len(result.valid_configs)} of {len(result.compiled)} configs, but "
+                         "benchmarking them needs a CUDA GPU and none is present; pass benchmark=False to get "
+                         "the compiled candidates (or a timer= to rank them another way)")
+        self.result = result
+
+
+class IncorrectResult(AssertionError):
+    pass
+
+
+# ---- compile step ------------------------------------------------------------------------------
+
+def _compile_one(builder, args, kwargs, config: Config, target: Target, pass_configs: dict, out_idx) -> Compiled:
+    """Runs in a worker process; returns plain data (exceptions become strings, so nothing that
+    fails to pickle can break the pool)."""
+    start = time.perf_counter()
+    try:
+        from ..backend.nvrtc import compile_check
+        from ..jit.kernel import compile as tw_compile
+
+        func = builder(*args, **kwargs, **config.as_kwargs())
+        kernel = tw_compile(func, out_idx=out_idx, target=target, pass_configs=pass_configs, load_device=False)
+        nv = compile_check(kernel.get_kernel_source(), target.arch, name=f"{kernel.name}.cu")
+        return Compiled(config, True, time.perf_counter() - start, registers=nv.registers,
+                        spills_bytes=nv.spills_bytes, smem_bytes=kernel.record.get("smem_bytes"),
+                        worker_pid=os.getpid())
+    except Exception as exc:
+        return Compiled(config, False, time.perf_counter() - start, error=str(exc), error_type=type(exc).__name__,
+                        worker_pid=os.getpid())
+
+
+_WORKER_BUILDER = None  # set in each worker by the pool initializer
+
+
+def _set_worker_builder(builder):
+    global _WORKER_BUILDER
+    _WORKER_BUILDER = builder
+
+
+def _compile_in_worker(args, kwargs, config, target, pass_configs, out_idx) -> Compiled:
+    return _compile_one(_WORKER_BUILDER, args, kwargs, config, target, pass_configs, out_idx)
+
+
+def _start_method(builder) -> str:
+    """spawn is the safe default (no forked CUDA or torch threads). A builder defined in
+    ``__main__`` or inside a function (a notebook cell, a test) cannot be pickled by reference,
+    so such builders use fork, where the platform has it: the pool initializer's arguments then
+    reach the workers through the fork, unpickled."""
+    importable = getattr(builder, "__module__", "__main__") != "__main__" and "<locals>" not in getattr(
+        builder, "__qualname__", "<locals>")
+    if importable or "fork" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    return "fork"
+
+
+class _Progress:
+    """tqdm when installed; otherwise one ``[i/n]`` line per finished item on stderr."""
+
+    def __init__(self, total: int, desc: str, enabled: bool = True):
+        self.total, self.desc, self.enabled, self.done = total, desc, enabled, 0
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=True)
+            except ImportError:
+                pass
+
+    def update(self, text: str):
+        self.done += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.update(1)
+        elif self.enabled:
+            print(f"[{self.done}/{self.total}] {self.desc}: {text}", file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def compile_candidates(builder, configs, args=(), kwargs=None, out_idx=None, target="auto", pass_configs=None,
+                       max_workers: int | None = None, progress: bool = True, mp_context: str | None = None) -> list:
+    """Lower + NVRTC-compile every config in worker processes; a ``Compiled`` per config, in order.
+    ``max_workers=0`` compiles in this process (for debugging)."""
+    configs = list(configs)
+    tgt = Target.of(target)
+    configs_pc = PassContext.merged_configs(pass_configs)  # a plain dict: travels to the workers
+    kwargs = dict(kwargs or {})
+    results: list = [None] * len(configs)
+    bar = _Progress(len(configs), "autotune: compile", progress)
+    try:
+        if max_workers == 0:
+            for i, cfg in enumerate(configs):
+                results[i] = _compile_one(builder, args, kwargs, cfg, tgt, configs_pc, out_idx)
+                bar.update(_status(results[i]))
+            return results
+        workers = max_workers or max(1, min(len(configs), os.cpu_count() or 1))
+        ctx = multiprocessing.get_context(mp_context or _start_method(builder))
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_set_worker_builder,
+                                 initargs=(builder,)) as pool:
+            futures = {pool.submit(_compile_in_worker, args, kwargs, cfg, tgt, configs_pc, out_idx): i
+                       for i, cfg in enumerate(configs)}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    results[i] = fut.result()
+                except Exception as exc:  # the worker died (or the builder could not be pickled)
+                    results[i] = Compiled(configs[i], False, error=str(exc) or repr(exc), error_type=type(exc).__name__)
+                bar.update(_status(results[i]))
+    finally:
+        bar.close()
+    return results
+
+
+def _status(c: Compiled) -> str:
+    if c.ok:
+        return f"{c.config.name} ok ({c.seconds:.2f} s, {c.registers} regs)"
+    return f"{c.config.name} skipped ({c.error_type})"
+
+
+# ---- benchmark step ----------------------------------------------------------------------------
+
+def gpu_present() -> bool:
+    from ..target import detect_arch
+
+    return detect_arch() is not None
+
+
+def device_name(target: Target) -> str:
+    """Part of the memory key: the same config is not the best on every GPU."""
+    if not gpu_present():
+        return f"no-gpu {target.arch}"
+    try:
+        import cupy
+
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        return f"{name.decode() if isinstance(name, bytes) else name} {target.arch}"
+    except Exception:
+        return f"gpu {target.arch}"
+
+
+class GpuBenchmark:
+    """The default timer: random inputs made once (every config solves the same problem),
+    an optional check against ``ref_program``, then ``bench.timing.Timer`` (CUDA events, L2
+    flushed, median)."""
+
+    def __init__(self, ref_program=None, max_rel_err: float = 1e-2, warmup: int = 10, rep: int = 50):
+        self.ref_program, self.max_rel_err, self.warmup, self.rep = ref_program, max_rel_err, warmup, rep
+        self._inputs = self._timer = None
+
+    def __call__(self, kernel, config: Config) -> float:
+        from ..bench.timing import Timer, passes, rel_err
+
+        if self._inputs is None:
+            self._inputs, self._timer = kernel.get_profiler().inputs(), Timer()
+        outs = kernel(*self._inputs)
+        outs = list(outs) if isinstance(outs, tuple) else [outs]
+        full = list(self._inputs)
+        for i, o in zip(kernel.out_idx, outs):
+            full.insert(i, o)
+        if self.ref_program is not None:
+            for o in outs:
+                o.fill_(float("nan")) if hasattr(o, "fill_") else o.fill(float("nan"))
+            kernel(*full)
+            refs = self.ref_program(*self._inputs)
+            refs = list(refs) if isinstance(refs, (tuple, list)) else [refs]
+            for o, r in zip(outs, refs):
+                err = rel_err(o, r)
+                if not passes(err, self.max_rel_err):
+                    raise IncorrectResult(f"relative error {err:.2e} exceeds {self.max_rel_err:.0e}")
+        return self._timer.time(lambda: kernel(*full), self.warmup, self.rep).ms
+
+
+def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, target="auto", pass_configs=None,
+             benchmark: bool = True, timer=None, ref_program=None, max_rel_err: float = 1e-2, warmup: int = 10,
+             rep: int = 50, use_memory: bool = True, max_workers: int | None = None, progress: bool = True,
+             mp_context: str | None = None) -> AutotuneResult:
+    """Find the fastest ``config`` for ``builder(*args, **kwargs, **config.as_kwargs())``.
+
+    ``configs``: ``Config`` objects (default ``config_space()``). ``timer(kernel, config) -> ms``
+    replaces the GPU benchmark (default ``GpuBenchmark``, with ``ref_program`` checked first when
+    given). ``benchmark=False`` stops after the compile step. Without a GPU (and no ``timer``)
+    the compile step still runs, then ``NeedsGPUError`` is raised. The best config is remembered
+    per (builder, args/kwargs, device) and reused next time (``use_memory=False`` re-tunes).
+
+    Example::
+
+        from tileworkbench.examples.gemm import matmul
+        best = autotune(matmul, config_space(), args=(4096, 4096, 4096), kwargs={"dtype": "float16"},
+                        out_idx=[2])
+        best.kernel(a, b)
+    """
+    import tileworkbench as tw
+
+    configs = list(configs if configs is not None else config_space())
+    tgt = Target.of(target)
+    kwargs = dict(kwargs or {})
+    device = device_name(tgt)
+    key = memory.memory_key(builder, args, kwargs, device)
+
+    def build(cfg):
+        return tw.compile(builder(*args, **kwargs, **cfg.as_kwargs()), out_idx=out_idx, target=tgt,
+                          pass_configs=pass_configs)
+
+    if benchmark and use_memory:
+        hit = memory.recall(key)
+        if hit is not None and hit["config"] in configs:
+            return AutotuneResult(hit["config"], hit["ms"], build(hit["config"]), from_memory=True, key=key)
+
+    compiled = compile_candidates(builder, configs, args, kwargs, out_idx, tgt, pass_configs, max_workers,
+                                  progress, mp_context)
+    result = AutotuneResult(None, None, None, compiled, key=key)
+    for c in compiled:
+        if not c.ok:
+            first = (c.error or "").strip().splitlines()[0] if c.error else ""
+            result.skipped.append((c.config, f"{c.error_type}: {first}"))
+            print(f"autotune: skipped {c.config.name}: {c.error_type}: {first}", file=sys.stderr)
+    if not result.valid_configs:
+        raise ValueError(f"autotune: none of the {len(configs)} configs compiled; first error: "
+                         f"{result.skipped[0][1] if result.skipped else 'no configs given'}")
+    if not benchmark:
+        return result
+    if timer is None:
+        if not gpu_present():
+            raise NeedsGPUError(result)
+        timer = GpuBenchmark(ref_program, max_rel_err, warmup, rep)
+
+    kernels = {}
+    bar = _Progress(len(result.valid_configs), "autotune: benchmark", progress)
+    try:
+        for cfg in result.valid_configs:
+            try:
+                kernels[cfg] = build(cfg)
+                ms = float(timer(kernels[cfg], cfg))
+                result.trials.append(Trial(cfg, ms))
+                bar.update(f"{cfg.name} {ms:.4f} ms")
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+                result.trials.append(Trial(cfg, None, reason))
+                result.skipped.append((cfg, reason))
+                bar.update(f"{cfg.name} failed ({type(exc).__name__})")
+    finally:
+        bar.close()
+    timed = [t for t in result.trials if t.ms is not None]
+    if not timed:
+        raise RuntimeError(f"autotune: no config ran; first failure: {result.trials[0].error}")
+    best = min(timed, key=lambda t: t.ms)
+    result.config, result.ms, result.kernel = best.config, best.ms, kernels[best.config]
+    memory.remember(key, best.config, best.ms, builder=memory.builder_name(builder), device=device,
+                    params=[{k: p.get(k) for k in ("name", "shape", "dtype")} for p in result.kernel.params])
+    return result

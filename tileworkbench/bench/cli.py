@@ -1,0 +1,128 @@
+"""``python -m tileworkbench.bench``: run a suite, or refresh BENCHMARKS.md from a record.
+
+    python -m tileworkbench.bench gemm [--sizes 1024,4096x14336x4096] [--dtypes float16,bfloat16]
+                                       [--quick] [--out DIR] [--warmup N] [--rep N] [--no-compile-time]
+    python -m tileworkbench.bench update-md [RECORD.json] [--md BENCHMARKS.md] [--results DIR]
+    python -m tileworkbench.bench table RECORD.json
+
+``gemm`` writes ``<out>/gemm-<date>-<gpu>-<commit>.json`` (rewritten after every row, so a run
+cut short keeps its rows) and ``<out>/table.md``, shows one progress line per row on stderr, and
+prints a short summary table last on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .machine import REPO_ROOT
+
+RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
+BENCHMARKS_MD = REPO_ROOT / "BENCHMARKS.md"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tileworkbench.bench", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("gemm", help="GEMM: ours vs cuBLAS (torch, CuPy), fp16/bf16, plus compile time")
+    g.add_argument("--sizes", help="comma list of N (square) or MxNxK; default: 1024..8192 squares + LLM shapes")
+    g.add_argument("--dtypes", default="float16,bfloat16", help="comma list of float16, bfloat16")
+    g.add_argument("--quick", action="store_true", help="smoke run: 1024 and 4096 only, fewer repetitions")
+    g.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
+    g.add_argument("--warmup", type=int, help="warm-up calls per kernel (default 10, quick 3)")
+    g.add_argument("--rep", type=int, help="timed calls per kernel (default 50, quick 15)")
+    g.add_argument("--seed", type=int, default=0, help="base seed of the random inputs (row i uses seed+i)")
+    g.add_argument("--no-spec", action="store_true", help="leave out the spec's TMA kernel rows")
+    g.add_argument("--no-compile-time", action="store_true", help="skip the compile-time measurement")
+    u = sub.add_parser("update-md", help="rewrite the table section of BENCHMARKS.md from a record")
+    u.add_argument("record", nargs="?", type=Path, help="record JSON (default: the newest in --results)")
+    u.add_argument("--md", type=Path, default=BENCHMARKS_MD)
+    u.add_argument("--results", type=Path, default=RESULTS_DIR)
+    t = sub.add_parser("table", help="print the markdown table of a record")
+    t.add_argument("record", type=Path)
+    return p
+
+
+def run_gemm(args) -> int:
+    from . import gemm, schema, table
+    from .machine import machine_info
+
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    unknown = [d for d in dtypes if d not in gemm.THRESHOLDS]
+    if unknown:
+        print(f"unknown dtype(s) {', '.join(unknown)}; choose from {', '.join(gemm.THRESHOLDS)}", file=sys.stderr)
+        return 2
+    shapes = gemm.parse_shapes(args.sizes) if args.sizes else gemm.default_shapes(args.quick)
+    settings = gemm.Settings.for_mode(args.quick, warmup=args.warmup, rep=args.rep, seed=args.seed,
+                                      compile_bench=not args.no_compile_time)
+    jobs = gemm.plan(shapes, dtypes, spec=not args.no_spec)
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("torch sees no CUDA GPU")
+    except Exception as exc:  # ImportError or no GPU: say so plainly instead of a traceback
+        print(f"the GEMM suite needs a CUDA GPU with torch and CuPy: {exc}", file=sys.stderr)
+        return 2
+
+    from .timing import FLUSH_BYTES, SPIN_NS
+
+    meta = {"warmup": settings.warmup, "rep": settings.rep, "quick": settings.quick, "seed": settings.seed,
+            "flush_l2_bytes": FLUSH_BYTES, "spin_ns": SPIN_NS, "thresholds": gemm.THRESHOLDS,
+            "float64_reference_max_flops": gemm.REF64_MAX_FLOPS,
+            "torch_fp16_reduced_precision_reduction": getattr(torch.backends.cuda.matmul,
+                                                              "allow_fp16_reduced_precision_reduction", None)}
+    record = schema.make_record(machine_info(), [], settings=meta, complete=False)
+    name = schema.record_filename(record)
+    out = Path(args.out)
+
+    def save(rows, complete=False):
+        record["rows"], record["complete"] = list(rows), complete
+        schema.write_record(record, out, name)
+        (out / "table.md").write_text(table.gemm_table(record))
+
+    print(f"GEMM suite: {len(jobs)} rows on {record['machine']['gpu']}; record {out / name}", file=sys.stderr)
+    rows = gemm.run_suite(jobs, settings, on_row=save)
+    if settings.compile_bench:
+        print("compile time: cold / disk hit / in-process hit of the spec GEMM ...", file=sys.stderr, flush=True)
+        try:
+            from .compile_time import measure_compile_times
+
+            record["compile"] = measure_compile_times()
+        except Exception as exc:
+            record["compile"] = {"error": f"{type(exc).__name__}: {exc}"}
+    save(rows, complete=True)
+    print(f"wrote {out / name} and {out / 'table.md'}", file=sys.stderr, flush=True)
+    print(table.summary_table(record), flush=True)
+    return 0 if all(r.get("correct") for r in rows) else 1
+
+
+def run_update_md(args) -> int:
+    from . import schema, table
+
+    try:
+        path = args.record or schema.latest_record(args.results)
+        record = schema.read_record(path)
+    except (OSError, ValueError) as exc:  # FileNotFoundError included: no record yet
+        print(f"update-md: {exc}", file=sys.stderr)
+        return 2
+    try:
+        source = Path(path).resolve().relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        source = Path(path).name
+    changed = table.update_markdown(args.md, record, source)
+    print(f"{args.md}: table section {'updated' if changed else 'already current'} from {source}")
+    return 0
+
+
+def run_table(args) -> int:
+    from . import schema, table
+
+    print(table.gemm_table(schema.read_record(args.record)), end="")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    return {"gemm": run_gemm, "update-md": run_update_md, "table": run_table}[args.command](args)

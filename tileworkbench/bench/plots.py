@@ -1,0 +1,48 @@
+"""``plot_tflops(df)``: TFLOP/s against problem size, ours vs cuBLAS, one panel per dtype.
+
+Takes the DataFrame of ``records.load_records``; matplotlib is imported only when called, and
+through ``matplotlib.figure.Figure`` (no pyplot), so no GUI backend is needed.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _newest(df):
+    """One measurement per (kernel, shape, dtype): the newest record's, when several are loaded."""
+    return df.sort_values("date").drop_duplicates(["kernel", "M", "N", "K", "dtype"], keep="last")
+
+
+def plot_tflops(df, kernel: str = "tileworkbench"):
+    """A Figure: per dtype, TFLOP/s of ``kernel`` rows (default: ours, best of candidates) and of
+    cuBLAS, problems ordered by FLOPs, each of ours annotated with its ratio to cuBLAS."""
+    from matplotlib.figure import Figure
+
+    rows = _newest(df[df["kernel"] == kernel])
+    if rows.empty:
+        raise ValueError(f"no rows of kernel {kernel!r} to plot")
+    dtypes = sorted(rows["dtype"].unique())
+    fig = Figure(figsize=(6.5 * len(dtypes), 4.2), layout="constrained")
+    axes = fig.subplots(1, len(dtypes), squeeze=False)[0]
+    for ax, dtype in zip(axes, dtypes):
+        part = rows[rows["dtype"] == dtype].assign(_f=lambda d: 2.0 * d["M"] * d["N"] * d["K"]).sort_values("_f")
+        x = range(len(part))
+        ours = part["tflops"].astype(float)
+        ax.plot(x, part["cublas_tflops"].astype(float), "s--", color="0.45", label="cuBLAS (best of torch, CuPy)")
+        ax.plot(x, ours, "o-", color="C0", label="tileworkbench" if kernel == "tileworkbench" else kernel)
+        for i, (t, ratio, ok) in enumerate(zip(ours, part["ratio"], part["correct"])):
+            if not math.isnan(t) and ratio is not None and not math.isnan(ratio):
+                ax.annotate(f"{ratio:.2f}x" + ("" if ok else " WRONG"), (i, t), textcoords="offset points",
+                            xytext=(0, 7), ha="center", fontsize=8, color="C0" if ok else "C3")
+        ax.set_xticks(list(x), [f"{m}x{n}x{k}" for m, n, k in zip(part["M"], part["N"], part["K"])],
+                      rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("TFLOP/s")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"GEMM {dtype} (M x N x K)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    gpu = rows["gpu"].iloc[0] if "gpu" in rows else None
+    if gpu:
+        fig.suptitle(f"{gpu}, commit {rows['commit'].iloc[-1]}", fontsize=10)
+    return fig
