@@ -12,6 +12,11 @@ from .target import PassConfigKey, PassContext, Target  # noqa: E402
 from .jit.lower import Artifact, lower  # noqa: E402
 from .jit.kernel import Kernel, compile  # noqa: E402,A004
 from . import language  # noqa: E402
+from .analysis import attach as _attach_analyses  # noqa: E402
+from .jit import lower as _lower_module  # noqa: E402
+
+if _attach_analyses not in _lower_module.POST_LOWER_HOOKS:
+    _lower_module.POST_LOWER_HOOKS.append(_attach_analyses)
 
 
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None):

@@ -32,7 +32,10 @@ def headers_hash() -> str:
 
 def cache_key(ir_text: str, target, configs: dict, out_idx) -> str:
     h = hashlib.sha256()
-    for part in (__version__, headers_hash(), ir_text, json.dumps(target.to_json(), sort_keys=True),
+    from .lower import POST_LOWER_HOOKS
+
+    hooks = ",".join(f"{h.__module__}.{h.__qualname__}" for h in POST_LOWER_HOOKS)
+    for part in (__version__, headers_hash(), hooks, ir_text, json.dumps(target.to_json(), sort_keys=True),
                  json.dumps({k: str(v) for k, v in configs.items()}, sort_keys=True), repr(out_idx)):
         h.update(part.encode())
         h.update(b"\0")

@@ -17,6 +17,12 @@ from ..passes.trace import Trace
 from ..target import PassContext, Target
 
 
+# Functions ``hook(artifact)`` run after every lowering. The analyses (``analysis.attach``: the
+# shared-memory plan and the barrier simulation) register here from the package's __init__,
+# since jit/ sits below analysis/ and must not import it.
+POST_LOWER_HOOKS: list = []
+
+
 @dataclass
 class Artifact:
     """What lowering produces. ``device_mod``/``host_mod`` are IR texts (as TileLang's are)."""
@@ -76,6 +82,8 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
 
         result = compile_check(device, tgt.arch, name=f"{src.name}.cu")
         trace.resources.update({"registers": result.registers, "spills_bytes": result.spills_bytes})
+    for hook in POST_LOWER_HOOKS:
+        hook(artifact)
     return artifact
 
 

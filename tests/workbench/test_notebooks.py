@@ -1,0 +1,63 @@
+"""Every notebook in notebooks/ executes without an error on this (CPU-only) machine."""
+
+import glob
+import os
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+NOTEBOOKS = sorted(glob.glob(os.path.join(REPO, "notebooks", "*.ipynb")))
+
+
+def test_the_notebooks_exist():
+    names = [os.path.basename(p) for p in NOTEBOOKS]
+    assert names == ["01_quickstart.ipynb", "02_pipelining.ipynb", "03_benchmarks.ipynb"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_notebook_runs(path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    # The kernel imports tileworkbench from this source tree (installed or not). jupyter_client
+    # starts the "python3" kernel with this interpreter (it replaces the spec's "python").
+    monkeypatch.setenv("PYTHONPATH", REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
+                                     resources={"metadata": {"path": os.path.dirname(path)}})
+    client.execute()  # raises CellExecutionError on the first failing cell
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    if path.endswith("01_quickstart.ipynb"):
+        bundles = [o["data"] for o in outputs if "data" in o]
+        trace = next(d for d in bundles if "application/vnd.tileworkbench.trace+json" in d)
+        doc = trace["application/vnd.tileworkbench.trace+json"]
+        assert doc["barriers"]["events"] and "text/html" in trace
+        assert any("application/vnd.jupyter.widget-view+json" in d for d in bundles)  # the stepper
+        text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+        assert "No NVIDIA GPU here" in text or "matches torch" in text
+
+
+def test_benchmarks_notebook_plots_recorded_results(tmp_path, monkeypatch):
+    """03_benchmarks with a recorded result present: a table, the machine it came from, a plot."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    import shutil
+
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    shutil.copy(os.path.join(REPO, "notebooks", "03_benchmarks.ipynb"), tmp_path / "notebooks")
+    shutil.copy(os.path.join(REPO, "tests", "fixtures", "bench_sample.json"),
+                tmp_path / "benchmarks" / "results" / "gemm-sample.json")
+    monkeypatch.setenv("PYTHONPATH", REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    nb = nbformat.read(str(tmp_path / "notebooks" / "03_benchmarks.ipynb"), as_version=4)
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
+                            resources={"metadata": {"path": str(tmp_path / "notebooks")}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    assert "1 recorded result file(s)" in text and "Recorded on:" in text
+    data = [o["data"] for o in outputs if "data" in o]
+    assert any("image/png" in d for d in data)  # the TFLOP/s plot
+    assert any("application/vnd.tileworkbench.bench+json" in d for d in data)
+    assert any("NVIDIA H200" in d.get("text/html", "") for d in data)

@@ -1,0 +1,1 @@
+"""Backend: NVRTC compile-checks, CuPy module loading and launching, tensor maps, arguments."""

@@ -1,0 +1,1 @@
+"""Compiler passes: one module per pass; pipeline.py is the ordered list, manager.py runs it."""
