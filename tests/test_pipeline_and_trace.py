@@ -107,3 +107,30 @@ def test_host_launcher_spells_out_descriptors():
     compile(host, "host", "exec")  # valid Python
     assert "swizzle=2,  # CU_TENSOR_MAP_SWIZZLE_64B" in host
     assert "box_dims=(32, 128)," in host and "global_strides_bytes=(2048,)," in host
+
+
+def test_gemm_blocks_are_rasterized_in_panels():
+    from tileworkbench.examples import matmul
+
+    big = tw.lower(matmul(1920, 1152, 256, 128, 128, 32), target=SM90)
+    assert big.func.launch.raster_panel == 10
+    assert "T.use_swizzle(panel_size=10)" in big.trace.ir_after("rasterize_blocks")
+    assert "const int tw_panel_rows = min(15 - tw_panel_first, 10);" in big.device_source
+    small = tw.lower(matmul(1024, 1024, 256, 128, 128, 32), target=SM90)  # 8 block rows: one panel
+    assert small.func.launch.raster_panel == 0 and "blockIdx.y;" in small.device_source
+
+
+def test_use_swizzle_controls_rasterization():
+    import tileworkbench.language as T
+
+    def kernel(enable):
+        @T.prim_func
+        def main(A: T.Tensor((4096, 64), "float32")):
+            with T.Kernel(4, 64, threads=128) as (bx, by):
+                T.use_swizzle(panel_size=4, enable=enable)
+                A[by * 64 + bx, 0] = 1.0
+
+        return main
+
+    assert tw.lower(kernel(True), target=SM90).func.launch.raster_panel == 4
+    assert tw.lower(kernel(False), target=SM90).func.launch.raster_panel == 0

@@ -20,6 +20,7 @@ class PassConfigKey(str, enum.Enum):
     TW_DEBUG_BARRIER_TIMEOUT = "tw.debug_barrier_timeout"  # seconds; 0 disables debug waits
     TW_BARRIER_CHECK = "tw.barrier_check"  # "error" (default), "warn" or "off"
     TW_DISABLE_WGMMA = "tw.disable_wgmma"  # keep T.gemm on the mma.sync path
+    TW_DISABLE_RASTERIZATION = "tw.disable_rasterization"  # GEMM blocks in hardware order
 
     def __str__(self) -> str:
         return self.value

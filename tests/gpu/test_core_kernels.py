@@ -68,3 +68,12 @@ def test_wrong_argument_is_a_clear_error(torch):
     a = torch.randn(256, 255, device="cuda")
     with pytest.raises(tw.KernelRuntimeError, match="shape"):
         kernel(a, a)
+
+
+def test_rasterized_gemm_with_a_short_last_panel(torch):
+    # 15 block rows in panels of 10: the second panel has 5 rows
+    kernel = tw.compile(matmul(1920, 1152, 512, 128, 128, 32, num_stages=3), out_idx=[2])
+    assert "tw_panel_rows" in kernel.get_kernel_source()
+    a = torch.randn(1920, 512, device="cuda", dtype=torch.float16)
+    b = torch.randn(512, 1152, device="cuda", dtype=torch.float16)
+    assert rel_err(kernel(a, b), a.double() @ b.double()) < 2e-3

@@ -285,6 +285,20 @@ class CudaRenderer:
             out.append(f"const __grid_constant__ CUtensorMap {desc.name}")
         return out
 
+    def rasterized_block_indices(self, launch):
+        """(bx, by) from the hardware order so that consecutive blocks walk down a panel of
+        ``raster_panel`` block rows (the last panel may be shorter), then move right."""
+        gx, gy = (ir.const_int(g) for g in launch.grid)
+        panel = launch.raster_panel
+        bx, by = (self.declare(v) for v in launch.block_vars)
+        self.emit(1, f"// blocks visited in panels of {panel} block rows (L2 reuse)")
+        self.emit(1, "const int tw_block = blockIdx.y * gridDim.x + blockIdx.x;")
+        self.emit(1, f"const int tw_panel_first = (tw_block / {panel * gx}) * {panel};")
+        self.emit(1, f"const int tw_panel_rows = min({gy} - tw_panel_first, {panel});")
+        self.emit(1, f"const int tw_in_panel = tw_block % {panel * gx};")
+        self.emit(1, f"const int {by} = tw_panel_first + tw_in_panel % tw_panel_rows;")
+        self.emit(1, f"const int {bx} = tw_in_panel / tw_panel_rows;")
+
     def render(self) -> str:
         launch = self.func.launch
         params = self.params()
@@ -295,8 +309,11 @@ class CudaRenderer:
         if self.func.attrs.get("smem_bytes", 0):
             self.emit(1, "extern __shared__ __align__(1024) unsigned char tw_smem[];")
         self.emit(1, f"const int {self.declare(launch.thread_var)} = threadIdx.x;")
-        for v, axis in zip(launch.block_vars, "xyz"):
-            self.emit(1, f"const int {self.declare(v)} = blockIdx.{axis};")
+        if launch.raster_panel:
+            self.rasterized_block_indices(launch)
+        else:
+            for v, axis in zip(launch.block_vars, "xyz"):
+                self.emit(1, f"const int {self.declare(v)} = blockIdx.{axis};")
         self.stmt(self.func.body, 1)
         self.emit(0, "}")
         return "\n".join(self.lines) + "\n"

@@ -573,6 +573,10 @@ class Launch:
     threads: int
     block_vars: tuple  # Vars bound to blockIdx.x/y/z
     thread_var: Var
+    # Block rasterisation for L2 reuse: blocks run in panels of this many block rows
+    # (0: hardware order). ``raster_request`` is what T.use_swizzle asked for (None: not asked).
+    raster_panel: int = 0
+    raster_request: int | None = None
 
 
 @dataclass(eq=False, repr=False)

@@ -205,6 +205,9 @@ def print_ir(func: ir.PrimFunc) -> str:
     names = ", ".join(v.name for v in launch.block_vars)
     p.emit(1, f"with T.Kernel({grid}, threads={launch.threads}) as ({names}):")
     p.emit(2, f"{launch.thread_var.name} = T.get_thread_binding()")
+    if launch.raster_panel:
+        p.emit(2, f"T.use_swizzle(panel_size={launch.raster_panel})  # blocks visited in panels of "
+                  f"{launch.raster_panel} rows")
     p.stmt(func.body, 2)
     return "\n".join(p.lines) + "\n"
 

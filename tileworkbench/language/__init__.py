@@ -111,6 +111,18 @@ def get_thread_binding(dim: int = 0):
     return b.launch.thread_var
 
 
+def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True):
+    """Visit thread blocks in panels of ``panel_size`` block rows, so blocks that run at the same
+    time share tiles of A and B in L2 (TileLang's rasterisation). ``enable=False`` keeps the
+    hardware order (also for GEMMs, which are rasterised automatically otherwise)."""
+    if order != "row":
+        raise error("T.use_swizzle: only order='row' is supported")
+    n = ir.const_int(panel_size)
+    if enable and (n is None or n < 1):
+        raise error(f"T.use_swizzle: panel_size must be a positive constant, got {panel_size!r}")
+    _b.current().launch.raster_request = n if enable else 0
+
+
 def get_block_binding(dim: int = 0):
     return _b.current().launch.block_vars[dim]
 

@@ -15,12 +15,14 @@ from . import (  # noqa: F401 - importing registers the passes
     lower_tma,
     partition_parallel_loops,
     plan_shared_memory,
+    rasterize_blocks,
     simplify_ir,
     verify_tile_ops,
 )
 
 PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
+    "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse
     "inject_software_pipeline",  # tile: T.Pipelined -> prologue/steady/epilogue, versioned buffers
     "choose_shared_layouts",  # tile: swizzle of every shared tile
     "insert_thread_syncs",  # tile: __syncthreads between threads' shared-memory accesses
