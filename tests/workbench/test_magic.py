@@ -1,9 +1,11 @@
 """%%tilekernel in an in-process IPython shell."""
 
 import pytest
-from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.utils.capture import capture_output
+
+pytest.importorskip("IPython", reason="IPython is not installed (the GPU machine's image has none)")
+from IPython.core.error import UsageError  # noqa: E402
+from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+from IPython.utils.capture import capture_output  # noqa: E402
 
 from tileworkbench import CompileError, Kernel
 from tileworkbench.passes.trace import TRACE_MIME
