@@ -9,8 +9,8 @@
 # through playwright-core (extension/ui-tests/trace.test.mjs).
 #
 # Usage: scripts/test_extension_browser.sh [--self-contained | --notebook PATH]
-#   --notebook PATH   notebook to run, relative to the repo (default
-#                     notebooks/01_quickstart.ipynb, also TW_NOTEBOOK)
+#   --notebook PATH   notebook to run, relative to the repo or absolute
+#                     (default notebooks/01_quickstart.ipynb, also TW_NOTEBOOK)
 #   --self-contained  run a generated notebook that displays
 #                     tests/fixtures/trace_sample.json and bench_sample.json
 # Without either flag the default notebook is used when it exists, else the
@@ -45,9 +45,12 @@ if [ "$MODE" = auto ]; then
     MODE=self
   fi
 fi
-if [ "$MODE" = notebook ] && [ ! -f "$REPO/$NOTEBOOK" ]; then
-  echo "ERROR: notebook $NOTEBOOK not found in $REPO" >&2
-  exit 2
+if [ "$MODE" = notebook ]; then
+  case "$NOTEBOOK" in /*) NB_FILE="$NOTEBOOK" ;; *) NB_FILE="$REPO/$NOTEBOOK" ;; esac
+  if [ ! -f "$NB_FILE" ]; then
+    echo "ERROR: notebook $NB_FILE not found" >&2
+    exit 2
+  fi
 fi
 
 if [ -z "${PYTHON:-}" ]; then
@@ -127,7 +130,12 @@ unzip -l "$WHEEL" | grep -q "share/jupyter/labextensions/tileworkbench/package.j
 step "install the wheel into a fresh venv"
 "$PYTHON" -m venv "$WORK/venv"
 VENV="$WORK/venv"
-"$VENV/bin/python" -m pip install -q "$WHEEL"
+# pip notes the local find-links/index folders that lack a package; keep the log readable.
+"$VENV/bin/python" -m pip install -q "$WHEEL" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+# No news or update pop-ups over the page under test (they would also try the network).
+mkdir -p "$VENV/share/jupyter/lab/settings"
+echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' \
+  >"$VENV/share/jupyter/lab/settings/overrides.json"
 
 # Keep Jupyter's config, data and runtime files out of $HOME and away from any
 # other installation's kernels or settings.
@@ -153,11 +161,16 @@ if [ "$MODE" = self ]; then
   cp "$REPO/tests/fixtures/trace_sample.json" "$REPO/tests/fixtures/bench_sample.json" "$ROOT/"
   "$VENV/bin/python" - "$ROOT/trace_demo.ipynb" <<'PY'
 import json, sys
+# Bundles carry text/html and text/plain fallbacks, as the package's own
+# display does, so the test also checks that JupyterLab picks our renderer.
+show = ("def show(mime, path):\n"
+        "    doc = json.load(open(path))\n"
+        "    display({mime: doc, 'text/html': '<p>static fallback</p>', 'text/plain': 'fallback'}, raw=True)\n")
 cells = [
     ("markdown", "# tileworkbench renderer test\nDisplays the fixture trace and benchmark record."),
-    ("code", "import json\nfrom IPython.display import display\n"
-             "display({\"application/vnd.tileworkbench.trace+json\": json.load(open(\"trace_sample.json\"))}, raw=True)"),
-    ("code", "display({\"application/vnd.tileworkbench.bench+json\": json.load(open(\"bench_sample.json\"))}, raw=True)"),
+    ("code", "import json\nfrom IPython.display import display\n\n" + show),
+    ("code", "show('application/vnd.tileworkbench.trace+json', 'trace_sample.json')"),
+    ("code", "show('application/vnd.tileworkbench.bench+json', 'bench_sample.json')"),
 ]
 nb = {
     "nbformat": 4, "nbformat_minor": 5,
@@ -172,11 +185,16 @@ json.dump(nb, open(sys.argv[1], "w"), indent=1)
 PY
   NB_PATH="trace_demo.ipynb"
   FIXTURE="$ROOT/trace_sample.json"
+elif [ "${NB_FILE#"$REPO"/}" != "$NB_FILE" ] && [ -f "$SRC/${NB_FILE#"$REPO"/}" ]; then
+  # A repository notebook runs inside the clean copy, so relative paths work
+  # and the browser session never modifies the repository's own file.
+  ROOT="$SRC"
+  NB_PATH="${NB_FILE#"$REPO"/}"
 else
-  # Run a copy so the browser session never modifies the repository's notebook.
-  mkdir -p "$ROOT/$(dirname "$NOTEBOOK")"
-  cp -r "$REPO/$(dirname "$NOTEBOOK")/." "$ROOT/$(dirname "$NOTEBOOK")/"
-  NB_PATH="$NOTEBOOK"
+  # A notebook from elsewhere runs in a copy of its folder.
+  mkdir -p "$ROOT/nb"
+  cp -r "$(dirname "$NB_FILE")/." "$ROOT/nb/"
+  NB_PATH="nb/$(basename "$NB_FILE")"
 fi
 
 step "start JupyterLab"
@@ -186,6 +204,7 @@ setsid "$VENV/bin/jupyter" lab --no-browser --allow-root \
   --IdentityProvider.token= --ServerApp.password= \
   --ServerApp.root_dir="$ROOT" \
   --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
+  --LabApp.expose_app_in_browser=True \
   >"$WORK/jupyter.log" 2>&1 &
 SERVER_PID=$!
 URL="http://127.0.0.1:$PORT"

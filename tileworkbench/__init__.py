@@ -40,6 +40,11 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None):
     return wrap(func) if func is not None else wrap
 
 
+def _jupyter_labextension_paths():
+    """Where JupyterLab finds the prebuilt extension (for `jupyter labextension develop`)."""
+    return [{"src": "labextension", "dest": "tileworkbench"}]
+
+
 def load_ipython_extension(ipython):
     """``%load_ext tileworkbench``: registers the ``%%tilekernel`` cell magic."""
     from .notebook.magic import register_magics

@@ -1,0 +1,148 @@
+/**
+ * TypeScript view of the trace and benchmark documents (docs/trace-schema.md,
+ * version 1). Only what the views read is typed; unknown keys are tolerated so
+ * a newer compiler adding fields does not break the renderer.
+ */
+
+export type Phase = 'frontend' | 'tile' | 'lower' | 'memory' | 'codegen';
+
+export interface IPassSnapshot {
+  index: number;
+  name: string;
+  phase: Phase | string;
+  ir_before: string;
+  ir_after: string;
+  changed: boolean;
+  time_ms: number | null;
+  error: string | null;
+}
+
+export interface ISmemBuffer {
+  name: string;
+  kind: 'buffer' | 'barrier' | string;
+  dtype: string;
+  shape: number[];
+  versions: number;
+  offset: number;
+  size_bytes: number;
+  align: number;
+  swizzle: string;
+  live: [number, number];
+}
+
+export interface ISmemPlan {
+  limit_bytes: number;
+  total_bytes: number;
+  buffers: ISmemBuffer[];
+}
+
+export type BarrierEventKind = 'init' | 'expect_tx' | 'tma_load' | 'arrive' | 'phase_complete' | 'wait';
+
+export interface IBarrierEvent {
+  seq: number;
+  barrier: string;
+  slot: number | null;
+  kind: BarrierEventKind | string;
+  iteration: number | null;
+  stage?: string;
+  scope?: string;
+  line?: number | null;
+  count?: number;
+  bytes?: number;
+  parity?: number;
+  phase?: number;
+  /** Index into the trace's `findings` when this event is the offending one. */
+  finding?: number;
+}
+
+export interface IBarrierSim {
+  barriers: { name: string; slots: number; init_count: number }[];
+  iterations: number;
+  events: IBarrierEvent[];
+}
+
+export interface ITmaDescriptor {
+  name: string;
+  buffer: string;
+  data_type: number;
+  data_type_name: string;
+  rank: number;
+  global_dims: number[];
+  global_strides_bytes: number[];
+  box_dims: number[];
+  element_strides: number[];
+  interleave: string;
+  swizzle: string;
+  l2_promotion: string;
+  oob_fill: string;
+}
+
+export interface IFinding {
+  severity: 'error' | 'warning' | string;
+  message: string;
+  /** Producer extension: a short identifier of the check. */
+  code?: string;
+  barrier?: string | null;
+  slot?: number | null;
+  iteration?: number | null;
+  line?: number | null;
+}
+
+export interface IResources {
+  registers: number | null;
+  spills_bytes: number | null;
+  smem_bytes: number | null;
+  threads: number | null;
+  grid: number[] | null;
+}
+
+export interface IKernelInfo {
+  name: string;
+  target: { kind: string; arch: string };
+  pass_configs: Record<string, unknown>;
+  source_file: string | null;
+  source_line: number | null;
+}
+
+export interface ITrace {
+  schema: 'tileworkbench.trace';
+  version: 1;
+  kernel: IKernelInfo;
+  passes: IPassSnapshot[];
+  sources: { device: string | null; host: string | null };
+  smem: ISmemPlan | null;
+  barriers: IBarrierSim | null;
+  tma_descriptors: ITmaDescriptor[];
+  resources: IResources;
+  findings: IFinding[];
+  /** Not part of the compiler output: a bundle may attach a second kernel to diff against. */
+  compare?: { label: string; trace: ITrace };
+}
+
+export interface IBenchRow {
+  suite: string;
+  kernel: string;
+  dtype: string;
+  M: number;
+  N: number;
+  K: number;
+  ms: number | null;
+  tflops: number | null;
+  cublas_tflops: number | null;
+  ratio: number | null;
+  correct: boolean | null;
+  rel_err: number | null;
+  /** Optional display label for the size axis (otherwise "MxNxK"). */
+  label?: string;
+  /** Producer extension: why this row has no result. */
+  error?: string | null;
+}
+
+export interface IBench {
+  schema: 'tileworkbench.bench';
+  version: 1;
+  machine: Record<string, unknown>;
+  rows: IBenchRow[];
+  /** Producer extension: false while a run is still under way. */
+  complete?: boolean;
+}

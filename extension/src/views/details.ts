@@ -1,0 +1,120 @@
+/** Kernel header, TMA descriptor table and findings list. */
+import type { IFinding, ITmaDescriptor, ITrace } from '../types';
+import { formatBytes, formatValue, h, table } from '../dom';
+
+export function renderHeader(trace: ITrace): HTMLElement {
+  const { kernel, resources, passes, findings } = trace;
+  const failed = passes.find(pass => pass.error);
+  const errors = findings.filter(f => f.severity === 'error').length;
+  const chip = (label: string, value: unknown): HTMLElement =>
+    h('span', { class: 'tw-chip' }, h('span', { class: 'tw-chip-label' }, label), formatValue(value));
+  const where = kernel.source_file
+    ? `${kernel.source_file}${kernel.source_line ? `:${kernel.source_line}` : ''}`
+    : null;
+  return h(
+    'div',
+    { class: 'tw-header', 'data-testid': 'tw-header' },
+    h(
+      'div',
+      { class: 'tw-title-row' },
+      h('span', { class: 'tw-kernel-name', 'data-testid': 'tw-kernel-name' }, kernel.name),
+      h('span', { class: 'tw-target' }, `${kernel.target?.kind ?? '?'} ${kernel.target?.arch ?? ''}`),
+      where ? h('span', { class: 'tw-where' }, where) : null,
+      failed
+        ? h('span', { class: 'tw-badge tw-failed' }, `failed in ${failed.name}`)
+        : h('span', { class: 'tw-badge tw-ok' }, `${passes.length} passes`),
+      findings.length
+        ? h(
+            'span',
+            { class: `tw-badge ${errors ? 'tw-failed' : 'tw-warning'}` },
+            `${findings.length} finding(s)`
+          )
+        : null
+    ),
+    h(
+      'div',
+      { class: 'tw-chips' },
+      chip('threads', resources.threads),
+      chip('grid', resources.grid),
+      chip('smem', resources.smem_bytes === null ? null : formatBytes(resources.smem_bytes)),
+      chip('registers', resources.registers),
+      chip('spills', resources.spills_bytes === null ? null : formatBytes(resources.spills_bytes)),
+      ...Object.entries(kernel.pass_configs ?? {}).map(([k, v]) => chip(k, v))
+    )
+  );
+}
+
+export function renderTma(descriptors: ITmaDescriptor[]): HTMLElement {
+  const root = h('div', { class: 'tw-tma', 'data-testid': 'tw-tma' });
+  if (!descriptors.length) {
+    root.appendChild(h('div', { class: 'tw-empty' }, 'No TMA descriptors.'));
+    return root;
+  }
+  root.appendChild(
+    table(
+      {},
+      [
+        'name',
+        'buffer',
+        'data type',
+        'rank',
+        'global dims',
+        'global strides (B)',
+        'box',
+        'elem strides',
+        'interleave',
+        'swizzle',
+        'L2 promo',
+        'OOB fill'
+      ],
+      descriptors.map(d => [
+        d.name,
+        d.buffer,
+        `${d.data_type_name} (${d.data_type})`,
+        d.rank,
+        formatValue(d.global_dims),
+        formatValue(d.global_strides_bytes),
+        formatValue(d.box_dims),
+        formatValue(d.element_strides),
+        d.interleave,
+        d.swizzle,
+        d.l2_promotion,
+        d.oob_fill
+      ])
+    )
+  );
+  return root;
+}
+
+export function renderFindings(findings: IFinding[]): HTMLElement {
+  const root = h('div', { class: 'tw-findings', 'data-testid': 'tw-findings' });
+  if (!findings.length) {
+    root.appendChild(
+      h('div', { class: 'tw-empty' }, 'No findings: the barrier protocol and memory plan checked clean.')
+    );
+    return root;
+  }
+  root.appendChild(
+    h(
+      'ol',
+      { class: 'tw-finding-list' },
+      ...findings.map(f => {
+        const where = [
+          f.barrier ? `${f.barrier}${f.slot !== null && f.slot !== undefined ? `[${f.slot}]` : ''}` : null,
+          f.iteration !== null && f.iteration !== undefined ? `iteration ${f.iteration}` : null,
+          f.line !== null && f.line !== undefined ? `line ${f.line}` : null
+        ].filter(Boolean);
+        return h(
+          'li',
+          { class: `tw-finding-item tw-severity-${f.severity}` },
+          h('span', { class: 'tw-badge' }, f.severity),
+          typeof f.code === 'string' ? h('span', { class: 'tw-finding-code' }, ` [${f.code}]`) : '',
+          ' ',
+          f.message,
+          where.length ? h('span', { class: 'tw-where' }, ` (${where.join(', ')})`) : null
+        );
+      })
+    )
+  );
+  return root;
+}
