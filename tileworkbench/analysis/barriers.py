@@ -21,6 +21,12 @@ never complete (every thread that could arrive is itself at the wait), and is re
 event with a ``finding``. Warp-specialised code, where different warps run different loops at
 the same time, needs a scheduler over thread groups rather than lockstep; it is not modelled.
 
+Observers (:data:`OBSERVERS`, filled by :mod:`.checker`) ride along: they are told about every
+protocol operation with the threads that execute it, and they see the statements that touch
+shared memory (which the protocol alone skips), so a checker can follow the data as well. They
+add findings (with their own ``source``) but never events, so the timeline is the same with or
+without them.
+
 :func:`simulate` returns a :class:`Simulation` (structured events and findings, meant to be
 reused by a protocol checker); :meth:`Simulation.to_json` gives the trace's ``barriers`` section.
 """
@@ -43,6 +49,14 @@ TMA_LOAD = "tw::tma_load"
 _ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
 MAX_EVENTS = 20000
 SOURCE = "barrier_simulation"  # the ``source`` of the findings this module produces
+
+# Factories ``factory(simulator, artifact) -> observer or None`` that :func:`simulate` runs when it
+# is not given observers explicitly (analysis.checker registers the protocol checker here). An
+# observer may define any of: ``interesting(stmt)`` (a leaf it wants to see), ``scan(stmt,
+# active, frame)`` (called for such statements outside the protocol), ``on_init``,
+# ``on_expect``, ``on_tma_load``, ``on_arrive``, ``on_wait`` (keyword arguments: name, slot,
+# who, frame, event, state, and the operation's facts) and ``finish()``.
+OBSERVERS: list = []
 
 
 @dataclass
@@ -117,12 +131,13 @@ def _barrier_call(stmt):
     return None
 
 
-def _relevant(body) -> set:
-    """ids of the statements that contain (or are) a barrier operation."""
+def _relevant(body, leaf=None) -> set:
+    """ids of the statements that contain (or are) a barrier operation, or a leaf for which
+    ``leaf(stmt)`` is true."""
     found: set = set()
 
     def walk(s) -> bool:
-        hit = _barrier_call(s) is not None
+        hit = _barrier_call(s) is not None or (leaf is not None and leaf(s))
         for c in program.children(s):
             hit = walk(c) or hit
         if hit:
@@ -136,6 +151,7 @@ def _relevant(body) -> set:
 class _Simulator:
     def __init__(self, func: ir.PrimFunc, max_events: int):
         self.func = func
+        self.observers: list = []
         self.threads = func.launch.threads
         self.tid = np.arange(self.threads)
         self.env: dict = {func.launch.thread_var: self.tid}
@@ -143,7 +159,7 @@ class _Simulator:
             self.env[v] = 0  # block (0, 0, 0) stands for every block: barriers are per block
         self.index = program.numbering(func.body)
         self.ir_line = program.ir_lines(func)
-        self.relevant = _relevant(func.body)
+        self.relevant = self.protocol = _relevant(func.body)
         self.max_events = max_events
         self.slots: dict = {}  # (barrier name, slot) -> SlotState
         self.declared: dict = {}  # barrier name -> Buffer
@@ -156,15 +172,30 @@ class _Simulator:
         self.params = {p.name: p for p in func.params if isinstance(p, ir.Buffer)}
         self.lines = KernelLines(func)
 
+    def observe(self, observers: list):
+        """Let ``observers`` ride along (see :data:`OBSERVERS`); the statements they find
+        interesting become relevant too."""
+        self.observers = observers
+        leaves = [o.interesting for o in observers if hasattr(o, "interesting")]
+        if leaves:
+            self.relevant = _relevant(self.func.body, lambda s: any(f(s) for f in leaves))
+
+    def notify(self, hook: str, **facts):
+        for o in self.observers:
+            fn = getattr(o, hook, None)
+            if fn is not None:
+                fn(**facts)
+
     # ---- results -----------------------------------------------------------------------------
-    def finding(self, key, severity, code, message, barrier=None, slot=None, frame=None, line=None) -> int:
+    def finding(self, key, severity, code, message, barrier=None, slot=None, frame=None, line=None,
+                source=SOURCE) -> int:
         """Index of the finding for ``key`` (one finding per offending statement and slot)."""
         if key in self._finding_keys:
             return self._finding_keys[key]
         self.findings.append({
             "severity": severity, "code": code, "message": message, "barrier": barrier, "slot": slot,
             "iteration": frame.iteration if frame else None,
-            "line": line if line is not None else (frame.line if frame else None), "source": SOURCE,
+            "line": line if line is not None else (frame.line if frame else None), "source": source,
         })
         self._finding_keys[key] = len(self.findings) - 1
         return self._finding_keys[key]
@@ -248,6 +279,8 @@ class _Simulator:
                 self.declared[stmt.buffer.name] = stmt.buffer
         elif id(stmt) not in self.relevant:
             return
+        elif id(stmt) not in self.protocol:  # touches what an observer follows, no barrier inside
+            self.notify("scan", stmt=stmt, active=active, frame=frame)
         elif isinstance(stmt, ir.For):
             self.run_for(stmt, active, frame)
         elif isinstance(stmt, ir.IfThenElse):
@@ -347,20 +380,13 @@ class _Simulator:
             st = self.state(name, slot, stmt, frame)
             if st is None:
                 continue
-            if call.name == ".expect_transaction":
-                total = self.value(call.args[1], who, stmt, frame) * n
-                self.emit(stmt, frame, name, slot, "expect_tx", scope, bytes=total, count=n, phase=st.phase)
-                st.tx += total
-            elif call.name == ".arrive":
-                self.arrive(stmt, name, slot, st, n, scope, frame)
-            elif call.name == ".arrive_and_expect_tx":
-                total = self.value(call.args[1], who, stmt, frame) * n
-                self.emit(stmt, frame, name, slot, "expect_tx", scope, bytes=total, count=n, phase=st.phase)
-                st.tx += total
-                self.arrive(stmt, name, slot, st, n, scope, frame)
+            if call.name in (".expect_transaction", ".arrive_and_expect_tx"):
+                self.expect(stmt, call, name, slot, st, who, scope, frame)
+            if call.name in (".arrive", ".arrive_and_expect_tx"):
+                self.arrive(stmt, name, slot, st, n, scope, frame, who)
             elif call.name == ".wait":
                 self.wait(stmt, call, name, slot, st, who, scope, frame)
-            else:
+            elif call.name != ".expect_transaction":
                 self.finding(("op", call.name), "warning", "unknown_op",
                              f"barrier operation {call.name} is not simulated", name, slot, frame)
 
@@ -383,7 +409,15 @@ class _Simulator:
             self.finding(("reinit", id(stmt)), "warning", "reinit_in_use",
                          f"{name}[{slot}] is initialised again while a phase is in progress", name, slot, frame)
         self.slots[(name, slot)] = SlotState(count, count)
-        self.emit(stmt, frame, name, slot, "init", scope, count=count)
+        event = self.emit(stmt, frame, name, slot, "init", scope, count=count)
+        self.notify("on_init", name=name, slot=slot, frame=frame, event=event, state=self.slots[(name, slot)])
+
+    def expect(self, stmt, call, name, slot, st: SlotState, who, scope, frame):
+        n = int(who.sum())
+        total = self.value(call.args[1], who, stmt, frame) * n
+        event = self.emit(stmt, frame, name, slot, "expect_tx", scope, bytes=total, count=n, phase=st.phase)
+        st.tx += total
+        self.notify("on_expect", name=name, slot=slot, who=who, frame=frame, event=event, state=st, nbytes=total)
 
     def complete(self, stmt, name, slot, st: SlotState, scope, frame, cause: str):
         if st.pending == 0 and st.tx == 0:
@@ -391,8 +425,9 @@ class _Simulator:
             st.phase += 1
             st.pending = st.count
 
-    def arrive(self, stmt, name, slot, st: SlotState, n, scope, frame):
+    def arrive(self, stmt, name, slot, st: SlotState, n, scope, frame, who=None):
         event = self.emit(stmt, frame, name, slot, "arrive", scope, count=n, phase=st.phase)
+        self.notify("on_arrive", name=name, slot=slot, who=who, frame=frame, event=event, state=st)
         left = n
         while left > 0:
             take = min(left, st.pending)
@@ -423,7 +458,9 @@ class _Simulator:
                 continue
             n = int(who.sum())
             moved = nbytes * n if nbytes is not None else max(st.tx, 0)
-            self.emit(stmt, frame, name, slot, "tma_load", scope, bytes=moved, count=n, phase=st.phase)
+            event = self.emit(stmt, frame, name, slot, "tma_load", scope, bytes=moved, count=n, phase=st.phase)
+            self.notify("on_tma_load", name=name, slot=slot, who=who, frame=frame, event=event, state=st,
+                        stmt=stmt, call=call, nbytes=nbytes)
             st.tx -= moved
             self.complete(stmt, name, slot, st, scope, frame, "tma_load")
 
@@ -445,6 +482,7 @@ class _Simulator:
         done = st.phase % 2 != parity
         event = self.emit(stmt, frame, name, slot, "wait", scope, parity=parity, count=int(who.sum()),
                           phase=st.phase - 1 if done else st.phase, completes=done)
+        self.notify("on_wait", name=name, slot=slot, who=who, frame=frame, event=event, state=st)
         if not done:
             event["finding"] = self.finding(
                 ("blocked", id(stmt), name, slot), "error", "wait_never_completes",
@@ -475,11 +513,16 @@ def _linear(loops) -> int:
     return linear
 
 
-def simulate(artifact, max_events: int = MAX_EVENTS) -> Simulation:
+def simulate(artifact, max_events: int = MAX_EVENTS, observers=None) -> Simulation:
     """Replay the barrier protocol of a lowered kernel (an artifact of ``tileworkbench.lower``
-    or its ``func``) over every loop iteration; see the module docstring for the rules."""
+    or its ``func``) over every loop iteration; see the module docstring for the rules.
+
+    ``observers``: factories ``factory(simulator, artifact)`` to run along (default: the
+    registered :data:`OBSERVERS`; pass ``[]`` for the protocol alone)."""
     func = _func_of(artifact)
     sim = _Simulator(func, max_events)
+    factories = OBSERVERS if observers is None else observers
+    sim.observe([o for o in (f(sim, artifact) for f in factories) if o is not None])
     everyone = np.ones(sim.threads, dtype=bool)
     try:
         sim.run(func.body, everyone, Frame())
@@ -487,6 +530,7 @@ def simulate(artifact, max_events: int = MAX_EVENTS) -> Simulation:
         pass
     else:
         sim.finish()
+    sim.notify("finish")
     barriers = []
     for name, buf in sim.declared.items():
         counts = [int(c) for c in buf.attrs.get("counts", [])]
@@ -503,4 +547,4 @@ def barrier_timeline(artifact) -> dict:
     return simulate(artifact).to_json()
 
 
-__all__ = ["BARRIER_OPS", "SOURCE", "Simulation", "SlotState", "barrier_timeline", "simulate"]
+__all__ = ["BARRIER_OPS", "OBSERVERS", "SOURCE", "Simulation", "SlotState", "barrier_timeline", "simulate"]
