@@ -7,11 +7,9 @@ it uses.
 
 from __future__ import annotations
 
+from ..passes.gemm_rules import wgmma_functor_name as functor_name
+
 _TYPES = {"float16": "f16", "bfloat16": "bf16"}
-
-
-def functor_name(n: int, dtype: str, b_k_major: bool) -> str:
-    return f"tw_wgmma_m64n{n}k16_{_TYPES[dtype]}_{'kk' if b_k_major else 'kn'}"
 
 
 def functor_source(n: int, dtype: str, b_k_major: bool) -> str:

@@ -62,3 +62,9 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     if (n * 2) % 128 == 0 and k % 8 == 0:
         return WgmmaPlan(m, n, k, warpgroups, a_span, 128, 64, False)
     return None
+
+
+def wgmma_functor_name(n: int, dtype: str, b_k_major: bool) -> str:
+    """Name of the generated C++ functor for one wgmma shape (codegen/wgmma.py emits it)."""
+    short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    return f"tw_wgmma_m64n{n}k16_{short}_{'kk' if b_k_major else 'kn'}"

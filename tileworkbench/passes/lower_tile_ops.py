@@ -24,6 +24,7 @@ from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.simplify import Affine
 from ..ir.visitor import IRMutator
+from . import gemm_rules
 from .lower_tma import address_of, call
 from .manager import register
 
@@ -203,22 +204,19 @@ class _LowerTileOps(IRMutator):
         template = (f"tw::gemm_ss<{m}, {n}, {k}, {layout.warps_m}, {layout.warps_n}, {flag[node.trans_a]}, "
                     f"{flag[node.trans_b]}, {a.buffer.attrs.get('swizzle', 0)}, {b.buffer.attrs.get('swizzle', 0)}, "
                     f"{_CPP_TYPES[a.buffer.dtype.name]}>")
-        out = []
-        if node.clear_accum:
-            out.append(self.visit_Fill(ir.Fill(ir.Region.full(c.buffer), ir.const(0.0), loc=node.loc)))
-        out.append(call(template, address_of(a.buffer, a.starts), address_of(b.buffer, b.starts),
-                        ir.Raw(c.buffer.name), self.tid))
-        return ir.seq(out)
+        return self.gemm_call(node, template)
 
     def wgmma(self, node: ir.Gemm, plan) -> ir.Stmt:
-        from ..codegen.wgmma import functor_name
-
-        a, b, c = node.a, node.b, node.c
-        dtype = a.buffer.dtype.name
+        dtype = node.a.buffer.dtype.name
         self.wgmma_shapes.add((plan.n, dtype, plan.b_k_major))
         flag = "true" if plan.b_k_major else "false"
         template = (f"tw::wgmma_gemm_ss<{plan.m}, {plan.n}, {plan.k}, {plan.warpgroups}, {plan.a_span}, "
-                    f"{plan.b_span}, {flag}, {functor_name(plan.n, dtype, plan.b_k_major)}>")
+                    f"{plan.b_span}, {flag}, {gemm_rules.wgmma_functor_name(plan.n, dtype, plan.b_k_major)}>")
+        return self.gemm_call(node, template)
+
+    def gemm_call(self, node: ir.Gemm, template: str) -> ir.Stmt:
+        """``template(A tile, B tile, accumulator, thread)``, after zeroing C for clear_accum."""
+        a, b, c = node.a, node.b, node.c
         out = []
         if node.clear_accum:
             out.append(self.visit_Fill(ir.Fill(ir.Region.full(c.buffer), ir.const(0.0), loc=node.loc)))
