@@ -343,12 +343,6 @@ class Buffer:
             return tuple(as_expr(s) for s in self.strides)
         return self.row_major_strides()
 
-    def __getitem__(self, key):
-        # Used by the language layer (T.*) when a buffer is indexed outside the parser.
-        from ..language.builder import subscript_buffer
-
-        return subscript_buffer(self, key)
-
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Region:
