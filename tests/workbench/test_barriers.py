@@ -191,7 +191,9 @@ def synchronous_tma_copies():
 
 
 def _lower(builder):
-    return tw.lower(builder(), target=SM90)
+    # Several of these kernels are wrong on purpose; these tests look at the simulation alone, so
+    # the protocol checker (tests/checker), which would reject them, is switched off.
+    return tw.lower(builder(), target=SM90, pass_configs={"tw.barrier_check": "off"})
 
 
 def test_wait_without_arrivals_never_completes():

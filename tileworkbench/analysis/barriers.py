@@ -274,6 +274,8 @@ class _Simulator:
                 self.env[stmt.var] = evaluate(stmt.value, self.env)
             except Unknown:
                 self.env[stmt.var] = Unknown
+            if id(stmt) in self.relevant:  # its value reads what an observer follows
+                self.notify("scan", stmt=stmt, active=active, frame=frame)
         elif isinstance(stmt, ir.Allocate):
             if stmt.buffer.scope == "barrier":
                 self.declared[stmt.buffer.name] = stmt.buffer

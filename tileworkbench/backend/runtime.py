@@ -13,6 +13,9 @@ from ..errors import KernelRuntimeError
 from .tensors import TensorView, view_of
 
 _BYTE_DTYPES = ("int8", "uint8")
+# The debug record (tw/sync.h, namespace tw::debug): FLAG, BLOCK_X, BLOCK_Y, BLOCK_Z, THREAD, BARRIER,
+# SLOT, PARITY, SITE, LINE, WAITED_US, then spare words.
+DEBUG_WORDS = 16
 
 
 def _expected_framework_dtypes(dtype: dtypes.DType) -> tuple[str, ...]:
@@ -34,6 +37,13 @@ class Runtime:
         self.functions = {}
         self.tensormaps = {}
         self.smem_bytes = smem_bytes
+        # Debug mode: the record, where each wait site is in the kernel (site -> line, from the
+        # trace) and whether every launch is checked at once (False: check_deferred() checks later).
+        self._debug = None
+        self._last_debug = None
+        self.site_lines: dict = {}
+        self.source_file: str | None = None
+        self.check_each_launch = True
 
     # ---- arguments --------------------------------------------------------------------------
     def tensor(self, name, value, shape, dtype, strides, align=1) -> TensorView:
@@ -103,6 +113,53 @@ class Runtime:
             fn(tuple(int(g) for g in grid), tuple(block), tuple(packed), shared_mem=smem_bytes)
         except cupy.cuda.driver.CUDADriverError as exc:
             raise KernelRuntimeError(f"launching {kernel_name} failed: {exc}") from exc
+
+
+    # ---- debug mode -------------------------------------------------------------------------
+    def debug_record(self):
+        """The device record the debug-mode waits report a timeout in (one, reused): zeroed before
+        every launch, or only once while checks are deferred (the first timeout then sticks)."""
+        import cupy
+
+        if self._debug is None:
+            self._debug = cupy.zeros(DEBUG_WORDS, dtype=cupy.uint32)
+        elif self.check_each_launch:
+            self._debug.fill(0)  # enqueued before the launch on the same stream
+        return self._debug
+
+    def check_debug_record(self, kernel_name, record, barriers, timeout_s):
+        """After a debug-mode launch: wait for the kernel and raise ``KernelRuntimeError`` (with a
+        ``record`` dict) if one of its mbarrier waits timed out. With ``check_each_launch`` off
+        (benchmarks) nothing waits here; :meth:`check_deferred` checks later."""
+        self._last_debug = (kernel_name, record, barriers, timeout_s)
+        if self.check_each_launch:
+            self._raise_if_timed_out(*self._last_debug)
+
+    def check_deferred(self):
+        """Check the debug record of the launches made while ``check_each_launch`` was off."""
+        if self._last_debug is not None:
+            self._raise_if_timed_out(*self._last_debug)
+
+    def _raise_if_timed_out(self, kernel_name, record, barriers, timeout_s):
+        try:
+            words = [int(w) for w in record.get()]  # synchronizes with the kernel
+        except Exception as exc:  # the kernel itself failed (a CUDA error surfaces here)
+            raise KernelRuntimeError(f"{kernel_name} failed: {exc}") from exc
+        if not words[0]:
+            return
+        barrier = barriers[words[5]] if words[5] < len(barriers) else f"barrier #{words[5]}"
+        line = self.site_lines.get(words[8]) or words[9] or None
+        info = {"kernel": kernel_name, "barrier": barrier, "slot": words[6], "parity": words[7],
+                "block": tuple(words[1:4]), "thread": words[4], "file": self.source_file, "line": line,
+                "waited_s": words[10] / 1e6, "timeout_s": timeout_s}
+        where = f"{self.source_file or '<kernel>'}:{line}" if line else "an unknown kernel line"
+        err = KernelRuntimeError(
+            f"{kernel_name}: the wait on {barrier}[{info['slot']}] for parity {info['parity']} at {where} did not "
+            f"complete within {timeout_s:g} s (debug mode; block {info['block']}, thread {info['thread']}): the "
+            "kernel would have hung. Its threads left cleanly; check that barrier's arrivals, expected bytes and "
+            "parity (the compile-time barrier check, tw.barrier_check, finds most such bugs)")
+        err.record = info
+        raise err
 
 
 _DRIVER_READY = False

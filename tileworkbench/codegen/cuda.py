@@ -5,6 +5,13 @@ The renderer walks the lowered IR once. 16-bit floats are stored as ``tw::half``
 with ``tw::to_float``, stores with ``tw::from_float<T>``, and same-type copies move raw bits.
 Shared tiles with a swizzle are addressed through ``tw::swizzled<T, SPAN>``, the same pattern TMA
 writes, so threads, TMA and the tensor cores agree on one layout.
+
+Debug mode (``debug_timeout_s``, pass config ``tw.debug_barrier_timeout``): the kernel takes a
+last parameter ``unsigned int* tw_debug`` (a record the host allocates), every mbarrier wait
+becomes ``if (!bar.wait_debug(..., tw_debug, ...)) return;`` (bounded by the timeout) and every
+``__syncthreads()`` becomes ``if (__syncthreads_count(1) < (int)blockDim.x) return;`` (someone
+left); see tw/sync.h for why no thread is left waiting. Without debug mode the output is exactly what it always was
+(the header's debug sections are stripped).
 """
 
 from __future__ import annotations
@@ -33,11 +40,18 @@ _MATH_F64 = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt":
              "tanh": "tanh", "sin": "sin", "cos": "cos", "floor": "floor", "ceil": "ceil"}
 
 
-def inlined_headers() -> str:
-    """Our headers, concatenated, with their local #includes and #pragma once removed."""
+_DEBUG_SECTION = re.compile(r"^[ \t]*// >>> debug mode.*?^[ \t]*// <<< debug mode[^\n]*\n", re.MULTILINE | re.DOTALL)
+DEBUG_PARAM = "tw_debug"  # the debug record parameter (last)
+
+
+def inlined_headers(debug: bool = False) -> str:
+    """Our headers, concatenated, with their local #includes and #pragma once removed (and their
+    debug-mode sections unless ``debug``)."""
     parts = []
     for name in HEADER_ORDER:
         text = (HEADER_DIR / name).read_text()
+        if not debug:
+            text = _DEBUG_SECTION.sub("", text)
         text = re.sub(r'^#include "[a-z_]+\.h"\n', "", text, flags=re.M)
         text = text.replace("#pragma once\n", "")
         parts.append(f"// ---- tw/{name} ----\n{text.strip()}\n")
@@ -54,9 +68,12 @@ def value_type(dtype) -> str:
 
 
 class CudaRenderer:
-    def __init__(self, func: ir.PrimFunc, kernel_name: str):
+    def __init__(self, func: ir.PrimFunc, kernel_name: str, debug_timeout_s: float | None = None):
         self.func = func
         self.kernel_name = kernel_name
+        self.debug_ns = int(debug_timeout_s * 1e9) if debug_timeout_s else 0
+        self.stmt_index = 0  # pre-order number of the statement being rendered (analysis/program.py's)
+        self.barrier_ids: dict = {}
         self.lines: list[str] = []
         self.names: dict = {}
         self.taken: set = set()
@@ -193,6 +210,8 @@ class CudaRenderer:
         self.lines.append("  " * depth + text)
 
     def stmt(self, s, d: int):
+        if not isinstance(s, ir.SeqStmt):
+            self.stmt_index += 1
         getattr(self, "s_" + type(s).__name__)(s, d)
 
     def s_SeqStmt(self, s, d):
@@ -249,9 +268,26 @@ class CudaRenderer:
         self.emit(d, f"{target} = {rhs};")
 
     def s_Evaluate(self, s, d):
+        call = s.call
+        if self.debug_ns and isinstance(call, ir.Call) and call.name == ".wait":
+            self.emit(d, self.debug_wait(s, call))
+            return
         self.emit(d, f"{self.expr(s.call)};")
 
+    def debug_wait(self, s, call) -> str:
+        """A bounded wait that reports (barrier id, slot, parity, site, line) and leaves on timeout."""
+        ref, parity = call.args
+        line = s.loc.line if s.loc is not None else (ref.buffer.loc.line if ref.buffer.loc is not None else 0)
+        slot = self.expr(simplify(ref.index, self.ranges))
+        bar = self.barrier_ids.setdefault(ref.buffer.name, len(self.barrier_ids))
+        site = self.stmt_index - 1
+        return (f"if (!{self.expr(ref)}.wait_debug({self.expr(parity)}, {DEBUG_PARAM}, {bar}u, {slot}, {site}u, "
+                f"{line}u, {self.debug_ns}ull)) return;  // debug mode: bounded wait")
+
     def s_SyncThreads(self, s, d):
+        if self.debug_ns:  # a thread that gave up released this barrier by exiting: leave too
+            self.emit(d, "if (__syncthreads_count(1) < (int)blockDim.x) return;  // debug mode: a thread left")
+            return
         self.emit(d, "__syncthreads();")
 
     def s_Allocate(self, s, d):
@@ -283,6 +319,9 @@ class CudaRenderer:
         for desc in self.func.attrs.get("tma_descriptors", []):
             self.taken.add(desc.name)
             out.append(f"const __grid_constant__ CUtensorMap {desc.name}")
+        if self.debug_ns:
+            self.taken.add(DEBUG_PARAM)
+            out.append(f"unsigned int* __restrict__ {DEBUG_PARAM}")
         return out
 
     def rasterized_block_indices(self, launch):
@@ -301,6 +340,8 @@ class CudaRenderer:
 
     def render(self) -> str:
         launch = self.func.launch
+        # Barrier ids of the debug record: declaration order (codegen/host.py's DEBUG_BARRIERS).
+        self.barrier_ids = {name: i for i, name in enumerate(barrier_names(self.func))}
         params = self.params()
         if self.func.attrs.get("tma_descriptors"):
             self.emit(0, "using CUtensorMap = tw::TensorMap;  // host-encoded TMA descriptors (cuTensorMapEncodeTiled)")
@@ -319,13 +360,39 @@ class CudaRenderer:
         return "\n".join(self.lines) + "\n"
 
 
-def generate_cuda(func: ir.PrimFunc, kernel_name: str, target) -> str:
+def barrier_names(func: ir.PrimFunc) -> list[str]:
+    """The kernel's barriers in declaration order (their index is the debug record's id)."""
+    names: list[str] = []
+
+    def walk(s):
+        if isinstance(s, ir.SeqStmt):
+            for c in s.stmts:
+                walk(c)
+        elif isinstance(s, ir.Allocate):
+            if s.buffer.scope == "barrier" and s.buffer.name not in names:
+                names.append(s.buffer.name)
+        elif isinstance(s, ir.For):
+            walk(s.body)
+        elif isinstance(s, ir.IfThenElse):
+            walk(s.then_body)
+            if s.else_body is not None:
+                walk(s.else_body)
+
+    walk(func.body)
+    return names
+
+
+def generate_cuda(func: ir.PrimFunc, kernel_name: str, target, debug_timeout_s: float | None = None) -> str:
+    """The device source. ``debug_timeout_s`` (seconds, None/0: off) switches on debug mode."""
     from .wgmma import functor_source
 
-    body = CudaRenderer(func, kernel_name).render()
+    body = CudaRenderer(func, kernel_name, debug_timeout_s).render()
     for shape in sorted(func.attrs.get("wgmma_shapes", ())):
         body = functor_source(*shape) + "\n" + body
     banner = (f"// Generated by tileworkbench {__version__} for {target.arch} from "
               f"{func.source_file}:{func.source_line} ({func.name}).\n"
               "// Only tileworkbench's own headers (inlined below); no CUDA toolkit headers needed.\n")
-    return banner + "\n" + inlined_headers() + "\n// ---- kernel ----\n" + body
+    if debug_timeout_s:
+        banner += (f"// Debug mode: every mbarrier wait gives up after {debug_timeout_s:g} s and reports "
+                   "where (tw.debug_barrier_timeout).\n")
+    return banner + "\n" + inlined_headers(bool(debug_timeout_s)) + "\n// ---- kernel ----\n" + body

@@ -4,6 +4,10 @@ The launcher checks every argument against the kernel's signature (shape, dtype,
 alignment), encodes each TMA tensor map with every field spelled out, and launches the kernel.
 It talks to the GPU only through the ``rt`` object it is given (``backend.runtime.Runtime``),
 so the same text is what ``get_host_source()`` shows and what runs.
+
+In debug mode (``debug_timeout_s``) the launcher also passes a zeroed debug record as the
+kernel's last argument and, after the launch, has ``rt`` read it: a wait that timed out becomes a
+``KernelRuntimeError`` naming the barrier, slot, parity, block, thread and kernel line.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from .. import __version__
 from ..dtypes import TMA_TYPE_NAMES
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
+from .cuda import DEBUG_PARAM, barrier_names
 
 _SWIZZLE = {0: "NONE", 1: "32B", 2: "64B", 3: "128B"}
 _L2 = {0: "NONE", 1: "64B", 2: "128B", 3: "256B"}
@@ -27,7 +32,7 @@ def _tuple(items) -> str:
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
-def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None) -> str:
+def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeout_s: float | None = None) -> str:
     launch = func.launch
     grid = list(launch.grid) + [ir.const(1)] * (3 - len(launch.grid))
     names = [p.name for p in func.params]
@@ -38,6 +43,13 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None) -> str:
         f"PARAMS = {tuple(names)!r}",
         f"BLOCK = ({launch.threads}, 1, 1)",
         f"SMEM_BYTES = {func.attrs.get('smem_bytes', 0)}",
+    ]
+    if debug_timeout_s:
+        lines += [
+            f"DEBUG_TIMEOUT_S = {float(debug_timeout_s)!r}  # tw.debug_barrier_timeout: waits give up after this",
+            f"DEBUG_BARRIERS = {tuple(barrier_names(func))!r}  # barrier ids of the debug record",
+        ]
+    lines += [
         "",
         "",
         f"def launch(rt, {', '.join(names)}):",
@@ -70,6 +82,11 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None) -> str:
             "    )",
         ]
         args.append(d.name)
+    if debug_timeout_s:
+        lines.append(f"    {DEBUG_PARAM} = rt.debug_record()  # zeroed; a timed-out wait writes where it was")
+        args.append(DEBUG_PARAM)
     lines.append(f"    grid = ({', '.join(_py(g) for g in grid)})")
     lines.append(f"    rt.launch(KERNEL, grid, BLOCK, SMEM_BYTES, [{', '.join(args)}])")
+    if debug_timeout_s:
+        lines.append(f"    rt.check_debug_record(KERNEL, {DEBUG_PARAM}, DEBUG_BARRIERS, DEBUG_TIMEOUT_S)")
     return "\n".join(lines) + "\n"

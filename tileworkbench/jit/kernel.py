@@ -46,6 +46,8 @@ class Kernel:
         start = time.perf_counter()
         module = load_module(self.record["device_source"], self.target.arch)
         self._runtime = Runtime(module, self.record["smem_bytes"])
+        self._runtime.site_lines = _wait_lines(self.trace)  # for debug-mode timeout messages
+        self._runtime.source_file = self.trace.kernel.get("source_file")
         self._runtime.function(self.name)  # loads the module, sets the shared-memory limit
         namespace: dict = {}
         exec(builtins.compile(self.record["host_source"], f"<tileworkbench host launcher {self.name}>", "exec"), namespace)
@@ -82,6 +84,12 @@ class Kernel:
         from .profiler import Profiler
 
         return Profiler(self)
+
+
+def _wait_lines(trace) -> dict:
+    """Lowered statement index -> kernel line of every simulated barrier wait (debug-mode messages)."""
+    events = (trace.barriers or {}).get("events", [])
+    return {e["stmt"]: e["line"] for e in events if e.get("kind") == "wait" and e.get("stmt") is not None}
 
 
 def _normalize_out_idx(out_idx, n):

@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 from .. import __version__
 from ..codegen.cuda import generate_cuda
 from ..codegen.host import generate_host
+from ..errors import CompileError
 from ..frontend import parse
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
 from ..passes.manager import LowerContext, run_pipeline
 from ..passes.pipeline import pass_list
 from ..passes.trace import Trace
-from ..target import PassContext, Target
+from ..target import PassConfigKey, PassContext, Target
 
 
 # Functions ``hook(artifact)`` run after every lowering. The analyses (``analysis.attach``: the
@@ -67,8 +68,9 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
     # function stays as written (its printed IR is the compile-cache key).
     lowered = run_pipeline(copy.deepcopy(src), pass_list(configs), ctx, trace)
     kernel_name = f"{src.name}_kernel"
-    device = generate_cuda(lowered, kernel_name, tgt)
-    host = generate_host(lowered, kernel_name, out_idx)
+    debug = debug_timeout(configs)
+    device = generate_cuda(lowered, kernel_name, tgt, debug_timeout_s=debug)
+    host = generate_host(lowered, kernel_name, out_idx, debug_timeout_s=debug)
     trace.sources = {"device": device, "host": host}
     descs = lowered.attrs.get("tma_descriptors", [])
     trace.tma_descriptors = [d.to_json() for d in descs]
@@ -85,6 +87,21 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
     for hook in POST_LOWER_HOOKS:
         hook(artifact)
     return artifact
+
+
+def debug_timeout(configs: dict) -> float | None:
+    """Seconds of ``tw.debug_barrier_timeout`` (debug mode: bounded mbarrier waits), None when off."""
+    value = configs.get(PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT.value)
+    if value is None or value is False:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds >= 0:
+        raise CompileError(f"pass config {PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT.value} is a time limit in seconds "
+                           f"(0 switches debug mode off), not {value!r}")
+    return seconds or None
 
 
 def _jsonable(configs: dict) -> dict:

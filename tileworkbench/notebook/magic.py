@@ -12,6 +12,8 @@ name. It is compiled with ``tileworkbench.compile`` (without a GPU the Kernel is
 device), its trace gets the shared-memory plan and the barrier simulation, the Kernel is bound
 to ``--name`` (default: the kernel's name on the magic line) and the workbench view is shown.
 Compile errors show as the kernel line with a caret, not as a traceback through the compiler.
+``--debug`` compiles in debug mode (pass config ``tw.debug_barrier_timeout=2``): a barrier wait
+that would hang gives up after 2 s and the call raises ``KernelRuntimeError`` saying where.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import ast
 import shlex
 
 from ..errors import CompileError
-from ..target import normalize_pass_configs
+from ..target import PassConfigKey, normalize_pass_configs
 from . import build
+
+DEBUG_TIMEOUT_S = 2.0  # what --debug means
 
 
 class TileKernelError(CompileError):
@@ -46,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="pass configs of the second variant (added to --pass-config)")
     p.add_argument("--compare-label", help="label of the second variant")
     p.add_argument("--stepper", action="store_true", help="also show the ipywidgets pass stepper")
+    p.add_argument("--debug", action="store_true",
+                   help=f"bounded barrier waits: a hang becomes an error after {DEBUG_TIMEOUT_S:g} s "
+                        "(tw.debug_barrier_timeout)")
     p.add_argument("--no-display", action="store_true", help="compile and bind, show nothing")
     return p
 
@@ -121,6 +128,8 @@ def tilekernel(line: str, cell: str, shell=None):
     args, kwargs = build.parse_call_args(opts.kernel[1:])
     try:
         configs = normalize_pass_configs(build.parse_pass_configs(opts.pass_config))
+        if opts.debug:  # an explicit --pass-config tw.debug_barrier_timeout=... wins
+            configs.setdefault(PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT.value, DEBUG_TIMEOUT_S)
         out_idx = build.parse_out_idx(opts.out_idx)
     except ValueError as err:
         raise UsageError(f"%%tilekernel: {err}") from None

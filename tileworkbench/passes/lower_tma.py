@@ -152,10 +152,14 @@ class _LowerTma(IRMutator):
         return buf
 
     def visit_BarrierArrive(self, node):
-        return call(".arrive", node.barrier)
+        stmt = call(".arrive", node.barrier)
+        stmt.loc = node.loc  # keep the user's line: the checker and the timeline point at it
+        return stmt
 
     def visit_BarrierWait(self, node):
-        return call(".wait", node.barrier, node.parity)
+        stmt = call(".wait", node.barrier, node.parity)
+        stmt.loc = node.loc
+        return stmt
 
     def visit_TmaStoreWait(self, node):
         return call(f"tw::tma_store_wait<{'true' if node.read else 'false'}>")

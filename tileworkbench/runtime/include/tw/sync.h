@@ -14,6 +14,54 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// >>> debug mode: only generated code with tw.debug_barrier_timeout gets this (codegen strips it)
+// ---- debug mode (pass config tw.debug_barrier_timeout) ------------------------------------------
+// Every mbarrier wait gives up after a time limit instead of spinning forever. The host passes a
+// zeroed record of debug::WORDS words as the kernel's last parameter. The first thread whose wait
+// runs out of time claims it (FLAG) and writes where it was stuck; its wait returns false and the
+// generated code returns from the kernel. Every other bounded wait, in any block, sees the claim
+// (within POLL_NS) and returns false too. A thread that exits releases the block barriers the
+// others wait at (PTX `exit`), so in debug mode the generated code syncs with
+// `if (__syncthreads_count(1) < blockDim.x) return;`: only live threads are counted, so the
+// others leave as soon as one of their block has (no memory read on that path). No thread is left
+// waiting: the kernel ends and the context stays usable.
+namespace debug {
+
+enum : unsigned int {
+  FLAG, BLOCK_X, BLOCK_Y, BLOCK_Z, THREAD, BARRIER, SLOT, PARITY, SITE, LINE, WAITED_US, WORDS = 16
+};
+constexpr unsigned long long POLL_NS = 1000000;  // a waiting thread checks the record once a millisecond
+
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Some wait in the grid has timed out: leave.
+__device__ __forceinline__ bool aborted(const unsigned int* record) {
+  return *reinterpret_cast<const volatile unsigned int*>(record + FLAG) != 0u;
+}
+
+__device__ __noinline__ void report(unsigned int* record, unsigned int barrier, int slot, int parity,
+                                    unsigned int site, unsigned int line, unsigned long long waited_ns) {
+  if (atomicCAS(record + FLAG, 0u, 1u) != 0u) return;  // another thread reported first
+  record[BLOCK_X] = blockIdx.x;
+  record[BLOCK_Y] = blockIdx.y;
+  record[BLOCK_Z] = blockIdx.z;
+  record[THREAD] = threadIdx.x;
+  record[BARRIER] = barrier;
+  record[SLOT] = (unsigned int)slot;
+  record[PARITY] = (unsigned int)parity;
+  record[SITE] = site;
+  record[LINE] = line;
+  record[WAITED_US] = (unsigned int)(waited_ns / 1000ull);
+  __threadfence();
+}
+
+}  // namespace debug
+
+// <<< debug mode
 // An mbarrier in shared memory (8 bytes). Generated code names arrays of them after the user's
 // barrier and calls these members.
 struct alignas(8) Barrier {
@@ -59,6 +107,34 @@ struct alignas(8) Barrier {
     while (!try_wait(parity)) {
     }
   }
+  // >>> debug mode
+
+  // Debug mode: wait at most timeout_ns. False when this wait timed out (it reports where) or
+  // another one did; the caller then returns from the kernel. barrier/site/line identify the
+  // wait for the host's message (barrier: index among the kernel's barriers, site: the lowered
+  // statement, line: the kernel line when the code generator knows it, else 0). The fast path
+  // is one try_wait; a waiting thread reads the clock between tries and looks at the record (a
+  // global load) only once per debug::POLL_NS, so the phase completing is noticed as promptly
+  // as without debug mode.
+  __device__ __forceinline__ bool wait_debug(int parity, unsigned int* record, unsigned int barrier, int slot,
+                                             unsigned int site, unsigned int line,
+                                             unsigned long long timeout_ns) const {
+    if (try_wait(parity)) return true;
+    const unsigned long long start = debug::now_ns();
+    unsigned long long poll = start + debug::POLL_NS;
+    while (!try_wait(parity)) {
+      const unsigned long long now = debug::now_ns();
+      if (now < poll) continue;
+      if (debug::aborted(record)) return false;
+      if (now - start > timeout_ns) {
+        debug::report(record, barrier, slot, parity, site, line, now - start);
+        return false;
+      }
+      poll = now + debug::POLL_NS;
+    }
+    return true;
+  }
+  // <<< debug mode
 };
 
 }  // namespace tw
