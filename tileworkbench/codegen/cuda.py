@@ -262,7 +262,9 @@ class CudaRenderer:
         if isinstance(value, ir.BufferLoad) and value.buffer.dtype == buf.dtype:
             rhs = self.element(value.buffer, value.indices)  # same type: move the bits
         elif buf.dtype.is_low_precision_float:
-            rhs = f"tw::from_float<{buf.dtype.cpp}>({self.expr(value)})"
+            if isinstance(value, ir.Cast) and value.dtype == buf.dtype:
+                value = value.value  # the store rounds once; a cast to the same type adds nothing
+            rhs = f"tw::from_float<{buf.dtype.cpp}>((float)({self.expr(value)}))"
         else:
             rhs = self.expr(value)
         self.emit(d, f"{target} = {rhs};")
