@@ -76,8 +76,8 @@ class Kernel:
             raise KernelRuntimeError(f"{self.name} takes {n_in} inputs ({names}) or all {len(self.params)} "
                                      f"arguments; got {len(args)}")
         self._launch(self._runtime, *full)
-        if not self.out_idx or len(args) == len(self.params):
-            return None if not self.out_idx else (outputs[0] if len(outputs) == 1 else tuple(outputs))
+        if not outputs:
+            return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def get_profiler(self, tensor_supply_type=None):
