@@ -21,6 +21,7 @@ class PassConfigKey(str, enum.Enum):
     TW_BARRIER_CHECK = "tw.barrier_check"  # "error" (default), "warn" or "off"
     TW_DISABLE_WGMMA = "tw.disable_wgmma"  # keep T.gemm on the mma.sync path
     TW_DISABLE_RASTERIZATION = "tw.disable_rasterization"  # GEMM blocks in hardware order
+    TW_KEEP_PROXY_FENCES = "tw.keep_proxy_fences"  # keep every pipeline fence (for comparison)
 
     def __str__(self) -> str:
         return self.value

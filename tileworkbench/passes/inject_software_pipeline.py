@@ -145,7 +145,9 @@ class _Pipeline(IRMutator):
             *commit,
         ]
         if thread_loads:
-            steady += [ir.Evaluate(ir.Call(f"tw::cp_async_wait<{s - 1}>", ())), ir.SyncThreads()]
+            # cp.async writes through the generic proxy; wgmma reads through the async proxy.
+            steady += [ir.Evaluate(ir.Call(f"tw::cp_async_wait<{s - 1}>", ())),
+                       ir.Evaluate(ir.Call("tw::fence_proxy_async", ())), ir.SyncThreads()]
         steady.append(stage(consumers, k))
         self.records.append({
             "loop": k.name, "stages": s,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import (  # noqa: F401 - importing registers the passes
     choose_shared_layouts,
+    elide_proxy_fences,
     infer_fragment_layouts,
     inject_software_pipeline,
     insert_thread_syncs,
@@ -30,6 +31,7 @@ PIPELINE = [
     "lower_tma",  # lower: TMA copies, mbarriers -> tw:: calls; tensor-map descriptors
     "lower_tile_ops",  # lower: copy/fill/gemm/reduce -> loops and tw:: calls
     "partition_parallel_loops",  # lower: T.Parallel -> per-thread loops, fragments -> registers
+    "elide_proxy_fences",  # lower: no per-iteration proxy fence where only wgmma/TMA read tiles
     "plan_shared_memory",  # memory: offsets and alignment in dynamic shared memory
     "simplify",  # lower: index arithmetic canonicalised, decided branches dropped
 ]

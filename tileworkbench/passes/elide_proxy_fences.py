@@ -1,0 +1,58 @@
+"""elide_proxy_fences: drop the per-iteration async-proxy fence where no thread reads the tiles.
+
+Expects: lowered IR; steady-state loops of ``inject_software_pipeline`` (annotation
+``pipelined``) start with ``tw::fence_proxy_async()`` and a block barrier before refilling the
+version read in the previous iteration.
+Guarantees: the fence is removed from such a loop when nothing in it reads shared memory through
+the generic proxy — no thread load of a shared buffer and no ``tw::gemm_ss`` (ldmatrix) — so the
+previous reads were all wgmma or TMA (async proxy), which the wgmma wait and the block barrier
+already order before the next TMA write. Loops with generic reads keep their fence.
+"""
+
+from __future__ import annotations
+
+from ..ir import nodes as ir
+from ..ir.visitor import IRMutator, collect
+from ..target import PassConfigKey
+from .manager import register
+
+FENCE = "tw::fence_proxy_async"
+
+
+def _generic_shared_reads(body) -> bool:
+    if any(load.buffer.scope == "shared" for load in collect(body, ir.BufferLoad)
+           if not _inside_address_of(load, body)):
+        return True
+    return any(c.name.startswith("tw::gemm_ss<") for c in collect(body, ir.Call))
+
+
+def _inside_address_of(load, body) -> bool:
+    return any(c.name == "address_of" and c.args and c.args[0] is load for c in collect(body, ir.Call))
+
+
+def _is_fence(stmt) -> bool:
+    return isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.name == FENCE
+
+
+class _Elide(IRMutator):
+    def visit_For(self, node: ir.For):
+        node = self.generic_visit(node)
+        if not node.annotations.get("pipelined") or not isinstance(node.body, ir.SeqStmt):
+            return node
+        if _generic_shared_reads(node.body):
+            return node
+        stmts = list(node.body.stmts)
+        refill_fence = next((i for i, s in enumerate(stmts[:-1]) if _is_fence(s) and
+                             isinstance(stmts[i + 1], ir.SyncThreads)), None)
+        first_refill = next((i for i, s in enumerate(stmts) if isinstance(s, ir.IfThenElse)), len(stmts))
+        if refill_fence is None or refill_fence > first_refill:
+            return node
+        del stmts[refill_fence]  # only the write-after-read fence before the refill
+        return ir.For(node.var, node.extent, ir.seq(stmts), node.kind, node.start, node.annotations, loc=node.loc)
+
+
+@register("elide_proxy_fences", "lower")
+def elide_proxy_fences(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    if ctx.flag(PassConfigKey.TW_KEEP_PROXY_FENCES):
+        return func
+    return func.with_body(_Elide().visit(func.body))
