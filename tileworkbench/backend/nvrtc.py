@@ -23,7 +23,7 @@ class NvrtcResult:
     seconds: float
 
 
-def _check(result, prog=None, what="nvrtc"):
+def _check(result, what="nvrtc"):
     err = result[0] if isinstance(result, tuple) else result
     if int(err) != 0:
         raise RuntimeError(f"{what} failed: {err}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from .. import __version__
 from ..ir import nodes as ir
 from ..ir.layout import shared_element_offset
-from ..ir.simplify import interval, simplify
+from ..ir.simplify import interval, is_nonnegative, simplify
 
 HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
 HEADER_ORDER = ("common.h", "sync.h", "tma.h", "cp_async.h", "mma.h", "wgmma.h")
@@ -150,7 +150,7 @@ class CudaRenderer:
                 fn = "f" + e.op
             return f"{fn}({a}, {b})"
         if e.op in ("//", "%") and not e.dtype.is_float:
-            if self.nonneg(e.a) and self.nonneg(e.b):
+            if is_nonnegative(e.a, self.ranges) and is_nonnegative(e.b, self.ranges):
                 return f"({a} {'/' if e.op == '//' else '%'} {b})"
             return f"tw::{'floordiv' if e.op == '//' else 'floormod'}({a}, {b})"
         if e.op == "//":
@@ -159,10 +159,6 @@ class CudaRenderer:
             return f"((float)({a}) / (float)({b}))"
         op = {"and": "&&", "or": "||"}.get(e.op, e.op)
         return f"({a} {op} {b})"
-
-    def nonneg(self, e) -> bool:
-        lo = interval(e, self.ranges)[0]
-        return lo is not None and lo >= 0
 
     def cast(self, e: ir.Cast) -> str:
         inner = self.expr(e.value)

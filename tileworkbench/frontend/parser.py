@@ -228,7 +228,7 @@ class Parser(ast.NodeVisitor):
         op = _BINOPS.get(type(node.op))
         if op is None:
             raise self.error(node, f"unsupported operator {type(node.op).__name__}")
-        current = self.eval(node.target if not isinstance(node.target, ast.Name) else node.target)
+        current = self.eval(node.target)
         value = op(current, self.eval(node.value))
         if isinstance(node.target, ast.Subscript):
             self._store(node.target, value)

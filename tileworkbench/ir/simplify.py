@@ -58,6 +58,12 @@ def _sub(x, y):
     return None if x is None or y is None else x - y
 
 
+def is_multiple_of(e: ir.Expr, v: int) -> bool:
+    """Provably a multiple of v: every affine coefficient and the constant are."""
+    aff = Affine.of(e)
+    return aff.const % v == 0 and all(coef % v == 0 for _, coef in aff.terms.values())
+
+
 def is_nonnegative(e: ir.Expr, ranges: dict) -> bool:
     lo = interval(e, ranges)[0]
     return lo is not None and lo >= 0

@@ -16,6 +16,7 @@ Guarantees:
 from __future__ import annotations
 
 from ..ir import nodes as ir
+from ..ir.simplify import is_multiple_of
 from ..ir.visitor import collect
 from . import gemm_rules, tma_rules
 from .manager import register
@@ -42,9 +43,7 @@ def _panels_fit(buf: ir.Buffer, panel: int, pairs) -> bool:
         cols = ir.const_int(g_region.buffer.shape[-1])
         if cols is None or cols % panel or g_region.buffer.ndim != 2:
             return False
-        from .lower_tile_ops import _divisible
-
-        if not _divisible(g_region.starts[-1], panel):
+        if not is_multiple_of(g_region.starts[-1], panel):
             return False
     return True
 

@@ -22,7 +22,7 @@ import math
 from .. import dtypes
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.simplify import Affine
+from ..ir.simplify import is_multiple_of
 from ..ir.visitor import IRMutator
 from . import gemm_rules
 from .lower_tma import address_of, call
@@ -31,12 +31,6 @@ from .manager import register
 
 def _non_unit(region: ir.Region) -> list[int]:
     return [d for d, e in enumerate(region.extents) if ir.const_int(e) != 1]
-
-
-def _divisible(e: ir.Expr, v: int) -> bool:
-    """Provably a multiple of v (every affine coefficient and the constant are)."""
-    aff = Affine.of(e)
-    return aff.const % v == 0 and all(coef % v == 0 for _, coef in aff.terms.values())
 
 
 def _bounds(region: ir.Region, idx) -> ir.Expr | None:
@@ -80,7 +74,7 @@ class _CopyLowering:
         strides = buf.effective_strides()
         if not dims or dims[-1] != buf.ndim - 1 or ir.const_int(strides[-1]) != 1:
             return False
-        if not _divisible(region.starts[-1], v):
+        if not is_multiple_of(region.starts[-1], v):
             return False
         if any(ir.const_int(s) is None or ir.const_int(s) % v for s in strides[:-1]):
             return False
@@ -112,8 +106,6 @@ class _CopyLowering:
         for var, ext in reversed(list(zip(loop_vars, extents))):
             body = ir.For(var, ir.const(ext), body, kind, annotations={"vector": v} if v > 1 else {},
                           loc=self.node.loc)
-        if not loop_vars:
-            return body
         return body
 
     def element(self, s_idx, d_idx, v, guard) -> ir.Stmt:
@@ -157,7 +149,6 @@ class _LowerTileOps(IRMutator):
         self.func = func
         self.threads = func.launch.threads
         self.tid = func.launch.thread_var
-        self.scratch_count = 0
         self.wgmma_shapes: set = set()
 
     def visit_Copy(self, node: ir.Copy):
@@ -228,7 +219,6 @@ class _LowerTileOps(IRMutator):
         src, dst = node.src, node.dst
         if src.scope not in ("fragment", "shared") or dst.scope not in ("fragment", "shared"):
             raise CompileError("T.reduce_* reduces a fragment or shared buffer into one", node.loc)
-        self.scratch_count += 1
         scratch = ir.Buffer(f"{src.name}_reduce_scratch", src.shape, src.dtype, "shared",
                             attrs={"swizzle": 0}, loc=node.loc)
         acc_dtype = dtypes.float32 if src.dtype.is_float else dtypes.int32
