@@ -132,3 +132,56 @@ def test_internal_errors_are_pinned_to_the_line():
         def bad(A: T.Tensor((128,), "float32")):
             with T.Kernel(1, threads=128):
                 A[0] = A[0] + "x"
+
+
+def test_more_user_errors_name_the_problem():
+    def expect(message, build):
+        with pytest.raises(CompileError, match=message):
+            build()
+
+    def bad_threads():
+        @T.prim_func
+        def main(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=2048):
+                A[0] = 1.0
+
+    def bad_leader_scope():
+        @T.prim_func
+        def main(A: T.Tensor((128, 64), "float16")):
+            with T.Kernel(1, threads=128):
+                s = T.alloc_shared((128, 64), "float16")
+                mbar = T.alloc_barrier(128)
+                T.tma_copy(A[0, 0], s, barrier=mbar, leader_scope_threads=48)
+
+    def store_with_barrier():
+        @T.prim_func
+        def main(A: T.Tensor((128, 64), "float16")):
+            with T.Kernel(1, threads=128):
+                s = T.alloc_shared((128, 64), "float16")
+                mbar = T.alloc_barrier(128)
+                T.tma_copy(s, A[0, 0], barrier=mbar)
+
+    def bad_swizzle():
+        @T.prim_func
+        def main(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, 1, threads=128):
+                T.use_swizzle(panel_size=0)
+
+    def strided_rank_mismatch():
+        @T.prim_func
+        def main(A: T.StridedTensor((2, 32), (40,), "float32")):
+            with T.Kernel(1, threads=32):
+                A[0, 0] = 1.0
+
+    expect("threads must be a constant between 1 and 1024", bad_threads)
+    expect("leader_scope_threads must be a positive multiple of 32", bad_leader_scope)
+    expect("takes no barrier", store_with_barrier)
+    expect("panel_size must be a positive constant", bad_swizzle)
+    expect("differ in rank", strided_rank_mismatch)
+
+
+def test_bad_configs_and_targets_are_rejected():
+    with pytest.raises(ValueError, match="unknown pass config 'tl.no_such_thing'"):
+        tw.PassContext(config={"tl.no_such_thing": True})
+    with pytest.raises(ValueError, match="unsupported arch 'sm_42'"):
+        tw.Target.of({"kind": "cuda", "arch": "sm_42"})
