@@ -18,8 +18,11 @@ are evaluated per thread (:mod:`.evaluate`). Loops with barrier operations are u
 concrete loop variables, so slot and parity expressions are evaluated exactly as the
 generated code evaluates them. A wait whose phase has not completed when it is reached can
 never complete (every thread that could arrive is itself at the wait), and is reported as an
-event with a ``finding``. Warp-specialised code, where different warps run different loops at
-the same time, needs a scheduler over thread groups rather than lockstep; it is not modelled.
+event with a ``finding``. Warp-specialised code (``WarpSpecialize``: a producer and a consumer
+side running their own loops at the same time) is run with one schedule that a correct
+protocol allows: the statements before each side's loop, then the two loops' iterations
+interleaved (producer iteration *k*, consumer iteration *k*, ...), then what follows each loop.
+A wait that this schedule reaches before its phase completes is reported like any other.
 
 Observers (:data:`OBSERVERS`, filled by :mod:`.checker`) ride along: they are told about every
 protocol operation with the threads that execute it, and they see the statements that touch
@@ -152,7 +155,7 @@ class _Simulator:
     def __init__(self, func: ir.PrimFunc, max_events: int):
         self.func = func
         self.observers: list = []
-        self.threads = func.launch.threads
+        self.threads = func.launch.total_threads
         self.tid = np.arange(self.threads)
         self.env: dict = {func.launch.thread_var: self.tid}
         for v in func.launch.block_vars:
@@ -283,6 +286,8 @@ class _Simulator:
             return
         elif id(stmt) not in self.protocol:  # touches what an observer follows, no barrier inside
             self.notify("scan", stmt=stmt, active=active, frame=frame)
+        elif isinstance(stmt, ir.WarpSpecialize):
+            self.run_split(stmt, active, frame)
         elif isinstance(stmt, ir.For):
             self.run_for(stmt, active, frame)
         elif isinstance(stmt, ir.IfThenElse):
@@ -333,6 +338,44 @@ class _Simulator:
                                             _linear(loops))
             self.run(loop.body, active, inner)
         self.env.pop(loop.var, None)
+
+    def run_split(self, node: ir.WarpSpecialize, active, frame: Frame):
+        """Both sides of a warp-specialised block, their role loops interleaved (module doc)."""
+        first = node.consumer_threads
+        sides = []
+        for body, mask in ((node.producer, active & (self.tid >= first)), (node.consumer, active & (self.tid < first))):
+            before, conds, loop, after = _role_path(body)
+            self.run_seq(before, mask, frame)
+            for cond in conds:  # the ifs around the loop (the producer's one warp)
+                value = evaluate(cond, self.env)
+                mask = mask & (value.astype(bool) if isinstance(value, np.ndarray) else bool(value))
+            sides.append((loop, mask, after))
+        loops = [side[0] for side in sides if side[0] is not None]
+        if len(loops) != 2:
+            self.finding(("split", id(node)), "warning", "not_evaluated",
+                         "a warp-specialised side has no role loop; its sides run one after the other",
+                         frame=frame)
+            for loop, mask, after in sides:
+                self.run(loop, mask, frame)
+                self.run_seq(after, mask, frame)
+            return
+        start = as_int(evaluate(loops[0].start, self.env))
+        extent = as_int(evaluate(loops[0].extent, self.env))
+        stages = loops[0].annotations.get("num_stages")
+        for loop in loops:
+            self.loops.append({"var": loop.var.name, "start": start, "extent": extent, "kind": "pipelined",
+                               "stages": stages, "line": loop.loc.line if loop.loc is not None else frame.line,
+                               "role": loop.annotations.get("ws_role")})
+        for value in range(start, start + extent):
+            for loop, mask, _ in sides:
+                self.env[loop.var] = value
+                line = loop.loc.line if loop.loc is not None else frame.line
+                inner = dataclasses.replace(frame, stage="steady", iteration=value, line=line,
+                                            loops=frame.loops + ((loop, value),))
+                self.run(loop.body, mask, inner)
+        for loop, mask, after in sides:
+            self.env.pop(loop.var, None)
+            self.run_seq(after, mask, frame)
 
     def run_if(self, node: ir.IfThenElse, active, frame: Frame):
         line = node.loc.line if node.loc is not None else frame.line
@@ -504,6 +547,21 @@ class _Simulator:
 
 class _Stop(Exception):
     pass
+
+
+def _role_path(side) -> tuple[list, list, ir.For | None, list]:
+    """(statements before, conditions around, the role loop, statements after) of one side of a
+    ``WarpSpecialize``: the loop stands in the side's sequence or alone inside an ``if``."""
+    stmts = list(side.stmts) if isinstance(side, ir.SeqStmt) else [side]
+    for i, s in enumerate(stmts):
+        conds = []
+        inner = s
+        while isinstance(inner, ir.IfThenElse) and inner.else_body is None:
+            conds.append(inner.cond)
+            inner = inner.then_body
+        if isinstance(inner, ir.For) and inner.annotations.get("ws_role"):
+            return stmts[:i], conds, inner, stmts[i + 1:]
+    return stmts, [], None, []
 
 
 def _linear(loops) -> int:

@@ -242,6 +242,7 @@ class _Checker:
         self.stuck: set = set()  # slot keys with a deadlocked wait: what follows on them is moot
         self.arrivals: list = []  # (arrive event, slot key, arrivers)
         self.last_wait: dict = {}  # slot key -> the last wait event that returned
+        self.carried: dict = {}  # (slot key, phase) -> {slot key: phase the arrivers had seen}
         self._store_loops: dict = {}
 
     # ---- findings --------------------------------------------------------------------------
@@ -324,8 +325,10 @@ class _Checker:
             self.stores.append(_Store(buf.name, int(lo[who].min()), int(hi[who].max()), who.copy(), line,
                                       frame.iteration))
             return
-        for rec in self.reads:  # the same statement again (a loop without barriers): one record
-            if rec.stmt == id(stmt) and rec.buffer == buf.name:
+        for rec in self.reads:  # the same statement again on the same elements: one record
+            both = who & rec.threads
+            if rec.stmt == id(stmt) and rec.buffer == buf.name and \
+                    (lo[both] == rec.lo[both]).all() and (hi[both] == rec.hi[both]).all():
                 rec.lo = np.minimum(rec.lo, np.where(who, lo, rec.lo))
                 rec.hi = np.maximum(rec.hi, np.where(who, hi, rec.hi))
                 rec.threads, rec.iteration, rec.released = rec.threads | who, frame.iteration, {}
@@ -557,6 +560,11 @@ class _Checker:
 
     def on_arrive(self, name, slot, who, frame, event, state):
         key = (name, slot)
+        # Whoever waits for this phase learns what the arriving threads had observed (a consumer
+        # that saw a load land and then frees the slot tells the producer that waits for it).
+        carried = self.carried.setdefault((key, state.phase), {})
+        for other, seen in self.seen.items():
+            carried[other] = max(carried.get(other, -1), int(seen[who].max()))
         for rec in self.reads:
             mine = rec.threads & who
             if mine.any():
@@ -587,6 +595,9 @@ class _Checker:
         if event["completes"]:
             seen = self.seen_of(key)
             seen[who] = np.maximum(seen[who], state.phase - 1)
+            for other, phase in self.carried.get((key, state.phase - 1), {}).items():
+                known = self.seen_of(other)
+                known[who] = np.maximum(known[who], phase)
             self.last_wait[key] = event
             self.loads = [ld for ld in self.loads if not (self.seen_of(ld.key) >= ld.phase).all()]
         else:

@@ -25,6 +25,8 @@ def children(stmt) -> list:
         return [stmt.body]
     if isinstance(stmt, ir.IfThenElse):
         return [stmt.then_body] + ([stmt.else_body] if stmt.else_body is not None else [])
+    if isinstance(stmt, ir.WarpSpecialize):
+        return [stmt.producer, stmt.consumer]
     return []
 
 
@@ -79,6 +81,10 @@ def ir_lines(func: ir.PrimFunc) -> dict:
             if s.else_body is not None:
                 line += 1  # the "else:" line
                 walk(s.else_body)
+        elif isinstance(s, ir.WarpSpecialize):
+            walk(s.producer)
+            line += 1  # the "with T.ws_consumer" line
+            walk(s.consumer)
 
     walk(func.body)
     return lines

@@ -8,9 +8,9 @@ writes, so threads, TMA and the tensor cores agree on one layout.
 
 Debug mode (``debug_timeout_s``, pass config ``tw.debug_barrier_timeout``): the kernel takes a
 last parameter ``unsigned int* tw_debug`` (a record the host allocates), every mbarrier wait
-becomes ``if (!bar.wait_debug(..., tw_debug, ...)) return;`` (bounded by the timeout) and every
-``__syncthreads()`` becomes ``if (__syncthreads_count(1) < (int)blockDim.x) return;`` (someone
-left); see tw/sync.h for why no thread is left waiting. Without debug mode the output is exactly what it always was
+becomes ``if (!bar.wait_debug(..., tw_debug, ...)) return;`` (bounded by the timeout); block
+barriers stay ``__syncthreads()`` (a thread that left releases them); see tw/sync.h for why no
+thread is left waiting. Without debug mode the output is exactly what it always was
 (the header's debug sections are stripped).
 """
 
@@ -79,7 +79,7 @@ class CudaRenderer:
         self.taken: set = set()
         self.ranges: dict = {}
         launch = func.launch
-        self.ranges[launch.thread_var] = (0, launch.threads - 1)
+        self.ranges[launch.thread_var] = (0, launch.total_threads - 1)
         for v, g in zip(launch.block_vars, launch.grid):
             n = ir.const_int(g)
             self.ranges[v] = (0, n - 1 if n is not None else None)
@@ -283,10 +283,22 @@ class CudaRenderer:
                 f"{line}u, {self.debug_ns}ull)) return;  // debug mode: bounded wait")
 
     def s_SyncThreads(self, s, d):
-        if self.debug_ns:  # a thread that gave up released this barrier by exiting: leave too
-            self.emit(d, "if (__syncthreads_count(1) < (int)blockDim.x) return;  // debug mode: a thread left")
+        if s.threads is not None:  # consumer threads of a warp-specialised block (never in debug mode)
+            self.emit(d, f"tw::sync_consumers<{s.threads}>();")
             return
         self.emit(d, "__syncthreads();")
+
+    def s_WarpSpecialize(self, s, d):
+        tid, first = self.func.launch.thread_var, s.consumer_threads
+        outer = self.ranges[tid]
+        self.emit(d, f"if ({self.name(tid)} >= {first}) {{  // producer warpgroup")
+        self.ranges[tid] = (first, first + s.producer_threads - 1)
+        self.stmt(s.producer, d + 1)
+        self.emit(d, "} else {  // consumer warpgroups")
+        self.ranges[tid] = (0, first - 1)
+        self.stmt(s.consumer, d + 1)
+        self.emit(d, "}")
+        self.ranges[tid] = outer
 
     def s_Allocate(self, s, d):
         buf = s.buffer
@@ -343,7 +355,7 @@ class CudaRenderer:
         params = self.params()
         if self.func.attrs.get("tma_descriptors"):
             self.emit(0, "using CUtensorMap = tw::TensorMap;  // host-encoded TMA descriptors (cuTensorMapEncodeTiled)")
-        self.emit(0, f'extern "C" __global__ void __launch_bounds__({launch.threads}, 1) {self.kernel_name}(')
+        self.emit(0, f'extern "C" __global__ void __launch_bounds__({launch.total_threads}, 1) {self.kernel_name}(')
         self.emit(2, (",\n    ").join(params) + ") {")
         if self.func.attrs.get("smem_bytes", 0):
             self.emit(1, "extern __shared__ __align__(1024) unsigned char tw_smem[];")
@@ -375,6 +387,9 @@ def barrier_names(func: ir.PrimFunc) -> list[str]:
             walk(s.then_body)
             if s.else_body is not None:
                 walk(s.else_body)
+        elif isinstance(s, ir.WarpSpecialize):
+            walk(s.producer)
+            walk(s.consumer)
 
     walk(func.body)
     return names

@@ -41,7 +41,7 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
         "",
         f"KERNEL = {kernel_name!r}",
         f"PARAMS = {tuple(names)!r}",
-        f"BLOCK = ({launch.threads}, 1, 1)",
+        f"BLOCK = ({launch.total_threads}, 1, 1)",
         f"SMEM_BYTES = {func.attrs.get('smem_bytes', 0)}",
     ]
     if debug_timeout_s:

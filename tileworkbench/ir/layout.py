@@ -48,6 +48,10 @@ class MmaAccumLayout:
     warps_m: int
     warps_n: int
 
+    # Elements 2m and 2m + 1 of a thread are neighbours in one row (column e = j % 2), so a
+    # 16-bit result can be stored two at a time.
+    adjacent_pairs = True
+
     @property
     def threads(self) -> int:
         return 32 * self.warps_m * self.warps_n
@@ -113,6 +117,10 @@ class WgmmaAccumLayout:
 
     shape: tuple  # (M, N)
     warpgroups: int
+
+    # Elements 2m and 2m + 1 of a thread are neighbours in one row (column e = j % 2), so a
+    # 16-bit result can be stored two at a time.
+    adjacent_pairs = True
 
     @property
     def threads(self) -> int:

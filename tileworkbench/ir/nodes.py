@@ -550,6 +550,23 @@ class TmaStoreWait(Stmt):
 
 @dataclass(eq=False, repr=False)
 class SyncThreads(Stmt):
+    """A block barrier. ``threads`` None: every thread of the block (``__syncthreads``); else only
+    the ``threads`` consumer threads of a warp-specialised kernel (named barrier 1)."""
+
+    threads: int | None = None
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class WarpSpecialize(Stmt):
+    """Warp specialisation: the block's threads ``[0, consumer_threads)`` run ``consumer``, the
+    ``producer_threads`` after them run ``producer``, at the same time. The two sides talk only
+    through mbarriers; a block barrier inside ``consumer`` must be ``SyncThreads(threads=...)``."""
+
+    producer: Stmt
+    consumer: Stmt
+    consumer_threads: int
+    producer_threads: int
     loc: SourceLocation | None = _loc()
 
 
@@ -571,6 +588,13 @@ class Launch:
     # (0: hardware order). ``raster_request`` is what T.use_swizzle asked for (None: not asked).
     raster_panel: int = 0
     raster_request: int | None = None
+    # Warp specialisation adds a producer warpgroup after the ``threads`` the kernel was written
+    # for; layouts and thread loops still use ``threads``, the hardware launches ``total_threads``.
+    producer_threads: int = 0
+
+    @property
+    def total_threads(self) -> int:
+        return self.threads + self.producer_threads
 
 
 @dataclass(eq=False, repr=False)

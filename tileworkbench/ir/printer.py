@@ -184,7 +184,14 @@ class _Printer:
         self.emit(d, f"T.tma_store_wait(read={s.read})")
 
     def p_SyncThreads(self, s, d):
-        self.emit(d, "T.sync_threads()")
+        self.emit(d, "T.sync_threads()" if s.threads is None else f"T.sync_threads(threads={s.threads})")
+
+    def p_WarpSpecialize(self, s, d):
+        first = s.consumer_threads
+        self.emit(d, f"with T.ws_producer(threads=range({first}, {first + s.producer_threads})):")
+        self.stmt(s.producer, d + 1)
+        self.emit(d, f"with T.ws_consumer(threads=range(0, {first})):")
+        self.stmt(s.consumer, d + 1)
 
 
 def _param_text(p) -> str:
@@ -203,7 +210,8 @@ def print_ir(func: ir.PrimFunc) -> str:
     launch = func.launch
     grid = ", ".join(expr_text(g) for g in launch.grid)
     names = ", ".join(v.name for v in launch.block_vars)
-    p.emit(1, f"with T.Kernel({grid}, threads={launch.threads}) as ({names}):")
+    extra = f"  # + {launch.producer_threads} producer threads" if launch.producer_threads else ""
+    p.emit(1, f"with T.Kernel({grid}, threads={launch.threads}) as ({names}):{extra}")
     p.emit(2, f"{launch.thread_var.name} = T.get_thread_binding()")
     if launch.raster_panel:
         p.emit(2, f"T.use_swizzle(panel_size={launch.raster_panel})  # blocks visited in panels of "

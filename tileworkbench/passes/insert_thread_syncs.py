@@ -7,6 +7,7 @@ Guarantees: a ``T.sync_threads()`` stands between
 including across iterations of serial and pipelined loops. Syncs are never placed inside an
 ``if`` (a barrier in divergent code deadlocks); a whole ``if`` counts as one access.
 TMA loads make their data visible through their mbarrier, so a read after a TMA load needs none.
+Inside a ``WarpSpecialize`` only the consumer side gets syncs (the producer side is TMA only).
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
             body, end = _block(s.body, state.merge(end))  # loop-carried hazards included
             out.append(ir.For(s.var, s.extent, body, s.kind, s.start, s.annotations, loc=s.loc))
             state = state.merge(end)
+        elif isinstance(s, ir.WarpSpecialize):
+            # The producer side only issues TMA (ordered by mbarriers); the consumer side is code
+            # like any other (its barriers become consumer-only ones in scope_consumer_syncs).
+            consumer, state = _block(s.consumer, state)
+            out.append(ir.WarpSpecialize(s.producer, consumer, s.consumer_threads, s.producer_threads, loc=s.loc))
         else:
             state = _leaf(s, state, out)
     return ir.seq(out), state

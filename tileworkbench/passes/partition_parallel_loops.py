@@ -5,6 +5,10 @@ Guarantees: no parallel loop and no fragment remains.
   * A parallel nest that touches a fragment becomes ``for j in T.unroll(local_size)`` over the
     thread's own elements, with the loop indices recovered from the fragment's layout, so the
     thread that holds an element is the one that computes it.
+    When the nest only stores fp32 fragment values into a 16-bit global tensor and the layout
+    keeps element pairs ``(2m, 2m + 1)`` side by side in a row, the loop runs over pairs and
+    each thread stores both with one 32-bit ``tw::store_pair`` (the tensor must be 4-byte
+    aligned: the launcher checks ``align_bytes``).
   * Any other parallel nest is split round-robin: flat iteration ``it * threads + tx``.
   * Fragments become per-thread ``local`` arrays of ``local_size`` elements.
 """
@@ -14,8 +18,10 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import unravel
-from ..ir.visitor import IRMutator, collect, uses_var
+from ..ir.simplify import is_multiple_of, simplify
+from ..ir.visitor import IRMutator, collect, substitute, uses_var
 from .manager import register
+from .simplify_ir import launch_ranges
 
 UNROLL_LIMIT = 32
 
@@ -71,6 +77,7 @@ class _Partition(IRMutator):
         self.threads = func.launch.threads
         self.tid = func.launch.thread_var
         self.to_local = to_local
+        self.ranges = launch_ranges(func)
 
     def visit_For(self, node: ir.For):
         if node.kind != "parallel":
@@ -90,6 +97,9 @@ class _Partition(IRMutator):
         if tuple(extents) != tuple(layout.shape):
             raise CompileError(f"this T.Parallel loop is {tuple(extents)} but fragment {frag.name} is "
                                f"{tuple(layout.shape)}; loop over the whole fragment", node.loc)
+        paired = self.paired_stores(node, loop_vars, body, layout)
+        if paired is not None:
+            return paired
         j = ir.Var("j")
         indices, guard = layout.forward(self.tid, j)
         rewritten = _FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(body)
@@ -97,6 +107,44 @@ class _Partition(IRMutator):
         inner = ir.seq(lets + [rewritten if guard is None else ir.IfThenElse(guard, rewritten)])
         return ir.For(j, ir.const(layout.local_size), inner, "unrolled",
                       annotations={"layout": layout.describe()}, loc=node.loc)
+
+    def paired_stores(self, node, loop_vars, body, layout):
+        """``for jj in T.unroll(local_size / 2): tw::store_pair(&out[...], lo, hi)``, or None
+        where the nest is not a plain fp32-fragment -> 16-bit global store (module doc)."""
+        if isinstance(body, ir.IfThenElse) and body.else_body is None:  # a bounds check, if always true
+            ranges = {**self.ranges, **{v: (0, n - 1) for v, n in zip(loop_vars, layout.shape)}}
+            if not isinstance(cond := simplify(body.cond, ranges), ir.Const) or not cond.value:
+                return None
+            body = body.then_body
+        if not (getattr(layout, "adjacent_pairs", False) and isinstance(body, ir.BufferStore)):
+            return None
+        out = body.buffer
+        if out.scope != "global" or out.dtype.name not in ("float16", "bfloat16") or layout.local_size % 2:
+            return None
+        value = body.value.value if isinstance(body.value, ir.Cast) and body.value.dtype == out.dtype else body.value
+        if value.dtype.name != "float32" or collect(value, ir.Call):
+            return None
+        jj = ir.Var("jj")
+        halves = []
+        for j in (jj * 2, jj * 2 + 1):
+            indices, guard = layout.forward(self.tid, j)
+            if guard is not None:
+                return None
+            bind = dict(zip(loop_vars, indices))
+            local = _FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(value)
+            halves.append((tuple(substitute(i, bind) for i in body.indices), substitute(local, bind)))
+        (first, lo), (_, hi) = halves
+        strides = out.effective_strides()
+        linear = ir.const(0)
+        for i, st in zip(first, strides):
+            linear = linear + i * st
+        if not is_multiple_of(simplify(linear), 2):
+            return None
+        out.attrs["align_bytes"] = max(out.attrs.get("align_bytes", 1), 4)
+        address = ir.Call("address_of", (ir.BufferLoad(out, first, out.dtype),), ir.dtypes.handle)
+        store = ir.Evaluate(ir.Call("tw::store_pair", (address, lo, hi)))
+        return ir.For(jj, ir.const(layout.local_size // 2), store, "unrolled",
+                      annotations={"layout": layout.describe(), "pairs": True}, loc=node.loc)
 
     def round_robin(self, node, loop_vars, extents, body):
         total = 1

@@ -17,13 +17,16 @@ from . import (  # noqa: F401 - importing registers the passes
     partition_parallel_loops,
     plan_shared_memory,
     rasterize_blocks,
+    scope_consumer_syncs,
     simplify_ir,
     verify_tile_ops,
+    warp_specialize,
 )
 
 PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
     "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse
+    "warp_specialize",  # tile: producer warpgroup + full/empty mbarriers for a TMA/wgmma GEMM loop
     "inject_software_pipeline",  # tile: T.Pipelined -> prologue/steady/epilogue, versioned buffers
     "choose_shared_layouts",  # tile: swizzle of every shared tile
     "insert_thread_syncs",  # tile: __syncthreads between threads' shared-memory accesses
@@ -32,6 +35,7 @@ PIPELINE = [
     "lower_tile_ops",  # lower: copy/fill/gemm/reduce -> loops and tw:: calls
     "partition_parallel_loops",  # lower: T.Parallel -> per-thread loops, fragments -> registers
     "elide_proxy_fences",  # lower: no per-iteration proxy fence where only wgmma/TMA read tiles
+    "scope_consumer_syncs",  # lower: consumer-side block barriers become named barriers
     "plan_shared_memory",  # memory: offsets and alignment in dynamic shared memory
     "simplify",  # lower: index arithmetic canonicalised, decided branches dropped
 ]

@@ -22,6 +22,20 @@ class _SimplifyStmts(_Simplifier):
             return node.then_body if node.cond.value else node.else_body
         return node
 
+    def visit_WarpSpecialize(self, node):
+        # Each side knows which threads run it (e.g. the producer's `tx < C + 32` is no constant).
+        tid = self.thread_var
+        outer = self.ranges[tid]
+        first = node.consumer_threads
+        self.ranges[tid] = (first, first + node.producer_threads - 1)
+        producer = self.visit(node.producer)
+        self.ranges[tid] = (0, first - 1)
+        consumer = self.visit(node.consumer)
+        self.ranges[tid] = outer
+        return ir.WarpSpecialize(producer if producer is not None else ir.SeqStmt([]),
+                                 consumer if consumer is not None else ir.SeqStmt([]),
+                                 node.consumer_threads, node.producer_threads, loc=node.loc)
+
     def visit_For(self, node):
         if ir.const_int(node.extent) == 1 and not node.annotations.get("pipelined"):
             return self.visit(substitute(node.body, {node.var: node.start}))
@@ -31,7 +45,7 @@ class _SimplifyStmts(_Simplifier):
 
 
 def launch_ranges(func: ir.PrimFunc) -> dict:
-    ranges = {func.launch.thread_var: (0, func.launch.threads - 1)}
+    ranges = {func.launch.thread_var: (0, func.launch.total_threads - 1)}
     for var, extent in zip(func.launch.block_vars, func.launch.grid):
         n = ir.const_int(extent)
         ranges[var] = (0, n - 1 if n is not None else None)
@@ -40,5 +54,7 @@ def launch_ranges(func: ir.PrimFunc) -> dict:
 
 @register("simplify", "lower")
 def simplify(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    body = _SimplifyStmts(launch_ranges(func)).visit(func.body)
+    simplifier = _SimplifyStmts(launch_ranges(func))
+    simplifier.thread_var = func.launch.thread_var
+    body = simplifier.visit(func.body)
     return func.with_body(body if body is not None else ir.SeqStmt([]))

@@ -47,6 +47,12 @@ __device__ __forceinline__ unsigned int pack2(bfloat16, float lo, float hi) {
   return r;
 }
 
+// Two neighbouring 16-bit results with one 32-bit store (p 4-byte aligned).
+template <typename T>
+__device__ __forceinline__ void store_pair(T* p, float lo, float hi) {
+  *reinterpret_cast<unsigned int*>(p) = pack2(T{}, lo, hi);
+}
+
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 __device__ __forceinline__ int floordiv(int a, int b) { int q = a / b; return (q * b > a) ? q - 1 : q; }
 __device__ __forceinline__ int floormod(int a, int b) { int r = a % b; return (r < 0) ? r + b : r; }

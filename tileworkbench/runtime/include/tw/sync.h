@@ -14,6 +14,24 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// Block barrier of the first THREADS threads only (named barrier 1): the consumer warpgroups of a
+// warp-specialised kernel sync with it while the producer warpgroup runs its own loop.
+template <int THREADS>
+__device__ __forceinline__ void sync_consumers() {
+  asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
+}
+
+// Warp specialisation hands registers from the producer warpgroup to the consumers (sm_90a).
+// Every thread of a warpgroup executes the same one; the kernel needs __launch_bounds__(n, 1).
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));
+}
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(REGS));
+}
+
 // >>> debug mode: only generated code with tw.debug_barrier_timeout gets this (codegen strips it)
 // ---- debug mode (pass config tw.debug_barrier_timeout) ------------------------------------------
 // Every mbarrier wait gives up after a time limit instead of spinning forever. The host passes a
@@ -21,16 +39,16 @@ __device__ __forceinline__ void fence_proxy_async() {
 // runs out of time claims it (FLAG) and writes where it was stuck; its wait returns false and the
 // generated code returns from the kernel. Every other bounded wait, in any block, sees the claim
 // (within POLL_NS) and returns false too. A thread that exits releases the block barriers the
-// others wait at (PTX `exit`), so in debug mode the generated code syncs with
-// `if (__syncthreads_count(1) < blockDim.x) return;`: only live threads are counted, so the
-// others leave as soon as one of their block has (no memory read on that path). No thread is left
-// waiting: the kernel ends and the context stays usable.
+// others wait at (PTX `exit`: a CTA-wide barrier held up only by exited threads is released), so
+// block barriers stay plain `__syncthreads()`; the threads that pass one reach a bounded wait
+// next and leave there. No thread is left waiting: the kernel ends and the context stays usable.
 namespace debug {
 
 enum : unsigned int {
   FLAG, BLOCK_X, BLOCK_Y, BLOCK_Z, THREAD, BARRIER, SLOT, PARITY, SITE, LINE, WAITED_US, WORDS = 16
 };
 constexpr unsigned long long POLL_NS = 1000000;  // a waiting thread checks the record once a millisecond
+constexpr unsigned int TRIES_PER_CLOCK = 64;      // failed try_waits between two reads of the clock
 
 __device__ __forceinline__ unsigned long long now_ns() {
   unsigned long long t;
@@ -113,17 +131,23 @@ struct alignas(8) Barrier {
   // another one did; the caller then returns from the kernel. barrier/site/line identify the
   // wait for the host's message (barrier: index among the kernel's barriers, site: the lowered
   // statement, line: the kernel line when the code generator knows it, else 0). The fast path
-  // is one try_wait; a waiting thread reads the clock between tries and looks at the record (a
-  // global load) only once per debug::POLL_NS, so the phase completing is noticed as promptly
-  // as without debug mode.
+  // is one try_wait. A waiting thread reads %globaltimer only once every TRIES_PER_CLOCK failed
+  // tries (each try already suspends the thread for a while in hardware; reading the timer after
+  // every one delayed noticing the phase) and the record (a global load) once per POLL_NS. The
+  // clock starts at the first read, a few microseconds after the wait began.
   __device__ __forceinline__ bool wait_debug(int parity, unsigned int* record, unsigned int barrier, int slot,
                                              unsigned int site, unsigned int line,
                                              unsigned long long timeout_ns) const {
-    if (try_wait(parity)) return true;
-    const unsigned long long start = debug::now_ns();
-    unsigned long long poll = start + debug::POLL_NS;
-    while (!try_wait(parity)) {
+    unsigned long long start = 0, poll = 0;
+    for (unsigned int tries = 1;; ++tries) {
+      if (try_wait(parity)) return true;
+      if (tries % debug::TRIES_PER_CLOCK) continue;
       const unsigned long long now = debug::now_ns();
+      if (start == 0) {
+        start = now;
+        poll = now + debug::POLL_NS;
+        continue;
+      }
       if (now < poll) continue;
       if (debug::aborted(record)) return false;
       if (now - start > timeout_ns) {
@@ -132,7 +156,6 @@ struct alignas(8) Barrier {
       }
       poll = now + debug::POLL_NS;
     }
-    return true;
   }
   // <<< debug mode
 };

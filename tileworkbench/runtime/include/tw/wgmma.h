@@ -33,7 +33,9 @@ __device__ __forceinline__ unsigned long long wgmma_desc(unsigned int smem_byte_
 // M x K (K-major A, rows of SWA bytes) times K x N (B: K-major rows of SWB bytes when B_K_MAJOR,
 // else N-major rows of SWB bytes, in panels of PANEL_BYTES when N is wider than one row).
 // Warpgroup g computes rows [g*M/WG, (g+1)*M/WG) in 64-row blocks.
-template <int M, int N, int K, int WG, int SWA, int SWB, bool B_K_MAJOR, typename Mma, typename T>
+// IN_FLIGHT: wgmma groups this thread may leave running on return (0: all of them are done).
+template <int M, int N, int K, int WG, int SWA, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0,
+          typename T>
 __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, float* acc, int thread) {
   constexpr int ROWS_PER_GROUP = M / WG, MI = ROWS_PER_GROUP / 64;
   const int group = thread / 128;
@@ -56,7 +58,7 @@ __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, float* acc
     }
   }
   wgmma_commit();
-  wgmma_wait<0>();
+  wgmma_wait<IN_FLIGHT>();
 }
 
 }  // namespace tw

@@ -1,0 +1,100 @@
+"""Experiment: where does debug mode's cost come from? (issue 7's <= 3% goal)
+
+Times the spec GEMM (matmul_tma_copy, fp16, 128x128x32, 128 threads) in variants made by editing
+the generated debug-mode source, interleaved in rounds (median of per-round ratios to plain):
+
+  plain      the normal kernel
+  debug      debug mode as generated (bounded waits, __syncthreads_count after every block barrier)
+  dbg_sync   bounded waits, plain __syncthreads (no count)
+  cnt_only   plain waits, __syncthreads_count (the count alone)
+  smem_flag  bounded waits, plain __syncthreads, then a shared-memory "a thread left" flag check
+
+Run on the GPU machine: PYTHONPATH=. python3 scripts/experiments/debug_sync_variants.py [size] [stages]
+"""
+
+import re
+import statistics
+import sys
+
+import cupy
+
+import tileworkbench as tw
+from tileworkbench.bench.timing import Timer, rel_err
+from tileworkbench.examples.gemm import matmul_tma_copy
+from tileworkbench.jit.kernel import Kernel
+
+COUNT_SYNC = "if (__syncthreads_count(1) < (int)blockDim.x) return;  // debug mode: a thread left"
+
+
+def plain_waits(src):
+    # mbar_X[..].wait_debug(parity, tw_debug, ...) -> mbar_X[..].wait(parity)
+    out = []
+    for line in src.splitlines():
+        if ".wait_debug(" in line:
+            head, rest = line.split("if (!", 1)
+            ref, args = rest.split(".wait_debug(", 1)
+            depth, i = 0, 0
+            for i, ch in enumerate(args):
+                depth += ch == "("
+                depth -= ch == ")"
+                if ch == "," and depth == 0:
+                    break
+            line = f"{head}{ref}.wait({args[:i]});"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def smem_flag(src):
+    src = src.replace(COUNT_SYNC, "__syncthreads(); if (tw_left) return;")
+    src = src.replace("extern __shared__ __align__(1024) unsigned char tw_smem[];",
+                      "extern __shared__ __align__(1024) unsigned char tw_smem[];\n  __shared__ int tw_left;\n"
+                      "  if (threadIdx.x == 0) tw_left = 0;", 1)
+    return re.sub(r"(if \(!.*?\.wait_debug\(.*?\)\)) return;", r"\1 { tw_left = 1; return; }", src)
+
+
+VARIANTS = {
+    "debug": lambda s: s,
+    "dbg_sync": lambda s: s.replace(COUNT_SYNC, "__syncthreads();"),
+    "cnt_only": plain_waits,
+    "smem_flag": smem_flag,
+}
+
+
+def main():
+    size = int(sys.argv[1]) if len(sys.argv) > 1 else 8192
+    stages = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    plain_cfg = {tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
+    debug_cfg = {**plain_cfg, tw.PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT: 2.0}
+    func = matmul_tma_copy(size, size, size, 128, 128, 32, "float16", "float16", "float32", 128, stages)
+    plain = tw.compile(func, out_idx=[2], pass_configs=plain_cfg)
+    debug = tw.compile(func, out_idx=[2], pass_configs=debug_cfg)
+    kernels = {"plain": plain}
+    for name, edit in VARIANTS.items():
+        rec = {k: v for k, v in debug.record.items() if "cubin" not in k}
+        rec["device_source"] = edit(debug.record["device_source"])
+        kernels[name] = Kernel(rec, [2])
+    rng = cupy.random.default_rng(1)
+    A = rng.standard_normal((size, size), dtype=cupy.float32).astype(cupy.float16)
+    B = rng.standard_normal((size, size), dtype=cupy.float32).astype(cupy.float16)
+    ref = A.astype(cupy.float32) @ B.astype(cupy.float32)
+    outs = {n: cupy.full((size, size), cupy.nan, cupy.float16) for n in kernels}
+    for n, k in kernels.items():
+        k(A, B, outs[n])
+        print(f"{n:10s} rel err {rel_err(outs[n], ref):.2e}", flush=True)
+        if k._runtime is not None:
+            k._runtime.check_each_launch = False  # device cost only: no read-back per call
+    timer = Timer()
+    times = {n: [] for n in kernels}
+    for _ in range(6):
+        for n, k in kernels.items():
+            times[n].append(timer.time(lambda: k(A, B, outs[n]), 3, 10).ms)
+    flops = 2.0 * size ** 3
+    print(f"spec GEMM {size}^3, {stages} stages")
+    for n in kernels:
+        ratio = statistics.median(t / p for t, p in zip(times[n], times["plain"]))
+        ms = statistics.median(times[n])
+        print(f"  {n:10s} {ms:8.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s  x{ratio:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Warp specialisation of T.copy + T.gemm pipelines (passes/warp_specialize.py) and what follows
+from it: the producer/consumer split in the IR and the CUDA, the simulated protocol, paired
+epilogue stores, and every case where the pass stands aside (with its reason)."""
+
+import re
+
+import pytest
+
+import tileworkbench as tw
+from tileworkbench.analysis.barriers import simulate
+from tileworkbench.backend.nvrtc import compile_check
+from tileworkbench.examples import matmul, matmul_tma_copy
+from tileworkbench.ir import nodes as ir
+from tileworkbench.ir.visitor import IRMutator
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+
+
+def gemm(stages=3, threads=256, block=(128, 256, 64), size=(1024, 1024, 1024), **kw):
+    return matmul(*size, *block, "float16", "float16", stages, threads, **kw)
+
+
+def ws_info(art):
+    return art.func.attrs["warp_specialized"]
+
+
+def test_golden_warp_specialize_3_stages():
+    art = tw.lower(gemm(), target=SM90)
+    after = art.trace.ir_after("warp_specialize")
+    assert "with T.Kernel(4, 8, threads=256) as (bx, by):  # + 128 producer threads" in after
+    body = after[after.index("        stage_full"):]
+    assert body == """\
+        stage_full = T.alloc_barrier([32, 32, 32])  # counts=[32, 32, 32]
+        stage_empty = T.alloc_barrier([256, 256, 256])  # counts=[256, 256, 256]
+        with T.ws_producer(threads=range(256, 384)):
+            # producer: one warp issues the TMA loads, up to 3 stages ahead
+            tw::setmaxnreg_dec<24>()
+            if tx < 288:
+                for k in T.serial(16, num_stages=3, pipelined=True, ws_role='producer'):
+                    T.barrier_wait(stage_empty[k % 3], (k // 3 + 1) % 2)
+                    T.tma_copy(A[by * 128:by * 128 + 128, k * 64:k * 64 + 64], A_shared[k % 3, 0:128, 0:64], barrier=stage_full[k % 3], leader_scope_threads=32)
+                    T.tma_copy(B[k * 64:k * 64 + 64, bx * 256:bx * 256 + 256], B_shared[k % 3, 0:64, 0:256], barrier=stage_full[k % 3], leader_scope_threads=32)
+                    T.barrier_arrive(stage_full[k % 3])
+        with T.ws_consumer(threads=range(0, 256)):
+            tw::setmaxnreg_inc<240>()
+            T.fill(C_local, 0.0)
+            # consumer: wait for stage k, gemm, release the slot
+            for k in T.serial(16, num_stages=3, pipelined=True, ws_role='consumer'):
+                T.barrier_wait(stage_full[k % 3], k // 3 % 2)
+                T.gemm(A_shared[k % 3, 0:128, 0:64], B_shared[k % 3, 0:64, 0:256], C_local)
+                T.barrier_arrive(stage_empty[k % 3])
+            T.copy(C_local, C[by * 128:by * 128 + 128, bx * 256:bx * 256 + 256])
+"""
+    assert ws_info(art) == {"applied": True, "stages": 3, "consumer_threads": 256, "producer_threads": 128,
+                            "tiles": ["A_shared", "B_shared"], "barriers": ["stage_full", "stage_empty"],
+                            "registers": {"producer": 24, "consumer": 240}}
+
+
+def test_generated_cuda_splits_the_block_and_compiles():
+    art = tw.lower(gemm(), target=SM90)
+    src = art.device_source
+    assert "__launch_bounds__(384, 1)" in src
+    assert "if (tx >= 256) {  // producer warpgroup" in src and "} else {  // consumer warpgroups" in src
+    assert src.index("setmaxnreg_dec<24>") < src.index("setmaxnreg_inc<240>")
+    # one lane of the producer warp issues both loads on the stage's full barrier
+    assert len(re.findall(r"tw::tma_load\((A|B)_desc, stage_full\[", src)) == 2
+    assert "stage_empty[(k % 3)].wait((((k / 3) + 1) % 2));" in src
+    assert "BLOCK = (384, 1, 1)" in art.host_source
+    result = compile_check(src, "sm_90a", "ws.cu")
+    assert result.spills_bytes == 0 and "C7508" not in result.log  # setmaxnreg was not ignored
+
+
+def test_one_warpgroup_needs_no_register_rebalancing():
+    art = tw.lower(gemm(stages=4, threads=128, block=(128, 128, 64)), target=SM90)
+    assert ws_info(art)["applied"] and ws_info(art)["registers"] is None
+    assert "setmaxnreg" not in art.device_source.split("---- kernel ----")[1]
+    assert "__launch_bounds__(256, 1)" in art.device_source
+
+
+def test_simulated_protocol_interleaves_the_two_loops_without_findings():
+    art = tw.lower(gemm(stages=2), target=SM90)
+    sim = simulate(art)
+    assert sim.findings == []
+    waits = [(e["barrier"], e["iteration"], e["completes"]) for e in sim.events if e["kind"] == "wait"]
+    # producer iteration k waits on empty, consumer iteration k on full, both complete every time
+    assert waits[:4] == [("stage_empty", 0, True), ("stage_full", 0, True), ("stage_empty", 1, True),
+                         ("stage_full", 1, True)]
+    assert len(waits) == 2 * 16 and all(done for *_, done in waits)
+    roles = {lp.get("role") for lp in sim.loops}
+    assert roles == {"producer", "consumer"}
+
+
+class _DropArrives(IRMutator):
+    """Removes the consumer's release of the slots (a protocol bug the compiler must never make)."""
+
+    def visit_Evaluate(self, node):
+        call = node.call
+        if isinstance(call, ir.Call) and call.name == ".arrive" and call.args[0].buffer.name == "stage_empty":
+            return ir.SeqStmt([])
+        return node
+
+
+def test_a_missing_release_is_a_deadlock_the_simulation_finds():
+    art = tw.lower(gemm(stages=2), target=SM90)
+    broken = art.func.with_body(_DropArrives().visit(art.func.body))
+    sim = simulate(broken)
+    stuck = [f for f in sim.findings if f["code"] == "wait_never_completes"]
+    assert stuck and stuck[0]["barrier"] == "stage_empty" and stuck[0]["iteration"] == 2
+
+
+def test_epilogue_stores_fp16_pairs_and_asks_for_4_byte_alignment():
+    art = tw.lower(gemm(), target=SM90)
+    assert "tw::store_pair((&C[" in art.device_source
+    assert re.search(r"C = rt\.tensor\('C'.*align=4\)", art.host_source)
+
+
+def test_ragged_edges_keep_scalar_guarded_stores():
+    art = tw.lower(matmul(1000, 1032, 768, 128, 128, 64, "float16", "float16", 3, 128), target=SM90)
+    assert ws_info(art)["applied"]
+    assert "store_pair" not in art.device_source.split("---- kernel ----")[1]
+
+
+@pytest.mark.parametrize("build,configs,reason", [
+    (lambda: gemm(), {tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}, "tl.disable_warp_specialized is set"),
+    (lambda: gemm(), {tw.PassConfigKey.TL_DISABLE_TMA_LOWER: True}, "tl.disable_tma_lower is set"),
+    (lambda: gemm(), {tw.PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT: 2.0}, "debug mode"),
+    (lambda: gemm(stages=1), {}, "num_stages < 2"),
+    (lambda: matmul(1000, 1030, 770, 128, 128, 32, "bfloat16"), {}, "cannot be a TMA copy"),
+    (lambda: matmul_tma_copy(1024, 1024, 1024, 128, 128, 32, "float16", "float16", "float32", 128, 2), {},
+     "barriers of its own"),
+])
+def test_the_pass_stands_aside_and_says_why(build, configs, reason):
+    art = tw.lower(build(), target=SM90, pass_configs=configs)
+    info = ws_info(art)
+    assert info["applied"] is False and reason in info["reason"]
+    assert art.func.launch.producer_threads == 0 and "ws_producer" not in art.trace.ir_after("simplify")
+
+
+def test_other_targets_are_left_alone():
+    art = tw.lower(gemm(), target={"kind": "cuda", "arch": "sm_80"})
+    assert ws_info(art) == {"applied": False, "reason": "target sm_80 (warp specialisation is for sm_90a)"}

@@ -1,0 +1,193 @@
+"""warp_specialize: a producer warpgroup feeds the pipelined GEMM loop through full/empty mbarriers.
+
+Expects: tile-level IR straight from the front end (after ``rasterize_blocks``), with at most
+one ``T.Pipelined`` loop at the kernel's top level.
+Applies to that loop when every condition below holds (otherwise the IR is unchanged and
+``func.attrs["warp_specialized"]`` says why, so ``inject_software_pipeline`` pipelines it the
+plain way): sm_90a; neither ``tl.disable_warp_specialized`` nor ``tl.disable_tma_lower`` nor debug
+mode; the kernel uses no barriers, TMA copies or other pipelined loops of its own; the block has
+whole warpgroups; ``num_stages >= 2``; the loop body is only ``T.copy`` global -> shared of whole tiles with constant
+extents and ``T.gemm`` on the wgmma path reading those tiles.
+Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's threads):
+  * the launch gets ``producer_threads = 128`` more threads (``tx`` in ``[C, C + 128)``); every
+    layout and thread loop still uses the ``C`` consumer threads;
+  * every tile the loop loads gets ``s`` versions (slot ``(k - k0) % s``), and two barrier
+    arrays of ``s`` slots: ``stage_full`` (count 32) and ``stage_empty`` (count ``C``);
+  * a ``WarpSpecialize`` statement replaces the loop and everything after it. Producer: the
+    first producer warp, for every ``k``, waits until the slot is empty (parity
+    ``((k - k0) // s + 1) % 2``: the first ``s`` waits pass at once), loads each tile with a TMA
+    copy completing on ``full`` (one elected lane, ``expect_tx`` of the tile bytes) and arrives on
+    ``full``. Consumer: for every ``k``, waits for ``full`` (parity ``(k - k0) // s % 2``), runs the
+    gemms, and arrives on ``empty`` once its wgmmas are complete; then the statements that
+    followed the loop (the epilogue). Statements before the loop other than allocations move to
+    the start of the consumer side. With ``C >= 256`` both sides rebalance registers
+    (``setmaxnreg``: producer 24, consumers as many as fit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import CompileError
+from ..ir import nodes as ir
+from ..ir.simplify import simplify
+from ..ir.visitor import collect, substitute
+from ..target import PassConfigKey
+from . import gemm_rules, tma_rules
+from .manager import register
+
+PRODUCER_THREADS = 128
+PRODUCER_REGISTERS = 24
+REGISTER_FILE = 65536
+FULL_ARRIVALS = 32  # the producer warp arrives on ``full``; one lane adds the expected bytes
+
+
+def _flatten(stmt) -> list:
+    return list(stmt.stmts) if isinstance(stmt, ir.SeqStmt) else [stmt]
+
+
+def _is_tile_load(s) -> bool:
+    return (isinstance(s, ir.Copy) and s.instruction is None and s.src.buffer.scope == "global"
+            and s.dst.buffer.scope == "shared" and s.src.static_extents() is not None
+            and _covers_buffer(s.dst))
+
+
+def _covers_buffer(r: ir.Region) -> bool:
+    return all(ir.const_int(st) == 0 for st in r.starts) and r.static_extents() == r.buffer.static_shape()
+
+
+def consumer_registers(consumer_threads: int) -> int:
+    """Registers per consumer thread once the producer warpgroup has given its surplus back."""
+    free = REGISTER_FILE - PRODUCER_THREADS * PRODUCER_REGISTERS
+    return min(240, free // consumer_threads // 8 * 8)
+
+
+def why_not(func: ir.PrimFunc, ctx) -> str | None:
+    """None when the kernel can be warp-specialised, else the reason it is not."""
+    if ctx.target.arch != "sm_90a":
+        return f"target {ctx.target.arch} (warp specialisation is for sm_90a)"
+    for key, what in ((PassConfigKey.TL_DISABLE_WARP_SPECIALIZED, "tl.disable_warp_specialized"),
+                      (PassConfigKey.TL_DISABLE_TMA_LOWER, "tl.disable_tma_lower")):
+        if ctx.flag(key):
+            return f"{what} is set"
+    if ctx.flag(PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT):
+        return "debug mode keeps the single-role pipeline, whose every wait can be bounded"
+    if func.launch.threads % 128:
+        return f"{func.launch.threads} threads are not whole warpgroups"
+    if collect(func.body, (ir.TmaCopy, ir.BarrierArrive, ir.BarrierWait)) or \
+            any(a.buffer.scope == "barrier" for a in collect(func.body, ir.Allocate)):
+        return "the kernel synchronises with barriers of its own"
+    loops = [f for f in collect(func.body, ir.For) if f.kind == "pipelined"]
+    if len(loops) != 1:
+        return f"{len(loops)} pipelined loops (one is handled)"
+    loop = loops[0]
+    if int(loop.annotations.get("num_stages", 0) or 0) < 2:
+        return "num_stages < 2 (the producer could not run ahead)"
+    if not any(s is loop for s in _flatten(func.body)):
+        return "the pipelined loop is nested in another statement"
+    body = [s for s in _flatten(loop.body) if not isinstance(s, ir.Comment)]
+    loads = [s for s in body if _is_tile_load(s)]
+    gemms = [s for s in body if isinstance(s, ir.Gemm)]
+    if len(loads) + len(gemms) != len(body) or not loads or not gemms:
+        return "the loop body is not only whole-tile T.copy loads and T.gemm"
+    for ld in loads:
+        try:
+            tma_rules.build_descriptor(ld.src, ld.dst.buffer, ld.loc)
+        except CompileError as err:
+            return f"T.copy of {ld.src.buffer.name} cannot be a TMA copy ({err.message})"
+    loaded = {id(s.dst.buffer) for s in loads}
+    if len(loaded) != len(loads):
+        return "a tile is loaded twice in one iteration"
+    for g in gemms:
+        if id(g.a.buffer) not in loaded or id(g.b.buffer) not in loaded:
+            return "a gemm reads a tile the loop does not load"
+        if gemm_rules.wgmma_plan(g, func.launch.threads, ctx) is None:
+            return "a gemm is not on the wgmma path"
+    return None
+
+
+def _role_loop(loop: ir.For, body: list, role: str, stages: int) -> ir.For:
+    var = ir.Var(loop.var.name)
+    return ir.For(var, loop.extent, substitute(ir.seq(body), {loop.var: var}), "serial", loop.start,
+                  {"num_stages": stages, "pipelined": True, "ws_role": role}, loc=loop.loc)
+
+
+@register("warp_specialize", "tile")
+def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    reason = why_not(func, ctx)
+    if reason is not None:
+        out = func.with_body(func.body)
+        out.attrs["warp_specialized"] = {"applied": False, "reason": reason}
+        return out
+    top = _flatten(func.body)
+    at = next(i for i, s in enumerate(top) if isinstance(s, ir.For) and s.kind == "pipelined")
+    loop = top[at]
+    s = int(loop.annotations["num_stages"])
+    consumers = func.launch.threads
+    body = [x for x in _flatten(loop.body) if not isinstance(x, ir.Comment)]
+    loads = [x for x in body if isinstance(x, ir.Copy)]
+    gemms = [x for x in body if isinstance(x, ir.Gemm)]
+
+    slot = simplify((loop.var - loop.start) % s)
+    round_ = simplify((loop.var - loop.start) // s)
+    versioned, barriers = {}, []
+    for ld in loads:
+        old = ld.dst.buffer
+        versioned[old] = ir.Buffer(old.name, (ir.const(s),) + tuple(old.shape), old.dtype, "shared",
+                                   attrs={**old.attrs, "versions": s}, loc=old.loc)
+    # One full/empty pair for the whole stage: every tile of stage k lands on it.
+    full = ir.Buffer("stage_full", (ir.const(s),), ir.dtypes.uint64, "barrier",
+                     attrs={"counts": [FULL_ARRIVALS] * s, "auto": True, "role": "full"}, loc=loop.loc)
+    empty = ir.Buffer("stage_empty", (ir.const(s),), ir.dtypes.uint64, "barrier",
+                      attrs={"counts": [consumers] * s, "auto": True, "role": "empty"}, loc=loop.loc)
+    barriers = [full, empty]
+
+    def tile(region: ir.Region) -> ir.Region:
+        buf = versioned.get(region.buffer)
+        if buf is None:
+            return region
+        return ir.Region(buf, (slot,) + tuple(region.starts), (ir.const(1),) + tuple(region.extents))
+
+    produce = [ir.BarrierWait(ir.BarrierRef(empty, slot), simplify((round_ + 1) % 2), loc=loop.loc)]
+    produce += [ir.TmaCopy(ld.src, tile(ld.dst), ir.BarrierRef(full, slot), FULL_ARRIVALS, loc=ld.loc)
+                for ld in loads]
+    produce.append(ir.BarrierArrive(ir.BarrierRef(full, slot), loc=loop.loc))
+    consume = [ir.BarrierWait(ir.BarrierRef(full, slot), simplify(round_ % 2), loc=loop.loc)]
+    consume += [ir.Gemm(tile(g.a), tile(g.b), g.c, g.trans_a, g.trans_b, g.clear_accum, loc=g.loc) for g in gemms]
+    consume.append(ir.BarrierArrive(ir.BarrierRef(empty, slot), loc=loop.loc))
+
+    tid = func.launch.thread_var
+    producer = [ir.IfThenElse(ir.cmp("<", tid, consumers + 32), _role_loop(loop, produce, "producer", s))]
+    consumer = []
+    if consumers >= 256:
+        producer.insert(0, ir.Evaluate(ir.Call(f"tw::setmaxnreg_dec<{PRODUCER_REGISTERS}>", ())))
+        consumer.append(ir.Evaluate(ir.Call(f"tw::setmaxnreg_inc<{consumer_registers(consumers)}>", ())))
+
+    keep, before = [], []
+    for x in top[:at]:
+        if isinstance(x, ir.Allocate):
+            buf = versioned.get(x.buffer)
+            keep.append(ir.Allocate(buf, loc=x.loc) if buf is not None else x)
+        elif isinstance(x, (ir.LetStmt, ir.Comment)):
+            keep.append(x)
+        else:
+            before.append(x)
+    consumer += before
+    consumer.append(ir.Comment(f"consumer: wait for stage {loop.var.name}, gemm, release the slot"))
+    consumer.append(_role_loop(loop, consume, "consumer", s))
+    consumer += top[at + 1:]
+    split = ir.WarpSpecialize(
+        ir.seq([ir.Comment(f"producer: one warp issues the TMA loads, up to {s} stages ahead"), *producer]),
+        ir.seq(consumer), consumers, PRODUCER_THREADS, loc=loop.loc)
+    out = func.with_body(ir.seq(keep + [ir.Allocate(b, loc=loop.loc) for b in barriers] + [split]))
+    out.launch = dataclasses.replace(func.launch, producer_threads=PRODUCER_THREADS)
+    out.attrs["warp_specialized"] = {
+        "applied": True, "stages": s, "consumer_threads": consumers, "producer_threads": PRODUCER_THREADS,
+        "tiles": [ld.dst.buffer.name for ld in loads], "barriers": [full.name, empty.name],
+        "registers": {"producer": PRODUCER_REGISTERS, "consumer": consumer_registers(consumers)}
+        if consumers >= 256 else None,
+    }
+    out.attrs.setdefault("pipelines", []).append({
+        "loop": loop.var.name, "stages": s, "buffers": [b.name for b in versioned.values()],
+        "barriers": [full.name, empty.name], "producers": len(loads), "mode": "warp_specialized"})
+    return out
