@@ -28,20 +28,7 @@ def one_in_flight(src: str) -> str:
            f"{ind3}}}\n{ind3}tw::wgmma_wait<0>();\n")
     return src[:m.start()] + new + src[m.end():]
 
-def pair_stores(src: str) -> str:
-    """Epilogue stores two adjacent fp16 results as one 32-bit word."""
-    loop = re.search(r"for \(int (j_\d+) = 0; \1 < (\d+); \+\+\1\) \{\n(.*?\n)(.*?)(\w+)\[(.*?)\] = "
-                     r"tw::from_float<(tw::\w+)>\(\(float\)\((\w+)\[\1\]\)\);\n", src, re.S)
-    if loop is None:
-        raise ValueError("no fragment epilogue")
-    j, n, lets, ind, out, idx, typ, frag = loop.groups()
-    new = (f"for (int {j} = 0; {j} < {n}; {j} += 2) {{\n{lets}{ind}*reinterpret_cast<unsigned int*>(&{out}[{idx}]) = "
-           f"tw::pack2({typ}{{}}, {frag}[{j}], {frag}[{j} + 1]);\n")
-    return src[:loop.start()] + new + src[loop.end():]
-
-
-CONFIGS = [(128, 256, 64, 3, 256), (128, 256, 64, 4, 256), (256, 128, 64, 3, 256), (256, 128, 64, 4, 256),
-           (128, 128, 64, 4, 256), (128, 128, 64, 4, 128), (128, 128, 32, 3, 128)]
+CONFIGS = [(128, 256, 64, 3, 256), (128, 256, 64, 4, 256), (256, 128, 64, 4, 256), (128, 128, 64, 4, 128)]
 sizes = [int(s) for s in (sys.argv[1] if len(sys.argv) > 1 else "4096,8192").split(",")]
 timer = Timer()
 for n in sizes:
@@ -55,15 +42,13 @@ for n in sizes:
     print(f"{n}^3 fp16 cuBLAS {cublas:6.1f} TFLOP/s", flush=True)
     for cfg in CONFIGS:
         row = []
-        for ws_off in (False, True, "w1", "w1v2"):
+        for ws_off in (False, True):
             try:
                 k = tw.compile(matmul(n, n, n, *cfg[:3], "float16", "float16", cfg[3], cfg[4]), out_idx=[2],
                                pass_configs={tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: ws_off is True})
-                if ws_off in ("w1", "w1v2"):
+                if ws_off == "w1":
                     rec = {key: v for key, v in k.record.items() if "cubin" not in key}
                     rec["device_source"] = one_in_flight(rec["device_source"])
-                    if ws_off == "w1v2":
-                        rec["device_source"] = pair_stores(rec["device_source"])
                     k = Kernel(rec, [2])
             except Exception as exc:  # noqa: BLE001 - an experiment: show and go on
                 row.append(f"{ws_off}: {type(exc).__name__}: {str(exc)[:60]}")
@@ -72,6 +57,6 @@ for n in sizes:
             k(a, b, out)
             err = rel_err(out, ref)
             tm = timer.time(lambda: k(a, b, out), 5, 30)
-            name = {False: "ws", True: "no-ws", "w1": "ws+1", "w1v2": "ws+1+v2"}[ws_off]
+            name = {False: "ws", True: "no-ws", "w1": "ws+1"}[ws_off]
             row.append(f"{name}: {tm.tflops(flops):6.1f} ({tm.tflops(flops) / cublas:.2f}x, err {err:.1e})")
         print(f"  {cfg}: " + " | ".join(row), flush=True)

@@ -49,9 +49,9 @@ class Candidate:
 # without spills (tests/bench/test_bench_candidates.py checks it). Block M a multiple of 64 per
 # warpgroup (128 threads) takes the wgmma path; 16/32-row tiles stay on mma.sync and serve
 # decode-like problems (M <= 64); 64-row tiles also give 1024^2 outputs enough blocks for 132 SMs.
-GENERAL_TILES = (Config(128, 128, 32, 3, 128), Config(128, 128, 64, 3, 128), Config(128, 128, 64, 4, 256),
-                 Config(128, 256, 32, 4, 256), Config(128, 256, 64, 3, 256), Config(256, 128, 64, 3, 256),
-                 Config(64, 128, 64, 4, 128))
+GENERAL_TILES = (Config(128, 128, 32, 3, 128), Config(128, 128, 64, 4, 128), Config(128, 128, 64, 4, 256),
+                 Config(128, 256, 64, 3, 256), Config(128, 256, 64, 4, 256), Config(256, 128, 64, 3, 256),
+                 Config(256, 128, 64, 4, 256), Config(64, 128, 64, 4, 128))
 SMALL_M_TILES = (Config(16, 128, 64, 4, 128), Config(32, 128, 64, 4, 128), Config(64, 128, 64, 4, 128),
                  Config(64, 64, 64, 4, 128))
 

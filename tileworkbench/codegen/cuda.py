@@ -8,9 +8,9 @@ writes, so threads, TMA and the tensor cores agree on one layout.
 
 Debug mode (``debug_timeout_s``, pass config ``tw.debug_barrier_timeout``): the kernel takes a
 last parameter ``unsigned int* tw_debug`` (a record the host allocates), every mbarrier wait
-becomes ``if (!bar.wait_debug(..., tw_debug, ...)) return;`` (bounded by the timeout); block
-barriers stay ``__syncthreads()`` (a thread that left releases them); see tw/sync.h for why no
-thread is left waiting. Without debug mode the output is exactly what it always was
+becomes ``bar.wait_debug(..., tw_debug, ...);`` (bounded by the timeout; a thread that gives up
+exits from inside it); block barriers stay ``__syncthreads()`` (a thread that left releases
+them); see tw/sync.h for why no thread is left waiting. Without debug mode the output is exactly what it always was
 (the header's debug sections are stripped).
 """
 
@@ -273,14 +273,14 @@ class CudaRenderer:
         self.emit(d, f"{self.expr(s.call)};")
 
     def debug_wait(self, s, call) -> str:
-        """A bounded wait that reports (barrier id, slot, parity, site, line) and leaves on timeout."""
+        """A bounded wait that reports (barrier id, slot, parity, site, line) and exits on timeout."""
         ref, parity = call.args
         line = s.loc.line if s.loc is not None else (ref.buffer.loc.line if ref.buffer.loc is not None else 0)
         slot = self.expr(simplify(ref.index, self.ranges))
         bar = self.barrier_ids.setdefault(ref.buffer.name, len(self.barrier_ids))
         site = self.stmt_index - 1
-        return (f"if (!{self.expr(ref)}.wait_debug({self.expr(parity)}, {DEBUG_PARAM}, {bar}u, {slot}, {site}u, "
-                f"{line}u, {self.debug_ns}ull)) return;  // debug mode: bounded wait")
+        return (f"{self.expr(ref)}.wait_debug({self.expr(parity)}, {DEBUG_PARAM}, {bar}u, {slot}, {site}u, "
+                f"{line}u, {self.debug_ns}ull);  // debug mode: bounded wait")
 
     def s_SyncThreads(self, s, d):
         if s.threads is not None:  # consumer threads of a warp-specialised block (never in debug mode)

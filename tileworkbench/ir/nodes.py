@@ -514,6 +514,9 @@ class Gemm(Stmt):
     trans_a: bool = False
     trans_b: bool = False
     clear_accum: bool = False
+    # wgmma groups each thread may leave running when the gemm returns (warp specialisation's
+    # consumer releases a stage one iteration later and waits for the last group itself).
+    in_flight: int = 0
     loc: SourceLocation | None = _loc()
 
 

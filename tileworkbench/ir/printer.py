@@ -168,7 +168,7 @@ class _Printer:
         flags = "".join(
             f", {k}=True" for k, v in (("transpose_A", s.trans_a), ("transpose_B", s.trans_b),
                                         ("clear_accum", s.clear_accum)) if v
-        )
+        ) + (f", in_flight={s.in_flight}" if s.in_flight else "")
         self.emit(d, f"T.gemm({region_text(s.a)}, {region_text(s.b)}, {region_text(s.c)}{flags})")
 
     def p_Reduce(self, s, d):

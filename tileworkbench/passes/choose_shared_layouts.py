@@ -16,7 +16,6 @@ Guarantees:
 from __future__ import annotations
 
 from ..ir import nodes as ir
-from ..ir.simplify import is_multiple_of
 from ..ir.visitor import collect
 from . import gemm_rules, tma_rules
 from .manager import register
@@ -34,20 +33,6 @@ def _tma_pairs(body):
             yield dst, src.buffer
 
 
-def _panels_fit(buf: ir.Buffer, panel: int, pairs) -> bool:
-    """A paneled tile can be filled by TMA only from regions that start on a panel boundary of
-    a global tensor whose rows are a whole number of panels."""
-    for g_region, shared in pairs:
-        if shared is not buf:
-            continue
-        cols = ir.const_int(g_region.buffer.shape[-1])
-        if cols is None or cols % panel or g_region.buffer.ndim != 2:
-            return False
-        if not is_multiple_of(g_region.starts[-1], panel):
-            return False
-    return True
-
-
 @register("choose_shared_layouts", "tile")
 def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     shared = [a.buffer for a in collect(func.body, ir.Allocate) if a.buffer.scope == "shared"]
@@ -56,7 +41,7 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     wanted = set()
     for gemm in collect(func.body, ir.Gemm):
         plan = gemm_rules.wgmma_plan(gemm, func.launch.threads, ctx)
-        if plan is not None and plan.b_panel and not _panels_fit(gemm.b.buffer, plan.b_panel, pairs):
+        if plan is not None and plan.b_panel and not gemm_rules.panels_fit(gemm.b.buffer, plan.b_panel, pairs):
             plan = None
         gemm.c.buffer.attrs["wgmma_plan"] = plan
         if plan is not None:

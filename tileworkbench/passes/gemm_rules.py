@@ -5,7 +5,8 @@ tiles in shared memory, float32 accumulator, whole warpgroups, tile sizes wgmma 
 operand tiles whose layout wgmma can read (K-major A; B K-major or N-major, swizzled) — else
 None, and the gemm stays on the ``mma.sync`` path. ``choose_shared_layouts`` (swizzle and panels
 of the operand tiles), ``infer_fragment_layouts`` (accumulator layout) and ``lower_tile_ops``
-(the call) all ask this function, so they always agree.
+(the call) all ask this function, so they always agree. ``panels_fit`` says whether TMA can fill
+a B tile stored in 128-byte panels (``choose_shared_layouts`` and ``warp_specialize`` ask it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import nodes as ir
+from ..ir.simplify import is_multiple_of
 from ..target import PassConfigKey
 
 SWIZZLE_SPANS = (32, 64, 128)
@@ -68,3 +70,17 @@ def wgmma_functor_name(n: int, dtype: str, b_k_major: bool) -> str:
     """Name of the generated C++ functor for one wgmma shape (codegen/wgmma.py emits it)."""
     short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     return f"tw_wgmma_m64n{n}k16_{short}_{'kk' if b_k_major else 'kn'}"
+
+
+def panels_fit(buf: ir.Buffer, panel: int, pairs) -> bool:
+    """A paneled tile can be filled by TMA only from regions that start on a panel boundary of
+    a global tensor whose rows are a whole number of panels."""
+    for g_region, shared in pairs:
+        if shared is not buf:
+            continue
+        cols = ir.const_int(g_region.buffer.shape[-1])
+        if cols is None or cols % panel or g_region.buffer.ndim != 2:
+            return False
+        if not is_multiple_of(g_region.starts[-1], panel):
+            return False
+    return True

@@ -185,6 +185,8 @@ class _LowerTileOps(IRMutator):
         plan = c.buffer.attrs.get("wgmma_plan")
         if plan is not None:
             return self.wgmma(node, plan)
+        if node.in_flight:
+            raise CompileError("internal: only a wgmma gemm can leave work in flight", node.loc)
         m, n = layout.shape
         k = _tile_dims(a)[0] if node.trans_a else _tile_dims(a)[1]
         if k % 16:
@@ -201,8 +203,10 @@ class _LowerTileOps(IRMutator):
         dtype = node.a.buffer.dtype.name
         self.wgmma_shapes.add((plan.n, dtype, plan.b_k_major))
         flag = "true" if plan.b_k_major else "false"
+        in_flight = f", {node.in_flight}" if node.in_flight else ""
         template = (f"tw::wgmma_gemm_ss<{plan.m}, {plan.n}, {plan.k}, {plan.warpgroups}, {plan.a_span}, "
-                    f"{plan.b_span}, {flag}, {gemm_rules.wgmma_functor_name(plan.n, dtype, plan.b_k_major)}>")
+                    f"{plan.b_span}, {flag}, {gemm_rules.wgmma_functor_name(plan.n, dtype, plan.b_k_major)}"
+                    f"{in_flight}>")
         return self.gemm_call(node, template)
 
     def gemm_call(self, node: ir.Gemm, template: str) -> ir.Stmt:

@@ -17,9 +17,11 @@ Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's thread
     first producer warp, for every ``k``, waits until the slot is empty (parity
     ``((k - k0) // s + 1) % 2``: the first ``s`` waits pass at once), loads each tile with a TMA
     copy completing on ``full`` (one elected lane, ``expect_tx`` of the tile bytes) and arrives on
-    ``full``. Consumer: for every ``k``, waits for ``full`` (parity ``(k - k0) // s % 2``), runs the
-    gemms, and arrives on ``empty`` once its wgmmas are complete; then the statements that
-    followed the loop (the epilogue). Statements before the loop other than allocations move to
+    ``full``. Consumer: for every ``k``, waits for ``full`` (parity ``(k - k0) // s % 2``), issues
+    the gemms leaving their wgmma group running (``in_flight=1``: it waits only for iteration
+    ``k - 1``'s group) and then releases iteration ``k - 1``'s slot on ``empty``; after the loop
+    it waits for the last group, releases the last slot and runs the statements that followed
+    the loop (the epilogue). Statements before the loop other than allocations move to
     the start of the consumer side. With ``C >= 256`` both sides rebalance registers
     (``setmaxnreg``: producer 24, consumers as many as fit).
 """
@@ -101,7 +103,9 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     for g in gemms:
         if id(g.a.buffer) not in loaded or id(g.b.buffer) not in loaded:
             return "a gemm reads a tile the loop does not load"
-        if gemm_rules.wgmma_plan(g, func.launch.threads, ctx) is None:
+        plan = gemm_rules.wgmma_plan(g, func.launch.threads, ctx)
+        pairs = [(ld.src, ld.dst.buffer) for ld in loads]
+        if plan is None or (plan.b_panel and not gemm_rules.panels_fit(g.b.buffer, plan.b_panel, pairs)):
             return "a gemm is not on the wgmma path"
     return None
 
@@ -152,9 +156,17 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     produce += [ir.TmaCopy(ld.src, tile(ld.dst), ir.BarrierRef(full, slot), FULL_ARRIVALS, loc=ld.loc)
                 for ld in loads]
     produce.append(ir.BarrierArrive(ir.BarrierRef(full, slot), loc=loop.loc))
+    # The consumer keeps its last gemm's wgmma group running into the next iteration: after
+    # issuing stage k it waits for stage k - 1's group only, then releases that slot.
+    previous = simplify((loop.var - loop.start + s - 1) % s)
     consume = [ir.BarrierWait(ir.BarrierRef(full, slot), simplify(round_ % 2), loc=loop.loc)]
-    consume += [ir.Gemm(tile(g.a), tile(g.b), g.c, g.trans_a, g.trans_b, g.clear_accum, loc=g.loc) for g in gemms]
-    consume.append(ir.BarrierArrive(ir.BarrierRef(empty, slot), loc=loop.loc))
+    consume += [ir.Gemm(tile(g.a), tile(g.b), g.c, g.trans_a, g.trans_b, g.clear_accum, 1, loc=g.loc)
+                for g in gemms]
+    consume.append(ir.IfThenElse(ir.cmp(">", loop.var, loop.start),
+                                 ir.BarrierArrive(ir.BarrierRef(empty, previous), loc=loop.loc)))
+    last = simplify((loop.extent - 1) % s)
+    drain = [ir.Evaluate(ir.Call("tw::wgmma_wait<0>", ())),
+             ir.BarrierArrive(ir.BarrierRef(empty, last), loc=loop.loc)]
 
     tid = func.launch.thread_var
     producer = [ir.IfThenElse(ir.cmp("<", tid, consumers + 32), _role_loop(loop, produce, "producer", s))]
@@ -175,7 +187,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     consumer += before
     consumer.append(ir.Comment(f"consumer: wait for stage {loop.var.name}, gemm, release the slot"))
     consumer.append(_role_loop(loop, consume, "consumer", s))
-    consumer += top[at + 1:]
+    consumer += drain + top[at + 1:]
     split = ir.WarpSpecialize(
         ir.seq([ir.Comment(f"producer: one warp issues the TMA loads, up to {s} stages ahead"), *producer]),
         ir.seq(consumer), consumers, PRODUCER_THREADS, loc=loop.loc)

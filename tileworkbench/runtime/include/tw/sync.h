@@ -36,9 +36,10 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 // ---- debug mode (pass config tw.debug_barrier_timeout) ------------------------------------------
 // Every mbarrier wait gives up after a time limit instead of spinning forever. The host passes a
 // zeroed record of debug::WORDS words as the kernel's last parameter. The first thread whose wait
-// runs out of time claims it (FLAG) and writes where it was stuck; its wait returns false and the
-// generated code returns from the kernel. Every other bounded wait, in any block, sees the claim
-// (within POLL_NS) and returns false too. A thread that exits releases the block barriers the
+// runs out of time claims it (FLAG), writes where it was stuck and leaves the kernel (PTX `exit`,
+// from inside the wait: the generated code around the wait is exactly the plain kernel's, so
+// the compiler schedules it the same way). Every other bounded wait, in any block, sees the
+// claim (within POLL_NS) and exits too. A thread that exits releases the block barriers the
 // others wait at (PTX `exit`: a CTA-wide barrier held up only by exited threads is released), so
 // block barriers stay plain `__syncthreads()`; the threads that pass one reach a bounded wait
 // next and leave there. No thread is left waiting: the kernel ends and the context stays usable.
@@ -60,6 +61,9 @@ __device__ __forceinline__ unsigned long long now_ns() {
 __device__ __forceinline__ bool aborted(const unsigned int* record) {
   return *reinterpret_cast<const volatile unsigned int*>(record + FLAG) != 0u;
 }
+
+// End this thread here (PTX exit), wherever in the kernel it is.
+__device__ __forceinline__ void leave() { asm volatile("exit;" ::: "memory"); }
 
 __device__ __noinline__ void report(unsigned int* record, unsigned int barrier, int slot, int parity,
                                     unsigned int site, unsigned int line, unsigned long long waited_ns) {
@@ -127,20 +131,19 @@ struct alignas(8) Barrier {
   }
   // >>> debug mode
 
-  // Debug mode: wait at most timeout_ns. False when this wait timed out (it reports where) or
-  // another one did; the caller then returns from the kernel. barrier/site/line identify the
-  // wait for the host's message (barrier: index among the kernel's barriers, site: the lowered
-  // statement, line: the kernel line when the code generator knows it, else 0). The fast path
-  // is one try_wait. A waiting thread reads %globaltimer only once every TRIES_PER_CLOCK failed
-  // tries (each try already suspends the thread for a while in hardware; reading the timer after
-  // every one delayed noticing the phase) and the record (a global load) once per POLL_NS. The
-  // clock starts at the first read, a few microseconds after the wait began.
-  __device__ __forceinline__ bool wait_debug(int parity, unsigned int* record, unsigned int barrier, int slot,
+  // Debug mode: wait at most timeout_ns, then report and exit the thread; exit as well when
+  // another wait has reported. barrier/site/line identify the wait for the host's message
+  // (barrier: index among the kernel's barriers, site: the lowered statement, line: the kernel
+  // line when the code generator knows it, else 0). The fast path is one try_wait. A waiting
+  // thread reads %globaltimer only once every TRIES_PER_CLOCK failed tries (each try already
+  // suspends the thread for a while in hardware) and the record (a global load) once per
+  // POLL_NS. The clock starts at its first read, a few microseconds after the wait began.
+  __device__ __forceinline__ void wait_debug(int parity, unsigned int* record, unsigned int barrier, int slot,
                                              unsigned int site, unsigned int line,
                                              unsigned long long timeout_ns) const {
     unsigned long long start = 0, poll = 0;
     for (unsigned int tries = 1;; ++tries) {
-      if (try_wait(parity)) return true;
+      if (try_wait(parity)) return;
       if (tries % debug::TRIES_PER_CLOCK) continue;
       const unsigned long long now = debug::now_ns();
       if (start == 0) {
@@ -149,10 +152,10 @@ struct alignas(8) Barrier {
         continue;
       }
       if (now < poll) continue;
-      if (debug::aborted(record)) return false;
+      if (debug::aborted(record)) debug::leave();
       if (now - start > timeout_ns) {
         debug::report(record, barrier, slot, parity, site, line, now - start);
-        return false;
+        debug::leave();
       }
       poll = now + debug::POLL_NS;
     }
