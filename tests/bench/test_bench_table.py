@@ -86,3 +86,19 @@ def test_progress_line_has_the_counter_and_the_verdict(record):
     assert spec.startswith("[20/20] matmul_tma_copy s2 4096x4096x4096 float16:")
     broken = dict(record["rows"][0], error="CompileError: bad\nmore", tflops=None)
     assert progress_line(1, 2, broken, 0.5) == "[1/2] ours 4096x4096x4096 float16: ERROR CompileError: bad (0.5 s)"
+
+
+def test_compile_lines_name_nvrtc_module_load_and_the_context_apart(record):
+    record["compile"] = {
+        "kernel": "matmul_tma_copy 4096^3", "device_loaded": True, "problems": [],
+        "cold": {"total_s": 0.29, "parse_s": 0.003, "lower_s": 0.08, "nvrtc_s": 0.23, "nvrtc_wait_s": 0.17,
+                 "load_s": 0.012, "module_load_s": 0.004, "cache": "lowered", "context_init_s": 0.41,
+                 "cupy_import_s": 0.15},
+        "disk_hit": {"total_s": 0.06, "load_s": 0.011, "module_load_s": 0.003, "cache": "disk",
+                     "context_init_s": 0.40, "cupy_import_s": 0.14},
+        "memory_hit": {"total_s": 0.002, "parse_s": 0.0019, "same_kernel": True}}
+    text = table.gemm_table(record)
+    assert "| cold: empty tileworkbench cache | 0.290 |" in text
+    assert "NVRTC 0.230 (overlapping the analyses; 0.170 waited for), module load 0.012" in text
+    assert "| disk-cache hit (cubin from the cache), new process | 0.060 |" in text
+    assert "CUDA context creation before the timer, 0.410 s in the cold process" in text

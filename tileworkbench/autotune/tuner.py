@@ -1,10 +1,10 @@
 """``autotune``: compile candidate configs in parallel processes, time them on the GPU, keep the best.
 
 Lowering and NVRTC are CPU work in Python and C, so the compile step runs in a process pool.
-Each worker lowers one config (``tw.compile(..., load_device=False)``, which also fills the
-tileworkbench disk cache for the parent) and NVRTC-compiles it for the target arch
-(``backend.nvrtc.compile_check``: registers, spills). Configs that fail to compile are skipped
-and reported. The parent then loads each valid kernel on the GPU, times it, and remembers the
+Each worker compiles one config (``tw.compile(..., load_device=False)``: lowering and NVRTC for
+the target arch, no GPU needed; registers and spills come from ptxas's report) and so fills the
+tileworkbench disk cache, cubin included, for the parent, which then only loads modules. Configs
+that fail to compile are skipped and reported. The parent then loads each valid kernel on the GPU, times it, and remembers the
 fastest per (builder, problem, device) on disk (``memory.py``).
 """
 
@@ -86,9 +86,11 @@ def _compile_one(builder, args, kwargs, config: Config, target: Target, pass_con
 
         func = builder(*args, **kwargs, **config.as_kwargs())
         kernel = tw_compile(func, out_idx=out_idx, target=target, pass_configs=pass_configs, load_device=False)
-        nv = compile_check(kernel.get_kernel_source(), target.arch, name=f"{kernel.name}.cu")
-        return Compiled(config, True, time.perf_counter() - start, registers=nv.registers,
-                        spills_bytes=nv.spills_bytes, smem_bytes=kernel.record.get("smem_bytes"),
+        nv = kernel.record.get("nvrtc")  # compile() ran NVRTC (or found its result on disk)
+        if nv is None:  # NVRTC could not be loaded: this raises a CompileError that says so
+            nv = compile_check(kernel.get_kernel_source(), target.arch, name=f"{kernel.name}.cu").to_json()
+        return Compiled(config, True, time.perf_counter() - start, registers=nv["registers"],
+                        spills_bytes=nv["spills_bytes"], smem_bytes=kernel.record.get("smem_bytes"),
                         worker_pid=os.getpid())
     except Exception as exc:
         return Compiled(config, False, time.perf_counter() - start, error=str(exc), error_type=type(exc).__name__,

@@ -1,5 +1,6 @@
-"""The GPU side of a compiled kernel: module loading (CuPy ``RawModule`` / NVRTC), argument
-checks, TMA tensor-map encoding (``cuTensorMapEncodeTiled`` through cuda-bindings) and launch.
+"""The GPU side of a compiled kernel: module loading (the cubin ``backend/nvrtc.py`` made, loaded
+with ``cuModuleLoadData`` through CuPy), argument checks, TMA tensor-map encoding
+(``cuTensorMapEncodeTiled`` through cuda-bindings) and launch.
 
 The generated host launcher (``codegen/host.py``) calls exactly these methods.
 """
@@ -176,14 +177,102 @@ def _init_driver():
         _DRIVER_READY = True
 
 
-def load_module(device_source: str, arch: str):
-    """Compile with CuPy's RawModule (NVRTC) for ``arch``; CuPy caches the cubin on disk."""
+class DeviceFunction:
+    """One kernel of a :class:`DeviceModule`, launched like CuPy's ``RawKernel``:
+    ``fn(grid, block, args, shared_mem=...)``. Attributes set here (the dynamic shared-memory
+    limit) apply on every device the kernel runs on."""
+
+    def __init__(self, module: DeviceModule, name: str):
+        self.module = module
+        self.name = name
+        self._by_device: dict = {}
+        self._max_dynamic_smem: int | None = None
+
+    def _function(self):
+        import cupy
+
+        device = cupy.cuda.runtime.getDevice()
+        fn = self._by_device.get(device)
+        if fn is None:
+            module = self.module.module_for(device)
+            try:
+                fn = module.get_function(self.name)
+            except cupy.cuda.driver.CUDADriverError as exc:
+                raise KernelRuntimeError(f"the loaded cubin has no kernel {self.name!r}: {exc}") from exc
+            if self._max_dynamic_smem is not None:
+                _set_max_dynamic_smem(fn, self._max_dynamic_smem)
+            self._by_device[device] = fn
+        return fn
+
+    @property
+    def ptr(self) -> int:
+        return self._function().ptr
+
+    @property
+    def max_dynamic_shared_size_bytes(self) -> int:
+        import cupy
+
+        driver = cupy.cuda.driver
+        return driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.ptr)
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, nbytes: int):
+        self._max_dynamic_smem = int(nbytes)
+        for fn in self._by_device.values():
+            _set_max_dynamic_smem(fn, self._max_dynamic_smem)
+        self._function()  # the current device's function gets it as it loads
+
+    @property
+    def num_regs(self) -> int:
+        import cupy
+
+        driver = cupy.cuda.driver
+        return driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_NUM_REGS, self.ptr)
+
+    def __call__(self, grid, block, args, shared_mem=0, stream=None):
+        self._function()(tuple(grid), tuple(block), args, shared_mem=shared_mem, stream=stream)
+
+
+def _set_max_dynamic_smem(fn, nbytes: int):
     import cupy
 
-    options = (f"-arch={arch}", "-std=c++17", "-lineinfo")
-    try:
-        module = cupy.RawModule(code=device_source, options=options)
-        module.compile()
-    except cupy.cuda.compiler.CompileException as exc:
-        raise KernelRuntimeError(f"NVRTC rejected the generated kernel:\n{exc}") from exc
-    return module
+    driver = cupy.cuda.driver
+    driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+
+
+class DeviceModule:
+    """A cubin loaded with ``cuModuleLoadData`` (``cupy.cuda.function.Module.load``): on the current
+    device at once, on another device when a kernel first runs there."""
+
+    def __init__(self, cubin: bytes, arch: str | None = None):
+        self.cubin = bytes(cubin)
+        self.arch = arch
+        self._modules: dict = {}
+        import cupy
+
+        self.module_for(cupy.cuda.runtime.getDevice())
+
+    def module_for(self, device: int):
+        module = self._modules.get(device)
+        if module is None:
+            import cupy
+            from cupy.cuda import function
+
+            module = function.Module()
+            try:
+                module.load(self.cubin)
+            except cupy.cuda.driver.CUDADriverError as exc:
+                built = f"built for {self.arch}" if self.arch else "built by NVRTC"
+                raise KernelRuntimeError(f"CUDA could not load the kernel's cubin ({built}) on device {device}: "
+                                         f"{exc}") from exc
+            self._modules[device] = module
+        return module
+
+    def get_function(self, name: str) -> DeviceFunction:
+        return DeviceFunction(self, name)
+
+
+def load_module(cubin: bytes, arch: str | None = None) -> DeviceModule:
+    """Load a cubin (from ``backend.nvrtc.compile_check``, or the compile record) on the GPU. No
+    NVRTC runs here; ``arch`` only names the target in error messages."""
+    return DeviceModule(cubin, arch)

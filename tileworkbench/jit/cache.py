@@ -1,8 +1,10 @@
 """Compile caches: in-process (a dict) and on disk (one JSON file per key, written atomically).
 
-The key covers everything that decides the generated code: the package version, the content of
-our CUDA headers, the parsed kernel (its printed IR, which folds in every closure value), the
-target, the pass configs and ``out_idx``.
+The key covers everything that decides the generated code and the cubin: the package version,
+the record format, the content of our CUDA headers, the parsed kernel (its printed IR, which
+folds in every closure value), the target (its arch), the pass configs, ``out_idx``, and NVRTC's
+version and options. A record holds the sources, the trace and the cubin (base64), so a disk hit
+runs no NVRTC.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from ..codegen.cuda import HEADER_DIR, HEADER_ORDER
 
 MEMORY: dict = {}
 _HEADERS_HASH: str | None = None
+# 2: records carry the cubin and NVRTC's report ("cubin", "nvrtc")
+RECORD_FORMAT = 2
 
 
 def headers_hash() -> str:
@@ -32,11 +36,14 @@ def headers_hash() -> str:
 
 def cache_key(ir_text: str, target, configs: dict, out_idx) -> str:
     h = hashlib.sha256()
+    from ..backend.nvrtc import fingerprint
     from .lower import POST_LOWER_HOOKS
 
     hooks = ",".join(f"{h.__module__}.{h.__qualname__}" for h in POST_LOWER_HOOKS)
-    for part in (__version__, headers_hash(), hooks, ir_text, json.dumps(target.to_json(), sort_keys=True),
-                 json.dumps({k: str(v) for k, v in configs.items()}, sort_keys=True), repr(out_idx)):
+    for part in (__version__, str(RECORD_FORMAT), headers_hash(), hooks, ir_text,
+                 json.dumps(target.to_json(), sort_keys=True),
+                 json.dumps({k: str(v) for k, v in configs.items()}, sort_keys=True), repr(out_idx),
+                 fingerprint(target.arch)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -66,9 +73,10 @@ def store(key: str, record: dict) -> None:
     directory = cache_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(record)  # one shot: the C encoder (json.dump to a file is pure Python)
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
-            json.dump(record, f)
+            f.write(text)
         os.replace(tmp, directory / f"{key}.json")
     except OSError:
         pass  # a read-only home must not stop compilation

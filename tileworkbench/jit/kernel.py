@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import builtins
 import time
 
@@ -29,6 +30,7 @@ class Kernel:
         self.timings = dict(record.get("timings", {}))
         self._launch = None
         self._runtime = None
+        self._cubin: bytes | None = None
         if load_device:
             self._load()
 
@@ -39,16 +41,33 @@ class Kernel:
     def get_host_source(self) -> str:
         return self.record["host_source"]
 
+    @property
+    def cubin(self) -> bytes | None:
+        """The device code NVRTC made for ``self.target.arch`` (an ELF cubin), as the compile
+        record (and the disk cache) holds it; None only where NVRTC was unavailable at compile."""
+        if self._cubin is None and self.record.get("cubin"):
+            self._cubin = _decode_cubin(self.record["cubin"])
+        return self._cubin
+
     # ---- device ----------------------------------------------------------------------------
     def _load(self):
         from ..backend.runtime import Runtime, load_module
 
         start = time.perf_counter()
-        module = load_module(self.record["device_source"], self.target.arch)
+        if self.cubin is None:  # compiled where NVRTC was unavailable: compile now
+            from ..backend.nvrtc import compile_check
+
+            result = compile_check(self.record["device_source"], self.target.arch, name=f"{self.name}.cu")
+            self.record.update(_cubin_fields(result))
+            self._cubin = result.cubin
+            self.timings["nvrtc_s"] = result.seconds
+        module_start = time.perf_counter()
+        module = load_module(self.cubin, self.target.arch)  # cuModuleLoadData: no NVRTC here
         self._runtime = Runtime(module, self.record["smem_bytes"])
         self._runtime.site_lines = _wait_lines(self.trace)  # for debug-mode timeout messages
         self._runtime.source_file = self.trace.kernel.get("source_file")
-        self._runtime.function(self.name)  # loads the module, sets the shared-memory limit
+        self._runtime.function(self.name)  # gets the kernel, sets the shared-memory limit
+        self.timings["module_load_s"] = time.perf_counter() - module_start
         namespace: dict = {}
         exec(builtins.compile(self.record["host_source"], f"<tileworkbench host launcher {self.name}>", "exec"), namespace)
         self._launch = namespace["launch"]
@@ -124,6 +143,23 @@ def _allocate(param: dict, like):
     return cupy.empty(shape, dtype=dtypes.numpy_dtype(dtypes.as_dtype(dtype)))
 
 
+def _decode_cubin(text: str) -> bytes | None:
+    try:
+        cubin = base64.b64decode(text.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError):
+        return None
+    from ..backend.nvrtc import cubin_sm
+
+    return cubin if cubin_sm(cubin) is not None else None
+
+
+def _cubin_fields(result) -> dict:
+    """The record's device-code fields from a ``backend.nvrtc.NvrtcResult`` (None: no cubin)."""
+    if result is None:
+        return {"cubin": None, "nvrtc": None}
+    return {"cubin": base64.b64encode(result.cubin).decode("ascii"), "nvrtc": result.to_json()}
+
+
 def _record(artifact, out_idx, timings) -> dict:
     from ..ir import nodes as ir
 
@@ -139,16 +175,22 @@ def _record(artifact, out_idx, timings) -> dict:
         "host_source": artifact.host_source, "params": params, "target": artifact.target.to_json(),
         "smem_bytes": artifact.func.attrs.get("smem_bytes", 0), "trace": artifact.trace.to_dict(),
         "tma_descriptors": [d.to_json() for d in artifact.tma_descriptors.values()], "timings": timings,
+        **_cubin_fields(artifact.nvrtc),
     }
 
 
 def compile(func, out_idx=None, target="auto", pass_configs=None, execution_backend="cupy",  # noqa: A001
             load_device: bool | None = None, verbose: bool = False) -> Kernel:
-    """Lower, generate, compile (NVRTC through CuPy) and load a kernel.
+    """Lower, generate, compile to a cubin (NVRTC, no GPU needed) and load a kernel.
 
-    Results are cached in this process and on disk (``~/.cache/tileworkbench``), keyed by the
-    kernel, target, pass configs, ``out_idx``, package version and header contents.
+    Results, the cubin included, are cached in this process and on disk
+    (``~/.cache/tileworkbench``), keyed by the kernel, target, pass configs, ``out_idx``, package
+    version, header contents and NVRTC's version and options; a disk hit runs no NVRTC, only the
+    module load. Where NVRTC cannot be loaded (no CUDA on the machine) and ``load_device`` is
+    False, the kernel carries its sources but no cubin.
     """
+    from ..backend import nvrtc
+
     start = time.perf_counter()
     tgt = Target.of(target)
     configs = PassContext.merged_configs(pass_configs)
@@ -161,9 +203,18 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
         return hit
     record = cache.load(key)
     source = "disk"
+    if record is not None and record.get("cubin") is not None and _decode_cubin(record["cubin"]) is None:
+        record = None  # a damaged entry: compile again
     if record is None:
-        artifact = lower(src, target=tgt, pass_configs=configs, out_idx=out_idx)
-        record = _record(artifact, out_idx, {"lower_s": time.perf_counter() - start})
+        # NVRTC runs inside lower() (overlapped with the analyses); its cubin is reused here.
+        device_compile = load_device or nvrtc.nvrtc_version() is not None
+        artifact = lower(src, target=tgt, pass_configs=configs, out_idx=out_idx,
+                         enable_device_compile=device_compile)
+        lowered_s = time.perf_counter() - start
+        timings = {"lower_s": lowered_s - artifact.nvrtc_wait_s}
+        if artifact.nvrtc is not None:
+            timings.update(nvrtc_s=artifact.nvrtc.seconds, nvrtc_wait_s=artifact.nvrtc_wait_s)
+        record = _record(artifact, out_idx, timings)
         source = "lowered"
         cache.store(key, record)
     kernel = Kernel(record, out_idx, load_device=load_device)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import threading
+import time
 from dataclasses import dataclass, field
 
 from .. import __version__
@@ -16,7 +18,6 @@ from ..passes.manager import LowerContext, run_pipeline
 from ..passes.pipeline import pass_list
 from ..passes.trace import Trace
 from ..target import PassConfigKey, PassContext, Target
-
 
 # Functions ``hook(artifact)`` run after every lowering. The analyses (``analysis.attach``: the
 # shared-memory plan and the barrier simulation) register here from the package's __init__,
@@ -37,6 +38,10 @@ class Artifact:
     target: Target
     pass_configs: dict
     tma_descriptors: dict = field(default_factory=dict)
+    # With enable_device_compile: NVRTC's result (the cubin, ptxas's report) and how long lower()
+    # waited for it after its own work (NVRTC runs in a thread while the analyses run).
+    nvrtc: object = None  # backend.nvrtc.NvrtcResult
+    nvrtc_wait_s: float = 0.0
 
     @property
     def kernel_source(self) -> str:
@@ -54,8 +59,10 @@ class Artifact:
 def lower(func, target="auto", pass_configs=None, enable_device_compile=False, out_idx=None) -> Artifact:
     """Lower a ``@T.prim_func`` (or a plain function written in the DSL) to CUDA and a host launcher.
 
-    With ``enable_device_compile=True`` the generated CUDA is also compiled by NVRTC (no GPU
-    needed) and its resource usage recorded in the trace.
+    With ``enable_device_compile=True`` the generated CUDA is also compiled by NVRTC to a cubin
+    (no GPU needed): ``artifact.nvrtc`` holds it, the trace records registers and spills. NVRTC
+    runs in a thread while the host launcher is generated and the analyses run (it releases the
+    GIL); an analysis that rejects the kernel raises first, and that compile is discarded.
     """
     tgt = Target.of(target)
     configs = PassContext.merged_configs(pass_configs)
@@ -70,6 +77,7 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
     kernel_name = f"{src.name}_kernel"
     debug = debug_timeout(configs)
     device = generate_cuda(lowered, kernel_name, tgt, debug_timeout_s=debug)
+    device_compile = _start_device_compile(device, tgt.arch, f"{src.name}.cu") if enable_device_compile else None
     host = generate_host(lowered, kernel_name, out_idx, debug_timeout_s=debug)
     trace.sources = {"device": device, "host": host}
     descs = lowered.attrs.get("tma_descriptors", [])
@@ -79,14 +87,62 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
     trace.resources.update({"smem_bytes": lowered.attrs.get("smem_bytes", 0), "threads": lowered.launch.threads,
                             "grid": [ir.const_int(g) for g in lowered.launch.grid]})
     artifact = Artifact(lowered, src, kernel_name, device, host, trace, tgt, configs, {d.name: d for d in descs})
-    if enable_device_compile:
-        from ..backend.nvrtc import compile_check
-
-        result = compile_check(device, tgt.arch, name=f"{src.name}.cu")
-        trace.resources.update({"registers": result.registers, "spills_bytes": result.spills_bytes})
     for hook in POST_LOWER_HOOKS:
         hook(artifact)
+    if device_compile is not None:
+        wait_start = time.perf_counter()
+        result = device_compile.result()  # NVRTC's CompileError, with its log, surfaces here
+        artifact.nvrtc_wait_s = time.perf_counter() - wait_start
+        artifact.nvrtc = result
+        trace.resources.update({"registers": result.registers, "spills_bytes": result.spills_bytes})
     return artifact
+
+
+class _DeviceCompile:
+    """``backend.nvrtc.compile_check`` in a thread; ``result()`` joins it and returns the
+    NvrtcResult or raises what the compile raised. Nobody joins an abandoned one (an analysis
+    rejected the kernel): it finishes on its own and is dropped (not a daemon, so an interpreter
+    that exits meanwhile waits for it rather than stopping NVRTC midway)."""
+
+    def __init__(self, source: str, arch: str, name: str):
+        self._result = None
+        self._error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, args=(source, arch, name), daemon=False,
+                                        name=f"tileworkbench-nvrtc-{name}")
+        self._thread.start()
+
+    def _run(self, source, arch, name):
+        from ..backend.nvrtc import compile_check
+
+        try:
+            self._result = compile_check(source, arch, name=name)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller in result()
+            self._error = exc
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+# False: NVRTC runs after the analyses, in the calling thread (for measuring what the overlap buys)
+OVERLAP_DEVICE_COMPILE = True
+
+
+class _SerialCompile:
+    def __init__(self, source: str, arch: str, name: str):
+        self.args = (source, arch, name)
+
+    def result(self):
+        from ..backend.nvrtc import compile_check
+
+        source, arch, name = self.args
+        return compile_check(source, arch, name=name)
+
+
+def _start_device_compile(source: str, arch: str, name: str):
+    return (_DeviceCompile if OVERLAP_DEVICE_COMPILE else _SerialCompile)(source, arch, name)
 
 
 def debug_timeout(configs: dict) -> float | None:
