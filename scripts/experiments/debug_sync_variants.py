@@ -4,12 +4,15 @@ Times the spec GEMM (matmul_tma_copy, fp16, 128x128x32, 128 threads) in variants
 the generated debug-mode source, interleaved in rounds (median of per-round ratios to plain):
 
   plain        the normal kernel
-  debug        debug mode as generated (bounded waits that exit on timeout)
+  debug        debug mode as generated (one try_wait inline, then the bounded loop out of line)
   plain_waits  the debug-mode kernel with its waits back to plain ones (the extra parameter only)
 
-(Earlier versions of debug mode, measured with earlier versions of this script on 2026-12-01:
-__syncthreads_count leave-checks after every block barrier cost x1.064 alone; bounded waits that
-returned from the kernel through the generated code cost x1.063 alone, x1.12 together.)
+Earlier designs, measured with earlier versions of this script on 2026-12-01 (8192^3, 2 stages
+unless noted; run-to-run noise about +-3%): __syncthreads_count leave-checks after every block
+barrier x1.064 alone; bounded waits returning through the generated code x1.063 alone, x1.12
+together; the bounded loop inlined in the wait x1.13-1.18 (x1.08 at 3 stages); 4 or 16 inline
+try_waits before the out-of-line loop x1.13-1.14; a first try with a 1 ms suspend hint x1.04-1.06;
+one try then the out-of-line loop (the design kept) x1.03-1.07.
 
 Run on the GPU machine: PYTHONPATH=. python3 scripts/experiments/debug_sync_variants.py [size] [stages]
 """
