@@ -86,9 +86,10 @@ def test_gpu_side_modules_import_without_pandas_or_matplotlib():
     assert "0 rows, 0 failed" in done.stdout
 
 
-def test_commit_comes_from_git_or_else_from_tw_commit(tmp_path, monkeypatch):
+def test_commit_comes_from_tw_commit_when_set_else_from_git(tmp_path, monkeypatch):
     monkeypatch.setenv("TW_COMMIT", "feed123")
     assert machine.commit_info(tmp_path) == ("feed123", None)  # not a work tree (no .git)
+    assert machine.commit_info(REPO) == ("feed123", None)  # set explicitly: wins over a (stale) .git
     monkeypatch.delenv("TW_COMMIT")
     assert machine.commit_info(tmp_path) == ("unknown", None)
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,

@@ -25,15 +25,18 @@ def _run(args, cwd=None) -> str | None:
 
 
 def commit_info(root: Path = REPO_ROOT) -> tuple[str, bool | None]:
-    """(short commit, dirty) from git when ``root`` is itself a work tree; else ``$TW_COMMIT``
-    (the device machine gets a copy of the tree without ``.git``); else ``"unknown"``."""
+    """(short commit, dirty): ``$TW_COMMIT`` when set (the device machine gets a copy of the tree
+    whose ``.git``, if any, need not be the submitter's), else git when ``root`` is itself a work
+    tree, else ``"unknown"``."""
+    if os.environ.get("TW_COMMIT"):
+        return os.environ["TW_COMMIT"], None
     top = _run(["git", "-C", str(root), "rev-parse", "--show-toplevel"])
     if top and Path(top).resolve() == root.resolve():  # not some enclosing repository
         commit = _run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"])
         if commit:
             status = _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
             return commit, (bool(status) if status is not None else None)
-    return os.environ.get("TW_COMMIT") or "unknown", None
+    return "unknown", None
 
 
 def _version(name: str) -> str | None:
