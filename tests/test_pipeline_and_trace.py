@@ -134,3 +134,18 @@ def test_use_swizzle_controls_rasterization():
 
     assert tw.lower(kernel(True), target=SM90).func.launch.raster_panel == 4
     assert tw.lower(kernel(False), target=SM90).func.launch.raster_panel == 0
+
+
+def test_epilogue_tile_reuses_the_pipeline_tiles_after_a_block_barrier():
+    from tileworkbench.examples import matmul_tma_copy_store
+
+    art = tw.lower(matmul_tma_copy_store(1024, 1024, 1024, 128, 128, 32, "float16", "float16", "float32", 128, 3),
+                   target=SM90, pass_configs={tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})
+    plan = {e["name"]: e for e in art.func.attrs["smem_plan"]}
+    assert plan["C_shared"]["offset"] == plan["A_shared"]["offset"] == 0
+    assert art.func.attrs["smem_bytes"] == 3 * 2 * 128 * 32 * 2 + 2 * 3 * 8  # no room of its own for C_shared
+    body = art.device_source.split("// ---- kernel ----")[1]
+    after_loop = body[body.rindex("wgmma_gemm_ss"):]
+    # every thread is past its last wgmma (and so past every TMA load) before C_shared is written
+    barrier = after_loop.index("tw::fence_proxy_async();\n  __syncthreads();")
+    assert barrier < after_loop.index("tw::store_pair((&C_shared[")

@@ -36,7 +36,8 @@ def smem_plan(artifact) -> dict:
     Returns ``{"limit_bytes", "total_bytes", "statements", "buffers": [...]}``; each buffer has
     ``name, kind, dtype, shape, versions, offset, size_bytes, align, swizzle, live`` with
     ``live = [first, last]`` the statement indices where the buffer is used (its allocation
-    when it is never used).
+    when it is never used), and ``shares_with`` (names) on a buffer placed over others whose
+    live ranges end before its own begins.
     """
     func = _func_of(artifact)
     stmts = program.preorder(func.body)
@@ -50,6 +51,8 @@ def smem_plan(artifact) -> dict:
         for name in program.buffer_refs(s):
             uses.setdefault(name, []).append(i)
 
+    # plan_shared_memory places a buffer used only after the pipeline over the pipeline's tiles
+    shares = {e["name"]: e.get("shares_with") for e in func.attrs.get("smem_plan") or []}
     buffers = []
     for name, (buf, at) in allocs.items():
         used = uses.get(name) or [at]
@@ -67,6 +70,8 @@ def smem_plan(artifact) -> dict:
             "swizzle": swizzle_name(buf.attrs.get("swizzle", 0)),
             "live": [min(used), max(used)],
         })
+        if shares.get(name):
+            buffers[-1]["shares_with"] = shares[name]
     buffers.sort(key=lambda b: (b["offset"] is None, b["offset"] or 0))
     end = max((b["offset"] + b["size_bytes"] for b in buffers if b["offset"] is not None), default=0)
     total = func.attrs.get("smem_bytes", end)

@@ -5,7 +5,8 @@ Guarantees: no parallel loop and no fragment remains.
   * A parallel nest that touches a fragment becomes ``for j in T.unroll(local_size)`` over the
     thread's own elements, with the loop indices recovered from the fragment's layout, so the
     thread that holds an element is the one that computes it.
-    When the nest only stores fp32 fragment values into a 16-bit global tensor and the layout
+    When the nest only stores fp32 fragment values into a 16-bit global tensor or shared tile
+    (swizzles and 128-byte panels move 16-byte chunks, so an aligned pair stays one) and the layout
     keeps element pairs ``(2m, 2m + 1)`` side by side in a row, the loop runs over pairs and
     each thread stores both with one 32-bit ``tw::store_pair`` (the tensor must be 4-byte
     aligned: the launcher checks ``align_bytes``).
@@ -119,7 +120,8 @@ class _Partition(IRMutator):
         if not (getattr(layout, "adjacent_pairs", False) and isinstance(body, ir.BufferStore)):
             return None
         out = body.buffer
-        if out.scope != "global" or out.dtype.name not in ("float16", "bfloat16") or layout.local_size % 2:
+        if out.scope not in ("global", "shared") or out.dtype.name not in ("float16", "bfloat16") or \
+                layout.local_size % 2:
             return None
         value = body.value.value if isinstance(body.value, ir.Cast) and body.value.dtype == out.dtype else body.value
         if value.dtype.name != "float32" or collect(value, ir.Call):
@@ -140,7 +142,8 @@ class _Partition(IRMutator):
             linear = linear + i * st
         if not is_multiple_of(simplify(linear), 2):
             return None
-        out.attrs["align_bytes"] = max(out.attrs.get("align_bytes", 1), 4)
+        if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
+            out.attrs["align_bytes"] = max(out.attrs.get("align_bytes", 1), 4)
         address = ir.Call("address_of", (ir.BufferLoad(out, first, out.dtype),), ir.dtypes.handle)
         store = ir.Evaluate(ir.Call("tw::store_pair", (address, lo, hi)))
         return ir.For(jj, ir.const(layout.local_size // 2), store, "unrolled",

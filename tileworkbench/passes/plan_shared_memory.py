@@ -7,6 +7,13 @@ Guarantees: ``buffer.attrs["offset"]`` (bytes from the start of dynamic shared m
 is defined on address bits), other tiles to 128 (TMA destinations), barriers to 8;
 ``func.attrs["smem_bytes"]`` is the total and ``func.attrs["smem_plan"]`` the list of entries.
 A plan over the device limit (227 KB on sm_90) is a ``CompileError`` listing the buffers.
+
+Reuse: the pipeline's versioned tiles live only while their pipelined loop runs (the pipelining
+passes reject any use outside it). A shared buffer first used by a top-level statement after
+the last one that touches them (the epilogue's ``C_shared``, say) is placed over them instead
+of after them, and a block barrier (with an async-proxy fence: wgmma and TMA used those bytes)
+is put before its first use unless one is already there. Its plan entry names the buffers it
+shares bytes with (``shares_with``).
 """
 
 from __future__ import annotations
@@ -29,31 +36,72 @@ def _size_of(buf: ir.Buffer) -> int:
     return buf.dtype.bytes_for(buf.numel)
 
 
+def _top_level_uses(body) -> tuple[list, dict]:
+    """The top-level statements and, per buffer, the indices of those that use it."""
+    stmts = list(body.stmts) if isinstance(body, ir.SeqStmt) else [body]
+    uses: dict = {}
+    for i, s in enumerate(stmts):
+        if isinstance(s, ir.Allocate):
+            continue
+        for buf in collect(s, ir.Buffer):
+            uses.setdefault(id(buf), []).append(i)
+    return stmts, uses
+
+
+def _reuse_after_pipeline(body, buffers) -> tuple[list, list, ir.Stmt]:
+    """(pipeline tiles, buffers placed over them, body with the barrier they need)."""
+    stmts, uses = _top_level_uses(body)
+    tiles = [b for b in buffers if b.scope == "shared" and b.attrs.get("versions", 1) > 1 and id(b) in uses]
+    if not tiles:
+        return [], [], body
+    end = max(max(uses[id(b)]) for b in tiles)
+    late = [b for b in buffers if b.scope == "shared" and b.attrs.get("versions", 1) == 1 and id(b) in uses
+            and min(uses[id(b)]) > end]
+    if not late:
+        return tiles, [], body
+    first = min(min(uses[id(b)]) for b in late)
+    if not any(isinstance(s, ir.SyncThreads) and s.threads is None for s in stmts[end + 1:first]):
+        stmts = stmts[:first] + [ir.Evaluate(ir.Call("tw::fence_proxy_async", ())), ir.SyncThreads()] + stmts[first:]
+    return tiles, late, ir.seq(stmts)
+
+
+def _place(buffers, start: int, plan: list, shares_with=None) -> int:
+    offset = start
+    for buf in sorted(buffers, key=lambda b: -_align_of(b)):  # stable: big alignments first, less padding
+        align = _align_of(buf)
+        offset = -(-offset // align) * align
+        size = _size_of(buf)
+        buf.attrs["offset"], buf.attrs["align"] = offset, align
+        entry = {"name": buf.name, "kind": "barrier" if buf.scope == "barrier" else "buffer",
+                 "dtype": buf.dtype.name, "shape": list(buf.static_shape()),
+                 "versions": buf.attrs.get("versions", 1), "offset": offset, "size_bytes": size,
+                 "align": align, "swizzle": buf.attrs.get("swizzle", 0)}
+        if shares_with:
+            entry["shares_with"] = [b.name for b in shares_with]
+        plan.append(entry)
+        offset += size
+    return offset
+
+
 @register("plan_shared_memory", "memory")
 def plan_shared_memory(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     buffers = []
     for alloc in collect(func.body, ir.Allocate):
         if alloc.buffer.scope in ("shared", "barrier") and all(alloc.buffer is not b for b in buffers):
             buffers.append(alloc.buffer)
-    order = sorted(buffers, key=lambda b: -_align_of(b))  # stable: big alignments first, less padding
-    offset, plan = 0, []
-    for buf in order:
-        align = _align_of(buf)
-        offset = -(-offset // align) * align
-        size = _size_of(buf)
-        buf.attrs["offset"], buf.attrs["align"] = offset, align
-        plan.append({"name": buf.name, "kind": "barrier" if buf.scope == "barrier" else "buffer",
-                     "dtype": buf.dtype.name, "shape": list(buf.static_shape()),
-                     "versions": buf.attrs.get("versions", 1), "offset": offset, "size_bytes": size,
-                     "align": align, "swizzle": buf.attrs.get("swizzle", 0)})
-        offset += size
+    tiles, late, body = _reuse_after_pipeline(func.body, buffers)
+    plan: list = []
+    end_tiles = _place(tiles, 0, plan)
+    end_late = _place(late, 0, plan, shares_with=tiles)
+    placed = {id(b) for b in tiles + late}
+    offset = _place([b for b in buffers if id(b) not in placed], max(end_tiles, end_late), plan)
     limit = SMEM_LIMIT.get(ctx.target.arch, 232448)
     if offset > limit:
         listing = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in plan)
         raise CompileError(f"the kernel needs {offset} bytes of shared memory, more than the {limit} "
                            f"bytes of {ctx.target.arch} ({listing}); use smaller tiles or fewer stages",
                            ir.SourceLocation(func.source_file, func.source_line) if func.source_line else None)
-    out = func.with_body(func.body)
+    out = func.with_body(body)
     out.attrs["smem_bytes"] = offset
     out.attrs["smem_plan"] = plan
     out.attrs["smem_limit"] = limit
