@@ -96,7 +96,13 @@ def compile_lines(record: dict) -> list[str]:
 def _compile_lines_cubin(c: dict, cold: dict, disk: dict, mem: dict) -> list[str]:
     where = "" if c.get("device_loaded", True) else " (no GPU: NVRTC but no module load)"
     f3 = "{:.3f}"
-    lines = [f"Compile time of `{c.get('kernel')}`, seconds{where}:", ""] + _table(
+    runs = c.get("runs_s") or {}
+    spread = ""
+    if len(runs.get("cold") or []) > 1:
+        cold_runs, disk_runs = runs["cold"], runs.get("disk_hit") or []
+        spread = (f" (the run with the median cold time of {len(cold_runs)}; cold {min(cold_runs):.3f}–"
+                  f"{max(cold_runs):.3f} s, disk hit {min(disk_runs):.3f}–{max(disk_runs):.3f} s over all)")
+    lines = [f"Compile time of `{c.get('kernel')}`, seconds{where}{spread}:", ""] + _table(
         ["case", "seconds", "parts"],
         [["cold: empty tileworkbench cache", _num(cold.get("total_s"), f3),
           (f"parse {_num(cold.get('parse_s'), f3)}, lowering {_num(cold.get('lower_s'), f3)}, "
