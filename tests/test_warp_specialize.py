@@ -52,11 +52,16 @@ def test_golden_warp_specialize_3_stages():
                     T.barrier_arrive(stage_empty[(k + 2) % 3])
             tw::wgmma_wait<0>()
             T.barrier_arrive(stage_empty[0])
-            T.copy(C_local, C[by * 128:by * 128 + 128, bx * 256:bx * 256 + 256])
+            T.sync_threads()
+            T.copy(C_local, C_local_out)
+            T.tma_copy(C_local_out, C[by * 128:by * 128 + 128, bx * 256:bx * 256 + 256])
+            T.tma_store_wait(read=True)
 """
+    assert '        C_local_out = T.alloc_shared((128, 256), "float16")' in after
     assert ws_info(art) == {"applied": True, "stages": 3, "consumer_threads": 256, "producer_threads": 128,
                             "tiles": ["A_shared", "B_shared"], "barriers": ["stage_full", "stage_empty"],
-                            "registers": {"producer": 24, "consumer": 240}}
+                            "registers": {"producer": 24, "consumer": 240},
+                            "epilogue": "shared memory + TMA store"}
 
 
 def test_generated_cuda_splits_the_block_and_compiles():
@@ -114,16 +119,36 @@ def test_a_missing_release_is_a_deadlock_the_simulation_finds():
     assert stuck and stuck[0]["barrier"] == "stage_empty" and stuck[0]["iteration"] == 2
 
 
-def test_epilogue_stores_fp16_pairs_and_asks_for_4_byte_alignment():
-    art = tw.lower(gemm(), target=SM90)
+def test_epilogue_goes_through_the_pipeline_tiles_and_one_tma_store():
+    art = tw.lower(gemm(stages=4), target=SM90)
+    plan = {e["name"]: e for e in art.func.attrs["smem_plan"]}
+    out = plan["C_local_out"]
+    assert out["offset"] == 0 and out["shares_with"] == ["A_shared", "B_shared"]
+    assert art.func.attrs["smem_bytes"] == 4 * (128 * 64 + 64 * 256) * 2 + 2 * 4 * 8  # no bytes of its own
+    src = art.device_source.split("// ---- kernel ----")[1]
+    drain = src.index("tw::wgmma_wait<0>();")
+    # consumer barrier (all past the last wgmma), paired stores into the swizzled panels, the store
+    assert drain < src.index("tw::sync_consumers<256>();", drain) < src.index("tw::store_pair((&tw::swizzled<tw::half, 128>(C_local_out")
+    assert re.search(r"if \(tw::shuffle_elect<256>\(\)\) \{\n\s+tw::tma_store\(C_desc, ", src)
+    assert src.rstrip().endswith("tw::tma_store_wait<true>();\n  }\n}")
+    assert (art.tma_descriptors["C_desc"].rank, art.tma_descriptors["C_desc"].box_dims) == (3, (64, 128, 4))
+    assert simulate(art).findings == []
+
+
+def test_without_warp_specialisation_fp16_results_are_stored_in_pairs():
+    art = tw.lower(gemm(), target=SM90, pass_configs={tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})
     assert "tw::store_pair((&C[" in art.device_source
     assert re.search(r"C = rt\.tensor\('C'.*align=4\)", art.host_source)
 
 
-def test_ragged_edges_keep_scalar_guarded_stores():
-    art = tw.lower(matmul(1000, 1024, 776, 128, 128, 64, "float16", "float16", 3, 128), target=SM90)
-    assert ws_info(art)["applied"]
-    assert "store_pair" not in art.device_source.split("---- kernel ----")[1]
+def test_ragged_edges_are_clipped_by_the_tma_store_or_guarded():
+    ragged = matmul(1000, 1024, 776, 128, 128, 64, "float16", "float16", 3, 128)
+    art = tw.lower(ragged, target=SM90)
+    assert ws_info(art)["applied"] and ws_info(art)["epilogue"] == "shared memory + TMA store"
+    plain = tw.lower(matmul(1000, 1024, 776, 128, 128, 64, "float16", "float16", 3, 128), target=SM90,
+                     pass_configs={tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})
+    body = plain.device_source.split("---- kernel ----")[1]
+    assert "store_pair" not in body and "< 1000)" in body  # rows past M: scalar stores behind a guard
 
 
 @pytest.mark.parametrize("build,configs,reason", [

@@ -1,11 +1,11 @@
-"""Experiment: T.copy GEMMs with and without warp specialisation, next to cuBLAS, same process.
+"""Experiment: T.copy GEMMs with warp specialisation (epilogue through a TMA store, or from
+registers with tw.register_epilogue) and without, next to cuBLAS, same process.
 
     PYTHONPATH=. python3 scripts/experiments/ws_configs.py [sizes, default 4096,8192]
 
 Every kernel's output is checked against a float32 reference first (NaN-poisoned output).
 """
 
-import re
 import sys
 
 import torch
@@ -13,20 +13,6 @@ import torch
 import tileworkbench as tw
 from tileworkbench.bench.timing import Timer, rel_err
 from tileworkbench.examples.gemm import matmul
-from tileworkbench.jit.kernel import Kernel
-
-
-def one_in_flight(src: str) -> str:
-    """Consumer keeps one wgmma group running: wait<1>, release the previous slot, wait<0> at the end."""
-    m = re.search(r"( *)(stage_full\[\((\w+) % (\d+)\)\]\.wait\(.*?\);\n)( *tw::wgmma_gemm_ss<.*?)(>\()"
-                  r"(.*?\n)( *)stage_empty\[\(\w+ % \d+\)\]\.arrive\(\);\n( *)\}\n", src)
-    if m is None:
-        raise ValueError("no warp-specialised consumer loop")
-    ind, wait, k, s, gemm, _, args, ind2, ind3 = m.groups()
-    new = (f"{ind}{wait}{gemm}, 1>({args}"
-           f"{ind2}if ({k} > 0) stage_empty[(({k} + {int(s) - 1}) % {s})].arrive();\n"
-           f"{ind3}}}\n{ind3}tw::wgmma_wait<0>();\n")
-    return src[:m.start()] + new + src[m.end():]
 
 CONFIGS = [(128, 256, 64, 3, 256), (128, 256, 64, 4, 256), (256, 128, 64, 4, 256), (128, 128, 64, 4, 128)]
 sizes = [int(s) for s in (sys.argv[1] if len(sys.argv) > 1 else "4096,8192").split(",")]
@@ -42,14 +28,11 @@ for n in sizes:
     print(f"{n}^3 fp16 cuBLAS {cublas:6.1f} TFLOP/s", flush=True)
     for cfg in CONFIGS:
         row = []
-        for ws_off in (False, True):
+        for ws_off in (False, "regs", True):
             try:
                 k = tw.compile(matmul(n, n, n, *cfg[:3], "float16", "float16", cfg[3], cfg[4]), out_idx=[2],
-                               pass_configs={tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: ws_off is True})
-                if ws_off == "w1":
-                    rec = {key: v for key, v in k.record.items() if "cubin" not in key}
-                    rec["device_source"] = one_in_flight(rec["device_source"])
-                    k = Kernel(rec, [2])
+                               pass_configs={tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: ws_off is True,
+                                             tw.PassConfigKey.TW_REGISTER_EPILOGUE: ws_off == "regs"})
             except Exception as exc:  # noqa: BLE001 - an experiment: show and go on
                 row.append(f"{ws_off}: {type(exc).__name__}: {str(exc)[:60]}")
                 continue
@@ -57,6 +40,6 @@ for n in sizes:
             k(a, b, out)
             err = rel_err(out, ref)
             tm = timer.time(lambda: k(a, b, out), 5, 30)
-            name = {False: "ws", True: "no-ws", "w1": "ws+1"}[ws_off]
+            name = {False: "ws", True: "no-ws", "regs": "ws, epilogue from registers"}[ws_off]
             row.append(f"{name}: {tm.tflops(flops):6.1f} ({tm.tflops(flops) / cublas:.2f}x, err {err:.1e})")
         print(f"  {cfg}: " + " | ".join(row), flush=True)

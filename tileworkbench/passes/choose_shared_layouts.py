@@ -7,8 +7,10 @@ Guarantees:
     A swizzled by its row bytes, B either swizzled by its row bytes or, when its rows are wider
     than 128 bytes, split into 128-byte panels with the 128B swizzle (``attrs["panel"]``);
   * other gemm operand tiles and tiles moved by a descriptor TMA get the swizzle their inner
-    dimension allows (``tma_rules.swizzle_for_tile``); every other tile stays unswizzled, so
-    contiguous TMA copies into it can be descriptorless bulk copies;
+    dimension allows (``tma_rules.swizzle_for_tile``), or, when their rows are wider than 128
+    bytes (an epilogue tile, say), 128-byte panels with the 128B swizzle where TMA can move
+    them so; every other tile stays unswizzled, so contiguous TMA copies into it can be
+    descriptorless bulk copies;
   * ``attrs["swizzle"]`` (bytes: 0, 32, 64, 128) and ``attrs["panel"]`` (elements, 0: none) are
     set on every shared buffer. TMA, threads and tensor cores all use the one layout chosen here.
 """
@@ -33,6 +35,17 @@ def _tma_pairs(body):
             yield dst, src.buffer
 
 
+def _wide_tile_panel(buf: ir.Buffer) -> int:
+    """Elements per 128-byte panel for a 2-D tile whose rows are a whole number (> 1) of 128-byte
+    panels, else 0: stored as panels with the 128B swizzle, threads writing it hit no bank twice
+    and one 3-D TMA map still moves it."""
+    shape = tma_rules.tile_shape(buf)
+    if len(shape) != 2 or buf.dtype.bits not in (8, 16, 32) or shape[0] % 8:
+        return 0
+    row_bytes = buf.dtype.bytes_for(shape[1])
+    return 128 * 8 // buf.dtype.bits if row_bytes > 128 and row_bytes % 128 == 0 else 0
+
+
 @register("choose_shared_layouts", "tile")
 def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     shared = [a.buffer for a in collect(func.body, ir.Allocate) if a.buffer.scope == "shared"]
@@ -55,7 +68,11 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     for buf in shared:
         if id(buf) in layout:
             buf.attrs["swizzle"], buf.attrs["panel"] = layout[id(buf)]
+        elif id(buf) in wanted:
+            buf.attrs["swizzle"], buf.attrs["panel"] = tma_rules.swizzle_for_tile(buf), 0
+            panel = _wide_tile_panel(buf)
+            if not buf.attrs["swizzle"] and panel and gemm_rules.panels_fit(buf, panel, pairs):
+                buf.attrs["swizzle"], buf.attrs["panel"] = 128, panel
         else:
-            buf.attrs["swizzle"] = tma_rules.swizzle_for_tile(buf) if id(buf) in wanted else 0
-            buf.attrs["panel"] = 0
+            buf.attrs["swizzle"], buf.attrs["panel"] = 0, 0
     return func.with_body(func.body)

@@ -13,7 +13,8 @@ passes reject any use outside it). A shared buffer first used by a top-level sta
 the last one that touches them (the epilogue's ``C_shared``, say) is placed over them instead
 of after them, and a block barrier (with an async-proxy fence: wgmma and TMA used those bytes)
 is put before its first use unless one is already there. Its plan entry names the buffers it
-shares bytes with (``shares_with``).
+shares bytes with (``shares_with``). A buffer marked ``attrs["reuses_pipeline_tiles"]`` (the
+warp-specialised epilogue tile) is placed over them too; the pass that made it put the barrier.
 """
 
 from __future__ import annotations
@@ -55,14 +56,15 @@ def _reuse_after_pipeline(body, buffers) -> tuple[list, list, ir.Stmt]:
     if not tiles:
         return [], [], body
     end = max(max(uses[id(b)]) for b in tiles)
+    placed = [b for b in buffers if b.attrs.get("reuses_pipeline_tiles")]  # its pass put the barrier
     late = [b for b in buffers if b.scope == "shared" and b.attrs.get("versions", 1) == 1 and id(b) in uses
-            and min(uses[id(b)]) > end]
+            and min(uses[id(b)]) > end and b not in placed]
     if not late:
-        return tiles, [], body
+        return tiles, placed, body
     first = min(min(uses[id(b)]) for b in late)
     if not any(isinstance(s, ir.SyncThreads) and s.threads is None for s in stmts[end + 1:first]):
         stmts = stmts[:first] + [ir.Evaluate(ir.Call("tw::fence_proxy_async", ())), ir.SyncThreads()] + stmts[first:]
-    return tiles, late, ir.seq(stmts)
+    return tiles, placed + late, ir.seq(stmts)
 
 
 def _place(buffers, start: int, plan: list, shares_with=None) -> int:

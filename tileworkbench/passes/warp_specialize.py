@@ -21,7 +21,10 @@ Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's thread
     the gemms leaving their wgmma group running (``in_flight=1``: it waits only for iteration
     ``k - 1``'s group) and then releases iteration ``k - 1``'s slot on ``empty``; after the loop
     it waits for the last group, releases the last slot and runs the statements that followed
-    the loop (the epilogue). Statements before the loop other than allocations move to
+    the loop (the epilogue). An epilogue that is one ``T.copy`` of the accumulator fragment to a
+    16-bit global tile goes through a shared tile (over the pipeline's dead tiles, after a
+    consumer barrier) and one TMA store (``tw.register_epilogue`` keeps it as stores from
+    registers). Statements before the loop other than allocations move to
     the start of the consumer side. With ``C >= 256`` both sides rebalance registers
     (``setmaxnreg``: producer 24, consumers as many as fit).
 """
@@ -116,6 +119,38 @@ def _role_loop(loop: ir.For, body: list, role: str, stages: int) -> ir.For:
                   {"num_stages": stages, "pipelined": True, "ws_role": role}, loc=loop.loc)
 
 
+def _tma_store_epilogue(epilogue: list, tiles) -> tuple[ir.Buffer, list] | None:
+    """An epilogue that is one ``T.copy(fragment, global tile)`` of 16-bit results, rewritten to go
+    through a shared tile and one TMA store: (the shared tile, the new statements), else None.
+    The shared tile reuses the bytes of the pipeline's tiles (``attrs["reuses_pipeline_tiles"]``),
+    dead once every consumer is past its last wgmma: a consumer barrier comes first."""
+    if len(epilogue) != 1 or not isinstance(epilogue[0], ir.Copy):
+        return None
+    copy = epilogue[0]
+    src, dst = copy.src, copy.dst
+    if src.buffer.scope != "fragment" or dst.buffer.scope != "global" or not _covers_buffer(src):
+        return None
+    if dst.buffer.dtype.name not in ("float16", "bfloat16") or dst.static_extents() is None:
+        return None
+    shape = [e for e in dst.static_extents() if e != 1]
+    if shape != list(src.buffer.static_shape()):
+        return None
+    tile = ir.Buffer(f"{src.buffer.name}_out", tuple(ir.const(n) for n in shape), dst.buffer.dtype, "shared",
+                     attrs={"reuses_pipeline_tiles": True}, loc=copy.loc)
+    if tile.dtype.bytes_for(tile.numel) > sum(t.dtype.bytes_for(t.numel) for t in tiles):
+        return None
+    try:
+        tma_rules.build_descriptor(dst, tile, copy.loc)
+    except CompileError:
+        return None
+    return tile, [
+        ir.SyncThreads(),  # every consumer is past its last wgmma: the pipeline's bytes are free
+        ir.Copy(src, ir.Region.full(tile), loc=copy.loc),
+        ir.TmaCopy(ir.Region.full(tile), dst, loc=copy.loc),
+        ir.TmaStoreWait(read=True, loc=copy.loc),  # the tile is read before the block may exit
+    ]
+
+
 @register("warp_specialize", "tile")
 def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     reason = why_not(func, ctx)
@@ -187,7 +222,12 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     consumer += before
     consumer.append(ir.Comment(f"consumer: wait for stage {loop.var.name}, gemm, release the slot"))
     consumer.append(_role_loop(loop, consume, "consumer", s))
-    consumer += drain + top[at + 1:]
+    epilogue = top[at + 1:]
+    staged = None if ctx.flag(PassConfigKey.TW_REGISTER_EPILOGUE) else _tma_store_epilogue(epilogue, versioned.values())
+    if staged is not None:
+        epilogue_tile, epilogue = staged
+        keep.append(ir.Allocate(epilogue_tile, loc=epilogue_tile.loc))
+    consumer += drain + epilogue
     split = ir.WarpSpecialize(
         ir.seq([ir.Comment(f"producer: one warp issues the TMA loads, up to {s} stages ahead"), *producer]),
         ir.seq(consumer), consumers, PRODUCER_THREADS, loc=loop.loc)
@@ -198,6 +238,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         "tiles": [ld.dst.buffer.name for ld in loads], "barriers": [full.name, empty.name],
         "registers": {"producer": PRODUCER_REGISTERS, "consumer": consumer_registers(consumers)}
         if consumers >= 256 else None,
+        "epilogue": "shared memory + TMA store" if staged is not None else "stores from registers",
     }
     out.attrs.setdefault("pipelines", []).append({
         "loop": loop.var.name, "stages": s, "buffers": [b.name for b in versioned.values()],
