@@ -151,3 +151,22 @@ def test_epilogue_tile_reuses_the_pipeline_tiles_after_a_block_barrier():
     assert barrier < after_loop.index("tw::store_pair((&tw::swizzled<tw::half, 128>(C_shared, ")
     # C_shared (256-byte rows) is stored as 128-byte panels with the 128B swizzle: one 3-D TMA map
     assert (art.tma_descriptors["C_desc"].rank, art.tma_descriptors["C_desc"].box_dims) == (3, (64, 128, 2))
+
+
+@pytest.mark.parametrize("trans_B", [False, True])
+def test_mma_sync_operand_tiles_are_never_paneled(trans_B):
+    # B of 32 x 128 fp16 has 256-byte rows; tw::gemm_ss reads it with a plain row stride
+    from tileworkbench.examples import matmul
+
+    art = tw.lower(matmul(1024, 1024, 1024, 128, 128, 32, num_stages=2, trans_B=trans_B), target=SM90,
+                   pass_configs={tw.PassConfigKey.TW_DISABLE_WGMMA: True})
+    tiles = {e["name"]: e for e in art.func.attrs["smem_plan"]}
+    assert "tw::gemm_ss<" in art.device_source
+    assert all(b.attrs.get("panel", 0) == 0 for b in (a.buffer for a in _allocations(art.func)) if b.name in tiles)
+
+
+def _allocations(func):
+    from tileworkbench.ir import nodes as ir
+    from tileworkbench.ir.visitor import collect
+
+    return collect(func.body, ir.Allocate)

@@ -65,12 +65,14 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     for g_region, buf in pairs:
         if not tma_rules.is_contiguous(g_region) or tma_rules.region_bytes(g_region) % 16:
             wanted.add(id(buf))  # a descriptor is needed anyway: give it the fast layout
+    # mma.sync reads its operand tiles with a plain row stride (a swizzle, but never panels)
+    operands = {id(r.buffer) for gemm in collect(func.body, ir.Gemm) for r in (gemm.a, gemm.b)}
     for buf in shared:
         if id(buf) in layout:
             buf.attrs["swizzle"], buf.attrs["panel"] = layout[id(buf)]
         elif id(buf) in wanted:
             buf.attrs["swizzle"], buf.attrs["panel"] = tma_rules.swizzle_for_tile(buf), 0
-            panel = _wide_tile_panel(buf)
+            panel = 0 if id(buf) in operands else _wide_tile_panel(buf)
             if not buf.attrs["swizzle"] and panel and gemm_rules.panels_fit(buf, panel, pairs):
                 buf.attrs["swizzle"], buf.attrs["panel"] = 128, panel
         else:
