@@ -320,3 +320,29 @@ def test_an_arrive_wait_pair_orders_reads_before_a_reload():
         warnings.simplefilter("error", TileworkbenchWarning)
         art = tw.lower(main, target=SM90)
     assert art.trace.findings == []
+
+
+def test_paired_epilogue_stores_count_as_writes():
+    """The fragment -> shared copy becomes tw::store_pair calls; refilling the tile while the
+    previous TMA store may still read it is the same bug as with any other thread write."""
+
+    @T.prim_func
+    def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 128), "float16"),
+             C: T.Tensor((256, 128), "float16")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            C_s = T.alloc_shared((128, 128), "float16")
+            T.copy(B[0, 0], B_s)
+            for i in T.serial(2):
+                T.copy(A[i * 128, 0], A_s)
+                T.gemm(A_s, B_s, C_l, clear_accum=True)
+                T.copy(C_l, C_s)  # BUG: the previous store may still read C_s
+                T.tma_copy(C_s, C[i * 128, 0])
+            T.tma_store_wait(read=False)
+
+    art = tw.lower(main, target={"kind": "cuda", "arch": "sm_90"}, pass_configs={"tw.barrier_check": "warn"})
+    assert "tw::store_pair" in art.device_source.split("---- kernel ----")[1]
+    codes = [f["code"] for f in art.trace.to_dict()["findings"]]
+    assert codes == ["store_source_reused"]

@@ -489,6 +489,12 @@ class _Checker:
                 lo, hi = self.span(src.buffer, src.indices, n)
                 self.read(stmt, src.buffer, lo, hi, who, frame, line, "the TMA store", store=True)
             return
+        if name == "tw::store_pair":  # two neighbouring 16-bit results written by each thread
+            if addresses and _is_shared(addresses[0].buffer):
+                dst = addresses[0]
+                lo, hi = self.span(dst.buffer, dst.indices, 2)
+                self.write(stmt, dst.buffer, lo, hi, who, frame, line)
+            return
         vec = _VEC.match(name)
         if vec:
             nbytes = int(vec.group(2))
