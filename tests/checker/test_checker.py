@@ -342,7 +342,8 @@ def test_paired_epilogue_stores_count_as_writes():
                 T.tma_copy(C_s, C[i * 128, 0])
             T.tma_store_wait(read=False)
 
-    art = tw.lower(main, target={"kind": "cuda", "arch": "sm_90"}, pass_configs={"tw.barrier_check": "warn"})
+    with pytest.warns(TileworkbenchWarning, match=r"store_source_reused.*threads overwrite C_s at line \d+"):
+        art = tw.lower(main, target={"kind": "cuda", "arch": "sm_90"})
     assert "tw::store_pair" in art.device_source.split("---- kernel ----")[1]
     codes = [f["code"] for f in art.trace.to_dict()["findings"]]
     assert codes == ["store_source_reused"]
