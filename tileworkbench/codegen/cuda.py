@@ -289,13 +289,13 @@ class CudaRenderer:
         self.emit(d, "__syncthreads();")
 
     def s_WarpSpecialize(self, s, d):
-        tid, first = self.func.launch.thread_var, s.consumer_threads
+        tid = self.func.launch.thread_var
         outer = self.ranges[tid]
-        self.emit(d, f"if ({self.name(tid)} >= {first}) {{  // producer warpgroup")
-        self.ranges[tid] = (first, first + s.producer_threads - 1)
+        self.emit(d, f"if ({self.name(tid)} >= {s.consumer_threads}) {{  // producer warpgroup")
+        self.ranges[tid] = s.producer_range
         self.stmt(s.producer, d + 1)
         self.emit(d, "} else {  // consumer warpgroups")
-        self.ranges[tid] = (0, first - 1)
+        self.ranges[tid] = s.consumer_range
         self.stmt(s.consumer, d + 1)
         self.emit(d, "}")
         self.ranges[tid] = outer

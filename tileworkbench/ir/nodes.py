@@ -343,6 +343,11 @@ class Buffer:
             return tuple(as_expr(s) for s in self.strides)
         return self.row_major_strides()
 
+    def versioned(self, stages: int) -> "Buffer":
+        """This shared tile with a leading dimension of ``stages`` pipeline versions."""
+        return Buffer(self.name, (const(stages),) + tuple(self.shape), self.dtype, self.scope,
+                      attrs={**self.attrs, "versions": stages}, loc=self.loc)
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Region:
@@ -366,6 +371,16 @@ class Region:
     @staticmethod
     def full(buffer: Buffer) -> "Region":
         return Region(buffer, tuple(const(0) for _ in buffer.shape), tuple(buffer.shape))
+
+    @property
+    def is_full(self) -> bool:
+        """The region covers its whole buffer (constant starts 0, extents the buffer's shape)."""
+        return all(const_int(s) == 0 and const_int(e) is not None and const_int(e) == const_int(d)
+                   for s, e, d in zip(self.starts, self.extents, self.buffer.shape))
+
+    def in_version(self, versioned: Buffer, slot: Expr) -> "Region":
+        """The same region in pipeline version ``slot`` of ``versioned`` (``Buffer.versioned``)."""
+        return Region(versioned, (slot,) + tuple(self.starts), (const(1),) + tuple(self.extents))
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -571,6 +586,15 @@ class WarpSpecialize(Stmt):
     consumer_threads: int
     producer_threads: int
     loc: SourceLocation | None = _loc()
+
+    @property
+    def producer_range(self) -> tuple[int, int]:
+        """First and last thread index of the producer side."""
+        return (self.consumer_threads, self.consumer_threads + self.producer_threads - 1)
+
+    @property
+    def consumer_range(self) -> tuple[int, int]:
+        return (0, self.consumer_threads - 1)
 
 
 TILE_OPS = (Copy, TmaCopy, Fill, Gemm, Reduce)

@@ -56,7 +56,7 @@ def expr_text(e, parent_prec: int = 0) -> str:
 
 
 def region_text(r: ir.Region) -> str:
-    if _is_full(r):
+    if r.is_full:
         return r.buffer.name
     parts = []
     for start, extent in zip(r.starts, r.extents):
@@ -66,12 +66,6 @@ def region_text(r: ir.Region) -> str:
             parts.append(f"{expr_text(start)}:{expr_text(start + extent)}")
     return f"{r.buffer.name}[{', '.join(parts)}]"
 
-
-def _is_full(r: ir.Region) -> bool:
-    return all(
-        ir.const_int(s) == 0 and ir.const_int(e) is not None and ir.const_int(e) == ir.const_int(d)
-        for s, e, d in zip(r.starts, r.extents, r.buffer.shape)
-    )
 
 
 def _shape(shape) -> str:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -98,51 +98,33 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
     return artifact
 
 
-class _DeviceCompile:
-    """``backend.nvrtc.compile_check`` in a thread; ``result()`` joins it and returns the
-    NvrtcResult or raises what the compile raised. Nobody joins an abandoned one (an analysis
-    rejected the kernel): it finishes on its own and is dropped (not a daemon, so an interpreter
-    that exits meanwhile waits for it rather than stopping NVRTC midway)."""
-
-    def __init__(self, source: str, arch: str, name: str):
-        self._result = None
-        self._error: Exception | None = None
-        self._thread = threading.Thread(target=self._run, args=(source, arch, name), daemon=False,
-                                        name=f"tileworkbench-nvrtc-{name}")
-        self._thread.start()
-
-    def _run(self, source, arch, name):
-        from ..backend.nvrtc import compile_check
-
-        try:
-            self._result = compile_check(source, arch, name=name)
-        except Exception as exc:  # noqa: BLE001 - handed to the caller in result()
-            self._error = exc
-
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
-
-
 # False: NVRTC runs after the analyses, in the calling thread (for measuring what the overlap buys)
 OVERLAP_DEVICE_COMPILE = True
 
 
-class _SerialCompile:
-    def __init__(self, source: str, arch: str, name: str):
-        self.args = (source, arch, name)
+def _start_device_compile(source: str, arch: str, name: str):
+    """``backend.nvrtc.compile_check`` for the source; ``.result()`` gives the NvrtcResult or raises
+    what the compile raised. Overlapped: in a thread of its own (NVRTC releases the GIL) that ends
+    with the compile, so no idle thread outlives it (autotune may fork); nobody waits for one whose
+    kernel an analysis rejected, and interpreter exit waits for it as for any executor's."""
+    from ..backend.nvrtc import compile_check
+
+    if not OVERLAP_DEVICE_COMPILE:
+        return _Deferred(lambda: compile_check(source, arch, name=name))
+    thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"tileworkbench-nvrtc-{name}")
+    future = thread.submit(compile_check, source, arch, name=name)
+    thread.shutdown(wait=False)
+    return future
+
+
+class _Deferred:
+    """A compile run only when its result is asked for (the serial mode above)."""
+
+    def __init__(self, run):
+        self.run = run
 
     def result(self):
-        from ..backend.nvrtc import compile_check
-
-        source, arch, name = self.args
-        return compile_check(source, arch, name=name)
-
-
-def _start_device_compile(source: str, arch: str, name: str):
-    return (_DeviceCompile if OVERLAP_DEVICE_COMPILE else _SerialCompile)(source, arch, name)
+        return self.run()
 
 
 def debug_timeout(configs: dict) -> float | None:

@@ -46,9 +46,7 @@ class _Versioner(IRMutator):
     def visit_Region(self, r: ir.Region):
         r = self.generic_visit(r)
         new = self.buffers.get(r.buffer)
-        if new is None:
-            return r
-        return ir.Region(new, (self.slot,) + tuple(r.starts), (ir.const(1),) + tuple(r.extents))
+        return r if new is None else r.in_version(new, self.slot)
 
     def visit_BufferLoad(self, node: ir.BufferLoad):
         node = self.generic_visit(node)
@@ -113,8 +111,7 @@ class _Pipeline(IRMutator):
         for p in tma_loads + thread_loads:
             old = p.dst.buffer
             if old not in buffers:
-                buffers[old] = ir.Buffer(old.name, (ir.const(s),) + tuple(old.shape), old.dtype, "shared",
-                                         attrs={**old.attrs, "versions": s}, loc=old.loc)
+                buffers[old] = old.versioned(s)
         barriers = {}
         for old in arrived.values():
             counts = list(old.attrs["counts"]) * s

@@ -26,10 +26,9 @@ class _SimplifyStmts(_Simplifier):
         # Each side knows which threads run it (e.g. the producer's `tx < C + 32` is no constant).
         tid = self.thread_var
         outer = self.ranges[tid]
-        first = node.consumer_threads
-        self.ranges[tid] = (first, first + node.producer_threads - 1)
+        self.ranges[tid] = node.producer_range
         producer = self.visit(node.producer)
-        self.ranges[tid] = (0, first - 1)
+        self.ranges[tid] = node.consumer_range
         consumer = self.visit(node.consumer)
         self.ranges[tid] = outer
         return ir.WarpSpecialize(producer if producer is not None else ir.SeqStmt([]),

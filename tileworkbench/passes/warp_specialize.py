@@ -54,11 +54,7 @@ def _flatten(stmt) -> list:
 def _is_tile_load(s) -> bool:
     return (isinstance(s, ir.Copy) and s.instruction is None and s.src.buffer.scope == "global"
             and s.dst.buffer.scope == "shared" and s.src.static_extents() is not None
-            and _covers_buffer(s.dst))
-
-
-def _covers_buffer(r: ir.Region) -> bool:
-    return all(ir.const_int(st) == 0 for st in r.starts) and r.static_extents() == r.buffer.static_shape()
+            and s.dst.is_full)
 
 
 def consumer_registers(consumer_threads: int) -> int:
@@ -128,7 +124,7 @@ def _tma_store_epilogue(epilogue: list, tiles) -> tuple[ir.Buffer, list] | None:
         return None
     copy = epilogue[0]
     src, dst = copy.src, copy.dst
-    if src.buffer.scope != "fragment" or dst.buffer.scope != "global" or not _covers_buffer(src):
+    if src.buffer.scope != "fragment" or dst.buffer.scope != "global" or not src.is_full:
         return None
     if dst.buffer.dtype.name not in ("float16", "bfloat16") or dst.static_extents() is None:
         return None
@@ -169,23 +165,16 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
 
     slot = simplify((loop.var - loop.start) % s)
     round_ = simplify((loop.var - loop.start) // s)
-    versioned, barriers = {}, []
-    for ld in loads:
-        old = ld.dst.buffer
-        versioned[old] = ir.Buffer(old.name, (ir.const(s),) + tuple(old.shape), old.dtype, "shared",
-                                   attrs={**old.attrs, "versions": s}, loc=old.loc)
+    versioned = {ld.dst.buffer: ld.dst.buffer.versioned(s) for ld in loads}
     # One full/empty pair for the whole stage: every tile of stage k lands on it.
     full = ir.Buffer("stage_full", (ir.const(s),), ir.dtypes.uint64, "barrier",
                      attrs={"counts": [FULL_ARRIVALS] * s, "auto": True, "role": "full"}, loc=loop.loc)
     empty = ir.Buffer("stage_empty", (ir.const(s),), ir.dtypes.uint64, "barrier",
                       attrs={"counts": [consumers] * s, "auto": True, "role": "empty"}, loc=loop.loc)
-    barriers = [full, empty]
 
     def tile(region: ir.Region) -> ir.Region:
         buf = versioned.get(region.buffer)
-        if buf is None:
-            return region
-        return ir.Region(buf, (slot,) + tuple(region.starts), (ir.const(1),) + tuple(region.extents))
+        return region if buf is None else region.in_version(buf, slot)
 
     produce = [ir.BarrierWait(ir.BarrierRef(empty, slot), simplify((round_ + 1) % 2), loc=loop.loc)]
     produce += [ir.TmaCopy(ld.src, tile(ld.dst), ir.BarrierRef(full, slot), FULL_ARRIVALS, loc=ld.loc)
@@ -231,7 +220,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     split = ir.WarpSpecialize(
         ir.seq([ir.Comment(f"producer: one warp issues the TMA loads, up to {s} stages ahead"), *producer]),
         ir.seq(consumer), consumers, PRODUCER_THREADS, loc=loop.loc)
-    out = func.with_body(ir.seq(keep + [ir.Allocate(b, loc=loop.loc) for b in barriers] + [split]))
+    out = func.with_body(ir.seq(keep + [ir.Allocate(b, loc=loop.loc) for b in (full, empty)] + [split]))
     out.launch = dataclasses.replace(func.launch, producer_threads=PRODUCER_THREADS)
     out.attrs["warp_specialized"] = {
         "applied": True, "stages": s, "consumer_threads": consumers, "producer_threads": PRODUCER_THREADS,
