@@ -112,11 +112,12 @@ def test_host_launcher_spells_out_descriptors():
 def test_gemm_blocks_are_rasterized_in_panels():
     from tileworkbench.examples import matmul
 
-    big = tw.lower(matmul(1920, 1152, 256, 128, 128, 32), target=SM90)
+    per_tile = {tw.PassConfigKey.TW_DISABLE_PERSISTENT: True}  # a persistent kernel orders its tile loop alike
+    big = tw.lower(matmul(1920, 1152, 256, 128, 128, 32), target=SM90, pass_configs=per_tile)
     assert big.func.launch.raster_panel == 10
     assert "T.use_swizzle(panel_size=10)" in big.trace.ir_after("rasterize_blocks")
     assert "const int tw_panel_rows = min(15 - tw_panel_first, 10);" in big.device_source
-    small = tw.lower(matmul(1024, 1024, 256, 128, 128, 32), target=SM90)  # 8 block rows: one panel
+    small = tw.lower(matmul(1024, 1024, 256, 128, 128, 32), target=SM90, pass_configs=per_tile)  # 8 block rows
     assert small.func.launch.raster_panel == 0 and "blockIdx.y;" in small.device_source
 
 

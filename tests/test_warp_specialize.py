@@ -14,6 +14,8 @@ from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.visitor import IRMutator
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
+# One block per tile: the structure these tests look at (tests/test_persistent.py has the tile loop)
+ONE_BLOCK_PER_TILE = {tw.PassConfigKey.TW_DISABLE_PERSISTENT: True}
 
 
 def gemm(stages=3, threads=256, block=(128, 256, 64), size=(1024, 1024, 1024), **kw):
@@ -25,7 +27,7 @@ def ws_info(art):
 
 
 def test_golden_warp_specialize_3_stages():
-    art = tw.lower(gemm(), target=SM90)
+    art = tw.lower(gemm(), target=SM90, pass_configs=ONE_BLOCK_PER_TILE)
     after = art.trace.ir_after("warp_specialize")
     assert "with T.Kernel(4, 8, threads=256) as (bx, by):  # + 128 producer threads" in after
     body = after[after.index("        stage_full"):]
@@ -61,11 +63,12 @@ def test_golden_warp_specialize_3_stages():
     assert ws_info(art) == {"applied": True, "stages": 3, "consumer_threads": 256, "producer_threads": 128,
                             "tiles": ["A_shared", "B_shared"], "barriers": ["stage_full", "stage_empty"],
                             "registers": {"producer": 24, "consumer": 240},
-                            "epilogue": "shared memory + TMA store"}
+                            "epilogue": "shared memory + TMA store",
+                            "persistent": {"applied": False, "reason": "tw.disable_persistent is set"}}
 
 
 def test_generated_cuda_splits_the_block_and_compiles():
-    art = tw.lower(gemm(), target=SM90)
+    art = tw.lower(gemm(), target=SM90, pass_configs=ONE_BLOCK_PER_TILE)
     src = art.device_source
     assert "__launch_bounds__(384, 1)" in src
     assert "if (tx >= 256) {  // producer warpgroup" in src and "} else {  // consumer warpgroups" in src
@@ -89,7 +92,7 @@ def test_one_warpgroup_needs_no_register_rebalancing():
 
 
 def test_simulated_protocol_interleaves_the_two_loops_without_findings():
-    art = tw.lower(gemm(stages=2), target=SM90)
+    art = tw.lower(gemm(stages=2), target=SM90, pass_configs=ONE_BLOCK_PER_TILE)
     sim = simulate(art)
     assert sim.findings == []
     waits = [(e["barrier"], e["iteration"], e["completes"]) for e in sim.events if e["kind"] == "wait"]
@@ -112,7 +115,7 @@ class _DropArrives(IRMutator):
 
 
 def test_a_missing_release_is_a_deadlock_the_simulation_finds():
-    art = tw.lower(gemm(stages=2), target=SM90)
+    art = tw.lower(gemm(stages=2), target=SM90, pass_configs=ONE_BLOCK_PER_TILE)
     broken = art.func.with_body(_DropArrives().visit(art.func.body))
     sim = simulate(broken)
     stuck = [f for f in sim.findings if f["code"] == "wait_never_completes"]
@@ -121,6 +124,8 @@ def test_a_missing_release_is_a_deadlock_the_simulation_finds():
 
 def test_epilogue_goes_through_the_pipeline_tiles_and_one_tma_store():
     art = tw.lower(gemm(stages=4), target=SM90)
+    # four stages leave no room for an epilogue tile of its own: one block per tile
+    assert "more than 232448" in ws_info(art)["persistent"]["reason"]
     plan = {e["name"]: e for e in art.func.attrs["smem_plan"]}
     out = plan["C_local_out"]
     assert out["offset"] == 0 and out["shares_with"] == ["A_shared", "B_shared"]

@@ -22,7 +22,10 @@ event with a ``finding``. Warp-specialised code (``WarpSpecialize``: a producer 
 side running their own loops at the same time) is run with one schedule that a correct
 protocol allows: the statements before each side's loop, then the two loops' iterations
 interleaved (producer iteration *k*, consumer iteration *k*, ...), then what follows each loop.
-A wait that this schedule reaches before its phase completes is reported like any other.
+A wait that this schedule reaches before its phase completes is reported like any other. In a
+persistent kernel each side's role loop sits in a tile loop: block 0 of a one-block grid stands
+for every block, and :data:`SIMULATED_TILES` tiles are run, each as above (so the stage counter,
+the barriers' phases and the epilogue tile are followed from one tile into the next).
 
 Observers (:data:`OBSERVERS`, filled by :mod:`.checker`) ride along: they are told about every
 protocol operation with the threads that execute it, and they see the statements that touch
@@ -151,6 +154,9 @@ def _relevant(body, leaf=None) -> set:
     return found
 
 
+SIMULATED_TILES = 2  # tiles of a persistent kernel's tile loop that the simulation runs
+
+
 class _Simulator:
     def __init__(self, func: ir.PrimFunc, max_events: int):
         self.func = func
@@ -160,6 +166,7 @@ class _Simulator:
         self.env: dict = {func.launch.thread_var: self.tid}
         for v in func.launch.block_vars:
             self.env[v] = 0  # block (0, 0, 0) stands for every block: barriers are per block
+        self.env.update({"blockIdx.x": 0, "gridDim.x": 1})  # a persistent kernel's block: one walks all tiles
         self.index = program.numbering(func.body)
         self.ir_line = program.ir_lines(func)
         self.relevant = self.protocol = _relevant(func.body)
@@ -344,38 +351,65 @@ class _Simulator:
         first = node.consumer_threads
         sides = []
         for body, mask in ((node.producer, active & (self.tid >= first)), (node.consumer, active & (self.tid < first))):
-            before, conds, loop, after = _role_path(body)
+            before, conds, tiles, inner_before, loop, inner_after, after = _role_path(body)
             self.run_seq(before, mask, frame)
             for cond in conds:  # the ifs around the loop (the producer's one warp)
                 value = evaluate(cond, self.env)
                 mask = mask & (value.astype(bool) if isinstance(value, np.ndarray) else bool(value))
-            sides.append((loop, mask, after))
-        loops = [side[0] for side in sides if side[0] is not None]
-        if len(loops) != 2:
+            sides.append(_Side(tiles, inner_before, loop, inner_after, after, mask))
+        loops = [side.loop for side in sides if side.loop is not None]
+        tile_loops = [side.tiles for side in sides if side.tiles is not None]
+        if len(loops) != 2 or len(tile_loops) not in (0, 2):
             self.finding(("split", id(node)), "warning", "not_evaluated",
                          "a warp-specialised side has no role loop; its sides run one after the other",
                          frame=frame)
-            for loop, mask, after in sides:
-                self.run(loop, mask, frame)
-                self.run_seq(after, mask, frame)
+            for side in sides:
+                for part in (side.tiles or side.loop, side.after):
+                    self.run(ir.seq(part) if isinstance(part, list) else part, side.mask, frame)
             return
+        if tile_loops:
+            count = min(SIMULATED_TILES, tile_loops[0].annotations[ir.TILE_LOOP])
+            for side in sides:
+                self.loops.append({"var": side.tiles.var.name, "start": 0, "extent": count, "kind": "tiles",
+                                   "line": side.tiles.loc.line if side.tiles.loc is not None else frame.line,
+                                   "role": side.loop.annotations.get("ws_role")})
+            for value in range(count):
+                tile_frames = []
+                for side in sides:
+                    self.env[side.tiles.var] = value
+                    tile_frame = dataclasses.replace(frame, loops=frame.loops + ((side.tiles, value),))
+                    self.run_seq(side.inner_before, side.mask, tile_frame)
+                    tile_frames.append(tile_frame)
+                self.interleave(sides, tile_frames)
+                for side, tile_frame in zip(sides, tile_frames):
+                    self.run_seq(side.inner_after, side.mask, tile_frame)
+            for side in sides:
+                self.env.pop(side.tiles.var, None)
+        else:
+            self.interleave(sides, [frame, frame])
+        for side in sides:
+            self.run_seq(side.after, side.mask, frame)
+
+    def interleave(self, sides, frames):
+        """The two role loops, iteration by iteration: producer k, consumer k, producer k + 1, ..."""
+        loops = [side.loop for side in sides]
         start = as_int(evaluate(loops[0].start, self.env))
         extent = as_int(evaluate(loops[0].extent, self.env))
         stages = loops[0].annotations.get("num_stages")
-        for loop in loops:
+        for loop, frame in zip(loops, frames):
             self.loops.append({"var": loop.var.name, "start": start, "extent": extent, "kind": "pipelined",
                                "stages": stages, "line": loop.loc.line if loop.loc is not None else frame.line,
                                "role": loop.annotations.get("ws_role")})
         for value in range(start, start + extent):
-            for loop, mask, _ in sides:
+            for side, frame in zip(sides, frames):
+                loop = side.loop
                 self.env[loop.var] = value
                 line = loop.loc.line if loop.loc is not None else frame.line
                 inner = dataclasses.replace(frame, stage="steady", iteration=value, line=line,
                                             loops=frame.loops + ((loop, value),))
-                self.run(loop.body, mask, inner)
-        for loop, mask, after in sides:
+                self.run(loop.body, side.mask, inner)
+        for loop in loops:
             self.env.pop(loop.var, None)
-            self.run_seq(after, mask, frame)
 
     def run_if(self, node: ir.IfThenElse, active, frame: Frame):
         line = node.loc.line if node.loc is not None else frame.line
@@ -549,9 +583,23 @@ class _Stop(Exception):
     pass
 
 
-def _role_path(side) -> tuple[list, list, ir.For | None, list]:
-    """(statements before, conditions around, the role loop, statements after) of one side of a
-    ``WarpSpecialize``: the loop stands in the side's sequence or alone inside an ``if``."""
+@dataclasses.dataclass
+class _Side:
+    """One side of a ``WarpSpecialize`` as the simulation runs it (see :func:`_role_path`)."""
+
+    tiles: ir.For | None
+    inner_before: list
+    loop: ir.For | None
+    inner_after: list
+    after: list
+    mask: np.ndarray
+
+
+def _role_path(side) -> tuple:
+    """(statements before, conditions around, the tile loop or None, statements before the role
+    loop in it, the role loop, statements after it in the tile loop, statements after) of one
+    side of a ``WarpSpecialize``: the loop (or a persistent kernel's tile loop around it) stands
+    in the side's sequence or alone inside an ``if``."""
     stmts = list(side.stmts) if isinstance(side, ir.SeqStmt) else [side]
     for i, s in enumerate(stmts):
         conds = []
@@ -559,9 +607,16 @@ def _role_path(side) -> tuple[list, list, ir.For | None, list]:
         while isinstance(inner, ir.IfThenElse) and inner.else_body is None:
             conds.append(inner.cond)
             inner = inner.then_body
+        if isinstance(inner, ir.SeqStmt) and len(inner.stmts) == 1:
+            inner = inner.stmts[0]
         if isinstance(inner, ir.For) and inner.annotations.get("ws_role"):
-            return stmts[:i], conds, inner, stmts[i + 1:]
-    return stmts, [], None, []
+            return stmts[:i], conds, None, [], inner, [], stmts[i + 1:]
+        if isinstance(inner, ir.For) and inner.annotations.get(ir.TILE_LOOP):
+            body = list(inner.body.stmts) if isinstance(inner.body, ir.SeqStmt) else [inner.body]
+            for j, b in enumerate(body):
+                if isinstance(b, ir.For) and b.annotations.get("ws_role"):
+                    return stmts[:i], conds, inner, body[:j], b, body[j + 1:], stmts[i + 1:]
+    return stmts, [], None, [], None, [], []
 
 
 def _linear(loops) -> int:

@@ -91,6 +91,10 @@ def evaluate(expr, env: dict):
         return v
     if isinstance(expr, ir.Call) and expr.name in ("min", "max") and len(expr.args) == 2:
         return _minmax(expr.name, evaluate(expr.args[0], env), evaluate(expr.args[1], env))
+    if isinstance(expr, ir.Raw):  # a built-in index (blockIdx.x, ...): bound by its text, when it is
+        if expr.text in env:
+            return env[expr.text]
+        raise Unknown(expr.text)
     raise Unknown(type(expr).__name__ if not isinstance(expr, ir.Call) else expr.name)
 
 

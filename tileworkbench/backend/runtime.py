@@ -38,6 +38,7 @@ class Runtime:
         self.functions = {}
         self.tensormaps = {}
         self.smem_bytes = smem_bytes
+        self._resident_blocks: dict = {}  # (kernel, device) -> blocks resident at once (persistent grids)
         # Debug mode: the record, where each wait site is in the kernel (site -> line, from the
         # trace) and whether every launch is checked at once (False: check_deferred() checks later).
         self._debug = None
@@ -104,6 +105,24 @@ class Runtime:
                 fn.max_dynamic_shared_size_bytes = self.smem_bytes
             self.functions[kernel_name] = fn
         return fn
+
+    def persistent_blocks(self, kernel_name, tiles: int, block, smem_bytes: int) -> int:
+        """Blocks for a persistent kernel over ``tiles`` tiles: as many as can be resident at once
+        (multiprocessors times the blocks one holds, from the driver's occupancy calculator for
+        this kernel, its threads and shared memory), never more than there are tiles."""
+        import cupy
+
+        device = cupy.cuda.runtime.getDevice()
+        resident = self._resident_blocks.get((kernel_name, device))
+        if resident is None:
+            fn = self.function(kernel_name)
+            per_multiprocessor = fn.max_active_blocks(block[0], smem_bytes)
+            if per_multiprocessor < 1:
+                raise KernelRuntimeError(f"{kernel_name} cannot run: no block of {block[0]} threads and "
+                                         f"{smem_bytes} bytes of shared memory fits a multiprocessor")
+            multiprocessors = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
+            resident = self._resident_blocks[(kernel_name, device)] = multiprocessors * per_multiprocessor
+        return max(1, min(tiles, resident))
 
     def launch(self, kernel_name, grid, block, smem_bytes, args):
         import cupy
@@ -221,6 +240,12 @@ class DeviceFunction:
         for fn in self._by_device.values():
             _set_max_dynamic_smem(fn, self._max_dynamic_smem)
         self._function()  # the current device's function gets it as it loads
+
+    def max_active_blocks(self, threads: int, smem_bytes: int) -> int:
+        """Blocks of this kernel one multiprocessor holds at once (the driver's occupancy calculator)."""
+        import cupy
+
+        return cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self.ptr, threads, smem_bytes)
 
     @property
     def num_regs(self) -> int:

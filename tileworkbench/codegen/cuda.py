@@ -83,6 +83,8 @@ class CudaRenderer:
         for v, g in zip(launch.block_vars, launch.grid):
             n = ir.const_int(g)
             self.ranges[v] = (0, n - 1 if n is not None else None)
+        self.block_ranges = dict(self.ranges) if launch.persistent_tiles else {}
+        self.block_ranges.pop(launch.thread_var, None)
 
     # ---- names -----------------------------------------------------------------------------
     def declare(self, var) -> str:
@@ -219,8 +221,8 @@ class CudaRenderer:
 
     def s_For(self, s, d):
         start, extent = ir.const_int(s.start), ir.const_int(s.extent)
-        if start is not None and extent is not None:
-            self.ranges[s.var] = (start, start + extent - 1)
+        if start is not None:  # a loop var never falls below its start (a tile loop has no constant end)
+            self.ranges[s.var] = (start, start + extent - 1 if extent is not None else None)
         var = self.declare(s.var)
         begin = self.expr(s.start)
         end = self.expr(simplify(s.start + s.extent, self.ranges))
@@ -242,7 +244,9 @@ class CudaRenderer:
 
     def s_LetStmt(self, s, d):
         value = simplify(s.value, self.ranges)
-        if not s.var.dtype.is_float:
+        if s.var in self.block_ranges:  # a persistent kernel's block index, bound per tile
+            self.ranges[s.var] = self.block_ranges[s.var]
+        elif not s.var.dtype.is_float:
             lo, hi = interval(value, self.ranges)
             if lo is not None or hi is not None:
                 self.ranges[s.var] = (lo, hi)
@@ -360,7 +364,9 @@ class CudaRenderer:
         if self.func.attrs.get("smem_bytes", 0):
             self.emit(1, "extern __shared__ __align__(1024) unsigned char tw_smem[];")
         self.emit(1, f"const int {self.declare(launch.thread_var)} = threadIdx.x;")
-        if launch.raster_panel:
+        if launch.persistent_tiles:
+            pass  # the kernel's tile loops bind the block indices, one tile at a time
+        elif launch.raster_panel:
             self.rasterized_block_indices(launch)
         else:
             for v, axis in zip(launch.block_vars, "xyz"):

@@ -85,7 +85,11 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
     if debug_timeout_s:
         lines.append(f"    {DEBUG_PARAM} = rt.debug_record()  # zeroed; a timed-out wait writes where it was")
         args.append(DEBUG_PARAM)
-    lines.append(f"    grid = ({', '.join(_py(g) for g in grid)})")
+    if launch.persistent_tiles:
+        lines.append(f"    # persistent: as many blocks as fit the GPU at once walk the {'x'.join(_py(g) for g in launch.grid)} tiles")
+        lines.append(f"    grid = (rt.persistent_blocks(KERNEL, {launch.persistent_tiles}, BLOCK, SMEM_BYTES), 1, 1)")
+    else:
+        lines.append(f"    grid = ({', '.join(_py(g) for g in grid)})")
     lines.append(f"    rt.launch(KERNEL, grid, BLOCK, SMEM_BYTES, [{', '.join(args)}])")
     if debug_timeout_s:
         lines.append(f"    rt.check_debug_record(KERNEL, {DEBUG_PARAM}, DEBUG_BARRIERS, DEBUG_TIMEOUT_S)")

@@ -599,6 +599,9 @@ class WarpSpecialize(Stmt):
 
 TILE_OPS = (Copy, TmaCopy, Fill, Gemm, Reduce)
 
+# The annotation of a persistent kernel's tile loop (its value: how many tiles the grid has).
+TILE_LOOP = "persistent_tiles"
+
 
 # --------------------------------------------------------------------------------------------
 # Functions
@@ -618,6 +621,9 @@ class Launch:
     # Warp specialisation adds a producer warpgroup after the ``threads`` the kernel was written
     # for; layouts and thread loops still use ``threads``, the hardware launches ``total_threads``.
     producer_threads: int = 0
+    # A persistent kernel (``warp_specialize``) walks this many tiles of ``grid`` in a loop of its
+    # own; the hardware launches min(tiles, multiprocessors) blocks along x (0: one block per tile).
+    persistent_tiles: int = 0
 
     @property
     def total_threads(self) -> int:

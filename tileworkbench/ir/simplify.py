@@ -17,6 +17,10 @@ from .visitor import IRMutator
 Interval = tuple  # (lo, hi) with None for unbounded
 
 
+# What CUDA guarantees of the built-in indices that lowering passes use verbatim (``ir.Raw``).
+HARDWARE_RANGES = {"blockIdx.x": (0, None), "gridDim.x": (1, None)}
+
+
 def interval(e: ir.Expr, ranges: dict) -> Interval:
     """Inclusive bounds of an integer expression (None where unknown)."""
     if isinstance(e, ir.Const):
@@ -25,6 +29,8 @@ def interval(e: ir.Expr, ranges: dict) -> Interval:
         return (e.value, e.value) if isinstance(e.value, int) else (None, None)
     if isinstance(e, ir.Var):
         return ranges.get(e, (None, None))
+    if isinstance(e, ir.Raw):
+        return HARDWARE_RANGES.get(e.text, (None, None))
     if isinstance(e, ir.BinOp) and not e.dtype.is_float:
         a, b = interval(e.a, ranges), interval(e.b, ranges)
         if e.op == "+":
@@ -34,8 +40,10 @@ def interval(e: ir.Expr, ranges: dict) -> Interval:
         if e.op == "*" and None not in a + b:
             prods = [x * y for x in a for y in b]
             return (min(prods), max(prods))
-        if e.op == "//" and b[0] is not None and b[0] == b[1] and b[0] > 0 and None not in a:
-            return (a[0] // b[0], a[1] // b[0])
+        if e.op == "*" and a[0] is not None and b[0] is not None and a[0] >= 0 and b[0] >= 0:
+            return (a[0] * b[0], None)  # non-negative factors, one without an upper bound
+        if e.op == "//" and b[0] is not None and b[0] == b[1] and b[0] > 0:
+            return (None if a[0] is None else a[0] // b[0], None if a[1] is None else a[1] // b[0])
         if e.op == "%" and b[0] is not None and b[0] == b[1] and b[0] > 0:
             if a[0] is not None and a[0] >= 0:
                 if a[1] is not None and a[1] < b[0]:

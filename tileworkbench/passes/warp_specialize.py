@@ -38,8 +38,9 @@ from ..ir import nodes as ir
 from ..ir.simplify import simplify
 from ..ir.visitor import collect, substitute
 from ..target import PassConfigKey
-from . import gemm_rules, tma_rules
+from . import gemm_rules, persistent_rules, tma_rules
 from .manager import register
+from .plan_shared_memory import SMEM_LIMIT
 
 PRODUCER_THREADS = 128
 PRODUCER_REGISTERS = 24
@@ -115,11 +116,15 @@ def _role_loop(loop: ir.For, body: list, role: str, stages: int) -> ir.For:
                   {"num_stages": stages, "pipelined": True, "ws_role": role}, loc=loop.loc)
 
 
-def _tma_store_epilogue(epilogue: list, tiles) -> tuple[ir.Buffer, list] | None:
+def _tma_store_epilogue(epilogue: list, tiles, persistent: bool = False) -> tuple[ir.Buffer, list] | None:
     """An epilogue that is one ``T.copy(fragment, global tile)`` of 16-bit results, rewritten to go
     through a shared tile and one TMA store: (the shared tile, the new statements), else None.
     The shared tile reuses the bytes of the pipeline's tiles (``attrs["reuses_pipeline_tiles"]``),
-    dead once every consumer is past its last wgmma: a consumer barrier comes first."""
+    dead once every consumer is past its last wgmma: a consumer barrier comes first. In a
+    persistent kernel the producer is refilling those bytes meanwhile, so the tile has bytes of
+    its own, and before it is rewritten the previous tile's store must have read it (the thread
+    that issued the store waits, then the consumer barrier); the block's last store is waited
+    for after the tile loop."""
     if len(epilogue) != 1 or not isinstance(epilogue[0], ir.Copy):
         return None
     copy = epilogue[0]
@@ -132,19 +137,37 @@ def _tma_store_epilogue(epilogue: list, tiles) -> tuple[ir.Buffer, list] | None:
     if shape != list(src.buffer.static_shape()):
         return None
     tile = ir.Buffer(f"{src.buffer.name}_out", tuple(ir.const(n) for n in shape), dst.buffer.dtype, "shared",
-                     attrs={"reuses_pipeline_tiles": True}, loc=copy.loc)
-    if tile.dtype.bytes_for(tile.numel) > sum(t.dtype.bytes_for(t.numel) for t in tiles):
+                     attrs={} if persistent else {"reuses_pipeline_tiles": True}, loc=copy.loc)
+    if not persistent and tile.dtype.bytes_for(tile.numel) > sum(t.dtype.bytes_for(t.numel) for t in tiles):
         return None
     try:
         tma_rules.build_descriptor(dst, tile, copy.loc)
     except CompileError:
         return None
+    if persistent:
+        return tile, [
+            ir.TmaStoreWait(read=True, loc=copy.loc),  # the previous tile's store has read the tile
+            ir.SyncThreads(),
+            ir.Copy(src, ir.Region.full(tile), loc=copy.loc),
+            ir.TmaCopy(ir.Region.full(tile), dst, loc=copy.loc),
+        ]
     return tile, [
         ir.SyncThreads(),  # every consumer is past its last wgmma: the pipeline's bytes are free
         ir.Copy(src, ir.Region.full(tile), loc=copy.loc),
         ir.TmaCopy(ir.Region.full(tile), dst, loc=copy.loc),
         ir.TmaStoreWait(read=True, loc=copy.loc),  # the tile is read before the block may exit
     ]
+
+
+def _smem_bytes_with_own_epilogue_tile(tiles, epilogue_tile, stages: int) -> int:
+    """Shared memory of the pipeline's tiles, their barriers and an epilogue tile of its own
+    (each tile 1024-aligned, as ``plan_shared_memory`` places swizzled tiles)."""
+    def aligned(n):
+        return -(-n // 1024) * 1024
+    total = sum(aligned(t.dtype.bytes_for(t.numel)) for t in tiles)
+    if epilogue_tile is not None:
+        total += aligned(epilogue_tile.dtype.bytes_for(epilogue_tile.numel))
+    return total + 2 * 8 * stages
 
 
 @register("warp_specialize", "tile")
@@ -162,10 +185,38 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     body = [x for x in _flatten(loop.body) if not isinstance(x, ir.Comment)]
     loads = [x for x in body if isinstance(x, ir.Copy)]
     gemms = [x for x in body if isinstance(x, ir.Gemm)]
-
-    slot = simplify((loop.var - loop.start) % s)
-    round_ = simplify((loop.var - loop.start) // s)
     versioned = {ld.dst.buffer: ld.dst.buffer.versioned(s) for ld in loads}
+
+    # Which consumer statements run around the loop, and whether the kernel can be persistent:
+    # the tile loop then wraps each side, and the stage counter runs on across tiles.
+    keep, before = [], []
+    for x in top[:at]:
+        if isinstance(x, ir.Allocate):
+            buf = versioned.get(x.buffer)
+            keep.append(ir.Allocate(buf, loc=x.loc) if buf is not None else x)
+        elif isinstance(x, (ir.LetStmt, ir.Comment)):
+            keep.append(x)
+        else:
+            before.append(x)
+    epilogue = top[at + 1:]
+    register_epilogue = ctx.flag(PassConfigKey.TW_REGISTER_EPILOGUE)
+    staged = None if register_epilogue else _tma_store_epilogue(epilogue, versioned.values(), persistent=True)
+    own_bytes = _smem_bytes_with_own_epilogue_tile(versioned.values(), staged[0] if staged else None, s)
+    per_tile_stmts = before + ([] if staged else epilogue)  # the staged epilogue's tile is its own
+    not_persistent = persistent_rules.why_not(func, ctx, per_tile_stmts, own_bytes,
+                                              SMEM_LIMIT.get(ctx.target.arch, 232448))
+    persistent = not_persistent is None
+    if not persistent and not register_epilogue:
+        staged = _tma_store_epilogue(epilogue, versioned.values())
+    tile_iter = ir.Var("tile_iter") if persistent else None
+
+    # The stage counter: iteration k of this block's tile_iter-th tile is stage
+    # tile_iter * extent + (k - k0) of the ring (just k - k0 without a tile loop).
+    counter = loop.var - loop.start
+    if persistent:
+        counter = tile_iter * loop.extent + counter
+    slot = simplify(counter % s)
+    round_ = simplify(counter // s)
     # One full/empty pair for the whole stage: every tile of stage k lands on it.
     full = ir.Buffer("stage_full", (ir.const(s),), ir.dtypes.uint64, "barrier",
                      attrs={"counts": [FULL_ARRIVALS] * s, "auto": True, "role": "full"}, loc=loop.loc)
@@ -182,52 +233,48 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     produce.append(ir.BarrierArrive(ir.BarrierRef(full, slot), loc=loop.loc))
     # The consumer keeps its last gemm's wgmma group running into the next iteration: after
     # issuing stage k it waits for stage k - 1's group only, then releases that slot.
-    previous = simplify((loop.var - loop.start + s - 1) % s)
+    previous = simplify((counter + s - 1) % s)
     consume = [ir.BarrierWait(ir.BarrierRef(full, slot), simplify(round_ % 2), loc=loop.loc)]
     consume += [ir.Gemm(tile(g.a), tile(g.b), g.c, g.trans_a, g.trans_b, g.clear_accum, 1, loc=g.loc)
                 for g in gemms]
     consume.append(ir.IfThenElse(ir.cmp(">", loop.var, loop.start),
                                  ir.BarrierArrive(ir.BarrierRef(empty, previous), loc=loop.loc)))
-    last = simplify((loop.extent - 1) % s)
+    last = simplify(substitute(counter, {loop.var: loop.start + loop.extent - 1}) % s)
     drain = [ir.Evaluate(ir.Call("tw::wgmma_wait<0>", ())),
              ir.BarrierArrive(ir.BarrierRef(empty, last), loc=loop.loc)]
 
+    def per_tile(stmts: list) -> list:
+        return [persistent_rules.tile_loop(func.launch, tile_iter, stmts, loc=loop.loc)] if persistent else stmts
+
     tid = func.launch.thread_var
-    producer = [ir.IfThenElse(ir.cmp("<", tid, consumers + 32), _role_loop(loop, produce, "producer", s))]
+    producer = [ir.IfThenElse(ir.cmp("<", tid, consumers + 32),
+                              ir.seq(per_tile([_role_loop(loop, produce, "producer", s)])))]
     consumer = []
     if consumers >= 256:
         producer.insert(0, ir.Evaluate(ir.Call(f"tw::setmaxnreg_dec<{PRODUCER_REGISTERS}>", ())))
         consumer.append(ir.Evaluate(ir.Call(f"tw::setmaxnreg_inc<{consumer_registers(consumers)}>", ())))
-
-    keep, before = [], []
-    for x in top[:at]:
-        if isinstance(x, ir.Allocate):
-            buf = versioned.get(x.buffer)
-            keep.append(ir.Allocate(buf, loc=x.loc) if buf is not None else x)
-        elif isinstance(x, (ir.LetStmt, ir.Comment)):
-            keep.append(x)
-        else:
-            before.append(x)
-    consumer += before
-    consumer.append(ir.Comment(f"consumer: wait for stage {loop.var.name}, gemm, release the slot"))
-    consumer.append(_role_loop(loop, consume, "consumer", s))
-    epilogue = top[at + 1:]
-    staged = None if ctx.flag(PassConfigKey.TW_REGISTER_EPILOGUE) else _tma_store_epilogue(epilogue, versioned.values())
     if staged is not None:
         epilogue_tile, epilogue = staged
         keep.append(ir.Allocate(epilogue_tile, loc=epilogue_tile.loc))
-    consumer += drain + epilogue
+    consumer += per_tile(before + [
+        ir.Comment(f"consumer: wait for stage {loop.var.name}, gemm, release the slot"),
+        _role_loop(loop, consume, "consumer", s), *drain, *epilogue])
+    if persistent and staged is not None:
+        consumer.append(ir.TmaStoreWait(read=True, loc=epilogue_tile.loc))  # the last tile read before exit
     split = ir.WarpSpecialize(
         ir.seq([ir.Comment(f"producer: one warp issues the TMA loads, up to {s} stages ahead"), *producer]),
         ir.seq(consumer), consumers, PRODUCER_THREADS, loc=loop.loc)
     out = func.with_body(ir.seq(keep + [ir.Allocate(b, loc=loop.loc) for b in (full, empty)] + [split]))
-    out.launch = dataclasses.replace(func.launch, producer_threads=PRODUCER_THREADS)
+    out.launch = dataclasses.replace(func.launch, producer_threads=PRODUCER_THREADS,
+                                     persistent_tiles=persistent_rules.tile_count(func.launch) if persistent else 0)
     out.attrs["warp_specialized"] = {
         "applied": True, "stages": s, "consumer_threads": consumers, "producer_threads": PRODUCER_THREADS,
         "tiles": [ld.dst.buffer.name for ld in loads], "barriers": [full.name, empty.name],
         "registers": {"producer": PRODUCER_REGISTERS, "consumer": consumer_registers(consumers)}
         if consumers >= 256 else None,
         "epilogue": "shared memory + TMA store" if staged is not None else "stores from registers",
+        "persistent": {"applied": True, "tiles": persistent_rules.tile_count(func.launch)} if persistent
+        else {"applied": False, "reason": not_persistent},
     }
     out.attrs.setdefault("pipelines", []).append({
         "loop": loop.var.name, "stages": s, "buffers": [b.name for b in versioned.values()],
