@@ -166,7 +166,7 @@ class _Simulator:
         self.env: dict = {func.launch.thread_var: self.tid}
         for v in func.launch.block_vars:
             self.env[v] = 0  # block (0, 0, 0) stands for every block: barriers are per block
-        self.env.update({"blockIdx.x": 0, "gridDim.x": 1})  # a persistent kernel's block: one walks all tiles
+        self.env.update({"(int)blockIdx.x": 0, "(int)gridDim.x": 1})  # a persistent kernel's block: one walks all tiles
         self.index = program.numbering(func.body)
         self.ir_line = program.ir_lines(func)
         self.relevant = self.protocol = _relevant(func.body)

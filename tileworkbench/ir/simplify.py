@@ -18,7 +18,7 @@ Interval = tuple  # (lo, hi) with None for unbounded
 
 
 # What CUDA guarantees of the built-in indices that lowering passes use verbatim (``ir.Raw``).
-HARDWARE_RANGES = {"blockIdx.x": (0, None), "gridDim.x": (1, None)}
+HARDWARE_RANGES = {"(int)blockIdx.x": (0, None), "(int)gridDim.x": (1, None)}
 
 
 def interval(e: ir.Expr, ranges: dict) -> Interval:

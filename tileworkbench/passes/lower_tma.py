@@ -5,7 +5,8 @@ Guarantees:
   * ``T.tma_copy`` load -> inside ``tw::shuffle_elect<L>()`` (L = leader scope, default the
     whole block): ``bar.expect_transaction(bytes)`` then the TMA load. No arrive, no wait.
   * ``T.tma_copy`` store -> async-proxy fence and block barrier (threads wrote the tile), then
-    inside the elected thread the bulk store and ``tma_store_arrive`` (commit). No wait.
+    inside the elected thread (thread 0 in a persistent kernel's tile loop) the bulk store and
+    ``tma_store_arrive`` (commit). No wait.
   * ``T.copy(..., prefer_instruction="tma")`` -> a synchronous TMA: an automatic barrier
     ``<src>_to_<dst>_mbarrier`` (count 1), elected ``arrive_and_expect_tx`` + load, and every
     thread waits for the phase (0 outside loops, the iteration's parity inside them).
@@ -87,8 +88,16 @@ class _LowerTma(IRMutator):
         return ir.seq([
             call("tw::fence_proxy_async"),  # make the threads' writes to the tile visible to TMA
             ir.SyncThreads(),
-            ir.IfThenElse(elect(self.threads), ir.seq(issue)),
+            ir.IfThenElse(self.store_issuer(), ir.seq(issue)),
         ])
+
+    def store_issuer(self) -> ir.Expr:
+        """Which thread issues a bulk store: the elected one, or thread 0 inside a persistent
+        kernel's tile loop, where an elect costs the whole GEMM about 6% (ptxas; measured with
+        scripts/experiments/persistent_variants.py). Any one thread will do: every thread waits."""
+        if any(loop.annotations.get(ir.TILE_LOOP) for loop in self.loops):
+            return ir.cmp("==", self.func.launch.thread_var, 0)
+        return elect(self.threads)
 
     def iteration_parity(self) -> ir.Expr:
         """Parity of the current execution count of the innermost statement (0 outside loops)."""

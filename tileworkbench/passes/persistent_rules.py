@@ -16,8 +16,8 @@ from ..target import PassConfigKey
 
 # The hardware block index and block count (a persistent grid is one-dimensional). The barrier
 # simulation binds these texts like variables (block 0 of one block stands for every block).
-HW_BLOCK = ir.Raw("blockIdx.x")
-HW_BLOCKS = ir.Raw("gridDim.x")
+HW_BLOCK = ir.Raw("(int)blockIdx.x")  # signed, like every index it meets
+HW_BLOCKS = ir.Raw("(int)gridDim.x")
 
 
 def why_not(func: ir.PrimFunc, ctx, consumer_stmts, own_tile_bytes: int, smem_limit: int) -> str | None:

@@ -1,0 +1,73 @@
+"""Experiment: which difference between the hand-edited persistent GEMM and the compiler's costs time.
+
+    PYTHONPATH=. python3 scripts/experiments/persistent_variants.py
+"""
+
+import re
+import statistics
+
+import torch
+
+import tileworkbench as tw
+from tileworkbench.bench.timing import Timer, rel_err
+from tileworkbench.examples.gemm import matmul
+from tileworkbench.jit.kernel import Kernel
+
+n = 4096
+program = matmul(n, n, n, 128, 256, 64, "float16", "float16", 3, 256)
+per_tile = tw.compile(program, out_idx=[2], pass_configs={tw.PassConfigKey.TW_DISABLE_PERSISTENT: True})
+pers = tw.compile(program, out_idx=[2])
+src = pers.record["device_source"]
+
+
+def variant(text, smem=None):
+    rec = {k: v for k, v in pers.record.items() if "cubin" not in k}
+    rec["device_source"] = text
+    if smem:
+        rec["smem_bytes"] = smem
+        rec["host_source"] = re.sub(r"SMEM_BYTES = \d+", f"SMEM_BYTES = {smem}", rec["host_source"])
+    return Kernel(rec, [2])
+
+
+def running_counter(t):
+    """The ring's stage as a counter carried across tiles (g) instead of tile_iter * 64 + k."""
+    for it, k in (("tile_iter", "k"), ("tile_iter_1", "k_1")):
+        t = t.replace(f"(({it} * 64) + {k})", "g")
+        t = t.replace(f"for (int {it} = 0;", f"int g_{it} = 0;\n    for (int {it} = 0;", 1)
+        t = t.replace(f"for (int {k} = 0; {k} < 64; ++{k}) {{", f"for (int {k} = 0; {k} < 64; ++{k}, ++g_{it}) {{\n        const int g = g_{it};", 1)
+    t = t.replace("stage_empty[((tile_iter_1 * 64) % 3)].arrive();", "stage_empty[((g_tile_iter_1 + 2) % 3)].arrive();")
+    return t
+
+
+def hand_layout(t):
+    t = t.replace("C_local_out = reinterpret_cast<tw::half*>(tw_smem + 147456)", "C_local_out = reinterpret_cast<tw::half*>(tw_smem + 148480)")
+    return t.replace("tw_smem + 212992;", "tw_smem + 147456;").replace("tw_smem + 213016;", "tw_smem + 147480;")
+
+
+def store_by_tx0(t):
+    return t.replace("if (tw::shuffle_elect<256>()) {\n        tw::tma_store(", "if (tx == 0) {\n        tw::tma_store(")
+
+
+kernels = {"per tile": per_tile, "compiler persistent": pers,
+           "running counter": variant(running_counter(src)),
+           "hand smem layout": variant(hand_layout(src), 214016),
+           "store by tx 0": variant(store_by_tx0(src)),
+           "all three": variant(store_by_tx0(hand_layout(running_counter(src))), 214016),
+           "hand-edited": variant(open("scripts/experiments/_hand_persistent_4096_fp16.cu").read(), 214016)}
+a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+ref = a.float() @ b.float()
+c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+for name, k in kernels.items():
+    out = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
+    k(a, b, out)
+    print(f"{name}: err {rel_err(out, ref):.1e}, regs {k._runtime.function(k.name).num_regs}", flush=True)
+timer = Timer()
+flops = 2.0 * n ** 3
+times = {name: [] for name in kernels}
+for _ in range(5):
+    times.setdefault("cublas", []).append(timer.time(lambda: torch.matmul(a, b, out=c), 3, 10).tflops(flops))
+    for name, k in kernels.items():
+        times[name].append(timer.time(lambda: k(a, b, c), 3, 10).tflops(flops))
+for name, v in times.items():
+    print(f"{name:24s} {statistics.median(v):7.1f} TFLOP/s", flush=True)
