@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from ..errors import CompileError
 
-BASE_OPTIONS = ("-std=c++17", "-lineinfo", "--device-as-default-execution-space")
+# --minimal: NVRTC leaves out its texture, device-runtime and launch declarations, which our
+# kernels never use (no toolkit headers either): ~6 ms less front end, the same cubin code.
+BASE_OPTIONS = ("-std=c++17", "-lineinfo", "--device-as-default-execution-space", "--minimal")
 # ELF e_machine of CUDA cubins
 EM_CUDA = 190
 

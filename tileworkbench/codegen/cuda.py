@@ -23,7 +23,8 @@ from pathlib import Path
 from .. import __version__
 from ..ir import nodes as ir
 from ..ir.layout import shared_element_offset
-from ..ir.simplify import interval, is_nonnegative, simplify
+from ..ir.simplify import Affine, interval, is_nonnegative, simplify
+from ..ir.visitor import uses_var
 
 HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
 HEADER_ORDER = ("common.h", "sync.h", "tma.h", "cp_async.h", "mma.h", "wgmma.h")
@@ -74,6 +75,7 @@ class CudaRenderer:
         self.debug_ns = int(debug_timeout_s * 1e9) if debug_timeout_s else 0
         self.stmt_index = 0  # pre-order number of the statement being rendered (analysis/program.py's)
         self.barrier_ids: dict = {}
+        self.pair_bases: dict = {}  # id(BufferLoad) -> (base pointer name, offset) in a hoisted pair store
         self.lines: list[str] = []
         self.names: dict = {}
         self.taken: set = set()
@@ -172,6 +174,9 @@ class CudaRenderer:
     def call(self, e: ir.Call) -> str:
         if e.name == "address_of":
             load = e.args[0]
+            if id(load) in self.pair_bases:
+                base, offset = self.pair_bases[id(load)]
+                return f"(&{base}[{self.expr(offset)}])"
             return self.address(load.buffer, load.indices)
         if e.name in _MATH_F32:
             table = _MATH_F64 if e.dtype.name == "float64" else _MATH_F32
@@ -226,6 +231,8 @@ class CudaRenderer:
         var = self.declare(s.var)
         begin = self.expr(s.start)
         end = self.expr(simplify(s.start + s.extent, self.ranges))
+        if s.annotations.get("pairs"):
+            self.hoist_pair_base(s, d)
         if s.kind == "unrolled":
             self.emit(d, "#pragma unroll")
         elif s.annotations.get("pipelined"):
@@ -233,6 +240,28 @@ class CudaRenderer:
         self.emit(d, f"for (int {var} = {begin}; {var} < {end}; ++{var}) {{")
         self.stmt(s.body, d + 1)
         self.emit(d, "}")
+
+    def hoist_pair_base(self, s, d):
+        """A ``tw::store_pair`` loop into a global tensor (partition_parallel_loops) indexes a
+        pointer declared before the loop with only the part of the offset that depends on the
+        loop variable. The machine code is the same, but NVVM no longer has to find the common
+        base of every unrolled copy of the whole address (spec GEMM: ~15 ms less NVRTC)."""
+        call = s.body.call if isinstance(s.body, ir.Evaluate) else None
+        if not (isinstance(call, ir.Call) and call.name == "tw::store_pair"):
+            return
+        load = call.args[0].args[0]  # address_of(out[...])
+        buf = load.buffer
+        if buf.scope != "global" or buf.dtype.packed:
+            return
+        linear = simplify(shared_element_offset(buf, load.indices), self.ranges)
+        aff = Affine.of(linear)
+        fixed = Affine({k: t for k, t in aff.terms.items() if not uses_var(t[0], s.var)})
+        if not fixed.terms or len(fixed.terms) == len(aff.terms):
+            return
+        moving = Affine({k: t for k, t in aff.terms.items() if k not in fixed.terms}, aff.const)
+        name = self.declare(ir.Var(f"{self.buffer_name(buf)}_pairs"))
+        self.emit(d, f"{buf.dtype.cpp}* {name} = &{self.buffer_name(buf)}[{self.expr(fixed.to_expr(linear.dtype))}];")
+        self.pair_bases[id(load)] = (name, moving.to_expr(linear.dtype))
 
     def s_IfThenElse(self, s, d):
         self.emit(d, f"if ({self.expr(s.cond)}) {{")
