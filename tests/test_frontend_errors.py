@@ -185,3 +185,30 @@ def test_bad_configs_and_targets_are_rejected():
         tw.PassContext(config={"tl.no_such_thing": True})
     with pytest.raises(ValueError, match="unsupported arch 'sm_42'"):
         tw.Target.of({"kind": "cuda", "arch": "sm_42"})
+
+
+def test_python_counter_in_a_kernel_loop_is_refused():
+    with pytest.raises(CompileError, match="'x' holds the Python value 0") as info:
+        @T.prim_func
+        def main(A: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=32):
+                x = 0
+                for i in T.serial(16):
+                    A[x] = i
+                    x = x + 1
+    assert_points_at(info.value, "x = x + 1")
+    assert "x = T.int32(0)" in str(info.value)
+
+
+def test_a_kernel_variable_reassigned_in_a_loop_keeps_no_range_from_its_first_value():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=32):
+            x = T.int32(0)
+            for i in T.serial(16):
+                A[x // 4] = i
+                x = x + 1
+
+    body = lower(main).device_source.split("---- kernel ----")[1]
+    # x is 0 only at first: x // 4 must stay (it was once folded to A[0])
+    assert "A[tw::floordiv(x, 4)] = i;" in body and "x = (x + 1);" in body

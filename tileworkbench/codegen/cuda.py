@@ -24,7 +24,7 @@ from .. import __version__
 from ..ir import nodes as ir
 from ..ir.layout import shared_element_offset
 from ..ir.simplify import Affine, interval, is_nonnegative, simplify
-from ..ir.visitor import uses_var
+from ..ir.visitor import collect, uses_var
 
 HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
 HEADER_ORDER = ("common.h", "sync.h", "tma.h", "cp_async.h", "mma.h", "wgmma.h")
@@ -85,6 +85,7 @@ class CudaRenderer:
         for v, g in zip(launch.block_vars, launch.grid):
             n = ir.const_int(g)
             self.ranges[v] = (0, n - 1 if n is not None else None)
+        self.reassigned = {a.var for a in collect(func.body, ir.Assign)}
         self.block_ranges = dict(self.ranges) if launch.persistent_tiles else {}
         self.block_ranges.pop(launch.thread_var, None)
 
@@ -275,7 +276,7 @@ class CudaRenderer:
         value = simplify(s.value, self.ranges)
         if s.var in self.block_ranges:  # a persistent kernel's block index, bound per tile
             self.ranges[s.var] = self.block_ranges[s.var]
-        elif not s.var.dtype.is_float:
+        elif not s.var.dtype.is_float and s.var not in self.reassigned:  # else only the first value
             lo, hi = interval(value, self.ranges)
             if lo is not None or hi is not None:
                 self.ranges[s.var] = (lo, hi)

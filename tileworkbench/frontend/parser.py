@@ -222,9 +222,26 @@ class Parser(ast.NodeVisitor):
             self.builder.emit(ir.LetStmt(var, value))
             self.bind(name, var)
         else:
+            self._refuse_python_counter(name, value, target)
             self.bind(name, value)
 
-    def visit_AugAssign(self, node):
+    def _refuse_python_counter(self, name, value, target):
+        """A name holding a Python number from outside a kernel loop, re-assigned inside it: the
+        loop body is built once, so the name would not change from one iteration to the next
+        (``x = 0`` ... ``for i in T.serial(n): x = x + 1``). Say so instead of building it."""
+        if not self.builder.loop_vars or name in self.scope.names or not isinstance(value, (int, float)):
+            return
+        found, old = self.scope.lookup(name)
+        if found and isinstance(old, (int, float)) and not isinstance(old, bool):
+            raise self.error(target, f"'{name}' holds the Python value {old!r}, fixed while the kernel is built: "
+                                     f"assigning it inside a kernel loop would not change it from one iteration "
+                                     f"to the next. Make it a kernel variable before the loop, e.g. "
+                                     f"{name} = T.int32({old!r})" if isinstance(old, int) else
+                                     f"'{name}' holds the Python value {old!r}, fixed while the kernel is built: "
+                                     f"assigning it inside a kernel loop would not change it from one iteration "
+                                     f"to the next. Make it a kernel variable before the loop, e.g. "
+                                     f"{name} = T.float32({old!r})")
+
         op = _BINOPS.get(type(node.op))
         if op is None:
             raise self.error(node, f"unsupported operator {type(node.op).__name__}")

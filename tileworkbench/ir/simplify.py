@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import nodes as ir
 from .printer import expr_text
-from .visitor import IRMutator
+from .visitor import IRMutator, collect
 
 Interval = tuple  # (lo, hi) with None for unbounded
 
@@ -160,6 +160,14 @@ def _key(e: ir.Expr) -> str:
 class _Simplifier(IRMutator):
     def __init__(self, ranges):
         self.ranges = dict(ranges or {})
+        # Scalars some Assign changes (found on the first statement visited, the root): their
+        # LetStmt value is only the first, so it gives them no range.
+        self.reassigned: set | None = None
+
+    def visit(self, node):
+        if self.reassigned is None and isinstance(node, ir.Stmt):
+            self.reassigned = {a.var for a in collect(node, ir.Assign)}
+        return super().visit(node)
 
     def visit_For(self, node):
         start, extent = ir.const_int(node.start), ir.const_int(node.extent)
@@ -170,7 +178,7 @@ class _Simplifier(IRMutator):
 
     def visit_LetStmt(self, node):
         node = self.generic_visit(node)
-        if not node.var.dtype.is_float:
+        if not node.var.dtype.is_float and node.var not in (self.reassigned or ()):
             lo, hi = interval(node.value, self.ranges)
             if lo is not None or hi is not None:
                 self.ranges[node.var] = (lo, hi)

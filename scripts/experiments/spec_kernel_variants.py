@@ -1,0 +1,98 @@
+"""Experiment: what would lift the spec's own TMA GEMMs (issue 4's 600 TFLOP/s at 8192^3)?
+
+Times ``matmul_tma_copy`` / ``matmul_tma_copy_store`` (8192^3 fp16, 128x128x32, 128 threads,
+warp specialisation off) as compiled, with the raster panel changed (the compiler's AUTO_PANEL),
+and with the 3-stage ring's ``k % 3`` / ``k / 3 % 2`` slot and parity arithmetic replaced by
+counters carried from one iteration to the next (an edit of the generated source), next to the
+persistent warp-specialised GEMM at other panel sizes. Interleaved rounds, medians; every
+output checked against a float32 reference first.
+
+    PYTHONPATH=. python3 scripts/experiments/spec_kernel_variants.py
+"""
+
+import os
+import re
+import statistics
+import tempfile
+
+import torch
+
+import tileworkbench as tw
+from tileworkbench.bench.timing import Timer, rel_err
+from tileworkbench.examples.gemm import matmul, matmul_tma_copy, matmul_tma_copy_store
+from tileworkbench.jit import cache
+from tileworkbench.jit.kernel import Kernel
+from tileworkbench.passes import rasterize_blocks
+
+N = 8192
+PLAIN = {tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
+
+
+def compile_with_panel(program, panel, configs=None):
+    """Compiled with rasterize_blocks.AUTO_PANEL = panel (the caches do not know the panel: a
+    fresh disk-cache folder and an empty memory cache for each)."""
+    old = rasterize_blocks.AUTO_PANEL
+    rasterize_blocks.AUTO_PANEL = panel
+    cache.MEMORY.clear()
+    os.environ["TILEWORKBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="tw-panel-")
+    try:
+        return tw.compile(program, out_idx=[2], pass_configs=configs)
+    finally:
+        rasterize_blocks.AUTO_PANEL = old
+
+
+def carried_counters(src, stages):
+    """k % s, (k + s - 1) % s and k / s % 2 as counters updated at the end of each iteration."""
+    s = stages
+    body_start = src.index("  for (int k = 0; k < ")
+    head, loop = src[:body_start], src[body_start:]
+    loop = loop.replace(f"((k + {s - 1}) % {s})", "tw_next").replace(f"(k % {s})", "tw_slot")
+    loop = loop.replace(f"((k / {s}) % 2)", "tw_phase")
+    pragma = head.rindex("  #pragma unroll 1")
+    head = head[:pragma] + f"  int tw_slot = 0, tw_next = {s - 1}, tw_phase = 0;\n" + head[pragma:]
+    gemm_end = loop.index("C_local, tx);\n") + len("C_local, tx);\n")
+    update = (f"    tw_next = tw_slot;\n    tw_slot = tw_slot == {s - 1} ? 0 : tw_slot + 1;\n"
+              f"    tw_phase ^= (tw_slot == 0);\n")
+    return head + loop[:gemm_end] + update + loop[gemm_end:]
+
+
+def variant(kernel, text):
+    rec = {k: v for k, v in kernel.record.items() if "cubin" not in k}
+    rec["device_source"] = text
+    return Kernel(rec, [2])
+
+
+def main():
+    a = torch.randn(N, N, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, N, device="cuda", dtype=torch.float16)
+    ref = a.float() @ b.float()
+    c = torch.empty(N, N, device="cuda", dtype=torch.float16)
+    kernels = {}
+    for builder in (matmul_tma_copy, matmul_tma_copy_store):
+        for stages in (2, 3):
+            program = builder(N, N, N, 128, 128, 32, "float16", "float16", "float32", 128, stages)
+            name = f"{builder.__name__} s{stages}"
+            for panel in (10, 4, 16, 32):
+                kernels[f"{name} panel {panel}"] = compile_with_panel(program, panel, PLAIN)
+            if stages == 3:
+                base = kernels[f"{name} panel 10"]
+                kernels[f"{name} carried counters"] = variant(base, carried_counters(base.record["device_source"], 3))
+    ws = matmul(N, N, N, 128, 256, 64, "float16", "float16", 3, 256)
+    for panel in (10, 6, 16):
+        kernels[f"persistent 128x256x64 s3 panel {panel}"] = compile_with_panel(ws, panel)
+    for name, k in kernels.items():
+        out = torch.full((N, N), float("nan"), device="cuda", dtype=torch.float16)
+        k(a, b, out)
+        print(f"{name}: err {rel_err(out, ref):.1e}", flush=True)
+    timer = Timer()
+    flops = 2.0 * N ** 3
+    times = {name: [] for name in kernels}
+    for _ in range(3):
+        for name, k in kernels.items():
+            times[name].append(timer.time(lambda: k(a, b, c), 3, 10).tflops(flops))
+    for name, v in times.items():
+        print(f"{name:44s} {statistics.median(v):7.1f} TFLOP/s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
