@@ -66,7 +66,8 @@ def test_epilogue_tile_gets_its_own_bytes_and_the_launch_one_block_per_multiproc
     # thread 0 issues the store (an elect inside the tile loop costs the GEMM ~6%)
     assert "if ((tx == 0)) {\n        tw::tma_store(C_desc, " in body
     # the stage counter is non-negative: plain % and / (no floor helpers) in the ring's indices
-    assert "stage_full[(((tile_iter_1 * 16) + k_1) % 3)].wait(((((tile_iter_1 * 16) + k_1) / 3) % 2));" in body
+    assert "int k_slot0_1 = ((tile_iter_1 * 16) % 3);" in body  # the ring's slot runs on from tile to tile
+    assert "stage_full[k_slot0_1].wait(k_phase0_1);" in body
     result = compile_check(art.device_source, "sm_90a", "persistent.cu")
     assert result.spills_bytes == 0
 

@@ -75,11 +75,11 @@ def test_generated_cuda_splits_the_block_and_compiles():
     assert src.index("setmaxnreg_dec<24>") < src.index("setmaxnreg_inc<240>")
     # one lane of the producer warp issues both loads on the stage's full barrier
     assert len(re.findall(r"tw::tma_load\((A|B)_desc, stage_full\[", src)) == 2
-    assert "stage_empty[(k % 3)].wait((((k / 3) + 1) % 2));" in src
+    assert "stage_empty[k_slot0].wait((1 - k_phase0));" in src  # slot and phase carried (carry_stage_counters)
     assert "BLOCK = (384, 1, 1)" in art.host_source
     # the consumer leaves one wgmma group running and releases the previous stage's slot
     assert re.search(r"tw::wgmma_gemm_ss<128, 256, 64, 2, 128, 128, false, tw_wgmma_m64n256k16_f16_kn, 1>", src)
-    assert "if ((k_1 > 0)) {\n        stage_empty[((k_1 + 2) % 3)].arrive();" in src
+    assert "if ((k_1 > 0)) {\n        stage_empty[k_slot1].arrive();" in src
     result = compile_check(src, "sm_90a", "ws.cu")
     assert result.spills_bytes == 0 and "C7508" not in result.log  # setmaxnreg was not ignored
 

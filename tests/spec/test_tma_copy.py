@@ -274,7 +274,11 @@ def test_gemm_pipelines_lower_and_compile_for_sm90a(builder, num_stages):
                               pass_configs={tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})
     source = artifact.kernel_source
     assert "tw::tma_load(A_desc" in source and "tw::tma_load(B_desc" in source
-    assert f"mbar_A[(k % {num_stages})].wait" in source or f"mbar_A[k % {num_stages}].wait" in source
+    if num_stages == 2:
+        assert "mbar_A[(k % 2)].wait(((k / 2) % 2));" in source
+    else:  # carry_stage_counters: the ring's slot and phase carried from one iteration to the next
+        assert "mbar_A[k_slot1].wait(k_phase1);" in source and "k_slot1 = ((k_slot1 == 2) ? 0 : (k_slot1 + 1));" in source
+    assert f"mbar_A[k % {num_stages}].wait(k // {num_stages} % 2)" in artifact.trace.ir_after("simplify")
     if builder is matmul_tma_copy_store:
         assert "tw::tma_store(C_desc" in source and "tw::tma_store_wait<false>()" in source
     pipelined = artifact.trace.ir_after("inject_software_pipeline")

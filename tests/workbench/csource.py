@@ -5,7 +5,8 @@ pipelined loop: ``for (int v = a; v < b; ++v) {`` loops are iterated, ``if (cond
 are entered when ``cond`` holds (``tw::shuffle_elect<N>()`` counts as true: the elected thread),
 and every ``bar[index].arrive()/.wait(parity)/.expect_transaction(bytes)`` is recorded with its
 index and argument evaluated as C integers (all operands here are non-negative, so C's ``/``
-is Python's ``//``).
+is Python's ``//``). Scalars declared (``int x = e;``) or assigned (``x = e;``) on the way keep
+their values from one iteration to the next (carried ring counters); ``(c) ? a : b`` is read.
 """
 
 import re
@@ -13,9 +14,14 @@ import re
 FOR = re.compile(r"^for \(int (\w+) = (.+?); \1 < (.+?); \+\+\1\) \{$")
 IF = re.compile(r"^if \((.*)\) \{$")
 OP = re.compile(r"^(\w+)\[(.+)\]\.(arrive|wait|expect_transaction)\((.*)\);$")
+SET = re.compile(r"^(?:const )?(?:int )?(\w+) = (.+);$")
+TERNARY = re.compile(r"\(\((.+?)\) \? (.+?) : (.+)\)$")
 
 
 def c_eval(expr: str, env: dict):
+    m = TERNARY.fullmatch(expr)
+    if m:
+        return c_eval(m.group(2) if c_eval(m.group(1), env) else m.group(3), env)
     py = re.sub(r"tw::shuffle_elect<\d+>\(\)", "True", expr)
     py = py.replace("&&", " and ").replace("||", " or ").replace("/", "//")
     return eval(py, {"__builtins__": {}}, dict(env))
@@ -54,7 +60,9 @@ def run(lines: list[str], env: dict, out: list) -> None:
             end = _block_end(lines, i)
             var, lo, hi = m.group(1), c_eval(m.group(2), env), c_eval(m.group(3), env)
             for v in range(lo, hi):
-                run(lines[i + 1:end], {**env, var: v}, out)
+                env[var] = v
+                run(lines[i + 1:end], env, out)
+            env.pop(var, None)
             i = end + 1
             continue
         m = IF.match(line)
@@ -69,4 +77,7 @@ def run(lines: list[str], env: dict, out: list) -> None:
             name, index, op, arg = m.groups()
             value = c_eval(arg, env) if arg else None
             out.append((dict(env), name, c_eval(index, env), op, value))
+        m = SET.match(line) if not m else None
+        if m:
+            env[m.group(1)] = c_eval(m.group(2), env)
         i += 1

@@ -386,7 +386,11 @@ class _Simulator:
             for side in sides:
                 self.env.pop(side.tiles.var, None)
         else:
+            for side in sides:
+                self.run_seq(side.inner_before, side.mask, frame)
             self.interleave(sides, [frame, frame])
+            for side in sides:
+                self.run_seq(side.inner_after, side.mask, frame)
         for side in sides:
             self.run_seq(side.after, side.mask, frame)
 
@@ -599,7 +603,8 @@ def _role_path(side) -> tuple:
     """(statements before, conditions around, the tile loop or None, statements before the role
     loop in it, the role loop, statements after it in the tile loop, statements after) of one
     side of a ``WarpSpecialize``: the loop (or a persistent kernel's tile loop around it) stands
-    in the side's sequence or alone inside an ``if``."""
+    in the side's sequence or inside an ``if``, there possibly after scalar declarations
+    (``carry_stage_counters``), which run as statements before the loop."""
     stmts = list(side.stmts) if isinstance(side, ir.SeqStmt) else [side]
     for i, s in enumerate(stmts):
         conds = []
@@ -607,15 +612,18 @@ def _role_path(side) -> tuple:
         while isinstance(inner, ir.IfThenElse) and inner.else_body is None:
             conds.append(inner.cond)
             inner = inner.then_body
-        if isinstance(inner, ir.SeqStmt) and len(inner.stmts) == 1:
-            inner = inner.stmts[0]
-        if isinstance(inner, ir.For) and inner.annotations.get("ws_role"):
-            return stmts[:i], conds, None, [], inner, [], stmts[i + 1:]
-        if isinstance(inner, ir.For) and inner.annotations.get(ir.TILE_LOOP):
-            body = list(inner.body.stmts) if isinstance(inner.body, ir.SeqStmt) else [inner.body]
-            for j, b in enumerate(body):
-                if isinstance(b, ir.For) and b.annotations.get("ws_role"):
-                    return stmts[:i], conds, inner, body[:j], b, body[j + 1:], stmts[i + 1:]
+        # under the ifs: the loop, or the loop among statements (scalars declared before it)
+        under = list(inner.stmts) if isinstance(inner, ir.SeqStmt) else [inner]
+        if not conds and under != [s]:
+            continue
+        for j, u in enumerate(under):
+            if isinstance(u, ir.For) and u.annotations.get("ws_role"):
+                return stmts[:i], conds, None, under[:j], u, under[j + 1:], stmts[i + 1:]
+            if isinstance(u, ir.For) and u.annotations.get(ir.TILE_LOOP):
+                body = list(u.body.stmts) if isinstance(u.body, ir.SeqStmt) else [u.body]
+                for k, b in enumerate(body):
+                    if isinstance(b, ir.For) and b.annotations.get("ws_role"):
+                        return stmts[:i] + under[:j], conds, u, body[:k], b, body[k + 1:], under[j + 1:] + stmts[i + 1:]
     return stmts, [], None, [], None, [], []
 
 

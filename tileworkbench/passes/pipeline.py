@@ -7,6 +7,7 @@ it runs. The trace records one snapshot per pass that ran.
 from __future__ import annotations
 
 from . import (  # noqa: F401 - importing registers the passes
+    carry_stage_counters,
     choose_shared_layouts,
     elide_proxy_fences,
     infer_fragment_layouts,
@@ -38,6 +39,7 @@ PIPELINE = [
     "scope_consumer_syncs",  # lower: consumer-side block barriers become named barriers
     "plan_shared_memory",  # memory: offsets and alignment in dynamic shared memory
     "simplify",  # lower: index arithmetic canonicalised, decided branches dropped
+    "carry_stage_counters",  # lower: a 3-stage ring's slot/phase carried across iterations, not divided out
 ]
 
 
