@@ -14,20 +14,38 @@ from . import nodes as ir
 
 _LEAVES = (ir.Var, ir.Buffer, ir.Const, ir.Raw)
 _NODE_TYPES = (ir.Expr, ir.Stmt, ir.Region, ir.BarrierRef)
+_VISITED = (*_NODE_TYPES, ir.Buffer)
+_NOT_CHILDREN = ("loc", "attrs", "annotations", "dtype")
+_CHILD_NAMES: dict = {}  # node class -> names of the fields that may hold children
 
 
 def _child_fields(node):
-    for f in dataclasses.fields(node):
-        if f.name in ("loc", "attrs", "annotations", "dtype"):
-            continue
-        yield f.name, getattr(node, f.name)
+    names = _CHILD_NAMES.get(type(node))
+    if names is None:
+        names = _CHILD_NAMES[type(node)] = tuple(
+            f.name for f in dataclasses.fields(node) if f.name not in _NOT_CHILDREN)
+    for name in names:
+        yield name, getattr(node, name)
+
+
+def _method(visitor, node):
+    """The visitor's ``visit_<NodeClass>``, or None (looked up once per visitor and node class)."""
+    table = type(visitor).__dict__.get("_tw_methods")
+    if table is None:
+        table = {}
+        setattr(type(visitor), "_tw_methods", table)
+    kind = type(node)
+    if kind not in table:
+        table[kind] = getattr(type(visitor), "visit_" + kind.__name__, None)
+    method = table[kind]
+    return None if method is None else method.__get__(visitor)
 
 
 class IRVisitor:
     def visit(self, node):
         if node is None:
             return
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        method = _method(self, node)
         if method is not None:
             return method(node)
         return self.generic_visit(node)
@@ -42,7 +60,7 @@ class IRVisitor:
         if isinstance(value, (list, tuple)):
             for v in value:
                 self._visit_value(v)
-        elif isinstance(value, (*_NODE_TYPES, ir.Buffer)):
+        elif isinstance(value, _VISITED):
             self.visit(value)
 
 
@@ -50,7 +68,7 @@ class IRMutator:
     def visit(self, node):
         if node is None:
             return None
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        method = _method(self, node)
         if method is not None:
             return method(node)
         return self.generic_visit(node)
@@ -77,7 +95,7 @@ class IRMutator:
             if isinstance(value, list):
                 return [v for v in new if v is not None]
             return tuple(new)
-        if isinstance(value, (*_NODE_TYPES, ir.Buffer)):
+        if isinstance(value, _VISITED):
             return self.visit(value)
         return value
 
@@ -100,18 +118,21 @@ def substitute(node, var_map=None, buffer_map=None):
     return Substitute(var_map, buffer_map).visit(node)
 
 
+class _Collect(IRVisitor):
+    def __init__(self, kind):
+        self.kind, self.found = kind, []
+
+    def visit(self, n):
+        if isinstance(n, self.kind):
+            self.found.append(n)
+        return super().visit(n)
+
+
 def collect(node, kind) -> list:
     """Every node of type ``kind`` under ``node``, in pre-order."""
-    found = []
-
-    class _Collect(IRVisitor):
-        def visit(self, n):
-            if isinstance(n, kind):
-                found.append(n)
-            return super().visit(n)
-
-    _Collect().visit(node)
-    return found
+    collector = _Collect(kind)
+    collector.visit(node)
+    return collector.found
 
 
 def uses_var(node, var) -> bool:
