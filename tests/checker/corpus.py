@@ -299,6 +299,25 @@ def store_not_waited_at_exit():
     return main
 
 
+def leader_excluded_by_a_condition():
+    """The copy is issued by the block's leader (thread 0), but only threads 32.. reach it: no
+    load is issued, the phase completes on the arrivals alone and the tile is read unloaded."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 32), F16), B: T.Tensor((128, 32), F16)):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            A_shared = T.alloc_shared((128, 32), F16)
+            mbar = T.alloc_barrier(128)
+            if tx >= 32:
+                T.tma_copy(A[0, 0], A_shared, barrier=mbar)  # BUG: the leader is not among these
+            T.barrier_arrive(mbar)
+            T.barrier_wait(mbar, 0)
+            T.copy(A_shared, B)
+
+    return main
+
+
 @dataclass(frozen=True)
 class Bug:
     builder: object
@@ -310,6 +329,8 @@ class Bug:
 
 BUGS = {
     "missing_arrive": Bug(missing_arrive, "wait_never_completes", "error", "T.barrier_wait(mbar, 0)", "no_arrivals"),
+    "leader_excluded_by_a_condition": Bug(leader_excluded_by_a_condition, "leader_not_running", "error",
+                                          "T.tma_copy(A[0, 0], A_shared, barrier=mbar)"),
     "wait_before_own_arrive": Bug(wait_before_own_arrive, "wait_never_completes", "error",
                                   "T.barrier_wait(mbar, 0)", "own_later_arrive"),
     "fixed_parity": Bug(fixed_parity, "wait_never_completes", "error", "T.barrier_wait(mbar, 0)", "wrong_parity"),

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import nodes as ir
+from ..ir.visitor import collect
 from . import program
 from .evaluate import Unknown, as_int, evaluate
 from .lines import KernelLines
@@ -252,15 +253,33 @@ class _Simulator:
         return out
 
     def elect(self, n: int, active):
-        """tw::shuffle_elect<n>: one thread (the first active one of the group's first warp)
-        of every group of ``n`` consecutive threads."""
-        mask = np.zeros(self.threads, dtype=bool)
-        candidates = active & ((self.tid % n) < 32)
-        for g in range(-(-self.threads // n)):
-            members = np.nonzero(candidates & (self.tid // n == g))[0]
-            if members.size:
-                mask[members[0]] = True
-        return mask
+        """tw::shuffle_elect<n>: the first thread of every group of ``n`` consecutive threads,
+        when it runs here (a group whose first thread does not elects no one)."""
+        return active & (self.tid % n == 0)
+
+    def leaderless(self, n: int, active, taken, node: ir.IfThenElse, frame: Frame):
+        """Report a group of ``n`` threads some of which reach an elected block while its leader
+        (the group's first thread) does not: nobody runs the block (no TMA copy is issued)."""
+        groups = self.tid // n
+        for g in np.unique(groups[active]):
+            if taken[groups == g].any():
+                continue
+            running = np.nonzero(active & (groups == g))[0]
+            refs = collect(node.then_body, ir.BarrierRef)
+            barrier, slot = (refs[0].buffer.name, self.scalar(refs[0].index)) if refs else (None, None)
+            on = f" (the TMA copy on {barrier}[{slot}])" if barrier else ""
+            self.finding(("leaderless", id(node), int(g)), "error", "leader_not_running",
+                         f"threads {running[0]}..{running[-1]} reach tw::shuffle_elect<{n}>() but not their "
+                         f"leader, thread {g * n}: nobody runs the elected code{on}, so it never happens; let "
+                         f"the whole group of {n} threads reach it", barrier, slot, frame=frame)
+
+    def scalar(self, expr):
+        """``expr``'s value when it is one integer for every thread, else None."""
+        try:
+            value = evaluate(expr, self.env)
+        except Unknown:
+            return None
+        return int(value) if not isinstance(value, np.ndarray) else None
 
     def state(self, name, slot, stmt, frame):
         st = self.slots.get((name, slot))
@@ -423,6 +442,7 @@ class _Simulator:
         if match:
             n = int(match.group(1))
             taken = self.elect(n, active)
+            self.leaderless(n, active, taken, node, frame)
             self.run(node.then_body, taken, dataclasses.replace(frame, elect=n))
             self.run(node.else_body, active & ~taken, frame)
             return

@@ -12,6 +12,7 @@ block's set-up (barrier init, register rebalancing) is paid once per multiproces
 from __future__ import annotations
 
 from ..ir import nodes as ir
+from ..ir.visitor import collect
 from ..target import PassConfigKey
 
 # The hardware block index and block count (a persistent grid is one-dimensional). The barrier
@@ -31,8 +32,6 @@ def why_not(func: ir.PrimFunc, ctx, consumer_stmts, own_tile_bytes: int, smem_li
     grid = [ir.const_int(g) for g in func.launch.grid]
     if None in grid or len(grid) > 2:
         return "the grid is not a static 1-D or 2-D one"
-    from ..ir.visitor import collect
-
     for stmt in consumer_stmts:
         if any(b.scope == "shared" for b in collect(stmt, ir.Buffer)):
             return "the consumers' statements around the loop use shared memory the producer refills"

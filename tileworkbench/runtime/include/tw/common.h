@@ -80,18 +80,17 @@ __device__ __forceinline__ unsigned int smem_addr(const void* p) {
 }
 
 // One thread of every group of N consecutive threads (N a multiple of 32) returns true.
-// The group's first warp elects a lane with elect.sync, so the whole warp must be converged.
 template <int N>
 __device__ __forceinline__ bool shuffle_elect() {
+  // The leader (TileLang's tl_shuffle_elect<N>) is lane 0 of the group's first warp. An
+  // `elect.sync` over the full warp would need all 32 lanes to reach it (lane 0 among them) and
+  // elect some fixed lane; any one lane serves every use here, and lane 0 is known without it.
+  // elect.sync cost the spec GEMM 7-21%: ptxas wraps it in a divergence check and a convergence
+  // barrier inside the loop (scripts/experiments/elect_variants.py). Code that only some lanes
+  // reach elects no one in a group whose lane 0 is not among them; the barrier analysis models
+  // exactly this and reports the phases that then cannot complete.
   static_assert(N % 32 == 0, "leader scopes are whole warps");
-  if constexpr (N > 32) {
-    if ((threadIdx.x % N) >= 32) return false;
-  }
-  unsigned int pred = 0;
-  asm volatile(
-      "{\n .reg .pred p;\n elect.sync _|p, 0xffffffff;\n selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(pred));
-  return pred != 0;
+  return threadIdx.x % N == 0;
 }
 
 // Vector copy of BYTES (4, 8 or 16) between naturally aligned addresses.
