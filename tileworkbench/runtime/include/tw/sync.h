@@ -138,7 +138,8 @@ struct alignas(8) Barrier {
   // it calls the bounded loop, a separate function, so the kernel's own loop stays as compact as
   // without debug mode. Measured on the H200 (spec GEMM 8192^3, scripts/experiments/
   // debug_sync_variants.py): the bounded loop inlined cost 8-17%, any inline retry loop 13%,
-  // this 3-7%; a first try with a 1 ms suspend hint was no better.
+  // this 3-7% (0-3% since the leader election stopped using elect.sync); a first try with a
+  // 1 ms suspend hint was no better.
   __device__ __forceinline__ void wait_debug(int parity, unsigned int* record, unsigned int barrier, int slot,
                                              unsigned int site, unsigned int line,
                                              unsigned long long timeout_ns) const {
