@@ -35,7 +35,8 @@ def test_trace_json_round_trip():
     assert doc["schema"] == "tileworkbench.trace" and doc["version"] == 1
     assert Trace.from_dict(doc).to_dict() == doc
     assert doc["sources"]["device"].count("__global__") == 1
-    assert [d["name"] for d in doc["tma_descriptors"]] == ["A_desc", "B_desc"]
+    # A and B loads, and the result's TMA store (stage_epilogue)
+    assert [d["name"] for d in doc["tma_descriptors"]] == ["A_desc", "B_desc", "C_desc"]
 
 
 def test_failed_pass_is_recorded_in_the_trace():

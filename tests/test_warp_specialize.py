@@ -140,8 +140,20 @@ def test_epilogue_goes_through_the_pipeline_tiles_and_one_tma_store():
     assert simulate(art).findings == []
 
 
-def test_without_warp_specialisation_fp16_results_are_stored_in_pairs():
+def test_without_warp_specialisation_the_result_still_leaves_through_a_tma_store():
     art = tw.lower(gemm(), target=SM90, pass_configs={tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})
+    assert art.func.attrs["staged_epilogue"] == "C_local_out"  # stage_epilogue
+    plan = {e["name"]: e for e in art.func.attrs["smem_plan"]}
+    assert plan["C_local_out"]["offset"] == 0 and plan["C_local_out"]["shares_with"] == ["A_shared", "B_shared"]
+    body = art.device_source.split("---- kernel ----")[1]
+    assert "tw::store_pair((&tw::swizzled<tw::half, 128>(C_local_out" in body and "tw::tma_store(C_desc" in body
+    assert simulate(art).findings == []
+
+
+def test_register_epilogue_stores_fp16_results_in_pairs():
+    art = tw.lower(gemm(), target=SM90, pass_configs={tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True,
+                                                      tw.PassConfigKey.TW_REGISTER_EPILOGUE: True})
+    assert art.func.attrs["staged_epilogue"] is None
     # the loop-invariant part of the address is a pointer declared before the loop (codegen)
     src = art.device_source
     assert "tw::half* C_pairs = &C[" in src and "tw::store_pair((&C_pairs[" in src
@@ -153,7 +165,8 @@ def test_ragged_edges_are_clipped_by_the_tma_store_or_guarded():
     art = tw.lower(ragged, target=SM90)
     assert ws_info(art)["applied"] and ws_info(art)["epilogue"] == "shared memory + TMA store"
     plain = tw.lower(matmul(1000, 1024, 776, 128, 128, 64, "float16", "float16", 3, 128), target=SM90,
-                     pass_configs={tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})
+                     pass_configs={tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True,
+                                   tw.PassConfigKey.TW_REGISTER_EPILOGUE: True})
     body = plain.device_source.split("---- kernel ----")[1]
     assert "store_pair" not in body and "< 1000)" in body  # rows past M: scalar stores behind a guard
 

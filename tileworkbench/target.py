@@ -22,7 +22,7 @@ class PassConfigKey(str, enum.Enum):
     TW_DISABLE_WGMMA = "tw.disable_wgmma"  # keep T.gemm on the mma.sync path
     TW_DISABLE_RASTERIZATION = "tw.disable_rasterization"  # GEMM blocks in hardware order
     TW_KEEP_PROXY_FENCES = "tw.keep_proxy_fences"  # keep every pipeline fence (for comparison)
-    TW_REGISTER_EPILOGUE = "tw.register_epilogue"  # warp-specialised GEMMs store from registers, no TMA store
+    TW_REGISTER_EPILOGUE = "tw.register_epilogue"  # GEMMs store their result from registers, no TMA store
     TW_DISABLE_PERSISTENT = "tw.disable_persistent"  # warp-specialised GEMMs: one block per tile, no tile loop
 
     def __str__(self) -> str:

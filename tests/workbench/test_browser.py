@@ -54,7 +54,7 @@ def test_every_section_is_in_the_rendered_dom(report, tmp_path):
     assert 'class="tw-diff-add"' in dom  # a diff with added lines
     assert "tw::tma_load(A_desc" in dom  # device source
     assert "def launch(" in dom  # host source
-    assert dom.count('class="tw-smem-buffer"') == 4
+    assert dom.count('class="tw-smem-buffer"') == 5  # A, B, the result tile over them, two barriers
     assert dom.count('class="tw-barrier-event"') > 100 and 'data-kind="wait"' in dom
 
 

@@ -20,6 +20,7 @@ from . import (  # noqa: F401 - importing registers the passes
     rasterize_blocks,
     scope_consumer_syncs,
     simplify_ir,
+    stage_epilogue,
     verify_tile_ops,
     warp_specialize,
 )
@@ -28,6 +29,7 @@ PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
     "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse
     "warp_specialize",  # tile: producer warpgroup + full/empty mbarriers for a TMA/wgmma GEMM loop
+    "stage_epilogue",  # tile: any other pipelined GEMM stores its result through shared memory + TMA
     "inject_software_pipeline",  # tile: T.Pipelined -> prologue/steady/epilogue, versioned buffers
     "choose_shared_layouts",  # tile: swizzle of every shared tile
     "insert_thread_syncs",  # tile: __syncthreads between threads' shared-memory accesses

@@ -38,7 +38,7 @@ from ..ir import nodes as ir
 from ..ir.simplify import simplify
 from ..ir.visitor import collect, substitute
 from ..target import PassConfigKey
-from . import gemm_rules, persistent_rules, tma_rules
+from . import epilogue_rules, gemm_rules, persistent_rules, tma_rules
 from .manager import register
 from .plan_shared_memory import SMEM_LIMIT
 
@@ -116,49 +116,6 @@ def _role_loop(loop: ir.For, body: list, role: str, stages: int) -> ir.For:
                   {"num_stages": stages, "pipelined": True, "ws_role": role}, loc=loop.loc)
 
 
-def _tma_store_epilogue(epilogue: list, tiles, persistent: bool = False) -> tuple[ir.Buffer, list] | None:
-    """An epilogue that is one ``T.copy(fragment, global tile)`` of 16-bit results, rewritten to go
-    through a shared tile and one TMA store: (the shared tile, the new statements), else None.
-    The shared tile reuses the bytes of the pipeline's tiles (``attrs["reuses_pipeline_tiles"]``),
-    dead once every consumer is past its last wgmma: a consumer barrier comes first. In a
-    persistent kernel the producer is refilling those bytes meanwhile, so the tile has bytes of
-    its own, and before it is rewritten the previous tile's store must have read it (the thread
-    that issued the store waits, then the consumer barrier); the block's last store is waited
-    for after the tile loop."""
-    if len(epilogue) != 1 or not isinstance(epilogue[0], ir.Copy):
-        return None
-    copy = epilogue[0]
-    src, dst = copy.src, copy.dst
-    if src.buffer.scope != "fragment" or dst.buffer.scope != "global" or not src.is_full:
-        return None
-    if dst.buffer.dtype.name not in ("float16", "bfloat16") or dst.static_extents() is None:
-        return None
-    shape = [e for e in dst.static_extents() if e != 1]
-    if shape != list(src.buffer.static_shape()):
-        return None
-    tile = ir.Buffer(f"{src.buffer.name}_out", tuple(ir.const(n) for n in shape), dst.buffer.dtype, "shared",
-                     attrs={} if persistent else {"reuses_pipeline_tiles": True}, loc=copy.loc)
-    if not persistent and tile.dtype.bytes_for(tile.numel) > sum(t.dtype.bytes_for(t.numel) for t in tiles):
-        return None
-    try:
-        tma_rules.build_descriptor(dst, tile, copy.loc)
-    except CompileError:
-        return None
-    if persistent:
-        return tile, [
-            ir.TmaStoreWait(read=True, loc=copy.loc),  # the previous tile's store has read the tile
-            ir.SyncThreads(),
-            ir.Copy(src, ir.Region.full(tile), loc=copy.loc),
-            ir.TmaCopy(ir.Region.full(tile), dst, loc=copy.loc),
-        ]
-    return tile, [
-        ir.SyncThreads(),  # every consumer is past its last wgmma: the pipeline's bytes are free
-        ir.Copy(src, ir.Region.full(tile), loc=copy.loc),
-        ir.TmaCopy(ir.Region.full(tile), dst, loc=copy.loc),
-        ir.TmaStoreWait(read=True, loc=copy.loc),  # the tile is read before the block may exit
-    ]
-
-
 def _smem_bytes_with_own_epilogue_tile(tiles, epilogue_tile, stages: int) -> int:
     """Shared memory of the pipeline's tiles, their barriers and an epilogue tile of its own
     (each tile 1024-aligned, as ``plan_shared_memory`` places swizzled tiles)."""
@@ -200,14 +157,15 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             before.append(x)
     epilogue = top[at + 1:]
     register_epilogue = ctx.flag(PassConfigKey.TW_REGISTER_EPILOGUE)
-    staged = None if register_epilogue else _tma_store_epilogue(epilogue, versioned.values(), persistent=True)
+    staged = None if register_epilogue else epilogue_rules.staged_store(epilogue, None, "persistent")
     own_bytes = _smem_bytes_with_own_epilogue_tile(versioned.values(), staged[0] if staged else None, s)
     per_tile_stmts = before + ([] if staged else epilogue)  # the staged epilogue's tile is its own
     not_persistent = persistent_rules.why_not(func, ctx, per_tile_stmts, own_bytes,
                                               SMEM_LIMIT.get(ctx.target.arch, 232448))
     persistent = not_persistent is None
     if not persistent and not register_epilogue:
-        staged = _tma_store_epilogue(epilogue, versioned.values())
+        staged = epilogue_rules.staged_store(epilogue, sum(t.dtype.bytes_for(t.numel) for t in versioned.values()),
+                                             "consumers")
     tile_iter = ir.Var("tile_iter") if persistent else None
 
     # The stage counter: iteration k of this block's tile_iter-th tile is stage

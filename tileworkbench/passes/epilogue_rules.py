@@ -1,0 +1,59 @@
+"""Epilogue rules: an accumulator copied to global memory goes through shared memory and a TMA store.
+
+Used by ``warp_specialize`` (the consumers' epilogue) and ``stage_epilogue`` (every other
+pipelined GEMM on sm_90a). A fragment -> 16-bit global ``T.copy`` stored from registers writes
+each thread's two neighbouring results at scattered rows (half-filled 32-byte sectors); written
+to a swizzled shared tile and stored by one TMA bulk copy it leaves in whole lines.
+"""
+
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..ir import nodes as ir
+from . import tma_rules
+
+
+def staged_store(epilogue: list, available_bytes: int | None, mode: str) -> tuple[ir.Buffer, list] | None:
+    """An epilogue that is one ``T.copy(fragment, global tile)`` of 16-bit results, rewritten to go
+    through a shared tile and one TMA store: (the shared tile, the new statements), else None
+    (also when the tile needs more than ``available_bytes``, the pipeline's dead bytes).
+
+    ``mode`` says who runs it and where the tile lives:
+      * ``"consumers"`` (a warp-specialised block): over the pipeline's tiles
+        (``attrs["reuses_pipeline_tiles"]``), dead once every consumer is past its last wgmma, so
+        a consumer barrier comes first;
+      * ``"persistent"``: bytes of its own (the producer refills the pipeline's meanwhile); before
+        it is rewritten the previous tile's store must have read it (every thread waits, then the
+        barrier); the caller waits for the block's last store after the tile loop;
+      * ``"block"`` (every thread, after its pipelined loop): a plain shared tile first used after
+        the loop, which ``plan_shared_memory`` places over the dead pipeline tiles behind an
+        async-proxy fence and a block barrier.
+    """
+    if len(epilogue) != 1 or not isinstance(epilogue[0], ir.Copy):
+        return None
+    copy = epilogue[0]
+    src, dst = copy.src, copy.dst
+    if src.buffer.scope != "fragment" or dst.buffer.scope != "global" or not src.is_full:
+        return None
+    if dst.buffer.dtype.name not in ("float16", "bfloat16") or dst.static_extents() is None:
+        return None
+    shape = [e for e in dst.static_extents() if e != 1]
+    if shape != list(src.buffer.static_shape()):
+        return None
+    tile = ir.Buffer(f"{src.buffer.name}_out", tuple(ir.const(n) for n in shape), dst.buffer.dtype, "shared",
+                     attrs={"reuses_pipeline_tiles": True} if mode == "consumers" else {}, loc=copy.loc)
+    if available_bytes is not None and tile.dtype.bytes_for(tile.numel) > available_bytes:
+        return None
+    try:
+        tma_rules.build_descriptor(dst, tile, copy.loc)
+    except CompileError:
+        return None
+    write, store = ir.Copy(src, ir.Region.full(tile), loc=copy.loc), ir.TmaCopy(ir.Region.full(tile), dst, loc=copy.loc)
+    if mode == "persistent":
+        return tile, [ir.TmaStoreWait(read=True, loc=copy.loc),  # the previous tile's store has read the tile
+                      ir.SyncThreads(), write, store]
+    done = ir.TmaStoreWait(read=True, loc=copy.loc)  # the tile is read before the block may exit
+    if mode == "consumers":
+        return tile, [ir.SyncThreads(),  # every consumer is past its last wgmma: the pipeline's bytes are free
+                      write, store, done]
+    return tile, [write, store, done]
