@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 BIN=.venv/bin
 status=0
 
+# Undefined names, unused imports and syntax errors first (a broken branch of the parser once
+# passed every test: nothing exercised it).
+$BIN/ruff check --select F,E9 --output-format concise tileworkbench scripts tests || status=1
+
 $BIN/python -m pytest -q -rs tests
 rc=$?
 if [ $rc -eq 5 ]; then

@@ -212,3 +212,27 @@ def test_a_kernel_variable_reassigned_in_a_loop_keeps_no_range_from_its_first_va
     body = lower(main).device_source.split("---- kernel ----")[1]
     # x is 0 only at first: x // 4 must stay (it was once folded to A[0])
     assert "A[tw::floordiv(x, 4)] = i;" in body and "x = (x + 1);" in body
+
+
+def test_augmented_assignments_update_kernel_variables_and_buffers():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32):
+            x = T.int32(0)
+            for i in T.serial(16):
+                A[x] += 1.0
+                x += 4
+
+    body = lower(main).device_source.split("---- kernel ----")[1]
+    assert "A[x] = (A[x] + 1.0f);" in body and "x = (x + 4);" in body
+
+
+def test_augmented_python_counter_in_a_kernel_loop_is_refused():
+    with pytest.raises(CompileError, match="'n' holds the Python value 0"):
+        @T.prim_func
+        def main(A: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=32):
+                n = 0
+                for i in T.serial(16):
+                    n += 1
+                    A[i] = n

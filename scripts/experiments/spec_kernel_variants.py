@@ -11,7 +11,6 @@ output checked against a float32 reference first.
 """
 
 import os
-import re
 import statistics
 import tempfile
 

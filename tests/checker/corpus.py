@@ -305,7 +305,7 @@ def leader_excluded_by_a_condition():
 
     @T.prim_func
     def main(A: T.Tensor((128, 32), F16), B: T.Tensor((128, 32), F16)):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128):
             tx = T.get_thread_binding()
             A_shared = T.alloc_shared((128, 32), F16)
             mbar = T.alloc_barrier(128)

@@ -18,7 +18,6 @@ them ``requires_cuda`` only because TileLang needs a GPU to build its target.
 import ast
 import pathlib
 
-import numpy as np
 import pytest
 
 import tileworkbench as tilelang

@@ -233,15 +233,13 @@ class Parser(ast.NodeVisitor):
             return
         found, old = self.scope.lookup(name)
         if found and isinstance(old, (int, float)) and not isinstance(old, bool):
+            kind = "T.int32" if isinstance(old, int) else "T.float32"
             raise self.error(target, f"'{name}' holds the Python value {old!r}, fixed while the kernel is built: "
                                      f"assigning it inside a kernel loop would not change it from one iteration "
                                      f"to the next. Make it a kernel variable before the loop, e.g. "
-                                     f"{name} = T.int32({old!r})" if isinstance(old, int) else
-                                     f"'{name}' holds the Python value {old!r}, fixed while the kernel is built: "
-                                     f"assigning it inside a kernel loop would not change it from one iteration "
-                                     f"to the next. Make it a kernel variable before the loop, e.g. "
-                                     f"{name} = T.float32({old!r})")
+                                     f"{name} = {kind}({old!r})")
 
+    def visit_AugAssign(self, node):
         op = _BINOPS.get(type(node.op))
         if op is None:
             raise self.error(node, f"unsupported operator {type(node.op).__name__}")
