@@ -167,7 +167,8 @@ class _Simulator:
         self.env: dict = {func.launch.thread_var: self.tid}
         for v in func.launch.block_vars:
             self.env[v] = 0  # block (0, 0, 0) stands for every block: barriers are per block
-        self.env.update({"(int)blockIdx.x": 0, "(int)gridDim.x": 1})  # a persistent kernel's block: one walks all tiles
+        # a persistent kernel's block: block 0 of a one-block grid walks every tile
+        self.env.update({ir.HW_BLOCK.text: 0, ir.HW_BLOCKS.text: 1})
         self.index = program.numbering(func.body)
         self.ir_line = program.ir_lines(func)
         self.relevant = self.protocol = _relevant(func.body)
@@ -261,13 +262,14 @@ class _Simulator:
         """Report a group of ``n`` threads some of which reach an elected block while its leader
         (the group's first thread) does not: nobody runs the block (no TMA copy is issued)."""
         groups = self.tid // n
-        for g in np.unique(groups[active]):
-            if taken[groups == g].any():
-                continue
+        leaderless = [g for g in np.unique(groups[active]) if not taken[groups == g].any()]
+        if not leaderless:
+            return
+        refs = collect(node.then_body, ir.BarrierRef)
+        barrier, slot = (refs[0].buffer.name, self.scalar(refs[0].index)) if refs else (None, None)
+        on = f" (the TMA copy on {barrier}[{slot}])" if barrier else ""
+        for g in leaderless:
             running = np.nonzero(active & (groups == g))[0]
-            refs = collect(node.then_body, ir.BarrierRef)
-            barrier, slot = (refs[0].buffer.name, self.scalar(refs[0].index)) if refs else (None, None)
-            on = f" (the TMA copy on {barrier}[{slot}])" if barrier else ""
             self.finding(("leaderless", id(node), int(g)), "error", "leader_not_running",
                          f"threads {running[0]}..{running[-1]} reach tw::shuffle_elect<{n}>() but not their "
                          f"leader, thread {g * n}: nobody runs the elected code{on}, so it never happens; let "

@@ -23,7 +23,7 @@ from pathlib import Path
 from .. import __version__
 from ..ir import nodes as ir
 from ..ir.layout import shared_element_offset
-from ..ir.simplify import Affine, interval, is_nonnegative, simplify
+from ..ir.simplify import Affine, interval, is_nonnegative, launch_ranges, simplify
 from ..ir.visitor import collect, uses_var
 
 HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
@@ -79,12 +79,8 @@ class CudaRenderer:
         self.lines: list[str] = []
         self.names: dict = {}
         self.taken: set = set()
-        self.ranges: dict = {}
         launch = func.launch
-        self.ranges[launch.thread_var] = (0, launch.total_threads - 1)
-        for v, g in zip(launch.block_vars, launch.grid):
-            n = ir.const_int(g)
-            self.ranges[v] = (0, n - 1 if n is not None else None)
+        self.ranges: dict = launch_ranges(func)
         self.reassigned = {a.var for a in collect(func.body, ir.Assign)}
         self.block_ranges = dict(self.ranges) if launch.persistent_tiles else {}
         self.block_ranges.pop(launch.thread_var, None)

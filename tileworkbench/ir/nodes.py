@@ -601,6 +601,11 @@ TILE_OPS = (Copy, TmaCopy, Fill, Gemm, Reduce)
 
 # The annotation of a persistent kernel's tile loop (its value: how many tiles the grid has).
 TILE_LOOP = "persistent_tiles"
+# The hardware block index and block count a persistent kernel's tile loop reads (its grid is
+# one-dimensional), signed like every index they meet. The simplifier knows their ranges and the
+# barrier simulation binds their texts like variables.
+HW_BLOCK = Raw("(int)blockIdx.x")
+HW_BLOCKS = Raw("(int)gridDim.x")
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ Interval = tuple  # (lo, hi) with None for unbounded
 
 
 # What CUDA guarantees of the built-in indices that lowering passes use verbatim (``ir.Raw``).
-HARDWARE_RANGES = {"(int)blockIdx.x": (0, None), "(int)gridDim.x": (1, None)}
+HARDWARE_RANGES = {ir.HW_BLOCK.text: (0, None), ir.HW_BLOCKS.text: (1, None)}
 
 
 def interval(e: ir.Expr, ranges: dict) -> Interval:
@@ -255,6 +255,15 @@ def _decide(op, lo, hi):
     if false:
         return False
     return None
+
+
+def launch_ranges(func: ir.PrimFunc) -> dict:
+    """Ranges of the thread index (every thread the hardware launches) and the block indices."""
+    ranges = {func.launch.thread_var: (0, func.launch.total_threads - 1)}
+    for var, extent in zip(func.launch.block_vars, func.launch.grid):
+        n = ir.const_int(extent)
+        ranges[var] = (0, n - 1 if n is not None else None)
+    return ranges
 
 
 def simplify(node, ranges: dict | None = None):

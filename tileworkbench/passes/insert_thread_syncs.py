@@ -12,7 +12,7 @@ Inside a ``WarpSpecialize`` only the consumer side gets syncs (the producer side
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..ir import nodes as ir
 from ..ir.visitor import IRVisitor
@@ -107,7 +107,7 @@ def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
             # The producer side only issues TMA (ordered by mbarriers); the consumer side is code
             # like any other (its barriers become consumer-only ones in scope_consumer_syncs).
             consumer, state = _block(s.consumer, state)
-            out.append(ir.WarpSpecialize(s.producer, consumer, s.consumer_threads, s.producer_threads, loc=s.loc))
+            out.append(replace(s, consumer=consumer))
         else:
             state = _leaf(s, state, out)
     return ir.seq(out), state

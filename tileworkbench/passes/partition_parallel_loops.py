@@ -19,10 +19,9 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import unravel
-from ..ir.simplify import is_multiple_of, simplify
+from ..ir.simplify import is_multiple_of, launch_ranges, simplify
 from ..ir.visitor import IRMutator, collect, substitute, uses_var
 from .manager import register
-from .simplify_ir import launch_ranges
 
 UNROLL_LIMIT = 32
 

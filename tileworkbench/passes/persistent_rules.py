@@ -15,10 +15,6 @@ from ..ir import nodes as ir
 from ..ir.visitor import collect
 from ..target import PassConfigKey
 
-# The hardware block index and block count (a persistent grid is one-dimensional). The barrier
-# simulation binds these texts like variables (block 0 of one block stands for every block).
-HW_BLOCK = ir.Raw("(int)blockIdx.x")  # signed, like every index it meets
-HW_BLOCKS = ir.Raw("(int)gridDim.x")
 
 
 def why_not(func: ir.PrimFunc, ctx, consumer_stmts, own_tile_bytes: int, smem_limit: int) -> str | None:
@@ -76,6 +72,6 @@ def tile_loop(launch: ir.Launch, tile_iter: ir.Var, body: list, loc=None) -> ir.
     gridDim.x``, the block indices bound from it, then ``body``."""
     tiles = tile_count(launch)
     tile = ir.Var("tile")
-    extent = (ir.const(tiles) - HW_BLOCK + HW_BLOCKS - 1) // HW_BLOCKS
-    lets = [ir.LetStmt(tile, HW_BLOCK + tile_iter * HW_BLOCKS), *block_index_lets(launch, tile)]
+    extent = (ir.const(tiles) - ir.HW_BLOCK + ir.HW_BLOCKS - 1) // ir.HW_BLOCKS
+    lets = [ir.LetStmt(tile, ir.HW_BLOCK + tile_iter * ir.HW_BLOCKS), *block_index_lets(launch, tile)]
     return ir.For(tile_iter, extent, ir.seq(lets + list(body)), "serial", ir.const(0), {ir.TILE_LOOP: tiles}, loc=loc)

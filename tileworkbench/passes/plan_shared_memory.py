@@ -27,6 +27,11 @@ from .manager import register
 SMEM_LIMIT = {"sm_90a": 232448, "sm_100a": 232448, "sm_80": 166912, "sm_89": 101376}
 
 
+def smem_limit(arch: str) -> int:
+    """Dynamic shared memory one block may use on ``arch`` (bytes)."""
+    return SMEM_LIMIT.get(arch, 232448)
+
+
 def _align_of(buf: ir.Buffer) -> int:
     if buf.scope == "barrier":
         return 8
@@ -97,7 +102,7 @@ def plan_shared_memory(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     end_late = _place(late, 0, plan, shares_with=tiles)
     placed = {id(b) for b in tiles + late}
     offset = _place([b for b in buffers if id(b) not in placed], max(end_tiles, end_late), plan)
-    limit = SMEM_LIMIT.get(ctx.target.arch, 232448)
+    limit = smem_limit(ctx.target.arch)
     if offset > limit:
         listing = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in plan)
         raise CompileError(f"the kernel needs {offset} bytes of shared memory, more than the {limit} "

@@ -10,6 +10,8 @@ a compiler bug and raises. Kernels without warp specialisation are unchanged.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, collect
@@ -30,8 +32,7 @@ class _Split(IRMutator):
             raise CompileError("internal: a block barrier on the producer side of a warp-specialised "
                                "kernel would deadlock", node.loc)
         consumer = _Scope(node.consumer_threads).visit(node.consumer)
-        return ir.WarpSpecialize(node.producer, consumer, node.consumer_threads, node.producer_threads,
-                                 loc=node.loc)
+        return dataclasses.replace(node, consumer=consumer)
 
 
 @register("scope_consumer_syncs", "lower")

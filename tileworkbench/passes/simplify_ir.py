@@ -9,8 +9,10 @@ body with the index substituted.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir import nodes as ir
-from ..ir.simplify import _Simplifier
+from ..ir.simplify import _Simplifier, launch_ranges
 from ..ir.visitor import substitute
 from .manager import register
 
@@ -31,9 +33,8 @@ class _SimplifyStmts(_Simplifier):
         self.ranges[tid] = node.consumer_range
         consumer = self.visit(node.consumer)
         self.ranges[tid] = outer
-        return ir.WarpSpecialize(producer if producer is not None else ir.SeqStmt([]),
-                                 consumer if consumer is not None else ir.SeqStmt([]),
-                                 node.consumer_threads, node.producer_threads, loc=node.loc)
+        return dataclasses.replace(node, producer=producer if producer is not None else ir.SeqStmt([]),
+                                   consumer=consumer if consumer is not None else ir.SeqStmt([]))
 
     def visit_For(self, node):
         if ir.const_int(node.extent) == 1 and not node.annotations.get("pipelined"):
@@ -41,14 +42,6 @@ class _SimplifyStmts(_Simplifier):
         if ir.const_int(node.extent) == 0:
             return None
         return super().visit_For(node)
-
-
-def launch_ranges(func: ir.PrimFunc) -> dict:
-    ranges = {func.launch.thread_var: (0, func.launch.total_threads - 1)}
-    for var, extent in zip(func.launch.block_vars, func.launch.grid):
-        n = ir.const_int(extent)
-        ranges[var] = (0, n - 1 if n is not None else None)
-    return ranges
 
 
 @register("simplify", "lower")

@@ -40,7 +40,7 @@ from ..ir.visitor import collect, substitute
 from ..target import PassConfigKey
 from . import epilogue_rules, gemm_rules, persistent_rules, tma_rules
 from .manager import register
-from .plan_shared_memory import SMEM_LIMIT
+from .plan_shared_memory import smem_limit
 
 PRODUCER_THREADS = 128
 PRODUCER_REGISTERS = 24
@@ -160,8 +160,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     staged = None if register_epilogue else epilogue_rules.staged_store(epilogue, None, "persistent")
     own_bytes = _smem_bytes_with_own_epilogue_tile(versioned.values(), staged[0] if staged else None, s)
     per_tile_stmts = before + ([] if staged else epilogue)  # the staged epilogue's tile is its own
-    not_persistent = persistent_rules.why_not(func, ctx, per_tile_stmts, own_bytes,
-                                              SMEM_LIMIT.get(ctx.target.arch, 232448))
+    not_persistent = persistent_rules.why_not(func, ctx, per_tile_stmts, own_bytes, smem_limit(ctx.target.arch))
     persistent = not_persistent is None
     if not persistent and not register_epilogue:
         staged = epilogue_rules.staged_store(epilogue, sum(t.dtype.bytes_for(t.numel) for t in versioned.values()),
