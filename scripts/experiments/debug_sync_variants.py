@@ -27,11 +27,11 @@ import statistics
 import sys
 
 import cupy
+from _edited import edited_kernel
 
 import tileworkbench as tw
 from tileworkbench.bench.timing import Timer, rel_err
 from tileworkbench.examples.gemm import matmul_tma_copy
-from tileworkbench.jit.kernel import Kernel
 
 WAIT_DEBUG = re.compile(r"(\S+?)\.wait_debug\(((?:[^()]|\([^()]*(?:\([^()]*\))*[^()]*\))*?), tw_debug, [^;]*;")
 
@@ -81,9 +81,7 @@ def main():
     debug = tw.compile(func, out_idx=[2], pass_configs=debug_cfg)
     kernels = {"plain": plain}
     for name, edit in VARIANTS.items():
-        rec = {k: v for k, v in debug.record.items() if "cubin" not in k}
-        rec["device_source"] = edit(debug.record["device_source"])
-        kernels[name] = Kernel(rec, [2])
+        kernels[name] = edited_kernel(debug, edit(debug.record["device_source"]))
     rng = cupy.random.default_rng(1)
     A = rng.standard_normal((size, size), dtype=cupy.float32).astype(cupy.float16)
     B = rng.standard_normal((size, size), dtype=cupy.float32).astype(cupy.float16)

@@ -8,6 +8,9 @@ persistent warp-specialised GEMM at other panel sizes. Interleaved rounds, media
 output checked against a float32 reference first.
 
     PYTHONPATH=. python3 scripts/experiments/spec_kernel_variants.py
+
+The carried-counters edit matches the source from before ``carry_stage_counters`` (09184f7), which
+now does the same in the compiler: on today's source it finds no ``k % 3`` left to replace.
 """
 
 import os
@@ -15,12 +18,12 @@ import statistics
 import tempfile
 
 import torch
+from _edited import edited_kernel
 
 import tileworkbench as tw
 from tileworkbench.bench.timing import Timer, rel_err
 from tileworkbench.examples.gemm import matmul, matmul_tma_copy, matmul_tma_copy_store
 from tileworkbench.jit import cache
-from tileworkbench.jit.kernel import Kernel
 from tileworkbench.passes import rasterize_blocks
 
 N = 8192
@@ -55,12 +58,6 @@ def carried_counters(src, stages):
     return head + loop[:gemm_end] + update + loop[gemm_end:]
 
 
-def variant(kernel, text):
-    rec = {k: v for k, v in kernel.record.items() if "cubin" not in k}
-    rec["device_source"] = text
-    return Kernel(rec, [2])
-
-
 def main():
     a = torch.randn(N, N, device="cuda", dtype=torch.float16)
     b = torch.randn(N, N, device="cuda", dtype=torch.float16)
@@ -75,7 +72,7 @@ def main():
                 kernels[f"{name} panel {panel}"] = compile_with_panel(program, panel, PLAIN)
             if stages == 3:
                 base = kernels[f"{name} panel 10"]
-                kernels[f"{name} carried counters"] = variant(base, carried_counters(base.record["device_source"], 3))
+                kernels[f"{name} carried counters"] = edited_kernel(base, carried_counters(base.record["device_source"], 3))
     ws = matmul(N, N, N, 128, 256, 64, "float16", "float16", 3, 256)
     for panel in (10, 6, 16):
         kernels[f"persistent 128x256x64 s3 panel {panel}"] = compile_with_panel(ws, panel)

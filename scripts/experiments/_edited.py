@@ -1,0 +1,23 @@
+"""For the experiments: a compiled kernel run with a device source edited by hand."""
+
+import re
+
+from tileworkbench.jit.kernel import Kernel
+
+KERNEL_START = 'extern "C"'
+
+
+def edited_kernel(kernel, device_source: str, smem_bytes: int | None = None, out_idx=(2,)) -> Kernel:
+    """``kernel`` (from ``tw.compile``) with ``device_source`` instead of its own (NVRTC compiles it
+    when loaded); ``smem_bytes`` when the edit needs a different amount of shared memory."""
+    record = {k: v for k, v in kernel.record.items() if "cubin" not in k}
+    record["device_source"] = device_source
+    if smem_bytes is not None:
+        record["smem_bytes"] = smem_bytes
+        record["host_source"] = re.sub(r"SMEM_BYTES = \d+", f"SMEM_BYTES = {smem_bytes}", record["host_source"])
+    return Kernel(record, list(out_idx))
+
+
+def headers_of(device_source: str) -> str:
+    """Everything before the kernel: our inlined headers and the wgmma functors."""
+    return device_source[:device_source.index(KERNEL_START)]
