@@ -2,6 +2,7 @@
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,10 @@ def test_quick_suite_end_to_end(tmp_path):
         assert row["tflops"] > 1 and row["cublas_tflops"] > 1 and row["ratio"] > 0
         assert row["rel_err"] < row["threshold"]
         assert row["cublas"]["torch"]["correct"], row["cublas"]
+        final = row["head_to_head"]  # --quick: 2 rounds, ours and cuBLAS once each per round
+        assert len(final["ours_ms"]) == len(final["cublas_ms"]) == 2 and final["library"] in ("torch", "cupy")
+        assert row["ms"] == statistics.median(final["ours_ms"]) and row["ratio"] == final["cublas_ms_median"] / row["ms"]
+        assert row["selection"]["ratio"] > 0
     assert record["machine"]["gpu"] and record["machine"]["cuda"]
     comp = record["compile"]
     assert comp["problems"] == [] and comp["device_loaded"]

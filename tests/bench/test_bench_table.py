@@ -102,3 +102,12 @@ def test_compile_lines_name_nvrtc_module_load_and_the_context_apart(record):
     assert "NVRTC 0.230 (overlapping the analyses; 0.170 waited for), module load 0.012" in text
     assert "| disk-cache hit (cubin from the cache), new process | 0.060 |" in text
     assert "CUDA context creation before the timer, 0.410 s in the cold process" in text
+
+
+def test_head_to_head_rows_say_which_cublas_path_and_how_it_was_timed(record):
+    row = record["rows"][0]
+    row.update(cublas_tflops=700.0, head_to_head={"library": "torch"})
+    record["settings"].update(head_to_head_rounds=6, head_to_head_rep=20)
+    text = table.gemm_table(record)
+    assert "| 700.0 (torch; selection: torch 763.5, cupy 723.4) |" in text
+    assert "timed alternately in 6 rounds of 20 runs" in text

@@ -69,6 +69,7 @@ def run_gemm(args) -> int:
     from .timing import FLUSH_BYTES, SPIN_NS
 
     meta = {"warmup": settings.warmup, "rep": settings.rep, "quick": settings.quick, "seed": settings.seed,
+            "head_to_head_rounds": settings.rounds, "head_to_head_rep": settings.round_rep,
             "flush_l2_bytes": FLUSH_BYTES, "spin_ns": SPIN_NS, "thresholds": gemm.THRESHOLDS,
             "float64_reference_max_flops": gemm.REF64_MAX_FLOPS,
             "torch_fp16_reduced_precision_reduction": getattr(torch.backends.cuda.matmul,

@@ -37,9 +37,14 @@ def _check(row: dict) -> str:
 
 
 def _cublas(row: dict) -> str:
+    """The cuBLAS figure the ratio uses; with both paths measured, what each gave when selecting
+    (and, for head-to-head rows, which one the ratio was timed against)."""
     paths = [f"{name} {_num(row.get(f'cublas_{name}_tflops'))}" for name in ("torch", "cupy")
              if row.get(f"cublas_{name}_tflops") is not None]
     best = _num(row.get("cublas_tflops"))
+    final = row.get("head_to_head")
+    if final and len(paths) > 1:
+        return f"{best} ({final['library']}; selection: {', '.join(paths)})"
     return f"{best} ({', '.join(paths)})" if len(paths) > 1 else best
 
 
@@ -64,7 +69,12 @@ def machine_line(record: dict) -> str:
     line = (f"{m.get('gpu') or 'unknown GPU'}, driver {m.get('driver')}, CUDA {m.get('cuda')}, "
             f"CuPy {m.get('cupy')}, torch {m.get('torch')}; commit `{m.get('commit')}`{dirty}; "
             f"{m.get('date')}; host {m.get('hostname', '?')}.")
-    if s:
+    if s and s.get("head_to_head_rounds"):
+        line += (f" Ours and cuBLAS timed alternately in {s['head_to_head_rounds']} rounds of "
+                 f"{s.get('head_to_head_rep')} runs (after selecting our kernel and the cuBLAS path from "
+                 f"{s.get('rep')} runs each); medians; L2 flushed before each run"
+                 f"{' (quick mode)' if s.get('quick') else ''}.")
+    elif s:
         line += (f" Median of {s.get('rep')} timed runs after {s.get('warmup')} warm-ups, L2 flushed before "
                  f"each{' (quick mode)' if s.get('quick') else ''}.")
     if not record.get("complete", True):
