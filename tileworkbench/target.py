@@ -6,7 +6,9 @@ configs (and optionally a target) to every ``lower``/``compile`` inside it, as i
 
 from __future__ import annotations
 
+import ctypes
 import enum
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -106,19 +108,31 @@ _DETECTED: str | None = None
 
 
 def _probe_arch() -> str | None:
+    """GPU 0's compute capability from the CUDA driver library itself (ctypes), None without a
+    driver or a GPU. A few driver calls and no binding module: asking ``cuda.bindings.runtime``
+    instead cost every process's first compile its import (10-15 ms on the CPU machine, beyond
+    the ``cuda.bindings.driver`` that NVRTC's bindings import anyway) and, on a GPU, the CUDA
+    runtime's own initialisation, all before NVRTC could start; nothing else on the compile path
+    uses the runtime API."""
     try:
-        from cuda.bindings import runtime
-
-        err, count = runtime.cudaGetDeviceCount()
-        if int(err) != 0 or count == 0:
-            return None
-        err, major = runtime.cudaDeviceGetAttribute(runtime.cudaDeviceAttr.cudaDevAttrComputeCapabilityMajor, 0)
-        err2, minor = runtime.cudaDeviceGetAttribute(runtime.cudaDeviceAttr.cudaDevAttrComputeCapabilityMinor, 0)
-        if int(err) or int(err2):
-            return None
-        return _ARCHS.get(f"sm_{major}{minor}", f"sm_{major}{minor}")
-    except Exception:
+        driver = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+    except OSError:  # no driver installed
         return None
+    count, device, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+    try:
+        if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+            return None
+        if (driver.cuDeviceGet(ctypes.byref(device), 0) != 0
+                or driver.cuDeviceGetAttribute(ctypes.byref(major), _CC_MAJOR, device) != 0
+                or driver.cuDeviceGetAttribute(ctypes.byref(minor), _CC_MINOR, device) != 0):
+            return None
+    except AttributeError:  # a library without the driver API's entry points
+        return None
+    return _ARCHS.get(f"sm_{major.value}{minor.value}", f"sm_{major.value}{minor.value}")
+
+
+# CUdevice_attribute values (cuda.h): CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+_CC_MAJOR, _CC_MINOR = 75, 76
 
 
 _ctx_state = threading.local()
