@@ -158,6 +158,13 @@ def _relevant(body, leaf=None) -> set:
 SIMULATED_TILES = 2  # tiles of a persistent kernel's tile loop that the simulation runs
 
 
+def _distinct(values: np.ndarray) -> list:
+    """The distinct values of a small integer array, ascending (as ``np.unique`` gives them).
+    ``np.unique`` asks ``np.ma`` whether the array is masked, and that import cost every process's
+    first simulation 10-25 ms, overlapping NVRTC; the arrays here have at most a block's threads."""
+    return sorted(set(values.tolist()))
+
+
 class _Simulator:
     def __init__(self, func: ir.PrimFunc, max_events: int):
         self.func = func
@@ -249,7 +256,7 @@ class _Simulator:
         if not isinstance(value, np.ndarray):
             return [(int(value), active)]
         out = []
-        for v in np.unique(value[active]):
+        for v in _distinct(value[active]):
             out.append((int(v), active & (value == v)))
         return out
 
@@ -262,7 +269,7 @@ class _Simulator:
         """Report a group of ``n`` threads some of which reach an elected block while its leader
         (the group's first thread) does not: nobody runs the block (no TMA copy is issued)."""
         groups = self.tid // n
-        leaderless = [g for g in np.unique(groups[active]) if not taken[groups == g].any()]
+        leaderless = [g for g in _distinct(groups[active]) if not taken[groups == g].any()]
         if not leaderless:
             return
         refs = collect(node.then_body, ir.BarrierRef)
