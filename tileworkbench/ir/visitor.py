@@ -19,13 +19,13 @@ _NOT_CHILDREN = ("loc", "attrs", "annotations", "dtype")
 _CHILD_NAMES: dict = {}  # node class -> names of the fields that may hold children
 
 
-def _child_fields(node):
-    names = _CHILD_NAMES.get(type(node))
+def _child_names(kind) -> tuple:
+    """Names of the fields of node class ``kind`` that may hold children (computed once per class:
+    the visitors ask for every node they pass, thousands of times per lowering)."""
+    names = _CHILD_NAMES.get(kind)
     if names is None:
-        names = _CHILD_NAMES[type(node)] = tuple(
-            f.name for f in dataclasses.fields(node) if f.name not in _NOT_CHILDREN)
-    for name in names:
-        yield name, getattr(node, name)
+        names = _CHILD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(kind) if f.name not in _NOT_CHILDREN)
+    return names
 
 
 def _method(visitor, node):
@@ -53,8 +53,8 @@ class IRVisitor:
     def generic_visit(self, node):
         if isinstance(node, _LEAVES):
             return
-        for _, value in _child_fields(node):
-            self._visit_value(value)
+        for name in _child_names(type(node)):
+            self._visit_value(getattr(node, name))
 
     def _visit_value(self, value):
         if isinstance(value, (list, tuple)):
@@ -77,7 +77,8 @@ class IRMutator:
         if isinstance(node, _LEAVES):
             return node
         changes = {}
-        for name, value in _child_fields(node):
+        for name in _child_names(type(node)):
+            value = getattr(node, name)
             new = self._mutate_value(value)
             if new is not value:
                 changes[name] = new
