@@ -6,9 +6,7 @@ configs (and optionally a target) to every ``lower``/``compile`` inside it, as i
 
 from __future__ import annotations
 
-import ctypes
 import enum
-import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -108,31 +106,33 @@ _DETECTED: str | None = None
 
 
 def _probe_arch() -> str | None:
-    """GPU 0's compute capability from the CUDA driver library itself (ctypes), None without a
-    driver or a GPU. A few driver calls and no binding module: asking ``cuda.bindings.runtime``
-    instead cost every process's first compile its import (10-15 ms on the CPU machine, beyond
-    the ``cuda.bindings.driver`` that NVRTC's bindings import anyway) and, on a GPU, the CUDA
-    runtime's own initialisation, all before NVRTC could start; nothing else on the compile path
-    uses the runtime API."""
+    """GPU 0's compute capability from the CUDA driver API (``cuda.bindings.driver``), None without
+    a driver or a GPU. The driver API rather than ``cuda.bindings.runtime``: the runtime module's
+    import (8-10 ms on the CPU machine) and, on a GPU, the CUDA runtime's own initialisation ran
+    before NVRTC could start in every process's first compile, and nothing else on the compile
+    path uses the runtime API; ``cuda.bindings.driver`` is imported by NVRTC's bindings anyway."""
     try:
-        driver = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
-    except OSError:  # no driver installed
+        from cuda.bindings import driver
+    except ImportError:  # no cuda-bindings: no way to run anything on a GPU either
         return None
-    count, device, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
     try:
-        if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        (err,) = driver.cuInit(0)
+        if int(err) != 0:
             return None
-        if (driver.cuDeviceGet(ctypes.byref(device), 0) != 0
-                or driver.cuDeviceGetAttribute(ctypes.byref(major), _CC_MAJOR, device) != 0
-                or driver.cuDeviceGetAttribute(ctypes.byref(minor), _CC_MINOR, device) != 0):
+        err, count = driver.cuDeviceGetCount()
+        if int(err) != 0 or count == 0:
             return None
-    except AttributeError:  # a library without the driver API's entry points
+        err, device = driver.cuDeviceGet(0)
+        if int(err) != 0:
+            return None
+        attr = driver.CUdevice_attribute
+        err, major = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
+        err2, minor = driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
+        if int(err) or int(err2):
+            return None
+    except (RuntimeError, OSError):  # the bindings found no libcuda (a machine without a driver)
         return None
-    return _ARCHS.get(f"sm_{major.value}{minor.value}", f"sm_{major.value}{minor.value}")
-
-
-# CUdevice_attribute values (cuda.h): CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
-_CC_MAJOR, _CC_MINOR = 75, 76
+    return _ARCHS.get(f"sm_{major}{minor}", f"sm_{major}{minor}")
 
 
 _ctx_state = threading.local()
