@@ -150,7 +150,7 @@ def test_epilogue_tile_reuses_the_pipeline_tiles_after_a_block_barrier():
     after_loop = body[body.rindex("wgmma_gemm_ss"):]
     # every thread is past its last wgmma (and so past every TMA load) before C_shared is written
     barrier = after_loop.index("tw::fence_proxy_async();\n  __syncthreads();")
-    assert barrier < after_loop.index("tw::store_pair((&tw::swizzled<tw::half, 128>(C_shared, ")
+    assert barrier < after_loop.index("tw::store_matrix_x4((&tw::swizzled<tw::half, 128>(C_shared, ")
     # C_shared (256-byte rows) is stored as 128-byte panels with the 128B swizzle: one 3-D TMA map
     assert (art.tma_descriptors["C_desc"].rank, art.tma_descriptors["C_desc"].box_dims) == (3, (64, 128, 2))
 

@@ -132,8 +132,8 @@ def test_epilogue_goes_through_the_pipeline_tiles_and_one_tma_store():
     assert art.func.attrs["smem_bytes"] == 4 * (128 * 64 + 64 * 256) * 2 + 2 * 4 * 8  # no bytes of its own
     src = art.device_source.split("// ---- kernel ----")[1]
     drain = src.index("tw::wgmma_wait<0>();")
-    # consumer barrier (all past the last wgmma), paired stores into the swizzled panels, the store
-    assert drain < src.index("tw::sync_consumers<256>();", drain) < src.index("tw::store_pair((&tw::swizzled<tw::half, 128>(C_local_out")
+    # consumer barrier (all past the last wgmma), stmatrix stores into the swizzled panels, the store
+    assert drain < src.index("tw::sync_consumers<256>();", drain) < src.index("tw::store_matrix_x4((&tw::swizzled<tw::half, 128>(C_local_out")
     assert re.search(r"if \(tw::shuffle_elect<256>\(\)\) \{\n\s+tw::tma_store\(C_desc, ", src)
     assert src.rstrip().endswith("tw::tma_store_wait<true>();\n  }\n}")
     assert (art.tma_descriptors["C_desc"].rank, art.tma_descriptors["C_desc"].box_dims) == (3, (64, 128, 4))
@@ -146,7 +146,7 @@ def test_without_warp_specialisation_the_result_still_leaves_through_a_tma_store
     plan = {e["name"]: e for e in art.func.attrs["smem_plan"]}
     assert plan["C_local_out"]["offset"] == 0 and plan["C_local_out"]["shares_with"] == ["A_shared", "B_shared"]
     body = art.device_source.split("---- kernel ----")[1]
-    assert "tw::store_pair((&tw::swizzled<tw::half, 128>(C_local_out" in body and "tw::tma_store(C_desc" in body
+    assert "tw::store_matrix_x4((&tw::swizzled<tw::half, 128>(C_local_out" in body and "tw::tma_store(C_desc" in body
     assert simulate(art).findings == []
 
 

@@ -24,6 +24,7 @@ class PassConfigKey(str, enum.Enum):
     TW_KEEP_PROXY_FENCES = "tw.keep_proxy_fences"  # keep every pipeline fence (for comparison)
     TW_REGISTER_EPILOGUE = "tw.register_epilogue"  # GEMMs store their result from registers, no TMA store
     TW_DISABLE_PERSISTENT = "tw.disable_persistent"  # warp-specialised GEMMs: one block per tile, no tile loop
+    TW_DISABLE_MATRIX_STORES = "tw.disable_matrix_stores"  # accumulators to shared tiles by store_pair, no stmatrix
 
     def __str__(self) -> str:
         return self.value

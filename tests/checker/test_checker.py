@@ -322,9 +322,12 @@ def test_an_arrive_wait_pair_orders_reads_before_a_reload():
     assert art.trace.findings == []
 
 
-def test_paired_epilogue_stores_count_as_writes():
-    """The fragment -> shared copy becomes tw::store_pair calls; refilling the tile while the
-    previous TMA store may still read it is the same bug as with any other thread write."""
+@pytest.mark.parametrize("configs, store", [({}, "tw::store_matrix_x4"),
+                                            ({"tw.disable_matrix_stores": True}, "tw::store_pair")])
+def test_paired_epilogue_stores_count_as_writes(configs, store):
+    """The fragment -> shared copy becomes stmatrix (tw::store_matrix_x4) or tw::store_pair calls;
+    refilling the tile while the previous TMA store may still read it is the same bug as with any
+    other thread write."""
 
     @T.prim_func
     def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 128), "float16"),
@@ -343,7 +346,7 @@ def test_paired_epilogue_stores_count_as_writes():
             T.tma_store_wait(read=False)
 
     with pytest.warns(TileworkbenchWarning, match=r"store_source_reused.*threads overwrite C_s at line \d+"):
-        art = tw.lower(main, target={"kind": "cuda", "arch": "sm_90"})
-    assert "tw::store_pair" in art.device_source.split("---- kernel ----")[1]
+        art = tw.lower(main, target={"kind": "cuda", "arch": "sm_90"}, pass_configs=configs)
+    assert f"{store}(" in art.device_source.split("---- kernel ----")[1]
     codes = [f["code"] for f in art.trace.to_dict()["findings"]]
     assert codes == ["store_source_reused"]

@@ -5,7 +5,7 @@ two consumer warpgroups, two to four stages, and the same kernel with the pass s
 import pytest
 
 import tileworkbench as tw
-from tileworkbench.examples import matmul
+from tileworkbench.examples import matmul, matmul_tma_copy
 from tileworkbench.testing import gpu_marks
 
 pytestmark = gpu_marks(9, 0)
@@ -48,3 +48,30 @@ def test_same_result_with_the_pass_off(torch):
     b = torch.randn(776, 1024, device="cuda", dtype=torch.float16)
     # both accumulate in fp32 in the same k order (one wgmma chain per 64-row slice): equal bits
     torch.testing.assert_close(ws(a, b), plain(a, b), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape, build, configs", [
+    ((1000, 1024, 776), lambda dt: matmul(1000, 1024, 776, 128, 256, 64, dt, dt, 3, 256), {}),  # 2 consumer warpgroups
+    ((1000, 1024, 776), lambda dt: matmul(1000, 1024, 776, 128, 128, 64, dt, dt, 2, 128), {}),  # one, ragged edges
+    ((1024, 1024, 1024), lambda dt: matmul_tma_copy(1024, 1024, 1024, 128, 128, 32, dt, dt, "float32", 128, 2),
+     {tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}),  # the spec's GEMM
+])
+def test_stmatrix_epilogue_writes_what_paired_stores_write(torch, dtype, shape, build, configs):
+    """The accumulators leave through stmatrix (tw::store_matrix_x4) by default: the same bits as
+    with one 32-bit store per pair, and right against float64."""
+    program = build(dtype)
+    matrices = tw.compile(program, out_idx=[2], pass_configs=configs)
+    pairs = tw.compile(program, out_idx=[2], pass_configs={**configs, tw.PassConfigKey.TW_DISABLE_MATRIX_STORES: True})
+    assert "tw::store_matrix_x4(" in matrices.get_kernel_source() and "tw::store_matrix_x4(" not in pairs.get_kernel_source()
+    M, N, K = shape
+    tdt = getattr(torch, dtype)
+    a = torch.randn(M, K, device="cuda", dtype=tdt)
+    b = torch.randn(K, N, device="cuda", dtype=tdt)
+    outs = []
+    for kernel in (matrices, pairs):
+        c = torch.full((M, N), float("nan"), device="cuda", dtype=tdt)
+        kernel(a, b, c)
+        outs.append(c)
+    assert rel_err(outs[0], a.double() @ b.double()) < (1e-2 if dtype == "bfloat16" else 2e-3)
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)

@@ -53,6 +53,10 @@ MODES = ("error", "warn", "off")
 CHECKED_SOURCES = (SOURCE, _barriers.SOURCE)
 
 _VEC = re.compile(r"^tw::(copy_vec|cp_async|zero_vec)<(\d+)>$")
+# Stores of 16-bit results and the elements each thread's address covers: store_pair writes the
+# thread's two neighbours; stmatrix writes, for the 8x8 matrix row a lane addresses, the row's 8
+# elements (held by four other lanes, but a warp's lanes together write exactly those rows).
+_RESULT_STORES = {"tw::store_pair": 2, "tw::store_matrix_x4": 8}
 _ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
 _WHOLE = np.iinfo(np.int64).max // 4  # "up to the end" for buffers of unknown size
 
@@ -489,10 +493,10 @@ class _Checker:
                 lo, hi = self.span(src.buffer, src.indices, n)
                 self.read(stmt, src.buffer, lo, hi, who, frame, line, "the TMA store", store=True)
             return
-        if name == "tw::store_pair":  # two neighbouring 16-bit results written by each thread
+        if name in _RESULT_STORES:  # 16-bit results to a shared tile (module doc)
             if addresses and _is_shared(addresses[0].buffer):
                 dst = addresses[0]
-                lo, hi = self.span(dst.buffer, dst.indices, 2)
+                lo, hi = self.span(dst.buffer, dst.indices, _RESULT_STORES[name])
                 self.write(stmt, dst.buffer, lo, hi, who, frame, line)
             return
         vec = _VEC.match(name)

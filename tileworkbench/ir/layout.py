@@ -140,6 +140,29 @@ class WgmmaAccumLayout:
         col = ni * 8 + (lane % 4) * 2 + e
         return (row, col), None
 
+    @property
+    def matrix_groups(self) -> int | None:
+        """How many ``stmatrix.x4`` stores hold a thread's elements (four pairs each), or None
+        where a group of four pairs would not be four whole 8x8 matrices (N not a multiple of 16)."""
+        return self.local_size // 8 if self.shape[1] % 16 == 0 else None
+
+    def matrix_row(self, tid: ir.Expr, group: ir.Expr) -> tuple:
+        """(row, col) where thread ``tid``'s lane ``l`` points ``stmatrix`` for store ``group``:
+        row ``l % 8`` of the 8x8 matrix of pair ``4 group + l / 8``. Across a warp a pair is one 8x8
+        matrix, lane ``l`` holding its row ``l / 4``, columns ``2 (l % 4)`` and ``2 (l % 4) + 1``
+        (``forward`` with ``h``, ``ni``, ``mi`` fixed by the pair): the register layout stmatrix
+        stores. Written with the thread's and the group's terms apart (pairs ``4 group + q``,
+        ``q < 4``, share ``mi`` and an even-odd pair of ``ni``), so an unrolled loop over groups
+        adds a constant to one per-thread offset."""
+        m, n = self.shape
+        per_group = m // self.warpgroups
+        groups_per_row_block = n // 16  # groups of four pairs in one 64-row block of the tile
+        warpgroup, warp, lane = tid // 128, (tid % 128) // 32, tid % 32
+        q = lane // 8  # which of the four matrices this lane addresses: h = q % 2, ni = 2 (group % ...) + q / 2
+        row = warpgroup * per_group + (group // groups_per_row_block) * 64 + warp * 16 + lane % 8 + (q % 2) * 8
+        col = (group % groups_per_row_block) * 16 + (q // 2) * 8
+        return row, col
+
     def describe(self) -> str:
         return f"wgmma_accum({self.warpgroups} warpgroup(s), {self.local_size} per thread)"
 

@@ -4,11 +4,17 @@
 constant, where atoms are variables or non-affine sub-expressions, and applies
 ``(q*c + r) // c == q + r // c`` and ``(q*c + r) % c == r % c`` (exact for floor division), then
 drops ``r // c`` and keeps ``r`` for ``r % c`` when interval analysis proves ``0 <= r < c``.
+When ``r`` is not in range, a finer split may be: with ``d`` dividing ``c``, terms whose
+coefficients ``d`` divides (``coarse``) plus the rest (``fine``) proven ``0 <= fine < d`` give
+``(coarse + fine) // c == coarse // c`` and ``(coarse + fine) % c == coarse % c + fine`` (so a
+column ``16*i + 8*(lane/16)`` splits into its loop part and its thread part under a 64-wide panel).
 ``ranges`` maps Vars to inclusive ``(lo, hi)`` bounds (loop and thread indices).
 Comparisons that the intervals decide fold to constants.
 """
 
 from __future__ import annotations
+
+import math
 
 from . import nodes as ir
 from .printer import expr_text
@@ -203,6 +209,10 @@ class _Simplifier(IRMutator):
             r_expr = r.to_expr(node.dtype)
             lo, hi = interval(r_expr, self.ranges)
             r_in_range = lo is not None and hi is not None and 0 <= lo and hi < c
+            if not r_in_range and r.terms:
+                finer = self.finer_split(q.scaled(c).plus(r), c, node)
+                if finer is not None:
+                    return finer
             if op == "//":
                 rest = Affine() if r_in_range else Affine.of(ir.BinOp("//", r_expr, node.b, node.dtype))
                 if not q.terms and not r_in_range and not r.terms:
@@ -235,6 +245,28 @@ class _Simplifier(IRMutator):
                 if isinstance(x, ir.Const):
                     return y if x.value else ir.Const(False, node.dtype)
         return node
+
+
+    def finer_split(self, total: Affine, c: int, node: ir.BinOp):
+        """``node`` (``total // c`` or ``total % c``) rewritten with the largest proper divisor ``d``
+        of ``c`` that splits ``total`` into ``coarse`` (a multiple of ``d``) and ``fine`` with
+        ``0 <= fine < d`` (module doc), or None. Only splits that leave a thread-free ``coarse``
+        or ``fine`` part are worth it, so both must have terms."""
+        # The only useful d: c's common divisors with a term's coefficient (each makes some terms
+        # coarse); the largest first.
+        for d in sorted({math.gcd(coef, c) for _, coef in total.terms.values()} - {1, c}, reverse=True):
+            coarse, fine = total.split(d)
+            if not coarse.terms or not fine.terms:
+                continue
+            fine_expr = fine.to_expr(node.dtype)
+            lo, hi = interval(fine_expr, self.ranges)
+            if lo is None or hi is None or lo < 0 or hi >= d:
+                continue
+            coarse_expr = coarse.scaled(d).to_expr(node.dtype)
+            if node.op == "//":
+                return self.visit(ir.BinOp("//", coarse_expr, node.b, node.dtype))
+            return ir.binop("+", self.visit(ir.BinOp("%", coarse_expr, node.b, node.dtype)), fine_expr)
+        return None
 
 
 def _decide(op, lo, hi):

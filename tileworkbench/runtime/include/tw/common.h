@@ -53,6 +53,19 @@ __device__ __forceinline__ void store_pair(T* p, float lo, float hi) {
   *reinterpret_cast<unsigned int*>(p) = pack2(T{}, lo, hi);
 }
 
+// Four 8x8 matrices of 16-bit results with one stmatrix (sm_90), a warp-wide instruction every
+// lane of the warp must execute. Lane l gives the address where row l % 8 of matrix l / 8 goes (8
+// contiguous elements, 16-byte aligned) and holds, of each matrix k, row l / 4, columns
+// 2 (l % 4) and 2 (l % 4) + 1: the values (m[2k], m[2k + 1]).
+template <typename T>
+__device__ __forceinline__ void store_matrix_x4(T* row, float m0, float m1, float m2, float m3, float m4,
+                                                float m5, float m6, float m7) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(
+                   (unsigned int)__cvta_generic_to_shared(row)),
+               "r"(pack2(T{}, m0, m1)), "r"(pack2(T{}, m2, m3)), "r"(pack2(T{}, m4, m5)), "r"(pack2(T{}, m6, m7))
+               : "memory");
+}
+
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 __device__ __forceinline__ int floordiv(int a, int b) { int q = a / b; return (q * b > a) ? q - 1 : q; }
 __device__ __forceinline__ int floormod(int a, int b) { int r = a % b; return (r < 0) ? r + b : r; }

@@ -1,0 +1,136 @@
+"""Accumulators to shared tiles with stmatrix (tw::store_matrix_x4): the layout's row starts, the
+pass's choice, the simplifier rule and the code generator's hoisted per-thread offset."""
+
+import re
+
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.examples import matmul_tma_copy
+from tileworkbench.ir import nodes as ir
+from tileworkbench.ir.layout import WgmmaAccumLayout
+from tileworkbench.ir.simplify import simplify
+
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+WS_OFF = {tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
+
+
+def _int(expr) -> int:
+    value = simplify(expr, {})
+    assert isinstance(value, ir.Const), value
+    return value.value
+
+
+@pytest.mark.parametrize("shape, warpgroups", [((64, 32), 1), ((128, 64), 2), ((128, 48), 1)])
+def test_stmatrix_puts_every_element_where_the_layout_says(shape, warpgroups):
+    """Replay stmatrix.x4 for every warp and store group: lane l addresses row l % 8 of matrix
+    l / 8 (matrix_row), and lane l's register k (its elements 8 g + 2k, 8 g + 2k + 1) lands in
+    row l / 4, columns 2 (l % 4) + e of matrix k. That must be where forward() puts them."""
+    layout = WgmmaAccumLayout(shape, warpgroups)
+    assert layout.matrix_groups == layout.local_size // 8
+    for warp in range(layout.threads // 32):
+        for group in range(layout.matrix_groups):
+            starts = [tuple(_int(x) for x in layout.matrix_row(ir.const(warp * 32 + lane), ir.const(group)))
+                      for lane in range(32)]
+            for lane in range(32):
+                tid = ir.const(warp * 32 + lane)
+                for k in range(4):
+                    row, col = starts[8 * k + lane // 4]
+                    for e in range(2):
+                        (frow, fcol), _ = layout.forward(tid, ir.const(group * 8 + 2 * k + e))
+                        assert (row, col + 2 * (lane % 4) + e) == (_int(frow), _int(fcol))
+
+
+def test_no_matrix_groups_where_n_is_not_a_multiple_of_16():
+    assert WgmmaAccumLayout((64, 24), 1).matrix_groups is None
+
+
+def _kernel_body(art) -> str:
+    return art.device_source.split("---- kernel ----")[1]
+
+
+def test_the_spec_gemm_stores_its_accumulators_with_stmatrix():
+    art = tw.lower(matmul_tma_copy(1024, 1024, 1024, 128, 128, 32, "float16", "float16", "float32", 128, 2),
+                   target=SM90, pass_configs=WS_OFF)
+    body = _kernel_body(art)
+    assert "tw::store_pair" not in body
+    # 128 accumulators a thread: 16 stmatrix.x4, indexed by one per-thread offset plus a constant
+    loop = re.search(r"const int (C_local_out_thread) = (.*);\n\s*#pragma unroll\n\s*for \(int mm = 0; mm < 16; \+\+mm\) \{\n"
+                     r"\s*tw::store_matrix_x4\(\(&tw::swizzled<tw::half, 128>\(C_local_out, \(C_local_out_thread \+ (.*)\)\)\), "
+                     r"C_local\[\(mm \* 8\)\]", body)
+    assert loop, body[body.index("tw::fence_proxy_async"):][:800]
+    assert "mm" not in loop.group(2) and "tx" not in loop.group(3)
+    loops = [f for f in _fors(art.func) if f.annotations.get("matrices")]
+    assert len(loops) == 1 and loops[0].kind == "unrolled"
+
+
+def test_the_pass_config_keeps_paired_stores():
+    art = tw.lower(matmul_tma_copy(1024, 1024, 1024, 128, 128, 32, "float16", "float16", "float32", 128, 2),
+                   target=SM90, pass_configs={**WS_OFF, tw.PassConfigKey.TW_DISABLE_MATRIX_STORES: True})
+    body = _kernel_body(art)
+    assert "tw::store_matrix_x4" not in body and "tw::store_pair((&tw::swizzled<tw::half, 128>(C_local_out, (C_local_out_thread + " in body
+
+
+def _gemm_copying(guard):
+    """A GEMM whose accumulators only some threads copy to shared memory: ``guard`` is
+    "below 64" (two whole warps), "below 48" (half a warp too) or "even" (every other thread)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1, threads=128):
+            tid = T.get_thread_binding()
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            C_s = T.alloc_shared((128, 128), "float16")
+            T.copy(A[0, 0], A_s)
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_s, B_s, C_l, clear_accum=True)
+            if guard == "even":
+                if tid % 2 == 0:
+                    T.copy(C_l, C_s)
+            elif guard == "below 48":
+                if tid < 48:
+                    T.copy(C_l, C_s)
+            else:
+                if tid < 64:
+                    T.copy(C_l, C_s)
+            T.copy(C_s, C[0, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("guard, store", [
+    ("below 64", "tw::store_matrix_x4"),  # whole warps on either side
+    ("below 48", "tw::store_pair"),  # splits a warp: stmatrix would be undefined
+    ("even", "tw::store_pair"),
+])
+def test_stmatrix_only_under_conditions_that_keep_warps_whole(guard, store):
+    art = tw.lower(_gemm_copying(guard), target=SM90)
+    body = _kernel_body(art)
+    assert f"{store}(" in body
+    assert ({"tw::store_pair", "tw::store_matrix_x4"} - {store}).isdisjoint(re.findall(r"tw::store_\w+", body))
+
+
+def _fors(func):
+    from tileworkbench.ir.visitor import collect
+
+    return collect(func.body, ir.For)
+
+
+def test_simplifier_splits_a_column_into_its_loop_and_thread_parts_under_a_panel():
+    i, lane = ir.Var("i"), ir.Var("lane")
+    ranges = {i: (0, 7), lane: (0, 31)}
+    col = i * 16 + (lane // 16) * 8  # thread part < 16: a 64-wide panel never splits it
+    assert str(simplify(col // 64, ranges)) == str(simplify((i * 16) // 64, ranges))
+    assert str(simplify(col % 64, ranges)) == str(simplify((i * 16) % 64 + (lane // 16) * 8, ranges))
+    wide = i * 16 + lane  # lane reaches 31: no proper split, the expression stays whole
+    assert "lane" in str(simplify(wide // 64, ranges)) and "i" in str(simplify(wide // 64, ranges))
+    # the rewrite is exact wherever it applies
+    for iv in range(8):
+        for lv in range(32):
+            env = {i: ir.const(iv), lane: ir.const(lv)}
+            from tileworkbench.ir.visitor import substitute
+            for e, want in ((col // 64, (iv * 16 + (lv // 16) * 8) // 64), (col % 64, (iv * 16 + (lv // 16) * 8) % 64)):
+                assert _int(substitute(simplify(e, ranges), env)) == want
