@@ -99,40 +99,43 @@ def test_plot_tflops_draws_ours_and_cublas_with_ratios(tmp_path):
         plot_tflops(load_records(tmp_path), kernel="nonexistent")
 
 
-def test_head_to_head_alternates_who_runs_first_and_takes_medians():
+def test_head_to_head_rotates_who_runs_first_and_takes_medians():
     from tileworkbench.bench import gemm
     from tileworkbench.bench.timing import Timing
 
     calls = []
-    clock = {"ours": iter([1.0, 1.4, 1.1, 9.0]), "lib": iter([2.0, 2.2, 2.1, 2.05])}
+    clock = {"lib": iter([2.0, 2.2, 2.1]), "a": iter([1.0, 1.4, 9.0]), "b": iter([1.5, 1.3, 1.2])}
 
     def time_fn(fn, warmup, rep):
         calls.append((fn(), warmup, rep))
         ms = next(clock[calls[-1][0]])
         return Timing(ms, ms * 0.9, rep)
 
-    result = gemm.head_to_head(time_fn, lambda: "ours", lambda: "lib", rounds=4, warmup=3, rep=20)
-    assert [c[0] for c in calls] == ["ours", "lib", "lib", "ours", "ours", "lib", "lib", "ours"]
+    contenders = {name: (lambda n=name: n) for name in ("lib", "a", "b")}
+    result = gemm.head_to_head(time_fn, contenders, rounds=3, warmup=3, rep=20)
+    assert [c[0] for c in calls] == ["lib", "a", "b", "a", "b", "lib", "b", "lib", "a"]
     assert {(w, r) for _, w, r in calls} == {(3, 20)}
-    assert result["ours_ms"] == [1.0, 1.4, 1.1, 9.0] and result["cublas_ms"] == [2.0, 2.2, 2.1, 2.05]
-    assert result["ms"] == pytest.approx(1.25)  # the median: one slow turn does not move it far
-    assert result["cublas_ms_median"] == pytest.approx(2.075)
-    assert result["ms_min"] == pytest.approx(0.9) and result["cublas_ms_min"] == pytest.approx(1.8)
+    assert result["ms"] == {"lib": [2.0, 2.2, 2.1], "a": [1.0, 1.4, 9.0], "b": [1.5, 1.3, 1.2]}
+    assert result["median_ms"] == {"lib": 2.1, "a": 1.4, "b": 1.3}  # one slow turn does not decide
+    assert result["min_ms"]["a"] == pytest.approx(0.9)
 
 
-def test_row_takes_its_times_and_ratio_from_the_head_to_head_phase():
+def test_row_takes_the_faster_finalist_and_its_ratio_from_the_head_to_head_phase():
     from bench_helpers import fake
 
     from tileworkbench.bench import gemm
 
     flops = 2.0 * 4096 ** 3
     job = gemm.Job("tileworkbench", 4096, 4096, 4096, "float16", [])
-    final = {"rounds": 2, "rep": 10, "ours_ms": [0.19, 0.19], "cublas_ms": [0.2, 0.2], "ms": 0.19, "ms_min": 0.185,
-             "cublas_ms_median": 0.2, "cublas_ms_min": 0.195, "library": "torch"}
-    row = gemm.make_row(job, [fake("a", 0.21, 3e-4, True, flops)], {"torch": fake("torch", 0.18, 2e-4, True, flops)},
-                        "float32", 2e-3, final)
-    assert row["ms"] == 0.19 and row["cublas_ms"] == 0.2
-    assert row["ratio"] == pytest.approx(0.2 / 0.19)
+    results = [fake("a", 0.19, 3e-4, True, flops), fake("b", 0.21, 4e-4, True, flops)]
+    final = {"rounds": 2, "rep": 10, "ms": {"cublas (torch)": [0.2, 0.2], "a": [0.22, 0.22], "b": [0.19, 0.19]},
+             "median_ms": {"cublas (torch)": 0.2, "a": 0.22, "b": 0.19},
+             "min_ms": {"cublas (torch)": 0.195, "a": 0.21, "b": 0.185},
+             "library": "torch", "cublas": "cublas (torch)", "finalists": ["a", "b"]}
+    row = gemm.make_row(job, results, {"torch": fake("torch", 0.18, 2e-4, True, flops)}, "float32", 2e-3, final)
+    # selection said a (0.19 ms); in the final b beat it: b's numbers make the row
+    assert row["config"] == "b" and row["ms"] == 0.19 and row["ms_min"] == 0.185 and row["rel_err"] == 4e-4
+    assert row["cublas_ms"] == 0.2 and row["ratio"] == pytest.approx(0.2 / 0.19)
     assert row["tflops"] == pytest.approx(flops / 0.19e-3 / 1e12)
-    assert row["selection"]["ratio"] == pytest.approx(0.18 / 0.21)  # what the one-after-the-other phase said
-    assert row["head_to_head"]["library"] == "torch" and row["config"] == "a"
+    assert row["selection"]["config"] == "a" and row["selection"]["ratio"] == pytest.approx(0.18 / 0.19)
+    assert row["head_to_head"]["library"] == "torch"

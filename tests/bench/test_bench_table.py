@@ -110,4 +110,4 @@ def test_head_to_head_rows_say_which_cublas_path_and_how_it_was_timed(record):
     record["settings"].update(head_to_head_rounds=6, head_to_head_rep=20)
     text = table.gemm_table(record)
     assert "| 700.0 (torch; selection: torch 763.5, cupy 723.4) |" in text
-    assert "timed alternately in 6 rounds of 20 runs" in text
+    assert "our two fastest candidates and cuBLAS timed in turn in 6 rounds of 20 runs" in text

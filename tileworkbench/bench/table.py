@@ -70,10 +70,10 @@ def machine_line(record: dict) -> str:
             f"CuPy {m.get('cupy')}, torch {m.get('torch')}; commit `{m.get('commit')}`{dirty}; "
             f"{m.get('date')}; host {m.get('hostname', '?')}.")
     if s and s.get("head_to_head_rounds"):
-        line += (f" Ours and cuBLAS timed alternately in {s['head_to_head_rounds']} rounds of "
-                 f"{s.get('head_to_head_rep')} runs (after selecting our kernel and the cuBLAS path from "
-                 f"{s.get('rep')} runs each); medians; L2 flushed before each run"
-                 f"{' (quick mode)' if s.get('quick') else ''}.")
+        line += (f" Rows of ours: our two fastest candidates and cuBLAS timed in turn in "
+                 f"{s['head_to_head_rounds']} rounds of {s.get('head_to_head_rep')} runs, after a selection "
+                 f"of {s.get('rep')} runs each; spec kernels: {s.get('rep')} runs alone; medians; L2 flushed "
+                 f"before each run{' (quick mode)' if s.get('quick') else ''}.")
     elif s:
         line += (f" Median of {s.get('rep')} timed runs after {s.get('warmup')} warm-ups, L2 flushed before "
                  f"each{' (quick mode)' if s.get('quick') else ''}.")
