@@ -1,0 +1,70 @@
+"""Experiment: how many consumer threads should arrive on a stage's empty barrier? The compiler's
+warp-specialised GEMM has every consumer thread arrive (count 256); CUTLASS's pipelines have one
+thread per consumer warpgroup arrive, which is enough because a warpgroup's wgmma operations,
+whose completion wgmma.wait_group shows, are the only readers of the stage.
+
+    PYTHONPATH=. python3 scripts/experiments/release_arrivals.py
+
+Variants of the persistent 128x256x64 3-stage kernel: every thread (256), lane 0 of each warp
+(8), thread 0 of each warpgroup (2). Outputs checked; interleaved rounds, medians.
+"""
+
+import re
+import statistics
+
+try:
+    import torch
+except ImportError:  # compile-check on a machine without torch
+    torch = None
+from _edited import edited_kernel
+
+import tileworkbench as tw
+from tileworkbench.examples.gemm import matmul
+
+RELEASE = re.compile(r"^(\s*)(stage_empty\[[^\n]*\]\.arrive\(\);)$", re.M)
+
+
+def releasing_every(src, group):
+    """Only thread ``tx % group == 0`` of the consumers arrives on the empty barriers."""
+    count = 256 // group
+    t = src
+    for s in range(3):
+        assert f"stage_empty[{s}].init(256);" in t
+        t = t.replace(f"stage_empty[{s}].init(256);", f"stage_empty[{s}].init({count});")
+    consumer = t.index("} else {  // consumer warpgroups")
+    head, tail = t[:consumer], t[consumer:]
+    tail, n = RELEASE.subn(lambda m: f"{m.group(1)}if ((tx % {group}) == 0) {m.group(2)}", tail)
+    assert n == 2, n
+    return head + tail
+
+
+def main(sizes=(4096, 8192)):
+    from tileworkbench.bench.timing import Timer, rel_err
+
+    timer = Timer()
+    for n in sizes:
+        for dtype, tdt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+            base = tw.compile(matmul(n, n, n, 128, 256, 64, dtype, dtype, 3, 256), out_idx=[2])
+            src = base.record["device_source"]
+            kernels = {"every thread": base, "lane 0 of a warp": edited_kernel(base, releasing_every(src, 32)),
+                       "thread 0 of a warpgroup": edited_kernel(base, releasing_every(src, 128))}
+            a = torch.randn(n, n, device="cuda", dtype=tdt)
+            b = torch.randn(n, n, device="cuda", dtype=tdt)
+            ref = a.float() @ b.float()
+            c = torch.empty(n, n, device="cuda", dtype=tdt)
+            for k in kernels.values():
+                out = torch.full((n, n), float("nan"), device="cuda", dtype=tdt)
+                k(a, b, out)
+                assert rel_err(out, ref) < 1e-2
+            flops = 2.0 * n ** 3
+            fns = {"cublas": lambda: torch.matmul(a, b, out=c)} | {name: (lambda k=k: k(a, b, c)) for name, k in kernels.items()}
+            names = list(fns)
+            times = {name: [] for name in names}
+            for r in range(6):
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    times[name].append(timer.time(fns[name], 3, 10).tflops(flops))
+            print(f"{n} {dtype} " + "  ".join(f"{name}: {statistics.median(v):.1f}" for name, v in times.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
