@@ -7,6 +7,11 @@ whose completion wgmma.wait_group shows, are the only readers of the stage.
 
 Variants of the persistent 128x256x64 3-stage kernel: every thread (256), lane 0 of each warp
 (8), thread 0 of each warpgroup (2). Outputs checked; interleaved rounds, medians.
+
+Measured on the H200, 2026-12-01 (TFLOP/s; cuBLAS, every thread, lane 0 of a warp, thread 0 of a
+warpgroup): 4096^3 fp16 750.3, 749.1, 748.4, 748.6; bf16 770.5, 767.1, 766.4, 767.4; 8192^3 fp16
+671.3, 687.3, 687.3, 691.5; bf16 696.2, 721.0, 722.6, 731.6. Within the noise at 4096^3, at most
++1.5% at 8192^3 in one run: the compiler keeps every consumer thread arriving.
 """
 
 import re
