@@ -190,3 +190,24 @@ def test_the_pass_stands_aside_and_says_why(build, configs, reason):
 def test_other_targets_are_left_alone():
     art = tw.lower(gemm(), target={"kind": "cuda", "arch": "sm_80"})
     assert ws_info(art) == {"applied": False, "reason": "target sm_80 (warp specialisation is for sm_90a)"}
+
+
+@pytest.mark.parametrize("block, threads, box", [((128, 256, 64), 256, (64, 64, 2)), ((64, 128, 64), 128, (64, 64))])
+def test_transpose_a_takes_the_wgmma_path_with_an_m_major_a(block, threads, box):
+    art = tw.lower(matmul(1024, 1024, 1024, *block, "float16", "float16", 3, threads, trans_A=True), target=SM90)
+    assert ws_info(art)["applied"]
+    src = art.device_source
+    assert f"tw_wgmma_m64n{block[1]}k16_f16_mn" in src and ", 1, 1, 1, 1;" in src  # imm-trans-a and -b set
+    assert re.search(rf"tw::wgmma_gemm_ss<{block[0]}, {block[1]}, 64, {threads // 128}, 128, .*_mn, 1, false>", src)
+    # A's tile is K x M in 128-byte panels of 64 M-columns: a 3-D TMA box (64, K, panels), or a
+    # plain 2-D one where M is one panel
+    assert art.tma_descriptors["A_desc"].box_dims == box
+
+
+def test_transpose_a_rows_that_are_not_whole_panels_keep_wgmma_but_not_tma():
+    """A^T rows of 1000 elements cannot be cut into 64-element panels by TMA: no warp
+    specialisation (it needs TMA), and the threads' copies fill the panels instead."""
+    art = tw.lower(matmul(1000, 1024, 776, 128, 128, 64, "float16", "float16", 2, 128, trans_A=True), target=SM90)
+    assert "128-byte panels" in ws_info(art)["reason"]
+    assert "wgmma_gemm_ss<128, 128, 64, 1, 128, 128, false, tw_wgmma_m64n128k16_f16_mn, 0, false>" in art.device_source
+    assert "A_desc" not in art.tma_descriptors

@@ -75,3 +75,30 @@ def test_stmatrix_epilogue_writes_what_paired_stores_write(torch, dtype, shape, 
         outs.append(c)
     assert rel_err(outs[0], a.double() @ b.double()) < (1e-2 if dtype == "bfloat16" else 2e-3)
     torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+
+
+TRANS_A_CASES = [  # shape, block, stages, threads, pass configs, the path the gemm takes
+    ((1024, 1024, 1024), (128, 256, 64), 3, 256, {}, "tw_wgmma_m64n256k16"),  # warp-specialised, persistent
+    ((1024, 1024, 512), (128, 128, 64), 2, 128, {}, "tw_wgmma_m64n128k16"),
+    ((1024, 512, 1024), (64, 128, 64), 2, 128, {tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True},
+     "tw_wgmma_m64n128k16"),  # one 128-byte panel of M
+    ((1000, 1024, 776), (128, 128, 64), 2, 128, {}, ", 0, false>("),  # rows of 1000: threads fill the panels
+]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("trans_B", [False, True])
+@pytest.mark.parametrize("shape,block,stages,threads,configs,path", TRANS_A_CASES)
+def test_transpose_a_gemm_matches_float64(torch, dtype, trans_B, shape, block, stages, threads, configs, path):
+    """A stored K x M (T.gemm(transpose_A=True)): wgmma reads it M-major from 128-byte panels."""
+    M, N, K = shape
+    program = matmul(M, N, K, *block, dtype=dtype, num_stages=stages, threads=threads, trans_A=True, trans_B=trans_B)
+    kernel = tw.compile(program, out_idx=[2], pass_configs=configs)
+    assert path in kernel.get_kernel_source()
+    tdt = getattr(torch, dtype)
+    a = torch.randn(K, M, device="cuda", dtype=tdt)
+    b = torch.randn(N, K, device="cuda", dtype=tdt) if trans_B else torch.randn(K, N, device="cuda", dtype=tdt)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=tdt)
+    kernel(a, b, c)
+    ref = a.double().T @ (b.double().T if trans_B else b.double())
+    assert rel_err(c, ref) < (1e-2 if dtype == "bfloat16" else 2e-3)

@@ -4,27 +4,32 @@ import tileworkbench.language as T
 
 
 def matmul(M, N, K, block_M, block_N, block_K, dtype="float16", out_dtype=None, num_stages=2, threads=128,
-           trans_B=False):
-    """The spec's GEMM written with T.copy instead of T.tma_copy and barriers (B stored N x K
-    when ``trans_B``)."""
+           trans_B=False, trans_A=False):
+    """The spec's GEMM written with T.copy instead of T.tma_copy and barriers (A stored K x M
+    when ``trans_A``, B stored N x K when ``trans_B``)."""
     out_dtype = out_dtype or dtype
+    A_shape = (K, M) if trans_A else (M, K)
+    A_tile = (block_K, block_M) if trans_A else (block_M, block_K)
     B_shape = (N, K) if trans_B else (K, N)
     B_tile = (block_N, block_K) if trans_B else (block_K, block_N)
 
     @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor((M, N), out_dtype)):
+    def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            A_shared = T.alloc_shared(A_tile, dtype)
             B_shared = T.alloc_shared(B_tile, dtype)
             C_local = T.alloc_fragment((block_M, block_N), "float32")
             T.clear(C_local)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
-                T.copy(A[by * block_M, k * block_K], A_shared)
+                if trans_A:
+                    T.copy(A[k * block_K, by * block_M], A_shared)
+                else:
+                    T.copy(A[by * block_M, k * block_K], A_shared)
                 if trans_B:
                     T.copy(B[bx * block_N, k * block_K], B_shared)
                 else:
                     T.copy(B[k * block_K, bx * block_N], B_shared)
-                T.gemm(A_shared, B_shared, C_local, transpose_B=trans_B)
+                T.gemm(A_shared, B_shared, C_local, transpose_A=trans_A, transpose_B=trans_B)
             T.copy(C_local, C[by * block_M, bx * block_N])
 
     return main

@@ -54,11 +54,11 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     wanted = set()
     for gemm in collect(func.body, ir.Gemm):
         plan = gemm_rules.wgmma_plan(gemm, func.launch.threads, ctx)
-        if plan is not None and plan.b_panel and not gemm_rules.panels_fit(gemm.b.buffer, plan.b_panel, pairs):
+        if plan is not None and not gemm_rules.plan_fits(plan, gemm, pairs):
             plan = None
         gemm.c.buffer.attrs["wgmma_plan"] = plan
         if plan is not None:
-            layout[id(gemm.a.buffer)] = (plan.a_span, 0)
+            layout[id(gemm.a.buffer)] = (plan.a_span, plan.a_panel)
             layout[id(gemm.b.buffer)] = (plan.b_span, plan.b_panel)
         else:
             wanted.update(id(r.buffer) for r in (gemm.a, gemm.b) if r.buffer.scope == "shared")

@@ -2,11 +2,13 @@
 
 ``wgmma_plan`` returns a :class:`WgmmaPlan` when the Hopper path applies — sm_90a, fp16/bf16
 tiles in shared memory, float32 accumulator, whole warpgroups, tile sizes wgmma can take, and
-operand tiles whose layout wgmma can read (K-major A; B K-major or N-major, swizzled) — else
+operand tiles whose layout wgmma can read (A K-major, or M-major for ``transpose_A``; B K-major or
+N-major; swizzled) — else
 None, and the gemm stays on the ``mma.sync`` path. ``choose_shared_layouts`` (swizzle and panels
 of the operand tiles), ``infer_fragment_layouts`` (accumulator layout) and ``lower_tile_ops``
 (the call) all ask this function, so they always agree. ``panels_fit`` says whether TMA can fill
-a B tile stored in 128-byte panels (``choose_shared_layouts`` and ``warp_specialize`` ask it).
+an operand tile stored in 128-byte panels, ``plan_fits`` whether it can fill both of a plan's
+(``choose_shared_layouts`` and ``warp_specialize`` ask it).
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ class WgmmaPlan:
     n: int
     k: int
     warpgroups: int  # along M
-    a_span: int  # swizzle bytes of A's rows (K-major)
+    a_span: int  # swizzle bytes of A's rows
     b_span: int  # swizzle bytes of B
     b_panel: int  # elements per 128-byte panel of an N-major B wider than 128 bytes (0: none)
     b_k_major: bool
+    a_k_major: bool = True  # False: A stored K x M (transpose_A), M-major for wgmma
+    a_panel: int = 0  # elements per 128-byte panel of an M-major A wider than 128 bytes (0: none)
 
 
 def _tile_shape(buf: ir.Buffer):
@@ -43,33 +47,46 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     a, b, c = gemm.a.buffer, gemm.b.buffer, gemm.c.buffer
     if a.scope != "shared" or b.scope != "shared" or c.scope != "fragment" or c.dtype.name != "float32":
         return None
-    if a.dtype.name not in ("float16", "bfloat16") or b.dtype != a.dtype or gemm.trans_a:
+    if a.dtype.name not in ("float16", "bfloat16") or b.dtype != a.dtype:
         return None
     if threads % 128:
         return None
-    (m, k), b_shape = _tile_shape(a), _tile_shape(b)
+    a_shape, b_shape = _tile_shape(a), _tile_shape(b)
+    k, m = a_shape if gemm.trans_a else a_shape[::-1]
     n = b_shape[0] if gemm.trans_b else b_shape[1]
     warpgroups = threads // 128
     if m % (64 * warpgroups) or k % 16 or n % 8 or not 8 <= n <= 256 or m % 8:
         return None
-    a_span = k * 2
-    if a_span not in SWIZZLE_SPANS:
-        return None
+    a_major = {}
+    if gemm.trans_a:  # A stored K x M: every 64-row block of M is one 128-byte swizzled panel
+        a_span = 128
+        a_major = {"a_k_major": False, "a_panel": 64 if m * 2 > 128 else 0}
+    else:
+        a_span = k * 2
+        if a_span not in SWIZZLE_SPANS:
+            return None
     if gemm.trans_b:  # B stored N x K: K-major
         if k * 2 not in SWIZZLE_SPANS:
             return None
-        return WgmmaPlan(m, n, k, warpgroups, a_span, k * 2, 0, True)
+        return WgmmaPlan(m, n, k, warpgroups, a_span, k * 2, 0, True, **a_major)
     if n * 2 in SWIZZLE_SPANS and k % 8 == 0:
-        return WgmmaPlan(m, n, k, warpgroups, a_span, n * 2, 0, False)
+        return WgmmaPlan(m, n, k, warpgroups, a_span, n * 2, 0, False, **a_major)
     if (n * 2) % 128 == 0 and k % 8 == 0:
-        return WgmmaPlan(m, n, k, warpgroups, a_span, 128, 64, False)
+        return WgmmaPlan(m, n, k, warpgroups, a_span, 128, 64, False, **a_major)
     return None
 
 
-def wgmma_functor_name(n: int, dtype: str, b_k_major: bool) -> str:
-    """Name of the generated C++ functor for one wgmma shape (codegen/wgmma.py emits it)."""
+def plan_fits(plan: WgmmaPlan, gemm: ir.Gemm, pairs) -> bool:
+    """TMA can fill every paneled operand tile of ``plan`` from the copies in ``pairs``."""
+    return ((not plan.a_panel or panels_fit(gemm.a.buffer, plan.a_panel, pairs))
+            and (not plan.b_panel or panels_fit(gemm.b.buffer, plan.b_panel, pairs)))
+
+
+def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True) -> str:
+    """Name of the generated C++ functor for one wgmma shape (codegen/wgmma.py emits it): the
+    suffix says how A and B are stored (k: K-major, m/n: M- or N-major)."""
     short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    return f"tw_wgmma_m64n{n}k16_{short}_{'kk' if b_k_major else 'kn'}"
+    return f"tw_wgmma_m64n{n}k16_{short}_{'k' if a_k_major else 'm'}{'k' if b_k_major else 'n'}"
 
 
 def panels_fit(buf: ir.Buffer, panel: int, pairs) -> bool:

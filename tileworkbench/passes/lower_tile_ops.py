@@ -201,12 +201,14 @@ class _LowerTileOps(IRMutator):
 
     def wgmma(self, node: ir.Gemm, plan) -> ir.Stmt:
         dtype = node.a.buffer.dtype.name
-        self.wgmma_shapes.add((plan.n, dtype, plan.b_k_major))
+        self.wgmma_shapes.add((plan.n, dtype, plan.b_k_major, plan.a_k_major))
         flag = "true" if plan.b_k_major else "false"
-        in_flight = f", {node.in_flight}" if node.in_flight else ""
+        # trailing template arguments only where they differ from the defaults (IN_FLIGHT 0, A K-major)
+        tail = f", {node.in_flight}" if node.in_flight or not plan.a_k_major else ""
+        tail += "" if plan.a_k_major else ", false"
+        functor = gemm_rules.wgmma_functor_name(plan.n, dtype, plan.b_k_major, plan.a_k_major)
         template = (f"tw::wgmma_gemm_ss<{plan.m}, {plan.n}, {plan.k}, {plan.warpgroups}, {plan.a_span}, "
-                    f"{plan.b_span}, {flag}, {gemm_rules.wgmma_functor_name(plan.n, dtype, plan.b_k_major)}"
-                    f"{in_flight}>")
+                    f"{plan.b_span}, {flag}, {functor}{tail}>")
         return self.gemm_call(node, template)
 
     def gemm_call(self, node: ir.Gemm, template: str) -> ir.Stmt:

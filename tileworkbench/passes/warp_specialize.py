@@ -105,8 +105,10 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
             return "a gemm reads a tile the loop does not load"
         plan = gemm_rules.wgmma_plan(g, func.launch.threads, ctx)
         pairs = [(ld.src, ld.dst.buffer) for ld in loads]
-        if plan is None or (plan.b_panel and not gemm_rules.panels_fit(g.b.buffer, plan.b_panel, pairs)):
+        if plan is None:
             return "a gemm is not on the wgmma path"
+        if not gemm_rules.plan_fits(plan, g, pairs):
+            return "TMA cannot fill an operand tile in the 128-byte panels wgmma reads it from"
     return None
 
 

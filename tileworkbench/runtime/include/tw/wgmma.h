@@ -30,12 +30,13 @@ __device__ __forceinline__ unsigned long long wgmma_desc(unsigned int smem_byte_
          ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (WgmmaSwizzle<SPAN>::mode << 62);
 }
 
-// M x K (K-major A, rows of SWA bytes) times K x N (B: K-major rows of SWB bytes when B_K_MAJOR,
-// else N-major rows of SWB bytes, in panels of PANEL_BYTES when N is wider than one row).
-// Warpgroup g computes rows [g*M/WG, (g+1)*M/WG) in 64-row blocks.
+// M x K (A: K-major rows of SWA bytes, or with A_K_MAJOR false stored K x M: M-major rows of 128
+// bytes, each 64-row block of M one panel of K rows) times K x N (B: K-major rows of SWB bytes
+// when B_K_MAJOR, else N-major rows of SWB bytes, in panels of PANEL_BYTES when N is wider than
+// one row). Warpgroup g computes rows [g*M/WG, (g+1)*M/WG) in 64-row blocks.
 // IN_FLIGHT: wgmma groups this thread may leave running on return (0: all of them are done).
 template <int M, int N, int K, int WG, int SWA, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0,
-          typename T>
+          bool A_K_MAJOR = true, typename T>
 __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, float* acc, int thread) {
   constexpr int ROWS_PER_GROUP = M / WG, MI = ROWS_PER_GROUP / 64;
   const int group = thread / 128;
@@ -45,8 +46,14 @@ __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, float* acc
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
     for (int kk = 0; kk < K; kk += 16) {
-      const unsigned int a_addr = a_base + (group * ROWS_PER_GROUP + mi * 64) * SWA + kk * 2;
-      const unsigned long long da = wgmma_desc<SWA>(a_addr, 16, 8 * SWA);
+      const int m0 = group * ROWS_PER_GROUP + mi * 64;
+      unsigned long long da;
+      if constexpr (A_K_MAJOR) {
+        da = wgmma_desc<SWA>(a_base + m0 * SWA + kk * 2, 16, 8 * SWA);
+      } else {
+        // M-major: rows m0 .. m0+63 are panel m0/64 (K rows of 128 bytes); 16 K-rows from row kk.
+        da = wgmma_desc<SWA>(a_base + (m0 / 64) * (K * SWA) + kk * SWA, K * SWA, 8 * SWA);
+      }
       unsigned long long db;
       if constexpr (B_K_MAJOR) {
         db = wgmma_desc<SWB>(b_base + kk * 2, 16, 8 * SWB);
