@@ -27,17 +27,12 @@ MEMBAR.ALL.GPU before each such arrive, and the kernel ran at 484 instead of 747
 """
 
 import re
-import statistics
 import sys
 
-try:
-    import torch
-except ImportError:  # compile-check on a machine without torch
-    torch = None
+from _compare import race
 from _edited import headers_of
 
 import tileworkbench as tw
-from tileworkbench.bench.timing import Timer, rel_err
 from tileworkbench.examples.gemm import matmul
 from tileworkbench.jit.kernel import Kernel
 
@@ -133,33 +128,14 @@ def max_active_clusters(kernel):
 
 
 def main(sizes=(4096, 8192), dtype="float16"):
-    tdt = getattr(torch, dtype)
     for n in sizes:
-        program = matmul(n, n, n, 128, 256, 64, dtype, dtype, 3, 256)
-        base = tw.compile(program, out_idx=[2])
+        base = tw.compile(matmul(n, n, n, 128, 256, 64, dtype, dtype, 3, 256), out_idx=[2])
         src, host = base.record["device_source"], base.record["host_source"]
         kernels = {"compiler persistent": base,
                    "cluster2 multicast B": with_sources(base, cluster_source(src), cluster_host(host)),
                    "cluster2 grid 128": with_sources(base, cluster_source(src), cluster_host(host, 128))}
-        a = torch.randn(n, n, device="cuda", dtype=tdt)
-        b = torch.randn(n, n, device="cuda", dtype=tdt)
-        ref = a.float() @ b.float()
-        c = torch.empty(n, n, device="cuda", dtype=tdt)
-        for name, k in kernels.items():
-            out = torch.full((n, n), float("nan"), device="cuda", dtype=tdt)
-            k(a, b, out)
-            torch.cuda.synchronize()
-            print(f"{n} {name}: err {rel_err(out, ref):.1e}, regs {k._runtime.function(k.name).num_regs}", flush=True)
         print(f"max active clusters: {max_active_clusters(kernels['cluster2 multicast B'])}", flush=True)
-        timer = Timer()
-        flops = 2.0 * n ** 3
-        times = {"cublas": []} | {name: [] for name in kernels}
-        for _ in range(7):
-            times["cublas"].append(timer.time(lambda: torch.matmul(a, b, out=c), 3, 10).tflops(flops))
-            for name, k in kernels.items():
-                times[name].append(timer.time(lambda: k(a, b, c), 3, 10).tflops(flops))
-        for name, v in times.items():
-            print(f"{n} {dtype} {name:24s} {statistics.median(v):7.1f} TFLOP/s  (min {min(v):.1f} max {max(v):.1f})", flush=True)
+        race(kernels, n, dtype)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,9 @@ its output is garbage (not checked), its time is the main loops' and that sum's.
 """
 
 import re
-import statistics
 import sys
 
-try:
-    import torch
-except ImportError:  # compile-check on a machine without torch
-    torch = None
+from _compare import race
 from _edited import edited_kernel
 
 import tileworkbench as tw
@@ -37,26 +33,10 @@ def without_epilogue(src):
 
 
 def main(dtype="float16", sizes=(4096, 8192)):
-    from tileworkbench.bench.timing import Timer, rel_err
-
-    tdt = getattr(torch, dtype)
-    timer = Timer()
     for n in sizes:
         base = tw.compile(matmul(n, n, n, 128, 256, 64, dtype, dtype, 3, 256), out_idx=[2])
         kernels = {"compiler persistent": base, "no epilogue": edited_kernel(base, without_epilogue(base.record["device_source"]))}
-        a = torch.randn(n, n, device="cuda", dtype=tdt)
-        b = torch.randn(n, n, device="cuda", dtype=tdt)
-        c = torch.full((n, n), float("nan"), device="cuda", dtype=tdt)
-        base(a, b, c)
-        print(f"{n} compiler persistent: err {rel_err(c, a.float() @ b.float()):.1e}", flush=True)
-        flops = 2.0 * n ** 3
-        times = {"cublas": []} | {name: [] for name in kernels}
-        for _ in range(7):
-            times["cublas"].append(timer.time(lambda: torch.matmul(a, b, out=c), 3, 10).tflops(flops))
-            for name, k in kernels.items():
-                times[name].append(timer.time(lambda: k(a, b, c), 3, 10).tflops(flops))
-        for name, v in times.items():
-            print(f"{n} {dtype} {name:22s} {statistics.median(v):7.1f} TFLOP/s  (min {min(v):.1f} max {max(v):.1f})", flush=True)
+        race(kernels, n, dtype, unchecked=("no epilogue",))
 
 
 if __name__ == "__main__":

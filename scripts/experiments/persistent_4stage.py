@@ -23,13 +23,9 @@ tile of its own) and the two-half epilogue is not built.
 """
 
 import re
-import statistics
 import sys
 
-try:
-    import torch
-except ImportError:  # compile-check on a machine without torch
-    torch = None
+from _compare import race
 
 import tileworkbench as tw
 from tileworkbench.examples.gemm import matmul
@@ -38,6 +34,9 @@ from tileworkbench.jit.lower import lower
 from tileworkbench.passes import plan_shared_memory, warp_specialize
 
 HALF_TILE_END = 229440
+# The edit rewrites the epilogue's tw::store_pair loop (the generated form of 2026-12-01 before
+# stmatrix became the default): every kernel compared is compiled that way.
+PAIRS = {tw.PassConfigKey.TW_DISABLE_MATRIX_STORES: True}
 
 
 def persistent_4stage(program):
@@ -46,7 +45,7 @@ def persistent_4stage(program):
     warp_specialize.smem_limit = lambda arch: 1 << 20
     plan_shared_memory.SMEM_LIMIT["sm_90a"] = 1 << 20
     try:  # lowered directly: tw.compile's cache would return the one-block-per-tile kernel
-        return Kernel(_record(lower(program, out_idx=[2]), [2], {}), [2], load_device=False)
+        return Kernel(_record(lower(program, out_idx=[2], pass_configs=PAIRS), [2], {}), [2], load_device=False)
     finally:
         warp_specialize.smem_limit = saved_ws
         plan_shared_memory.SMEM_LIMIT.clear()
@@ -61,14 +60,15 @@ def must_replace(text, old, new):
 def half_epilogue(src):
     t = must_replace(src, "tw_smem + 262144;", "tw_smem + 229376;")
     t = must_replace(t, "tw_smem + 262176;", "tw_smem + 229408;")
-    m = re.search(r"      tw::tma_store_wait<true>\(\);\n      tw::sync_consumers<256>\(\);\n      #pragma unroll\n"
+    m = re.search(r"      tw::tma_store_wait<true>\(\);\n      tw::sync_consumers<256>\(\);\n"
+                  r"(      const int C_local_out_thread = .*;\n)?      #pragma unroll\n"
                   r"      for \(int jj = 0; jj < 64; \+\+jj\) \{\n        tw::store_pair\(\(&tw::swizzled<(\w+::\w+), 128>\(C_local_out, (.*)\)\), "
                   r"(C_local\[\(jj \* 2\)\], C_local\[\(\(jj \* 2\) \+ 1\)\])\);\n      \}\n      tw::fence_proxy_async\(\);\n"
                   r"      tw::sync_consumers<256>\(\);\n      if \(\(tx == 0\)\) \{\n        tw::tma_store\(C_desc, .*\n"
                   r"        tw::tma_store_arrive\(\);\n      \}\n", t)
     assert m, "epilogue not found"
-    elem, offset, values = m.group(1), m.group(2), m.group(3)
-    halves = f"""      #pragma unroll
+    base, elem, offset, values = m.group(1) or "", m.group(2), m.group(3), m.group(4)
+    halves = base + f"""      #pragma unroll
       for (int h = 0; h < 2; ++h) {{
         tw::tma_store_wait<true>();
         tw::sync_consumers<256>();
@@ -99,38 +99,17 @@ def with_sources(kernel, device, host):
 
 
 def kernels_for(n, dtype):
-    three = tw.compile(matmul(n, n, n, 128, 256, 64, dtype, dtype, 3, 256), out_idx=[2])
+    three = tw.compile(matmul(n, n, n, 128, 256, 64, dtype, dtype, 3, 256), out_idx=[2], pass_configs=PAIRS)
     program4 = matmul(n, n, n, 128, 256, 64, dtype, dtype, 4, 256)
-    per_tile4 = tw.compile(program4, out_idx=[2])
+    per_tile4 = tw.compile(program4, out_idx=[2], pass_configs=PAIRS)
     raw = persistent_4stage(program4)
     four = with_sources(raw, half_epilogue(raw.record["device_source"]), half_host(raw.record["host_source"]))
     return {"3-stage persistent": three, "4-stage per tile": per_tile4, "4-stage persistent, half epilogue": four}
 
 
 def main(dtype="float16", sizes=(4096, 8192)):
-    from tileworkbench.bench.timing import Timer, rel_err
-
-    tdt = getattr(torch, dtype)
-    timer = Timer()
     for n in sizes:
-        kernels = kernels_for(n, dtype)
-        a = torch.randn(n, n, device="cuda", dtype=tdt)
-        b = torch.randn(n, n, device="cuda", dtype=tdt)
-        ref = a.float() @ b.float()
-        c = torch.empty(n, n, device="cuda", dtype=tdt)
-        for name, k in kernels.items():
-            out = torch.full((n, n), float("nan"), device="cuda", dtype=tdt)
-            k(a, b, out)
-            torch.cuda.synchronize()
-            print(f"{n} {name}: err {rel_err(out, ref):.1e}", flush=True)
-        flops = 2.0 * n ** 3
-        times = {"cublas": []} | {name: [] for name in kernels}
-        for _ in range(7):
-            times["cublas"].append(timer.time(lambda: torch.matmul(a, b, out=c), 3, 10).tflops(flops))
-            for name, k in kernels.items():
-                times[name].append(timer.time(lambda: k(a, b, c), 3, 10).tflops(flops))
-        for name, v in times.items():
-            print(f"{n} {dtype} {name:36s} {statistics.median(v):7.1f} TFLOP/s  (min {min(v):.1f} max {max(v):.1f})", flush=True)
+        race(kernels_for(n, dtype), n, dtype)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,9 @@ The epilogue's consumer barrier becomes a named barrier per warpgroup (ids 1 and
 """
 
 import re
-import statistics
 import sys
 
-try:
-    import torch
-except ImportError:  # compile-check on a machine without torch
-    torch = None
+from _compare import race
 
 import tileworkbench as tw
 from tileworkbench.examples.gemm import matmul
@@ -106,29 +102,8 @@ def kernels_for(n, dtype):
 
 
 def main(dtype="float16", sizes=(4096, 8192)):
-    from tileworkbench.bench.timing import Timer, rel_err
-
-    tdt = getattr(torch, dtype)
-    timer = Timer()
     for n in sizes:
-        kernels = kernels_for(n, dtype)
-        a = torch.randn(n, n, device="cuda", dtype=tdt)
-        b = torch.randn(n, n, device="cuda", dtype=tdt)
-        ref = a.float() @ b.float()
-        c = torch.empty(n, n, device="cuda", dtype=tdt)
-        for name, k in kernels.items():
-            out = torch.full((n, n), float("nan"), device="cuda", dtype=tdt)
-            k(a, b, out)
-            torch.cuda.synchronize()
-            print(f"{n} {name}: err {rel_err(out, ref):.1e}", flush=True)
-        flops = 2.0 * n ** 3
-        times = {"cublas": []} | {name: [] for name in kernels}
-        for _ in range(7):
-            times["cublas"].append(timer.time(lambda: torch.matmul(a, b, out=c), 3, 10).tflops(flops))
-            for name, k in kernels.items():
-                times[name].append(timer.time(lambda: k(a, b, c), 3, 10).tflops(flops))
-        for name, v in times.items():
-            print(f"{n} {dtype} {name:28s} {statistics.median(v):7.1f} TFLOP/s  (min {min(v):.1f} max {max(v):.1f})", flush=True)
+        race(kernels_for(n, dtype), n, dtype)
 
 
 if __name__ == "__main__":

@@ -9,13 +9,11 @@ Measured on the H200, 2026-12-01 (TFLOP/s, 6 interleaved rounds, medians; panel:
 688.2 695.0 692.0 689.0 692.3 (688.4). No size is better everywhere: the default stays 10.
 """
 
-import statistics
 
-import torch
+from _compare import race
 
 import tileworkbench as tw
 import tileworkbench.language as T
-from tileworkbench.bench.timing import Timer, rel_err
 
 PANELS = (2, 4, 8, 10, 16, 32)
 
@@ -39,27 +37,9 @@ def gemm(n, dtype, panel):
 
 
 def main(sizes=(4096, 8192)):
-    timer = Timer()
     for n in sizes:
-        for dtype, tdt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
-            kernels = {p: tw.compile(gemm(n, dtype, p), out_idx=[2]) for p in PANELS}
-            a = torch.randn(n, n, device="cuda", dtype=tdt)
-            b = torch.randn(n, n, device="cuda", dtype=tdt)
-            ref = a.float() @ b.float()
-            c = torch.empty(n, n, device="cuda", dtype=tdt)
-            for k in kernels.values():
-                out = torch.full((n, n), float("nan"), device="cuda", dtype=tdt)
-                k(a, b, out)
-                assert rel_err(out, ref) < 1e-2
-            flops = 2.0 * n ** 3
-            names = ["cublas", *kernels]
-            fns = {"cublas": lambda: torch.matmul(a, b, out=c)} | {p: (lambda k=k: k(a, b, c)) for p, k in kernels.items()}
-            times = {name: [] for name in names}
-            for r in range(6):
-                for name in names[r % len(names):] + names[:r % len(names)]:
-                    times[name].append(timer.time(fns[name], 3, 10).tflops(flops))
-            line = "  ".join(f"{name}: {statistics.median(v):.1f}" for name, v in times.items())
-            print(f"{n} {dtype} {line}", flush=True)
+        for dtype in ("float16", "bfloat16"):
+            race({f"panel {p}": tw.compile(gemm(n, dtype, p), out_idx=[2]) for p in PANELS}, n, dtype, rounds=6)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,8 @@ warpgroup): 4096^3 fp16 750.3, 749.1, 748.4, 748.6; bf16 770.5, 767.1, 766.4, 76
 """
 
 import re
-import statistics
 
-try:
-    import torch
-except ImportError:  # compile-check on a machine without torch
-    torch = None
+from _compare import race
 from _edited import edited_kernel
 
 import tileworkbench as tw
@@ -44,31 +40,12 @@ def releasing_every(src, group):
 
 
 def main(sizes=(4096, 8192)):
-    from tileworkbench.bench.timing import Timer, rel_err
-
-    timer = Timer()
     for n in sizes:
-        for dtype, tdt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+        for dtype in ("float16", "bfloat16"):
             base = tw.compile(matmul(n, n, n, 128, 256, 64, dtype, dtype, 3, 256), out_idx=[2])
             src = base.record["device_source"]
-            kernels = {"every thread": base, "lane 0 of a warp": edited_kernel(base, releasing_every(src, 32)),
-                       "thread 0 of a warpgroup": edited_kernel(base, releasing_every(src, 128))}
-            a = torch.randn(n, n, device="cuda", dtype=tdt)
-            b = torch.randn(n, n, device="cuda", dtype=tdt)
-            ref = a.float() @ b.float()
-            c = torch.empty(n, n, device="cuda", dtype=tdt)
-            for k in kernels.values():
-                out = torch.full((n, n), float("nan"), device="cuda", dtype=tdt)
-                k(a, b, out)
-                assert rel_err(out, ref) < 1e-2
-            flops = 2.0 * n ** 3
-            fns = {"cublas": lambda: torch.matmul(a, b, out=c)} | {name: (lambda k=k: k(a, b, c)) for name, k in kernels.items()}
-            names = list(fns)
-            times = {name: [] for name in names}
-            for r in range(6):
-                for name in names[r % len(names):] + names[:r % len(names)]:
-                    times[name].append(timer.time(fns[name], 3, 10).tflops(flops))
-            print(f"{n} {dtype} " + "  ".join(f"{name}: {statistics.median(v):.1f}" for name, v in times.items()), flush=True)
+            race({"every thread": base, "lane 0 of a warp": edited_kernel(base, releasing_every(src, 32)),
+                  "thread 0 of a warpgroup": edited_kernel(base, releasing_every(src, 128))}, n, dtype, rounds=6)
 
 
 if __name__ == "__main__":
