@@ -11,6 +11,8 @@ def test_cold_then_disk_hit_then_in_process_hit():
     assert result["problems"] == []
     runs = result["runs_s"]
     assert len(runs["cold"]) == len(runs["disk_hit"]) == 2 and result["cold"]["total_s"] in runs["cold"]
+    assert [r["total_s"] for r in result["cold_runs"]] == runs["cold"]  # each cold run's parts, in order
+    assert all(r["nvrtc_s"] > 0 and r["lower_s"] > 0 for r in result["cold_runs"])
     cold, disk = result["cold"], result["disk_hit"]
     assert cold["cache"] == "lowered" and cold["lower_s"] > 0
     assert cold["nvrtc_compiles"] == 1 and cold["nvrtc_s"] > 0 and 0 <= cold["nvrtc_wait_s"] <= cold["nvrtc_s"]

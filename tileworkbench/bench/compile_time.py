@@ -105,15 +105,16 @@ def measure_compile_times(timeout: float = 300, runs: int = 3) -> dict:
     """Cold, disk-hit and in-process-hit compile seconds of the spec GEMM (see the module doc).
 
     ``runs`` times over (each with new empty cache folders): the run with the median cold time is
-    reported in full, and ``runs_s`` lists every run's cold and disk-hit seconds, since one cold
-    compile on a shared machine varies by tens of milliseconds."""
+    reported in full, ``runs_s`` lists every run's cold and disk-hit seconds, since one cold
+    compile on a shared machine varies by tens of milliseconds, and ``cold_runs`` every cold
+    run's parts (so a slow one can be told apart: a slow NVRTC, a slow lowering, a slow load)."""
     pairs = [_cold_and_warm(timeout) for _ in range(max(runs, 1))]
     order = sorted(range(len(pairs)), key=lambda i: pairs[i][0]["first"]["total_s"])
     cold, warm, cupy_files = pairs[order[len(order) // 2]]
     runs_s = {"cold": [p[0]["first"]["total_s"] for p in pairs], "disk_hit": [p[1]["first"]["total_s"] for p in pairs]}
     result = {"kernel": KERNEL, "device_loaded": cold["device_loaded"], "cold": cold["first"],
               "disk_hit": warm["first"], "memory_hit": cold["memory_hit"], "cupy_cache_files_after_cold": cupy_files,
-              "runs_s": runs_s,
+              "runs_s": runs_s, "cold_runs": [p[0]["first"] for p in pairs],
               "nvrtc_version": cold.get("nvrtc_version"), "cubin_bytes": cold.get("cubin_bytes")}
     problems = []
     if cold["first"]["cache"] != "lowered":
