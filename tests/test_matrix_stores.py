@@ -134,3 +134,34 @@ def test_simplifier_splits_a_column_into_its_loop_and_thread_parts_under_a_panel
             from tileworkbench.ir.visitor import substitute
             for e, want in ((col // 64, (iv * 16 + (lv // 16) * 8) // 64), (col % 64, (iv * 16 + (lv // 16) * 8) % 64)):
                 assert _int(substitute(simplify(e, ranges), env)) == want
+
+
+def _gemm_storing(column):
+    """A GEMM whose accumulator element (i, j) goes to C_s[i, column(j)] of a 128 x 264 tile."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 264), "float16")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            C_s = T.alloc_shared((128, 264), "float16")
+            T.copy(A[0, 0], A_s)
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_s, B_s, C_l, clear_accum=True)
+            for i, j in T.Parallel(128, 128):
+                C_s[i, column(j)] = C_l[i, j]
+            T.copy(C_s, C[0, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("column, store", [
+    (lambda j: j + 8, "tw::store_matrix_x4"),  # whole 16-byte rows
+    (lambda j: j + 2, "tw::store_pair"),  # pairs stay neighbours, but stmatrix rows would not be 16-byte aligned
+    (lambda j: j * 2, None),  # neighbours in the fragment are two apart in the tile: one element a store
+])
+def test_wide_stores_only_where_the_elements_are_neighbours_in_the_tile(column, store):
+    body = _kernel_body(tw.lower(_gemm_storing(column), target=SM90))
+    stores = set(re.findall(r"tw::store_(?:pair|matrix_x4)\(", body))
+    assert stores == ({f"{store}("} if store else set())

@@ -250,14 +250,14 @@ class _Simplifier(IRMutator):
     def finer_split(self, total: Affine, c: int, node: ir.BinOp):
         """``node`` (``total // c`` or ``total % c``) rewritten with the largest proper divisor ``d``
         of ``c`` that splits ``total`` into ``coarse`` (a multiple of ``d``) and ``fine`` with
-        ``0 <= fine < d`` (module doc), or None. Only splits that leave a thread-free ``coarse``
-        or ``fine`` part are worth it, so both must have terms."""
+        ``0 <= fine < d`` (module doc), or None. ``coarse`` must keep a term (else nothing is
+        gained); ``fine`` may be a constant (``(2*j + 1) // 4 == (2*j) // 4``)."""
         # The only useful d: c's common divisors with a term's coefficient (each makes some terms
         # coarse); the largest first.
         for d in sorted({math.gcd(coef, c) for _, coef in total.terms.values()} - {1, c}, reverse=True):
             coarse, fine = total.split(d)
-            if not coarse.terms or not fine.terms:
-                continue
+            if not coarse.terms or (not fine.terms and fine.const == 0):
+                continue  # nothing to gain, or nothing split off (which would recurse forever)
             fine_expr = fine.to_expr(node.dtype)
             lo, hi = interval(fine_expr, self.ranges)
             if lo is None or hi is None or lo < 0 or hi >= d:

@@ -174,13 +174,10 @@ class _Partition(IRMutator):
             bind = dict(zip(loop_vars, indices))
             local = _FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(value)
             halves.append((tuple(substitute(i, bind) for i in body.indices), substitute(local, bind)))
-        (first, lo), (_, hi) = halves
-        strides = out.effective_strides()
-        linear = ir.const(0)
-        for i, st in zip(first, strides):
-            linear = linear + i * st
-        if not is_multiple_of(simplify(linear), 2):
-            return None
+        (first, lo), (second, hi) = halves
+        linear = _linear(out, first)
+        if not is_multiple_of(simplify(linear), 2) or not _step(out, first, second, 1):
+            return None  # the pair's two elements are not neighbours in the tensor
         if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
             out.attrs["align_bytes"] = max(out.attrs.get("align_bytes", 1), 4)
         matrices = self.matrix_stores_of(node, loop_vars, body, value, layout)
@@ -202,7 +199,15 @@ class _Partition(IRMutator):
             return None
         mm = ir.Var("mm")
         row, col = layout.matrix_row(self.tid, mm)
-        start = tuple(substitute(i, dict(zip(loop_vars, (row, col)))) for i in body.indices)
+
+        def at(c):  # the tensor's indices of fragment element (row, c)
+            return tuple(substitute(i, dict(zip(loop_vars, (row, c)))) for i in body.indices)
+
+        start = at(col)
+        # stmatrix writes each matrix row as 8 neighbours from a 16-byte aligned start
+        if not is_multiple_of(simplify(_linear(out, start), self.ranges), 8) or \
+                not all(_step(out, start, at(col + t), t) for t in range(1, 8)):
+            return None
         values = []
         for e in range(8):  # pair 4 mm + e // 2, element e % 2
             j = mm * 8 + e
@@ -228,6 +233,20 @@ class _Partition(IRMutator):
         vector = node.annotations.get("vector")
         ann = {"vector": vector} if vector else {}
         return ir.For(it, ir.const(iters), inner, kind, annotations=ann, loc=node.loc)
+
+
+def _linear(buf: ir.Buffer, indices) -> ir.Expr:
+    """Element offset of ``buf[indices]`` by the tensor's strides (its logical layout)."""
+    linear = ir.const(0)
+    for i, st in zip(indices, buf.effective_strides()):
+        linear = linear + i * st
+    return linear
+
+
+def _step(buf: ir.Buffer, a, b, distance: int) -> bool:
+    """``buf[b]`` is provably ``distance`` elements after ``buf[a]``."""
+    diff = simplify(_linear(buf, b) - _linear(buf, a))
+    return isinstance(diff, ir.Const) and diff.value == distance
 
 
 class _FragmentsToLocal(IRMutator):
