@@ -28,7 +28,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import unravel
-from ..ir.simplify import is_multiple_of, launch_ranges, simplify
+from ..ir.simplify import Affine, is_multiple_of, launch_ranges, simplify
 from ..ir.visitor import IRMutator, collect, substitute, uses_var
 from ..target import PassConfigKey
 from .manager import register
@@ -176,13 +176,13 @@ class _Partition(IRMutator):
             bind = dict(zip(loop_vars, indices))
             local = _FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(value)
             halves.append((tuple(substitute(i, bind) for i in body.indices), substitute(local, bind)))
-        (first, lo), (second, hi) = halves
-        linear = _linear(out, first)
-        if not is_multiple_of(simplify(linear), 2) or not _step(out, first, second, 1):
-            return None  # the pair's two elements are not neighbours in the tensor
+        (first, lo), (_, hi) = halves
+        column = _unit_column(out, body.indices, loop_vars[-1])
+        if column is None or not is_multiple_of(simplify(_linear(out, first)), 2):
+            return None  # the pair's two elements are not neighbours in the tensor, or not aligned
         if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
             out.attrs["align_bytes"] = max(out.attrs.get("align_bytes", 1), 4)
-        matrices = self.matrix_stores_of(node, loop_vars, body, value, layout)
+        matrices = self.matrix_stores_of(node, loop_vars, body, value, layout, column)
         if matrices is not None:
             return matrices
         address = ir.Call("address_of", (ir.BufferLoad(out, first, out.dtype),), ir.dtypes.handle)
@@ -190,7 +190,7 @@ class _Partition(IRMutator):
         return ir.For(jj, ir.const(layout.local_size // 2), store, "unrolled",
                       annotations={"layout": layout.describe(), "pairs": True}, loc=node.loc)
 
-    def matrix_stores_of(self, node, loop_vars, body, value, layout):
+    def matrix_stores_of(self, node, loop_vars, body, value, layout, column: Affine):
         """``for mm in T.unroll(local_size / 8): tw::store_matrix_x4(&out[row start], 8 values)``,
         or None where ``stmatrix`` does not apply (module doc). Lane ``l`` gives the start of row
         ``l % 8`` of the matrix of pair ``4 mm + l / 8`` and passes its own pairs ``4 mm .. 4 mm + 3``."""
@@ -199,17 +199,15 @@ class _Partition(IRMutator):
         if not (self.matrix_stores and out.scope == "shared" and groups
                 and all(self.warp_uniform(c) for c in self.conditions)):
             return None
+        # stmatrix writes each matrix row as 8 neighbours from a 16-byte aligned start: the column
+        # steps one element (``column``), and a row start (whose column matrix_row keeps a
+        # multiple of 8) lands on a multiple of 8 when every other term and the constant do
+        others = [coef for key, (atom, coef) in column.terms.items() if atom is not loop_vars[-1]]
+        if column.const % 8 or any(coef % 8 for coef in others):
+            return None
         mm = ir.Var("mm")
         row, col = layout.matrix_row(self.tid, mm)
-
-        def at(c):  # the tensor's indices of fragment element (row, c)
-            return tuple(substitute(i, dict(zip(loop_vars, (row, c)))) for i in body.indices)
-
-        start = at(col)
-        # stmatrix writes each matrix row as 8 neighbours from a 16-byte aligned start
-        if not is_multiple_of(simplify(_linear(out, start), self.ranges), 8) or \
-                not all(_step(out, start, at(col + t), t) for t in range(1, 8)):
-            return None
+        start = tuple(substitute(i, dict(zip(loop_vars, (row, col)))) for i in body.indices)
         values = []
         for e in range(8):  # pair 4 mm + e // 2, element e % 2
             j = mm * 8 + e
@@ -245,10 +243,14 @@ def _linear(buf: ir.Buffer, indices) -> ir.Expr:
     return linear
 
 
-def _step(buf: ir.Buffer, a, b, distance: int) -> bool:
-    """``buf[b]`` is provably ``distance`` elements after ``buf[a]``."""
-    diff = simplify(_linear(buf, b) - _linear(buf, a))
-    return isinstance(diff, ir.Const) and diff.value == distance
+def _unit_column(buf: ir.Buffer, indices, column: ir.Var) -> Affine | None:
+    """The element offset of ``buf[indices]`` as an affine form when ``column`` (the fragment's
+    last loop variable) enters it only as ``+ column``, so neighbouring columns of the fragment are
+    neighbouring elements of the tensor; else None. Checked on the store's own index expressions,
+    a few terms, not on per-thread addresses."""
+    form = Affine.of(simplify(_linear(buf, indices)))
+    uses = [(atom, coef) for atom, coef in form.terms.values() if uses_var(atom, column)]
+    return form if len(uses) == 1 and uses[0][0] is column and uses[0][1] == 1 else None
 
 
 class _FragmentsToLocal(IRMutator):
