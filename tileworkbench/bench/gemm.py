@@ -293,7 +293,6 @@ class GemmRunner:
         torch.cuda.empty_cache()
         return make_row(job, results, cublas, ref_kind, threshold, final)
 
-
     def final(self, job: Job, results: list[dict], cublas: dict) -> dict | None:
         """The head-to-head phase of a row of ours: our ``FINALISTS`` fastest correct candidates
         and the faster correct cuBLAS path, timed in turn (``head_to_head``), with ``library``
@@ -322,9 +321,9 @@ def _best(results: list[dict]) -> dict | None:
 
 def make_row(job: Job, results: list[dict], cublas: dict, ref_kind: str, threshold: float,
              final: dict | None = None) -> dict:
-    """The record's row. Without ``final`` (no head-to-head phase: no correct kernel, or no
-    cuBLAS) the times are the selection phase's; with it, the head-to-head medians, and
-    ``selection`` keeps the selection phase's."""
+    """The record's row. Without ``final`` (no head-to-head phase: a spec kernel's row, no
+    correct kernel, or no correct cuBLAS) the times are the selection phase's; with it, the
+    head-to-head medians of its faster finalist, and ``selection`` keeps the selection phase's."""
     best, lib = _best(results), _best(list(cublas.values()))
     row = {"suite": "gemm", "kernel": job.kernel, "dtype": job.dtype, "M": job.M, "N": job.N, "K": job.K,
            "ms": None, "ms_min": None, "tflops": None, "rel_err": None, "correct": False, "config": None,
