@@ -153,12 +153,13 @@ class WgmmaAccumLayout:
         (``forward`` with ``h``, ``ni``, ``mi`` fixed by the pair): the register layout stmatrix
         stores. Written with the thread's and the group's terms apart (pairs ``4 group + q``,
         ``q < 4``, share ``mi`` and an even-odd pair of ``ni``), so an unrolled loop over groups
-        adds a constant to one per-thread offset."""
+        adds a constant to one per-thread offset. ``col`` is always a multiple of 8 (a row of a
+        matrix starts a 16-byte chunk), which ``partition_parallel_loops`` relies on."""
         m, n = self.shape
         per_group = m // self.warpgroups
         groups_per_row_block = n // 16  # groups of four pairs in one 64-row block of the tile
         warpgroup, warp, lane = tid // 128, (tid % 128) // 32, tid % 32
-        q = lane // 8  # which of the four matrices this lane addresses: h = q % 2, ni = 2 (group % ...) + q / 2
+        q = lane // 8  # the matrix this lane addresses: pair 4 group + q, its h = q % 2, its ni odd when q >= 2
         row = warpgroup * per_group + (group // groups_per_row_block) * 64 + warp * 16 + lane % 8 + (q % 2) * 8
         col = (group % groups_per_row_block) * 16 + (q // 2) * 8
         return row, col
