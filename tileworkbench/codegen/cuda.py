@@ -258,8 +258,8 @@ class CudaRenderer:
         fixed = Affine({k: t for k, t in aff.terms.items() if not uses_var(t[0], s.var)})
         if not fixed.terms or len(fixed.terms) == len(aff.terms):
             return
-        moving = Affine({k: t for k, t in aff.terms.items() if k not in fixed.terms}, aff.const)
-        fixed_text, moving = self.expr(fixed.to_expr(linear.dtype)), moving.to_expr(linear.dtype)
+        moving = Affine({k: t for k, t in aff.terms.items() if k not in fixed.terms}, aff.const).to_expr(linear.dtype)
+        fixed_text = self.expr(fixed.to_expr(linear.dtype))
         if buf.scope == "global":
             name = self.declare(ir.Var(f"{self.buffer_name(buf)}_pairs"))
             self.emit(d, f"{buf.dtype.cpp}* {name} = &{self.buffer_name(buf)}[{fixed_text}];")

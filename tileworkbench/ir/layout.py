@@ -168,15 +168,20 @@ class WgmmaAccumLayout:
         return f"wgmma_accum({self.warpgroups} warpgroup(s), {self.local_size} per thread)"
 
 
+def strided_offset(buf: ir.Buffer, indices) -> ir.Expr:
+    """Element offset of ``buf[indices]`` by the buffer's strides (its logical layout)."""
+    offset = ir.const(0)
+    for i, s in zip(indices, buf.effective_strides()):
+        offset = offset + i * s
+    return offset
+
+
 def shared_element_offset(buf: ir.Buffer, indices) -> ir.Expr:
     """Element offset of ``buf[indices]`` in shared memory, honouring 128-byte panels: a tile
     (rows, cols) with panel P is stored as cols/P panels of rows x P elements."""
     panel = buf.attrs.get("panel", 0)
     if not panel:
-        offset = ir.const(0)
-        for i, s in zip(indices, buf.effective_strides()):
-            offset = offset + i * s
-        return offset
+        return strided_offset(buf, indices)
     shape = buf.static_shape()
     rows, cols = shape[-2], shape[-1]
     *lead, r, c = indices

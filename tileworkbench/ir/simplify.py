@@ -205,12 +205,13 @@ class _Simplifier(IRMutator):
             return Affine.of(node).to_expr(node.dtype)
         c = ir.const_int(node.b)
         if op in ("//", "%") and c is not None and c > 0:
-            q, r = Affine.of(node.a).split(c)
+            total = Affine.of(node.a)
+            q, r = total.split(c)
             r_expr = r.to_expr(node.dtype)
             lo, hi = interval(r_expr, self.ranges)
             r_in_range = lo is not None and hi is not None and 0 <= lo and hi < c
             if not r_in_range and r.terms:
-                finer = self.finer_split(q.scaled(c).plus(r), c, node)
+                finer = self.finer_split(total, c, node)
                 if finer is not None:
                     return finer
             if op == "//":
@@ -245,7 +246,6 @@ class _Simplifier(IRMutator):
                 if isinstance(x, ir.Const):
                     return y if x.value else ir.Const(False, node.dtype)
         return node
-
 
     def finer_split(self, total: Affine, c: int, node: ir.BinOp):
         """``node`` (``total // c`` or ``total % c``) rewritten with the largest proper divisor ``d``

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import unravel
+from ..ir.layout import strided_offset, unravel
 from ..ir.simplify import Affine, is_multiple_of, launch_ranges, simplify
 from ..ir.visitor import IRMutator, collect, substitute, uses_var
 from ..target import PassConfigKey
@@ -178,7 +178,7 @@ class _Partition(IRMutator):
             halves.append((tuple(substitute(i, bind) for i in body.indices), substitute(local, bind)))
         (first, lo), (_, hi) = halves
         column = _unit_column(out, body.indices, loop_vars[-1])
-        if column is None or not is_multiple_of(simplify(_linear(out, first)), 2):
+        if column is None or not is_multiple_of(simplify(strided_offset(out, first)), 2):
             return None  # the pair's two elements are not neighbours in the tensor, or not aligned
         if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
             out.attrs["align_bytes"] = max(out.attrs.get("align_bytes", 1), 4)
@@ -202,7 +202,7 @@ class _Partition(IRMutator):
         # stmatrix writes each matrix row as 8 neighbours from a 16-byte aligned start: the column
         # steps one element (``column``), and a row start (whose column matrix_row keeps a
         # multiple of 8) lands on a multiple of 8 when every other term and the constant do
-        others = [coef for key, (atom, coef) in column.terms.items() if atom is not loop_vars[-1]]
+        others = [coef for atom, coef in column.terms.values() if atom is not loop_vars[-1]]
         if column.const % 8 or any(coef % 8 for coef in others):
             return None
         mm = ir.Var("mm")
@@ -235,20 +235,12 @@ class _Partition(IRMutator):
         return ir.For(it, ir.const(iters), inner, kind, annotations=ann, loc=node.loc)
 
 
-def _linear(buf: ir.Buffer, indices) -> ir.Expr:
-    """Element offset of ``buf[indices]`` by the tensor's strides (its logical layout)."""
-    linear = ir.const(0)
-    for i, st in zip(indices, buf.effective_strides()):
-        linear = linear + i * st
-    return linear
-
-
 def _unit_column(buf: ir.Buffer, indices, column: ir.Var) -> Affine | None:
     """The element offset of ``buf[indices]`` as an affine form when ``column`` (the fragment's
     last loop variable) enters it only as ``+ column``, so neighbouring columns of the fragment are
     neighbouring elements of the tensor; else None. Checked on the store's own index expressions,
     a few terms, not on per-thread addresses."""
-    form = Affine.of(simplify(_linear(buf, indices)))
+    form = Affine.of(simplify(strided_offset(buf, indices)))
     uses = [(atom, coef) for atom, coef in form.terms.values() if uses_var(atom, column)]
     return form if len(uses) == 1 and uses[0][0] is column and uses[0][1] == 1 else None
 
