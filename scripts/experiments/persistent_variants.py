@@ -6,16 +6,14 @@ Measured on 2026-12-01 against the compiler's first persistent kernel (4096^3 fp
 compiler 687, hand-edited 729, "store by tx 0" 731 TFLOP/s (the elected store issuer was the
 difference; the compiler now issues it from thread 0). The edits match that day's generated
 source: on today's, which carries its stage counters and stores from thread 0, "running counter"
-and "store by tx 0" find nothing left to change.
+and "store by tx 0" find nothing left to change. Those figures were timed kernel after kernel in
+five rounds; the script now uses `_compare.race` (the order rotated each round).
 """
 
-import statistics
-
-import torch
+from _compare import race
 from _edited import edited_kernel, headers_of
 
 import tileworkbench as tw
-from tileworkbench.bench.timing import Timer, rel_err
 from tileworkbench.examples.gemm import matmul
 
 n = 4096
@@ -54,20 +52,6 @@ kernels = {"per tile": per_tile, "compiler persistent": pers,
            "store by tx 0": variant(store_by_tx0(src)),
            "all three": variant(store_by_tx0(hand_layout(running_counter(src))), 214016),
            "hand-edited": variant(headers_of(src) + open("scripts/experiments/_hand_persistent_4096_fp16.cu").read(), 214016)}
-a = torch.randn(n, n, device="cuda", dtype=torch.float16)
-b = torch.randn(n, n, device="cuda", dtype=torch.float16)
-ref = a.float() @ b.float()
-c = torch.empty(n, n, device="cuda", dtype=torch.float16)
 for name, k in kernels.items():
-    out = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
-    k(a, b, out)
-    print(f"{name}: err {rel_err(out, ref):.1e}, regs {k._runtime.function(k.name).num_regs}", flush=True)
-timer = Timer()
-flops = 2.0 * n ** 3
-times = {name: [] for name in kernels}
-for _ in range(5):
-    times.setdefault("cublas", []).append(timer.time(lambda: torch.matmul(a, b, out=c), 3, 10).tflops(flops))
-    for name, k in kernels.items():
-        times[name].append(timer.time(lambda: k(a, b, c), 3, 10).tflops(flops))
-for name, v in times.items():
-    print(f"{name:24s} {statistics.median(v):7.1f} TFLOP/s", flush=True)
+    print(f"{name}: regs {k._runtime.function(k.name).num_regs}", flush=True)
+race(kernels, n, "float16", rounds=5)

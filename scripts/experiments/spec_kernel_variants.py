@@ -14,14 +14,12 @@ now does the same in the compiler: on today's source it finds no ``k % 3`` left 
 """
 
 import os
-import statistics
 import tempfile
 
-import torch
+from _compare import race
 from _edited import edited_kernel
 
 import tileworkbench as tw
-from tileworkbench.bench.timing import Timer, rel_err
 from tileworkbench.examples.gemm import matmul, matmul_tma_copy, matmul_tma_copy_store
 from tileworkbench.jit import cache
 from tileworkbench.passes import rasterize_blocks
@@ -59,10 +57,6 @@ def carried_counters(src, stages):
 
 
 def main():
-    a = torch.randn(N, N, device="cuda", dtype=torch.float16)
-    b = torch.randn(N, N, device="cuda", dtype=torch.float16)
-    ref = a.float() @ b.float()
-    c = torch.empty(N, N, device="cuda", dtype=torch.float16)
     kernels = {}
     for builder in (matmul_tma_copy, matmul_tma_copy_store):
         for stages in (2, 3):
@@ -76,18 +70,7 @@ def main():
     ws = matmul(N, N, N, 128, 256, 64, "float16", "float16", 3, 256)
     for panel in (10, 6, 16):
         kernels[f"persistent 128x256x64 s3 panel {panel}"] = compile_with_panel(ws, panel)
-    for name, k in kernels.items():
-        out = torch.full((N, N), float("nan"), device="cuda", dtype=torch.float16)
-        k(a, b, out)
-        print(f"{name}: err {rel_err(out, ref):.1e}", flush=True)
-    timer = Timer()
-    flops = 2.0 * N ** 3
-    times = {name: [] for name in kernels}
-    for _ in range(3):
-        for name, k in kernels.items():
-            times[name].append(timer.time(lambda: k(a, b, c), 3, 10).tflops(flops))
-    for name, v in times.items():
-        print(f"{name:44s} {statistics.median(v):7.1f} TFLOP/s", flush=True)
+    race(kernels, N, "float16", rounds=3, cublas=False)
 
 
 if __name__ == "__main__":
