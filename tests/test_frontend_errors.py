@@ -185,6 +185,16 @@ def test_bad_configs_and_targets_are_rejected():
         tw.PassContext(config={"tl.no_such_thing": True})
     with pytest.raises(ValueError, match="unsupported arch 'sm_42'"):
         tw.Target.of({"kind": "cuda", "arch": "sm_42"})
+    with pytest.raises(ValueError, match="unsupported arch 'sm_42'"):
+        tw.Target.of("sm_42")
+    with pytest.raises(ValueError, match="cannot interpret target 'hopper'; use 'auto', 'cuda', an arch"):
+        tw.Target.of("hopper")
+
+
+def test_targets_spelled_as_strings():
+    assert tw.Target.of("sm_90a") == tw.Target.of("cuda -arch=sm_90a") == tw.Target("cuda", "sm_90a")
+    assert tw.Target.of("sm_90").arch == "sm_90a"  # wgmma and setmaxnreg need the 'a' features
+    assert tw.Target.of("sm_100").arch == "sm_100a"
 
 
 def test_python_counter_in_a_kernel_loop_is_refused():

@@ -76,7 +76,10 @@ class Target:
             return Target("cuda", _ARCHS[arch])
         if isinstance(value, str) and value.startswith("cuda -arch="):
             return Target.of({"kind": "cuda", "arch": value.split("=", 1)[1]})
-        raise ValueError(f"cannot interpret target {value!r}")
+        if isinstance(value, str) and value.startswith("sm_"):
+            return Target.of({"kind": "cuda", "arch": value})
+        raise ValueError(f"cannot interpret target {value!r}; use 'auto', 'cuda', an arch such as 'sm_90a', "
+                         f"'cuda -arch=sm_90a', a dict {{'kind': 'cuda', 'arch': ...}} or a Target")
 
     @property
     def compute_version(self) -> tuple[int, int]:
