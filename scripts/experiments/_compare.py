@@ -40,3 +40,26 @@ def race(kernels: dict, n: int, dtype: str, *, rounds: int = 7, warmup: int = 3,
         print(f"{n} {dtype} {name:{width}s} {medians[name]:7.1f} TFLOP/s  (min {min(v):.1f} max {max(v):.1f})",
               flush=True)
     return medians
+
+
+def race_persistent_variants(make_variants, argv, rounds: int = 9):
+    """For each size in ``argv[1]`` (default 4096,8192) and fp16/bf16: the compiler's persistent
+    warp-specialised GEMM (128x256x64, 3 stages), the variants ``make_variants(kernel)`` returns
+    (a dict name -> kernel, all meant to compute the same bits), checked bit for bit against it,
+    then all raced beside cuBLAS."""
+    import torch
+
+    import tileworkbench as tw
+    from tileworkbench.examples.gemm import matmul
+
+    sizes = [int(v) for v in (argv[1] if len(argv) > 1 else "4096,8192").split(",")]
+    for n in sizes:
+        for dtype in ("float16", "bfloat16"):
+            pers = tw.compile(matmul(n, n, n, 128, 256, 64, dtype, dtype, 3, 256), out_idx=[2])
+            kernels = {"persistent": pers, **make_variants(pers)}
+            tdt = getattr(torch, dtype)
+            a, b = (torch.randn(n, n, device="cuda", dtype=tdt) for _ in range(2))
+            ref = pers(a, b)
+            same = {name: torch.equal(k(a, b), ref) for name, k in kernels.items()}
+            print(f"{n} {dtype}: same bits as the compiler's: {same}", flush=True)
+            race(kernels, n, dtype, rounds=rounds)

@@ -7,15 +7,25 @@ from tileworkbench.jit.kernel import Kernel
 KERNEL_START = 'extern "C"'
 
 
-def edited_kernel(kernel, device_source: str, smem_bytes: int | None = None, out_idx=(2,)) -> Kernel:
+def edited_kernel(kernel, device_source: str, smem_bytes: int | None = None, out_idx=(2,),
+                  host_source: str | None = None) -> Kernel:
     """``kernel`` (from ``tw.compile``) with ``device_source`` instead of its own (NVRTC compiles it
-    when loaded); ``smem_bytes`` when the edit needs a different amount of shared memory."""
+    when loaded); ``smem_bytes`` when the edit needs a different amount of shared memory,
+    ``host_source`` when it needs a different launcher (a tensor map's box, say)."""
     record = {k: v for k, v in kernel.record.items() if "cubin" not in k}
     record["device_source"] = device_source
+    if host_source is not None:
+        record["host_source"] = host_source
     if smem_bytes is not None:
         record["smem_bytes"] = smem_bytes
         record["host_source"] = re.sub(r"SMEM_BYTES = \d+", f"SMEM_BYTES = {smem_bytes}", record["host_source"])
     return Kernel(record, list(out_idx))
+
+
+def tensor_map_call(host_source: str, name: str) -> str:
+    """The launcher's ``rt.encode_tiled(...)`` call for the tensor map ``name``, as written."""
+    block = host_source[host_source.index(f"{name} = rt.encode_tiled("):]
+    return block[:block.index(")\n") + 2]
 
 
 def headers_of(device_source: str) -> str:

@@ -20,11 +20,8 @@ so not taken into the compiler on this evidence.
 import re
 import sys
 
-from _compare import race
-
-import tileworkbench as tw
-from tileworkbench.examples.gemm import matmul
-from tileworkbench.jit.kernel import Kernel
+from _compare import race_persistent_variants
+from _edited import edited_kernel, tensor_map_call
 
 EVICT_FIRST_STORE = r'''
 __device__ __forceinline__ void tma_store_evict_first(const tw::TensorMap& desc, const void* smem_src, int c0,
@@ -39,42 +36,21 @@ __device__ __forceinline__ void tma_store_evict_first(const tw::TensorMap& desc,
 '''
 
 
-def variant(kernel, evict_first_c=False, promote_256=False) -> Kernel:
-    record = {k: v for k, v in kernel.record.items() if "cubin" not in k}
+def variant(kernel, evict_first_c=False, promote_256=False):
+    src, host = kernel.record["device_source"], kernel.record["host_source"]
     if evict_first_c:
-        src = record["device_source"]
         assert src.count("tw::tma_store(C_desc,") == 1
         at = src.index('extern "C"')
-        record["device_source"] = (src[:at] + EVICT_FIRST_STORE + src[at:]).replace(
-            "tw::tma_store(C_desc,", "tma_store_evict_first(C_desc,")
+        src = (src[:at] + EVICT_FIRST_STORE + src[at:]).replace("tw::tma_store(C_desc,", "tma_store_evict_first(C_desc,")
     if promote_256:
-        host = record["host_source"]
         for name in ("A_desc", "B_desc"):
-            block = host[host.index(f"{name} = rt.encode_tiled("):]
-            block = block[:block.index(")\n") + 2]
-            assert "l2_promotion=2" in block
-            host = host.replace(block, re.sub(r"l2_promotion=2\b", "l2_promotion=3", block))
-        record["host_source"] = host
-    return Kernel(record, [2])
-
-
-def main():
-    import torch
-
-    sizes = [int(v) for v in (sys.argv[1] if len(sys.argv) > 1 else "4096,8192").split(",")]
-    for n in sizes:
-        for dtype in ("float16", "bfloat16"):
-            pers = tw.compile(matmul(n, n, n, 128, 256, 64, dtype, dtype, 3, 256), out_idx=[2])
-            kernels = {"persistent": pers, "C evict-first": variant(pers, evict_first_c=True),
-                       "A/B promote 256 B": variant(pers, promote_256=True),
-                       "both": variant(pers, evict_first_c=True, promote_256=True)}
-            tdt = getattr(torch, dtype)
-            a, b = (torch.randn(n, n, device="cuda", dtype=tdt) for _ in range(2))
-            ref = pers(a, b)
-            print(f"{n} {dtype}: same bits as the compiler's: "
-                  f"{all(torch.equal(k(a, b), ref) for k in kernels.values())}", flush=True)
-            race(kernels, n, dtype, rounds=9)
+            call = tensor_map_call(host, name)
+            assert "l2_promotion=2" in call
+            host = host.replace(call, re.sub(r"l2_promotion=2\b", "l2_promotion=3", call))
+    return edited_kernel(kernel, src, host_source=host)
 
 
 if __name__ == "__main__":
-    main()
+    race_persistent_variants(lambda pers: {
+        "C evict-first": variant(pers, evict_first_c=True), "A/B promote 256 B": variant(pers, promote_256=True),
+        "both": variant(pers, evict_first_c=True, promote_256=True)}, sys.argv)

@@ -20,14 +20,11 @@ barrier costs nothing to wait at.
 import re
 import sys
 
-from _compare import race
-
-import tileworkbench as tw
-from tileworkbench.examples.gemm import matmul
-from tileworkbench.jit.kernel import Kernel
+from _compare import race_persistent_variants
+from _edited import edited_kernel, tensor_map_call
 
 
-def edit(kernel) -> Kernel:
+def edit(kernel):
     src = kernel.record["device_source"]
     by, bx = re.search(r"C_desc, \(&tw::swizzled<tw::\w+, 128>\(C_local_out, 0\)\), 0, \((\w+) \* 128\), \((\w+) \* 4\)",
                        src).groups()
@@ -50,29 +47,12 @@ def edit(kernel) -> Kernel:
         f"        tw::tma_store(C_desc, (&tw::swizzled<{elem}, 128>(C_local_out, wg * 16384)), 0, ({by} * 128) + wg * 64, ({bx} * 4));\n"
         "        tw::tma_store_arrive();\n"
         "      }\n")
-    record = {k: v for k, v in kernel.record.items() if "cubin" not in k}
-    record["device_source"] = src.replace(old_epilogue, new_epilogue)
-    host = record["host_source"]
-    c_desc = host[host.index("C_desc = rt.encode_tiled("):]
-    c_desc = c_desc[:c_desc.index(")\n") + 2]
+    host = kernel.record["host_source"]
+    c_desc = tensor_map_call(host, "C_desc")
     assert "box_dims=(64, 128, 4)" in c_desc
-    record["host_source"] = host.replace(c_desc, c_desc.replace("box_dims=(64, 128, 4)", "box_dims=(64, 64, 4)"))
-    return Kernel(record, [2])
-
-
-def main():
-    import torch
-
-    sizes = [int(v) for v in (sys.argv[1] if len(sys.argv) > 1 else "4096,8192").split(",")]
-    for n in sizes:
-        for dtype in ("float16", "bfloat16"):
-            pers = tw.compile(matmul(n, n, n, 128, 256, 64, dtype, dtype, 3, 256), out_idx=[2])
-            halves = edit(pers)
-            tdt = getattr(torch, dtype)
-            a, b = (torch.randn(n, n, device="cuda", dtype=tdt) for _ in range(2))
-            print(f"{n} {dtype}: same bits as the compiler's: {torch.equal(pers(a, b), halves(a, b))}", flush=True)
-            race({"persistent": pers, "per-warpgroup epilogue": halves}, n, dtype, rounds=9)
+    host = host.replace(c_desc, c_desc.replace("box_dims=(64, 128, 4)", "box_dims=(64, 64, 4)"))
+    return edited_kernel(kernel, src.replace(old_epilogue, new_epilogue), host_source=host)
 
 
 if __name__ == "__main__":
-    main()
+    race_persistent_variants(lambda pers: {"per-warpgroup epilogue": edit(pers)}, sys.argv)
