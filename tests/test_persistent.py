@@ -6,7 +6,7 @@ import tileworkbench as tw
 from tileworkbench.analysis.barriers import simulate
 from tileworkbench.analysis.evaluate import evaluate
 from tileworkbench.backend.nvrtc import compile_check
-from tileworkbench.examples import matmul
+from tileworkbench.examples import lower_triangular_matmul, matmul
 from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.visitor import IRMutator, collect
 
@@ -132,3 +132,16 @@ def test_one_block_per_tile_when_persistence_is_off_or_does_not_fit(kw, configs,
     assert info["applied"] is False and reason in info["reason"]
     assert art.func.launch.persistent_tiles == 0 and "rt.persistent_blocks" not in art.host_source
     assert not any(f.annotations.get(ir.TILE_LOOP) for f in collect(art.func.body, ir.For))
+
+
+def test_a_trip_count_that_depends_on_the_block_keeps_one_block_per_tile():
+    # The ring's stage counter runs on across tiles as tile_iter * extent + k: with an extent that
+    # changes from tile to tile it would land on the wrong slots and parities (the barrier check
+    # caught that as a deadlock before persistence learnt to stay off here).
+    art = tw.lower(lower_triangular_matmul(1024, 1024), target=SM90)
+    ws = art.func.attrs["warp_specialized"]
+    assert ws["applied"] and not ws["persistent"]["applied"]
+    assert "trip count (((by + 1) * 128 + 64 - 1) // 64) or start depends on the block index" in ws["persistent"]["reason"]
+    assert "rt.persistent_blocks" not in art.host_source
+    assert not [f for f in art.trace.to_dict()["findings"] if f.get("severity") == "error"]
+    assert compile_check(art.device_source, "sm_90a").registers

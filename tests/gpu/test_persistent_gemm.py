@@ -5,7 +5,7 @@ float64 torch references and bit for bit against the same kernel with one block 
 import pytest
 
 import tileworkbench as tw
-from tileworkbench.examples import matmul
+from tileworkbench.examples import lower_triangular_matmul, matmul
 from tileworkbench.testing import gpu_marks
 
 pytestmark = gpu_marks(9, 0)
@@ -41,3 +41,16 @@ def test_persistent_gemm_matches_float64_and_one_block_per_tile(torch, dtype, sh
     ref = a.double() @ b.double()
     assert rel_err(outs[0], ref) < (1e-2 if dtype == "bfloat16" else 2e-3)
     torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)  # same k order per tile: equal bits
+
+
+@pytest.mark.parametrize("M,N", [(1024, 1024), (1000, 768)])
+def test_a_trip_count_that_depends_on_the_block_matches_float64(torch, M, N):
+    # Row block by runs (by + 1) * 2 stages: warp-specialised with one block per tile (a persistent
+    # ring would need the same count for every tile), every stage count from 2 to 16 exercised.
+    kernel = tw.compile(lower_triangular_matmul(M, N), out_idx=[2])
+    assert kernel.trace.to_dict()["kernel"] and "rt.persistent_blocks" not in kernel.get_host_source()
+    a = torch.tril(torch.randn(M, M, device="cuda", dtype=torch.float16))
+    b = torch.randn(M, N, device="cuda", dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    kernel(a, b, c)
+    assert rel_err(c, a.double() @ b.double()) < 2e-3

@@ -1,4 +1,5 @@
-"""GEMM kernels: the spec's TMA kernels (bodies exactly as in the seed) and a T.copy variant."""
+"""GEMM kernels: the spec's TMA kernels (bodies exactly as in the seed), a T.copy variant, and a
+lower-triangular matmul whose pipelined loop runs a number of stages that depends on the block."""
 
 import tileworkbench.language as T
 
@@ -30,6 +31,28 @@ def matmul(M, N, K, block_M, block_N, block_K, dtype="float16", out_dtype=None, 
                 else:
                     T.copy(B[k * block_K, bx * block_N], B_shared)
                 T.gemm(A_shared, B_shared, C_local, transpose_A=trans_A, transpose_B=trans_B)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def lower_triangular_matmul(M, N, block_M=128, block_N=256, block_K=64, dtype="float16", num_stages=3,
+                            threads=256):
+    """C = A @ B for a lower-triangular A (M x M): row block ``by`` reads A's columns up to the end
+    of its own rows only, so its pipelined loop runs ``ceil((by + 1) * block_M / block_K)``
+    iterations (the zeros above the diagonal are never loaded)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, M), dtype), B: T.Tensor((M, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv((by + 1) * block_M, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
             T.copy(C_local, C[by * block_M, bx * block_N])
 
     return main

@@ -12,14 +12,18 @@ block's set-up (barrier init, register rebalancing) is paid once per multiproces
 from __future__ import annotations
 
 from ..ir import nodes as ir
+from ..ir.printer import expr_text
 from ..ir.visitor import collect
 from ..target import PassConfigKey
 
 
 
-def why_not(func: ir.PrimFunc, ctx, consumer_stmts, own_tile_bytes: int, smem_limit: int) -> str | None:
+def why_not(func: ir.PrimFunc, ctx, loop: ir.For, consumer_stmts, own_tile_bytes: int,
+            smem_limit: int) -> str | None:
     """None when the warp-specialised kernel can walk its tiles persistently, else why not.
 
+    ``loop``: the pipelined loop (the ring's stage counter runs on across tiles as
+    ``tile_iter * extent + k``, so every tile must run the same number of stages);
     ``consumer_stmts``: what the consumers run per tile besides the role loop (they must not use
     shared memory: the producer refills it meanwhile); ``own_tile_bytes``: the bytes the kernel
     needs in shared memory when the epilogue tile cannot reuse the pipeline's."""
@@ -28,6 +32,10 @@ def why_not(func: ir.PrimFunc, ctx, consumer_stmts, own_tile_bytes: int, smem_li
     grid = [ir.const_int(g) for g in func.launch.grid]
     if None in grid or len(grid) > 2:
         return "the grid is not a static 1-D or 2-D one"
+    block_vars = set(func.launch.block_vars)
+    if any(v in block_vars for bound in (loop.start, loop.extent) for v in collect(bound, ir.Var)):
+        return (f"the pipelined loop's trip count ({expr_text(loop.extent)}) or start depends on the block "
+                f"index, and the ring's stage counter needs every tile to run the same number of stages")
     for stmt in consumer_stmts:
         if any(b.scope == "shared" for b in collect(stmt, ir.Buffer)):
             return "the consumers' statements around the loop use shared memory the producer refills"
