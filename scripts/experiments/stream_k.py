@@ -31,8 +31,9 @@ Measured on the H200 (2026-12-01, median TFLOP/s of 7 rounds, fp16 / bf16):
   instead of 696 at 8192^3), even with every tile data-parallel, decided at run time. Written as
   a do-while (every unit has an iteration) it is as fast as the compiler's kernel. Instruction for
   instruction the loop's SASS is the same; what differs is a path on which the loop runs zero
-  times. The GEMM main loops the compiler emits have constant trip counts, so its GEMMs do not meet this
-  (a T.Pipelined extent that depends on the block index would).
+  times. The GEMM main loops the compiler emits have constant trip counts, so its GEMMs do not meet this;
+  where a trip count is not constant but provably at least one, the code generator now writes a
+  do-while (zero_trip_loops.py).
 """
 
 import re
