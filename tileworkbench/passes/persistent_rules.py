@@ -18,15 +18,18 @@ from ..target import PassConfigKey
 
 
 
-def why_not(func: ir.PrimFunc, ctx, loop: ir.For, consumer_stmts, own_tile_bytes: int,
+def why_not(func: ir.PrimFunc, ctx, loop: ir.For, block_lets, consumer_stmts, own_tile_bytes: int,
             smem_limit: int) -> str | None:
     """None when the warp-specialised kernel can walk its tiles persistently, else why not.
 
     ``loop``: the pipelined loop (the ring's stage counter runs on across tiles as
     ``tile_iter * extent + k``, so every tile must run the same number of stages);
-    ``consumer_stmts``: what the consumers run per tile besides the role loop (they must not use
-    shared memory: the producer refills it meanwhile); ``own_tile_bytes``: the bytes the kernel
-    needs in shared memory when the epilogue tile cannot reuse the pipeline's."""
+    ``block_lets``: the scalars the kernel declares before the loop, which stay outside the tile
+    loop (once per block, so none may depend on the block index or be re-assigned: a tile would
+    see another tile's value); ``consumer_stmts``: what the consumers run per tile besides the
+    role loop (they must not use shared memory: the producer refills it meanwhile);
+    ``own_tile_bytes``: the bytes the kernel needs in shared memory when the epilogue tile cannot
+    reuse the pipeline's."""
     if ctx.flag(PassConfigKey.TW_DISABLE_PERSISTENT):
         return "tw.disable_persistent is set"
     grid = [ir.const_int(g) for g in func.launch.grid]
@@ -36,6 +39,15 @@ def why_not(func: ir.PrimFunc, ctx, loop: ir.For, consumer_stmts, own_tile_bytes
     if any(v in block_vars for bound in (loop.start, loop.extent) for v in collect(bound, ir.Var)):
         return (f"the pipelined loop's trip count ({expr_text(loop.extent)}) or start depends on the block "
                 f"index, and the ring's stage counter needs every tile to run the same number of stages")
+    reassigned = {a.var for a in collect(func.body, ir.Assign)}
+    per_block = set(block_vars)
+    for let in block_lets:
+        if let.var in reassigned:
+            return (f"{let.var.name} is re-assigned in the kernel, and a block walking several tiles would "
+                    f"carry its value from one tile to the next")
+        if per_block & set(collect(let.value, ir.Var)):
+            return (f"{let.var.name} = {expr_text(let.value)} depends on the block index but is computed once "
+                    f"per block, before the tile loop")
     for stmt in consumer_stmts:
         if any(b.scope == "shared" for b in collect(stmt, ir.Buffer)):
             return "the consumers' statements around the loop use shared memory the producer refills"

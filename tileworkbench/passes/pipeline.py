@@ -11,6 +11,7 @@ from . import (  # noqa: F401 - importing registers the passes
     choose_shared_layouts,
     elide_proxy_fences,
     infer_fragment_layouts,
+    inline_index_lets,
     inject_software_pipeline,
     insert_thread_syncs,
     lower_tile_ops,
@@ -27,6 +28,7 @@ from . import (  # noqa: F401 - importing registers the passes
 
 PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
+    "inline_index_lets",  # tile: names for block offsets (m0 = by * 128) replaced by their values
     "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse
     "warp_specialize",  # tile: producer warpgroup + full/empty mbarriers for a TMA/wgmma GEMM loop
     "stage_epilogue",  # tile: any other pipelined GEMM stores its result through shared memory + TMA

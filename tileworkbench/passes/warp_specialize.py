@@ -162,7 +162,8 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     staged = None if register_epilogue else epilogue_rules.staged_store(epilogue, None, "persistent")
     own_bytes = _smem_bytes_with_own_epilogue_tile(versioned.values(), staged[0] if staged else None, s)
     per_tile_stmts = before + ([] if staged else epilogue)  # the staged epilogue's tile is its own
-    not_persistent = persistent_rules.why_not(func, ctx, loop, per_tile_stmts, own_bytes,
+    block_lets = [x for x in keep if isinstance(x, ir.LetStmt)]
+    not_persistent = persistent_rules.why_not(func, ctx, loop, block_lets, per_tile_stmts, own_bytes,
                                              smem_limit(ctx.target.arch))
     persistent = not_persistent is None
     if not persistent and not register_epilogue:
