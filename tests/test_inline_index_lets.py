@@ -12,7 +12,7 @@ SM90 = {"kind": "cuda", "arch": "sm_90"}
 
 def named_offsets_gemm(M, N, K, block_M=128, block_N=256, block_K=64, dtype="float16", stages=3, threads=256,
                        reassign=False):
-    """examples.matmul written with names for the block offsets, as TileLang kernels often are."""
+    """examples.matmul written with names for the tile offsets, as TileLang kernels often are."""
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
@@ -24,8 +24,9 @@ def named_offsets_gemm(M, N, K, block_M=128, block_N=256, block_K=64, dtype="flo
             n0 = bx * block_N
             T.clear(C_local)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
-                T.copy(A[m0, k * block_K], A_shared)
-                T.copy(B[k * block_K, n0], B_shared)
+                kk = k * block_K
+                T.copy(A[m0, kk], A_shared)
+                T.copy(B[kk, n0], B_shared)
                 T.gemm(A_shared, B_shared, C_local)
             T.copy(C_local, C[m0, n0])
             if reassign:
@@ -65,7 +66,8 @@ as (bx, by):
 
 def test_named_block_offsets_lower_exactly_as_the_expressions():
     # Before the pass the B tile's start was just n0, which hid that it is a multiple of the
-    # 128-byte panel: the GEMM lost warp specialisation and TMA and fell back to cp.async.
+    # 128-byte panel, and kk made the loop body more than copies and gemms: the GEMM lost warp
+    # specialisation and TMA and fell back to cp.async.
     for size, block, stages, threads in (((1024, 1024, 1024), (128, 256, 64), 3, 256),
                                          ((1000, 1030, 776), (128, 128, 64), 4, 128)):
         for configs in ({}, {tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}):

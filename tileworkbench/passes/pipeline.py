@@ -28,7 +28,7 @@ from . import (  # noqa: F401 - importing registers the passes
 
 PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
-    "inline_index_lets",  # tile: names for block offsets (m0 = by * 128) replaced by their values
+    "inline_index_lets",  # tile: names for tile offsets (m0 = by * 128, kk = k * 64) replaced by their values
     "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse
     "warp_specialize",  # tile: producer warpgroup + full/empty mbarriers for a TMA/wgmma GEMM loop
     "stage_epilogue",  # tile: any other pipelined GEMM stores its result through shared memory + TMA
