@@ -40,12 +40,11 @@ def why_not(func: ir.PrimFunc, ctx, loop: ir.For, block_lets, consumer_stmts, ow
         return (f"the pipelined loop's trip count ({expr_text(loop.extent)}) or start depends on the block "
                 f"index, and the ring's stage counter needs every tile to run the same number of stages")
     reassigned = {a.var for a in collect(func.body, ir.Assign)}
-    per_block = set(block_vars)
     for let in block_lets:
         if let.var in reassigned:
             return (f"{let.var.name} is re-assigned in the kernel, and a block walking several tiles would "
                     f"carry its value from one tile to the next")
-        if per_block & set(collect(let.value, ir.Var)):
+        if block_vars & set(collect(let.value, ir.Var)):
             return (f"{let.var.name} = {expr_text(let.value)} depends on the block index but is computed once "
                     f"per block, before the tile loop")
     for stmt in consumer_stmts:
