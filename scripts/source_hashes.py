@@ -1,0 +1,95 @@
+"""Hashes of the generated sources of many kernels, to show a compiler change leaves them alone.
+
+A refactor, or a change meant for one kind of kernel, should leave every other kernel's CUDA
+and launcher byte for byte as it was; then the last GPU run still covers them. This lowers (no
+GPU needed) the bench's candidates at four shapes and both dtypes, the spec kernels, the
+``transpose_A`` kernels and every example, under three pass configs each, and writes one hash
+of device + host source per kernel/config pair (the "from file.py:line" banner left out).
+
+    PYTHONPATH=. python3 scripts/source_hashes.py before.json      # at the old commit
+    PYTHONPATH=. python3 scripts/source_hashes.py after.json       # at the new one
+    PYTHONPATH=. python3 scripts/source_hashes.py after.json --against before.json
+
+With ``--against`` it prints the pairs whose sources differ (and those only one side has) and
+exits 1 if any differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import re
+import sys
+
+import tileworkbench as tw
+from tileworkbench.bench.gemm import candidate_kernels, spec_kernels
+from tileworkbench.examples import ALL_EXAMPLES, matmul
+
+CONFIGS = {"default": {}, "no_ws": {tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True},
+           "no_persistent": {tw.PassConfigKey.TW_DISABLE_PERSISTENT: True}}
+SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (1000, 1030, 770))
+
+
+def jobs():
+    """(name, builder, pass configs of its own, out_idx) for every kernel compared."""
+    for shape in SHAPES:
+        for dtype in ("float16", "bfloat16"):
+            for c in candidate_kernels(*shape, dtype):
+                yield f"{c.name} {'x'.join(map(str, shape))} {dtype}", c.build, c.pass_configs, [2]
+    for shape in ((4096, 4096, 4096), (1000, 1030, 770)):
+        for c in spec_kernels(*shape):
+            yield f"{c.name} {'x'.join(map(str, shape))}", c.build, c.pass_configs, [2]
+    for trans_b in (False, True):
+        yield (f"matmul transpose_A trans_B={trans_b}",
+               lambda t=trans_b: matmul(1024, 1024, 1024, 128, 256, 64, "float16", "float16", 3, 256,
+                                        trans_B=t, trans_A=True), {}, [2])
+    for name, build in ALL_EXAMPLES.items():
+        yield f"example {name}", build, {}, None
+
+
+def source_hash(artifact) -> str:
+    text = artifact.device_source + artifact.host_source
+    return hashlib.sha256(re.sub(r"from \S+\.py:\d+", "", text).encode()).hexdigest()[:16]
+
+
+def hashes() -> dict:
+    lower = importlib.import_module("tileworkbench.jit.lower").lower
+    out = {}
+    for name, build, own_configs, out_idx in jobs():
+        for config_name, configs in CONFIGS.items():
+            if own_configs and config_name != "default":
+                continue  # kernels with configs of their own (the spec ones) run as the bench runs them
+            try:
+                out[f"{name} [{config_name}]"] = source_hash(
+                    lower(build(), out_idx=out_idx, pass_configs={**own_configs, **configs}))
+            except tw.CompileError as err:  # refused kernels count too: the refusal must not change
+                out[f"{name} [{config_name}]"] = f"refused: {err.message[:80]}"
+    return out
+
+
+def main(argv) -> int:
+    if not argv or argv[0].startswith("--"):
+        print(__doc__)
+        return 2
+    current = hashes()
+    with open(argv[0], "w") as f:
+        json.dump(current, f, indent=0, sort_keys=True)
+    print(f"{len(current)} kernel/config pairs hashed into {argv[0]}")
+    if "--against" not in argv:
+        return 0
+    with open(argv[argv.index("--against") + 1]) as f:
+        old = json.load(f)
+    changed = sorted(k for k in old.keys() & current.keys() if old[k] != current[k])
+    only = sorted(old.keys() ^ current.keys())
+    for k in changed:
+        print(f"differs: {k}")
+    for k in only:
+        print(f"only in {'the old' if k in old else 'the new'} set: {k}")
+    print(f"{len(old.keys() & current.keys()) - len(changed)} of {len(old.keys() & current.keys())} shared pairs "
+          f"byte-identical")
+    return 1 if changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
