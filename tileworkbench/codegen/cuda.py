@@ -24,7 +24,7 @@ from .. import __version__
 from ..ir import nodes as ir
 from ..ir.layout import shared_element_offset
 from ..ir.simplify import Affine, interval, is_nonnegative, launch_ranges, simplify
-from ..ir.visitor import collect, uses_var
+from ..ir.visitor import collect, reassigned_vars, uses_var
 
 HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
 HEADER_ORDER = ("common.h", "sync.h", "tma.h", "cp_async.h", "mma.h", "wgmma.h")
@@ -81,7 +81,7 @@ class CudaRenderer:
         self.taken: set = set()
         launch = func.launch
         self.ranges: dict = launch_ranges(func)
-        self.reassigned = {a.var for a in collect(func.body, ir.Assign)}
+        self.reassigned = reassigned_vars(func.body)
         self.block_ranges = dict(self.ranges) if launch.persistent_tiles else {}
         self.block_ranges.pop(launch.thread_var, None)
 

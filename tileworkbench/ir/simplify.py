@@ -18,7 +18,7 @@ import math
 
 from . import nodes as ir
 from .printer import expr_text
-from .visitor import IRMutator, collect
+from .visitor import IRMutator, reassigned_vars
 
 Interval = tuple  # (lo, hi) with None for unbounded
 
@@ -172,7 +172,7 @@ class _Simplifier(IRMutator):
 
     def visit(self, node):
         if self.reassigned is None and isinstance(node, ir.Stmt):
-            self.reassigned = {a.var for a in collect(node, ir.Assign)}
+            self.reassigned = reassigned_vars(node)
         return super().visit(node)
 
     def visit_For(self, node):

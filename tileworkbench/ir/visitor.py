@@ -136,6 +136,11 @@ def collect(node, kind) -> list:
     return collector.found
 
 
+def reassigned_vars(node) -> set:
+    """Scalars re-assigned (``Assign``) under ``node``: their ``LetStmt`` value is only the first."""
+    return {a.var for a in collect(node, ir.Assign)}
+
+
 def uses_var(node, var) -> bool:
     return any(v is var for v in collect(node, ir.Var))
 

@@ -18,7 +18,7 @@ lowers exactly as if it were written with the expressions.
 from __future__ import annotations
 
 from ..ir import nodes as ir
-from ..ir.visitor import IRMutator, collect, substitute
+from ..ir.visitor import IRMutator, collect, reassigned_vars, substitute
 from .manager import register
 
 
@@ -43,7 +43,7 @@ class _DropLets(IRMutator):
 
 @register("inline_index_lets", "tile")
 def inline_index_lets(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    reassigned = {a.var for a in collect(func.body, ir.Assign)}
+    reassigned = reassigned_vars(func.body)
     tile_loops = {f.var for f in collect(func.body, ir.For) if f.kind in ("serial", "pipelined")}
     offsets = (set(func.launch.block_vars) | tile_loops) - reassigned
     values: dict = {}

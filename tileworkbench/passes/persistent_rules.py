@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
-from ..ir.visitor import collect
+from ..ir.visitor import collect, reassigned_vars
 from ..target import PassConfigKey
 
 
@@ -39,7 +39,7 @@ def why_not(func: ir.PrimFunc, ctx, loop: ir.For, block_lets, consumer_stmts, ow
     if any(v in block_vars for bound in (loop.start, loop.extent) for v in collect(bound, ir.Var)):
         return (f"the pipelined loop's trip count ({expr_text(loop.extent)}) or start depends on the block "
                 f"index, and the ring's stage counter needs every tile to run the same number of stages")
-    reassigned = {a.var for a in collect(func.body, ir.Assign)}
+    reassigned = reassigned_vars(func.body)
     for let in block_lets:
         if let.var in reassigned:
             return (f"{let.var.name} is re-assigned in the kernel, and a block walking several tiles would "
