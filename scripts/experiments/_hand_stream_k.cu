@@ -19,15 +19,9 @@
 //
 // Switches (see stream_k.py): SK_OFF (every tile data-parallel, decided at compile time),
 // SK_RUNTIME_OFF (the same, decided at run time), SK_AT_END (the stream-K tiles are the last ones in
-// raster order), DP_FIRST (data-parallel tiles before the stream-K pieces), NO_FIXUP (partials
-// dropped, for timing only), ZERO_TRIP_LOOP (the main loop written as a for loop), SK_TIMES
-// (per-block timeline).
+// raster order), DP_FIRST (data-parallel tiles before the stream-K pieces), ZERO_TRIP_LOOP (the
+// main loop written as a for loop), SK_TIMES (per-block timeline).
 #define TILES (TILES_M * TILES_N)
-#ifdef NO_FIXUP
-#define SK_FIXUP false  // timing only: partial sums dropped, nothing waits
-#else
-#define SK_FIXUP true
-#endif
 // SK_AT_END: the stream-K tiles are the last TILES % P in raster order (default: the first).
 #if defined(SK_OFF) || defined(SK_RUNTIME_OFF)
 #define SK_TILE0 0
@@ -219,21 +213,19 @@ extern "C" __global__ void __launch_bounds__(384, 1) main_kernel(
       tw::wgmma_wait<0>();
       stage_empty[last].arrive();
       if (u.k1 != K_ITERS) {  // a head or middle piece: publish the partial sums for the tile's owner
-        if (SK_FIXUP) {
-          float4* mine = tw_sk_workspace + (size_t)b * 32 * 256;
-          #pragma unroll
-          for (int j = 0; j < 32; ++j)
-            __stcg(mine + j * 256 + tx, make_float4(C_local[4 * j], C_local[4 * j + 1], C_local[4 * j + 2], C_local[4 * j + 3]));
-          tw::sync_consumers<256>();
-          if (tx == 0) sk_signal(&tw_sk_flags[b]);
-        }
+        float4* mine = tw_sk_workspace + (size_t)b * 32 * 256;
+        #pragma unroll
+        for (int j = 0; j < 32; ++j)
+          __stcg(mine + j * 256 + tx, make_float4(C_local[4 * j], C_local[4 * j + 1], C_local[4 * j + 2], C_local[4 * j + 3]));
+        tw::sync_consumers<256>();
+        if (tx == 0) sk_signal(&tw_sk_flags[b]);
 #ifdef SK_TIMES
         SK_STAMP(1 + min(unit, 5), sk_now());
         ++unit;
 #endif
         continue;
       }
-      if (SK_FIXUP && u.k0 != 0) {  // the tail of a shared tile: add the earlier blocks' pieces
+      if (u.k0 != 0) {  // the tail of a shared tile: add the earlier blocks' pieces
         const int tile_start = (u.tile - SK_TILE0) * K_ITERS;
         #pragma unroll 1
         for (int c = b - 1; c >= 0 && (int)((long long)(c + 1) * sk_iters / P) > tile_start; --c) {
