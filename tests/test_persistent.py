@@ -6,6 +6,7 @@ import tileworkbench as tw
 from tileworkbench.analysis.barriers import simulate
 from tileworkbench.analysis.evaluate import evaluate
 from tileworkbench.backend.nvrtc import compile_check
+from tileworkbench.backend.runtime import balanced_blocks
 from tileworkbench.examples import lower_triangular_matmul, matmul
 from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.visitor import IRMutator, collect
@@ -25,7 +26,7 @@ def test_golden_tile_loops_carry_the_stage_counter_across_tiles():
     art = tw.lower(gemm(), target=SM90)
     assert persistent_info(art) == {"applied": True, "tiles": 32}
     after = art.trace.ir_after("warp_specialize")
-    assert "# + 128 producer threads; persistent: min(32, resident blocks) blocks walk the tiles" in after
+    assert "# + 128 producer threads; persistent: balanced_blocks(32, resident blocks) blocks walk the tiles" in after
     consumer = after[after.index("        with T.ws_consumer"):]
     assert consumer == """\
         with T.ws_consumer(threads=range(0, 256)):
@@ -87,6 +88,35 @@ def test_panel_order_is_the_same_bijection_as_one_block_per_tile():
         seen.append((env[bx], env[by]))
     assert sorted(seen) == [(x, y) for x in range(16) for y in range(32)]  # every tile once
     assert seen[:3] == [(0, 0), (0, 1), (0, 2)] and seen[10] == (1, 0)  # down a panel of 10 rows, then right
+
+
+@pytest.mark.parametrize("tiles, resident, blocks", [
+    (512, 132, 128),   # 4096^3 in 128x256 tiles: 4 rounds either way, 4 tiles on each of 128 blocks
+    (2048, 132, 128),  # 8192^3: 16 rounds
+    (1792, 132, 128),  # 4096x14336: 14 rounds
+    (133, 132, 67),    # one tile over a full round: 2 rounds, so 67 blocks suffice
+    (100, 132, 100),   # fewer tiles than multiprocessors: one block per tile
+    (1, 132, 1), (264, 132, 132), (265, 264, 133)])
+def test_persistent_grid_is_the_fewest_blocks_for_the_fewest_rounds(tiles, resident, blocks):
+    assert balanced_blocks(tiles, resident) == blocks
+    rounds = -(-tiles // resident)
+    assert -(-tiles // blocks) == rounds and blocks <= resident
+    assert blocks == 1 or -(-tiles // (blocks - 1)) > rounds
+
+
+@pytest.mark.parametrize("resident", [132, 100, 7])
+def test_tile_loop_on_the_balanced_grid_visits_every_tile_once(resident):
+    art = tw.lower(gemm(size=(4096, 4096, 1024)), target=SM90)
+    tile_loop = next(f for f in collect(art.func.body, ir.For) if f.annotations.get(ir.TILE_LOOP))
+    ntiles = art.func.launch.persistent_tiles
+    grid = balanced_blocks(ntiles, resident)
+    visited = []
+    for block in range(grid):
+        env = {"(int)blockIdx.x": block, "(int)gridDim.x": grid}
+        trips = evaluate(tile_loop.extent, env)
+        assert trips <= -(-ntiles // grid)
+        visited += [block + i * grid for i in range(trips)]
+    assert sorted(visited) == list(range(ntiles))
 
 
 def test_simulation_follows_the_ring_from_one_tile_into_the_next():

@@ -2,11 +2,17 @@
 several tiles, the ring's phases run on across them), ragged edges, panel order; checked against
 float64 torch references and bit for bit against the same kernel with one block per tile."""
 
+import os
+import sys
+
 import pytest
 
 import tileworkbench as tw
 from tileworkbench.examples import lower_triangular_matmul, matmul
 from tileworkbench.testing import gpu_marks
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from test_inline_index_lets import named_offsets_gemm  # noqa: E402
 
 pytestmark = gpu_marks(9, 0)
 
@@ -54,3 +60,22 @@ def test_a_trip_count_that_depends_on_the_block_matches_float64(torch, M, N):
     c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
     kernel(a, b, c)
     assert rel_err(c, a.double() @ b.double()) < 2e-3
+
+
+@pytest.mark.parametrize("reassign", [False, True])
+def test_a_gemm_with_named_tile_offsets_matches_float64(torch, reassign):
+    # m0 = by * 128 and kk = k * 64 are inlined (passes/inline_index_lets.py): the kernel is
+    # examples.matmul's, persistent and warp-specialised, and computes the same bits. A re-assigned
+    # m0 stays a name computed once per block, so persistence is refused (else every tile of a
+    # block would read the first tile's rows); the ragged M also checks the edges.
+    M, N, K = 1000, 1024, 768
+    kernel = tw.compile(named_offsets_gemm(M, N, K, reassign=reassign), out_idx=[2])
+    assert ("rt.persistent_blocks" in kernel.get_host_source()) == (not reassign)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    kernel(a, b, c)
+    assert rel_err(c, a.double() @ b.double()) < 2e-3
+    if not reassign:
+        plain = tw.compile(matmul(M, N, K, 128, 256, 64, "float16", "float16", 3, 256), out_idx=[2])
+        torch.testing.assert_close(c, plain(a, b), rtol=0, atol=0)

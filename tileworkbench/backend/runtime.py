@@ -30,6 +30,19 @@ def _expected_framework_dtypes(dtype: dtypes.DType) -> tuple[str, ...]:
     return (dtype.name,)
 
 
+def balanced_blocks(tiles: int, resident: int) -> int:
+    """The fewest blocks that finish ``tiles`` tiles in as few rounds as ``resident`` blocks would.
+
+    A block walking tiles ``blockIdx.x + i * gridDim.x`` runs ``ceil(tiles / blocks)`` of them at
+    most, and that count sets the kernel's time. Launching more blocks than needed for it buys
+    nothing and, on a GPU at its power limit (every large GEMM on the H200), costs clock: 512
+    tiles on 128 blocks (4 each) ran 0.5-0.8% faster than on 132 (3 or 4 each), the same 8192^3
+    kernel ran the same either way (scripts/experiments/persistent_grid_size.py)."""
+    tiles, resident = max(1, tiles), max(1, resident)
+    rounds = -(-tiles // resident)
+    return -(-tiles // rounds)
+
+
 class Runtime:
     """One per compiled kernel: holds the loaded module and a cache of encoded tensor maps."""
 
@@ -107,9 +120,9 @@ class Runtime:
         return fn
 
     def persistent_blocks(self, kernel_name, tiles: int, block, smem_bytes: int) -> int:
-        """Blocks for a persistent kernel over ``tiles`` tiles: as many as can be resident at once
-        (multiprocessors times the blocks one holds, from the driver's occupancy calculator for
-        this kernel, its threads and shared memory), never more than there are tiles."""
+        """Blocks for a persistent kernel over ``tiles`` tiles: ``balanced_blocks`` of the tiles and
+        the blocks that can be resident at once (multiprocessors times the blocks one holds, from
+        the driver's occupancy calculator for this kernel, its threads and shared memory)."""
         import cupy
 
         device = cupy.cuda.runtime.getDevice()
@@ -122,7 +135,7 @@ class Runtime:
                                          f"{smem_bytes} bytes of shared memory fits a multiprocessor")
             multiprocessors = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
             resident = self._resident_blocks[(kernel_name, device)] = multiprocessors * per_multiprocessor
-        return max(1, min(tiles, resident))
+        return balanced_blocks(tiles, resident)
 
     def launch(self, kernel_name, grid, block, smem_bytes, args):
         import cupy

@@ -86,7 +86,8 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
         lines.append(f"    {DEBUG_PARAM} = rt.debug_record()  # zeroed; a timed-out wait writes where it was")
         args.append(DEBUG_PARAM)
     if launch.persistent_tiles:
-        lines.append(f"    # persistent: as many blocks as fit the GPU at once walk the {'x'.join(_py(g) for g in launch.grid)} tiles")
+        lines.append(f"    # persistent: the {'x'.join(_py(g) for g in launch.grid)} tiles walked by the fewest blocks that "
+                     "take as few rounds as all resident blocks would")
         lines.append(f"    grid = (rt.persistent_blocks(KERNEL, {launch.persistent_tiles}, BLOCK, SMEM_BYTES), 1, 1)")
     else:
         lines.append(f"    grid = ({', '.join(_py(g) for g in grid)})")

@@ -206,7 +206,7 @@ def print_ir(func: ir.PrimFunc) -> str:
     names = ", ".join(v.name for v in launch.block_vars)
     notes = [f"+ {launch.producer_threads} producer threads"] if launch.producer_threads else []
     if launch.persistent_tiles:
-        notes.append(f"persistent: min({launch.persistent_tiles}, resident blocks) blocks walk the tiles")
+        notes.append(f"persistent: balanced_blocks({launch.persistent_tiles}, resident blocks) blocks walk the tiles")
     extra = f"  # {'; '.join(notes)}" if notes else ""
     p.emit(1, f"with T.Kernel({grid}, threads={launch.threads}) as ({names}):{extra}")
     p.emit(2, f"{launch.thread_var.name} = T.get_thread_binding()")

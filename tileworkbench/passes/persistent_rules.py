@@ -1,7 +1,8 @@
 """Persistent tile loops: the rules and pieces ``warp_specialize`` uses to make a GEMM kernel persistent.
 
-A persistent kernel launches at most one block per multiprocessor (the host launcher asks the
-runtime for ``min(tiles, multiprocessors)``, ``Launch.persistent_tiles``) and each block walks
+A persistent kernel launches at most as many blocks as fit the GPU at once (the host launcher
+asks ``Runtime.persistent_blocks`` for them: of those, the fewest that take as few rounds of
+``Launch.persistent_tiles`` tiles) and each block walks
 the output tiles ``blockIdx.x, blockIdx.x + gridDim.x, ...`` in a loop of its own, binding the
 kernel's block indices (``bx``, ``by``) per tile, in the same rasterised order that
 ``rasterize_blocks`` gives a one-block-per-tile launch. What it buys in a warp-specialised GEMM:
