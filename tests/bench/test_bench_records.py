@@ -92,7 +92,7 @@ def test_plot_tflops_draws_ours_and_cublas_with_ratios(tmp_path):
     axes = fig.get_axes()
     assert [ax.get_title() for ax in axes] == ["GEMM bfloat16 (M x N x K)", "GEMM float16 (M x N x K)"]
     assert all(len(ax.get_lines()) == 2 for ax in axes)
-    assert "0.90x" in [t.get_text() for t in axes[1].texts]
+    assert "0.900x" in [t.get_text() for t in axes[1].texts]
     fig.savefig(tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="no rows"):

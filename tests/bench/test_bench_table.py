@@ -17,9 +17,17 @@ def test_gemm_table_has_one_line_per_row_and_the_numbers(record):
     cells = [c.strip() for c in ours[0].strip("|").split("|")]
     # ours 2*4096^3 / 0.20 ms; cuBLAS best of torch (0.18 ms) and cupy (0.19 ms); ratio 0.90
     assert cells[2] == "687.2" and cells[3].startswith("763.5 (torch 763.5, cupy 723.4)")
-    assert cells[4] == "0.90" and cells[6] == "ok" and cells[7] == "matmul 128x256x32 s3 t256"
+    assert cells[4] == "0.900" and cells[6] == "ok" and cells[7] == "matmul 128x256x32 s3 t256"
     assert "| matmul_tma_copy s2 | 4096x4096x4096 | fp16 | 274.9 |" in text
     assert "cold: empty tileworkbench + CuPy caches | 1.250 |" in text
+
+
+def test_a_ratio_just_under_one_is_not_rounded_up_to_it(record):
+    # The target is ours / cuBLAS >= 1.0: 758.1 / 758.6 must read 0.999, not 1.00.
+    record["rows"][0].update(tflops=758.1, cublas_tflops=758.6, ratio=758.1 / 758.6)
+    row = next(line for line in table.gemm_table(record).splitlines() if line.startswith("| 4096x4096x4096 | fp16"))
+    assert "| 0.999 |" in row
+    assert "| 0.999 | ok |" in table.summary_table(record)
 
 
 def test_wrong_rows_are_marked(record):
@@ -33,7 +41,7 @@ def test_summary_table_is_short_and_ends_with_the_counts(record):
     text = table.summary_table(record)
     lines = text.strip().splitlines()
     assert len(lines) == 2 + len(record["rows"]) + 3 and lines[-3] == ""
-    assert lines[2].startswith("| ours | 4096x4096x4096 | fp16 | 687.2 | 763.5 | 0.90 | ok |")
+    assert lines[2].startswith("| ours | 4096x4096x4096 | fp16 | 687.2 | 763.5 | 0.900 | ok |")
     assert lines[-2].startswith("compile: cold 1.25 s, disk hit 0.31 s")
     assert lines[-1] == "3 rows, 0 failed the correctness check"
 
@@ -81,7 +89,7 @@ def test_progress_line_has_the_counter_and_the_verdict(record):
 
     line = progress_line(3, 20, record["rows"][0], 12.34)
     assert line.startswith("[3/20] ours 4096x4096x4096 float16: 687.2 TFLOP/s (matmul 128x256x32 s3 t256)")
-    assert "cuBLAS 763.5 | ratio 0.90 | err 3.0e-04 ok (12.3 s)" in line
+    assert "cuBLAS 763.5 | ratio 0.900 | err 3.0e-04 ok (12.3 s)" in line
     spec = progress_line(20, 20, record["rows"][2], 1.0)
     assert spec.startswith("[20/20] matmul_tma_copy s2 4096x4096x4096 float16:")
     broken = dict(record["rows"][0], error="CompileError: bad\nmore", tflops=None)

@@ -362,7 +362,7 @@ def progress_line(index: int, total: int, row: dict, seconds: float) -> str:
     head = f"[{index}/{total}] {who} {row['M']}x{row['N']}x{row['K']} {row['dtype']}:"
     if row.get("error"):
         return f"{head} ERROR {row['error'].splitlines()[0]} ({seconds:.1f} s)"
-    ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "–"
+    ratio = f"{row['ratio']:.3f}" if row["ratio"] is not None else "–"
     lib = f"{row['cublas_tflops']:.1f}" if row["cublas_tflops"] is not None else "–"
     return (f"{head} {row['tflops']:.1f} TFLOP/s ({row['config']}) | cuBLAS {lib} | ratio {ratio} | "
             f"err {row['rel_err']:.1e} {'ok' if row['correct'] else 'WRONG'} ({seconds:.1f} s)")
