@@ -51,3 +51,19 @@ def test_compiling_the_same_function_twice_hits_the_cache(tmp_path, monkeypatch)
     f = matmul(256, 256, 256, 128, 128, 32)
     first = tw.compile(f, out_idx=[2], target=SM90, load_device=False)
     assert tw.compile(f, out_idx=[2], target=SM90, load_device=False) is first
+
+
+def test_cache_key_changes_with_the_compilers_code_not_the_workbenchs(tmp_path):
+    # A changed pass must not be served a kernel an older pass generated (same package version).
+    import shutil
+
+    package = tmp_path / "tileworkbench"
+    shutil.copytree(os.path.dirname(tw.__file__), package, ignore=shutil.ignore_patterns("__pycache__", "labextension"))
+    original = cache.source_hash(package)
+    assert original == cache.compiler_hash()  # the copy is the same code
+    with open(package / "bench" / "gemm.py", "a") as f:
+        f.write("\n# the workbench around the compiler\n")
+    assert cache.source_hash(package) == original
+    with open(package / "passes" / "simplify_ir.py", "a") as f:
+        f.write("\n# a changed pass\n")
+    assert cache.source_hash(package) != original

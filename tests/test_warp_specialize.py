@@ -204,10 +204,22 @@ def test_transpose_a_takes_the_wgmma_path_with_an_m_major_a(block, threads, box)
     assert art.tma_descriptors["A_desc"].box_dims == box
 
 
-def test_transpose_a_rows_that_are_not_whole_panels_keep_wgmma_but_not_tma():
-    """A^T rows of 1000 elements cannot be cut into 64-element panels by TMA: no warp
-    specialisation (it needs TMA), and the threads' copies fill the panels instead."""
+def test_transpose_a_rows_that_are_not_whole_panels_take_one_tma_copy_per_panel():
+    """A^T rows of 1000 elements cannot be cut into 64-element panels by one 3-D TMA map: each
+    128-byte panel of the A tile is a 2-D copy of its own, and the kernel stays warp-specialised."""
     art = tw.lower(matmul(1000, 1024, 776, 128, 128, 64, "float16", "float16", 2, 128, trans_A=True), target=SM90)
-    assert "128-byte panels" in ws_info(art)["reason"]
+    assert ws_info(art)["applied"]
+    assert "wgmma_gemm_ss<128, 128, 64, 1, 128, 128, false, tw_wgmma_m64n128k16_f16_mn" in art.device_source
+    desc = art.tma_descriptors["A_desc"]
+    assert (desc.rank, desc.global_dims, desc.box_dims) == (2, (1000, 776), (64, 64))
+    body = art.device_source.split("// ---- kernel ----")[1]
+    assert body.count("tw::tma_load(A_desc") == 2  # two panels of 64 columns of M per stage
+
+
+def test_transpose_a_rows_off_16_byte_boundaries_keep_wgmma_but_not_tma():
+    """A^T rows of 1001 halves start 2002 bytes apart: TMA cannot read them (strides must be
+    multiples of 16 bytes), so no warp specialisation, and the threads' copies fill the panels."""
+    art = tw.lower(matmul(1001, 1024, 776, 128, 128, 64, "float16", "float16", 2, 128, trans_A=True), target=SM90)
+    assert "strides that are multiples of 16 bytes; A has a stride of 2002 bytes" in ws_info(art)["reason"]
     assert "wgmma_gemm_ss<128, 128, 64, 1, 128, 128, false, tw_wgmma_m64n128k16_f16_mn, 0, false>" in art.device_source
     assert "A_desc" not in art.tma_descriptors

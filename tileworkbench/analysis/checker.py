@@ -283,6 +283,8 @@ class _Checker:
         zero = np.zeros(self.threads, dtype=np.int64)
         if shape is None or len(shape) != len(indices):
             return zero, zero + _WHOLE
+        if buf.attrs.get("panel", 0) and len(shape) in (2, 3):
+            return self.paneled_span(buf, shape, indices, n)
         strides, acc = [], 1
         for d in reversed(shape):
             strides.append(acc)
@@ -299,6 +301,28 @@ class _Checker:
             per = acc // shape[0] if buf.attrs.get("versions", 1) > 1 else acc
             return lo, (hi // per + 1) * per - 1
         return lo, hi + max(n, 1) - 1
+
+    def paneled_span(self, buf: ir.Buffer, shape, indices, n: int | None):
+        """``span`` for a tile stored as 128-byte panels, in storage order
+        (``ir.layout.shared_element_offset``: a panel's rows one after another), where a copy of
+        one panel is one range. An index that cannot be evaluated covers its whole version."""
+        zero = np.zeros(self.threads, dtype=np.int64)
+        panel, (rows, cols) = buf.attrs["panel"], shape[-2:]
+        version = rows * cols
+        whole = version * (shape[0] if len(shape) == 3 else 1)
+        values = [self.value(i) for i in indices]
+        if len(shape) == 3 and values[0] is None:
+            return zero, zero + whole - 1
+        base = zero + (np.asarray(values[0]).astype(np.int64) * version if len(shape) == 3 else 0)
+        r, c = values[-2:]
+        if r is None or c is None:
+            return base, base + version - 1
+        r, c = np.asarray(r).astype(np.int64), np.asarray(c).astype(np.int64)
+        lo = base + (c // panel) * (rows * panel) + r * panel + c % panel
+        if n is None:  # to the end of the version the access starts in
+            per = version if buf.attrs.get("versions", 1) > 1 else whole
+            return lo, (lo // per + 1) * per - 1
+        return lo, lo + max(n, 1) - 1
 
     def elements(self, buf: ir.Buffer, nbytes) -> int | None:
         return None if not nbytes else nbytes * 8 // max(buf.dtype.bits, 1)

@@ -1,7 +1,8 @@
 """Compile caches: in-process (a dict) and on disk (one JSON file per key, written atomically).
 
 The key covers everything that decides the generated code and the cubin: the package version,
-the record format, the content of our CUDA headers, the parsed kernel (its printed IR, which
+the record format, the content of our CUDA headers and of the compiler's own modules (so a
+changed pass never serves a kernel an older one generated), the parsed kernel (its printed IR, which
 folds in every closure value), the target (its arch), the pass configs, ``out_idx``, and NVRTC's
 version and options. A record holds the sources, the trace and the cubin (base64), so a disk hit
 runs no NVRTC.
@@ -24,6 +25,30 @@ _HEADERS_HASH: str | None = None
 RECORD_FORMAT = 2
 
 
+# The packages whose code decides what a kernel lowers to; the workbench around them (bench,
+# notebook, report, autotune, examples) does not.
+COMPILER_PACKAGES = ("analysis", "backend", "codegen", "frontend", "ir", "jit", "language", "passes")
+_COMPILER_HASH: str | None = None
+
+
+def compiler_hash() -> str:
+    """Hash of this compiler's Python sources (as Triton keys its cache by its own sources)."""
+    global _COMPILER_HASH
+    if _COMPILER_HASH is None:
+        _COMPILER_HASH = source_hash(Path(__file__).resolve().parents[1])
+    return _COMPILER_HASH
+
+
+def source_hash(package: Path) -> str:
+    """Hash of the top-level modules and ``COMPILER_PACKAGES`` of the package at ``package``."""
+    h = hashlib.sha256()
+    files = sorted(package.glob("*.py")) + sorted(f for pkg in COMPILER_PACKAGES for f in (package / pkg).rglob("*.py"))
+    for path in files:
+        h.update(str(path.relative_to(package)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def headers_hash() -> str:
     global _HEADERS_HASH
     if _HEADERS_HASH is None:
@@ -40,7 +65,7 @@ def cache_key(ir_text: str, target, configs: dict, out_idx) -> str:
     from .lower import POST_LOWER_HOOKS
 
     hooks = ",".join(f"{h.__module__}.{h.__qualname__}" for h in POST_LOWER_HOOKS)
-    for part in (__version__, str(RECORD_FORMAT), headers_hash(), hooks, ir_text,
+    for part in (__version__, str(RECORD_FORMAT), headers_hash(), compiler_hash(), hooks, ir_text,
                  json.dumps(target.to_json(), sort_keys=True),
                  json.dumps({k: str(v) for k, v in configs.items()}, sort_keys=True), repr(out_idx),
                  fingerprint(target.arch)):

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import nodes as ir
-from ..ir.simplify import is_multiple_of
 from ..target import PassConfigKey
+from . import tma_rules
 
 SWIZZLE_SPANS = (32, 64, 128)
 
@@ -90,14 +90,20 @@ def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = Tr
 
 
 def panels_fit(buf: ir.Buffer, panel: int, pairs) -> bool:
-    """A paneled tile can be filled by TMA only from regions that start on a panel boundary of
-    a global tensor whose rows are a whole number of panels."""
+    """TMA can move a tile stored as panels to or from each global region it is copied with: a
+    2-D tensor of known width whose rows start on 16-byte boundaries (TMA's rule for strides).
+    Rows a whole number of panels take one 3-D copy, others one copy per panel
+    (``tma_rules.tma_copies``)."""
     for g_region, shared in pairs:
         if shared is not buf:
             continue
-        cols = ir.const_int(g_region.buffer.shape[-1])
-        if cols is None or cols % panel or g_region.buffer.ndim != 2:
+        g = g_region.buffer
+        cols = ir.const_int(g.shape[-1])
+        if cols is None or g.ndim != 2:
             return False
-        if not is_multiple_of(g_region.starts[-1], panel):
+        if tma_rules.whole_panels(g_region, panel):
+            continue
+        row_stride = ir.const_int(g.effective_strides()[0])
+        if row_stride is None or g.dtype.bytes_for(row_stride) % 16 or ir.const_int(g.effective_strides()[1]) != 1:
             return False
     return True

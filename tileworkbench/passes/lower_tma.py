@@ -41,6 +41,14 @@ def tile_base(region: ir.Region) -> ir.Call:
     return address_of(region.buffer, region.starts)
 
 
+def tile_column(region: ir.Region, col: int) -> ir.Call:
+    """Address of the shared tile's element in its first row and column ``col`` (the start of a
+    panel, for a copy of one panel)."""
+    if not col:
+        return tile_base(region)
+    return address_of(region.buffer, (*region.starts[:-1], simplify(region.starts[-1] + col)))
+
+
 def elect(threads: int) -> ir.Call:
     return ir.Call(f"tw::shuffle_elect<{threads}>", (), ir.dtypes.boolean)
 
@@ -72,14 +80,16 @@ class _LowerTma(IRMutator):
             return call("tw::tma_load", tile_base(s), address_of(g.buffer, g.starts),
                         ir.const(tma_rules.region_bytes(g)), bar)
         desc = self.descriptor(g, s.buffer, loc)
-        return call("tw::tma_load", ir.Raw(desc.name), bar, tile_base(s), *tma_rules.tma_coords(g, s.buffer))
+        return ir.seq([call("tw::tma_load", ir.Raw(desc.name), bar, tile_column(s, col), *coords)
+                       for col, coords in tma_rules.tma_copies(g, s.buffer)])
 
     def store_call(self, s: ir.Region, g: ir.Region, loc) -> ir.Stmt:
         if tma_rules.can_bulk_copy(g, s.buffer):
             return call("tw::tma_store", address_of(g.buffer, g.starts), tile_base(s),
                         ir.const(tma_rules.region_bytes(g)))
         desc = self.descriptor(g, s.buffer, loc)
-        return call("tw::tma_store", ir.Raw(desc.name), tile_base(s), *tma_rules.tma_coords(g, s.buffer))
+        return ir.seq([call("tw::tma_store", ir.Raw(desc.name), tile_column(s, col), *coords)
+                       for col, coords in tma_rules.tma_copies(g, s.buffer)])
 
     def store_sequence(self, s: ir.Region, g: ir.Region, loc, wait: bool) -> ir.Stmt:
         issue = [self.store_call(s, g, loc), call("tw::tma_store_arrive")]

@@ -5,7 +5,9 @@
 * ``is_contiguous``: whether a global region is one contiguous range under the tensor's real
   strides (then a descriptorless bulk copy can move it).
 * ``build_descriptor``: the fields of the tiled tensor map for a global region and its tile,
-  checked against the hardware's limits.
+  checked against the hardware's limits; ``tma_copies``: the copies (tile column, coordinates)
+  that move the region with it: one, or one per 128-byte panel where one 3-D copy cannot
+  (``whole_panels``).
 """
 
 from __future__ import annotations
@@ -105,15 +107,32 @@ def _json_dim(d):
     return d if isinstance(d, int) else str(d)
 
 
-def tma_coords(global_region: ir.Region, shared: ir.Buffer) -> list:
-    """The tensor map's coordinates (innermost first) for a copy of ``global_region``."""
+def whole_panels(global_region: ir.Region, panel: int) -> bool:
+    """One 3-D copy can fill a tile stored as ``panel``-element panels from ``global_region``
+    (see ``_paneled``): the tensor's rows are a whole number of panels and the region starts on a
+    panel boundary. Otherwise each panel is a 2-D copy of its own (``tma_copies``)."""
+    from ..ir.simplify import is_multiple_of
+
+    cols = ir.const_int(global_region.buffer.shape[-1])
+    return cols is not None and cols % panel == 0 and is_multiple_of(global_region.starts[-1], panel)
+
+
+def tma_copies(global_region: ir.Region, shared: ir.Buffer) -> list[tuple[int, list]]:
+    """The TMA copies that move ``global_region`` to or from its shared tile: for each, the
+    column of the tile where its box starts and the tensor map's coordinates (innermost first).
+    One copy, except for a tile stored as panels whose global rows are not a whole number of
+    panels (``whole_panels``): one 2-D copy per panel, the columns past the tensor's edge filled
+    with zeros by a load and left unwritten by a store, as at any edge."""
     from ..ir.simplify import simplify
 
     coords = [simplify(c) for c in reversed(global_region.starts)]
     panel = shared.attrs.get("panel", 0)
-    if panel:  # (panel element, row, panel index): see _paneled
-        return [ir.const(0), coords[1], simplify(coords[0] // panel)]
-    return coords
+    if not panel:
+        return [(0, coords)]
+    if whole_panels(global_region, panel):  # (panel element, row, panel index): see _paneled
+        return [(0, [ir.const(0), coords[1], simplify(coords[0] // panel)])]
+    box_cols = global_region.static_extents()[-1]
+    return [(p * panel, [simplify(coords[0] + p * panel), coords[1]]) for p in range(box_cols // panel)]
 
 
 def _paneled(desc: TmaDescriptor, g: ir.Buffer, panel: int, elem_bytes: int) -> TmaDescriptor:
@@ -126,6 +145,12 @@ def _paneled(desc: TmaDescriptor, g: ir.Buffer, panel: int, elem_bytes: int) -> 
     desc.global_strides_bytes = (desc.global_strides_bytes[0], panel * elem_bytes)
     desc.box_dims = (panel, box_rows, box_cols // panel)
     desc.element_strides = (1, 1, 1)
+    return desc
+
+
+def _one_panel_box(desc: TmaDescriptor, panel: int) -> TmaDescriptor:
+    """The 2-D map as it is, its box one panel wide: one copy per panel (``tma_copies``)."""
+    desc.box_dims = (panel,) + tuple(desc.box_dims[1:])
     return desc
 
 
@@ -173,7 +198,14 @@ def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDes
         global_strides_bytes=tuple(stride_bytes), box_dims=box, element_strides=(1,) * rank,
         interleave=0, swizzle=SWIZZLE_CODES[span], l2_promotion=2, oob_fill=0,
     )
-    return _paneled(desc, g, panel, dtype.storage_bits // 8) if panel else desc
+    if not panel:
+        return desc
+    if rank != 2:
+        raise CompileError(f"a tile stored as 128-byte panels is copied from a 2-D tensor; {g.name} has "
+                           f"{rank} dimensions", loc)
+    if whole_panels(global_region, panel):
+        return _paneled(desc, g, panel, dtype.storage_bits // 8)
+    return _one_panel_box(desc, panel)
 
 
 def _int_or_expr(e):
