@@ -36,7 +36,17 @@ samples):
     4096x14336x4096 fp16  1425 / 649  1425 / 646
     4096x14336x4096 bf16  1485 / 655  1500 / 655
 
-Every kernel runs at the board's power limit (~650 W) with the SM clock far under its 1980 MHz
+The smaller shapes, same day (`cublas_kernels.py 1024,2048,16x4096x4096`):
+
+    1024^3        nvjet_sm90_*_128x64_64x8_1x2_h_bz_NNT           2x64x1   384    213268  5.4-5.8
+    2048^3        nvjet_sm90_*_256x128_64x4_1x2_h_bz_coopA_NNT    2x64x1   384    213188  23.7-24.1
+    16x4096x4096  nvjet_sm90_hsh_128x16_64x11_4x1_v_bz_splitK_NNT (fp16), *_tst_64x16_64x16_2x1_*
+                  (bf16), each followed by cublasLt::splitKreduce_kernel                7.2-7.8
+
+At 1024^3 and 16x4096x4096 both run at the top clock (1980 MHz, 180-220 W); at 2048^3 cuBLAS
+reaches the power limit (1755-1815 MHz, ~650 W) and ours does not (1980 MHz, ~510 W).
+
+Every large kernel runs at the board's power limit (~650 W) with the SM clock far under its 1980 MHz
 top, so these GEMMs are decided by energy per tile, not by issue rate; the clock is within 0.5%
 for both at 4096^3 fp16, and 2.5% lower for ours at bf16 (which ran second, on a warmer GPU,
 every time). Per clock, ours does at least as much work as cuBLAS at every shape.

@@ -30,6 +30,12 @@ def test_a_ratio_just_under_one_is_not_rounded_up_to_it(record):
     assert "| 0.999 | ok |" in table.summary_table(record)
 
 
+@pytest.mark.parametrize("ratio, text", [(0.99982, "0.9998"), (0.9996, "0.9996"), (1.0004, "1.000"),
+                                         (1.0006, "1.001"), (0.9994, "0.999"), (0.8999, "0.900")])
+def test_ratio_text_never_reads_as_met_when_it_is_not(ratio, text):
+    assert table.ratio_text(ratio) == text
+
+
 def test_wrong_rows_are_marked(record):
     record["rows"][0].update(correct=False, rel_err=float("nan"))
     text = table.gemm_table(record)

@@ -82,7 +82,8 @@ TRANS_A_CASES = [  # shape, block, stages, threads, pass configs, the path the g
     ((1024, 1024, 512), (128, 128, 64), 2, 128, {}, "tw_wgmma_m64n128k16"),
     ((1024, 512, 1024), (64, 128, 64), 2, 128, {tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True},
      "tw_wgmma_m64n128k16"),  # one 128-byte panel of M
-    ((1000, 1024, 776), (128, 128, 64), 2, 128, {}, ", 0, false>("),  # rows of 1000: threads fill the panels
+    ((1000, 1024, 776), (128, 128, 64), 2, 128, {}, "tw_wgmma_m64n128k16"),  # rows of 1000: a TMA copy per panel
+    ((1001, 1024, 776), (128, 128, 64), 2, 128, {}, ", 0, false>("),  # rows of 2002 bytes: threads fill the panels
 ]
 
 

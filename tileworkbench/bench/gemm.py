@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from ..autotune.space import Config
 from ..examples.gemm import matmul, matmul_tma_copy, matmul_tma_copy_store
 from ..target import PassConfigKey
+from .table import ratio_text
 
 SQUARE_SIZES = (1024, 2048, 4096, 8192)
 LLM_SHAPES = ((4096, 14336, 4096), (8192, 4096, 4096), (16, 4096, 4096))
@@ -362,7 +363,7 @@ def progress_line(index: int, total: int, row: dict, seconds: float) -> str:
     head = f"[{index}/{total}] {who} {row['M']}x{row['N']}x{row['K']} {row['dtype']}:"
     if row.get("error"):
         return f"{head} ERROR {row['error'].splitlines()[0]} ({seconds:.1f} s)"
-    ratio = f"{row['ratio']:.3f}" if row["ratio"] is not None else "–"
+    ratio = ratio_text(row["ratio"])
     lib = f"{row['cublas_tflops']:.1f}" if row["cublas_tflops"] is not None else "–"
     return (f"{head} {row['tflops']:.1f} TFLOP/s ({row['config']}) | cuBLAS {lib} | ratio {ratio} | "
             f"err {row['rel_err']:.1e} {'ok' if row['correct'] else 'WRONG'} ({seconds:.1f} s)")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from .table import ratio_text
+
 
 def _newest(df):
     """One measurement per (kernel, shape, dtype): the newest record's, when several are loaded."""
@@ -33,7 +35,7 @@ def plot_tflops(df, kernel: str = "tileworkbench"):
         ax.plot(x, ours, "o-", color="C0", label="tileworkbench" if kernel == "tileworkbench" else kernel)
         for i, (t, ratio, ok) in enumerate(zip(ours, part["ratio"], part["correct"])):
             if not math.isnan(t) and ratio is not None and not math.isnan(ratio):
-                ax.annotate(f"{ratio:.3f}x" + ("" if ok else " WRONG"), (i, t), textcoords="offset points",
+                ax.annotate(f"{ratio_text(ratio)}x" + ("" if ok else " WRONG"), (i, t), textcoords="offset points",
                             xytext=(0, 7), ha="center", fontsize=8, color="C0" if ok else "C3")
         ax.set_xticks(list(x), [f"{m}x{n}x{k}" for m, n, k in zip(part["M"], part["N"], part["K"])],
                       rotation=30, ha="right", fontsize=8)

@@ -22,6 +22,15 @@ def _num(value, fmt: str = "{:.1f}") -> str:
     return fmt.format(value)
 
 
+def ratio_text(value) -> str:
+    """Ours / cuBLAS to three decimals, or four where three would round a ratio under 1 up to
+    "1.000": the target is >= 1.0, and 0.9998 must not read as met."""
+    if value is None or math.isnan(value):
+        return "–"
+    text = f"{value:.3f}"
+    return f"{value:.4f}" if text == "1.000" and value < 1 else text
+
+
 def _err(value) -> str:
     return "NaN" if value is not None and math.isnan(value) else _num(value, "{:.1e}")
 
@@ -137,7 +146,7 @@ def gemm_table(record: dict) -> str:
         out += _table(["M x N x K", "dtype", "ours TFLOP/s", "cuBLAS TFLOP/s", "ours / cuBLAS", "rel. error",
                        "check", "our best config"],
                       [[_shape(r), _SHORT_DTYPE.get(r["dtype"], r["dtype"]), _num(r["tflops"]), _cublas(r),
-                        _num(r["ratio"], "{:.3f}"), _err(r["rel_err"]), _check(r), r.get("config") or "–"]
+                        ratio_text(r["ratio"]), _err(r["rel_err"]), _check(r), r.get("config") or "–"]
                        for r in rows])
     spec = spec_rows(record)
     if spec:
@@ -145,7 +154,7 @@ def gemm_table(record: dict) -> str:
                      "specialisation off):"), ""]
         out += _table(["kernel", "M x N x K", "dtype", "TFLOP/s", "cuBLAS TFLOP/s", "ratio", "rel. error", "check"],
                       [[r["kernel"], _shape(r), _SHORT_DTYPE.get(r["dtype"], r["dtype"]), _num(r["tflops"]),
-                        _num(r["cublas_tflops"]), _num(r["ratio"], "{:.3f}"), _err(r["rel_err"]), _check(r)]
+                        _num(r["cublas_tflops"]), ratio_text(r["ratio"]), _err(r["rel_err"]), _check(r)]
                        for r in spec])
     comp = compile_lines(record)
     if comp:
@@ -157,7 +166,7 @@ def summary_table(record: dict) -> str:
     """A short table for the end of stdout: one line per row, then the compile times."""
     lines = [[r["kernel"] if r["kernel"] != "tileworkbench" else "ours", _shape(r),
               _SHORT_DTYPE.get(r["dtype"], r["dtype"]), _num(r["tflops"]), _num(r["cublas_tflops"]),
-              _num(r["ratio"], "{:.3f}"), _check(r)] for r in record["rows"]]
+              ratio_text(r["ratio"]), _check(r)] for r in record["rows"]]
     out = _table(["kernel", "MxNxK", "dtype", "TFLOP/s", "cuBLAS", "ratio", "check"], lines) + [""]
     c = record.get("compile") or {}
     if c and not c.get("error"):
