@@ -61,13 +61,15 @@ class Candidate:
 # Tile configs for the T.copy GEMM (examples.gemm.matmul). Each lowers and NVRTC-compiles for sm_90a
 # without spills (tests/bench/test_bench_candidates.py checks it). Block M a multiple of 64 per
 # warpgroup (128 threads) takes the wgmma path; 16/32-row tiles stay on mma.sync and serve
-# decode-like problems (M <= 64); 64-row tiles also give 1024^2 outputs enough blocks for 132 SMs.
+# decode-like problems (M <= 64); 64-row tiles also give 1024^2 outputs enough blocks for 132 SMs,
+# and with 8 stages half of K = 1024 in flight from the start: 1024^3 0.86x -> 1.00x cuBLAS against
+# 4 stages (scripts/experiments/small_square_tiles.py).
 # For M <= 64, 16x32 tiles with 20 stages of 64 give 16x4096x4096 128 blocks with 80 KB of B in
 # flight each: 0.97x / 0.99x cuBLAS (fp16 / bf16) where 64x64 tiles gave 0.67x and 12 stages
 # 0.95x / 0.97x (scripts/experiments/decode_tiles.py).
 GENERAL_TILES = (Config(128, 128, 32, 3, 128), Config(128, 128, 64, 4, 128), Config(128, 128, 64, 4, 256),
                  Config(128, 256, 64, 3, 256), Config(128, 256, 64, 4, 256), Config(256, 128, 64, 3, 256),
-                 Config(256, 128, 64, 4, 256), Config(64, 128, 64, 4, 128))
+                 Config(256, 128, 64, 4, 256), Config(64, 128, 64, 8, 128))
 SMALL_M_TILES = (Config(16, 128, 64, 4, 128), Config(32, 128, 64, 4, 128), Config(64, 128, 64, 4, 128),
                  Config(64, 64, 64, 4, 128), Config(16, 32, 64, 20, 128))
 
