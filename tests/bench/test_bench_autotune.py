@@ -126,3 +126,10 @@ def test_config_space_drops_configs_that_cannot_fit_in_shared_memory():
     assert all(c.pipeline_smem_bytes() <= 227 * 1024 for c in space)
     assert Config(128, 128, 32, 3, 256).as_kwargs() == {"block_M": 128, "block_N": 128, "block_K": 32,
                                                         "num_stages": 3, "threads": 256}
+
+
+def test_default_space_holds_the_configs_the_bench_found_best():
+    # 1024^3: 64x128x64 with 8 stages; 4096^3: 128x256x64 with 3 (BENCHMARKS.md)
+    space = config_space()
+    assert Config(64, 128, 64, 8, 128) in space and Config(128, 256, 64, 3, 256) in space
+    assert all(c.pipeline_smem_bytes() <= 227 * 1024 for c in space)
