@@ -42,6 +42,7 @@ import numpy as np
 
 from ..errors import CompileError, SourceLocation
 from ..ir import nodes as ir
+from ..ir.layout import shared_element_offset
 from . import barriers as _barriers
 from . import program
 from .evaluate import Unknown, evaluate
@@ -307,18 +308,17 @@ class _Checker:
         (``ir.layout.shared_element_offset``: a panel's rows one after another), where a copy of
         one panel is one range. An index that cannot be evaluated covers its whole version."""
         zero = np.zeros(self.threads, dtype=np.int64)
-        panel, (rows, cols) = buf.attrs["panel"], shape[-2:]
+        rows, cols = shape[-2:]
         version = rows * cols
         whole = version * (shape[0] if len(shape) == 3 else 1)
-        values = [self.value(i) for i in indices]
+        values = [None if v is None else zero + np.asarray(v).astype(np.int64)
+                  for v in (self.value(i) for i in indices)]
         if len(shape) == 3 and values[0] is None:
             return zero, zero + whole - 1
-        base = zero + (np.asarray(values[0]).astype(np.int64) * version if len(shape) == 3 else 0)
-        r, c = values[-2:]
-        if r is None or c is None:
+        if values[-2] is None or values[-1] is None:
+            base = values[0] * version if len(shape) == 3 else zero
             return base, base + version - 1
-        r, c = np.asarray(r).astype(np.int64), np.asarray(c).astype(np.int64)
-        lo = base + (c // panel) * (rows * panel) + r * panel + c % panel
+        lo = shared_element_offset(buf, values)
         if n is None:  # to the end of the version the access starts in
             per = version if buf.attrs.get("versions", 1) > 1 else whole
             return lo, (lo // per + 1) * per - 1
