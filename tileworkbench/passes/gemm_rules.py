@@ -103,7 +103,8 @@ def panels_fit(buf: ir.Buffer, panel: int, pairs) -> bool:
             return False
         if tma_rules.whole_panels(g_region, panel):
             continue
-        row_stride = ir.const_int(g.effective_strides()[0])
-        if row_stride is None or g.dtype.bytes_for(row_stride) % 16 or ir.const_int(g.effective_strides()[1]) != 1:
+        (row_stride,) = tma_rules.global_stride_bytes(g)
+        if not isinstance(row_stride, int) or tma_rules.misaligned_stride([row_stride]) is not None \
+                or ir.const_int(g.effective_strides()[1]) != 1:
             return False
     return True

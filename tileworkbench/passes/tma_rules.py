@@ -154,6 +154,21 @@ def _one_panel_box(desc: TmaDescriptor, panel: int) -> TmaDescriptor:
     return desc
 
 
+def global_stride_bytes(g: ir.Buffer) -> list:
+    """The tensor's strides in bytes, innermost first, the innermost dimension's left out (TMA
+    takes its elements as contiguous); an expression where a stride is not a constant."""
+    out = []
+    for s in reversed(g.effective_strides()[:-1]):
+        si = ir.const_int(s)
+        out.append(g.dtype.bytes_for(si) if si is not None else s * g.dtype.storage_bits // 8)
+    return out
+
+
+def misaligned_stride(stride_bytes) -> int | None:
+    """The first known stride TMA cannot take (not a multiple of 16 bytes), or None."""
+    return next((b for b in stride_bytes if isinstance(b, int) and b % 16), None)
+
+
 def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDescriptor:
     g = global_region.buffer
     if g.attrs.get("device_bound"):
@@ -171,15 +186,11 @@ def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDes
     if rank > 5:
         raise CompileError(f"TMA handles at most 5 dimensions; {g.name} has {rank}", loc)
     dims = tuple(_int_or_expr(s) for s in reversed(g.shape))
-    strides = g.effective_strides()
-    stride_bytes = []
-    for s in reversed(strides[:-1]):
-        si = ir.const_int(s)
-        b = dtype.bytes_for(si) if si is not None else s * dtype.storage_bits // 8
-        if isinstance(b, int) and b % 16:
-            raise CompileError(f"TMA needs global strides that are multiples of 16 bytes; {g.name} "
-                               f"has a stride of {b} bytes", loc)
-        stride_bytes.append(b)
+    stride_bytes = global_stride_bytes(g)
+    bad = misaligned_stride(stride_bytes)
+    if bad is not None:
+        raise CompileError(f"TMA needs global strides that are multiples of 16 bytes; {g.name} "
+                           f"has a stride of {bad} bytes", loc)
     box = tuple(reversed(global_region.static_extents()))
     if any(b > 256 for b in box):
         raise CompileError(f"TMA box dimensions are at most 256 elements; the tile of {g.name} is "
