@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from . import PassConfigKey, compile, lower
+from .bench.table import ratio_text
 from .examples.gemm import matmul_tma_copy
 from .target import detect_arch
 
@@ -67,7 +68,7 @@ def run_on_gpu(size: int) -> None:
     print(f"\nOn {torch.cuda.get_device_name()}: relative error {err:.2e} ({'ok' if ok else 'WRONG'})")
     print(f"  tileworkbench spec GEMM: {flops / ours / 1e9:7.1f} TFLOP/s ({ours:.3f} ms)")
     print(f"  cuBLAS (torch.matmul):   {flops / cublas / 1e9:7.1f} TFLOP/s ({cublas:.3f} ms)")
-    print(f"  ratio: {cublas / ours:.3f}x cuBLAS")
+    print(f"  ratio: {ratio_text(cublas / ours)}x cuBLAS")
     if not ok:
         raise SystemExit("the GEMM's result does not match the reference")
 
