@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .errors import CompileError
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class DType:
         from .ir import nodes
 
         if isinstance(value, (int, float, bool)):
+            problem = constant_problem(value, self)
+            if problem:
+                raise CompileError(f"T.{self.name}({value!r}): {problem}")
             return nodes.Const(float(value) if self.is_float else int(value), self)
         return nodes.cast(value, self)
 
@@ -103,7 +109,7 @@ _NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64, "
 
 
 def as_dtype(value) -> DType:
-    """Accept a DType, its name, or an alias; raise ValueError otherwise."""
+    """Accept a DType, its name, or an alias; raise CompileError (a ValueError) otherwise."""
     if isinstance(value, DType):
         return value
     if isinstance(value, str):
@@ -111,7 +117,50 @@ def as_dtype(value) -> DType:
             return ALL[value]
         if value in ALIASES:
             return ALIASES[value]
-    raise ValueError(f"unknown data type {value!r}; expected one of {', '.join(sorted(ALL))}")
+    shown = repr(value) if isinstance(value, (str, int, float)) or value is None else type(value).__name__
+    raise CompileError(f"unknown data type {shown}; expected one of {', '.join(sorted(ALL))}")
+
+
+# Largest finite magnitude of each floating-point type.
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+              "float64": 1.7976931348623157e308, "float8_e4m3": 448.0, "float8_e5m2": 57344.0,
+              "float4_e2m1fn": 6.0, "float4_e2m1_unpacked": 6.0}
+
+
+def value_range(dtype: DType) -> tuple | None:
+    """(lowest, highest) finite value of ``dtype``, None for pointers."""
+    if dtype.kind == "int":
+        return -(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1) - 1
+    if dtype.kind == "uint":
+        return 0, 2**dtype.bits - 1
+    if dtype.kind == "bool":
+        return 0, 1
+    if dtype.is_float:
+        top = _FLOAT_MAX[dtype.name]
+        return -top, top
+    return None
+
+
+def constant_problem(value, dtype: DType) -> str | None:
+    """Why the Python number ``value`` cannot be a constant of ``dtype`` (None: it can). Integers
+    must fit exactly; a float stored as an integer must be whole; a finite float must not
+    overflow to infinity (infinity itself, NaN, and rounding are fine)."""
+    bounds = value_range(dtype)
+    if bounds is None or isinstance(value, bool):
+        return None
+    if dtype.kind in ("int", "uint", "bool"):
+        if isinstance(value, float):
+            if not math.isfinite(value) or value != int(value):
+                return f"{value!r} is not a whole number, and {dtype.name} holds only integers"
+            value = int(value)
+        if not bounds[0] <= value <= bounds[1]:
+            return f"{value} does not fit {dtype.name} ({bounds[0]} .. {bounds[1]})"
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if abs(value) > bounds[1]:
+        return f"{value!r} is beyond the largest finite {dtype.name} ({bounds[1]:g})"
+    return None
 
 
 def numpy_dtype(dtype: DType):

@@ -1,12 +1,24 @@
 """User-facing errors.
 
 Every mistake a user can make in a kernel surfaces as a :class:`CompileError` that names the
-problem and points at the line of the user's kernel, with a caret under the column.
+problem and points at the line of the user's kernel, with a caret under the column. Mistakes
+made outside the front end's walk of a kernel (an annotation Python evaluates when it runs the
+``def``, a bad argument to ``compile``) point at the user's line that made them:
+:func:`caller_location`. A failure of the compiler itself is an :class:`InternalCompilerError`,
+which says so plainly (the robustness suite shows no user input reaches it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import linecache
+import os
+import sys
 from dataclasses import dataclass
+
+DEBUG_ENV = "TILEWORKBENCH_DEBUG"  # set to 1 to see the raw tracebacks of internal errors
+TOO_DEEP = ("this kernel's expressions are nested too deeply to compile; give parts of the expression "
+            "names of their own (x = a + b) and combine those")
 
 
 @dataclass(frozen=True)
@@ -54,5 +66,78 @@ class CompileError(ValueError):
         return (type(self), (self.message, self.loc))
 
 
+class InternalCompilerError(CompileError):
+    """The compiler failed on a kernel it should have lowered or rejected: a bug of ours, not the
+    user's. The message says so, names the stage and keeps the user's line where one is known."""
+
+    def __init__(self, message: str, loc: SourceLocation | None = None):
+        if not message.startswith("internal error"):
+            message = (f"internal error in tileworkbench ({message}); this is a compiler bug, please report it "
+                       f"with the kernel (TILEWORKBENCH_DEBUG=1 shows the traceback)")
+        super().__init__(message, loc)
+
+
 class KernelRuntimeError(RuntimeError):
     """A kernel launch that failed or was called with arguments that do not match."""
+
+
+@contextlib.contextmanager
+def internal_errors(stage: str, loc: SourceLocation | None = None):
+    """Inside, an exception that is not one of ours is a compiler bug: it leaves as an
+    :class:`InternalCompilerError` naming ``stage`` (``TILEWORKBENCH_DEBUG=1`` lets it through as
+    it is). Running out of Python's recursion limit means the kernel is too deep: a CompileError."""
+    try:
+        yield
+    except (CompileError, KernelRuntimeError):
+        raise
+    except RecursionError:
+        raise CompileError(TOO_DEEP, loc) from None
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        raise InternalCompilerError(f"{stage} failed with {type(exc).__name__}: {exc}", loc) from exc
+
+
+# ---- where the user is -----------------------------------------------------------------------
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_USER_CODE_IN_PACKAGE = (os.path.join(_PACKAGE, "examples"),)  # kernels written like a user's
+
+
+def _is_package_frame(frame) -> bool:
+    """The frame runs tileworkbench's own code (by file, or by module for code Python generates,
+    such as a dataclass's ``__init__``); the examples count as user code."""
+    filename = frame.f_code.co_filename
+    if filename.startswith("<"):
+        module = frame.f_globals.get("__name__", "")
+        return module.startswith("tileworkbench.") and not module.startswith("tileworkbench.examples")
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE + os.sep) and not path.startswith(_USER_CODE_IN_PACKAGE)
+
+
+def _column(frame) -> int:
+    """The column of the expression the frame is running (Python 3.11+ keeps one per instruction)."""
+    positions = getattr(frame.f_code, "co_positions", None)
+    if positions is None:
+        return 0
+    for index, (line, _end_line, col, _end_col) in enumerate(positions()):
+        if index == frame.f_lasti // 2:
+            return col if line == frame.f_lineno and col is not None else 0
+    return 0
+
+
+def caller_location() -> SourceLocation | None:
+    """The innermost frame outside tileworkbench (the user's line that called into it), or None."""
+    frame = sys._getframe(1)
+    while frame is not None and _is_package_frame(frame):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    filename = frame.f_code.co_filename
+    text = linecache.getline(filename, frame.f_lineno, frame.f_globals).rstrip("\n")
+    return SourceLocation(filename, frame.f_lineno, _column(frame), text)
+
+
+def user_error(message: str) -> CompileError:
+    """A CompileError at the user's line that called into tileworkbench (for API misuse)."""
+    return CompileError(message, caller_location())

@@ -7,8 +7,12 @@ configs (and optionally a target) to every ``lower``/``compile`` inside it, as i
 from __future__ import annotations
 
 import enum
+import numbers
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from .errors import user_error
 
 
 class PassConfigKey(str, enum.Enum):
@@ -31,16 +35,46 @@ class PassConfigKey(str, enum.Enum):
 
 
 _KNOWN_KEYS = {k.value for k in PassConfigKey}
+# The values each key takes (every other key is a switch: True or False).
+BARRIER_CHECK_MODES = ("error", "warn", "off")
+
+
+def _config_value_problem(name: str, value) -> str | None:
+    """Why ``value`` is not a value of pass config ``name``, or None. A switch takes True or False
+    (0 and 1 too); a string such as "no" is refused rather than read as true."""
+    if name == PassConfigKey.TW_BARRIER_CHECK.value:
+        return None if isinstance(value, str) and value in BARRIER_CHECK_MODES else \
+            "must be 'error', 'warn' or 'off'"
+    if name == PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT.value:
+        if value is None or value is False:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+            return "is a time limit in seconds (0, False or None switch debug mode off)"
+        return None
+    if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return None
+    return "is a switch: True or False"
 
 
 def normalize_pass_configs(configs) -> dict:
-    """Accept keys as PassConfigKey or strings; reject unknown keys with a clear message."""
+    """Accept keys as PassConfigKey or strings; reject unknown keys and bad values with a clear
+    message (a CompileError at the user's line)."""
+    if configs is None:
+        return {}
+    if not isinstance(configs, Mapping):
+        raise user_error(f"pass_configs must be a dict of pass config keys to values, not a "
+                         f"{type(configs).__name__}")
     out = {}
-    for key, value in dict(configs or {}).items():
-        name = key.value if isinstance(key, PassConfigKey) else str(key)
+    for key, value in configs.items():
+        if not isinstance(key, str):
+            raise user_error(f"pass config keys are strings or PassConfigKey members, not {key!r}")
+        name = key.value if isinstance(key, PassConfigKey) else key
         if name not in _KNOWN_KEYS:
             known = ", ".join(sorted(_KNOWN_KEYS))
-            raise ValueError(f"unknown pass config {name!r}; known keys: {known}")
+            raise user_error(f"unknown pass config {name!r}; known keys: {known}")
+        problem = _config_value_problem(name, value)
+        if problem:
+            raise user_error(f"pass config {name} {problem}, not {value!r}")
         out[name] = value
     return out
 
@@ -69,16 +103,16 @@ class Target:
         if isinstance(value, dict):
             kind = value.get("kind", "cuda")
             if kind != "cuda":
-                raise ValueError(f"unsupported target kind {kind!r}; only 'cuda' is supported")
+                raise user_error(f"unsupported target kind {kind!r}; only 'cuda' is supported")
             arch = value.get("arch", "sm_90a")
-            if arch not in _ARCHS:
-                raise ValueError(f"unsupported arch {arch!r}; expected one of {', '.join(_ARCHS)}")
+            if not isinstance(arch, str) or arch not in _ARCHS:
+                raise user_error(f"unsupported arch {arch!r}; expected one of {', '.join(_ARCHS)}")
             return Target("cuda", _ARCHS[arch])
         if isinstance(value, str) and value.startswith("cuda -arch="):
             return Target.of({"kind": "cuda", "arch": value.split("=", 1)[1]})
         if isinstance(value, str) and value.startswith("sm_"):
             return Target.of({"kind": "cuda", "arch": value})
-        raise ValueError(f"cannot interpret target {value!r}; use 'auto', 'cuda', an arch such as 'sm_90a', "
+        raise user_error(f"cannot interpret target {value!r}; use 'auto', 'cuda', an arch such as 'sm_90a', "
                          f"'cuda -arch=sm_90a', a dict {{'kind': 'cuda', 'arch': ...}} or a Target")
 
     @property

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import inspect
 import operator
 import os
+import sys
 import textwrap
+import traceback
 
 from .. import dtypes as _dt
-from ..errors import CompileError, SourceLocation
+from ..errors import DEBUG_ENV, TOO_DEEP, CompileError, InternalCompilerError, SourceLocation, caller_location
 from ..ir import nodes as ir
-from ..language import KernelSpec, LoopSpec, TensorSpec
+from ..language import LoopSpec, TensorSpec
 from ..language import builder as _b
 
 _BINOPS = {
@@ -33,7 +36,67 @@ _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
 _PY_CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
            "==": operator.eq, "!=": operator.ne}
 
-DEBUG_ENV = "TILEWORKBENCH_DEBUG"  # set to 1 to see raw tracebacks of internal errors
+# Python frames the compiler may use while it works: the front end, the passes and the printer
+# recurse over expressions, a few frames a level, so a sum of a few hundred terms needs more than
+# Python's default of 1000 (`deep_recursion`). Past this, the kernel is too deep to compile.
+RECURSION_LIMIT = 8000
+
+# Constructs Python has that kernels do not, with what to write instead.
+_UNSUPPORTED = {
+    "While": "`while` loops are not supported in kernels; use `for i in T.serial(n)`",
+    "Break": "`break` is not supported: kernel loops run all their iterations (guard the body with an `if`)",
+    "Continue": "`continue` is not supported: kernel loops run all their iterations (guard the body with an `if`)",
+    "Return": "a kernel returns nothing: write its results into a tensor parameter",
+    "Try": "`try` is not supported in kernels",
+    "Raise": "`raise` is not supported in kernels",
+    "Assert": "`assert` is not supported in kernels (check sizes in Python before defining the kernel)",
+    "Lambda": "lambdas are not supported in kernels; define a Python helper outside the kernel",
+    "ListComp": "list comprehensions are not supported in kernels; build lists in Python outside the kernel",
+    "SetComp": "set comprehensions are not supported in kernels",
+    "DictComp": "dict comprehensions are not supported in kernels",
+    "GeneratorExp": "generator expressions are not supported in kernels",
+    "FunctionDef": "functions cannot be defined inside a kernel; define the helper outside it (a Python helper "
+                   "that calls T.* functions is run while the kernel is built)",
+    "AsyncFunctionDef": "functions cannot be defined inside a kernel",
+    "ClassDef": "classes cannot be defined inside a kernel",
+    "Global": "`global` is not supported in kernels",
+    "Nonlocal": "`nonlocal` is not supported in kernels",
+    "Import": "imports are not supported inside kernels; import at the top of the module",
+    "ImportFrom": "imports are not supported inside kernels; import at the top of the module",
+    "Delete": "`del` is not supported in kernels",
+    "Yield": "`yield` is not supported in kernels",
+    "YieldFrom": "`yield` is not supported in kernels",
+    "Await": "`await` is not supported in kernels",
+    "AsyncFor": "`async for` is not supported in kernels",
+    "AsyncWith": "`async with` is not supported in kernels",
+    "NamedExpr": "the walrus operator `:=` is not supported in kernels; assign on a line of its own",
+    "Starred": "`*` unpacking is only supported in call arguments",
+    "JoinedStr": "f-strings are not supported in kernels",
+    "Set": "set literals are not supported in kernels",
+    "Match": "`match` is not supported in kernels",
+    "TypeAlias": "`type` aliases are not supported in kernels",
+}
+
+
+@contextlib.contextmanager
+def deep_recursion():
+    """Raise Python's recursion limit to ``RECURSION_LIMIT`` while the compiler runs (never lowers it)."""
+    previous = sys.getrecursionlimit()
+    if previous < RECURSION_LIMIT:
+        sys.setrecursionlimit(RECURSION_LIMIT)
+    try:
+        yield
+    finally:
+        if previous < RECURSION_LIMIT:
+            sys.setrecursionlimit(previous)
+
+
+def _raised_in_package(exc: BaseException) -> bool:
+    """``exc`` came from tileworkbench's own code, not from a user's helper or a Python builtin
+    the kernel called (its traceback starts at the front end's call; a builtin adds no frame)."""
+    frames = traceback.extract_tb(exc.__traceback__)[1:]
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return bool(frames) and os.path.abspath(frames[-1].filename).startswith(package + os.sep)
 
 
 def _is_ir(value) -> bool:
@@ -84,16 +147,20 @@ class Parser(ast.NodeVisitor):
             return super().visit(node)
         except CompileError as err:
             raise err.with_location(self.loc(node)) from err.__cause__
+        except RecursionError:
+            raise self.error(node, TOO_DEEP) from None
         except Exception as exc:  # an internal failure: pin it to the user's line once
             if os.environ.get(DEBUG_ENV):
                 raise
-            raise self.error(node, f"{type(exc).__name__}: {exc}") from exc
+            raise InternalCompilerError(f"the front end failed with {type(exc).__name__}: {exc}",
+                                        self.loc(node)) from exc
         finally:
             if isinstance(node, ast.stmt):
                 self.builder.loc = previous
 
     def generic_visit(self, node):
-        raise self.error(node, f"unsupported construct in a kernel: {type(node).__name__}")
+        name = type(node).__name__
+        raise self.error(node, _UNSUPPORTED.get(name, f"unsupported construct in a kernel: {name}"))
 
     # ---- names ---------------------------------------------------------------------------------
     def bind(self, name, value):
@@ -110,14 +177,32 @@ class Parser(ast.NodeVisitor):
         raise self.error(node, f"unknown name {name!r}")
 
     # ---- function --------------------------------------------------------------------------------
+    def check_signature(self, fdef):
+        if isinstance(fdef, ast.AsyncFunctionDef):
+            raise self.error(fdef, "a kernel cannot be an `async def`")
+        args = fdef.args
+        if args.vararg is not None or args.kwarg is not None:
+            extra = args.vararg or args.kwarg
+            raise self.error(extra, f"a kernel takes named parameters only, not *{extra.arg} or **{extra.arg}: "
+                                    "each tensor needs a T.Tensor(...) annotation of its own")
+        if args.kwonlyargs:
+            raise self.error(args.kwonlyargs[0], "a kernel takes no keyword-only parameters")
+        if args.defaults:
+            raise self.error(args.defaults[0], "kernel parameters take no default values (the caller passes "
+                                               "every tensor)")
+
     def parse_function(self, fdef: ast.FunctionDef) -> ir.PrimFunc:
-        for arg in fdef.args.args:
+        self.check_signature(fdef)
+        annotations = getattr(self.fn, "__annotations__", {})
+        for arg in fdef.args.posonlyargs + fdef.args.args:
             if arg.annotation is None:
                 raise self.error(arg, f"parameter {arg.arg!r} needs a T.Tensor(...) annotation")
-            annotations = getattr(self.fn, "__annotations__", {})
-            # Python already evaluated the annotation in the defining scope; prefer its value.
-            spec = annotations[arg.arg] if arg.arg in annotations else self.eval(arg.annotation)
             self.builder.loc = self.loc(arg)
+            # Python already evaluated the annotation in the defining scope; prefer its value, but
+            # under `from __future__ import annotations` it is the text: evaluate it here.
+            spec = annotations.get(arg.arg)
+            if arg.arg not in annotations or isinstance(spec, str):
+                spec = self.eval(arg.annotation)
             if isinstance(spec, TensorSpec):
                 shape = tuple(ir.as_expr(s) for s in spec.shape)
                 strides = None if spec.strides is None else tuple(ir.as_expr(s) for s in spec.strides)
@@ -126,7 +211,7 @@ class Parser(ast.NodeVisitor):
                 value = ir.Var(arg.arg, spec)
             else:
                 raise self.error(arg, f"parameter {arg.arg!r}: annotation must be T.Tensor, "
-                                      f"T.StridedTensor or a dtype, not {spec!r}")
+                                      f"T.StridedTensor or a dtype, not {ir.describe(spec)}")
             self.params.append(value)
             self.bind(arg.arg, value)
         self.builder.push()
@@ -146,9 +231,12 @@ class Parser(ast.NodeVisitor):
         if len(node.items) != 1:
             raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
         item = node.items[0]
-        spec = self.eval(item.context_expr)
-        if not isinstance(spec, KernelSpec):
+        from .. import language as T
+
+        # Look at what is called before calling it: `with open(...)` must not run.
+        if not isinstance(item.context_expr, ast.Call) or self.eval(item.context_expr.func) is not T.Kernel:
             raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
+        spec = self.eval(item.context_expr)
         if self.kernel_seen:
             raise self.error(node, "a kernel has exactly one `with T.Kernel(...)` block")
         self.kernel_seen = True
@@ -160,7 +248,11 @@ class Parser(ast.NodeVisitor):
         for v in block_vars:
             self.bind(v.name, v)
         self.builder.launch = ir.Launch(spec.grid, spec.threads, block_vars, ir.Var("tx"))
-        self.visit_body(node.body)
+        self.builder.in_kernel = True
+        try:
+            self.visit_body(node.body)
+        finally:
+            self.builder.in_kernel = False
 
     def _target_names(self, target) -> list[str]:
         if isinstance(target, ast.Name):
@@ -194,8 +286,10 @@ class Parser(ast.NodeVisitor):
             raise self.error(node, "a declaration needs a value")
         value = self.eval(node.value)
         dtype = self.eval(node.annotation)
-        if isinstance(dtype, _dt.DType):
-            value = ir.cast(value, dtype)
+        if not isinstance(dtype, _dt.DType):
+            raise self.error(node.annotation, f"a variable's annotation must be a dtype such as T.int32, "
+                                              f"not {ir.describe(dtype)}")
+        value = ir.cast(_b.number(value, f"the value of {ast.unparse(node.target)}"), dtype)
         self._assign(node.target, value, node)
 
     def _assign(self, target, value, node):
@@ -244,7 +338,7 @@ class Parser(ast.NodeVisitor):
         if op is None:
             raise self.error(node, f"unsupported operator {type(node.op).__name__}")
         current = self.eval(node.target)
-        value = op(current, self.eval(node.value))
+        value = self.arith(node, op, current, self.eval(node.value))
         if isinstance(node.target, ast.Subscript):
             self._store(node.target, value)
         else:
@@ -253,18 +347,19 @@ class Parser(ast.NodeVisitor):
     def _store(self, target: ast.Subscript, value):
         buf = self.eval(target.value)
         if not isinstance(buf, ir.Buffer):
-            raise self.error(target, "only kernel buffers can be assigned to by index")
+            raise self.error(target, f"only kernel buffers can be assigned to by index, not {ir.describe(buf)}")
+        if buf.scope == "barrier":
+            raise self.error(target, f"{buf.name} is a barrier: it is set up by the compiler and changed only by "
+                                     "T.barrier_arrive, T.barrier_wait and TMA copies")
         key = self.eval(target.slice)
         key = key if isinstance(key, tuple) else (key,)
         if len(key) != buf.ndim:
             raise self.error(target, f"{buf.name} has {buf.ndim} dimension(s), indexed with {len(key)}")
         if any(isinstance(k, slice) for k in key):
             raise self.error(target, "assigning to a slice is not supported; use T.fill or T.copy")
-        try:
-            value = ir.cast(ir.as_expr(value), buf.dtype)
-        except TypeError as exc:
-            raise self.error(target, str(exc)) from None
-        self.builder.emit(ir.BufferStore(buf, tuple(ir.as_expr(k) for k in key), value))
+        element = _b.subscript_buffer(buf, key)  # the indices' checks, as for a load
+        value = ir.cast(_b.stored_value(value, buf, f"the value stored in {buf.name}"), buf.dtype)
+        self.builder.emit(ir.BufferStore(buf, element.indices, value))
 
     def visit_For(self, node):
         if node.orelse:
@@ -307,9 +402,13 @@ class Parser(ast.NodeVisitor):
 
     def visit_If(self, node):
         cond = self.eval(node.test)
+        if isinstance(cond, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
+            raise self.error(node.test, f"{ir.describe(cond)} is not a condition; compare its elements instead")
         if not _is_ir(cond):  # decided while parsing: keep only the branch taken
             self.visit_body(node.body if cond else node.orelse)
             return
+        if not self.builder.in_kernel:
+            raise self.error(node, "an `if` on a kernel value must be inside `with T.Kernel(...)`")
         self.builder.push()
         self.visit_body(node.body)
         then_body = self.builder.pop()
@@ -325,6 +424,8 @@ class Parser(ast.NodeVisitor):
         return self.visit(node)
 
     def visit_Constant(self, node):
+        if isinstance(node.value, int) and not isinstance(node.value, bool) and not -(2**63) <= node.value < 2**64:
+            raise self.error(node, f"the integer literal {node.value} does not fit in 64 bits")
         return node.value
 
     def visit_Name(self, node):
@@ -360,9 +461,13 @@ class Parser(ast.NodeVisitor):
         key = self.eval(node.slice)
         if isinstance(base, ir.Buffer):
             return _b.subscript_buffer(base, key)
-        if _is_ir(key):
-            raise self.error(node, "a Python list or tuple cannot be indexed by a kernel value")
-        return base[key]
+        if _is_ir(key) or isinstance(key, tuple) and any(_is_ir(k) for k in key):
+            raise self.error(node, f"{ir.describe(base)} is indexed while the kernel is built, so its index must "
+                                   "be a Python value, not a kernel value")
+        try:
+            return base[key]
+        except (IndexError, KeyError, TypeError) as exc:
+            raise self.error(node, f"cannot index {ir.describe(base)} with {ir.describe(key)}: {exc}") from None
 
     def visit_Call(self, node):
         fn = self.eval(node.func)
@@ -378,37 +483,72 @@ class Parser(ast.NodeVisitor):
                 kwargs.update(self.eval(k.value))
             else:
                 kwargs[k.arg] = self.eval(k.value)
-        if not callable(fn):
+        if not callable(fn) or isinstance(fn, (ir.Buffer, ir.Expr)):
             raise self.error(node, f"{ast.unparse(node.func)} is not callable")
+        if fn is print:
+            raise self.error(node, "print() would run while the kernel is built, not when it runs; printing "
+                                   "from a kernel is not supported")
         try:
             inspect.signature(fn).bind(*args, **kwargs)
         except TypeError as exc:
             raise self.error(node, f"wrong arguments to {ast.unparse(node.func)}: {exc}") from None
         except ValueError:
             pass  # builtins without a signature
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except CompileError:
+            raise
+        except RecursionError:
+            raise
+        except Exception as exc:
+            if _raised_in_package(exc):
+                raise
+            # The user's own helper (or a Python builtin on the wrong values) failed while the
+            # kernel was built: the user's error, at this call.
+            raise self.error(node, f"{ast.unparse(node.func)}(...) raised {type(exc).__name__}: {exc}") from exc
 
     def visit_BinOp(self, node):
         a, b = self.eval(node.left), self.eval(node.right)
         op = _BINOPS.get(type(node.op))
         if op is None:
             raise self.error(node, f"unsupported operator {type(node.op).__name__}")
-        if (_is_ir(a) or _is_ir(b)) and op is operator.pow:
-            raise self.error(node, "** is only supported between Python numbers")
+        return self.arith(node, op, a, b)
+
+    def arith(self, node, op, a, b):
+        """``a op b``: Python's own arithmetic between Python values, an IR expression otherwise."""
+        symbol = ast.unparse(ast.BinOp(ast.Constant(1), node.op, ast.Constant(1)))[2:-2]
+        for v in (a, b):
+            if isinstance(v, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
+                raise self.error(node, f"{_b.describe(v)} cannot be used as a number in a kernel"
+                                       + (f" (index it: {v.name}[i])" if isinstance(v, ir.Buffer) else ""))
+        if _is_ir(a) or _is_ir(b):
+            if op is operator.pow:
+                raise self.error(node, "** is only supported between Python numbers")
+            for v in (a, b):
+                if not _is_ir(v):
+                    _b.number(v, f"the other operand of `{symbol}`")
+            return op(a, b)
         try:
             return op(a, b)
-        except TypeError as exc:
-            raise self.error(node, f"cannot apply {type(node.op).__name__}: {exc}") from None
+        except ZeroDivisionError:
+            raise self.error(node, f"division by zero: `{ast.unparse(node)}`") from None
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise self.error(node, f"cannot compute `{ast.unparse(node)}` with {ir.describe(a)} and "
+                                   f"{ir.describe(b)}: {exc}") from None
 
     def visit_UnaryOp(self, node):
         v = self.eval(node.operand)
         if isinstance(node.op, ast.Not):
             return ir.Not(v) if _is_ir(v) else not v
+        if isinstance(node.op, (ast.USub, ast.UAdd)) and not _is_ir(v):
+            _b.number(v, f"the operand of `{ast.unparse(node)[0]}`")
         if isinstance(node.op, ast.USub):
             return -v
         if isinstance(node.op, ast.UAdd):
             return v
         if isinstance(node.op, ast.Invert):
+            if _is_ir(v) and v.dtype.is_float or isinstance(v, float):
+                raise self.error(node, f"`~` takes an integer, not {ir.describe(v)}")
             return ir.binop("^", v, -1) if _is_ir(v) else ~v
         raise self.error(node, "unsupported unary operator")
 
@@ -474,24 +614,58 @@ def _closure_vars(fn) -> dict:
     return out
 
 
+def _kernel_function(fn):
+    """``fn`` if it can be a kernel (a function written with ``def``), else a CompileError at the
+    user's line saying what it is."""
+    if inspect.isclass(fn):
+        raise CompileError(f"the class {fn.__name__} is not a kernel; pass a function written in the DSL "
+                           "(decorated with @T.prim_func)", caller_location())
+    if not inspect.isfunction(fn):
+        raise CompileError(f"expected a kernel (a @T.prim_func, or a function written in the DSL), not "
+                           f"{ir.describe(fn)}", caller_location())
+    if fn.__name__ == "<lambda>":
+        raise CompileError("a lambda cannot be a kernel; write it as a `def` decorated with @T.prim_func",
+                           caller_location())
+    return fn
+
+
+def _refuse_builder(fn, fdef):
+    """A builder (a function that defines a kernel inside and returns it) passed where its kernel
+    belongs: say so at the user's line rather than complain about its parameters."""
+    inner = [n for n in ast.walk(fdef) if n is not fdef and isinstance(n, ast.FunctionDef)
+             and any("prim_func" in ast.unparse(d) for d in n.decorator_list)]
+    if inner:
+        raise CompileError(f"{fn.__name__} is a builder: it defines the kernel {inner[0].name} and returns it. "
+                           f"Call it and pass what it returns: {fn.__name__}(...)", caller_location())
+
+
 def parse(fn) -> ir.PrimFunc:
     """Parse a Python function written in the tile DSL into a PrimFunc."""
     if isinstance(fn, ir.PrimFunc):
         return fn
+    fn = _kernel_function(fn)
     try:
         lines, first_line = inspect.getsourcelines(fn)
         file = inspect.getsourcefile(fn) or "<unknown>"
     except (OSError, TypeError) as exc:
-        raise CompileError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {exc}") from None
+        raise CompileError(f"cannot read the source of {fn.__name__!r}: {exc}", caller_location()) from None
     source = textwrap.dedent("".join(lines))
-    tree = ast.parse(source)
-    fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:  # a def whose source lines inspect cannot cut out alone
+        raise CompileError(f"cannot parse the source of {fn.__name__!r}: {exc.msg}", caller_location()) from None
+    fdef = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.name == fn.__name__), None)
+    if fdef is None:
+        raise CompileError(f"cannot find the definition of {fn.__name__!r} in its source", caller_location())
+    _refuse_builder(fn, fdef)
     fdef.decorator_list = []
     parser = Parser(fn, source.splitlines(), file, first_line, _closure_vars(fn))
     previous = getattr(_b._state, "builder", None)
     _b.install(parser.builder)
     try:
-        func = parser.parse_function(fdef)
+        with deep_recursion():
+            func = parser.parse_function(fdef)
     finally:
         _b.install(previous)
     func.attrs["source_lines"] = source.splitlines()

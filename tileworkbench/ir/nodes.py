@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from .. import dtypes
 from ..dtypes import DType
-from ..errors import SourceLocation  # noqa: F401 (re-exported)
+from ..errors import CompileError, SourceLocation  # noqa: F401 (re-exported)
 
 # --------------------------------------------------------------------------------------------
 # Expressions
@@ -80,12 +80,28 @@ class Expr:
     def __rshift__(self, other):
         return binop(">>", self, other)
 
+    def __rand__(self, other):
+        return binop("&", other, self)
+
+    def __ror__(self, other):
+        return binop("|", other, self)
+
+    def __rxor__(self, other):
+        return binop("^", other, self)
+
+    def __rlshift__(self, other):
+        return binop("<<", other, self)
+
+    def __rrshift__(self, other):
+        return binop(">>", other, self)
+
     def __neg__(self):
         return binop("-", Const(0, self.dtype), self)
 
     def __bool__(self):
-        raise TypeError(
-            "a kernel value has no Python truth value; use it in an `if` inside the kernel"
+        raise CompileError(
+            f"the kernel value {self} has no Python truth value while the kernel is built (it is known only "
+            "when the kernel runs); test it with an `if` statement or T.if_then_else inside the kernel"
         )
 
     def __str__(self) -> str:
@@ -173,11 +189,14 @@ def const(value, dtype: DType | None = None) -> Const:
         if isinstance(value, bool):
             dtype = dtypes.boolean
         elif isinstance(value, int):
-            dtype = dtypes.int32 if -(2**31) <= value < 2**31 else dtypes.int64
+            if not -(2**63) <= value < 2**64:
+                raise CompileError(f"the integer {value} does not fit in 64 bits")
+            dtype = (dtypes.int32 if -(2**31) <= value < 2**31 else dtypes.int64 if value < 2**63
+                     else dtypes.uint64)
         elif isinstance(value, float):
             dtype = dtypes.float32
         else:
-            raise TypeError(f"cannot make a constant of {value!r}")
+            raise CompileError(f"{describe(value)} cannot be used as a number in a kernel")
     return Const(value, dtype)
 
 
@@ -189,11 +208,40 @@ def as_expr(value) -> Expr:
     try:  # numpy scalars
         import numpy as np
 
-        if isinstance(value, np.generic):
+        if isinstance(value, np.generic) and (np.issubdtype(value.dtype, np.number) or value.dtype == np.bool_):
             return const(value.item())
     except ImportError:  # pragma: no cover
         pass
-    raise TypeError(f"{value!r} (of type {type(value).__name__}) cannot be used in a kernel expression")
+    raise CompileError(f"{describe(value)} cannot be used as a number in a kernel")
+
+
+def describe(value) -> str:
+    """A value as an error message names it (never an object's address)."""
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return f"the bool {value}"
+    if isinstance(value, (int, float)):
+        return f"the {type(value).__name__} {value!r}"
+    if isinstance(value, Buffer):
+        kind = "barrier" if value.scope == "barrier" else f"{value.scope} buffer"
+        return f"the {kind} {value.name}"
+    if isinstance(value, Region):
+        return f"a slice of {value.buffer.name}"
+    if isinstance(value, BarrierRef):
+        return f"the barrier slot {value.buffer.name}[{value.index}]"
+    if isinstance(value, DType):
+        return f"the dtype {value.name}"
+    if isinstance(value, Expr):
+        return f"a {value.dtype.name} kernel value ({value})"
+    if isinstance(value, (list, tuple, dict, set)):
+        return f"a {type(value).__name__} of {len(value)}"
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    name = getattr(value, "__name__", None)
+    return f"the {type(value).__name__} {name}" if isinstance(name, str) else f"a {type(value).__name__}"
 
 
 def result_dtype(op: str, a: DType, b: DType) -> DType:
@@ -228,9 +276,30 @@ _FOLD = {
 }
 
 
+BITWISE = ("&", "|", "^", "<<", ">>")
+_OP_WORDS = {"&": "&", "|": "|", "^": "^", "<<": "<<", ">>": ">>", "//": "//", "%": "%", "/": "/"}
+
+
+def _check_operands(op: str, a: Expr, b: Expr):
+    """What no kernel may compute, whoever builds it: bitwise operations on floats, a division or
+    modulo by a constant zero, a shift by a constant outside the value's width."""
+    if op in BITWISE and (a.dtype.is_float or b.dtype.is_float):
+        which = a if a.dtype.is_float else b
+        raise CompileError(f"`{op}` takes integers, but {which} is {which.dtype.name}")
+    if op in ("//", "%", "/") and isinstance(b, Const) and not isinstance(b.value, bool) and b.value == 0:
+        raise CompileError(f"division by zero: `{a} {op} 0`")
+    if op in ("<<", ">>") and isinstance(b, Const) and isinstance(b.value, int):
+        width = max(a.dtype.bits, 32)
+        if not 0 <= b.value < width:
+            raise CompileError(f"shift by {b.value}: a {width}-bit value shifts by 0 to {width - 1} bits")
+
+
 def binop(op: str, a, b) -> Expr:
     """Build ``a op b``, folding constants and the trivial identities (x+0, x*1, x*0)."""
     a, b = as_expr(a), as_expr(b)
+    if a.dtype.kind == "handle" or b.dtype.kind == "handle":
+        raise CompileError(f"a pointer cannot take part in `{op}`; T.make_tensor turns it into a tensor")
+    _check_operands(op, a, b)
     dtype = result_dtype(op, a.dtype, b.dtype)
     if isinstance(a, Const) and isinstance(b, Const) and op in _FOLD and not dtype.is_float:
         if not (op in ("//", "%") and b.value == 0):

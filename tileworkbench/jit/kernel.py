@@ -8,12 +8,13 @@ import time
 
 from ..errors import KernelRuntimeError
 from ..frontend import parse
+from ..ir import nodes as ir
 from ..ir.printer import print_ir
 from ..passes.tma_rules import TmaDescriptor
 from ..passes.trace import Trace
 from ..target import PassContext, Target
 from . import cache
-from .lower import lower
+from .lower import check_out_idx, lower
 
 
 class Kernel:
@@ -23,7 +24,7 @@ class Kernel:
         self.record = record
         self.name = record["kernel_name"]
         self.params = record["params"]
-        self.out_idx = _normalize_out_idx(out_idx, len(self.params))
+        self.out_idx = check_out_idx(out_idx, [(p["name"], p["kind"] == "tensor") for p in self.params], self.name)
         self.trace = Trace.from_dict(record["trace"])
         self.target = Target(**record["target"])
         self.tma_descriptors = {d["name"]: _descriptor(d) for d in record["tma_descriptors"]}
@@ -111,14 +112,6 @@ def _wait_lines(trace) -> dict:
     return {e["stmt"]: e["line"] for e in events if e.get("kind") == "wait" and e.get("stmt") is not None}
 
 
-def _normalize_out_idx(out_idx, n):
-    if out_idx is None:
-        return []
-    if isinstance(out_idx, int):
-        out_idx = [out_idx]
-    return sorted(i + n if i < 0 else i for i in out_idx)
-
-
 def _descriptor(doc: dict) -> TmaDescriptor:
     fields = {k: v for k, v in doc.items() if k != "data_type_name"}
     for k in ("global_dims", "global_strides_bytes", "box_dims", "element_strides"):
@@ -161,8 +154,6 @@ def _cubin_fields(result) -> dict:
 
 
 def _record(artifact, out_idx, timings) -> dict:
-    from ..ir import nodes as ir
-
     params = []
     for p in artifact.func.params:
         if isinstance(p, ir.Buffer):
@@ -195,6 +186,7 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     tgt = Target.of(target)
     configs = PassContext.merged_configs(pass_configs)
     src = parse(func)
+    out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name) or None
     key = cache.cache_key(print_ir(src), tgt, configs, out_idx)
     if load_device is None:
         load_device = _gpu_present()

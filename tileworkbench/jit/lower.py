@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import numbers
 import time
 from dataclasses import dataclass, field
 
 from .. import __version__
 from ..codegen.cuda import generate_cuda
 from ..codegen.host import generate_host
-from ..errors import CompileError
+from ..errors import CompileError, SourceLocation, internal_errors, user_error
 from ..frontend import parse
+from ..frontend.parser import deep_recursion
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
 from ..passes.manager import LowerContext, run_pipeline
@@ -67,6 +69,12 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
     tgt = Target.of(target)
     configs = PassContext.merged_configs(pass_configs)
     src = parse(func)
+    check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name)
+    with deep_recursion():
+        return _lower(src, tgt, configs, enable_device_compile, out_idx)
+
+
+def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: bool, out_idx) -> "Artifact":
     trace = Trace(kernel={"name": src.name, "target": tgt.to_json(), "pass_configs": _jsonable(configs),
                           "source_file": src.source_file, "source_line": src.source_line,
                           "version": __version__})
@@ -76,9 +84,10 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
     lowered = run_pipeline(copy.deepcopy(src), pass_list(configs), ctx, trace)
     kernel_name = f"{src.name}_kernel"
     debug = debug_timeout(configs)
-    device = generate_cuda(lowered, kernel_name, tgt, debug_timeout_s=debug)
+    with internal_errors("code generation", SourceLocation(src.source_file, src.source_line)):
+        device = generate_cuda(lowered, kernel_name, tgt, debug_timeout_s=debug)
+        host = generate_host(lowered, kernel_name, out_idx, debug_timeout_s=debug)
     device_compile = _start_device_compile(device, tgt.arch, f"{src.name}.cu") if enable_device_compile else None
-    host = generate_host(lowered, kernel_name, out_idx, debug_timeout_s=debug)
     trace.sources = {"device": device, "host": host}
     descs = lowered.attrs.get("tma_descriptors", [])
     trace.tma_descriptors = [d.to_json() for d in descs]
@@ -88,7 +97,9 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
                             "grid": [ir.const_int(g) for g in lowered.launch.grid]})
     artifact = Artifact(lowered, src, kernel_name, device, host, trace, tgt, configs, {d.name: d for d in descs})
     for hook in POST_LOWER_HOOKS:
-        hook(artifact)
+        with internal_errors(f"the analysis {getattr(hook, '__name__', hook)}",
+                             SourceLocation(src.source_file, src.source_line)):
+            hook(artifact)
     if device_compile is not None:
         wait_start = time.perf_counter()
         result = device_compile.result()  # NVRTC's CompileError, with its log, surfaces here
@@ -125,6 +136,33 @@ class _Deferred:
 
     def result(self):
         return self.run()
+
+
+def check_out_idx(out_idx, params: list[tuple[str, bool]], kernel: str) -> list[int]:
+    """The parameters ``out_idx`` names as outputs (``params``: (name, is a tensor) in order), as
+    sorted indices; negative indices count from the end, as TileLang's do. Anything else is a
+    CompileError at the user's line."""
+    if out_idx is None:
+        return []
+    n = len(params)
+    items = [out_idx] if isinstance(out_idx, numbers.Integral) else out_idx
+    if not isinstance(items, (list, tuple)) or any(isinstance(i, bool) or not isinstance(i, numbers.Integral)
+                                                   for i in items):
+        raise user_error(f"out_idx names the output parameters of {kernel} by position: an int or a list of "
+                         f"ints, not {out_idx!r}")
+    chosen: list[int] = []
+    for i in items:
+        if not -n <= i < n:
+            raise user_error(f"out_idx {i} is out of range: {kernel} has {n} parameter(s) "
+                             f"({', '.join(name for name, _ in params)})")
+        index = int(i) + n if i < 0 else int(i)
+        name, is_tensor = params[index]
+        if index in chosen:
+            raise user_error(f"out_idx names parameter {name} twice")
+        if not is_tensor:
+            raise user_error(f"out_idx {i} names the scalar parameter {name}; outputs are tensors")
+        chosen.append(index)
+    return sorted(chosen)
 
 
 def debug_timeout(configs: dict) -> float | None:

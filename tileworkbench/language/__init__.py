@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .. import dtypes as _dt
 from ..dtypes import DType
+from ..errors import CompileError
 from ..ir import nodes as ir
 from . import builder as _b
 from .builder import as_barrier, as_region, error, resolve_regions
@@ -59,18 +60,53 @@ def _shape(shape) -> tuple:
     return (shape,)
 
 
+# A tensor may be far larger than 2^31 elements (kernels index it with 64-bit offsets where
+# needed), but not larger than any machine: 2^48 bytes (256 TiB) is past every GPU's memory.
+MAX_TENSOR_BYTES = 2**48
+
+
+def _tensor_dims(shape, what: str, dtype: DType) -> tuple:
+    dims = tuple(_b.integer(d, f"{what}: dimension {i}") for i, d in enumerate(_shape(shape)))
+    if not dims:
+        raise error(f"{what}: a tensor needs at least one dimension")
+    total = 1
+    for i, d in enumerate(dims):
+        n = ir.const_int(d)
+        if n is not None and n < 1:
+            raise error(f"{what}: dimension {i} must be positive, got {n}")
+        total *= n if n is not None else 1
+    if dtype.bytes_for(total) > MAX_TENSOR_BYTES:
+        raise error(f"{what}: a tensor of shape {tuple(ir.const_int(d) for d in dims)} is {dtype.bytes_for(total)} bytes, "
+                    f"more than any GPU holds")
+    return dims
+
+
+def _dtype(value, what: str) -> DType:
+    try:
+        return _dt.as_dtype(value)
+    except CompileError as err:
+        raise error(f"{what}: {err.message}") from None
+
+
 def Tensor(shape, dtype=float32) -> TensorSpec:  # noqa: N802
-    return TensorSpec(_shape(shape), _dt.as_dtype(dtype))
+    dt = _dtype(dtype, "T.Tensor")
+    return TensorSpec(_tensor_dims(shape, "T.Tensor", dt), dt)
 
 
 Buffer = Tensor
 
 
 def StridedTensor(shape, strides, dtype=float32) -> TensorSpec:  # noqa: N802
+    dt = _dtype(dtype, "T.StridedTensor")
     shape, strides = _shape(shape), _shape(strides)
     if len(shape) != len(strides):
         raise error(f"T.StridedTensor: shape {shape} and strides {strides} differ in rank")
-    return TensorSpec(shape, _dt.as_dtype(dtype), strides)
+    strides = tuple(_b.integer(s, f"T.StridedTensor: stride {i}") for i, s in enumerate(strides))
+    for i, st in enumerate(strides):
+        n = ir.const_int(st)
+        if n is not None and n < 1:
+            raise error(f"T.StridedTensor: stride {i} must be positive, got {n}")
+    return TensorSpec(_tensor_dims(shape, "T.StridedTensor", dt), dt, strides)
 
 
 def prim_func(fn):
@@ -89,6 +125,10 @@ class KernelSpec:
     threads: int
 
 
+# What CUDA allows: gridDim.x up to 2^31 - 1, gridDim.y and .z up to 65535.
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
 def Kernel(*grid, threads=128, **unsupported):  # noqa: N802
     if unsupported:
         raise error(f"T.Kernel: unsupported keyword(s) {', '.join(unsupported)}")
@@ -97,18 +137,26 @@ def Kernel(*grid, threads=128, **unsupported):  # noqa: N802
             threads = threads[0]
         else:
             raise error("T.Kernel: only one-dimensional thread blocks are supported (threads=N)")
-    if ir.const_int(threads) is None or not 1 <= ir.const_int(threads) <= 1024:
-        raise error(f"T.Kernel: threads must be a constant between 1 and 1024, got {threads!r}")
+    if isinstance(threads, _py_bool) or ir.const_int(threads) is None or not 1 <= ir.const_int(threads) <= 1024:
+        raise error(f"T.Kernel: threads must be a constant between 1 and 1024, got {_b.describe(threads)}")
     if len(grid) > 3:
         raise error(f"T.Kernel takes at most 3 grid dimensions, got {len(grid)}")
-    return KernelSpec(tuple(ir.as_expr(g) for g in grid) or (ir.const(1),), ir.const_int(threads))
+    dims = []
+    for axis, g in enumerate(grid):
+        what = f"T.Kernel: grid dimension {'xyz'[axis]}"
+        e = _b.integer(g, what)
+        n = ir.const_int(e)
+        if n is not None and not 1 <= n <= GRID_LIMITS[axis]:
+            raise error(f"{what} must be between 1 and {GRID_LIMITS[axis]} blocks (CUDA's limit), got {n}")
+        dims.append(e)
+    return KernelSpec(tuple(dims) or (ir.const(1),), ir.const_int(threads))
 
 
 def get_thread_binding(dim: int = 0):
-    b = _b.current()
-    if dim != 0:
+    launch = _b.launch("T.get_thread_binding()")
+    if _b.constant_int(dim, "T.get_thread_binding: dim") != 0:
         raise error("only threadIdx.x exists: thread blocks are one-dimensional")
-    return b.launch.thread_var
+    return launch.thread_var
 
 
 def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True):
@@ -117,24 +165,34 @@ def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True):
     hardware order (also for GEMMs, which are rasterised automatically otherwise)."""
     if order != "row":
         raise error("T.use_swizzle: only order='row' is supported")
-    n = ir.const_int(panel_size)
+    n = ir.const_int(panel_size) if not isinstance(panel_size, _py_bool) else None
     if enable and (n is None or n < 1):
-        raise error(f"T.use_swizzle: panel_size must be a positive constant, got {panel_size!r}")
-    _b.current().launch.raster_request = n if enable else 0
+        raise error(f"T.use_swizzle: panel_size must be a positive constant, got {_b.describe(panel_size)}")
+    _b.launch("T.use_swizzle").raster_request = n if enable else 0
 
 
 def get_block_binding(dim: int = 0):
-    return _b.current().launch.block_vars[dim]
+    launch = _b.launch("T.get_block_binding()")
+    d = _b.constant_int(dim, "T.get_block_binding: dim")
+    if not 0 <= d < len(launch.block_vars):
+        raise error(f"T.get_block_binding({d}): the grid has {len(launch.block_vars)} dimension(s), "
+                    f"so dim is between 0 and {len(launch.block_vars) - 1}")
+    return launch.block_vars[d]
 
 
 # ---- allocation --------------------------------------------------------------------------------
 
 
+_ALLOC_NAMES = {"shared": "T.alloc_shared", "fragment": "T.alloc_fragment", "local": "T.alloc_local"}
+
+
 def _alloc(shape, dtype, scope: str) -> ir.Buffer:
-    shape = tuple(ir.as_expr(s) for s in _shape(shape))
-    if any(ir.const_int(s) is None or ir.const_int(s) <= 0 for s in shape):
-        raise error(f"{scope} buffers need positive constant shapes, got {shape}")
-    dtype = _dt.as_dtype(dtype)
+    what = _ALLOC_NAMES[scope]
+    dims = _shape(shape)
+    if not dims:
+        raise error(f"{what}: a buffer needs at least one dimension")
+    shape = tuple(ir.const(_b.constant_int(s, f"{what}: dimension {i}", low=1)) for i, s in enumerate(dims))
+    dtype = _dtype(dtype, what)
     if dtype.shared_only and scope != "shared":
         raise error(f"{dtype.name} can only live in shared memory")
     buf = ir.Buffer("buf", shape, dtype, scope, loc=_b.current().loc)
@@ -157,28 +215,37 @@ def alloc_local(shape, dtype=float32, scope="local"):
 def alloc_var(dtype=int32, init=None):
     buf = _alloc((1,), dtype, "local")
     if init is not None:
-        _b.current().emit(ir.BufferStore(buf, (ir.const(0),), ir.cast(init, buf.dtype)))
+        value = _b.number(init, "T.alloc_var: init")
+        _b.current().emit(ir.BufferStore(buf, (ir.const(0),), ir.cast(value, buf.dtype)))
     return buf
 
 
 def alloc_barrier(arrive_count) -> ir.Buffer:
     """``T.alloc_barrier(128)`` or ``T.alloc_barrier([32] * 8)``: mbarriers with init counts."""
     counts = list(arrive_count) if isinstance(arrive_count, (list, tuple)) else [arrive_count]
-    if not counts or any(ir.const_int(c) is None or ir.const_int(c) <= 0 for c in counts):
-        raise error(f"T.alloc_barrier needs positive constant arrive counts, got {arrive_count!r}")
+    if not counts:
+        raise error("T.alloc_barrier needs at least one arrive count")
+    # An mbarrier's arrival count is a 20-bit field.
+    counts = [_b.constant_int(c, "T.alloc_barrier: an arrive count", low=1, high=2**20 - 1) for c in counts]
     buf = ir.Buffer("mbar", (ir.const(len(counts)),), _dt.uint64, "barrier",
-                    attrs={"counts": [ir.const_int(c) for c in counts]}, loc=_b.current().loc)
+                    attrs={"counts": counts}, loc=_b.current().loc)
     _b.current().emit(ir.Allocate(buf))
     return buf
 
 
 def make_tensor(ptr, shape, dtype=float32, strides=None):
     """A global tensor whose address is loaded inside the kernel (``src_ptrs[0]``)."""
-    shape = tuple(ir.as_expr(s) for s in _shape(shape))
+    dt = _dtype(dtype, "T.make_tensor")
+    shape = _tensor_dims(shape, "T.make_tensor", dt)
     if strides is not None:
-        strides = tuple(ir.as_expr(s) for s in _shape(strides))
-    buf = ir.Buffer("tensor", shape, _dt.as_dtype(dtype), "global", strides=strides,
-                    data=ir.as_expr(ptr), attrs={"device_bound": True}, loc=_b.current().loc)
+        strides = tuple(_b.integer(s, f"T.make_tensor: stride {i}") for i, s in enumerate(_shape(strides)))
+        if len(strides) != len(shape):
+            raise error(f"T.make_tensor: shape and strides differ in rank ({len(shape)} and {len(strides)})")
+    if not isinstance(ptr, ir.Expr) or ptr.dtype.kind not in ("handle", "int", "uint"):
+        raise error(f"T.make_tensor: the pointer must be a kernel value (e.g. ptrs[0] of a T.ptr tensor), "
+                    f"not {_b.describe(ptr)}")
+    buf = ir.Buffer("tensor", shape, dt, "global", strides=strides,
+                    data=ptr, attrs={"device_bound": True}, loc=_b.current().loc)
     _b.current().emit(ir.Allocate(buf))
     return buf
 
@@ -194,20 +261,35 @@ class LoopSpec:
     annotations: dict = field(default_factory=dict)
 
 
+def _loop_extent(extent: ir.Expr, what: str) -> ir.Expr:
+    """A trip count the generated ``int`` loop counter can run through."""
+    n = ir.const_int(extent)
+    if n is not None and n < 0:
+        raise error(f"{what} is {n}: a loop cannot run a negative number of times")
+    if n is not None and n > _b.INT32_MAX:
+        raise error(f"{what} is {n}, more than a loop's 32-bit counter takes (2^31 - 1); split the loop")
+    return extent
+
+
 def _range_args(args, fn):
     if len(args) == 1:
-        return (ir.const(0),), (ir.as_expr(args[0]),)
+        return (ir.const(0),), (_loop_extent(_b.integer(args[0], f"{fn}: the extent"), f"{fn}: the extent"),)
     if len(args) == 2:
-        start, stop = ir.as_expr(args[0]), ir.as_expr(args[1])
-        return (start,), (stop - start,)
+        start, stop = _b.integer(args[0], f"{fn}: the start"), _b.integer(args[1], f"{fn}: the stop")
+        for bound, name in ((start, "start"), (stop, "stop")):
+            n = ir.const_int(bound)
+            if n is not None and not -_b.INT32_MAX - 1 <= n <= _b.INT32_MAX:
+                raise error(f"{fn}: the {name} {n} does not fit the loop's 32-bit counter")
+        return (start,), (_loop_extent(stop - start, f"{fn}: the trip count"),)
     raise error(f"{fn} takes (extent) or (start, stop)")
 
 
 def Parallel(*extents, coalesced_width=None):  # noqa: N802
     if not extents:
         raise error("T.Parallel needs at least one extent")
-    return LoopSpec("parallel", tuple(ir.as_expr(e) for e in extents),
-                    tuple(ir.const(0) for _ in extents))
+    checked = tuple(_loop_extent(_b.integer(e, f"T.Parallel: extent {i}"), f"T.Parallel: extent {i}")
+                    for i, e in enumerate(extents))
+    return LoopSpec("parallel", checked, tuple(ir.const(0) for _ in extents))
 
 
 def serial(*args, annotations=None):
@@ -222,8 +304,8 @@ def unroll(*args, explicit=False, unroll_factor=None):
 
 def Pipelined(*args, num_stages=0, order=None, stage=None, sync=None, group=None):  # noqa: N802
     starts, extents = _range_args(args, "T.Pipelined")
-    if ir.const_int(num_stages) is None or ir.const_int(num_stages) < 0:
-        raise error(f"T.Pipelined: num_stages must be a non-negative constant, got {num_stages!r}")
+    if isinstance(num_stages, _py_bool) or ir.const_int(num_stages) is None or ir.const_int(num_stages) < 0:
+        raise error(f"T.Pipelined: num_stages must be a non-negative constant, got {_b.describe(num_stages)}")
     if order is not None or stage is not None or group is not None:
         raise error("T.Pipelined: explicit order/stage/group are not supported; use num_stages")
     return LoopSpec("pipelined", extents, starts, {"num_stages": ir.const_int(num_stages)})
@@ -277,9 +359,10 @@ def tma_copy(src, dst, barrier=None, leader_scope_threads=None, **unsupported):
     else:
         raise error(f"T.tma_copy copies global -> shared or shared -> global, not {scopes[0]} -> {scopes[1]}")
     if leader_scope_threads is not None:
-        n = ir.const_int(leader_scope_threads)
+        n = ir.const_int(leader_scope_threads) if not isinstance(leader_scope_threads, _py_bool) else None
         if n is None or n <= 0 or n % 32 != 0:
-            raise error(f"leader_scope_threads must be a positive multiple of 32, got {leader_scope_threads!r}")
+            raise error(f"leader_scope_threads must be a positive multiple of 32, got "
+                        f"{_b.describe(leader_scope_threads)}")
         leader_scope_threads = n
     _b.current().emit(ir.TmaCopy(s, d, barrier, leader_scope_threads))
 
@@ -288,6 +371,7 @@ def fill(buffer, value):
     region = as_region(buffer, "T.fill destination")
     if isinstance(region, _b.Point):
         raise error("T.fill needs a buffer or a slice, not a single element")
+    value = _b.stored_value(value, region.buffer, "T.fill: the value")
     _b.current().emit(ir.Fill(region, ir.cast(value, region.buffer.dtype)))
 
 
@@ -298,13 +382,34 @@ def clear(buffer):
 
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False,  # noqa: N803
          k_pack=1, wg_wait=0):
-    """``C += A @ B`` on tiles: A, B in shared memory (or fragments), C a float32 fragment."""
+    """``C += A @ B`` on tiles: A and B whole shared tiles (float16 or bfloat16 for the tensor
+    cores), C a whole float32 fragment. ``transpose_A`` reads A stored K x M, ``transpose_B`` B
+    stored N x K. A in a fragment (register-A wgmma, attention's P @ V) is not supported yet."""
     a, b, c = (as_region(x, f"T.gemm {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
     for r, n in ((a, "A"), (b, "B"), (c, "C")):
         if isinstance(r, _b.Point):
             raise error(f"T.gemm {n} must be a whole buffer or a slice")
         if r.static_extents() is None or len(_b.unit_dropped(r.extents)) != 2:
             raise error(f"T.gemm {n} must be a 2-D tile with constant extents")
+    for r, n in ((a, "A"), (b, "B")):
+        if r.buffer.scope == "fragment":
+            raise error(f"T.gemm {n}: {r.buffer.name} is a fragment; T.gemm reads A and B from shared memory "
+                        "(A from registers, as attention's P @ V does, is not supported yet: copy it to a "
+                        "T.alloc_shared tile first)")
+        if r.buffer.scope != "shared":
+            raise error(f"T.gemm {n} must be a shared tile (T.alloc_shared), not {_b.describe(r.buffer)}")
+        if not r.is_full:
+            raise error(f"T.gemm {n} must be a whole shared tile; {r.buffer.name} is sliced here (allocate a "
+                        f"tile of the operand's shape instead)")
+    if c.buffer.scope != "fragment":
+        raise error(f"T.gemm: the accumulator C must be a fragment (T.alloc_fragment), not "
+                    f"{_b.describe(c.buffer)}")
+    if not c.is_full:
+        raise error(f"T.gemm C must be a whole fragment: a gemm into part of {c.buffer.name} is not supported "
+                    f"(the accumulator's thread layout covers the whole tile); allocate a fragment of the "
+                    f"gemm's shape and copy it where it belongs")
+    if c.buffer.dtype.name != "float32":
+        raise error(f"T.gemm accumulates in float32; {c.buffer.name} is {c.buffer.dtype.name}")
     (m, ka), (kb, n), (mc, nc) = (
         [ir.const_int(e) for e in _b.unit_dropped(r.extents)] for r in (a, b, c)
     )
@@ -314,8 +419,6 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
         kb, n = n, kb
     if ka != kb or m != mc or n != nc:
         raise error(f"T.gemm: shapes do not agree: A is {m}x{ka}, B is {kb}x{n}, C is {mc}x{nc}")
-    if c.buffer.scope not in ("fragment", "local"):
-        raise error(f"T.gemm: the accumulator C must be a fragment, not {c.buffer.scope} memory")
     if a.buffer.dtype != b.buffer.dtype:
         raise error(f"T.gemm: A and B must have one dtype ({a.buffer.dtype} vs {b.buffer.dtype})")
     _b.current().emit(ir.Gemm(a, b, c, _py_bool(transpose_A), _py_bool(transpose_B), _py_bool(clear_accum)))
@@ -323,9 +426,12 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
 
 def _reduce(kind):
     def reduce(buffer, out, dim=-1, clear=True):
-        if not isinstance(buffer, ir.Buffer) or not isinstance(out, ir.Buffer):
-            raise error(f"T.reduce_{kind} takes whole buffers")
+        for value in (buffer, out):
+            if not isinstance(value, ir.Buffer) or value.scope not in ("fragment", "shared"):
+                raise error(f"T.reduce_{kind} reduces a whole fragment or shared buffer into another, "
+                            f"not {_b.describe(value)}")
         nd = buffer.ndim
+        dim = _b.constant_int(dim, f"T.reduce_{kind}: dim")
         d = dim + nd if dim < 0 else dim
         if not 0 <= d < nd:
             raise error(f"T.reduce_{kind}: dim {dim} out of range for a {nd}-D buffer")
@@ -360,7 +466,10 @@ def barrier_wait(barrier=None, parity=None, mbarrier=None):
     bar = as_barrier(_one(barrier, mbarrier, "barrier_wait"))
     if parity is None:
         raise error("T.barrier_wait needs a parity (usually k % 2 in a loop, 0 outside)")
-    _b.current().emit(ir.BarrierWait(bar, ir.as_expr(parity)))
+    parity = _b.integer(parity, "T.barrier_wait: the parity")
+    if ir.const_int(parity) not in (None, 0, 1):
+        raise error(f"T.barrier_wait: the parity is 0 or 1 (the phase's last bit), got {ir.const_int(parity)}")
+    _b.current().emit(ir.BarrierWait(bar, parity))
 
 
 def mbarrier_wait_parity(mbarrier=None, parity=None, barrier=None):
@@ -385,24 +494,28 @@ def sync_threads():
 
 
 def ceildiv(a, b):
+    x, y = _b.integer(a, "T.ceildiv: the dividend"), _b.integer(b, "T.ceildiv: the divisor")
+    if ir.const_int(y) is not None and ir.const_int(y) <= 0:
+        raise error(f"T.ceildiv: the divisor must be positive, got {ir.const_int(y)}")
     if isinstance(a, int) and isinstance(b, int):
         return -(-a // b)
-    return (ir.as_expr(a) + b - 1) // b
+    return (x + b - 1) // b
 
 
 def cast(value, dtype):
-    return ir.cast(value, _dt.as_dtype(dtype))
+    return ir.cast(_b.number(value, "T.cast: the value"), _dtype(dtype, "T.cast"))
 
 
 def if_then_else(cond, a, b):
-    a, b = ir.as_expr(a), ir.as_expr(b)
+    cond = _b.number(cond, "T.if_then_else: the condition")
+    a, b = _b.number(a, "T.if_then_else: the first value"), _b.number(b, "T.if_then_else: the second value")
     dtype = ir.result_dtype("+", a.dtype, b.dtype)
-    return ir.Select(ir.as_expr(cond), ir.cast(a, dtype), ir.cast(b, dtype), dtype)
+    return ir.Select(cond, ir.cast(a, dtype), ir.cast(b, dtype), dtype)
 
 
 def _math(name, float_only=True):
     def fn(x):
-        x = ir.as_expr(x)
+        x = _b.number(x, f"T.{name}: the argument")
         dtype = x.dtype if x.dtype.is_float else _dt.float32
         return ir.Call(name, (ir.cast(x, dtype) if float_only else x,), dtype)
 
@@ -425,31 +538,31 @@ ceil = _math("ceil")
 
 
 def abs(x):  # noqa: A001
-    x = ir.as_expr(x)
+    x = _b.number(x, "T.abs: the argument")
     return ir.Call("abs", (x,), x.dtype)
 
 
 def max(a, b):  # noqa: A001
-    return ir.binop("max", a, b)
+    return ir.binop("max", _b.number(a, "T.max: the first argument"), _b.number(b, "T.max: the second argument"))
 
 
 def min(a, b):  # noqa: A001
-    return ir.binop("min", a, b)
+    return ir.binop("min", _b.number(a, "T.min: the first argument"), _b.number(b, "T.min: the second argument"))
 
 
 def infinity(dtype):
-    return ir.Const(_builtin_float("inf"), _dt.as_dtype(dtype))
+    return ir.Const(_builtin_float("inf"), _dtype(dtype, "T.infinity"))
 
 
 def max_value(dtype):
-    d = _dt.as_dtype(dtype)
+    d = _dtype(dtype, "T.max_value")
     if d.is_float:
         return ir.Const({"float16": 65504.0, "bfloat16": 3.3895313892515355e38}.get(d.name, 3.4028234663852886e38), d)
     return ir.Const(2 ** (d.bits - 1) - 1 if d.kind == "int" else 2**d.bits - 1, d)
 
 
 def min_value(dtype):
-    d = _dt.as_dtype(dtype)
+    d = _dtype(dtype, "T.min_value")
     if d.is_float:
         return ir.Const(-max_value(d).value, d)
     return ir.Const(-(2 ** (d.bits - 1)) if d.kind == "int" else 0, d)

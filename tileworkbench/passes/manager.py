@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import CompileError
+from ..errors import CompileError, SourceLocation, internal_errors
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
 from ..target import Target
@@ -61,7 +61,8 @@ def run_pipeline(func: ir.PrimFunc, names: list[str], ctx: LowerContext, trace: 
         info = REGISTRY[name]
         start = time.perf_counter()
         try:
-            func = info.fn(func, ctx)
+            with internal_errors(f"pass {name}", SourceLocation(func.source_file, func.source_line)):
+                func = info.fn(func, ctx)
         except CompileError as err:
             elapsed = (time.perf_counter() - start) * 1e3
             trace.passes.append(PassSnapshot(len(trace.passes), name, info.phase, before, before, False,
