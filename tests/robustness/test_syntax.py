@@ -81,6 +81,7 @@ EXPRESSIONS = [
     ("negate-string", "x = -'a'  # <-", "the operand of `-` must be a number"),
     ("invert-float", "A[0] = ~A[1]  # <-", "`~` takes an integer"),
     ("kernel-value-truth", "x = 1 if bx else 2  # <-", None),
+    ("helper-with-loop", None, "a T.parallel loop is only understood in the kernel's own body"),
     ("bool-of-kernel-value", "x = bool(bx)  # <-", "has no Python truth value"),
     ("int-of-kernel-value", "x = int(A[0])  # <-", r"int\(...\) raised TypeError"),
     ("len-of-kernel-value", "x = len(bx)  # <-", r"len\(...\) raised TypeError"),
@@ -114,9 +115,18 @@ def _signature_case(name, line, match):
     return Bad(f"signature-{name}", f"@T.prim_func\n{line}\n{body}", match)
 
 
+HELPER_WITH_LOOP = "def scale(dst, k):\n    for i in T.Parallel(128):\n        dst[i] = dst[i] * k\n\n"
+
+
+def _expression_case(name, body, match):
+    if body is None:  # a Python helper with a kernel loop in it, called from the kernel
+        return Bad(f"expr-{name}", HELPER_WITH_LOOP + kernel("scale(A, 2.0)  # <-"), match)
+    return Bad(f"expr-{name}", kernel(body), match)
+
+
 CASES = check_unique(
     [c for c in (_statement_case(n, b, m) for n, b, m in STATEMENTS) if c is not None]
-    + [Bad(f"expr-{n}", kernel(b), m) for n, b, m in EXPRESSIONS if m is not None]
+    + [_expression_case(n, b, m) for n, b, m in EXPRESSIONS if m is not None]
     + [_signature_case(*s) for s in SIGNATURES]
 )
 

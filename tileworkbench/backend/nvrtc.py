@@ -13,7 +13,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from ..errors import CompileError
+from ..errors import CompileError, InternalCompilerError
 
 # --minimal: NVRTC leaves out its texture, device-runtime and launch declarations, which our
 # kernels never use (no toolkit headers either): ~6 ms less front end, the same cubin code.
@@ -133,7 +133,9 @@ def compile_check(source: str, arch: str = "sm_90a", name: str = "kernel.cu",
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
         log = _log(nvrtc, prog)
         if int(err) != 0:
-            raise CompileError(f"NVRTC could not compile the generated CUDA for {arch}:\n{log}")
+            # The code generator wrote CUDA that does not compile: a bug of ours, not the user's.
+            raise InternalCompilerError(f"internal error: NVRTC could not compile the generated CUDA for {arch} "
+                                        f"(a compiler bug, please report it with the kernel):\n{log}")
         _, size = nvrtc.nvrtcGetCUBINSize(prog)
         cubin = b" " * size
         nvrtc.nvrtcGetCUBIN(prog, cubin)

@@ -76,12 +76,22 @@ class Runtime:
             raise KernelRuntimeError(f"argument {name!r} has strides {view.strides}, the kernel expects {tuple(strides)}"
                                      " (declare it with T.StridedTensor or pass a contiguous tensor)")
         if view.ptr % max(align, 1):
-            raise KernelRuntimeError(f"argument {name!r} must be {align}-byte aligned for the vector "
-                                     f"accesses the kernel uses (its address is {view.ptr:#x})")
+            raise KernelRuntimeError(f"argument {name!r} must be {align}-byte aligned for the vector and bulk copies "
+                                     f"the kernel makes (its address is {view.ptr:#x})")
         return view
 
     def scalar(self, name, value, dtype):
         dt = dtypes.as_dtype(dtype)
+        if isinstance(value, (np.generic, np.ndarray)) and getattr(value, "ndim", 0) == 0:
+            value = value.item()
+        if not isinstance(value, (bool, int, float)):
+            shown = f"{type(value).__name__} {value!r}"[:80] if isinstance(value, str) else type(value).__name__
+            raise KernelRuntimeError(f"argument {name!r} is a {dt.name} scalar, not {shown}")
+        if not dt.is_float and isinstance(value, float):
+            raise KernelRuntimeError(f"argument {name!r} is a {dt.name} scalar; {value!r} is not an integer")
+        problem = dtypes.constant_problem(value, dt)
+        if problem:
+            raise KernelRuntimeError(f"argument {name!r}: {problem}")
         return dtypes.numpy_dtype(dt).type(value)
 
     # ---- tensor maps ------------------------------------------------------------------------
@@ -91,6 +101,20 @@ class Runtime:
         cached = self.tensormaps.get(key)
         if cached is not None:
             return cached
+        tensor = name.removesuffix("_desc")
+        if global_address % 16:
+            raise KernelRuntimeError(f"argument {tensor!r} starts at address {global_address:#x}, which is not a multiple "
+                                     f"of 16 bytes; the kernel moves it with TMA ({name}), which needs 16-byte aligned "
+                                     f"tensors: pass a tensor that starts on 16 bytes (a fresh allocation, or "
+                                     f".clone() of a slice at an odd offset)")
+        packed = self._encode_tensor_map(name, data_type, rank, global_address, global_dims, global_strides_bytes,
+                                         box_dims, element_strides, interleave, swizzle, l2_promotion, oob_fill)
+        self.tensormaps[key] = packed
+        return packed
+
+    def _encode_tensor_map(self, name, data_type, rank, global_address, global_dims, global_strides_bytes,
+                           box_dims, element_strides, interleave, swizzle, l2_promotion, oob_fill):
+        """``cuTensorMapEncodeTiled``: the 128-byte map as a numpy ``V128`` scalar."""
         from cuda.bindings import driver
 
         _init_driver()
@@ -103,11 +127,10 @@ class Runtime:
             driver.CUtensorMapInterleave(interleave), driver.CUtensorMapSwizzle(swizzle),
             driver.CUtensorMapL2promotion(l2_promotion), driver.CUtensorMapFloatOOBfill(oob_fill))
         if int(err) != 0:
-            raise KernelRuntimeError(f"cuTensorMapEncodeTiled failed for {name}: {err} (dims {global_dims}, "
-                                     f"strides {global_strides_bytes}, box {box_dims}, swizzle {swizzle})")
-        packed = np.array([int(x) for x in tmap.opaque], dtype=np.uint64).view("V128")[0]
-        self.tensormaps[key] = packed
-        return packed
+            raise KernelRuntimeError(f"the driver refused the TMA tensor map {name} ({err}: dims {global_dims}, "
+                                     f"strides {global_strides_bytes} bytes, box {box_dims}, swizzle {swizzle}, address "
+                                     f"{global_address:#x}); check that the tensor is on the current device")
+        return np.array([int(x) for x in tmap.opaque], dtype=np.uint64).view("V128")[0]
 
     # ---- launch -----------------------------------------------------------------------------
     def function(self, kernel_name):

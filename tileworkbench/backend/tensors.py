@@ -31,6 +31,12 @@ class TensorView:
 
 def view_of(name: str, value) -> TensorView:
     mod = type(value).__module__
+    if mod == "numpy" or mod.startswith("numpy."):
+        raise KernelRuntimeError(f"argument {name!r} is a numpy array, in host memory; kernels take GPU arrays: pass "
+                                 f"cupy.asarray({name}) or torch.from_numpy({name}).cuda()")
+    if value is None or isinstance(value, (bool, int, float, str, list, tuple)):
+        raise KernelRuntimeError(f"argument {name!r} is {_plain(value)}, not a GPU array (expected a torch tensor, a "
+                                 "CuPy array or a __cuda_array_interface__ object)")
     if mod.startswith("torch"):
         if not value.is_cuda:
             raise KernelRuntimeError(f"argument {name!r} is a CPU tensor; move it to the GPU (.cuda())")
@@ -38,6 +44,10 @@ def view_of(name: str, value) -> TensorView:
                           str(value.dtype).removeprefix("torch."), value.device.index, value)
     iface = getattr(value, "__cuda_array_interface__", None)
     if iface is None and hasattr(value, "__dlpack__"):
+        device = value.__dlpack_device__()[0] if hasattr(value, "__dlpack_device__") else None
+        if device not in (2, 3, 13):  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+            raise KernelRuntimeError(f"argument {name!r} ({type(value).__name__}) is not in GPU memory (DLPack "
+                                     f"device type {device}); move it to the GPU first")
         import cupy
 
         value = cupy.from_dlpack(value)
@@ -57,3 +67,9 @@ def view_of(name: str, value) -> TensorView:
     else:
         strides = tuple(s // itemsize for s in iface["strides"])
     return TensorView(iface["data"][0], shape, strides, dtype, None, value)
+
+
+def _plain(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__}"
+    return "None" if value is None else f"the {type(value).__name__} {value!r}"[:60]

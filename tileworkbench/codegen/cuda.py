@@ -6,6 +6,13 @@ with ``tw::to_float``, stores with ``tw::from_float<T>``, and same-type copies m
 Shared tiles with a swizzle are addressed through ``tw::swizzled<T, SPAN>``, the same pattern TMA
 writes, so threads, TMA and the tensor cores agree on one layout.
 
+Index arithmetic is ``int`` where intervals prove it fits (every kernel whose tensors hold fewer
+than 2^31 elements, in practice): an integer ``+ - * // %`` whose value may leave the int32 range
+is computed in 64 bits (its left operand cast to ``long long``, unless an operand already is), and
+a scalar declared with such a value is a ``long long``. Where a value's range is unknown (a kernel
+parameter in it, say), it is computed in 64 bits only inside the offset of a global tensor that
+has 2^31 elements or more (``wide_tensor``).
+
 Debug mode (``debug_timeout_s``, pass config ``tw.debug_barrier_timeout``): the kernel takes a
 last parameter ``unsigned int* tw_debug`` (a record the host allocates), every mbarrier wait
 becomes ``bar.wait_debug(..., tw_debug, ...);`` (bounded by the timeout; a thread that gives up
@@ -29,10 +36,37 @@ from ..ir.visitor import collect, reassigned_vars, uses_var
 HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
 HEADER_ORDER = ("common.h", "sync.h", "tma.h", "cp_async.h", "mma.h", "wgmma.h")
 
-_CPP_KEYWORDS = {"int", "float", "double", "char", "new", "delete", "this", "class", "struct", "template",
-                 "auto", "register", "default", "switch", "case", "union", "signed", "unsigned", "long",
-                 "short", "void", "const", "static", "extern", "volatile", "namespace", "operator", "private",
-                 "public", "protected", "virtual", "typename", "using", "goto", "asm", "half"}
+# Names a kernel's own cannot take in the generated CUDA: C++ and CUDA keywords, CUDA's built-in
+# variables, and what the generated code itself names at kernel scope (our namespace, the
+# shared-memory array, the block-order helpers, the functions it calls unqualified).
+_CPP_KEYWORDS = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+    "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+    "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+    "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+    "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+    "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
+    "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+    "half", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "tw", "tw_smem", "CUtensorMap",
+    "min", "max", "fminf", "fmaxf", "fmin",
+    "fmax", "abs", "fabsf", "floorf", "expf", "exp2f", "logf", "log2f", "sqrtf", "rsqrtf", "tanhf", "sinf",
+    "cosf", "ceilf", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil",
+}
+
+
+# What the rasterised block order declares by name (rasterized_block_indices).
+_RASTER_NAMES = ("tw_block", "tw_panel_first", "tw_panel_rows", "tw_in_panel")
+
+
+def c_identifier(name: str) -> str:
+    """``name`` as a C++ identifier: ASCII letters, digits and ``_`` as they are, any other
+    character as ``_u<hex>`` (unicode names), and a trailing ``_`` on a reserved word."""
+    out = "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else f"_u{ord(ch):x}" for ch in name)
+    if not out or out[0].isdigit():
+        out = "_" + out
+    return out + "_" if out in _CPP_KEYWORDS else out
 
 _MATH_F32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
              "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf",
@@ -43,6 +77,17 @@ _MATH_F64 = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt":
 
 _DEBUG_SECTION = re.compile(r"^[ \t]*// >>> debug mode.*?^[ \t]*// <<< debug mode[^\n]*\n", re.MULTILINE | re.DOTALL)
 DEBUG_PARAM = "tw_debug"  # the debug record parameter (last)
+INT32 = (-(2**31), 2**31 - 1)
+_WIDENED_OPS = ("+", "-", "*", "//", "%", "<<")
+
+
+def wide_tensor(buf: ir.Buffer) -> bool:
+    """A global tensor whose element offsets may not fit an ``int`` (its largest offset is 2^31 or
+    more, or not known when the kernel is compiled)."""
+    shape, strides = buf.static_shape(), [ir.const_int(s) for s in buf.effective_strides()]
+    if shape is None or None in strides:
+        return True
+    return sum((d - 1) * s for d, s in zip(shape, strides)) > INT32[1]
 
 
 def inlined_headers(debug: bool = False) -> str:
@@ -79,23 +124,25 @@ class CudaRenderer:
         self.lines: list[str] = []
         self.names: dict = {}
         self.taken: set = set()
+        self.raw_names: dict = {}  # names that lowering wrote as text (ir.Raw) -> their C++ spelling
         launch = func.launch
         self.ranges: dict = launch_ranges(func)
         self.reassigned = reassigned_vars(func.body)
         self.block_ranges = dict(self.ranges) if launch.persistent_tiles else {}
         self.block_ranges.pop(launch.thread_var, None)
+        self.wide_unknown = False  # rendering a wide tensor's offset: unknown ranges are 64-bit
 
     # ---- names -----------------------------------------------------------------------------
     def declare(self, var) -> str:
-        base = re.sub(r"\W", "_", var.name)
-        if base in _CPP_KEYWORDS:
-            base += "_"
+        base = c_identifier(var.name)
         name, n = base, 1
         while name in self.taken:
             name = f"{base}_{n}"
             n += 1
         self.taken.add(name)
         self.names[var] = name
+        if isinstance(var, ir.Buffer) and name != var.name:
+            self.raw_names[var.name] = name  # the gemm call names its accumulator as text
         return name
 
     def name(self, var) -> str:
@@ -123,7 +170,7 @@ class CudaRenderer:
         if isinstance(e, ir.Call):
             return self.call(e)
         if isinstance(e, ir.Raw):
-            return e.text
+            return self.raw_names.get(e.text, e.text)
         if isinstance(e, ir.BarrierRef):
             return f"{self.buffer_name(e.buffer)}[{self.expr(simplify(e.index, self.ranges))}]"
         raise TypeError(f"cannot render {type(e).__name__}")
@@ -143,8 +190,25 @@ class CudaRenderer:
             return f"{e.value}LL"
         return str(e.value)
 
+    def is_64_bit(self, e) -> bool:
+        """The integer expression is rendered in 64 bits: a 64-bit value, or arithmetic whose value
+        may leave the int32 range (module doc)."""
+        if e.dtype.bits == 64 and not e.dtype.is_float:
+            return True
+        if not isinstance(e, ir.BinOp) or e.op not in _WIDENED_OPS or e.dtype.is_float:
+            return False
+        lo, hi = interval(e, self.ranges)
+        if lo is None or hi is None:
+            return self.wide_unknown
+        return lo < INT32[0] or hi > INT32[1]
+
     def binop(self, e: ir.BinOp) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
+        if self.is_64_bit(e) and not (self.is_64_bit(e.a) or self.is_64_bit(e.b)):
+            a = f"(long long)({a})"  # the operation (and C++'s promotion of the other side) in 64 bits
+        if e.op in ("//", "%") and self.is_64_bit(e) and not (
+                is_nonnegative(e.a, self.ranges) and is_nonnegative(e.b, self.ranges)):
+            return self.floor_div_mod_64(e.op, a, b)
         if e.op in ("min", "max"):
             fn = {"min": "fminf", "max": "fmaxf"}[e.op] if e.dtype.is_float else e.op
             if e.dtype.name == "float64":
@@ -154,12 +218,20 @@ class CudaRenderer:
             if is_nonnegative(e.a, self.ranges) and is_nonnegative(e.b, self.ranges):
                 return f"({a} {'/' if e.op == '//' else '%'} {b})"
             return f"tw::{'floordiv' if e.op == '//' else 'floormod'}({a}, {b})"
-        if e.op == "//":
-            return f"floorf({a} / {b})"
+        if e.op in ("//", "%"):  # floats: Python's floor division and the modulo that goes with it
+            floor = "floor" if e.dtype.name == "float64" else "floorf"
+            return f"{floor}({a} / {b})" if e.op == "//" else f"({a} - {floor}({a} / {b}) * {b})"
         if e.op == "/" and not (e.a.dtype.is_float or e.b.dtype.is_float):
             return f"((float)({a}) / (float)({b}))"
         op = {"and": "&&", "or": "||"}.get(e.op, e.op)
         return f"({a} {op} {b})"
+
+    @staticmethod
+    def floor_div_mod_64(op: str, a: str, b: str) -> str:
+        """Floor division or modulo of 64-bit values of any sign (tw::floordiv takes ints)."""
+        if op == "//":
+            return f"(({a}) / ({b}) - ((({a}) % ({b}) != 0) && ((({a}) < 0) != (({b}) < 0))))"
+        return f"(((({a}) % ({b})) + ({b})) % ({b}))"
 
     def cast(self, e: ir.Cast) -> str:
         inner = self.expr(e.value)
@@ -190,7 +262,16 @@ class CudaRenderer:
         return self.names.get(buf, buf.name)
 
     def linear(self, buf: ir.Buffer, indices) -> str:
-        return self.expr(simplify(shared_element_offset(buf, indices), self.ranges))
+        offset = simplify(shared_element_offset(buf, indices), self.ranges)
+        return self.wide_expr(offset) if buf.scope == "global" and wide_tensor(buf) else self.expr(offset)
+
+    def wide_expr(self, e) -> str:
+        """``e`` rendered as part of a wide tensor's offset (unknown ranges in 64 bits)."""
+        outer, self.wide_unknown = self.wide_unknown, True
+        try:
+            return self.expr(e)
+        finally:
+            self.wide_unknown = outer
 
     def element(self, buf: ir.Buffer, indices) -> str:
         span = buf.attrs.get("swizzle", 0) if buf.scope == "shared" else 0
@@ -280,11 +361,12 @@ class CudaRenderer:
         if not fixed.terms or len(fixed.terms) == len(aff.terms):
             return
         moving = Affine({k: t for k, t in aff.terms.items() if k not in fixed.terms}, aff.const).to_expr(linear.dtype)
-        fixed_text = self.expr(fixed.to_expr(linear.dtype))
+        wide = buf.scope == "global" and wide_tensor(buf)
+        fixed_text = (self.wide_expr if wide else self.expr)(fixed.to_expr(linear.dtype))
         if buf.scope == "global":
             name = self.declare(ir.Var(f"{self.buffer_name(buf)}_pairs"))
             self.emit(d, f"{buf.dtype.cpp}* {name} = &{self.buffer_name(buf)}[{fixed_text}];")
-            self.store_addresses[id(load)] = lambda: f"(&{name}[{self.expr(moving)}])"
+            self.store_addresses[id(load)] = lambda: f"(&{name}[{(self.wide_expr if wide else self.expr)(moving)}])"
             return
         name = self.declare(ir.Var(f"{self.buffer_name(buf)}_thread"))
         self.emit(d, f"const int {name} = {fixed_text};")
@@ -307,13 +389,16 @@ class CudaRenderer:
 
     def s_LetStmt(self, s, d):
         value = simplify(s.value, self.ranges)
+        cpp = value_type(s.var.dtype)
+        if not s.var.dtype.is_float and s.var.dtype.bits < 64 and self.is_64_bit(value):
+            cpp = "long long"  # its value may pass the int32 range
         if s.var in self.block_ranges:  # a persistent kernel's block index, bound per tile
             self.ranges[s.var] = self.block_ranges[s.var]
         elif not s.var.dtype.is_float and s.var not in self.reassigned:  # else only the first value
             lo, hi = interval(value, self.ranges)
             if lo is not None or hi is not None:
                 self.ranges[s.var] = (lo, hi)
-        self.emit(d, f"{value_type(s.var.dtype)} {self.declare(s.var)} = {self.expr(value)};")
+        self.emit(d, f"{cpp} {self.declare(s.var)} = {self.expr(value)};")
 
     def s_Assign(self, s, d):
         self.ranges.pop(s.var, None)
@@ -389,13 +474,14 @@ class CudaRenderer:
         out = []
         for p in self.func.params:
             if isinstance(p, ir.Buffer):
-                self.taken.add(p.name)
-                out.append(f"{p.dtype.cpp}* __restrict__ {p.name}")
+                out.append(f"{p.dtype.cpp}* __restrict__ {self.declare(p)}")
             else:
                 out.append(f"{value_type(p.dtype)} {self.declare(p)}")
         for desc in self.func.attrs.get("tma_descriptors", []):
-            self.taken.add(desc.name)
-            out.append(f"const __grid_constant__ CUtensorMap {desc.name}")
+            name = self.declare(ir.Var(desc.name))
+            if name != desc.name:
+                self.raw_names[desc.name] = name  # lower_tma names it as text in each copy
+            out.append(f"const __grid_constant__ CUtensorMap {name}")
         if self.debug_ns:
             self.taken.add(DEBUG_PARAM)
             out.append(f"unsigned int* __restrict__ {DEBUG_PARAM}")
@@ -419,6 +505,9 @@ class CudaRenderer:
         launch = self.func.launch
         # Barrier ids of the debug record: declaration order (codegen/host.py's DEBUG_BARRIERS).
         self.barrier_ids = {name: i for i, name in enumerate(barrier_names(self.func))}
+        rasterized = launch.raster_panel and not launch.persistent_tiles
+        if rasterized:
+            self.taken.update(_RASTER_NAMES)  # a kernel's own names for these get another spelling
         params = self.params()
         if self.func.attrs.get("tma_descriptors"):
             self.emit(0, "using CUtensorMap = tw::TensorMap;  // host-encoded TMA descriptors (cuTensorMapEncodeTiled)")
@@ -429,7 +518,7 @@ class CudaRenderer:
         self.emit(1, f"const int {self.declare(launch.thread_var)} = threadIdx.x;")
         if launch.persistent_tiles:
             pass  # the kernel's tile loops bind the block indices, one tile at a time
-        elif launch.raster_panel:
+        elif rasterized:
             self.rasterized_block_indices(launch)
         else:
             for v, axis in zip(launch.block_vars, "xyz"):

@@ -601,6 +601,9 @@ class Gemm(Stmt):
     # wgmma groups each thread may leave running when the gemm returns (warp specialisation's
     # consumer releases a stage one iteration later and waits for the last group itself).
     in_flight: int = 0
+    # The tensor-core path ``choose_shared_layouts`` chose for this gemm: a
+    # ``passes.gemm_rules.WgmmaPlan``, or None for mma.sync (and before that pass runs).
+    plan: Any = None
     loc: SourceLocation | None = _loc()
 
 

@@ -163,11 +163,35 @@ def _key(e: ir.Expr) -> str:
     return expr_text(e)
 
 
-class _Simplifier(IRMutator):
+class RangeTracker:
+    """For IR walkers: ``self.ranges`` (Var -> inclusive (lo, hi)) holds the loop variables and the
+    never re-assigned integer scalars the walk has passed, as ``track_loop`` / ``track_let`` see
+    their ``For`` and ``LetStmt``. ``reassigned`` must be the scalars some ``Assign`` changes (their
+    LetStmt value is only the first, so it gives them no range)."""
+
+    ranges: dict
+    reassigned: set | None
+
+    def track_loop(self, node: ir.For):
+        start, extent = ir.const_int(node.start), ir.const_int(node.extent)
+        if start is not None:
+            hi = start + extent - 1 if extent is not None else None
+            self.ranges[node.var] = (start, hi)
+
+    def track_let(self, node: ir.LetStmt):
+        if not node.var.dtype.is_float and node.var not in (self.reassigned or ()):
+            lo, hi = interval(node.value, self.ranges)
+            if lo is not None or hi is not None:
+                self.ranges[node.var] = (lo, hi)
+
+    def forget(self, var: ir.Var):
+        self.ranges.pop(var, None)  # a re-assigned scalar has no known range
+
+
+class _Simplifier(RangeTracker, IRMutator):
     def __init__(self, ranges):
         self.ranges = dict(ranges or {})
-        # Scalars some Assign changes (found on the first statement visited, the root): their
-        # LetStmt value is only the first, so it gives them no range.
+        # Found on the first statement visited, the root.
         self.reassigned: set | None = None
 
     def visit(self, node):
@@ -176,22 +200,16 @@ class _Simplifier(IRMutator):
         return super().visit(node)
 
     def visit_For(self, node):
-        start, extent = ir.const_int(node.start), ir.const_int(node.extent)
-        if start is not None:
-            hi = start + extent - 1 if extent is not None else None
-            self.ranges[node.var] = (start, hi)
+        self.track_loop(node)
         return self.generic_visit(node)
 
     def visit_LetStmt(self, node):
         node = self.generic_visit(node)
-        if not node.var.dtype.is_float and node.var not in (self.reassigned or ()):
-            lo, hi = interval(node.value, self.ranges)
-            if lo is not None or hi is not None:
-                self.ranges[node.var] = (lo, hi)
+        self.track_let(node)
         return node
 
     def visit_Assign(self, node):
-        self.ranges.pop(node.var, None)  # a re-assigned scalar has no known range
+        self.forget(node.var)
         return self.generic_visit(node)
 
     def visit_BinOp(self, node):

@@ -64,15 +64,20 @@ class Kernel:
             self.timings["nvrtc_s"] = result.seconds
         module_start = time.perf_counter()
         module = load_module(self.cubin, self.target.arch)  # cuModuleLoadData: no NVRTC here
-        self._runtime = Runtime(module, self.record["smem_bytes"])
-        self._runtime.site_lines = _wait_lines(self.trace)  # for debug-mode timeout messages
-        self._runtime.source_file = self.trace.kernel.get("source_file")
-        self._runtime.function(self.name)  # gets the kernel, sets the shared-memory limit
+        runtime = Runtime(module, self.record["smem_bytes"])
+        runtime.function(self.name)  # gets the kernel, sets the shared-memory limit
         self.timings["module_load_s"] = time.perf_counter() - module_start
+        self.bind_runtime(runtime)
+        self.timings["load_s"] = time.perf_counter() - start
+
+    def bind_runtime(self, runtime):
+        """Launch through ``runtime`` (a ``backend.runtime.Runtime``, or one that checks arguments
+        and launches nothing, for tests without a GPU) with the generated host launcher."""
+        runtime.site_lines = _wait_lines(self.trace)  # for debug-mode timeout messages
+        runtime.source_file = self.trace.kernel.get("source_file")
         namespace: dict = {}
         exec(builtins.compile(self.record["host_source"], f"<tileworkbench host launcher {self.name}>", "exec"), namespace)
-        self._launch = namespace["launch"]
-        self.timings["load_s"] = time.perf_counter() - start
+        self._runtime, self._launch = runtime, namespace["launch"]
 
     def __call__(self, *args):
         if self._launch is None:

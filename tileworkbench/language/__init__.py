@@ -260,6 +260,11 @@ class LoopSpec:
     starts: tuple
     annotations: dict = field(default_factory=dict)
 
+    def __iter__(self):
+        # A Python helper the kernel calls runs as Python: its `for` cannot become a kernel loop.
+        raise error(f"a T.{self.kind} loop is only understood in the kernel's own body, not in a Python helper "
+                    "it calls (helpers may call T.copy, T.fill, ... but not loop); write the loop in the kernel")
+
 
 def _loop_extent(extent: ir.Expr, what: str) -> ir.Expr:
     """A trip count the generated ``int`` loop counter can run through."""

@@ -126,7 +126,7 @@ def stored_value(value, buffer: ir.Buffer, what: str) -> ir.Expr:
     if isinstance(e, ir.Const) and not isinstance(e.value, bool):
         problem = constant_problem(e.value, buffer.dtype)
         if problem:
-            raise error(f"{what} cannot be stored in {buffer.name}: {problem}")
+            raise error(f"{what}: {problem}")
     return e
 
 
@@ -296,4 +296,4 @@ def as_barrier(value, what: str = "barrier") -> ir.BarrierRef:
         return value
     if isinstance(value, ir.Buffer) and value.scope == "barrier":
         return ir.BarrierRef(value, ir.const(0))
-    raise error(f"{what} must be a barrier from T.alloc_barrier (or one slot of one); got {value!r}")
+    raise error(f"{what} must be a barrier from T.alloc_barrier (or one slot of one), not {describe(value)}")

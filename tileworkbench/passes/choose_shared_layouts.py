@@ -2,10 +2,14 @@
 
 Expects: tile-level IR after pipelining (shared buffers may carry a version dimension).
 Guarantees:
-  * every ``T.gemm`` accumulator carries ``attrs["wgmma_plan"]`` (a ``gemm_rules.WgmmaPlan``)
-    or None (the ``mma.sync`` path); operand tiles of a wgmma gemm get the layout wgmma reads:
+  * every ``T.gemm`` carries its tensor-core path in ``Gemm.plan`` (a ``gemm_rules.WgmmaPlan``,
+    or None for ``mma.sync``); operand tiles of a wgmma gemm get the layout wgmma reads:
     A swizzled by its row bytes, B either swizzled by its row bytes or, when its rows are wider
     than 128 bytes, split into 128-byte panels with the 128B swizzle (``attrs["panel"]``);
+  * the gemms of one accumulator share one accumulator layout, and every wgmma gemm reading a
+    tile wants the same layout of it: where two would disagree (one accumulator fed by a wgmma
+    and an mma.sync gemm, or by two wgmma forms; one tile read K-major by one gemm and N-major by
+    another), the gemms involved take the mma.sync path, whose layouts always agree;
   * other gemm operand tiles and tiles moved by a descriptor TMA get the swizzle their inner
     dimension allows (``tma_rules.swizzle_for_tile``), or, when their rows are wider than 128
     bytes (an epilogue tile, say), 128-byte panels with the 128B swizzle where TMA can move
@@ -17,8 +21,10 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir import nodes as ir
-from ..ir.visitor import collect
+from ..ir.visitor import IRMutator, collect
 from . import gemm_rules, tma_rules
 from .manager import register
 
@@ -46,17 +52,62 @@ def _wide_tile_panel(buf: ir.Buffer) -> int:
     return 128 * 8 // buf.dtype.bits if row_bytes > 128 and row_bytes % 128 == 0 else 0
 
 
+def _accumulator_layout(plan):
+    return None if plan is None else (plan.m, plan.n, plan.warpgroups)
+
+
+def _agreeing_plans(gemms, plans: dict) -> dict:
+    """``plans`` (id(gemm) -> WgmmaPlan | None) with the gemms whose plans disagree (module doc)
+    moved to the mma.sync path, until every accumulator and every operand tile has one layout."""
+    plans = dict(plans)
+    changed = True
+    while changed:
+        changed = False
+        by_accumulator: dict = {}
+        for g in gemms:
+            by_accumulator.setdefault(id(g.c.buffer), []).append(g)
+        for group in by_accumulator.values():
+            if len({_accumulator_layout(plans[id(g)]) for g in group}) > 1:
+                for g in group:
+                    changed |= plans[id(g)] is not None
+                    plans[id(g)] = None
+        wants: dict = {}  # id(tile) -> {(swizzle, panel): [gemms]}
+        for g in gemms:
+            plan = plans[id(g)]
+            if plan is not None:
+                wants.setdefault(id(g.a.buffer), {}).setdefault((plan.a_span, plan.a_panel), []).append(g)
+                wants.setdefault(id(g.b.buffer), {}).setdefault((plan.b_span, plan.b_panel), []).append(g)
+        for layouts in wants.values():
+            if len(layouts) > 1:
+                for group in layouts.values():
+                    for g in group:
+                        changed |= plans[id(g)] is not None
+                        plans[id(g)] = None
+    return plans
+
+
+class _SetPlans(IRMutator):
+    def __init__(self, plans: dict):
+        self.plans = plans
+
+    def visit_Gemm(self, node: ir.Gemm):
+        return dataclasses.replace(node, plan=self.plans[id(node)])
+
+
 @register("choose_shared_layouts", "tile")
 def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     shared = [a.buffer for a in collect(func.body, ir.Allocate) if a.buffer.scope == "shared"]
     pairs = list(_tma_pairs(func.body))
     layout: dict[int, tuple[int, int]] = {}  # id(buffer) -> (swizzle, panel)
     wanted = set()
-    for gemm in collect(func.body, ir.Gemm):
+    gemms = collect(func.body, ir.Gemm)
+    plans = {}
+    for gemm in gemms:
         plan = gemm_rules.wgmma_plan(gemm, func.launch.threads, ctx)
-        if plan is not None and not gemm_rules.plan_fits(plan, gemm, pairs):
-            plan = None
-        gemm.c.buffer.attrs["wgmma_plan"] = plan
+        plans[id(gemm)] = plan if plan is not None and gemm_rules.plan_fits(plan, gemm, pairs) else None
+    plans = _agreeing_plans(gemms, plans)
+    for gemm in gemms:
+        plan = plans[id(gemm)]
         if plan is not None:
             layout[id(gemm.a.buffer)] = (plan.a_span, plan.a_panel)
             layout[id(gemm.b.buffer)] = (plan.b_span, plan.b_panel)
@@ -77,4 +128,4 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
                 buf.attrs["swizzle"], buf.attrs["panel"] = 128, panel
         else:
             buf.attrs["swizzle"], buf.attrs["panel"] = 0, 0
-    return func.with_body(func.body)
+    return func.with_body(_SetPlans(plans).visit(func.body))

@@ -2,10 +2,14 @@
 
 Expects: IR where fragments are still whole-block tiles (``alloc_fragment``).
 Guarantees: ``buffer.attrs["layout"]`` on every fragment: for a ``T.gemm`` accumulator, the
-wgmma layout of ``tw::wgmma_gemm_ss`` when ``choose_shared_layouts`` put the gemm on the wgmma
-path, else the mma.sync layout of ``tw::gemm_ss`` (the warp grid chosen so the block's warps tile
+wgmma layout of ``tw::wgmma_gemm_ss`` when ``choose_shared_layouts`` put its gemms on the wgmma
+path (``Gemm.plan``), else the mma.sync layout of ``tw::gemm_ss`` (the warp grid chosen so the block's warps tile
 the accumulator); a blocked layout (element ``i`` in thread ``i % threads``)
 for every other fragment. Later passes rewrite all accesses through this one layout.
+The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
+words); past ``REGISTER_LIMIT`` the kernel is refused at the fragment that crosses it: a thread has
+255 registers, and NVRTC's time grows fast past that (8 s at 1024 words, 39 s at 2048 on the CPU
+machine), so such a kernel would take minutes to compile only to spill.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from ..ir import nodes as ir
 from ..ir.layout import BlockedLayout, MmaAccumLayout, WgmmaAccumLayout, choose_warp_grid
 from ..ir.visitor import collect
 from .manager import register
+
+REGISTER_LIMIT = 1024  # 32-bit words of fragments per thread; 4x the 255 registers a thread has
 
 
 @register("infer_fragment_layouts", "tile")
@@ -30,7 +36,7 @@ def infer_fragment_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         m, n = c.static_shape()
         if threads % 32:
             raise CompileError("T.gemm needs whole warps (threads a multiple of 32)", gemm.loc)
-        plan = c.attrs.get("wgmma_plan")
+        plan = gemm.plan
         grid = choose_warp_grid(m, n, threads // 32)
         if plan is None and grid is None:
             raise CompileError(f"T.gemm: a {m}x{n} accumulator cannot be split over {threads // 32} warps "
@@ -41,8 +47,20 @@ def infer_fragment_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             raise CompileError(f"{c.name} is the accumulator of two gemms with different shapes", gemm.loc)
         layouts[id(c)] = layout
         c.attrs["layout"] = layout
+    words, parts = 0, []
     for alloc in collect(func.body, ir.Allocate):
         buf = alloc.buffer
-        if buf.scope == "fragment" and id(buf) not in layouts:
+        if buf.scope != "fragment":
+            continue
+        if id(buf) not in layouts:
             buf.attrs["layout"] = BlockedLayout(buf.static_shape(), threads)
+        layout = buf.attrs["layout"]
+        own = -(-layout.local_size * buf.dtype.storage_bits // 32)
+        words += own
+        parts.append(f"{buf.name}: {'x'.join(map(str, buf.static_shape()))} {buf.dtype.name} over {threads} "
+                     f"threads is {own}")
+        if words > REGISTER_LIMIT:
+            raise CompileError(f"the kernel's fragments need about {words} 32-bit registers per thread "
+                               f"({'; '.join(parts)}); a thread has 255, and past {REGISTER_LIMIT} the CUDA "
+                               f"compiler would run for minutes: use smaller tiles or more threads", alloc.loc)
     return func.with_body(func.body)

@@ -6,6 +6,10 @@ Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce`` remains. Instead:
     bytes, when alignment and extents allow) or ``cp.async`` for ``prefer_instruction="cp_async"``,
     with bounds checks against the global tensor's shape (out-of-bounds loads fill zeros,
     out-of-bounds stores are skipped);
+  * an extent known only when the kernel runs (``T.copy(A[0:n], s[0:n])``, the same expression on
+    both sides, which the front end checks) is a loop over its largest value (interval analysis
+    over the loop and block indices; none known is a CompileError), guarded by ``i < n``; a
+    slice of a shared, fragment or local buffer must provably stay inside it. Fills alike;
   * copies to or from fragments are ``T.Parallel`` loops the next pass maps through the
     fragment's layout; copies to or from per-thread ``local`` buffers are serial loops;
   * ``T.gemm`` is one call of ``tw::wgmma_gemm_ss<...>`` (Hopper warpgroup MMA, when
@@ -22,8 +26,8 @@ import math
 from .. import dtypes
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.simplify import is_multiple_of
-from ..ir.visitor import IRMutator
+from ..ir.simplify import RangeTracker, interval, is_multiple_of, launch_ranges, simplify
+from ..ir.visitor import IRMutator, reassigned_vars
 from . import gemm_rules
 from .lower_tma import address_of, call
 from .manager import register
@@ -40,26 +44,88 @@ def _bounds(region: ir.Region, idx) -> ir.Expr | None:
     return ir.logical_and(*[ir.cmp("<", i, dim) for i, dim in zip(idx, region.buffer.shape)])
 
 
+def _extent_bounds(regions, dims, ranges, what: str, loc) -> tuple[list[int], list]:
+    """For the non-unit dimensions ``dims`` of the first region: each extent's largest value and,
+    where it is known only at run time, the extent itself (else None); checks that each region's
+    slice stays inside a buffer that is not global."""
+    first = regions[0]
+    bounds, dynamic = [], []
+    for d in dims:
+        extent = first.extents[d]
+        n = ir.const_int(extent)
+        if n is None:
+            n = interval(simplify(extent, ranges), ranges)[1]
+            if n is None:
+                raise CompileError(f"{what}: the extent {extent} has no upper bound known when the kernel is "
+                                   f"compiled (it may depend on a kernel parameter); slice a tile of fixed size "
+                                   f"and guard the elements you use", loc)
+        bounds.append(max(n, 0))
+        dynamic.append(extent if ir.const_int(extent) is None else None)
+    for region in regions:
+        buf = region.buffer
+        if buf.scope == "global" or all(ir.const_int(e) is not None for e in region.extents):
+            continue
+        for d, (start, extent, size) in enumerate(zip(region.starts, region.extents, buf.shape)):
+            last = interval(simplify(start + extent, ranges), ranges)[1]
+            if last is None or ir.const_int(size) is None or last > ir.const_int(size):
+                raise CompileError(f"{what}: the slice of {buf.name} along dimension {d} can reach element "
+                                   f"{last if last is not None else '(unknown)'}, past its {size}", loc)
+    return bounds, dynamic
+
+
+def _fragment_frame(region: ir.Region, what: str, loc) -> list[int] | None:
+    """For a copy or fill of a fragment: the loop dimensions, every one of the fragment's (its
+    unit ones too, so the loop nest has the fragment's shape, which partition_parallel_loops maps
+    through its layout); None for other buffers. Part of a fragment is refused: each thread holds
+    fixed elements of the whole."""
+    if region.buffer.scope != "fragment":
+        return None
+    if not region.is_full:
+        raise CompileError(f"{what} of part of fragment {region.buffer.name} is not supported (each thread holds "
+                           f"fixed elements of the whole fragment); copy or fill the whole fragment", loc)
+    return list(range(region.buffer.ndim))
+
+
 class _CopyLowering:
-    def __init__(self, node: ir.Copy):
+    def __init__(self, node: ir.Copy, ranges: dict):
         self.node = node
         self.src, self.dst = node.src, node.dst
         self.sdims, self.ddims = _non_unit(self.src), _non_unit(self.dst)
-        self.extents = [ir.const_int(self.dst.extents[d]) for d in self.ddims]
-        if None in self.extents:
-            raise CompileError("T.copy needs constant tile extents", node.loc)
+        # A fragment side sets the loop nest: all its dimensions. Its non-unit ones pair up with
+        # the other side's in order (the front end checked that their extents agree).
+        frame_dims = _fragment_frame(self.dst, "T.copy", node.loc)
+        if frame_dims is not None:
+            self.sdims = self.paired(self.dst, frame_dims, self.sdims)
+            self.ddims = frame_dims
+        elif (frame_dims := _fragment_frame(self.src, "T.copy", node.loc)) is not None:
+            self.ddims = self.paired(self.src, frame_dims, self.ddims)
+            self.sdims = frame_dims
+        # Unit dimensions dropped, the two sides' extents are the same expressions (the front end
+        # checks it), so the destination's serve both.
+        frame = self.dst if frame_dims is None or self.ddims is frame_dims else self.src
+        dims = self.ddims if frame is self.dst else self.sdims
+        self.extents, self.dynamic = _extent_bounds([frame, self.src if frame is self.dst else self.dst], dims,
+                                                    ranges, "T.copy", node.loc)
+
+    @staticmethod
+    def paired(fragment: ir.Region, frame_dims: list, other_dims: list) -> list:
+        """The other side's dimension for each loop of a fragment's frame: its non-unit dimensions
+        in order for the fragment's non-unit ones, None (index stays the start) for unit ones."""
+        others = iter(other_dims)
+        return [next(others) if ir.const_int(fragment.extents[d]) != 1 else None for d in frame_dims]
 
     def indices(self, region, dims, loop_idx):
         idx = list(region.starts)
         for d, i in zip(dims, loop_idx):
-            idx[d] = region.starts[d] + i
+            if d is not None:
+                idx[d] = region.starts[d] + i
         return tuple(idx)
 
     def vector_width(self) -> int:
         src, dst = self.src.buffer, self.dst.buffer
         if src.dtype != dst.dtype or src.dtype.packed or src.dtype.storage_bits < 8:
             return 1
-        if any(b.scope in ("fragment", "local") for b in (src, dst)) or not self.extents:
+        if any(b.scope in ("fragment", "local") for b in (src, dst)) or not self.extents or any(e is not None for e in self.dynamic):
             return 1
         elem = src.dtype.storage_bits // 8
         for v in (16 // elem, 8 // elem, 4 // elem, 2 // elem):
@@ -99,6 +165,9 @@ class _CopyLowering:
         d_idx = self.indices(self.dst, self.ddims, scaled)
         guard = ir.logical_and(_bounds(self.src, s_idx), _bounds(self.dst, d_idx))
         body = self.element(s_idx, d_idx, v, guard)
+        within = _within_extents(loop_vars, self.dynamic)  # past a run-time extent nothing is written
+        if within is not None:
+            body = ir.IfThenElse(within, body)
         extents = list(self.extents)
         if v > 1:
             extents[-1] //= v
@@ -129,6 +198,11 @@ class _CopyLowering:
         return ir.IfThenElse(guard, body, fill_zero)
 
 
+def _within_extents(loop_vars, dynamic) -> ir.Expr | None:
+    """``i < n`` for each loop over an extent ``n`` known only at run time (None where none is)."""
+    return ir.logical_and(*[ir.cmp("<", v, e) for v, e in zip(loop_vars, dynamic) if e is not None])
+
+
 def _loop_nest(shape, make_body, kind="parallel", loc=None):
     loop_vars = [ir.Var(f"i{n}") for n in range(len(shape))]
     body = make_body(tuple(loop_vars))
@@ -144,28 +218,40 @@ def _tile_dims(region: ir.Region) -> list[int]:
     return [ir.const_int(e) for e in region.extents if ir.const_int(e) != 1]
 
 
-class _LowerTileOps(IRMutator):
+class _LowerTileOps(RangeTracker, IRMutator):
     def __init__(self, func: ir.PrimFunc):
         self.func = func
         self.threads = func.launch.threads
         self.tid = func.launch.thread_var
         self.wgmma_shapes: set = set()
+        self.ranges = launch_ranges(func)
+        self.reassigned = reassigned_vars(func.body)
+
+    def visit_For(self, node: ir.For):
+        self.track_loop(node)
+        return self.generic_visit(node)
+
+    def visit_LetStmt(self, node: ir.LetStmt):
+        self.track_let(node)
+        return self.generic_visit(node)
 
     def visit_Copy(self, node: ir.Copy):
         if node.instruction == "tma":
             raise CompileError("internal: TMA copy left for lower_tile_ops", node.loc)
-        return _CopyLowering(node).lower()
+        return _CopyLowering(node, self.ranges).lower()
 
     def visit_Fill(self, node: ir.Fill):
         region = node.dst
-        dims = _non_unit(region)
-        shape = [ir.const_int(region.extents[d]) for d in dims]
+        dims = _fragment_frame(region, "T.fill", node.loc) or _non_unit(region)
+        shape, dynamic = _extent_bounds([region], dims, self.ranges, "T.fill", node.loc)
 
         def body(idx):
             full = list(region.starts)
             for d, i in zip(dims, idx):
                 full[d] = region.starts[d] + i
-            return ir.BufferStore(region.buffer, tuple(full), node.value)
+            store = ir.BufferStore(region.buffer, tuple(full), node.value)
+            guard = _within_extents(idx, dynamic)
+            return store if guard is None else ir.IfThenElse(guard, store)
 
         kind = "serial" if region.buffer.scope == "local" else "parallel"
         return _loop_nest(shape, body, kind, node.loc)
@@ -182,7 +268,7 @@ class _LowerTileOps(IRMutator):
             if _tile_dims(r) != list(r.buffer.static_shape()[-2:]):
                 raise CompileError(f"T.gemm: operand {name} must be a whole shared tile", node.loc)
         layout = c.buffer.attrs["layout"]
-        plan = c.buffer.attrs.get("wgmma_plan")
+        plan = node.plan
         if plan is not None:
             return self.wgmma(node, plan)
         if node.in_flight:

@@ -49,6 +49,13 @@ def tile_column(region: ir.Region, col: int) -> ir.Call:
     return address_of(region.buffer, (*region.starts[:-1], simplify(region.starts[-1] + col)))
 
 
+def _needs_16_byte_alignment(tensor: ir.Buffer):
+    """A bulk copy's global address must be a multiple of 16 bytes: the launcher checks the tensor
+    (``align_bytes``) instead of letting a misaligned one fault on the GPU."""
+    if not tensor.attrs.get("device_bound"):
+        tensor.attrs["align_bytes"] = max(tensor.attrs.get("align_bytes", 1), 16)
+
+
 def elect(threads: int) -> ir.Call:
     return ir.Call(f"tw::shuffle_elect<{threads}>", (), ir.dtypes.boolean)
 
@@ -77,6 +84,7 @@ class _LowerTma(IRMutator):
 
     def load_call(self, g: ir.Region, s: ir.Region, bar: ir.BarrierRef, loc) -> ir.Stmt:
         if tma_rules.can_bulk_copy(g, s.buffer):
+            _needs_16_byte_alignment(g.buffer)
             return call("tw::tma_load", tile_base(s), address_of(g.buffer, g.starts),
                         ir.const(tma_rules.region_bytes(g)), bar)
         desc = self.descriptor(g, s.buffer, loc)
@@ -85,6 +93,7 @@ class _LowerTma(IRMutator):
 
     def store_call(self, s: ir.Region, g: ir.Region, loc) -> ir.Stmt:
         if tma_rules.can_bulk_copy(g, s.buffer):
+            _needs_16_byte_alignment(g.buffer)
             return call("tw::tma_store", address_of(g.buffer, g.starts), tile_base(s),
                         ir.const(tma_rules.region_bytes(g)))
         desc = self.descriptor(g, s.buffer, loc)

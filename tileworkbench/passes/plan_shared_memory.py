@@ -90,6 +90,18 @@ def _place(buffers, start: int, plan: list, shares_with=None) -> int:
     return offset
 
 
+def _crossing_the_limit(buffers, limit: int):
+    """Where the allocation was made whose bytes, added to those allocated before it (in the
+    user's order: the buffer the user can shrink or drop), pass ``limit``; None if none has a
+    location."""
+    total = 0
+    for buf in buffers:
+        total += _size_of(buf)
+        if total > limit:
+            return buf.loc
+    return None
+
+
 @register("plan_shared_memory", "memory")
 def plan_shared_memory(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     buffers = []
@@ -107,7 +119,8 @@ def plan_shared_memory(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         listing = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in plan)
         raise CompileError(f"the kernel needs {offset} bytes of shared memory, more than the {limit} "
                            f"bytes of {ctx.target.arch} ({listing}); use smaller tiles or fewer stages",
-                           ir.SourceLocation(func.source_file, func.source_line) if func.source_line else None)
+                           _crossing_the_limit(buffers, limit) or
+                           (ir.SourceLocation(func.source_file, func.source_line) if func.source_line else None))
     out = func.with_body(body)
     out.attrs["smem_bytes"] = offset
     out.attrs["smem_plan"] = plan

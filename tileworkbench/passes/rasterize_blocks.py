@@ -31,8 +31,8 @@ def rasterize_blocks(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         two_d = len(grid) == 2 and None not in grid
         wanted = two_d and grid[1] > AUTO_PANEL and collect(func.body, ir.Gemm)
         panel = AUTO_PANEL if wanted and not ctx.flag(PassConfigKey.TW_DISABLE_RASTERIZATION) else 0
-    if panel and (len(grid) != 2 or None in grid):
-        panel = 0  # only static 2-D grids are rasterised
+    if panel and (len(grid) != 2 or None in grid or grid[0] * grid[1] > 2**31 - 1):
+        panel = 0  # only static 2-D grids are rasterised (their block count an int)
     out = func.with_body(func.body)
     out.launch = dataclasses.replace(launch, raster_panel=panel)
     return out

@@ -4,7 +4,8 @@ Expects: any IR.
 Guarantees: integer expressions in affine canonical form with floor-div/mod folded where the
 ranges of loop, thread and block indices allow (``ir.simplify``); ``if`` statements whose
 condition is decided are replaced by the branch taken; loops of extent 1 are replaced by their
-body with the index substituted.
+body with the index substituted; loops of extent 0, and loops and ifs left with nothing to run,
+are dropped.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class _SimplifyStmts(_Simplifier):
         node = self.generic_visit(node)
         if isinstance(node.cond, ir.Const):
             return node.then_body if node.cond.value else node.else_body
+        if node.then_body is None:  # its statements were all dropped (a loop that never runs)
+            return None if node.else_body is None else ir.IfThenElse(ir.Not(node.cond), node.else_body, loc=node.loc)
         return node
 
     def visit_WarpSpecialize(self, node):
@@ -41,7 +44,8 @@ class _SimplifyStmts(_Simplifier):
             return self.visit(substitute(node.body, {node.var: node.start}))
         if ir.const_int(node.extent) == 0:
             return None
-        return super().visit_For(node)
+        node = super().visit_For(node)
+        return None if isinstance(node, ir.For) and node.body is None else node  # nothing left to repeat
 
 
 @register("simplify", "lower")

@@ -186,6 +186,10 @@ def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDes
     if rank > 5:
         raise CompileError(f"TMA handles at most 5 dimensions; {g.name} has {rank}", loc)
     dims = tuple(_int_or_expr(s) for s in reversed(g.shape))
+    too_long = next((d for d in dims if isinstance(d, int) and d > 2**31 - 1), None)
+    if too_long is not None:
+        raise CompileError(f"TMA addresses a tensor with 32-bit coordinates; {g.name} has a dimension of "
+                           f"{too_long} elements, more than 2^31 - 1", loc)
     stride_bytes = global_stride_bytes(g)
     bad = misaligned_stride(stride_bytes)
     if bad is not None:

@@ -1,0 +1,99 @@
+"""Issue 15's silent miscompiles, run on the GPU against float64 references on random data (their
+CPU tests on the generated code are tests/test_correctness_fixes.py). Outputs are poisoned with NaN
+before each launch, so an element the kernel does not write fails the check."""
+
+import numpy as np
+import pytest
+
+import tileworkbench as tw
+from tileworkbench.examples.edge_cases import (big_tensor_copy, long_vector_add, mixed_gemm_forms,
+                                                run_time_extent_copy, two_gemm_forms)
+from tileworkbench.testing import gpu_marks
+
+pytestmark = gpu_marks(9, 0)
+
+
+@pytest.fixture
+def cupy():
+    cp = pytest.importorskip("cupy")
+    yield cp
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def test_a_run_time_extent_copies_exactly_its_elements(cupy):
+    kernel = tw.compile(run_time_extent_copy(), out_idx=[1])
+    a = cupy.random.standard_normal(1024, dtype=cupy.float32)
+    b = cupy.full(1024, cupy.nan, dtype=cupy.float32)
+    kernel(a, b)
+    ref = np.full(1024, -1.0)
+    host = cupy.asnumpy(a).astype(np.float64)
+    for bx in range(8):
+        n = 16 * bx + 8
+        ref[bx * 128:bx * 128 + n] = host[bx * 128:bx * 128 + n]
+    np.testing.assert_array_equal(cupy.asnumpy(b).astype(np.float64), ref)
+
+
+def _gemm_check(cupy, program, inputs, ref):
+    kernel = tw.compile(program, out_idx=[len(inputs)])
+    out = cupy.full(ref.shape, cupy.nan, dtype=cupy.float32)
+    kernel(*inputs, out)
+    out = out.get().astype(np.float64)
+    assert np.isfinite(out).all()
+    err = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+    assert err < 1e-5, err  # fp16 products summed in float32: far below this
+
+
+def test_two_gemm_forms_into_one_accumulator(cupy):
+    p, q, r = (cupy.random.standard_normal(s, dtype=cupy.float32).astype(cupy.float16)
+               for s in ((128, 64), (64, 128), (128, 64)))
+    P, Q, R = (x.get().astype(np.float64) for x in (p, q, r))
+    _gemm_check(cupy, two_gemm_forms(), (p, q, r), P @ Q + P @ R.T)
+
+
+def test_a_wgmma_and_an_mma_sync_gemm_into_one_accumulator(cupy):
+    p, q, u, v = (cupy.random.standard_normal(s, dtype=cupy.float32).astype(cupy.float16)
+                  for s in ((128, 64), (64, 64), (128, 48), (48, 64)))
+    P, Q, U, V = (x.get().astype(np.float64) for x in (p, q, u, v))
+    _gemm_check(cupy, mixed_gemm_forms(), (p, q, u, v), U @ V + P @ Q)
+
+
+def _random_half(cupy, shape, rows_per_chunk):
+    """A random float16 tensor filled a chunk of rows at a time (no 4-byte copy of 8 GiB at once)."""
+    x = cupy.empty(shape, dtype=cupy.float16)
+    for r in range(0, shape[0], rows_per_chunk):
+        x[r:r + rows_per_chunk] = cupy.random.standard_normal((min(rows_per_chunk, shape[0] - r),) + shape[1:],
+                                                              dtype=cupy.float32).astype(cupy.float16)
+    return x
+
+
+def test_a_tensor_of_2_to_the_32_elements_is_copied_whole(cupy):
+    """65536 x 65536 float16 (8 GiB): with 32-bit offsets every tile past row 32768 would be read
+    from and written to the wrong place (or fault)."""
+    n = 65536
+    kernel = tw.compile(big_tensor_copy(n), out_idx=[1])
+    a = _random_half(cupy, (n, n), 4096)
+    b = cupy.full((n, n), cupy.nan, dtype=cupy.float16)
+    kernel(a, b)
+    cupy.cuda.runtime.deviceSynchronize()
+    # The copy must be exact; compare in float64 a band of rows at a time, the last ones included.
+    for r in list(range(0, n, 8192)) + [n - 64]:
+        band = slice(r, r + 64)
+        np.testing.assert_array_equal(b[band].get().astype(np.float64), a[band].get().astype(np.float64))
+    assert not bool(cupy.isnan(b).any())
+    del a, b
+
+
+def test_a_vector_past_2_to_the_31_elements(cupy):
+    """Y = X + 1 over 2^31 + 1000 float16 elements: the guard and the index pass 2^31 for the last
+    blocks, where 32-bit arithmetic would wrap to negative offsets."""
+    n = 2**31 + 1000
+    kernel = tw.compile(long_vector_add(n), out_idx=[1])
+    x = _random_half(cupy, (n,), 2**28)
+    y = cupy.full(n, cupy.nan, dtype=cupy.float16)
+    kernel(x, y)
+    cupy.cuda.runtime.deviceSynchronize()
+    for start in (0, 2**30, 2**31 - 4096, n - 4096):
+        part = slice(start, start + 4096)
+        ref = (x[part].get().astype(np.float64) + 1.0).astype(np.float16).astype(np.float64)
+        np.testing.assert_array_equal(y[part].get().astype(np.float64), ref)
+    del x, y

@@ -1,0 +1,92 @@
+"""The three silent miscompiles of issue 15, on the generated code (their GPU tests against float64
+are tests/gpu/test_correctness_fixes_gpu.py): a slice whose extent is known only at run time, two
+gemm forms on one accumulator (and a gemm into part of one), and offsets past 2^31 elements."""
+
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.examples.edge_cases import (big_tensor_copy, long_vector_add, mixed_gemm_forms, run_time_extent_copy,
+                                                two_gemm_forms)
+
+SM90 = "sm_90a"
+
+
+def kernel_part(artifact) -> str:
+    return artifact.device_source.split("// ---- kernel ----")[1]
+
+
+def test_a_run_time_extent_copies_exactly_its_elements():
+    code = kernel_part(tw.lower(run_time_extent_copy(), target=SM90))
+    # The copy loops over the largest extent (bx = 7: 120 elements) and stops at this block's own.
+    assert "if ((flat_1 < 120)) {" in code
+    assert "if ((i0_1 < ((bx * 16) + 8))) {" in code
+    # Past the extent nothing is written: the only store of the copy is the element copy itself.
+    copy_part = code.split("if ((i0_1 < ((bx * 16) + 8))) {")[1].split("}")[0]
+    assert copy_part.strip() == "s[i0_1] = A[((bx * 128) + i0_1)];"
+
+
+def test_a_run_time_extent_against_a_fixed_one_is_refused():
+    with pytest.raises(tw.CompileError, match="the A region's extent bx is known only when the kernel runs, but "
+                                              "the s region is 128"):
+        @T.prim_func
+        def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+            with T.Kernel(4, threads=128) as bx:
+                s = T.alloc_shared((128,), "float32")
+                T.copy(A[0:bx], s)
+                T.copy(s, B)
+
+
+def test_each_gemm_keeps_its_own_form_on_a_shared_accumulator():
+    code = kernel_part(tw.lower(two_gemm_forms(), target=SM90))
+    calls = [line.strip() for line in code.splitlines() if "wgmma_gemm_ss<" in line]
+    assert len(calls) == 2
+    assert "false, tw_wgmma_m64n128k16_f16_kn>" in calls[0] and "(b, 0)" in calls[0]  # B stored K x N
+    assert "true, tw_wgmma_m64n128k16_f16_kk>" in calls[1] and "(bt, 0)" in calls[1]  # B stored N x K
+
+
+def test_an_accumulator_fed_by_wgmma_and_mma_sync_gemms_takes_mma_sync_for_both():
+    """The gemm with K = 48 (rows of 96 bytes: no swizzle wgmma reads) takes mma.sync, whose
+    accumulator layout differs from wgmma's: both gemms of that accumulator take mma.sync, rather
+    than one of them using the other's layout."""
+    code = kernel_part(tw.lower(mixed_gemm_forms(), target=SM90, enable_device_compile=True))
+    assert "wgmma_gemm_ss" not in code
+    assert code.count("tw::gemm_ss<128, 64, 64,") == 1 and code.count("tw::gemm_ss<128, 64, 48,") == 1
+
+
+def test_a_gemm_into_part_of_an_accumulator_is_refused():
+    with pytest.raises(tw.CompileError, match="T.gemm C must be a whole fragment"):
+        @T.prim_func
+        def main(A: T.Tensor((128, 64), "float16")):
+            with T.Kernel(1, threads=128):
+                a = T.alloc_shared((128, 64), "float16")
+                b = T.alloc_shared((64, 64), "float16")
+                c = T.alloc_fragment((128, 128), "float32")
+                T.gemm(a, b, c[0:128, 0:64])
+
+
+def test_offsets_past_2_to_the_31_are_64_bit():
+    code = kernel_part(tw.lower(big_tensor_copy(65536), target=SM90))
+    assert "(&A[(((((long long)(by) * 8388608) + (i0 * 65536)) + (bx * 128)) + (i1 * 8))])" in code
+    assert "(&B[(((((long long)(by) * 8388608) + (i0_1 * 65536)) + (bx * 128)) + (i1_1 * 8))])" in code
+    small = kernel_part(tw.lower(big_tensor_copy(4096), target=SM90))
+    assert "long long" not in small and "(&A[((((by * 524288) + (i0 * 4096))" in small
+
+
+def test_a_long_vector_guard_and_index_are_64_bit():
+    code = kernel_part(tw.lower(long_vector_add(2**31 + 1000), target=SM90))
+    assert "((long long)(bx) * 1024)" in code and "2147484648LL" in code
+    assert "long long" not in kernel_part(tw.lower(long_vector_add(2**20), target=SM90))
+
+
+def test_a_wide_tensor_indexed_by_a_parameter_is_64_bit():
+    """A kernel parameter's range is unknown: inside a wide tensor's offset its arithmetic is 64-bit."""
+    @T.prim_func
+    def main(X: T.Tensor((2**31 + 8,), "float16"), Y: T.Tensor((64,), "float16"), n: T.int32, m: T.int32):
+        with T.Kernel(1, threads=1):
+            X[n * 2 + m] = 1.0
+            Y[n * 2 + m] = 1.0
+
+    code = kernel_part(tw.lower(main, target=SM90, enable_device_compile=True))
+    assert "X[(((long long)(n) * 2) + m)] =" in code
+    assert "Y[((n * 2) + m)] =" in code  # a small tensor's in-bounds offsets fit an int
