@@ -36,7 +36,7 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None):
         compiled = {}
 
         def call(*args, **kwargs):
-            key = (args, tuple(sorted(kwargs.items())))
+            key = repr((args, sorted(kwargs.items())))  # lists among the arguments are fine too
             if key not in compiled:
                 compiled[key] = compile(builder(*args, **kwargs), out_idx=out_idx, target=target,
                                         pass_configs=pass_configs)

@@ -167,12 +167,12 @@ class DryRuntime(Runtime):
         self.launches.append((kernel_name, grid, block))
 
 
-def dry_call(kernel, *args):
+def dry_call(kernel, *args, **keywords):
     """Call ``kernel`` (from ``tw.compile(..., load_device=False)``) through its host launcher on a
     ``DryRuntime``; returns the runtime (its ``launches``)."""
     runtime = DryRuntime(kernel.record["smem_bytes"])
     kernel.bind_runtime(runtime)
-    kernel(*args)
+    kernel(*args, **keywords)
     return runtime
 
 

@@ -66,6 +66,8 @@ CALLS = [
     ("scalar-float", "dry_call(kernel, a, b, 2.5)", "argument 'n' is a int32 scalar; 2.5 is not an integer"),
     ("scalar-overflow", "dry_call(kernel, a, b, 2**40)", "argument 'n': 1099511627776 does not fit int32"),
     ("scalar-array", "dry_call(kernel, a, b, a)", "argument 'n' is a int32 scalar, not FakeGpuArray"),
+    ("keywords", "dry_call(kernel, a, b, n=3)", "main_kernel takes its arguments by position \\(A, B, n\\), not by "
+                                                "keyword \\(n\\)"),
 ]
 
 HOST_DLPACK = '''

@@ -79,7 +79,11 @@ class Kernel:
         exec(builtins.compile(self.record["host_source"], f"<tileworkbench host launcher {self.name}>", "exec"), namespace)
         self._runtime, self._launch = runtime, namespace["launch"]
 
-    def __call__(self, *args):
+    def __call__(self, *args, **keywords):
+        if keywords:
+            raise KernelRuntimeError(f"{self.name} takes its arguments by position "
+                                     f"({', '.join(p['name'] for p in self.params)}), not by keyword "
+                                     f"({', '.join(keywords)})")
         if self._launch is None:
             self._load()
         n_in = len(self.params) - len(self.out_idx)
