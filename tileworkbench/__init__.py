@@ -5,8 +5,7 @@ A TileLang-compatible DSL (``import tileworkbench.language as T``), a compiler c
 that shows every step.
 """
 
-__version__ = "0.1.0"
-
+from .version import __version__  # noqa: E402
 from .errors import CompileError, KernelRuntimeError, SourceLocation  # noqa: E402
 from .target import PassConfigKey, PassContext, Target  # noqa: E402
 from .jit.lower import Artifact, lower  # noqa: E402

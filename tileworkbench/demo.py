@@ -15,10 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-from . import PassConfigKey, compile, lower
+from .jit.kernel import compile
+from .jit.lower import lower
+from .target import PassConfigKey, detect_arch
 from .bench.table import ratio_text
 from .examples.gemm import matmul_tma_copy
-from .target import detect_arch
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 CONFIGS = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}

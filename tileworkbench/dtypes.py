@@ -47,21 +47,28 @@ class DType:
         """Bytes of information in ``count`` elements (what TMA transfers)."""
         return (count * self.bits + 7) // 8
 
-    def __call__(self, value):
-        """``T.float32(0)`` is a constant (or a cast of a kernel expression) of this type."""
-        from .ir import nodes
-
+    def __call__(self, value) -> "TypedValue":
+        """``T.float32(0)``: ``value`` as a value of this type, a constant (or, of a kernel
+        expression, a cast) once the IR takes it (``ir.as_expr``)."""
         if isinstance(value, (int, float, bool)):
             problem = constant_problem(value, self)
             if problem:
                 raise CompileError(f"T.{self.name}({value!r}): {problem}")
-            return nodes.Const(float(value) if self.is_float else int(value), self)
-        return nodes.cast(value, self)
+        return TypedValue(value, self)
 
     @property
     def is_low_precision_float(self) -> bool:
         """Stored in a custom struct and computed in float32 by generated code."""
         return self.name in ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class TypedValue:
+    """What calling a dtype gives (``T.int32(0)``): a number or kernel expression to be taken as
+    that type. The IR layer, above this one, makes it a node (``ir.nodes.as_expr``)."""
+
+    value: object
+    dtype: DType
 
 
 def _d(name, bits, kind, cpp, tma=None, **kw) -> DType:

@@ -12,7 +12,7 @@ def race(kernels: dict, n: int, dtype: str, *, rounds: int = 7, warmup: int = 3,
     drifts. Prints each median TFLOP/s with its range and returns the medians."""
     import torch
 
-    from tileworkbench.bench.timing import Timer, rel_err
+    from tileworkbench.backend.timing import Timer, rel_err
 
     tdt = getattr(torch, dtype)
     a, b = (torch.randn(n, n, device="cuda", dtype=tdt) for _ in range(2))

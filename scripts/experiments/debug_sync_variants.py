@@ -30,7 +30,7 @@ import cupy
 from _edited import edited_kernel
 
 import tileworkbench as tw
-from tileworkbench.bench.timing import Timer, rel_err
+from tileworkbench.backend.timing import Timer, rel_err
 from tileworkbench.examples.gemm import matmul_tma_copy
 
 WAIT_DEBUG = re.compile(r"(\S+?)\.wait_debug\(((?:[^()]|\([^()]*(?:\([^()]*\))*[^()]*\))*?), tw_debug, [^;]*;")

@@ -62,7 +62,7 @@ def race_configs(M, N, K, configs):
     import cupy
     import torch
 
-    from tileworkbench.bench.timing import Timer, rel_err
+    from tileworkbench.backend.timing import Timer, rel_err
 
     flops = 2.0 * M * N * K
     for dtype in ("float16", "bfloat16"):

@@ -15,7 +15,7 @@ import torch
 from _edited import edited_kernel
 
 import tileworkbench as tw
-from tileworkbench.bench.timing import Timer, rel_err
+from tileworkbench.backend.timing import Timer, rel_err
 from tileworkbench.examples.gemm import matmul, matmul_tma_copy, matmul_tma_copy_store
 
 ELECT = '''  if constexpr (N > 32) {

@@ -18,7 +18,7 @@ import sys
 import torch
 
 import tileworkbench as tw
-from tileworkbench.bench.timing import Timer, rel_err
+from tileworkbench.backend.timing import Timer, rel_err
 from tileworkbench.examples.gemm import matmul
 
 CONFIGS = [(128, 256, 64, 3, 256), (128, 256, 64, 2, 256), (256, 128, 64, 3, 256), (128, 128, 64, 4, 128)]

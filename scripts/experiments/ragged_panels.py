@@ -70,7 +70,7 @@ def old_rule():
 def main():
     import torch
 
-    from tileworkbench.bench.timing import Timer, rel_err
+    from tileworkbench.backend.timing import Timer, rel_err
 
     shapes = parse_shapes(sys.argv[1] if len(sys.argv) > 1 else "4096x4000x4096,4000x4000x4000")
     for M, N, K in shapes:

@@ -42,7 +42,7 @@ def main():
 
     import torch
 
-    from tileworkbench.bench.timing import Timer
+    from tileworkbench.backend.timing import Timer
 
     m = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
     for dtype in ("float16", "bfloat16"):

@@ -76,7 +76,7 @@ def test_benchmarks_gemm_py_is_the_same_command():
 def test_gpu_side_modules_import_without_pandas_or_matplotlib():
     code = ("import sys\n"
             "sys.modules['pandas'] = None; sys.modules['matplotlib'] = None  # importing them now fails\n"
-            "import tileworkbench.bench.cli, tileworkbench.bench.gemm, tileworkbench.bench.timing\n"
+            "import tileworkbench.bench.cli, tileworkbench.bench.gemm, tileworkbench.backend.timing\n"
             "import tileworkbench.bench.compile_time, tileworkbench.bench.machine, tileworkbench.autotune\n"
             "from tileworkbench.bench import schema, table\n"
             "rec = schema.make_record(tileworkbench.bench.machine.machine_info(), [])\n"

@@ -47,7 +47,7 @@ def test_quick_suite_end_to_end(tmp_path):
 
 
 def test_timer_measures_a_cublas_gemm_plausibly(torch):
-    from tileworkbench.bench.timing import Timer, rel_err
+    from tileworkbench.backend.timing import Timer, rel_err
 
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
     b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)

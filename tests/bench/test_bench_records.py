@@ -101,7 +101,7 @@ def test_plot_tflops_draws_ours_and_cublas_with_ratios(tmp_path):
 
 def test_head_to_head_rotates_who_runs_first_and_takes_medians():
     from tileworkbench.bench import gemm
-    from tileworkbench.bench.timing import Timing
+    from tileworkbench.backend.timing import Timing
 
     calls = []
     clock = {"lib": iter([2.0, 2.2, 2.1]), "a": iter([1.0, 1.4, 9.0]), "b": iter([1.5, 1.3, 1.2])}

@@ -211,7 +211,7 @@ def device_name(target: Target) -> str:
 
 class GpuBenchmark:
     """The default timer: random inputs made once (every config solves the same problem),
-    an optional check against ``ref_program``, then ``bench.timing.Timer`` (CUDA events, L2
+    an optional check against ``ref_program``, then ``backend.timing.Timer`` (CUDA events, L2
     flushed, median)."""
 
     def __init__(self, ref_program=None, max_rel_err: float = 1e-2, warmup: int = 10, rep: int = 50):
@@ -219,7 +219,7 @@ class GpuBenchmark:
         self._inputs = self._timer = None
 
     def __call__(self, kernel, config: Config) -> float:
-        from ..bench.timing import Timer, passes, rel_err
+        from ..backend.timing import Timer, passes, rel_err
 
         if self._inputs is None:
             self._inputs, self._timer = kernel.get_profiler().inputs(), Timer()
@@ -260,7 +260,7 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
                         out_idx=[2])
         best.kernel(a, b)
     """
-    import tileworkbench as tw
+    from ..jit.kernel import compile as compile_kernel
 
     configs = list(configs if configs is not None else config_space())
     tgt = Target.of(target)
@@ -269,7 +269,7 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
     key = memory.memory_key(builder, args, kwargs, device)
 
     def build(cfg):
-        return tw.compile(builder(*args, **kwargs, **cfg.as_kwargs()), out_idx=out_idx, target=tgt,
+        return compile_kernel(builder(*args, **kwargs, **cfg.as_kwargs()), out_idx=out_idx, target=tgt,
                           pass_configs=pass_configs)
 
     if benchmark and use_memory:

@@ -66,7 +66,7 @@ def run_gemm(args) -> int:
         print(f"the GEMM suite needs a CUDA GPU with torch and CuPy: {exc}", file=sys.stderr)
         return 2
 
-    from .timing import FLUSH_BYTES, SPIN_NS
+    from ..backend.timing import FLUSH_BYTES, SPIN_NS
 
     meta = {"warmup": settings.warmup, "rep": settings.rep, "quick": settings.quick, "seed": settings.seed,
             "head_to_head_rounds": settings.rounds, "head_to_head_rep": settings.round_rep,

@@ -34,7 +34,7 @@ def debug_cost(size: int = 8192, num_stages: int = 2, timeout_s: float = 2.0, wa
     import cupy
 
     from ..jit.kernel import compile
-    from .timing import Timer, passes, rel_err
+    from ..backend.timing import Timer, passes, rel_err
 
     plain_configs = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
     debug_configs = {**plain_configs, PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT: timeout_s}

@@ -27,7 +27,7 @@ import math
 import re
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from ..ir import nodes as ir
 from ..ir.layout import shared_element_offset
 from ..ir.simplify import Affine, interval, is_nonnegative, launch_ranges, simplify

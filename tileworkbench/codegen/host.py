@@ -12,7 +12,7 @@ kernel's last argument and, after the launch, has ``rt`` read it: a wait that ti
 
 from __future__ import annotations
 
-from .. import __version__
+from ..version import __version__
 from ..dtypes import TMA_TYPE_NAMES
 from ..ir import nodes as ir
 from ..ir.printer import expr_text

@@ -23,8 +23,9 @@ import traceback
 from .. import dtypes as _dt
 from ..errors import DEBUG_ENV, TOO_DEEP, CompileError, InternalCompilerError, SourceLocation, caller_location
 from ..ir import nodes as ir
-from ..language import LoopSpec, TensorSpec
-from ..language import builder as _b
+from . import builder as _b
+from .regions import subscript_buffer
+from .specs import LoopSpec, TensorSpec, serial_loop
 
 _BINOPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -231,10 +232,9 @@ class Parser(ast.NodeVisitor):
         if len(node.items) != 1:
             raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
         item = node.items[0]
-        from .. import language as T
-
         # Look at what is called before calling it: `with open(...)` must not run.
-        if not isinstance(item.context_expr, ast.Call) or self.eval(item.context_expr.func) is not T.Kernel:
+        if not isinstance(item.context_expr, ast.Call) or \
+                not getattr(self.eval(item.context_expr.func), "opens_kernel_scope", False):
             raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
         spec = self.eval(item.context_expr)
         if self.kernel_seen:
@@ -357,7 +357,7 @@ class Parser(ast.NodeVisitor):
             raise self.error(target, f"{buf.name} has {buf.ndim} dimension(s), indexed with {len(key)}")
         if any(isinstance(k, slice) for k in key):
             raise self.error(target, "assigning to a slice is not supported; use T.fill or T.copy")
-        element = _b.subscript_buffer(buf, key)  # the indices' checks, as for a load
+        element = subscript_buffer(buf, key)  # the indices' checks, as for a load
         value = ir.cast(_b.stored_value(value, buf, f"the value stored in {buf.name}"), buf.dtype)
         self.builder.emit(ir.BufferStore(buf, element.indices, value))
 
@@ -391,9 +391,7 @@ class Parser(ast.NodeVisitor):
                 args = [self.eval(a) for a in it.args]
                 if len(args) == 3 and args[2] != 1:
                     raise self.error(it, "range() with a step is not supported; use T.serial")
-                from .. import language as T
-
-                return T.serial(*args[:2])
+                return serial_loop(args[:2])
         value = self.eval(it)
         if not isinstance(value, LoopSpec):
             raise self.error(it, "kernel loops iterate over T.serial, T.Parallel, T.Pipelined, "
@@ -460,7 +458,7 @@ class Parser(ast.NodeVisitor):
         base = self.eval(node.value)
         key = self.eval(node.slice)
         if isinstance(base, ir.Buffer):
-            return _b.subscript_buffer(base, key)
+            return subscript_buffer(base, key)
         if _is_ir(key) or isinstance(key, tuple) and any(_is_ir(k) for k in key):
             raise self.error(node, f"{ir.describe(base)} is indexed while the kernel is built, so its index must "
                                    "be a Python value, not a kernel value")
@@ -495,7 +493,9 @@ class Parser(ast.NodeVisitor):
         except ValueError:
             pass  # builtins without a signature
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            # T.float32(x) in a kernel is a kernel value of that type (a constant or a cast)
+            return ir.as_expr(result) if isinstance(result, _dt.TypedValue) else result
         except CompileError:
             raise
         except RecursionError:
@@ -597,9 +597,7 @@ class Parser(ast.NodeVisitor):
         cond = self.eval(node.test)
         if not _is_ir(cond):
             return self.eval(node.body) if cond else self.eval(node.orelse)
-        from .. import language as T
-
-        return T.if_then_else(cond, self.eval(node.body), self.eval(node.orelse))
+        return _b.select(cond, self.eval(node.body), self.eval(node.orelse))
 
 
 def _closure_vars(fn) -> dict:

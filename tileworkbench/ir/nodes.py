@@ -205,6 +205,11 @@ def as_expr(value) -> Expr:
         return value
     if isinstance(value, (bool, int, float)):
         return const(value)
+    if isinstance(value, dtypes.TypedValue):  # T.float32(x)
+        if isinstance(value.value, (bool, int, float)):
+            v = value.value
+            return Const(float(v) if value.dtype.is_float else int(v), value.dtype)
+        return cast(as_expr(value.value), value.dtype)
     try:  # numpy scalars
         import numpy as np
 

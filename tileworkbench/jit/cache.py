@@ -16,7 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from ..codegen.cuda import HEADER_DIR, HEADER_ORDER
 
 MEMORY: dict = {}

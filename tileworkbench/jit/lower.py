@@ -8,7 +8,7 @@ import numbers
 import time
 from dataclasses import dataclass, field
 
-from .. import __version__
+from ..version import __version__
 from ..codegen.cuda import generate_cuda
 from ..codegen.host import generate_host
 from ..errors import CompileError, SourceLocation, internal_errors, user_error

@@ -67,34 +67,14 @@ class Profiler:
             _compare(o, r, atol, rtol, max_mismatched_ratio)
 
     def do_bench(self, func=None, warmup: int = 10, rep: int = 50, inputs=None, flush_l2: bool = True) -> float:
-        """Median milliseconds of ``func`` (default: the kernel on random inputs), timed with CUDA
-        events; the L2 cache is flushed before every timed run."""
-        import cupy
+        """Median milliseconds of ``func`` (default: the kernel on random inputs), timed as every
+        benchmark here times (``backend.timing.Timer``: CUDA events, the L2 cache flushed before
+        every timed run unless ``flush_l2`` is False)."""
+        from ..backend.timing import FLUSH_BYTES, Timer
 
         inputs = inputs if inputs is not None else self.inputs()
         fn = func if func is not None else (lambda: self.kernel(*inputs))
-        flush = cupy.empty(256 * 1024 * 1024 // 4, dtype=cupy.int32) if flush_l2 else None
-        for _ in range(warmup):
-            fn()
-        cupy.cuda.get_current_stream().synchronize()
-        _sync_torch()
-        times = []
-        for _ in range(rep):
-            if flush is not None:
-                flush.fill(0)
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, end))
-        return float(np.median(times))
-
-
-def _sync_torch():
-    torch = _torch()
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.synchronize()
+        return Timer(flush_bytes=FLUSH_BYTES if flush_l2 else 0).time(fn, warmup, rep).ms
 
 
 def _to_numpy(x):

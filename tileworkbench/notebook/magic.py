@@ -109,7 +109,7 @@ def tilekernel(line: str, cell: str, shell=None):
     from IPython.core.error import UsageError
     from IPython.display import display
 
-    from .. import compile as tw_compile
+    from ..jit.kernel import compile as tw_compile
     from .display import TraceView
     from .stepper import stepper
 

@@ -1,0 +1,80 @@
+"""What the DSL's calls hand the front end: the records behind ``T.Tensor`` annotations,
+``with T.Kernel(...)`` and kernel loops, and the rules for loop bounds that ``T.serial`` and the
+front end's ``range`` share. ``tileworkbench.language`` makes them; the parser reads them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dtypes import DType
+from ..ir import nodes as ir
+from .builder import INT32_MAX, error, integer
+
+
+@dataclass
+class TensorSpec:
+    """The annotation ``T.Tensor(shape, dtype)`` / ``T.StridedTensor(shape, strides, dtype)``."""
+
+    shape: tuple
+    dtype: DType
+    strides: tuple | None = None
+
+
+@dataclass
+class KernelSpec:
+    """``T.Kernel(*grid, threads=...)``: what ``with`` opens the kernel's body with."""
+
+    grid: tuple
+    threads: int
+
+
+def opens_kernel_scope(fn):
+    """Marks the DSL function whose call a kernel's ``with`` statement must be (``T.Kernel``): the
+    front end looks at what is called before calling it, so ``with open(...)`` never runs."""
+    fn.opens_kernel_scope = True
+    return fn
+
+
+@dataclass
+class LoopSpec:
+    """``T.serial`` / ``T.Parallel`` / ``T.Pipelined`` / ``T.unroll``: a kernel loop for ``for``."""
+
+    kind: str
+    extents: tuple
+    starts: tuple
+    annotations: dict = field(default_factory=dict)
+
+    def __iter__(self):
+        # A Python helper the kernel calls runs as Python: its `for` cannot become a kernel loop.
+        raise error(f"a T.{self.kind} loop is only understood in the kernel's own body, not in a Python helper "
+                    "it calls (helpers may call T.copy, T.fill, ... but not loop); write the loop in the kernel")
+
+
+def loop_extent(extent: ir.Expr, what: str) -> ir.Expr:
+    """A trip count the generated ``int`` loop counter can run through."""
+    n = ir.const_int(extent)
+    if n is not None and n < 0:
+        raise error(f"{what} is {n}: a loop cannot run a negative number of times")
+    if n is not None and n > INT32_MAX:
+        raise error(f"{what} is {n}, more than a loop's 32-bit counter takes (2^31 - 1); split the loop")
+    return extent
+
+
+def range_args(args, fn: str) -> tuple[tuple, tuple]:
+    """(starts, extents) of ``fn(extent)`` or ``fn(start, stop)``, checked."""
+    if len(args) == 1:
+        return (ir.const(0),), (loop_extent(integer(args[0], f"{fn}: the extent"), f"{fn}: the extent"),)
+    if len(args) == 2:
+        start, stop = integer(args[0], f"{fn}: the start"), integer(args[1], f"{fn}: the stop")
+        for bound, name in ((start, "start"), (stop, "stop")):
+            n = ir.const_int(bound)
+            if n is not None and not -INT32_MAX - 1 <= n <= INT32_MAX:
+                raise error(f"{fn}: the {name} {n} does not fit the loop's 32-bit counter")
+        return (start,), (loop_extent(stop - start, f"{fn}: the trip count"),)
+    raise error(f"{fn} takes (extent) or (start, stop)")
+
+
+def serial_loop(args, annotations=None) -> LoopSpec:
+    """``T.serial(*args)``, which a kernel's ``range(...)`` is too."""
+    starts, extents = range_args(args, "T.serial")
+    return LoopSpec("serial", extents, starts, dict(annotations or {}))

@@ -1,0 +1,39 @@
+"""Kernel loops: ``T.serial``, ``T.Parallel`` (one iteration per element, spread over the
+threads), ``T.Pipelined`` (software-pipelined) and ``T.unroll``."""
+
+from __future__ import annotations
+
+import builtins as _builtins
+
+from ..frontend import builder as _b
+from ..frontend.builder import error
+from ..frontend.specs import LoopSpec, loop_extent, range_args, serial_loop
+from ..ir import nodes as ir
+
+_py_bool = _builtins.bool
+
+
+def Parallel(*extents, coalesced_width=None):  # noqa: N802
+    if not extents:
+        raise error("T.Parallel needs at least one extent")
+    checked = tuple(loop_extent(_b.integer(e, f"T.Parallel: extent {i}"), f"T.Parallel: extent {i}")
+                    for i, e in enumerate(extents))
+    return LoopSpec("parallel", checked, tuple(ir.const(0) for _ in extents))
+
+
+def serial(*args, annotations=None):
+    return serial_loop(args, annotations)
+
+
+def unroll(*args, explicit=False, unroll_factor=None):
+    starts, extents = range_args(args, "T.unroll")
+    return LoopSpec("unrolled", extents, starts)
+
+
+def Pipelined(*args, num_stages=0, order=None, stage=None, sync=None, group=None):  # noqa: N802
+    starts, extents = range_args(args, "T.Pipelined")
+    if isinstance(num_stages, _py_bool) or ir.const_int(num_stages) is None or ir.const_int(num_stages) < 0:
+        raise error(f"T.Pipelined: num_stages must be a non-negative constant, got {_b.describe(num_stages)}")
+    if order is not None or stage is not None or group is not None:
+        raise error("T.Pipelined: explicit order/stage/group are not supported; use num_stages")
+    return LoopSpec("pipelined", extents, starts, {"num_stages": ir.const_int(num_stages)})

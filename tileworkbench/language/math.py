@@ -1,0 +1,86 @@
+"""Scalar helpers and math: ``T.ceildiv``, casts, ``T.if_then_else``, ``T.exp`` and friends,
+``T.max``/``T.min``, infinities and the extremes of a dtype."""
+
+from __future__ import annotations
+
+import builtins as _builtins
+
+from .. import dtypes as _dt
+from ..frontend import builder as _b
+from ..frontend.builder import error
+from ..ir import nodes as ir
+from .types import _dtype
+
+def ceildiv(a, b):
+    x, y = _b.integer(a, "T.ceildiv: the dividend"), _b.integer(b, "T.ceildiv: the divisor")
+    if ir.const_int(y) is not None and ir.const_int(y) <= 0:
+        raise error(f"T.ceildiv: the divisor must be positive, got {ir.const_int(y)}")
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    return (x + b - 1) // b
+
+
+def cast(value, dtype):
+    return ir.cast(_b.number(value, "T.cast: the value"), _dtype(dtype, "T.cast"))
+
+
+def if_then_else(cond, a, b):
+    return _b.select(cond, a, b)
+
+
+def _math(name, float_only=True):
+    def fn(x):
+        x = _b.number(x, f"T.{name}: the argument")
+        dtype = x.dtype if x.dtype.is_float else _dt.float32
+        return ir.Call(name, (ir.cast(x, dtype) if float_only else x,), dtype)
+
+    fn.__name__ = name
+    return fn
+
+
+exp = _math("exp")
+exp2 = _math("exp2")
+log = _math("log")
+log2 = _math("log2")
+sqrt = _math("sqrt")
+rsqrt = _math("rsqrt")
+tanh = _math("tanh")
+sin = _math("sin")
+cos = _math("cos")
+sigmoid = _math("sigmoid")
+floor = _math("floor")
+ceil = _math("ceil")
+
+
+def abs(x):  # noqa: A001
+    x = _b.number(x, "T.abs: the argument")
+    return ir.Call("abs", (x,), x.dtype)
+
+
+def max(a, b):  # noqa: A001
+    return ir.binop("max", _b.number(a, "T.max: the first argument"), _b.number(b, "T.max: the second argument"))
+
+
+def min(a, b):  # noqa: A001
+    return ir.binop("min", _b.number(a, "T.min: the first argument"), _b.number(b, "T.min: the second argument"))
+
+
+def infinity(dtype):
+    return ir.Const(_builtin_float("inf"), _dtype(dtype, "T.infinity"))
+
+
+def max_value(dtype):
+    d = _dtype(dtype, "T.max_value")
+    if d.is_float:
+        return ir.Const({"float16": 65504.0, "bfloat16": 3.3895313892515355e38}.get(d.name, 3.4028234663852886e38), d)
+    return ir.Const(2 ** (d.bits - 1) - 1 if d.kind == "int" else 2**d.bits - 1, d)
+
+
+def min_value(dtype):
+    d = _dtype(dtype, "T.min_value")
+    if d.is_float:
+        return ir.Const(-max_value(d).value, d)
+    return ir.Const(-(2 ** (d.bits - 1)) if d.kind == "int" else 0, d)
+
+
+_builtin_float = _builtins.float

@@ -1,0 +1,48 @@
+"""Synchronisation: mbarrier arrive and wait, the TMA store wait, the block barrier."""
+
+from __future__ import annotations
+
+import builtins as _builtins
+
+from ..frontend import builder as _b
+from ..frontend.builder import error
+from ..frontend.regions import as_barrier
+from ..ir import nodes as ir
+
+_py_bool = _builtins.bool
+
+
+def barrier_arrive(barrier=None, mbarrier=None):
+    _b.current().emit(ir.BarrierArrive(as_barrier(_one(barrier, mbarrier, "barrier_arrive"))))
+
+
+def mbarrier_arrive(mbarrier=None, barrier=None):
+    barrier_arrive(barrier, mbarrier)
+
+
+def barrier_wait(barrier=None, parity=None, mbarrier=None):
+    bar = as_barrier(_one(barrier, mbarrier, "barrier_wait"))
+    if parity is None:
+        raise error("T.barrier_wait needs a parity (usually k % 2 in a loop, 0 outside)")
+    parity = _b.integer(parity, "T.barrier_wait: the parity")
+    if ir.const_int(parity) not in (None, 0, 1):
+        raise error(f"T.barrier_wait: the parity is 0 or 1 (the phase's last bit), got {ir.const_int(parity)}")
+    _b.current().emit(ir.BarrierWait(bar, parity))
+
+
+def mbarrier_wait_parity(mbarrier=None, parity=None, barrier=None):
+    barrier_wait(barrier, parity, mbarrier)
+
+
+def _one(a, b, fn):
+    if (a is None) == (b is None):
+        raise error(f"T.{fn} needs exactly one barrier")
+    return a if a is not None else b
+
+
+def tma_store_wait(read=False):
+    _b.current().emit(ir.TmaStoreWait(_py_bool(read)))
+
+
+def sync_threads():
+    _b.current().emit(ir.SyncThreads())

@@ -1,0 +1,151 @@
+"""Tile operations: ``T.copy``, ``T.tma_copy``, ``T.fill``/``T.clear``, ``T.gemm`` and the
+reductions. Each checks its operands and emits one tile-level statement; passes lower it."""
+
+from __future__ import annotations
+
+import builtins as _builtins
+
+from ..frontend import builder as _b
+from ..frontend.builder import error
+from ..frontend.regions import as_barrier, as_region, resolve_regions, unit_dropped
+from ..ir import nodes as ir
+
+_py_bool = _builtins.bool
+
+
+_COPY_INSTRUCTIONS = ("tma", "sync", "cp_async", "auto", None)
+
+
+def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None,
+         prefer_instruction=None, annotations=None, loop_layout=None):
+    """Copy between global, shared, fragment and local memory (any rank, tile origins, slices)."""
+    instruction = prefer_instruction
+    if annotations and "prefer_instruction" in annotations:
+        instruction = annotations["prefer_instruction"]  # the annotation wins, as in TileLang
+    if instruction not in _COPY_INSTRUCTIONS:
+        raise error(
+            f"T.copy: unknown prefer_instruction {instruction!r}; "
+            "expected 'tma', 'sync', 'cp_async' or 'auto'"
+        )
+    if instruction == "auto":
+        instruction = None
+    if disable_tma and instruction == "tma":
+        raise error("T.copy: prefer_instruction='tma' contradicts disable_tma=True")
+    s, d = resolve_regions(as_region(src, "T.copy source"), as_region(dst, "T.copy destination"),
+                           "T.copy")
+    _b.current().emit(ir.Copy(s, d, instruction))
+
+
+def tma_copy(src, dst, barrier=None, leader_scope_threads=None, **unsupported):
+    """A TMA copy with user-managed synchronisation.
+
+    Load (global -> shared): one elected thread of the leader scope does ``expect_tx(bytes)`` on
+    ``barrier`` and issues the TMA; nobody arrives or waits. Store (shared -> global): the elected
+    thread issues the bulk store and commits the bulk group; wait with ``T.tma_store_wait``.
+    """
+    if unsupported:
+        raise error(f"T.tma_copy: unsupported keyword(s) {', '.join(unsupported)}")
+    s, d = resolve_regions(as_region(src, "T.tma_copy source"),
+                           as_region(dst, "T.tma_copy destination"), "T.tma_copy")
+    scopes = (s.buffer.scope, d.buffer.scope)
+    if scopes == ("global", "shared"):
+        if barrier is None:
+            raise error("T.tma_copy: a load from global to shared memory needs barrier=<mbarrier>")
+        barrier = as_barrier(barrier)
+    elif scopes == ("shared", "global"):
+        if barrier is not None:
+            raise error("T.tma_copy: a store (shared -> global) takes no barrier; "
+                        "wait for it with T.tma_store_wait()")
+    else:
+        raise error(f"T.tma_copy copies global -> shared or shared -> global, not {scopes[0]} -> {scopes[1]}")
+    if leader_scope_threads is not None:
+        n = ir.const_int(leader_scope_threads) if not isinstance(leader_scope_threads, _py_bool) else None
+        if n is None or n <= 0 or n % 32 != 0:
+            raise error(f"leader_scope_threads must be a positive multiple of 32, got "
+                        f"{_b.describe(leader_scope_threads)}")
+        leader_scope_threads = n
+    _b.current().emit(ir.TmaCopy(s, d, barrier, leader_scope_threads))
+
+
+def fill(buffer, value):
+    region = as_region(buffer, "T.fill destination")
+    if isinstance(region, _b.Point):
+        raise error("T.fill needs a buffer or a slice, not a single element")
+    value = _b.stored_value(value, region.buffer, "T.fill: the value")
+    _b.current().emit(ir.Fill(region, ir.cast(value, region.buffer.dtype)))
+
+
+def clear(buffer):
+    region = as_region(buffer, "T.clear destination")
+    fill(buffer, 0.0 if region.buffer.dtype.is_float else 0)
+
+
+def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False,  # noqa: N803
+         k_pack=1, wg_wait=0):
+    """``C += A @ B`` on tiles: A and B whole shared tiles (float16 or bfloat16 for the tensor
+    cores), C a whole float32 fragment. ``transpose_A`` reads A stored K x M, ``transpose_B`` B
+    stored N x K. A in a fragment (register-A wgmma, attention's P @ V) is not supported yet."""
+    a, b, c = (as_region(x, f"T.gemm {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
+    for r, n in ((a, "A"), (b, "B"), (c, "C")):
+        if isinstance(r, _b.Point):
+            raise error(f"T.gemm {n} must be a whole buffer or a slice")
+        if r.static_extents() is None or len(unit_dropped(r.extents)) != 2:
+            raise error(f"T.gemm {n} must be a 2-D tile with constant extents")
+    for r, n in ((a, "A"), (b, "B")):
+        if r.buffer.scope == "fragment":
+            raise error(f"T.gemm {n}: {r.buffer.name} is a fragment; T.gemm reads A and B from shared memory "
+                        "(A from registers, as attention's P @ V does, is not supported yet: copy it to a "
+                        "T.alloc_shared tile first)")
+        if r.buffer.scope != "shared":
+            raise error(f"T.gemm {n} must be a shared tile (T.alloc_shared), not {_b.describe(r.buffer)}")
+        if not r.is_full:
+            raise error(f"T.gemm {n} must be a whole shared tile; {r.buffer.name} is sliced here (allocate a "
+                        f"tile of the operand's shape instead)")
+    if c.buffer.scope != "fragment":
+        raise error(f"T.gemm: the accumulator C must be a fragment (T.alloc_fragment), not "
+                    f"{_b.describe(c.buffer)}")
+    if not c.is_full:
+        raise error(f"T.gemm C must be a whole fragment: a gemm into part of {c.buffer.name} is not supported "
+                    f"(the accumulator's thread layout covers the whole tile); allocate a fragment of the "
+                    f"gemm's shape and copy it where it belongs")
+    if c.buffer.dtype.name != "float32":
+        raise error(f"T.gemm accumulates in float32; {c.buffer.name} is {c.buffer.dtype.name}")
+    (m, ka), (kb, n), (mc, nc) = (
+        [ir.const_int(e) for e in unit_dropped(r.extents)] for r in (a, b, c)
+    )
+    if transpose_A:
+        m, ka = ka, m
+    if transpose_B:
+        kb, n = n, kb
+    if ka != kb or m != mc or n != nc:
+        raise error(f"T.gemm: shapes do not agree: A is {m}x{ka}, B is {kb}x{n}, C is {mc}x{nc}")
+    if a.buffer.dtype != b.buffer.dtype:
+        raise error(f"T.gemm: A and B must have one dtype ({a.buffer.dtype} vs {b.buffer.dtype})")
+    _b.current().emit(ir.Gemm(a, b, c, _py_bool(transpose_A), _py_bool(transpose_B), _py_bool(clear_accum)))
+
+
+def _reduce(kind):
+    def reduce(buffer, out, dim=-1, clear=True):
+        for value in (buffer, out):
+            if not isinstance(value, ir.Buffer) or value.scope not in ("fragment", "shared"):
+                raise error(f"T.reduce_{kind} reduces a whole fragment or shared buffer into another, "
+                            f"not {_b.describe(value)}")
+        nd = buffer.ndim
+        dim = _b.constant_int(dim, f"T.reduce_{kind}: dim")
+        d = dim + nd if dim < 0 else dim
+        if not 0 <= d < nd:
+            raise error(f"T.reduce_{kind}: dim {dim} out of range for a {nd}-D buffer")
+        expect = [s for i, s in enumerate(buffer.static_shape()) if i != d] or [1]
+        if list(out.static_shape()) != expect:
+            raise error(f"T.reduce_{kind}: output shape {out.static_shape()} should be {tuple(expect)}")
+        _b.current().emit(ir.Reduce(kind, buffer, out, d, _py_bool(clear)))
+
+    reduce.__name__ = f"reduce_{kind}"
+    return reduce
+
+
+reduce_sum = _reduce("sum")
+reduce_max = _reduce("max")
+reduce_min = _reduce("min")
+reduce_abssum = _reduce("abssum")
+reduce_absmax = _reduce("absmax")
