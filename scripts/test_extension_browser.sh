@@ -169,8 +169,8 @@ show = ("def show(mime, path):\n"
 cells = [
     ("markdown", "# tileworkbench renderer test\nDisplays the fixture trace and benchmark record."),
     ("code", "import json\nfrom IPython.display import display\n\n" + show),
-    ("code", "show('application/vnd.tileworkbench.trace+json', 'trace_sample.json')"),
-    ("code", "show('application/vnd.tileworkbench.bench+json', 'bench_sample.json')"),
+    ("code", "show('application/vnd.tileworkbench.trace.v1+json', 'trace_sample.json')"),
+    ("code", "show('application/vnd.tileworkbench.bench.v1+json', 'bench_sample.json')"),
 ]
 nb = {
     "nbformat": 4, "nbformat_minor": 5,

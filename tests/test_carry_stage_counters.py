@@ -5,7 +5,7 @@ import re
 import pytest
 
 import tileworkbench as tw
-from tileworkbench.analysis.barriers import simulate
+from tileworkbench.analysis import check, simulate
 from tileworkbench.examples import matmul, matmul_tma_copy
 from tileworkbench.passes import pipeline
 
@@ -47,7 +47,7 @@ def test_the_barrier_protocol_is_the_same_with_and_without_the_pass(monkeypatch,
     assert "stage_counters" not in divided.func.attrs
     ops = barrier_ops(carried)
     assert len(ops) > 100 and ops == barrier_ops(divided)  # every barrier op, slot and parity, in order
-    assert simulate(carried).findings == []
+    assert check(carried) == []
 
 
 def test_persistent_counters_start_from_the_tile():

@@ -3,7 +3,7 @@
 import pytest
 
 import tileworkbench as tw
-from tileworkbench.analysis.barriers import simulate
+from tileworkbench.analysis import check, simulate
 from tileworkbench.analysis.evaluate import evaluate
 from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.backend.runtime import balanced_blocks
@@ -122,7 +122,7 @@ def test_tile_loop_on_the_balanced_grid_visits_every_tile_once(resident):
 def test_simulation_follows_the_ring_from_one_tile_into_the_next():
     art = tw.lower(gemm(stages=2), target=SM90)
     sim = simulate(art)
-    assert sim.findings == []
+    assert sim.findings == [] and check(art) == []
     assert [lp["kind"] for lp in sim.loops[:2]] == ["tiles", "tiles"]
     waits = [(e["barrier"], e["iteration"], e["completes"]) for e in sim.events if e["kind"] == "wait"]
     assert len(waits) == 2 * 2 * 16 and all(done for *_, done in waits)  # two tiles, both roles, 16 stages
@@ -142,14 +142,14 @@ class _DropTileStoreWait(IRMutator):
 def test_checker_reports_an_epilogue_tile_rewritten_under_the_previous_tiles_store():
     art = tw.lower(gemm(), target=SM90)
     broken = art.func.with_body(_DropTileStoreWait().visit(art.func.body))
-    found = [f for f in simulate(broken).findings if f["code"] == "store_source_reused"]
+    found = [f for f in check(broken) if f["code"] == "store_source_reused"]
     assert found and "C_local_out" in found[0]["message"]
 
 
 def test_register_epilogue_is_persistent_too():
     art = tw.lower(gemm(), target=SM90, pass_configs={tw.PassConfigKey.TW_REGISTER_EPILOGUE: True})
     assert persistent_info(art)["applied"] and art.func.attrs["warp_specialized"]["epilogue"] == "stores from registers"
-    assert "C_local_out" not in art.device_source and simulate(art).findings == []
+    assert "C_local_out" not in art.device_source and check(art) == []
 
 
 @pytest.mark.parametrize("kw,configs,reason", [

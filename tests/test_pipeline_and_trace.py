@@ -9,7 +9,7 @@ import tileworkbench as tw
 from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.examples import ALL_EXAMPLES, matmul_tma_copy
 from tileworkbench.passes.pipeline import PIPELINE
-from tileworkbench.passes.trace import Trace
+from tileworkbench.trace import Trace
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 

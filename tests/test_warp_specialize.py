@@ -7,7 +7,7 @@ import re
 import pytest
 
 import tileworkbench as tw
-from tileworkbench.analysis.barriers import simulate
+from tileworkbench.analysis import check, simulate
 from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.examples import matmul, matmul_tma_copy
 from tileworkbench.ir import nodes as ir
@@ -94,7 +94,7 @@ def test_one_warpgroup_needs_no_register_rebalancing():
 def test_simulated_protocol_interleaves_the_two_loops_without_findings():
     art = tw.lower(gemm(stages=2), target=SM90, pass_configs=ONE_BLOCK_PER_TILE)
     sim = simulate(art)
-    assert sim.findings == []
+    assert sim.findings == [] and check(art) == []
     waits = [(e["barrier"], e["iteration"], e["completes"]) for e in sim.events if e["kind"] == "wait"]
     # producer iteration k waits on empty, consumer iteration k on full, both complete every time
     assert waits[:4] == [("stage_empty", 0, True), ("stage_full", 0, True), ("stage_empty", 1, True),
@@ -137,7 +137,7 @@ def test_epilogue_goes_through_the_pipeline_tiles_and_one_tma_store():
     assert re.search(r"if \(tw::shuffle_elect<256>\(\)\) \{\n\s+tw::tma_store\(C_desc, ", src)
     assert src.rstrip().endswith("tw::tma_store_wait<true>();\n  }\n}")
     assert (art.tma_descriptors["C_desc"].rank, art.tma_descriptors["C_desc"].box_dims) == (3, (64, 128, 4))
-    assert simulate(art).findings == []
+    assert check(art) == []
 
 
 def test_without_warp_specialisation_the_result_still_leaves_through_a_tma_store():
@@ -147,7 +147,7 @@ def test_without_warp_specialisation_the_result_still_leaves_through_a_tma_store
     assert plan["C_local_out"]["offset"] == 0 and plan["C_local_out"]["shares_with"] == ["A_shared", "B_shared"]
     body = art.device_source.split("---- kernel ----")[1]
     assert "tw::store_matrix_x4((&tw::swizzled<tw::half, 128>(C_local_out" in body and "tw::tma_store(C_desc" in body
-    assert simulate(art).findings == []
+    assert check(art) == []
 
 
 def test_register_epilogue_stores_fp16_results_in_pairs():

@@ -6,25 +6,11 @@ that shows every step.
 """
 
 from .version import __version__  # noqa: E402
-from .errors import CompileError, KernelRuntimeError, SourceLocation  # noqa: E402
+from .errors import CompileError, KernelRuntimeError, SourceLocation, TileworkbenchWarning  # noqa: E402
 from .target import PassConfigKey, PassContext, Target  # noqa: E402
 from .jit.lower import Artifact, lower  # noqa: E402
 from .jit.kernel import Kernel, compile  # noqa: E402,A004
 from . import language  # noqa: E402
-from .analysis import attach as _attach_analyses  # noqa: E402
-from .analysis import barriers as _barriers  # noqa: E402
-from .analysis import checker as _checker  # noqa: E402
-from .analysis.checker import TileworkbenchWarning  # noqa: E402
-from .jit import lower as _lower_module  # noqa: E402
-
-# The barrier-protocol checker rides along every barrier simulation (so the trace's findings and
-# timeline marks include it) and, after the analyses are attached, turns its findings into a
-# CompileError or warnings (pass config tw.barrier_check).
-if _checker.observe not in _barriers.OBSERVERS:
-    _barriers.OBSERVERS.append(_checker.observe)
-for _hook in (_attach_analyses, _checker.enforce):
-    if _hook not in _lower_module.POST_LOWER_HOOKS:
-        _lower_module.POST_LOWER_HOOKS.append(_hook)
 
 
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None):

@@ -47,8 +47,10 @@ def _trace_of(opts, args_tokens) -> dict:
     obj, _ = build.load_object(opts.kernel)
     args, kwargs = build.parse_call_args(args_tokens)
     func = build.prim_func_of(obj, args, kwargs)
-    artifact = build.lower_with_analyses(func, build.parse_target(opts.target),
-                                         build.parse_pass_configs(opts.pass_config), build.parse_out_idx(opts.out_idx))
+    from .jit.lower import lower
+
+    artifact = lower(func, target=build.parse_target(opts.target), pass_configs=build.parse_pass_configs(opts.pass_config),
+                     out_idx=build.parse_out_idx(opts.out_idx))
     return artifact.trace.to_dict()
 
 

@@ -81,6 +81,11 @@ class KernelRuntimeError(RuntimeError):
     """A kernel launch that failed or was called with arguments that do not match."""
 
 
+class TileworkbenchWarning(UserWarning):
+    """Something suspicious tileworkbench found in a kernel; compilation goes on. The message
+    names the problem and the warning points at the kernel line."""
+
+
 @contextlib.contextmanager
 def internal_errors(stage: str, loc: SourceLocation | None = None):
     """Inside, an exception that is not one of ours is a compiler bug: it leaves as an

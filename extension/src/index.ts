@@ -6,17 +6,13 @@
  * compiler facts.
  */
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { BENCH_MIME_TYPE, LEGACY_BENCH_MIME_TYPE, LEGACY_TRACE_MIME_TYPE, TRACE_MIME_TYPE } from './mime';
 import { BenchRenderer, TraceRenderer } from './widget';
 
 export { BenchRenderer, TraceRenderer } from './widget';
 export { parseBench, parseTrace } from './schema';
 export * from './types';
-
-/** MIME type of a compile trace (`Trace.to_json()`). */
-export const TRACE_MIME_TYPE = 'application/vnd.tileworkbench.trace+json';
-
-/** MIME type of a benchmark record. */
-export const BENCH_MIME_TYPE = 'application/vnd.tileworkbench.bench+json';
+export * from './mime';
 
 /**
  * Outputs are rendered with DOM APIs only (no HTML injection, no scripts), so
@@ -26,14 +22,14 @@ export const BENCH_MIME_TYPE = 'application/vnd.tileworkbench.bench+json';
  */
 export const traceRendererFactory: IRenderMime.IRendererFactory = {
   safe: true,
-  mimeTypes: [TRACE_MIME_TYPE],
+  mimeTypes: [TRACE_MIME_TYPE, LEGACY_TRACE_MIME_TYPE],
   defaultRank: 0,
   createRenderer: options => new TraceRenderer(options)
 };
 
 export const benchRendererFactory: IRenderMime.IRendererFactory = {
   safe: true,
-  mimeTypes: [BENCH_MIME_TYPE],
+  mimeTypes: [BENCH_MIME_TYPE, LEGACY_BENCH_MIME_TYPE],
   defaultRank: 0,
   createRenderer: options => new BenchRenderer(options)
 };

@@ -104,6 +104,15 @@ export interface IKernelInfo {
   source_line: number | null;
 }
 
+/** One analysis of the compile's analysis stage (smem plan, barrier simulation, barrier check). */
+export interface IAnalysisSnapshot {
+  name: string;
+  time_ms: number;
+  /** How many findings it added to the trace. */
+  findings: number;
+  error: string | null;
+}
+
 export interface ITrace {
   schema: 'tileworkbench.trace';
   version: 1;
@@ -115,6 +124,8 @@ export interface ITrace {
   tma_descriptors: ITmaDescriptor[];
   resources: IResources;
   findings: IFinding[];
+  /** Absent in traces written before the analysis stage existed. */
+  analyses?: IAnalysisSnapshot[];
   /** Not part of the compiler output: a bundle may attach a second kernel to diff against. */
   compare?: { label: string; trace: ITrace };
 }

@@ -9,9 +9,15 @@
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 import { h } from './dom';
+import { isLegacy, LEGACY_NOTE } from './mime';
 import { parseBench, parseTrace } from './schema';
 import { renderBench } from './views/bench';
 import { TraceTab, TraceView } from './views/trace';
+
+/** The note shown above an output saved by an older tileworkbench (unversioned MIME type). */
+function legacyNote(): HTMLElement {
+  return h('div', { class: 'tw-legacy-note', 'data-testid': 'tw-legacy-note' }, LEGACY_NOTE);
+}
 
 function errorBox(message: string): HTMLElement {
   return h(
@@ -21,7 +27,7 @@ function errorBox(message: string): HTMLElement {
   );
 }
 
-/** Renders `application/vnd.tileworkbench.trace+json`. */
+/** Renders a compile trace (`TRACE_MIME_TYPE`, or the legacy type with a note). */
 export class TraceRenderer extends Widget implements IRenderMime.IRenderer {
   private readonly mimeType: string;
   private view: TraceView | null = null;
@@ -42,6 +48,9 @@ export class TraceRenderer extends Widget implements IRenderMime.IRenderer {
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     this.clear();
+    if (isLegacy(this.mimeType)) {
+      this.node.appendChild(legacyNote());
+    }
     const parsed = parseTrace(model.data[this.mimeType]);
     if (!parsed.ok) {
       this.node.appendChild(errorBox(parsed.error));
@@ -69,7 +78,7 @@ export class TraceRenderer extends Widget implements IRenderMime.IRenderer {
   }
 }
 
-/** Renders `application/vnd.tileworkbench.bench+json`. */
+/** Renders a benchmark record (`BENCH_MIME_TYPE`, or the legacy type with a note). */
 export class BenchRenderer extends Widget implements IRenderMime.IRenderer {
   private readonly mimeType: string;
 
@@ -82,6 +91,9 @@ export class BenchRenderer extends Widget implements IRenderMime.IRenderer {
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     this.node.textContent = '';
+    if (isLegacy(this.mimeType)) {
+      this.node.appendChild(legacyNote());
+    }
     const parsed = parseBench(model.data[this.mimeType]);
     this.node.appendChild(parsed.ok ? renderBench(parsed.doc) : errorBox(parsed.error));
     return Promise.resolve();

@@ -11,9 +11,10 @@ import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench import CompileError, TileworkbenchWarning
 from tileworkbench.analysis import checker, program
+from tileworkbench.analysis.stage import check, run_analyses
 from tileworkbench.analysis.lines import KernelLines
 from tileworkbench.ir import nodes as ir
-from tileworkbench.passes.trace import Trace
+from tileworkbench.trace import Trace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 for _p in (HERE, os.path.join(HERE, "..", "spec")):
@@ -186,7 +187,7 @@ def _set_expect(art, nbytes):
 
 
 def _recheck(art):
-    """The artifact as if lowered with the checker on (what enforce sees after attach)."""
+    """The artifact as if lowered with the checker on, its analyses not yet run."""
     art.pass_configs = {k: v for k, v in art.pass_configs.items() if k != checker.CONFIG}
     art.trace.barriers, art.trace.findings = None, []
     return art
@@ -196,12 +197,12 @@ def test_expect_tx_more_than_delivered():
     # The classic FP4 mistake: announce the unpacked shared bytes (8192), not the payload (4096).
     art = _lowered_off(spec.fp4_tma_copy_unpacked_smem_load(), SM100, NO_WS)
     _set_expect(art, 8192)
-    codes = {f["code"]: f for f in checker.check(art.func)}
+    codes = {f["code"]: f for f in check(art.func)}
     tx = codes["tx_mismatch"]
     assert tx["severity"] == "error" and "8192" in tx["message"] and "4096" in tx["message"]
     assert codes["wait_never_completes"]["cause"] == "tx_mismatch"
     with pytest.raises(CompileError, match="expect_tx announces 8192 bytes on mbar\\[0\\]") as info:
-        checker.enforce(_recheck(art))
+        run_analyses(_recheck(art))
     assert "barrier=mbar" in info.value.loc.text  # the T.tma_copy line
 
 
@@ -209,7 +210,7 @@ def test_expect_tx_fewer_than_delivered():
     art = _lowered_off(spec.matmul_tma_copy(256, 256, 256, 128, 128, 32, T.float16, T.float16, T.float32, 128, 2),
                        configs=NO_WS)
     _set_expect(art, 4096)  # each tile is 8192 bytes
-    found = checker.check(art.func)
+    found = check(art.func)
     tx = [f for f in found if f["code"] == "tx_mismatch"]
     assert tx and "deliver 8192" in tx[0]["message"] and "fewer expected" in tx[0]["message"]
     assert tx[0]["barrier"] in ("mbar_A", "mbar_B") and tx[0]["iteration"] is not None
@@ -221,7 +222,7 @@ def test_barrier_used_before_its_init():
              and _calls(s, ".init")]
     for s in inits:  # the kernel as a pass that forgot the initialisation would leave it
         s.then_body = ir.Comment("init dropped")
-    codes = [f["code"] for f in checker.check(art.func) if f["severity"] == "error"]
+    codes = [f["code"] for f in check(art.func) if f["severity"] == "error"]
     assert "uninitialized" in codes
 
 
@@ -252,7 +253,7 @@ def test_correct_spec_kernels_have_no_finding(name, build, target, configs):
         warnings.simplefilter("error", TileworkbenchWarning)
         art = tw.lower(build(), target=target, pass_configs=configs)
     assert art.trace.findings == []
-    assert checker.check(art.func) == []
+    assert check(art.func) == []
     assert all("finding" not in e for e in art.trace.barriers["events"])
 
 
@@ -272,7 +273,7 @@ def test_pipelined_gemm_at_8192_checks_fast():
     func = spec.matmul_tma_copy(8192, 8192, 8192, 128, 128, 32, T.float16, T.float16, T.float32, 128, 2)
     art = _lowered_off(func, configs=NO_WS)
     start = time.perf_counter()
-    assert checker.check(art.func) == []
+    assert check(art.func) == []
     assert time.perf_counter() - start < 5.0  # 256 iterations, every event simulated
 
 

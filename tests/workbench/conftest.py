@@ -19,10 +19,10 @@ def lowered_gemm(builder_name: str, stages: int):
     """The spec GEMM (``matmul_tma_copy`` or ``matmul_tma_copy_store``) lowered for sm_90 with
     the analyses attached."""
     from tileworkbench.examples import gemm
-    from tileworkbench.notebook.build import lower_with_analyses
+    import tileworkbench as tw
 
     func = getattr(gemm, builder_name)(*GEMM_ARGS, stages)
-    return lower_with_analyses(func, SM90)
+    return tw.lower(func, target=SM90)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 
 import tileworkbench as tw
 import tileworkbench.language as T
-from tileworkbench.analysis import attach, simulate
+from tileworkbench.analysis import run_analyses, simulate
 
 sys.path.insert(0, os.path.dirname(__file__))
 import csource
@@ -260,12 +260,12 @@ def test_synchronous_tma_copy_waits_on_each_iterations_parity():
     assert all(e["count"] == 1 and e["scope"] == "elected of 128" for e in arrives)
 
 
-def test_attach_links_events_to_trace_findings_and_is_idempotent():
+def test_the_analysis_stage_links_events_to_trace_findings_and_is_idempotent():
     art = _lower(fixed_parity_in_a_loop)
     art.trace.findings.append({"severity": "warning", "message": "from a pass", "barrier": None, "slot": None,
                                "iteration": None, "line": None})
-    attach(art)
-    attach(art)
+    run_analyses(art)
+    run_analyses(art)
     findings = art.trace.findings
     assert findings[0]["message"] == "from a pass"
     assert sum(1 for f in findings if f.get("code") == "wait_never_completes") == 1
@@ -277,7 +277,7 @@ def test_attach_links_events_to_trace_findings_and_is_idempotent():
 def test_every_example_simulates_without_errors(name):
     from tileworkbench.examples import ALL_EXAMPLES
 
-    art = attach(tw.lower(ALL_EXAMPLES[name](), target=SM90))
+    art = tw.lower(ALL_EXAMPLES[name](), target=SM90)  # lower runs the analysis stage
     assert not [f for f in art.trace.findings if f["severity"] == "error"], art.trace.findings
     doc = art.trace.to_dict()
     assert doc["smem"]["total_bytes"] <= doc["smem"]["limit_bytes"]

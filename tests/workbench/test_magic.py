@@ -8,7 +8,7 @@ from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
 
 from tileworkbench import CompileError, Kernel
-from tileworkbench.passes.trace import TRACE_MIME
+from tileworkbench.mime import TRACE_MIME
 
 BUILDER_CELL = '''
 import tileworkbench.language as T

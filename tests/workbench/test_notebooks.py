@@ -5,6 +5,8 @@ import os
 
 import pytest
 
+from tileworkbench.mime import BENCH_MIME, TRACE_MIME
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NOTEBOOKS = sorted(glob.glob(os.path.join(REPO, "notebooks", "*.ipynb")))
 
@@ -31,8 +33,8 @@ def test_notebook_runs(path, monkeypatch):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     if path.endswith("01_quickstart.ipynb"):
         bundles = [o["data"] for o in outputs if "data" in o]
-        trace = next(d for d in bundles if "application/vnd.tileworkbench.trace+json" in d)
-        doc = trace["application/vnd.tileworkbench.trace+json"]
+        trace = next(d for d in bundles if TRACE_MIME in d)
+        doc = trace[TRACE_MIME]
         assert doc["barriers"]["events"] and "text/html" in trace
         assert any("application/vnd.jupyter.widget-view+json" in d for d in bundles)  # the stepper
         text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
@@ -59,5 +61,5 @@ def test_benchmarks_notebook_plots_recorded_results(tmp_path, monkeypatch):
     assert "1 recorded result file(s)" in text and "Recorded on:" in text
     data = [o["data"] for o in outputs if "data" in o]
     assert any("image/png" in d for d in data)  # the TFLOP/s plot
-    assert any("application/vnd.tileworkbench.bench+json" in d for d in data)
+    assert any(BENCH_MIME in d for d in data)
     assert any("NVIDIA H200" in d.get("text/html", "") for d in data)

@@ -83,7 +83,7 @@ def test_epilogue_tile_lives_after_the_pipeline(gemm_artifact):
     assert plan["mbar_A"]["live"][0] < plan["A_shared"]["live"][0]
 
 
-def test_attach_puts_the_plan_in_the_trace(gemm_artifact):
+def test_the_analysis_stage_puts_the_plan_in_the_trace(gemm_artifact):
     art = gemm_artifact("matmul_tma_copy", 2)
     doc = art.trace.to_dict()
     assert doc["smem"]["buffers"] and all("live" in b for b in doc["smem"]["buffers"])

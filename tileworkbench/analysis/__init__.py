@@ -1,9 +1,18 @@
-"""Analyses of a lowered kernel that the trace carries: the shared-memory plan and the
-mbarrier protocol simulation. They read the lowered IR (``artifact.func``) only."""
+"""Analyses of a lowered kernel, the compile's last stage (``stage.run_analyses``, which ``jit``
+runs after the code generators): the shared-memory plan and the mbarrier protocol simulation with
+its checker. They read the lowered IR (``artifact.func``) only.
 
-from .attach import attach
-from .barriers import Simulation, barrier_timeline, simulate
+Rooms by concept: ``stage`` (the stage and its order), ``smem`` (the plan), ``simulation`` (the
+simulator and its result), ``schedule`` (how it walks the program, the two roles of a
+warp-specialised block interleaved), ``protocol`` (the mbarrier state rules), ``observer`` (what
+rides along), ``checker`` with ``footprints``, ``accesses``, ``scan`` and ``diagnosis`` (the
+protocol checker), and ``program``, ``evaluate``, ``lines`` (the statement numbering, expression
+evaluation over the threads, kernel lines)."""
+
 from .evaluate import Unknown, evaluate
+from .simulation import Simulation, barrier_timeline, simulate
 from .smem import smem_plan
+from .stage import ANALYSES, check, run_analyses
 
-__all__ = ["Simulation", "Unknown", "attach", "barrier_timeline", "evaluate", "simulate", "smem_plan"]
+__all__ = ["ANALYSES", "Simulation", "Unknown", "barrier_timeline", "check", "evaluate", "run_analyses", "simulate",
+           "smem_plan"]

@@ -17,6 +17,14 @@ _SKIP_FIELDS = ("loc", "attrs", "annotations", "dtype")
 _HEADER_LINES = 4
 
 
+def func_of(artifact) -> ir.PrimFunc:
+    """The lowered function of an artifact of ``tileworkbench.lower`` (or the PrimFunc itself)."""
+    func = getattr(artifact, "func", artifact)
+    if not isinstance(func, ir.PrimFunc):
+        raise TypeError(f"expected a lowering artifact or a PrimFunc, got {type(artifact).__name__}")
+    return func
+
+
 def children(stmt) -> list:
     """The statements nested directly in ``stmt`` (in execution order)."""
     if isinstance(stmt, ir.SeqStmt):

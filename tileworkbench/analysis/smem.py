@@ -23,13 +23,6 @@ def swizzle_name(value) -> str:
     return f"{int(value)}B"
 
 
-def _func_of(artifact) -> ir.PrimFunc:
-    func = getattr(artifact, "func", artifact)
-    if not isinstance(func, ir.PrimFunc):
-        raise TypeError(f"expected a lowering artifact or a PrimFunc, got {type(artifact).__name__}")
-    return func
-
-
 def smem_plan(artifact) -> dict:
     """The shared-memory plan of ``artifact`` (from ``tileworkbench.lower``) or of a lowered PrimFunc.
 
@@ -39,7 +32,7 @@ def smem_plan(artifact) -> dict:
     when it is never used), and ``shares_with`` (names) on a buffer placed over others whose
     live ranges end before its own begins.
     """
-    func = _func_of(artifact)
+    func = program.func_of(artifact)
     stmts = program.preorder(func.body)
     allocs: dict[str, tuple[ir.Buffer, int]] = {}
     uses: dict[str, list[int]] = {}

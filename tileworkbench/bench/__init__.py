@@ -11,4 +11,3 @@ Modules, by where they may run:
 This package imports none of them eagerly, so ``import tileworkbench.bench`` is cheap anywhere.
 """
 
-MIME = "application/vnd.tileworkbench.bench+json"

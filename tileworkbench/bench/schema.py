@@ -1,4 +1,4 @@
-"""Bench records (``application/vnd.tileworkbench.bench+json``): build, check, write, read, find.
+"""Bench records (``mime.BENCH_MIME``): build, check, write, read, find.
 
 The document is the one docs/trace-schema.md describes under 'Benchmark record': ``schema``,
 ``version``, ``machine`` and ``rows``. Suites add fields a reader may ignore: per row the
@@ -17,7 +17,6 @@ from pathlib import Path
 
 SCHEMA = "tileworkbench.bench"
 VERSION = 1
-MIME = "application/vnd.tileworkbench.bench+json"
 ROW_KEYS = ("suite", "kernel", "dtype", "M", "N", "K", "ms", "tflops", "cublas_tflops", "ratio", "correct", "rel_err")
 MACHINE_KEYS = ("gpu", "driver", "cuda", "cupy", "torch", "commit", "date")
 

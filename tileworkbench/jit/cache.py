@@ -61,11 +61,11 @@ def headers_hash() -> str:
 
 def cache_key(ir_text: str, target, configs: dict, out_idx) -> str:
     h = hashlib.sha256()
+    from ..analysis.stage import ANALYSES
     from ..backend.nvrtc import fingerprint
-    from .lower import POST_LOWER_HOOKS
 
-    hooks = ",".join(f"{h.__module__}.{h.__qualname__}" for h in POST_LOWER_HOOKS)
-    for part in (__version__, str(RECORD_FORMAT), headers_hash(), compiler_hash(), hooks, ir_text,
+    analyses = ",".join(a.name for a in ANALYSES)  # the record's trace holds what they found
+    for part in (__version__, str(RECORD_FORMAT), headers_hash(), compiler_hash(), analyses, ir_text,
                  json.dumps(target.to_json(), sort_keys=True),
                  json.dumps({k: str(v) for k, v in configs.items()}, sort_keys=True), repr(out_idx),
                  fingerprint(target.arch)):

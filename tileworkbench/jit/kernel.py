@@ -11,7 +11,7 @@ from ..frontend import parse
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
 from ..passes.tma_rules import TmaDescriptor
-from ..passes.trace import Trace
+from ..trace import Trace
 from ..target import PassContext, Target
 from . import cache
 from .lower import check_out_idx, lower

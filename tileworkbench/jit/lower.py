@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..version import __version__
+from ..analysis.stage import run_analyses
 from ..codegen.cuda import generate_cuda
 from ..codegen.host import generate_host
 from ..errors import CompileError, SourceLocation, internal_errors, user_error
@@ -18,14 +19,8 @@ from ..ir import nodes as ir
 from ..ir.printer import print_ir
 from ..passes.manager import LowerContext, run_pipeline
 from ..passes.pipeline import pass_list
-from ..passes.trace import Trace
+from ..trace import Trace
 from ..target import PassConfigKey, PassContext, Target
-
-# Functions ``hook(artifact)`` run after every lowering. The analyses (``analysis.attach``: the
-# shared-memory plan and the barrier simulation) register here from the package's __init__,
-# since jit/ sits below analysis/ and must not import it.
-POST_LOWER_HOOKS: list = []
-
 
 @dataclass
 class Artifact:
@@ -59,7 +54,9 @@ class Artifact:
 
 
 def lower(func, target="auto", pass_configs=None, enable_device_compile=False, out_idx=None) -> Artifact:
-    """Lower a ``@T.prim_func`` (or a plain function written in the DSL) to CUDA and a host launcher.
+    """Lower a ``@T.prim_func`` (or a plain function written in the DSL) to CUDA and a host launcher,
+    then run the analysis stage on the result (``analysis.stage``: shared-memory plan, barrier
+    simulation, barrier check), each recorded in ``artifact.trace``.
 
     With ``enable_device_compile=True`` the generated CUDA is also compiled by NVRTC to a cubin
     (no GPU needed): ``artifact.nvrtc`` holds it, the trace records registers and spills. NVRTC
@@ -91,15 +88,10 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
     trace.sources = {"device": device, "host": host}
     descs = lowered.attrs.get("tma_descriptors", [])
     trace.tma_descriptors = [d.to_json() for d in descs]
-    trace.smem = {"limit_bytes": lowered.attrs.get("smem_limit"), "total_bytes": lowered.attrs.get("smem_bytes", 0),
-                  "buffers": lowered.attrs.get("smem_plan", [])}
     trace.resources.update({"smem_bytes": lowered.attrs.get("smem_bytes", 0), "threads": lowered.launch.threads,
                             "grid": [ir.const_int(g) for g in lowered.launch.grid]})
     artifact = Artifact(lowered, src, kernel_name, device, host, trace, tgt, configs, {d.name: d for d in descs})
-    for hook in POST_LOWER_HOOKS:
-        with internal_errors(f"the analysis {getattr(hook, '__name__', hook)}",
-                             SourceLocation(src.source_file, src.source_line)):
-            hook(artifact)
+    run_analyses(artifact)  # the analysis stage: smem plan, barrier simulation and check (analysis/stage.py)
     if device_compile is not None:
         wait_start = time.perf_counter()
         result = device_compile.result()  # NVRTC's CompileError, with its log, surfaces here

@@ -1,5 +1,5 @@
 """What the magic and the CLI share: reading arguments written as text, finding the kernel
-(a ``@T.prim_func`` or a builder that returns one), and lowering it with the analyses attached.
+(a ``@T.prim_func`` or a builder that returns one).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import importlib.util
 import os
 import sys
 
-from .. import analysis
 from ..ir import nodes as ir
 
 _TRUE, _FALSE = ("true", "yes", "on"), ("false", "no", "off")
@@ -111,12 +110,3 @@ def load_object(spec: str):
     if not hasattr(module, name):
         raise AttributeError(f"{where} has no {name!r}")
     return getattr(module, name), name
-
-
-def lower_with_analyses(func: ir.PrimFunc, target="auto", pass_configs=None, out_idx=None):
-    """``tileworkbench.lower`` plus :func:`tileworkbench.analysis.attach` (smem plan, barrier
-    simulation and its findings in the trace)."""
-    from ..jit.lower import lower
-
-    artifact = lower(func, target=target, pass_configs=pass_configs, out_idx=out_idx)
-    return analysis.attach(artifact)

@@ -1,13 +1,13 @@
 """The workbench view of a trace in a notebook.
 
-:class:`TraceView` displays as a MIME bundle: ``application/vnd.tileworkbench.trace+json`` (the
+:class:`TraceView` displays as a MIME bundle: ``mime.TRACE_MIME`` (the
 trace document, which the JupyterLab extension renders) and a self-contained ``text/html``
 fallback (``tileworkbench.report``) for every other front end, plus a ``text/plain`` line.
 """
 
 from __future__ import annotations
 
-from ..passes.trace import BENCH_MIME, TRACE_MIME
+from ..mime import BENCH_MIME, TRACE_MIME
 from ..report import render_fragment, render_page, with_compare
 
 
@@ -47,7 +47,7 @@ def show(obj, compare=None, compare_label=None) -> TraceView:
 
 
 class BenchView:
-    """A bench record (``application/vnd.tileworkbench.bench+json``) with an HTML table fallback."""
+    """A bench record (``mime.BENCH_MIME``) with an HTML table fallback."""
 
     def __init__(self, record: dict):
         if record.get("schema") != "tileworkbench.bench":

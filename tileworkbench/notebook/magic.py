@@ -110,6 +110,7 @@ def tilekernel(line: str, cell: str, shell=None):
     from IPython.display import display
 
     from ..jit.kernel import compile as tw_compile
+    from ..jit.lower import lower
     from .display import TraceView
     from .stepper import stepper
 
@@ -136,9 +137,7 @@ def tilekernel(line: str, cell: str, shell=None):
     target = build.parse_target(opts.target)
     try:
         func = build.prim_func_of(obj, args, kwargs)
-        kernel = tw_compile(func, out_idx=out_idx, target=target, pass_configs=configs)
-        artifact = build.lower_with_analyses(func, target, configs, out_idx)
-        kernel.trace = artifact.trace
+        kernel = tw_compile(func, out_idx=out_idx, target=target, pass_configs=configs)  # its trace has it all
         compare = None
         if opts.compare_args is not None or opts.compare_pass_config:
             c_args, c_kwargs = build.parse_call_args(shlex.split(opts.compare_args or ""))
@@ -146,7 +145,7 @@ def tilekernel(line: str, cell: str, shell=None):
                 c_args, c_kwargs = args, kwargs
             c_configs = {**configs, **build.parse_pass_configs(opts.compare_pass_config)}
             c_func = build.prim_func_of(obj, c_args, c_kwargs)
-            compare = build.lower_with_analyses(c_func, target, c_configs, out_idx).trace
+            compare = lower(c_func, target=target, pass_configs=c_configs, out_idx=out_idx).trace
     except CompileError as err:
         raise _short(err) from None
     bind = opts.name or kernel_name

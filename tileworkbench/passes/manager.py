@@ -16,7 +16,7 @@ from ..errors import CompileError, SourceLocation, internal_errors
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
 from ..target import Target
-from .trace import PassSnapshot, Trace
+from ..trace import PassSnapshot, Trace
 
 PHASES = ("frontend", "tile", "lower", "memory", "codegen")
 

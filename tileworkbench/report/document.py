@@ -1,15 +1,14 @@
 """The trace document a view renders, from whatever the user holds.
 
-Views read only the trace JSON (docs/trace-schema.md). A lowering artifact is the one object
-that still has the lowered IR, so it gets its analyses (shared-memory plan, barrier simulation)
-attached first; a Kernel, a Trace or a dict is taken as it is.
+Views read only the trace JSON (docs/trace-schema.md): an Artifact's and a Kernel's trace carries
+the analyses already (``lower`` runs them), a Trace or a dict is taken as it is.
 """
 
 from __future__ import annotations
 
 import copy
 
-from ..passes.trace import SCHEMA, Trace
+from ..trace import SCHEMA, Trace
 
 
 def trace_document(obj) -> dict:
@@ -24,10 +23,6 @@ def trace_document(obj) -> dict:
         return obj.to_dict()
     trace = getattr(obj, "trace", None)
     if isinstance(trace, Trace):
-        if getattr(obj, "func", None) is not None and trace.barriers is None:
-            from ..analysis import attach
-
-            attach(obj)  # an Artifact fresh from tileworkbench.lower
         return trace.to_dict()
     raise TypeError(f"cannot get a trace from {type(obj).__name__}")
 

@@ -75,22 +75,22 @@ export function makeTrace(overrides: Partial<ITrace> = {}): ITrace {
   };
 }
 
-export async function renderTrace(data: unknown): Promise<TraceRenderer> {
+export async function renderTrace(data: unknown, mimeType = TRACE_MIME_TYPE): Promise<TraceRenderer> {
   // Only mimeType is read by our renderers; the rest of the options is Lab plumbing.
   const renderer = traceRendererFactory.createRenderer({
-    mimeType: TRACE_MIME_TYPE
+    mimeType
   } as IRenderMime.IRendererOptions) as TraceRenderer;
   document.body.appendChild(renderer.node);
-  await renderer.renderModel(new MimeModel({ data: { [TRACE_MIME_TYPE]: data as never } }));
+  await renderer.renderModel(new MimeModel({ data: { [mimeType]: data as never } }));
   return renderer;
 }
 
-export async function renderBenchDoc(data: IBench | unknown): Promise<BenchRenderer> {
+export async function renderBenchDoc(data: IBench | unknown, mimeType = BENCH_MIME_TYPE): Promise<BenchRenderer> {
   const renderer = benchRendererFactory.createRenderer({
-    mimeType: BENCH_MIME_TYPE
+    mimeType
   } as IRenderMime.IRendererOptions) as BenchRenderer;
   document.body.appendChild(renderer.node);
-  await renderer.renderModel(new MimeModel({ data: { [BENCH_MIME_TYPE]: data as never } }));
+  await renderer.renderModel(new MimeModel({ data: { [mimeType]: data as never } }));
   return renderer;
 }
 

@@ -1,3 +1,4 @@
+import { TRACE_MIME_TYPE } from '../mime';
 import type { IBarrierSim, IPassSnapshot, ISmemBuffer, ITrace } from '../types';
 import { all, byTestId, codeText, IR, loadFixture, makeTrace, pass, press, renderTrace } from './helpers';
 
@@ -337,7 +338,7 @@ describe('renderer contract', () => {
     const first = renderer.node.innerHTML;
     const view = renderer.traceView;
     await renderer.renderModel({
-      data: { 'application/vnd.tileworkbench.trace+json': makeTrace() }
+      data: { [TRACE_MIME_TYPE]: makeTrace() }
     } as never);
     expect(renderer.node.innerHTML).toBe(first);
     expect(all(renderer.node, '[data-testid="tw-trace"]')).toHaveLength(1);
@@ -348,7 +349,7 @@ describe('renderer contract', () => {
     const renderer = await renderTrace(makeTrace());
     byTestId(renderer.node, 'tw-tab-barriers').click();
     await renderer.renderModel({
-      data: { 'application/vnd.tileworkbench.trace+json': makeTrace() }
+      data: { [TRACE_MIME_TYPE]: makeTrace() }
     } as never);
     expect(renderer.traceView!.tab).toBe('barriers');
     const shown = all(renderer.node, '.tw-panel').filter(p => !p.hidden);

@@ -1,4 +1,5 @@
-"""The Trace: what a compile did, pass by pass, as one JSON document (docs/trace-schema.md)."""
+"""The Trace: what a compile did, pass by pass and analysis by analysis, as one JSON document
+(docs/trace-schema.md). A data model every layer may use: it imports nothing of the package."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ from dataclasses import asdict, dataclass, field
 
 SCHEMA = "tileworkbench.trace"
 SCHEMA_VERSION = 1
-TRACE_MIME = "application/vnd.tileworkbench.trace+json"
-BENCH_MIME = "application/vnd.tileworkbench.bench+json"
 
 
 @dataclass
@@ -24,6 +23,17 @@ class PassSnapshot:
 
 
 @dataclass
+class AnalysisSnapshot:
+    """One analysis of the analysis stage (``analysis.stage``): its name, time, the findings it
+    added to the trace, and its error if it stopped the compile."""
+
+    name: str
+    time_ms: float
+    findings: int
+    error: str | None
+
+
+@dataclass
 class Trace:
     kernel: dict = field(default_factory=dict)
     passes: list = field(default_factory=list)
@@ -34,6 +44,7 @@ class Trace:
     resources: dict = field(default_factory=lambda: {"registers": None, "spills_bytes": None,
                                                      "smem_bytes": None, "threads": None, "grid": None})
     findings: list = field(default_factory=list)
+    analyses: list = field(default_factory=list)  # AnalysisSnapshot, in the order they ran
 
     def pass_names(self) -> list[str]:
         return [p.name for p in self.passes]
@@ -56,6 +67,7 @@ class Trace:
             "tma_descriptors": self.tma_descriptors,
             "resources": self.resources,
             "findings": self.findings,
+            "analyses": [asdict(a) for a in self.analyses],
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -65,15 +77,18 @@ class Trace:
     def from_dict(doc: dict) -> "Trace":
         if doc.get("schema") != SCHEMA or doc.get("version") != SCHEMA_VERSION:
             raise ValueError(f"not a {SCHEMA} v{SCHEMA_VERSION} document")
-        t = Trace(doc["kernel"], [PassSnapshot(**p) for p in doc["passes"]], doc["sources"], doc["smem"],
-                  doc["barriers"], doc["tma_descriptors"], doc["resources"], doc["findings"])
-        return t
+        return Trace(doc["kernel"], [PassSnapshot(**p) for p in doc["passes"]], doc["sources"], doc["smem"],
+                     doc["barriers"], doc["tma_descriptors"], doc["resources"], doc["findings"],
+                     [AnalysisSnapshot(**a) for a in doc.get("analyses", [])])  # traces before the stage had none
 
     def summary(self) -> str:
-        """One line a pass: index, name, phase, changed, time."""
+        """One line a pass (index, name, phase, changed, time), then one an analysis."""
         rows = [f"{'#':>3}  {'pass':<30} {'phase':<9} {'changed':<8} {'ms':>7}"]
         for p in self.passes:
             mark = "yes" if p.changed else "-"
             err = f"  FAILED: {p.error.splitlines()[0]}" if p.error else ""
             rows.append(f"{p.index:>3}  {p.name:<30} {p.phase:<9} {mark:<8} {p.time_ms:>7.2f}{err}")
+        for a in self.analyses:
+            err = f"  FAILED: {a.error.splitlines()[0]}" if a.error else ""
+            rows.append(f"{'':>3}  {a.name:<30} {'analysis':<9} {str(a.findings) + ' found':<8} {a.time_ms:>7.2f}{err}")
         return "\n".join(rows)

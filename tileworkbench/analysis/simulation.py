@@ -1,0 +1,193 @@
+"""Simulation of the mbarrier protocol of a lowered kernel, iteration by iteration.
+
+The simulator replays the final lowered IR of one thread block and follows every barrier slot:
+:mod:`.schedule` says how it walks the program (lockstep threads, unrolled loops, the two roles
+of a warp-specialised block interleaved), :mod:`.protocol` what each barrier operation does to a
+slot. Observers (:class:`.observer.BarrierObserver`: the protocol checker) ride along: they are
+told about every protocol operation with the threads that execute it, and they see the
+statements that touch shared memory (which the protocol alone skips), so a checker can follow the
+data as well. They add findings (with their own ``source``) but never events, so the timeline is
+the same with or without them.
+
+:func:`simulate` returns a :class:`Simulation` (structured events and findings);
+:meth:`Simulation.to_json` gives the trace's ``barriers`` section.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import nodes as ir
+from . import program
+from .lines import KernelLines
+from .observer import BarrierObserver
+from .protocol import BARRIER_OPS, Frame, ProtocolRules, SlotState, barrier_call
+from .schedule import SIMULATED_TILES, Schedule
+
+MAX_EVENTS = 20000
+SOURCE = "barrier_simulation"  # the ``source`` of the findings this module produces
+
+
+@dataclass
+class Simulation:
+    """The result: declared barriers, loops, events in order, findings (indices are local)."""
+
+    barriers: list
+    iterations: int
+    events: list
+    findings: list
+    loops: list
+    threads: int
+    truncated: bool = False
+
+    @property
+    def deadlocked(self) -> bool:
+        return any(f.get("code") == "wait_never_completes" for f in self.findings)
+
+    def waits(self) -> list:
+        return [e for e in self.events if e["kind"] == "wait"]
+
+    def to_json(self, finding_offset: int = 0) -> dict:
+        """The trace's ``barriers`` section; event ``finding`` indices are shifted by
+        ``finding_offset`` (the number of findings already in the trace)."""
+        events = []
+        for e in self.events:
+            if "finding" in e:
+                e = {**e, "finding": e["finding"] + finding_offset}
+            events.append(e)
+        return {"barriers": self.barriers, "iterations": self.iterations, "events": events,
+                "loops": self.loops, "threads": self.threads, "block": [0, 0, 0],
+                "truncated": self.truncated}
+
+
+def _relevant(body, leaf=None) -> set:
+    """ids of the statements that contain (or are) a barrier operation, or a leaf for which
+    ``leaf(stmt)`` is true."""
+    found: set = set()
+
+    def walk(s) -> bool:
+        hit = barrier_call(s) is not None or (leaf is not None and leaf(s))
+        for c in program.children(s):
+            hit = walk(c) or hit
+        if hit:
+            found.add(id(s))
+        return hit
+
+    walk(body)
+    return found
+
+
+
+class Simulator(Schedule, ProtocolRules):
+    """One block's simulation: the walk (``Schedule``), the slot rules (``ProtocolRules``), and
+    what they record: events, findings, loops."""
+
+    def __init__(self, func: ir.PrimFunc, max_events: int):
+        self.func = func
+        self.observers: list = []
+        self.threads = func.launch.total_threads
+        self.tid = np.arange(self.threads)
+        self.env: dict = {func.launch.thread_var: self.tid}
+        for v in func.launch.block_vars:
+            self.env[v] = 0  # block (0, 0, 0) stands for every block: barriers are per block
+        # a persistent kernel's block: block 0 of a one-block grid walks every tile
+        self.env.update({ir.HW_BLOCK.text: 0, ir.HW_BLOCKS.text: 1})
+        self.index = program.numbering(func.body)
+        self.ir_line = program.ir_lines(func)
+        self.relevant = self.protocol = _relevant(func.body)
+        self.max_events = max_events
+        self.slots: dict = {}  # (barrier name, slot) -> SlotState
+        self.declared: dict = {}  # barrier name -> Buffer
+        self.events: list = []
+        self.findings: list = []
+        self._finding_keys: dict = {}
+        self.loops: list = []
+        self.truncated = False
+        self.descriptors = {d.name: d for d in func.attrs.get("tma_descriptors", [])}
+        self.params = {p.name: p for p in func.params if isinstance(p, ir.Buffer)}
+        self.lines = KernelLines(func)
+
+    def observe(self, observers: list):
+        """Let ``observers`` (``BarrierObserver``s) ride along; the statements they find
+        interesting become relevant too."""
+        for o in observers:
+            if not isinstance(o, BarrierObserver):
+                raise TypeError(f"a barrier-simulation observer is a BarrierObserver, not {type(o).__name__}")
+        self.observers = list(observers)
+        if self.observers:
+            self.relevant = _relevant(self.func.body, lambda s: any(o.interesting(s) for o in self.observers))
+
+    # ---- results -----------------------------------------------------------------------------
+    def finding(self, key, severity, code, message, barrier=None, slot=None, frame=None, line=None,
+                source=SOURCE) -> int:
+        """Index of the finding for ``key`` (one finding per offending statement and slot)."""
+        if key in self._finding_keys:
+            return self._finding_keys[key]
+        self.findings.append({
+            "severity": severity, "code": code, "message": message, "barrier": barrier, "slot": slot,
+            "iteration": frame.iteration if frame else None,
+            "line": line if line is not None else (frame.line if frame else None), "source": source,
+        })
+        self._finding_keys[key] = len(self.findings) - 1
+        return self._finding_keys[key]
+
+    def emit(self, stmt, frame: Frame, barrier: str, slot, kind: str, scope: str, line_kind=None,
+             **facts) -> dict:
+        if len(self.events) >= self.max_events:
+            if not self.truncated:
+                self.truncated = True
+                self.finding(("truncated",), "warning", "truncated",
+                             f"barrier simulation stopped after {self.max_events} events")
+            raise _Stop()
+        event = {"seq": len(self.events), "barrier": barrier, "slot": slot, "kind": kind,
+                 "iteration": frame.iteration, "stage": "setup" if kind == "init" else frame.stage,
+                 "scope": scope,
+                 "line": self.lines.of(stmt, line_kind or kind, self.declared.get(barrier), frame.line),
+                 "stmt": self.index.get(id(stmt)), "ir_line": self.ir_line.get(id(stmt))}
+        event.update(facts)
+        self.events.append(event)
+        return event
+
+
+class _Stop(Exception):
+    pass
+
+
+def simulate(artifact, max_events: int = MAX_EVENTS, observers=None) -> Simulation:
+    """Replay the barrier protocol of a lowered kernel (an artifact of ``tileworkbench.lower``
+    or its ``func``) over every loop iteration; see the module docstring for the rules.
+
+    ``observers``: factories ``factory(simulator, artifact) -> BarrierObserver | None`` to run
+    along (none: the protocol alone; the analysis stage passes the protocol checker's)."""
+    func = program.func_of(artifact)
+    sim = Simulator(func, max_events)
+    sim.observe([o for o in (f(sim, artifact) for f in observers or ()) if o is not None])
+    everyone = np.ones(sim.threads, dtype=bool)
+    try:
+        sim.run(func.body, everyone, Frame())
+    except _Stop:
+        pass
+    else:
+        sim.finish()
+    for o in sim.observers:
+        o.finish()
+    barriers = []
+    for name, buf in sim.declared.items():
+        counts = [int(c) for c in buf.attrs.get("counts", [])]
+        barriers.append({"name": name, "slots": len(counts), "init_count": counts[0] if counts else None,
+                         "counts": counts, "versions": int(buf.attrs.get("versions", 1))})
+    pipelined = [lp["extent"] for lp in sim.loops if lp["kind"] == "pipelined"]
+    trips = pipelined or [lp["extent"] for lp in sim.loops if lp["kind"] == "loop"]
+    return Simulation(barriers, max(trips, default=0), sim.events, sim.findings, sim.loops, sim.threads,
+                      sim.truncated)
+
+
+def barrier_timeline(artifact) -> dict:
+    """The trace's ``barriers`` section for ``artifact`` (findings not included)."""
+    return simulate(artifact).to_json()
+
+
+__all__ = ["BARRIER_OPS", "SIMULATED_TILES", "SOURCE", "Frame", "Simulation", "Simulator", "SlotState",
+           "barrier_timeline", "simulate"]
