@@ -1,6 +1,8 @@
 """Python AST of a ``@T.prim_func`` -> IR.
 
-One ``ast.NodeVisitor`` walks the function body. Expressions are *evaluated*: names from the
+One ``ast.NodeVisitor`` walks the function body: :class:`Parser` holds the locations, the error
+choke point, the names and the function; ``statements.Statements`` and
+``expressions.Expressions`` its visitors of statements and of expressions. Expressions are *evaluated*: names from the
 closure and globals give Python values (sizes, dtypes, ``T``), kernel names give IR Vars and
 Buffers, and operators on IR values build IR expressions, so ``A[by * block_M, k * block_K]``
 becomes a tile origin with the sizes folded in. Calls of ``T.*`` functions emit statements
@@ -14,28 +16,17 @@ import ast
 import builtins
 import contextlib
 import inspect
-import operator
 import os
 import sys
 import textwrap
-import traceback
 
 from .. import dtypes as _dt
 from ..errors import DEBUG_ENV, TOO_DEEP, CompileError, InternalCompilerError, SourceLocation, caller_location
 from ..ir import nodes as ir
 from . import builder as _b
-from .regions import subscript_buffer
-from .specs import LoopSpec, TensorSpec, serial_loop
-
-_BINOPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Div: operator.truediv,
-    ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
-    ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.Pow: operator.pow,
-}
-_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
-_PY_CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-           "==": operator.eq, "!=": operator.ne}
+from .expressions import Expressions
+from .specs import TensorSpec
+from .statements import Scope, Statements
 
 # Python frames the compiler may use while it works: the front end, the passes and the printer
 # recurse over expressions, a few frames a level, so a sum of a few hundred terms needs more than
@@ -92,32 +83,11 @@ def deep_recursion():
             sys.setrecursionlimit(previous)
 
 
-def _raised_in_package(exc: BaseException) -> bool:
-    """``exc`` came from tileworkbench's own code, not from a user's helper or a Python builtin
-    the kernel called (its traceback starts at the front end's call; a builtin adds no frame)."""
-    frames = traceback.extract_tb(exc.__traceback__)[1:]
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return bool(frames) and os.path.abspath(frames[-1].filename).startswith(package + os.sep)
+class Parser(Statements, Expressions, ast.NodeVisitor):
+    """One ``ast.NodeVisitor`` over the kernel: its statements (``statements.Statements``) and
+    expressions (``expressions.Expressions``); here the locations, the error choke point, names
+    and the function itself."""
 
-
-def _is_ir(value) -> bool:
-    return isinstance(value, ir.Expr)
-
-
-class _Scope:
-    def __init__(self, names: dict, parent: "_Scope | None"):
-        self.names, self.parent = names, parent
-
-    def lookup(self, name):
-        scope = self
-        while scope is not None:
-            if name in scope.names:
-                return True, scope.names[name]
-            scope = scope.parent
-        return False, None
-
-
-class Parser(ast.NodeVisitor):
     def __init__(self, fn, source_lines, file, first_line, closure):
         self.fn = fn
         self.lines = source_lines
@@ -125,7 +95,7 @@ class Parser(ast.NodeVisitor):
         self.first_line = first_line
         self.globals = dict(fn.__globals__)
         self.globals.update(closure)
-        self.scope = _Scope({}, None)
+        self.scope = Scope({}, None)
         self.builder = _b.Builder()
         self.params: list = []
         self.kernel_seen = False
@@ -226,378 +196,6 @@ class Parser(ast.NodeVisitor):
     def visit_body(self, stmts):
         for stmt in stmts:
             self.visit(stmt)
-
-    # ---- statements ------------------------------------------------------------------------------
-    def visit_With(self, node):
-        if len(node.items) != 1:
-            raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
-        item = node.items[0]
-        # Look at what is called before calling it: `with open(...)` must not run.
-        if not isinstance(item.context_expr, ast.Call) or \
-                not getattr(self.eval(item.context_expr.func), "opens_kernel_scope", False):
-            raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
-        spec = self.eval(item.context_expr)
-        if self.kernel_seen:
-            raise self.error(node, "a kernel has exactly one `with T.Kernel(...)` block")
-        self.kernel_seen = True
-        names = self._target_names(item.optional_vars) if item.optional_vars is not None else []
-        if len(names) > len(spec.grid):
-            raise self.error(node, f"T.Kernel has {len(spec.grid)} grid dimension(s) but "
-                                   f"{len(names)} names are bound")
-        block_vars = tuple(ir.Var(names[i] if i < len(names) else f"b{'xyz'[i]}") for i in range(len(spec.grid)))
-        for v in block_vars:
-            self.bind(v.name, v)
-        self.builder.launch = ir.Launch(spec.grid, spec.threads, block_vars, ir.Var("tx"))
-        self.builder.in_kernel = True
-        try:
-            self.visit_body(node.body)
-        finally:
-            self.builder.in_kernel = False
-
-    def _target_names(self, target) -> list[str]:
-        if isinstance(target, ast.Name):
-            return [target.id]
-        if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts):
-            return [e.id for e in target.elts]
-        raise self.error(target, "loop and kernel targets must be names or tuples of names")
-
-    def visit_Expr(self, node):
-        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            return  # a docstring or comment string
-        value = self.eval(node.value)
-        if _is_ir(value):
-            raise self.error(node, "this expression has no effect (did you mean to store it?)")
-
-    def visit_Pass(self, node):
-        pass
-
-    def visit_Assign(self, node):
-        if len(node.targets) != 1:
-            raise self.error(node, "chained assignment is not supported")
-        target = node.targets[0]
-        if isinstance(target, ast.Subscript):
-            self._store(target, self.eval(node.value))
-            return
-        value = self.eval(node.value)
-        self._assign(target, value, node)
-
-    def visit_AnnAssign(self, node):
-        if node.value is None:
-            raise self.error(node, "a declaration needs a value")
-        value = self.eval(node.value)
-        dtype = self.eval(node.annotation)
-        if not isinstance(dtype, _dt.DType):
-            raise self.error(node.annotation, f"a variable's annotation must be a dtype such as T.int32, "
-                                              f"not {ir.describe(dtype)}")
-        value = ir.cast(_b.number(value, f"the value of {ast.unparse(node.target)}"), dtype)
-        self._assign(node.target, value, node)
-
-    def _assign(self, target, value, node):
-        if isinstance(target, (ast.Tuple, ast.List)):
-            if not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
-                raise self.error(node, "cannot unpack this value into the names on the left")
-            for t, v in zip(target.elts, value):
-                self._assign(t, v, node)
-            return
-        if not isinstance(target, ast.Name):
-            raise self.error(target, "unsupported assignment target")
-        name = target.id
-        if isinstance(value, ir.Buffer):
-            if value.name in ("buf", "mbar", "tensor"):
-                value.name = self.builder.fresh_name(name)
-            self.bind(name, value)
-        elif _is_ir(value):
-            found, old = self.scope.lookup(name)
-            if found and isinstance(old, ir.Var) and old in self.mutable_vars:
-                self.builder.emit(ir.Assign(old, ir.cast(value, old.dtype)))
-                return
-            var = ir.Var(self.builder.fresh_name(name), value.dtype)
-            self.mutable_vars.add(var)
-            self.builder.emit(ir.LetStmt(var, value))
-            self.bind(name, var)
-        else:
-            self._refuse_python_counter(name, value, target)
-            self.bind(name, value)
-
-    def _refuse_python_counter(self, name, value, target):
-        """A name holding a Python number from outside a kernel loop, re-assigned inside it: the
-        loop body is built once, so the name would not change from one iteration to the next
-        (``x = 0`` ... ``for i in T.serial(n): x = x + 1``). Say so instead of building it."""
-        if not self.builder.loop_vars or name in self.scope.names or not isinstance(value, (int, float)):
-            return
-        found, old = self.scope.lookup(name)
-        if found and isinstance(old, (int, float)) and not isinstance(old, bool):
-            kind = "T.int32" if isinstance(old, int) else "T.float32"
-            raise self.error(target, f"'{name}' holds the Python value {old!r}, fixed while the kernel is built: "
-                                     f"assigning it inside a kernel loop would not change it from one iteration "
-                                     f"to the next. Make it a kernel variable before the loop, e.g. "
-                                     f"{name} = {kind}({old!r})")
-
-    def visit_AugAssign(self, node):
-        op = _BINOPS.get(type(node.op))
-        if op is None:
-            raise self.error(node, f"unsupported operator {type(node.op).__name__}")
-        current = self.eval(node.target)
-        value = self.arith(node, op, current, self.eval(node.value))
-        if isinstance(node.target, ast.Subscript):
-            self._store(node.target, value)
-        else:
-            self._assign(node.target, value, node)
-
-    def _store(self, target: ast.Subscript, value):
-        buf = self.eval(target.value)
-        if not isinstance(buf, ir.Buffer):
-            raise self.error(target, f"only kernel buffers can be assigned to by index, not {ir.describe(buf)}")
-        if buf.scope == "barrier":
-            raise self.error(target, f"{buf.name} is a barrier: it is set up by the compiler and changed only by "
-                                     "T.barrier_arrive, T.barrier_wait and TMA copies")
-        key = self.eval(target.slice)
-        key = key if isinstance(key, tuple) else (key,)
-        if len(key) != buf.ndim:
-            raise self.error(target, f"{buf.name} has {buf.ndim} dimension(s), indexed with {len(key)}")
-        if any(isinstance(k, slice) for k in key):
-            raise self.error(target, "assigning to a slice is not supported; use T.fill or T.copy")
-        element = subscript_buffer(buf, key)  # the indices' checks, as for a load
-        value = ir.cast(_b.stored_value(value, buf, f"the value stored in {buf.name}"), buf.dtype)
-        self.builder.emit(ir.BufferStore(buf, element.indices, value))
-
-    def visit_For(self, node):
-        if node.orelse:
-            raise self.error(node, "for-else is not supported in kernels")
-        spec = self._loop_spec(node.iter)
-        names = self._target_names(node.target)
-        if len(names) != len(spec.extents):
-            raise self.error(node, f"this loop has {len(spec.extents)} dimension(s) but "
-                                   f"{len(names)} loop variable(s)")
-        loop_vars = [ir.Var(self.builder.fresh_name(n)) for n in names]
-        outer = self.scope
-        self.scope = _Scope({n: v for n, v in zip(names, loop_vars)}, outer)
-        self.builder.push()
-        self.builder.loop_vars.extend(loop_vars)
-        try:
-            self.visit_body(node.body)
-        finally:
-            del self.builder.loop_vars[-len(loop_vars):]
-            self.scope = outer
-        body = self.builder.pop()
-        for var, start, extent in reversed(list(zip(loop_vars, spec.starts, spec.extents))):
-            body = ir.For(var, extent, body, spec.kind, start, dict(spec.annotations), loc=self.loc(node))
-        self.builder.emit(body)
-
-    def _loop_spec(self, it) -> LoopSpec:
-        if isinstance(it, ast.Call):
-            fn = self.eval(it.func)
-            if fn is range:
-                args = [self.eval(a) for a in it.args]
-                if len(args) == 3 and args[2] != 1:
-                    raise self.error(it, "range() with a step is not supported; use T.serial")
-                return serial_loop(args[:2])
-        value = self.eval(it)
-        if not isinstance(value, LoopSpec):
-            raise self.error(it, "kernel loops iterate over T.serial, T.Parallel, T.Pipelined, "
-                                 "T.unroll or range(...)")
-        return value
-
-    def visit_If(self, node):
-        cond = self.eval(node.test)
-        if isinstance(cond, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
-            raise self.error(node.test, f"{ir.describe(cond)} is not a condition; compare its elements instead")
-        if not _is_ir(cond):  # decided while parsing: keep only the branch taken
-            self.visit_body(node.body if cond else node.orelse)
-            return
-        if not self.builder.in_kernel:
-            raise self.error(node, "an `if` on a kernel value must be inside `with T.Kernel(...)`")
-        self.builder.push()
-        self.visit_body(node.body)
-        then_body = self.builder.pop()
-        else_body = None
-        if node.orelse:
-            self.builder.push()
-            self.visit_body(node.orelse)
-            else_body = self.builder.pop()
-        self.builder.emit(ir.IfThenElse(cond, then_body, else_body))
-
-    # ---- expressions -----------------------------------------------------------------------------
-    def eval(self, node):
-        return self.visit(node)
-
-    def visit_Constant(self, node):
-        if isinstance(node.value, int) and not isinstance(node.value, bool) and not -(2**63) <= node.value < 2**64:
-            raise self.error(node, f"the integer literal {node.value} does not fit in 64 bits")
-        return node.value
-
-    def visit_Name(self, node):
-        return self.lookup(node, node.id)
-
-    def visit_Attribute(self, node):
-        base = self.eval(node.value)
-        try:
-            return getattr(base, node.attr)
-        except AttributeError:
-            owner = getattr(base, "__name__", type(base).__name__)
-            raise self.error(node, f"{owner} has no attribute {node.attr!r}") from None
-
-    def visit_Tuple(self, node):
-        return tuple(self.eval(e) for e in node.elts)
-
-    def visit_List(self, node):
-        return [self.eval(e) for e in node.elts]
-
-    def visit_Dict(self, node):
-        if any(k is None for k in node.keys):
-            raise self.error(node, "dict unpacking (**) is not supported in kernels")
-        return {self.eval(k): self.eval(v) for k, v in zip(node.keys, node.values)}
-
-    def visit_Slice(self, node):
-        def part(p):
-            return None if p is None else self.eval(p)
-
-        return slice(part(node.lower), part(node.upper), part(node.step))
-
-    def visit_Subscript(self, node):
-        base = self.eval(node.value)
-        key = self.eval(node.slice)
-        if isinstance(base, ir.Buffer):
-            return subscript_buffer(base, key)
-        if _is_ir(key) or isinstance(key, tuple) and any(_is_ir(k) for k in key):
-            raise self.error(node, f"{ir.describe(base)} is indexed while the kernel is built, so its index must "
-                                   "be a Python value, not a kernel value")
-        try:
-            return base[key]
-        except (IndexError, KeyError, TypeError) as exc:
-            raise self.error(node, f"cannot index {ir.describe(base)} with {ir.describe(key)}: {exc}") from None
-
-    def visit_Call(self, node):
-        fn = self.eval(node.func)
-        args = []
-        for a in node.args:
-            if isinstance(a, ast.Starred):
-                args.extend(self.eval(a.value))
-            else:
-                args.append(self.eval(a))
-        kwargs = {}
-        for k in node.keywords:
-            if k.arg is None:
-                kwargs.update(self.eval(k.value))
-            else:
-                kwargs[k.arg] = self.eval(k.value)
-        if not callable(fn) or isinstance(fn, (ir.Buffer, ir.Expr)):
-            raise self.error(node, f"{ast.unparse(node.func)} is not callable")
-        if fn is print:
-            raise self.error(node, "print() would run while the kernel is built, not when it runs; printing "
-                                   "from a kernel is not supported")
-        try:
-            inspect.signature(fn).bind(*args, **kwargs)
-        except TypeError as exc:
-            raise self.error(node, f"wrong arguments to {ast.unparse(node.func)}: {exc}") from None
-        except ValueError:
-            pass  # builtins without a signature
-        try:
-            result = fn(*args, **kwargs)
-            # T.float32(x) in a kernel is a kernel value of that type (a constant or a cast)
-            return ir.as_expr(result) if isinstance(result, _dt.TypedValue) else result
-        except CompileError:
-            raise
-        except RecursionError:
-            raise
-        except Exception as exc:
-            if _raised_in_package(exc):
-                raise
-            # The user's own helper (or a Python builtin on the wrong values) failed while the
-            # kernel was built: the user's error, at this call.
-            raise self.error(node, f"{ast.unparse(node.func)}(...) raised {type(exc).__name__}: {exc}") from exc
-
-    def visit_BinOp(self, node):
-        a, b = self.eval(node.left), self.eval(node.right)
-        op = _BINOPS.get(type(node.op))
-        if op is None:
-            raise self.error(node, f"unsupported operator {type(node.op).__name__}")
-        return self.arith(node, op, a, b)
-
-    def arith(self, node, op, a, b):
-        """``a op b``: Python's own arithmetic between Python values, an IR expression otherwise."""
-        symbol = ast.unparse(ast.BinOp(ast.Constant(1), node.op, ast.Constant(1)))[2:-2]
-        for v in (a, b):
-            if isinstance(v, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
-                raise self.error(node, f"{_b.describe(v)} cannot be used as a number in a kernel"
-                                       + (f" (index it: {v.name}[i])" if isinstance(v, ir.Buffer) else ""))
-        if _is_ir(a) or _is_ir(b):
-            if op is operator.pow:
-                raise self.error(node, "** is only supported between Python numbers")
-            for v in (a, b):
-                if not _is_ir(v):
-                    _b.number(v, f"the other operand of `{symbol}`")
-            return op(a, b)
-        try:
-            return op(a, b)
-        except ZeroDivisionError:
-            raise self.error(node, f"division by zero: `{ast.unparse(node)}`") from None
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise self.error(node, f"cannot compute `{ast.unparse(node)}` with {ir.describe(a)} and "
-                                   f"{ir.describe(b)}: {exc}") from None
-
-    def visit_UnaryOp(self, node):
-        v = self.eval(node.operand)
-        if isinstance(node.op, ast.Not):
-            return ir.Not(v) if _is_ir(v) else not v
-        if isinstance(node.op, (ast.USub, ast.UAdd)) and not _is_ir(v):
-            _b.number(v, f"the operand of `{ast.unparse(node)[0]}`")
-        if isinstance(node.op, ast.USub):
-            return -v
-        if isinstance(node.op, ast.UAdd):
-            return v
-        if isinstance(node.op, ast.Invert):
-            if _is_ir(v) and v.dtype.is_float or isinstance(v, float):
-                raise self.error(node, f"`~` takes an integer, not {ir.describe(v)}")
-            return ir.binop("^", v, -1) if _is_ir(v) else ~v
-        raise self.error(node, "unsupported unary operator")
-
-    def visit_Compare(self, node):
-        left = self.eval(node.left)
-        result = None
-        for op_node, right_node in zip(node.ops, node.comparators):
-            right = self.eval(right_node)
-            op = _CMPOPS.get(type(op_node))
-            if op is None:
-                if _is_ir(left) or _is_ir(right):
-                    raise self.error(node, f"unsupported comparison {type(op_node).__name__}")
-                part = {ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
-                        ast.NotIn: lambda a, b: a not in b}[type(op_node)](left, right)
-            elif _is_ir(left) or _is_ir(right):
-                part = ir.cmp(op, left, right)
-            else:
-                part = _PY_CMP[op](left, right)
-            result = part if result is None else self._and(result, part)
-            left = right
-        return result
-
-    def _and(self, a, b):
-        if not _is_ir(a) and not _is_ir(b):
-            return a and b
-        if not _is_ir(a):
-            return b if a else False
-        if not _is_ir(b):
-            return a if b else False
-        return ir.binop("and", a, b)
-
-    def visit_BoolOp(self, node):
-        values = [self.eval(v) for v in node.values]
-        is_and = isinstance(node.op, ast.And)
-        out = values[0]
-        for v in values[1:]:
-            if not _is_ir(out) and not _is_ir(v):
-                out = (out and v) if is_and else (out or v)
-            elif is_and:
-                out = self._and(out, v)
-            else:
-                out = ir.binop("or", ir.as_expr(out), ir.as_expr(v))
-        return out
-
-    def visit_IfExp(self, node):
-        cond = self.eval(node.test)
-        if not _is_ir(cond):
-            return self.eval(node.body) if cond else self.eval(node.orelse)
-        return _b.select(cond, self.eval(node.body), self.eval(node.orelse))
 
 
 def _closure_vars(fn) -> dict:

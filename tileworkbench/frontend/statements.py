@@ -1,0 +1,228 @@
+"""The front end's statements: ``with T.Kernel``, assignments and stores, loops, ifs.
+
+:class:`Statements` is the part of the parser (``parser.Parser``) that visits statements; each
+visitor emits IR through the builder and raises a ``CompileError`` at the line for what kernels do
+not take.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .. import dtypes as _dt
+from ..ir import nodes as ir
+from . import builder as _b
+from .regions import subscript_buffer
+from .expressions import BINOPS
+from .specs import LoopSpec, serial_loop
+
+
+def _is_ir(value) -> bool:
+    return isinstance(value, ir.Expr)
+
+
+class Scope:
+    def __init__(self, names: dict, parent: "Scope | None"):
+        self.names, self.parent = names, parent
+
+    def lookup(self, name):
+        scope = self
+        while scope is not None:
+            if name in scope.names:
+                return True, scope.names[name]
+            scope = scope.parent
+        return False, None
+
+
+class Statements:
+    """Needs the parser's ``builder``, ``scope``, ``mutable_vars``, ``kernel_seen``, ``eval``,
+    ``visit_body``, ``error``, ``loc`` and ``bind``."""
+
+    def visit_With(self, node):
+        if len(node.items) != 1:
+            raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
+        item = node.items[0]
+        # Look at what is called before calling it: `with open(...)` must not run.
+        if not isinstance(item.context_expr, ast.Call) or \
+                not getattr(self.eval(item.context_expr.func), "opens_kernel_scope", False):
+            raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
+        spec = self.eval(item.context_expr)
+        if self.kernel_seen:
+            raise self.error(node, "a kernel has exactly one `with T.Kernel(...)` block")
+        self.kernel_seen = True
+        names = self._target_names(item.optional_vars) if item.optional_vars is not None else []
+        if len(names) > len(spec.grid):
+            raise self.error(node, f"T.Kernel has {len(spec.grid)} grid dimension(s) but "
+                                   f"{len(names)} names are bound")
+        block_vars = tuple(ir.Var(names[i] if i < len(names) else f"b{'xyz'[i]}") for i in range(len(spec.grid)))
+        for v in block_vars:
+            self.bind(v.name, v)
+        self.builder.launch = ir.Launch(spec.grid, spec.threads, block_vars, ir.Var("tx"))
+        self.builder.in_kernel = True
+        try:
+            self.visit_body(node.body)
+        finally:
+            self.builder.in_kernel = False
+
+    def _target_names(self, target) -> list[str]:
+        if isinstance(target, ast.Name):
+            return [target.id]
+        if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts):
+            return [e.id for e in target.elts]
+        raise self.error(target, "loop and kernel targets must be names or tuples of names")
+
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring or comment string
+        value = self.eval(node.value)
+        if _is_ir(value):
+            raise self.error(node, "this expression has no effect (did you mean to store it?)")
+
+    def visit_Pass(self, node):
+        pass
+
+    def visit_Assign(self, node):
+        if len(node.targets) != 1:
+            raise self.error(node, "chained assignment is not supported")
+        target = node.targets[0]
+        if isinstance(target, ast.Subscript):
+            self._store(target, self.eval(node.value))
+            return
+        value = self.eval(node.value)
+        self._assign(target, value, node)
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            raise self.error(node, "a declaration needs a value")
+        value = self.eval(node.value)
+        dtype = self.eval(node.annotation)
+        if not isinstance(dtype, _dt.DType):
+            raise self.error(node.annotation, f"a variable's annotation must be a dtype such as T.int32, "
+                                              f"not {ir.describe(dtype)}")
+        value = ir.cast(_b.number(value, f"the value of {ast.unparse(node.target)}"), dtype)
+        self._assign(node.target, value, node)
+
+    def _assign(self, target, value, node):
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
+                raise self.error(node, "cannot unpack this value into the names on the left")
+            for t, v in zip(target.elts, value):
+                self._assign(t, v, node)
+            return
+        if not isinstance(target, ast.Name):
+            raise self.error(target, "unsupported assignment target")
+        name = target.id
+        if isinstance(value, ir.Buffer):
+            if value.name in ("buf", "mbar", "tensor"):
+                value.name = self.builder.fresh_name(name)
+            self.bind(name, value)
+        elif _is_ir(value):
+            found, old = self.scope.lookup(name)
+            if found and isinstance(old, ir.Var) and old in self.mutable_vars:
+                self.builder.emit(ir.Assign(old, ir.cast(value, old.dtype)))
+                return
+            var = ir.Var(self.builder.fresh_name(name), value.dtype)
+            self.mutable_vars.add(var)
+            self.builder.emit(ir.LetStmt(var, value))
+            self.bind(name, var)
+        else:
+            self._refuse_python_counter(name, value, target)
+            self.bind(name, value)
+
+    def _refuse_python_counter(self, name, value, target):
+        """A name holding a Python number from outside a kernel loop, re-assigned inside it: the
+        loop body is built once, so the name would not change from one iteration to the next
+        (``x = 0`` ... ``for i in T.serial(n): x = x + 1``). Say so instead of building it."""
+        if not self.builder.loop_vars or name in self.scope.names or not isinstance(value, (int, float)):
+            return
+        found, old = self.scope.lookup(name)
+        if found and isinstance(old, (int, float)) and not isinstance(old, bool):
+            kind = "T.int32" if isinstance(old, int) else "T.float32"
+            raise self.error(target, f"'{name}' holds the Python value {old!r}, fixed while the kernel is built: "
+                                     f"assigning it inside a kernel loop would not change it from one iteration "
+                                     f"to the next. Make it a kernel variable before the loop, e.g. "
+                                     f"{name} = {kind}({old!r})")
+
+    def visit_AugAssign(self, node):
+        op = BINOPS.get(type(node.op))
+        if op is None:
+            raise self.error(node, f"unsupported operator {type(node.op).__name__}")
+        current = self.eval(node.target)
+        value = self.arith(node, op, current, self.eval(node.value))
+        if isinstance(node.target, ast.Subscript):
+            self._store(node.target, value)
+        else:
+            self._assign(node.target, value, node)
+
+    def _store(self, target: ast.Subscript, value):
+        buf = self.eval(target.value)
+        if not isinstance(buf, ir.Buffer):
+            raise self.error(target, f"only kernel buffers can be assigned to by index, not {ir.describe(buf)}")
+        if buf.scope == "barrier":
+            raise self.error(target, f"{buf.name} is a barrier: it is set up by the compiler and changed only by "
+                                     "T.barrier_arrive, T.barrier_wait and TMA copies")
+        key = self.eval(target.slice)
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) != buf.ndim:
+            raise self.error(target, f"{buf.name} has {buf.ndim} dimension(s), indexed with {len(key)}")
+        if any(isinstance(k, slice) for k in key):
+            raise self.error(target, "assigning to a slice is not supported; use T.fill or T.copy")
+        element = subscript_buffer(buf, key)  # the indices' checks, as for a load
+        value = ir.cast(_b.stored_value(value, buf, f"the value stored in {buf.name}"), buf.dtype)
+        self.builder.emit(ir.BufferStore(buf, element.indices, value))
+
+    def visit_For(self, node):
+        if node.orelse:
+            raise self.error(node, "for-else is not supported in kernels")
+        spec = self._loop_spec(node.iter)
+        names = self._target_names(node.target)
+        if len(names) != len(spec.extents):
+            raise self.error(node, f"this loop has {len(spec.extents)} dimension(s) but "
+                                   f"{len(names)} loop variable(s)")
+        loop_vars = [ir.Var(self.builder.fresh_name(n)) for n in names]
+        outer = self.scope
+        self.scope = Scope({n: v for n, v in zip(names, loop_vars)}, outer)
+        self.builder.push()
+        self.builder.loop_vars.extend(loop_vars)
+        try:
+            self.visit_body(node.body)
+        finally:
+            del self.builder.loop_vars[-len(loop_vars):]
+            self.scope = outer
+        body = self.builder.pop()
+        for var, start, extent in reversed(list(zip(loop_vars, spec.starts, spec.extents))):
+            body = ir.For(var, extent, body, spec.kind, start, dict(spec.annotations), loc=self.loc(node))
+        self.builder.emit(body)
+
+    def _loop_spec(self, it) -> LoopSpec:
+        if isinstance(it, ast.Call):
+            fn = self.eval(it.func)
+            if fn is range:
+                args = [self.eval(a) for a in it.args]
+                if len(args) == 3 and args[2] != 1:
+                    raise self.error(it, "range() with a step is not supported; use T.serial")
+                return serial_loop(args[:2])
+        value = self.eval(it)
+        if not isinstance(value, LoopSpec):
+            raise self.error(it, "kernel loops iterate over T.serial, T.Parallel, T.Pipelined, "
+                                 "T.unroll or range(...)")
+        return value
+
+    def visit_If(self, node):
+        cond = self.eval(node.test)
+        if isinstance(cond, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
+            raise self.error(node.test, f"{ir.describe(cond)} is not a condition; compare its elements instead")
+        if not _is_ir(cond):  # decided while parsing: keep only the branch taken
+            self.visit_body(node.body if cond else node.orelse)
+            return
+        if not self.builder.in_kernel:
+            raise self.error(node, "an `if` on a kernel value must be inside `with T.Kernel(...)`")
+        self.builder.push()
+        self.visit_body(node.body)
+        then_body = self.builder.pop()
+        else_body = None
+        if node.orelse:
+            self.builder.push()
+            self.visit_body(node.orelse)
+            else_body = self.builder.pop()
+        self.builder.emit(ir.IfThenElse(cond, then_body, else_body))
