@@ -1,0 +1,55 @@
+"""A kernel: its ``Launch`` (grid, threads, and what passes add: rasterisation, the producer
+warpgroup, persistent tiles) and the ``PrimFunc`` that holds parameters, body and attributes."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from .expr import Var
+from .stmt import Stmt
+
+# --------------------------------------------------------------------------------------------
+# Functions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False, repr=False)
+class Launch:
+    grid: tuple  # block counts, x first
+    threads: int
+    block_vars: tuple  # Vars bound to blockIdx.x/y/z
+    thread_var: Var
+    # Block rasterisation for L2 reuse: blocks run in panels of this many block rows
+    # (0: hardware order). ``raster_request`` is what T.use_swizzle asked for (None: not asked).
+    raster_panel: int = 0
+    raster_request: int | None = None
+    # Warp specialisation adds a producer warpgroup after the ``threads`` the kernel was written
+    # for; layouts and thread loops still use ``threads``, the hardware launches ``total_threads``.
+    producer_threads: int = 0
+    # A persistent kernel (``warp_specialize``) walks this many tiles of ``grid`` in a loop of its
+    # own; the hardware launches min(tiles, multiprocessors) blocks along x (0: one block per tile).
+    persistent_tiles: int = 0
+
+    @property
+    def total_threads(self) -> int:
+        return self.threads + self.producer_threads
+
+
+@dataclass(eq=False, repr=False)
+class PrimFunc:
+    name: str
+    params: list  # Buffers (scope "global") and scalar Vars
+    body: Stmt
+    launch: Launch
+    attrs: dict = field(default_factory=dict)
+    source_file: str = "<unknown>"
+    source_line: int = 0
+
+    def with_body(self, body: Stmt) -> "PrimFunc":
+        return dataclasses.replace(self, body=body, attrs=dict(self.attrs))
+
+    def __str__(self) -> str:
+        from .printer import print_ir
+
+        return print_ir(self)

@@ -1,0 +1,244 @@
+"""The IR's statements: control flow, declarations, stores and calls, and the tile operations
+users write (``Copy``, ``Gemm``, ``TmaCopy`` ...), which lowering passes replace by loops over
+``BufferStore`` and ``Evaluate(Call(...))`` of intrinsics from our CUDA headers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .expr import BarrierRef, Buffer, Expr, Raw, Region, SourceLocation, Var, const
+
+# --------------------------------------------------------------------------------------------
+# Statements
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False, repr=False)
+class Stmt:
+    def __str__(self) -> str:
+        from .printer import stmt_text
+
+        return stmt_text(self)
+
+
+def _loc():
+    return field(default=None, kw_only=True)
+
+
+@dataclass(eq=False, repr=False)
+class SeqStmt(Stmt):
+    stmts: list
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class For(Stmt):
+    """``for var in range(start, start + extent)``. ``kind``: serial, parallel, pipelined,
+    unrolled. ``annotations`` holds e.g. ``num_stages`` for pipelined loops."""
+
+    var: Var
+    extent: Expr
+    body: Stmt
+    kind: str = "serial"
+    start: Expr = field(default_factory=lambda: const(0))
+    annotations: dict = field(default_factory=dict)
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class IfThenElse(Stmt):
+    cond: Expr
+    then_body: Stmt
+    else_body: Stmt | None = None
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class LetStmt(Stmt):
+    """Declare a scalar: ``var = value`` for the rest of the enclosing block."""
+
+    var: Var
+    value: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Assign(Stmt):
+    """Re-assign a scalar declared earlier with ``LetStmt(mutable=True)``."""
+
+    var: Var
+    value: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class BufferStore(Stmt):
+    buffer: Buffer
+    indices: tuple
+    value: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Evaluate(Stmt):
+    """A call evaluated for its effect (an intrinsic of our CUDA headers)."""
+
+    call: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Allocate(Stmt):
+    """Declares ``buffer`` (shared, fragment, local or barrier) for the rest of the kernel."""
+
+    buffer: Buffer
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Comment(Stmt):
+    text: str
+    loc: SourceLocation | None = _loc()
+
+
+# ---- tile operations (what the user writes; lowered away by passes) -----------------------
+
+
+@dataclass(eq=False, repr=False)
+class Copy(Stmt):
+    """``T.copy(src, dst)``; ``instruction`` is None (auto), "sync", "cp_async" or "tma"."""
+
+    src: Region
+    dst: Region
+    instruction: str | None = None
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class TmaCopy(Stmt):
+    """``T.tma_copy``: a load (global->shared, with ``barrier``) or a store (shared->global)."""
+
+    src: Region
+    dst: Region
+    barrier: BarrierRef | None = None
+    leader_scope_threads: int | None = None
+    loc: SourceLocation | None = _loc()
+
+    @property
+    def is_load(self) -> bool:
+        return self.src.buffer.scope == "global"
+
+
+@dataclass(eq=False, repr=False)
+class Fill(Stmt):
+    dst: Region
+    value: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Gemm(Stmt):
+    """``C += A @ B`` (with optional transposes) on a block tile."""
+
+    a: Region
+    b: Region
+    c: Region
+    trans_a: bool = False
+    trans_b: bool = False
+    clear_accum: bool = False
+    # wgmma groups each thread may leave running when the gemm returns (warp specialisation's
+    # consumer releases a stage one iteration later and waits for the last group itself).
+    in_flight: int = 0
+    # The tensor-core path ``choose_shared_layouts`` chose for this gemm: a
+    # ``passes.gemm_rules.WgmmaPlan``, or None for mma.sync (and before that pass runs).
+    plan: Any = None
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class Reduce(Stmt):
+    """``T.reduce_<kind>(src, dst, dim)``: reduce ``src`` along ``dim`` into ``dst``."""
+
+    kind: str
+    src: Buffer
+    dst: Buffer
+    dim: int
+    clear: bool = True
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class BarrierArrive(Stmt):
+    barrier: BarrierRef
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class BarrierWait(Stmt):
+    barrier: BarrierRef
+    parity: Expr
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class TmaStoreWait(Stmt):
+    read: bool = False
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class SyncThreads(Stmt):
+    """A block barrier. ``threads`` None: every thread of the block (``__syncthreads``); else only
+    the ``threads`` consumer threads of a warp-specialised kernel (named barrier 1)."""
+
+    threads: int | None = None
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class WarpSpecialize(Stmt):
+    """Warp specialisation: the block's threads ``[0, consumer_threads)`` run ``consumer``, the
+    ``producer_threads`` after them run ``producer``, at the same time. The two sides talk only
+    through mbarriers; a block barrier inside ``consumer`` must be ``SyncThreads(threads=...)``."""
+
+    producer: Stmt
+    consumer: Stmt
+    consumer_threads: int
+    producer_threads: int
+    loc: SourceLocation | None = _loc()
+
+    @property
+    def producer_range(self) -> tuple[int, int]:
+        """First and last thread index of the producer side."""
+        return (self.consumer_threads, self.consumer_threads + self.producer_threads - 1)
+
+    @property
+    def consumer_range(self) -> tuple[int, int]:
+        return (0, self.consumer_threads - 1)
+
+
+TILE_OPS = (Copy, TmaCopy, Fill, Gemm, Reduce)
+
+# The annotation of a persistent kernel's tile loop (its value: how many tiles the grid has).
+TILE_LOOP = "persistent_tiles"
+# The hardware block index and block count a persistent kernel's tile loop reads (its grid is
+# one-dimensional), signed like every index they meet. The simplifier knows their ranges and the
+# barrier simulation binds their texts like variables.
+HW_BLOCK = Raw("(int)blockIdx.x")
+HW_BLOCKS = Raw("(int)gridDim.x")
+
+
+def seq(stmts: Sequence[Stmt | None]) -> Stmt:
+    """A sequence, flattened, with empty parts dropped (a single statement stays itself)."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    if len(flat) == 1:
+        return flat[0]
+    return SeqStmt(flat)
