@@ -1,5 +1,7 @@
 """Persistent warp-specialised GEMMs: one block per multiprocessor walks the tiles (passes/persistent_rules.py)."""
 
+import dataclasses
+
 import pytest
 
 import tileworkbench as tw
@@ -136,7 +138,7 @@ class _DropTileStoreWait(IRMutator):
             return super().visit_For(node)
         body = [s for s in node.body.stmts
                 if not (isinstance(s, ir.Evaluate) and s.call.name.startswith("tw::tma_store_wait"))]
-        return ir.For(node.var, node.extent, ir.seq(body), node.kind, node.start, node.annotations, loc=node.loc)
+        return dataclasses.replace(node, body=ir.seq(body))
 
 
 def test_checker_reports_an_epilogue_tile_rewritten_under_the_previous_tiles_store():

@@ -68,12 +68,12 @@ def role_path(side) -> RolePath:
         if not conds and under != [s]:
             continue
         for j, u in enumerate(under):
-            if isinstance(u, ir.For) and u.annotations.get("ws_role"):
+            if isinstance(u, ir.For) and _role(u):
                 return RolePath(stmts[:i], conds, None, under[:j], u, under[j + 1:], stmts[i + 1:])
             if isinstance(u, ir.For) and u.annotations.get(ir.TILE_LOOP):
                 body = list(u.body.stmts) if isinstance(u.body, ir.SeqStmt) else [u.body]
                 for k, b in enumerate(body):
-                    if isinstance(b, ir.For) and b.annotations.get("ws_role"):
+                    if isinstance(b, ir.For) and _role(b):
                         return RolePath(stmts[:i] + under[:j], conds, u, body[:k], b, body[k + 1:],
                                         under[j + 1:] + stmts[i + 1:])
     return RolePath(stmts, [], None, [], None, [], [])
@@ -93,6 +93,14 @@ class _Side:
     @property
     def loop(self):
         return self.path.loop
+
+
+def _role(loop: ir.For) -> str | None:
+    return loop.pipeline.role if loop.pipeline is not None else None
+
+
+def _steady(loop: ir.For) -> bool:
+    return loop.pipeline is not None and loop.pipeline.steady
 
 
 def linear(loops) -> int:
@@ -196,9 +204,9 @@ class Schedule:
             if isinstance(s, ir.Comment) and s.text.startswith("prologue"):
                 # inject_software_pipeline's prologue; simplify may have unrolled its loop away.
                 k0 = next((ir.const_int(x.start) for x in stmts[i + 1:]
-                           if isinstance(x, ir.For) and x.annotations.get("pipelined")), 0)
+                           if isinstance(x, ir.For) and _steady(x)), 0)
                 frame = dataclasses.replace(frame, stage="prologue", iteration=k0 or 0)
-            elif isinstance(s, ir.For) and s.annotations.get("pipelined") and frame.stage == "prologue":
+            elif isinstance(s, ir.For) and _steady(s) and frame.stage == "prologue":
                 frame = dataclasses.replace(frame, stage="body", iteration=None)
             self.run(s, active, frame)
 
@@ -212,9 +220,9 @@ class Schedule:
                          f"the loop over {loop.var.name} has no constant extent ({why}); not simulated",
                          frame=frame, line=line)
             return
-        stages = loop.annotations.get("num_stages")
-        kind = "prologue" if loop.annotations.get("stage") == "prologue" else \
-            "pipelined" if loop.annotations.get("pipelined") else "loop"
+        stages = loop.pipeline.stages if loop.pipeline is not None and loop.pipeline.part != "prologue" else None
+        kind = "prologue" if loop.pipeline is not None and loop.pipeline.part == "prologue" else \
+            "pipelined" if _steady(loop) else "loop"
         self.loops.append({"var": loop.var.name, "start": start, "extent": extent, "kind": kind,
                            "stages": stages, "line": line})
         base = frame.iteration if frame.stage == "prologue" else None
@@ -261,7 +269,7 @@ class Schedule:
             for side in sides:
                 self.loops.append({"var": side.tiles.var.name, "start": 0, "extent": count, "kind": "tiles",
                                    "line": side.tiles.loc.line if side.tiles.loc is not None else frame.line,
-                                   "role": side.loop.annotations.get("ws_role")})
+                                   "role": _role(side.loop)})
             for value in range(count):
                 tile_frames = []
                 for side in sides:
@@ -288,11 +296,11 @@ class Schedule:
         loops = [side.loop for side in sides]
         start = as_int(evaluate(loops[0].start, self.env))
         extent = as_int(evaluate(loops[0].extent, self.env))
-        stages = loops[0].annotations.get("num_stages")
+        stages = loops[0].pipeline.stages
         for loop, frame in zip(loops, frames):
             self.loops.append({"var": loop.var.name, "start": start, "extent": extent, "kind": "pipelined",
                                "stages": stages, "line": loop.loc.line if loop.loc is not None else frame.line,
-                               "role": loop.annotations.get("ws_role")})
+                               "role": _role(loop)})
         for value in range(start, start + extent):
             for side, frame in zip(sides, frames):
                 loop = side.loop

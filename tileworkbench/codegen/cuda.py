@@ -322,7 +322,7 @@ class CudaRenderer:
             return
         if s.kind == "unrolled":
             self.emit(d, "#pragma unroll")
-        elif s.annotations.get("pipelined"):
+        elif s.pipeline is not None and s.pipeline.steady:
             self.emit(d, "#pragma unroll 1")
         self.emit(d, f"for (int {var} = {begin}; {var} < {end}; ++{var}) {{")
         self.stmt(s.body, d + 1)

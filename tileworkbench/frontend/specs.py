@@ -43,6 +43,7 @@ class LoopSpec:
     extents: tuple
     starts: tuple
     annotations: dict = field(default_factory=dict)
+    stages: int | None = None  # T.Pipelined's num_stages
 
     def __iter__(self):
         # A Python helper the kernel calls runs as Python: its `for` cannot become a kernel loop.

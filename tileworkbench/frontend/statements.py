@@ -191,7 +191,8 @@ class Statements:
             self.scope = outer
         body = self.builder.pop()
         for var, start, extent in reversed(list(zip(loop_vars, spec.starts, spec.extents))):
-            body = ir.For(var, extent, body, spec.kind, start, dict(spec.annotations), loc=self.loc(node))
+            pipeline = ir.PipelineInfo(spec.stages) if spec.kind == "pipelined" else None
+            body = ir.For(var, extent, body, spec.kind, start, dict(spec.annotations), pipeline, loc=self.loc(node))
         self.builder.emit(body)
 
     def _loop_spec(self, it) -> LoopSpec:

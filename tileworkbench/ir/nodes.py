@@ -60,6 +60,7 @@ from .stmt import (  # noqa: F401
     HW_BLOCKS,
     IfThenElse,
     LetStmt,
+    PipelineInfo,
     Reduce,
     SeqStmt,
     Stmt,

@@ -113,6 +113,7 @@ class _Printer:
 
     def p_For(self, s, d):
         ann = "".join(f", {k}={v!r}" for k, v in s.annotations.items() if not k.startswith("_"))
+        ann += s.pipeline.printed() if s.pipeline is not None else ""
         start = "" if ir.const_int(s.start) == 0 else f"{expr_text(s.start)}, "
         fn = {"serial": "serial", "parallel": "Parallel", "pipelined": "Pipelined",
               "unrolled": "unroll"}.get(s.kind, s.kind)

@@ -32,10 +32,50 @@ class SeqStmt(Stmt):
     loc: SourceLocation | None = _loc()
 
 
+@dataclass(frozen=True)
+class PipelineInfo:
+    """What a ``T.Pipelined`` loop is, as passes hand it on (``For.pipeline``).
+
+    ``stages`` is the user's ``num_stages``. ``part`` says which loop this is: ``"loop"`` (the loop
+    as written, or one left as a plain loop: fewer than two stages, or nothing to pipeline, with a
+    ``note`` saying why), ``"prologue"`` (the loop that issues the first ``stages - 1`` iterations),
+    ``"steady"`` (the software-pipelined main loop) or ``"producer"`` / ``"consumer"`` (a
+    warp-specialised role loop, each side's main loop)."""
+
+    stages: int
+    part: str = "loop"
+    note: str | None = None
+
+    ROLES = ("producer", "consumer")
+
+    @property
+    def steady(self) -> bool:
+        """The loop runs the pipeline's stages (the main loop, or a role's)."""
+        return self.part == "steady" or self.part in self.ROLES
+
+    @property
+    def role(self) -> str | None:
+        return self.part if self.part in self.ROLES else None
+
+    def printed(self) -> str:
+        """How the IR printer writes it (as the annotations it replaced were written)."""
+        if self.part == "prologue":
+            return ", stage='prologue'"
+        text = f", num_stages={self.stages}"
+        if self.steady:
+            text += ", pipelined=True"
+        if self.role:
+            text += f", ws_role={self.role!r}"
+        if self.note:
+            text += f", note={self.note!r}"
+        return text
+
+
 @dataclass(eq=False, repr=False)
 class For(Stmt):
     """``for var in range(start, start + extent)``. ``kind``: serial, parallel, pipelined,
-    unrolled. ``annotations`` holds e.g. ``num_stages`` for pipelined loops."""
+    unrolled. ``pipeline``: what a ``T.Pipelined`` loop is (None for other loops).
+    ``annotations``: the lowering hints documented in docs/ir-attrs.md."""
 
     var: Var
     extent: Expr
@@ -43,6 +83,7 @@ class For(Stmt):
     kind: str = "serial"
     start: Expr = field(default_factory=lambda: const(0))
     annotations: dict = field(default_factory=dict)
+    pipeline: PipelineInfo | None = None
     loc: SourceLocation | None = _loc()
 
 

@@ -36,4 +36,4 @@ def Pipelined(*args, num_stages=0, order=None, stage=None, sync=None, group=None
         raise error(f"T.Pipelined: num_stages must be a non-negative constant, got {_b.describe(num_stages)}")
     if order is not None or stage is not None or group is not None:
         raise error("T.Pipelined: explicit order/stage/group are not supported; use num_stages")
-    return LoopSpec("pipelined", extents, starts, {"num_stages": ir.const_int(num_stages)})
+    return LoopSpec("pipelined", extents, starts, stages=ir.const_int(num_stages))

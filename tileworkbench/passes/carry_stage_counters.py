@@ -1,6 +1,6 @@
 """carry_stage_counters: a ring's slot and phase carried from one iteration to the next.
 
-Expects: lowered, simplified IR (run last). Pipelined loops (``annotations["pipelined"]``: the
+Expects: lowered, simplified IR (run last). Pipelined loops (``For.pipeline``, steady: the
 software-pipelined steady state and the warp-specialised role loops) index their ring of ``s``
 stages with ``E % s`` and read the barrier phase as ``E // s % 2`` or ``(E // s + 1) % 2``, where
 ``E`` is the loop variable plus something the loop does not change (``k + 2``, ``tile_iter *
@@ -15,6 +15,8 @@ several per iteration, and the spec GEMM at 3 stages spends 5-8% of its time on 
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
@@ -116,7 +118,7 @@ class _CarryCounters(IRMutator):
 
     def visit_For(self, node):
         node = self.generic_visit(node)
-        stages = int(node.annotations.get("num_stages", 0) or 0) if node.annotations.get("pipelined") else 0
+        stages = node.pipeline.stages if node.pipeline is not None and node.pipeline.steady else 0
         if stages < 3 or _is_power_of_two(stages):
             return node
         counters = _Counters(node, stages, _bound_inside(node.body))
@@ -125,8 +127,7 @@ class _CarryCounters(IRMutator):
             return node
         self.loops.append({"loop": node.var.name, "stages": stages,
                            "counters": [expr_text(e) for e, _, _ in counters.slots.values()]})
-        loop = ir.For(node.var, node.extent, ir.seq([body, *counters.advance()]), node.kind, node.start,
-                      node.annotations, loc=node.loc)
+        loop = dataclasses.replace(node, body=ir.seq([body, *counters.advance()]))
         return ir.SeqStmt([*counters.declarations(), loop])
 
 

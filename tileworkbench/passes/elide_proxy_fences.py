@@ -11,6 +11,8 @@ already order before the next TMA write. Loops with generic reads keep their fen
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, collect
 from ..target import PassConfigKey
@@ -37,7 +39,7 @@ def _is_fence(stmt) -> bool:
 class _Elide(IRMutator):
     def visit_For(self, node: ir.For):
         node = self.generic_visit(node)
-        if not node.annotations.get("pipelined") or not isinstance(node.body, ir.SeqStmt):
+        if node.pipeline is None or not node.pipeline.steady or not isinstance(node.body, ir.SeqStmt):
             return node
         if _generic_shared_reads(node.body):
             return node
@@ -48,7 +50,7 @@ class _Elide(IRMutator):
         if refill_fence is None or refill_fence > first_refill:
             return node
         del stmts[refill_fence]  # only the write-after-read fence before the refill
-        return ir.For(node.var, node.extent, ir.seq(stmts), node.kind, node.start, node.annotations, loc=node.loc)
+        return dataclasses.replace(node, body=ir.seq(stmts))
 
 
 @register("elide_proxy_fences", "lower")

@@ -88,10 +88,10 @@ class _Pipeline(IRMutator):
         node = self.generic_visit(node)
         if node.kind != "pipelined":
             return node
-        stages = node.annotations.get("num_stages", 0)
+        stages = node.pipeline.stages
         if stages <= 1:
             return ir.For(node.var, node.extent, node.body, "serial", node.start,
-                          {"num_stages": stages}, loc=node.loc)
+                          pipeline=ir.PipelineInfo(stages), loc=node.loc)
         return self.pipeline(node, stages)
 
     def pipeline(self, loop: ir.For, s: int) -> ir.Stmt:
@@ -104,7 +104,7 @@ class _Pipeline(IRMutator):
                      (isinstance(x, ir.BarrierArrive) and id(x.barrier.buffer) in load_barriers)]
         if not producers:
             return ir.For(loop.var, loop.extent, loop.body, "serial", loop.start,
-                          {"num_stages": s, "note": "nothing to pipeline"}, loc=loop.loc)
+                          pipeline=ir.PipelineInfo(s, note="nothing to pipeline"), loc=loop.loc)
         consumers = [x for x in body if not any(x is p for p in producers)]
 
         buffers = {}
@@ -132,7 +132,7 @@ class _Pipeline(IRMutator):
         prologue = ir.For(pro_var, ir.const(s - 1), ir.seq([
             ir.IfThenElse(simplify(ir.cmp("<", pro_var, n)), stage(producers, k0 + pro_var)),
             *commit,
-        ]), "unrolled", annotations={"stage": "prologue"}, loc=loop.loc)
+        ]), "unrolled", pipeline=ir.PipelineInfo(s, "prologue"), loc=loop.loc)
         ahead = simplify(k + (s - 1))
         steady = [
             ir.Comment(f"steady state: issue iteration {k.name} + {s - 1}, compute iteration {k.name}"),
@@ -151,8 +151,7 @@ class _Pipeline(IRMutator):
             "buffers": [b.name for b in buffers], "barriers": [b.name for b in barriers],
             "producers": len(producers), "mode": "tma" if tma_loads else "cp_async",
         })
-        main = ir.For(k, n, ir.seq(steady), "serial", k0,
-                      {"num_stages": s, "pipelined": True}, loc=loop.loc)
+        main = ir.For(k, n, ir.seq(steady), "serial", k0, pipeline=ir.PipelineInfo(s, "steady"), loc=loop.loc)
         return ir.seq([ir.Comment(f"prologue: iterations {k.name} = 0 .. {s - 2} in flight"), prologue, main])
 
 

@@ -12,6 +12,8 @@ Inside a ``WarpSpecialize`` only the consumer side gets syncs (the producer side
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field, replace
 
 from ..ir import nodes as ir
@@ -101,7 +103,7 @@ def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
         elif isinstance(s, ir.For) and s.kind in ("serial", "pipelined", "unrolled"):
             _, end = _block(s.body, state.copy())  # first pass: what one iteration leaves behind
             body, end = _block(s.body, state.merge(end))  # loop-carried hazards included
-            out.append(ir.For(s.var, s.extent, body, s.kind, s.start, s.annotations, loc=s.loc))
+            out.append(dataclasses.replace(s, body=body))
             state = state.merge(end)
         elif isinstance(s, ir.WarpSpecialize):
             # The producer side only issues TMA (ordered by mbarriers); the consumer side is code

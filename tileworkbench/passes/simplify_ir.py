@@ -40,7 +40,7 @@ class _SimplifyStmts(_Simplifier):
                                    consumer=consumer if consumer is not None else ir.SeqStmt([]))
 
     def visit_For(self, node):
-        if ir.const_int(node.extent) == 1 and not node.annotations.get("pipelined"):
+        if ir.const_int(node.extent) == 1 and not (node.pipeline is not None and node.pipeline.steady):
             return self.visit(substitute(node.body, {node.var: node.start}))
         if ir.const_int(node.extent) == 0:
             return None

@@ -24,7 +24,7 @@ from .manager import register
 
 def _pipeline_bytes(loop: ir.For) -> int:
     """Bytes of the shared tiles the loop writes, times its stages (their versions, once pipelined)."""
-    stages = int(loop.annotations.get("num_stages", 1) or 1)
+    stages = loop.pipeline.stages
     tiles = {id(r.buffer): r.buffer for r in collect(loop.body, ir.Region) if r.buffer.scope == "shared"}
     return stages * sum(b.dtype.bytes_for(b.numel) for b in tiles.values())
 

@@ -83,7 +83,7 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     if len(loops) != 1:
         return f"{len(loops)} pipelined loops (one is handled)"
     loop = loops[0]
-    if int(loop.annotations.get("num_stages", 0) or 0) < 2:
+    if loop.pipeline.stages < 2:
         return "num_stages < 2 (the producer could not run ahead)"
     if not any(s is loop for s in _flatten(func.body)):
         return "the pipelined loop is nested in another statement"
@@ -115,7 +115,7 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
 def _role_loop(loop: ir.For, body: list, role: str, stages: int) -> ir.For:
     var = ir.Var(loop.var.name)
     return ir.For(var, loop.extent, substitute(ir.seq(body), {loop.var: var}), "serial", loop.start,
-                  {"num_stages": stages, "pipelined": True, "ws_role": role}, loc=loop.loc)
+                  pipeline=ir.PipelineInfo(stages, role), loc=loop.loc)
 
 
 def _smem_bytes_with_own_epilogue_tile(tiles, epilogue_tile, stages: int) -> int:
@@ -139,7 +139,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     top = _flatten(func.body)
     at = next(i for i, s in enumerate(top) if isinstance(s, ir.For) and s.kind == "pipelined")
     loop = top[at]
-    s = int(loop.annotations["num_stages"])
+    s = loop.pipeline.stages
     consumers = func.launch.threads
     body = [x for x in _flatten(loop.body) if not isinstance(x, ir.Comment)]
     loads = [x for x in body if isinstance(x, ir.Copy)]
