@@ -1,5 +1,5 @@
 """inline_index_lets: names for block offsets become their values; the persistent tile loop refuses
-scalars it would compute once per block (passes/inline_index_lets.py, passes/persistent_rules.py)."""
+scalars it would compute once per block (passes/inline_index_lets.py, passes/rules/persistent.py)."""
 
 import re
 

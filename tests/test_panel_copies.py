@@ -1,6 +1,6 @@
 """Tiles stored as 128-byte panels, copied from tensors whose rows are not a whole number of
 panels (N = 4000, 1000, ...): one 2-D TMA copy per panel instead of one 3-D copy
-(passes/tma_rules.py ``tma_copies``), so such GEMMs keep wgmma, TMA and warp specialisation."""
+(passes/rules/tma.py ``tma_copies``), so such GEMMs keep wgmma, TMA and warp specialisation."""
 
 import warnings
 

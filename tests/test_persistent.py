@@ -1,4 +1,4 @@
-"""Persistent warp-specialised GEMMs: one block per multiprocessor walks the tiles (passes/persistent_rules.py)."""
+"""Persistent warp-specialised GEMMs: one block per multiprocessor walks the tiles (passes/rules/persistent.py)."""
 
 import dataclasses
 

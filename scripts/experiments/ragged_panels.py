@@ -35,7 +35,7 @@ from tileworkbench.examples import matmul
 from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.simplify import is_multiple_of
 from tileworkbench.jit import cache
-from tileworkbench.passes import gemm_rules
+from tileworkbench.passes.rules import gemm as gemm_rules
 
 # The caches key kernels by the compiler's source files, which the patch below does not change:
 # compile everything afresh.

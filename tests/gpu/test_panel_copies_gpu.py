@@ -1,5 +1,5 @@
 """GEMMs whose tensors' rows are not a whole number of 128-byte panels (N = 1000, 4000; A^T with
-M = 1000) on the GPU: each panel of a tile is a TMA copy of its own (passes/tma_rules.py
+M = 1000) on the GPU: each panel of a tile is a TMA copy of its own (passes/rules/tma.py
 ``tma_copies``), panels past the tensor's edge are zero-filled on load and not written on store.
 Checked against float64 torch references, and that nothing past the end of C is written."""
 

@@ -7,7 +7,7 @@ it uses.
 
 from __future__ import annotations
 
-from ..passes.gemm_rules import wgmma_functor_name as functor_name
+from ..ir.records import wgmma_functor_name as functor_name
 
 _TYPES = {"float16": "f16", "bfloat16": "bf16"}
 

@@ -10,7 +10,7 @@ from ..errors import KernelRuntimeError
 from ..frontend import parse
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
-from ..passes.tma_rules import TmaDescriptor
+from ..ir.records import TmaDescriptor
 from ..trace import Trace
 from ..target import PassContext, Target
 from . import cache

@@ -2,7 +2,7 @@
 
 Expects: tile-level IR after pipelining (shared buffers may carry a version dimension).
 Guarantees:
-  * every ``T.gemm`` carries its tensor-core path in ``Gemm.plan`` (a ``gemm_rules.WgmmaPlan``,
+  * every ``T.gemm`` carries its tensor-core path in ``Gemm.plan`` (a ``rules.gemm.WgmmaPlan``,
     or None for ``mma.sync``); operand tiles of a wgmma gemm get the layout wgmma reads:
     A swizzled by its row bytes, B either swizzled by its row bytes or, when its rows are wider
     than 128 bytes, split into 128-byte panels with the 128B swizzle (``attrs["panel"]``);
@@ -11,7 +11,7 @@ Guarantees:
     and an mma.sync gemm, or by two wgmma forms; one tile read K-major by one gemm and N-major by
     another), the gemms involved take the mma.sync path, whose layouts always agree;
   * other gemm operand tiles and tiles moved by a descriptor TMA get the swizzle their inner
-    dimension allows (``tma_rules.swizzle_for_tile``), or, when their rows are wider than 128
+    dimension allows (``rules.tma.swizzle_for_tile``), or, when their rows are wider than 128
     bytes (an epilogue tile, say), 128-byte panels with the 128B swizzle where TMA can move
     them so; every other tile stays unswizzled, so contiguous TMA copies into it can be
     descriptorless bulk copies;
@@ -25,7 +25,8 @@ import dataclasses
 
 from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, collect
-from . import gemm_rules, tma_rules
+from .rules import gemm as gemm_rules
+from .rules import tma as tma_rules
 from .manager import register
 
 

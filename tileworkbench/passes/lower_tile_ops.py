@@ -28,7 +28,7 @@ from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.simplify import RangeTracker, interval, is_multiple_of, launch_ranges, simplify
 from ..ir.visitor import IRMutator, reassigned_vars
-from . import gemm_rules
+from ..ir.records import wgmma_functor_name
 from .lower_tma import address_of, call
 from .manager import register
 
@@ -292,7 +292,7 @@ class _LowerTileOps(RangeTracker, IRMutator):
         # trailing template arguments only where they differ from the defaults (IN_FLIGHT 0, A K-major)
         tail = f", {node.in_flight}" if node.in_flight or not plan.a_k_major else ""
         tail += "" if plan.a_k_major else ", false"
-        functor = gemm_rules.wgmma_functor_name(plan.n, dtype, plan.b_k_major, plan.a_k_major)
+        functor = wgmma_functor_name(plan.n, dtype, plan.b_k_major, plan.a_k_major)
         template = (f"tw::wgmma_gemm_ss<{plan.m}, {plan.n}, {plan.k}, {plan.warpgroups}, {plan.a_span}, "
                     f"{plan.b_span}, {flag}, {functor}{tail}>")
         return self.gemm_call(node, template)

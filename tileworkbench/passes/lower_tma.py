@@ -24,7 +24,7 @@ from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
 from ..ir.visitor import IRMutator
-from . import tma_rules
+from .rules import tma as tma_rules
 from .manager import register
 
 

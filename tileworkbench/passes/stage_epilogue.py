@@ -18,7 +18,8 @@ from __future__ import annotations
 from ..ir import nodes as ir
 from ..ir.visitor import collect
 from ..target import PassConfigKey
-from . import epilogue_rules, gemm_rules
+from .rules import epilogue as epilogue_rules
+from .rules import gemm as gemm_rules
 from .manager import register
 
 

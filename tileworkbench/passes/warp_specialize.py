@@ -38,7 +38,10 @@ from ..ir import nodes as ir
 from ..ir.simplify import simplify
 from ..ir.visitor import collect, substitute
 from ..target import PassConfigKey
-from . import epilogue_rules, gemm_rules, persistent_rules, tma_rules
+from .rules import epilogue as epilogue_rules
+from .rules import gemm as gemm_rules
+from .rules import persistent as persistent_rules
+from .rules import tma as tma_rules
 from .manager import register
 from .plan_shared_memory import smem_limit
 

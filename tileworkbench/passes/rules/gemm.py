@@ -13,27 +13,12 @@ an operand tile stored in 128-byte panels, ``plan_fits`` whether it can fill bot
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..ir import nodes as ir
-from ..target import PassConfigKey
-from . import tma_rules
+from ...ir import nodes as ir
+from ...ir.records import WgmmaPlan
+from ...target import PassConfigKey
+from . import tma as tma_rules
 
 SWIZZLE_SPANS = (32, 64, 128)
-
-
-@dataclass(frozen=True)
-class WgmmaPlan:
-    m: int
-    n: int
-    k: int
-    warpgroups: int  # along M
-    a_span: int  # swizzle bytes of A's rows
-    b_span: int  # swizzle bytes of B
-    b_panel: int  # elements per 128-byte panel of an N-major B wider than 128 bytes (0: none)
-    b_k_major: bool
-    a_k_major: bool = True  # False: A stored K x M (transpose_A), M-major for wgmma
-    a_panel: int = 0  # elements per 128-byte panel of an M-major A wider than 128 bytes (0: none)
 
 
 def _tile_shape(buf: ir.Buffer):
@@ -82,18 +67,11 @@ def plan_fits(plan: WgmmaPlan, gemm: ir.Gemm, pairs) -> bool:
             and (not plan.b_panel or panels_fit(gemm.b.buffer, plan.b_panel, pairs)))
 
 
-def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True) -> str:
-    """Name of the generated C++ functor for one wgmma shape (codegen/wgmma.py emits it): the
-    suffix says how A and B are stored (k: K-major, m/n: M- or N-major)."""
-    short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    return f"tw_wgmma_m64n{n}k16_{short}_{'k' if a_k_major else 'm'}{'k' if b_k_major else 'n'}"
-
-
 def panels_fit(buf: ir.Buffer, panel: int, pairs) -> bool:
     """TMA can move a tile stored as panels to or from each global region it is copied with: a
     2-D tensor of known width whose rows start on 16-byte boundaries (TMA's rule for strides).
     Rows a whole number of panels take one 3-D copy, others one copy per panel
-    (``tma_rules.tma_copies``)."""
+    (``rules.tma.tma_copies``)."""
     for g_region, shared in pairs:
         if shared is not buf:
             continue

@@ -12,10 +12,10 @@ block's set-up (barrier init, register rebalancing) is paid once per multiproces
 
 from __future__ import annotations
 
-from ..ir import nodes as ir
-from ..ir.printer import expr_text
-from ..ir.visitor import collect, reassigned_vars
-from ..target import PassConfigKey
+from ...ir import nodes as ir
+from ...ir.printer import expr_text
+from ...ir.visitor import collect, reassigned_vars
+from ...target import PassConfigKey
 
 
 

@@ -8,9 +8,9 @@ to a swizzled shared tile and stored by one TMA bulk copy it leaves in whole lin
 
 from __future__ import annotations
 
-from ..errors import CompileError
-from ..ir import nodes as ir
-from . import tma_rules
+from ...errors import CompileError
+from ...ir import nodes as ir
+from . import tma as tma_rules
 
 
 def staged_store(epilogue: list, available_bytes: int | None, mode: str) -> tuple[ir.Buffer, list] | None:

@@ -12,11 +12,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
-from .. import dtypes
-from ..errors import CompileError
-from ..ir import nodes as ir
+from ... import dtypes
+from ...errors import CompileError
+from ...ir import nodes as ir
+from ...ir.records import TmaDescriptor
 
 SWIZZLE_CODES = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
 SWIZZLE_NAMES = {0: "none", 32: "32B", 64: "64B", 128: "128B"}
@@ -71,47 +70,11 @@ def can_bulk_copy(global_region: ir.Region, shared: ir.Buffer) -> bool:
             and region_bytes(global_region) % 16 == 0)
 
 
-@dataclass
-class TmaDescriptor:
-    """One ``CUtensorMap``: everything ``cuTensorMapEncodeTiled`` takes except the address."""
-
-    name: str
-    buffer: str  # the global tensor (kernel parameter) it describes
-    data_type: int
-    rank: int
-    global_dims: tuple  # innermost first, in elements
-    global_strides_bytes: tuple  # rank - 1 entries
-    box_dims: tuple
-    element_strides: tuple
-    interleave: int
-    swizzle: int
-    l2_promotion: int
-    oob_fill: int
-
-    @property
-    def data_type_name(self) -> str:
-        return dtypes.TMA_TYPE_NAMES.get(self.data_type, str(self.data_type))
-
-    def key(self):
-        return (self.buffer, self.data_type, self.box_dims, self.swizzle)
-
-    def to_json(self) -> dict:
-        doc = asdict(self)
-        doc["data_type_name"] = self.data_type_name
-        doc["global_dims"] = [_json_dim(d) for d in self.global_dims]
-        doc["global_strides_bytes"] = [_json_dim(d) for d in self.global_strides_bytes]
-        return doc
-
-
-def _json_dim(d):
-    return d if isinstance(d, int) else str(d)
-
-
 def whole_panels(global_region: ir.Region, panel: int) -> bool:
     """One 3-D copy can fill a tile stored as ``panel``-element panels from ``global_region``
     (see ``_paneled``): the tensor's rows are a whole number of panels and the region starts on a
     panel boundary. Otherwise each panel is a 2-D copy of its own (``tma_copies``)."""
-    from ..ir.simplify import is_multiple_of
+    from ...ir.simplify import is_multiple_of
 
     cols = ir.const_int(global_region.buffer.shape[-1])
     return cols is not None and cols % panel == 0 and is_multiple_of(global_region.starts[-1], panel)
@@ -123,7 +86,7 @@ def tma_copies(global_region: ir.Region, shared: ir.Buffer) -> list[tuple[int, l
     One copy, except for a tile stored as panels whose global rows are not a whole number of
     panels (``whole_panels``): one 2-D copy per panel, the columns past the tensor's edge filled
     with zeros by a load and left unwritten by a store, as at any edge."""
-    from ..ir.simplify import simplify
+    from ...ir.simplify import simplify
 
     coords = [simplify(c) for c in reversed(global_region.starts)]
     panel = shared.attrs.get("panel", 0)

@@ -1,0 +1,72 @@
+"""Typed records one stage of the compiler hands the next (instead of string keys in ``attrs``):
+
+* :class:`TmaDescriptor`: a tensor map ``lower_tma`` plans, which codegen passes as a kernel
+  parameter, the host launcher encodes and ``jit`` keeps (``func.attrs["tma_descriptors"]``);
+* :class:`WgmmaPlan`: the wgmma path ``choose_shared_layouts`` chooses for a gemm
+  (``ir.Gemm.plan``), which the fragment layouts and the gemm's lowering follow, and
+  :func:`wgmma_functor_name`, the C++ functor of one wgmma shape (codegen emits it, the lowered
+  gemm calls it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .. import dtypes
+
+
+@dataclass
+class TmaDescriptor:
+    """One ``CUtensorMap``: everything ``cuTensorMapEncodeTiled`` takes except the address."""
+
+    name: str
+    buffer: str  # the global tensor (kernel parameter) it describes
+    data_type: int
+    rank: int
+    global_dims: tuple  # innermost first, in elements
+    global_strides_bytes: tuple  # rank - 1 entries
+    box_dims: tuple
+    element_strides: tuple
+    interleave: int
+    swizzle: int
+    l2_promotion: int
+    oob_fill: int
+
+    @property
+    def data_type_name(self) -> str:
+        return dtypes.TMA_TYPE_NAMES.get(self.data_type, str(self.data_type))
+
+    def key(self):
+        return (self.buffer, self.data_type, self.box_dims, self.swizzle)
+
+    def to_json(self) -> dict:
+        doc = asdict(self)
+        doc["data_type_name"] = self.data_type_name
+        doc["global_dims"] = [_json_dim(d) for d in self.global_dims]
+        doc["global_strides_bytes"] = [_json_dim(d) for d in self.global_strides_bytes]
+        return doc
+
+
+def _json_dim(d):
+    return d if isinstance(d, int) else str(d)
+
+
+@dataclass(frozen=True)
+class WgmmaPlan:
+    m: int
+    n: int
+    k: int
+    warpgroups: int  # along M
+    a_span: int  # swizzle bytes of A's rows
+    b_span: int  # swizzle bytes of B
+    b_panel: int  # elements per 128-byte panel of an N-major B wider than 128 bytes (0: none)
+    b_k_major: bool
+    a_k_major: bool = True  # False: A stored K x M (transpose_A), M-major for wgmma
+    a_panel: int = 0  # elements per 128-byte panel of an M-major A wider than 128 bytes (0: none)
+
+
+def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True) -> str:
+    """Name of the generated C++ functor for one wgmma shape (codegen/wgmma.py emits it): the
+    suffix says how A and B are stored (k: K-major, m/n: M- or N-major)."""
+    short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    return f"tw_wgmma_m64n{n}k16_{short}_{'k' if a_k_major else 'm'}{'k' if b_k_major else 'n'}"
