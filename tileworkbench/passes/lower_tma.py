@@ -25,39 +25,8 @@ from ..ir import nodes as ir
 from ..ir.simplify import simplify
 from ..ir.visitor import IRMutator
 from .rules import tma as tma_rules
+from .rules.calls import address_of, barrier_init, call, elect, needs_16_byte_alignment, tile_base, tile_column
 from .manager import register
-
-
-def call(name, *args, dtype=None):
-    return ir.Evaluate(ir.Call(name, tuple(args), dtype or ir.dtypes.int32))
-
-
-def address_of(buffer: ir.Buffer, indices) -> ir.Call:
-    return ir.Call("address_of", (ir.BufferLoad(buffer, tuple(indices), buffer.dtype),), ir.dtypes.handle)
-
-
-def tile_base(region: ir.Region) -> ir.Call:
-    """Address of the first element of a shared tile (a region must cover whole inner rows)."""
-    return address_of(region.buffer, region.starts)
-
-
-def tile_column(region: ir.Region, col: int) -> ir.Call:
-    """Address of the shared tile's element in its first row and column ``col`` (the start of a
-    panel, for a copy of one panel)."""
-    if not col:
-        return tile_base(region)
-    return address_of(region.buffer, (*region.starts[:-1], simplify(region.starts[-1] + col)))
-
-
-def _needs_16_byte_alignment(tensor: ir.Buffer):
-    """A bulk copy's global address must be a multiple of 16 bytes: the launcher checks the tensor
-    (``align_bytes``) instead of letting a misaligned one fault on the GPU."""
-    if not tensor.attrs.get("device_bound"):
-        tensor.attrs["align_bytes"] = max(tensor.attrs.get("align_bytes", 1), 16)
-
-
-def elect(threads: int) -> ir.Call:
-    return ir.Call(f"tw::shuffle_elect<{threads}>", (), ir.dtypes.boolean)
 
 
 class _LowerTma(IRMutator):
@@ -84,7 +53,7 @@ class _LowerTma(IRMutator):
 
     def load_call(self, g: ir.Region, s: ir.Region, bar: ir.BarrierRef, loc) -> ir.Stmt:
         if tma_rules.can_bulk_copy(g, s.buffer):
-            _needs_16_byte_alignment(g.buffer)
+            needs_16_byte_alignment(g.buffer)
             return call("tw::tma_load", tile_base(s), address_of(g.buffer, g.starts),
                         ir.const(tma_rules.region_bytes(g)), bar)
         desc = self.descriptor(g, s.buffer, loc)
@@ -93,7 +62,7 @@ class _LowerTma(IRMutator):
 
     def store_call(self, s: ir.Region, g: ir.Region, loc) -> ir.Stmt:
         if tma_rules.can_bulk_copy(g, s.buffer):
-            _needs_16_byte_alignment(g.buffer)
+            needs_16_byte_alignment(g.buffer)
             return call("tw::tma_store", address_of(g.buffer, g.starts), tile_base(s),
                         ir.const(tma_rules.region_bytes(g)))
         desc = self.descriptor(g, s.buffer, loc)
@@ -196,15 +165,6 @@ class _LowerTma(IRMutator):
         if node.buffer.scope != "barrier":
             return node
         return ir.seq([node, barrier_init(node.buffer, self.func.launch.thread_var)])
-
-
-def barrier_init(buf: ir.Buffer, tid: ir.Var) -> ir.Stmt:
-    inits = [call(".init", ir.BarrierRef(buf, ir.const(i)), ir.const(c)) for i, c in enumerate(buf.attrs["counts"])]
-    return ir.seq([
-        ir.IfThenElse(ir.cmp("==", tid, 0), ir.seq(inits)),
-        call("tw::fence_barrier_init"),
-        ir.SyncThreads(),
-    ])
 
 
 @register("lower_tma", "lower")

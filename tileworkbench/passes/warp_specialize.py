@@ -33,103 +33,21 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
-from ..ir.visitor import collect, substitute
+from ..ir.visitor import substitute
 from ..target import PassConfigKey
 from .rules import epilogue as epilogue_rules
-from .rules import gemm as gemm_rules
 from .rules import persistent as persistent_rules
-from .rules import tma as tma_rules
+from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_REGISTERS, PRODUCER_THREADS, consumer_registers,
+                                      flatten, smem_bytes_with_own_epilogue_tile, why_not)
 from .manager import register
 from .plan_shared_memory import smem_limit
-
-PRODUCER_THREADS = 128
-PRODUCER_REGISTERS = 24
-REGISTER_FILE = 65536
-FULL_ARRIVALS = 32  # the producer warp arrives on ``full``; one lane adds the expected bytes
-
-
-def _flatten(stmt) -> list:
-    return list(stmt.stmts) if isinstance(stmt, ir.SeqStmt) else [stmt]
-
-
-def _is_tile_load(s) -> bool:
-    return (isinstance(s, ir.Copy) and s.instruction is None and s.src.buffer.scope == "global"
-            and s.dst.buffer.scope == "shared" and s.src.static_extents() is not None
-            and s.dst.is_full)
-
-
-def consumer_registers(consumer_threads: int) -> int:
-    """Registers per consumer thread once the producer warpgroup has given its surplus back."""
-    free = REGISTER_FILE - PRODUCER_THREADS * PRODUCER_REGISTERS
-    return min(240, free // consumer_threads // 8 * 8)
-
-
-def why_not(func: ir.PrimFunc, ctx) -> str | None:
-    """None when the kernel can be warp-specialised, else the reason it is not."""
-    if ctx.target.arch != "sm_90a":
-        return f"target {ctx.target.arch} (warp specialisation is for sm_90a)"
-    for key, what in ((PassConfigKey.TL_DISABLE_WARP_SPECIALIZED, "tl.disable_warp_specialized"),
-                      (PassConfigKey.TL_DISABLE_TMA_LOWER, "tl.disable_tma_lower")):
-        if ctx.flag(key):
-            return f"{what} is set"
-    if ctx.flag(PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT):
-        return "debug mode keeps the single-role pipeline, whose every wait can be bounded"
-    if func.launch.threads % 128:
-        return f"{func.launch.threads} threads are not whole warpgroups"
-    if collect(func.body, (ir.TmaCopy, ir.BarrierArrive, ir.BarrierWait)) or \
-            any(a.buffer.scope == "barrier" for a in collect(func.body, ir.Allocate)):
-        return "the kernel synchronises with barriers of its own"
-    loops = [f for f in collect(func.body, ir.For) if f.kind == "pipelined"]
-    if len(loops) != 1:
-        return f"{len(loops)} pipelined loops (one is handled)"
-    loop = loops[0]
-    if loop.pipeline.stages < 2:
-        return "num_stages < 2 (the producer could not run ahead)"
-    if not any(s is loop for s in _flatten(func.body)):
-        return "the pipelined loop is nested in another statement"
-    body = [s for s in _flatten(loop.body) if not isinstance(s, ir.Comment)]
-    loads = [s for s in body if _is_tile_load(s)]
-    gemms = [s for s in body if isinstance(s, ir.Gemm)]
-    if len(loads) + len(gemms) != len(body) or not loads or not gemms:
-        return "the loop body is not only whole-tile T.copy loads and T.gemm"
-    for ld in loads:
-        try:
-            tma_rules.build_descriptor(ld.src, ld.dst.buffer, ld.loc)
-        except CompileError as err:
-            return f"T.copy of {ld.src.buffer.name} cannot be a TMA copy ({err.message})"
-    loaded = {id(s.dst.buffer) for s in loads}
-    if len(loaded) != len(loads):
-        return "a tile is loaded twice in one iteration"
-    for g in gemms:
-        if id(g.a.buffer) not in loaded or id(g.b.buffer) not in loaded:
-            return "a gemm reads a tile the loop does not load"
-        plan = gemm_rules.wgmma_plan(g, func.launch.threads, ctx)
-        pairs = [(ld.src, ld.dst.buffer) for ld in loads]
-        if plan is None:
-            return "a gemm is not on the wgmma path"
-        if not gemm_rules.plan_fits(plan, g, pairs):
-            return "TMA cannot fill an operand tile in the 128-byte panels wgmma reads it from"
-    return None
-
 
 def _role_loop(loop: ir.For, body: list, role: str, stages: int) -> ir.For:
     var = ir.Var(loop.var.name)
     return ir.For(var, loop.extent, substitute(ir.seq(body), {loop.var: var}), "serial", loop.start,
                   pipeline=ir.PipelineInfo(stages, role), loc=loop.loc)
-
-
-def _smem_bytes_with_own_epilogue_tile(tiles, epilogue_tile, stages: int) -> int:
-    """Shared memory of the pipeline's tiles, their barriers and an epilogue tile of its own
-    (each tile 1024-aligned, as ``plan_shared_memory`` places swizzled tiles)."""
-    def aligned(n):
-        return -(-n // 1024) * 1024
-    total = sum(aligned(t.dtype.bytes_for(t.numel)) for t in tiles)
-    if epilogue_tile is not None:
-        total += aligned(epilogue_tile.dtype.bytes_for(epilogue_tile.numel))
-    return total + 2 * 8 * stages
 
 
 @register("warp_specialize", "tile")
@@ -139,12 +57,12 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         out = func.with_body(func.body)
         out.attrs["warp_specialized"] = {"applied": False, "reason": reason}
         return out
-    top = _flatten(func.body)
+    top = flatten(func.body)
     at = next(i for i, s in enumerate(top) if isinstance(s, ir.For) and s.kind == "pipelined")
     loop = top[at]
     s = loop.pipeline.stages
     consumers = func.launch.threads
-    body = [x for x in _flatten(loop.body) if not isinstance(x, ir.Comment)]
+    body = [x for x in flatten(loop.body) if not isinstance(x, ir.Comment)]
     loads = [x for x in body if isinstance(x, ir.Copy)]
     gemms = [x for x in body if isinstance(x, ir.Gemm)]
     versioned = {ld.dst.buffer: ld.dst.buffer.versioned(s) for ld in loads}
@@ -163,7 +81,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     epilogue = top[at + 1:]
     register_epilogue = ctx.flag(PassConfigKey.TW_REGISTER_EPILOGUE)
     staged = None if register_epilogue else epilogue_rules.staged_store(epilogue, None, "persistent")
-    own_bytes = _smem_bytes_with_own_epilogue_tile(versioned.values(), staged[0] if staged else None, s)
+    own_bytes = smem_bytes_with_own_epilogue_tile(versioned.values(), staged[0] if staged else None, s)
     per_tile_stmts = before + ([] if staged else epilogue)  # the staged epilogue's tile is its own
     block_lets = [x for x in keep if isinstance(x, ir.LetStmt)]
     not_persistent = persistent_rules.why_not(func, ctx, loop, block_lets, per_tile_stmts, own_bytes,

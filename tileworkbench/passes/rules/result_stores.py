@@ -1,0 +1,110 @@
+"""16-bit results stored from a fragment two or eight at a time, for
+``partition_parallel_loops``: :meth:`ResultStores.paired_stores` (one 32-bit ``tw::store_pair``
+per element pair where the layout and the store's indices keep pairs side by side) and
+:meth:`ResultStores.matrix_stores_of` (``stmatrix``, four 8x8 matrices per
+``tw::store_matrix_x4``, into a shared tile from a wgmma accumulator, where every condition
+around the store is the same for a whole warp: :meth:`ResultStores.warp_uniform`)."""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+from ...ir.layout import strided_offset
+from ...ir.simplify import Affine, is_multiple_of, simplify
+from ...ir.visitor import collect, substitute, uses_var
+from .fragments import FragmentAccess
+
+
+def unit_column(buf: ir.Buffer, indices, column: ir.Var) -> Affine | None:
+    """The element offset of ``buf[indices]`` as an affine form when ``column`` (the fragment's
+    last loop variable) enters it only as ``+ column``, so neighbouring columns of the fragment are
+    neighbouring elements of the tensor; else None. Checked on the store's own index expressions,
+    a few terms, not on per-thread addresses."""
+    form = Affine.of(simplify(strided_offset(buf, indices)))
+    uses = [(atom, coef) for atom, coef in form.terms.values() if uses_var(atom, column)]
+    return form if len(uses) == 1 and uses[0][0] is column and uses[0][1] == 1 else None
+
+
+class ResultStores:
+    """Needs the pass's ``tid``, ``ranges``, ``to_local``, ``matrix_stores``, ``conditions``,
+    ``thread_index`` and ``thread_dependent``."""
+
+    def warp_uniform(self, cond: ir.Expr) -> bool:
+        """True when ``cond`` has the same value for every thread of a warp: it does not use the
+        thread index, or compares it with a warp boundary (``tx < 256``, ``tx >= 128``)."""
+        if not any(uses_var(cond, v) for v in self.thread_dependent):
+            return True
+        if isinstance(cond, ir.BinOp) and cond.op in ("and", "or"):
+            return self.warp_uniform(cond.a) and self.warp_uniform(cond.b)
+        if not (isinstance(cond, ir.BinOp) and cond.op in ("<", ">=", "<=", ">") and cond.a in self.thread_index):
+            return False
+        bound = ir.const_int(cond.b)
+        if bound is None:
+            return False
+        return bound % 32 == (0 if cond.op in ("<", ">=") else 31)
+
+    def paired_stores(self, node, loop_vars, body, layout):
+        """``for jj in T.unroll(local_size / 2): tw::store_pair(&out[...], lo, hi)``, or None
+        where the nest is not a plain fp32-fragment -> 16-bit global store (module doc)."""
+        if isinstance(body, ir.IfThenElse) and body.else_body is None:  # a bounds check, if always true
+            ranges = {**self.ranges, **{v: (0, n - 1) for v, n in zip(loop_vars, layout.shape)}}
+            if not isinstance(cond := simplify(body.cond, ranges), ir.Const) or not cond.value:
+                return None
+            body = body.then_body
+        if not (getattr(layout, "adjacent_pairs", False) and isinstance(body, ir.BufferStore)):
+            return None
+        out = body.buffer
+        if out.scope not in ("global", "shared") or out.dtype.name not in ("float16", "bfloat16") or \
+                layout.local_size % 2:
+            return None
+        value = body.value.value if isinstance(body.value, ir.Cast) and body.value.dtype == out.dtype else body.value
+        if value.dtype.name != "float32" or collect(value, ir.Call):
+            return None
+        jj = ir.Var("jj")
+        halves = []
+        for j in (jj * 2, jj * 2 + 1):
+            indices, guard = layout.forward(self.tid, j)
+            if guard is not None:
+                return None
+            bind = dict(zip(loop_vars, indices))
+            local = FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(value)
+            halves.append((tuple(substitute(i, bind) for i in body.indices), substitute(local, bind)))
+        (first, lo), (_, hi) = halves
+        column = unit_column(out, body.indices, loop_vars[-1])
+        if column is None or not is_multiple_of(simplify(strided_offset(out, first)), 2):
+            return None  # the pair's two elements are not neighbours in the tensor, or not aligned
+        if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
+            out.attrs["align_bytes"] = max(out.attrs.get("align_bytes", 1), 4)
+        matrices = self.matrix_stores_of(node, loop_vars, body, value, layout, column)
+        if matrices is not None:
+            return matrices
+        address = ir.Call("address_of", (ir.BufferLoad(out, first, out.dtype),), ir.dtypes.handle)
+        store = ir.Evaluate(ir.Call("tw::store_pair", (address, lo, hi)))
+        return ir.For(jj, ir.const(layout.local_size // 2), store, "unrolled",
+                      annotations={"layout": layout.describe(), "pairs": True}, loc=node.loc)
+
+    def matrix_stores_of(self, node, loop_vars, body, value, layout, column: Affine):
+        """``for mm in T.unroll(local_size / 8): tw::store_matrix_x4(&out[row start], 8 values)``,
+        or None where ``stmatrix`` does not apply (module doc). Lane ``l`` gives the start of row
+        ``l % 8`` of the matrix of pair ``4 mm + l / 8`` and passes its own pairs ``4 mm .. 4 mm + 3``."""
+        out = body.buffer
+        groups = getattr(layout, "matrix_groups", None)
+        if not (self.matrix_stores and out.scope == "shared" and groups
+                and all(self.warp_uniform(c) for c in self.conditions)):
+            return None
+        # stmatrix writes each matrix row as 8 neighbours from a 16-byte aligned start: the column
+        # steps one element (``column``), and a row start (whose column matrix_row keeps a
+        # multiple of 8) lands on a multiple of 8 when every other term and the constant do
+        others = [coef for atom, coef in column.terms.values() if atom is not loop_vars[-1]]
+        if column.const % 8 or any(coef % 8 for coef in others):
+            return None
+        mm = ir.Var("mm")
+        row, col = layout.matrix_row(self.tid, mm)
+        start = tuple(substitute(i, dict(zip(loop_vars, (row, col)))) for i in body.indices)
+        values = []
+        for e in range(8):  # pair 4 mm + e // 2, element e % 2
+            j = mm * 8 + e
+            values.append(FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(value))
+        address = ir.Call("address_of", (ir.BufferLoad(out, start, out.dtype),), ir.dtypes.handle)
+        store = ir.Evaluate(ir.Call("tw::store_matrix_x4", (address, *values)))
+        return ir.For(mm, ir.const(groups), store, "unrolled",
+                      annotations={"layout": layout.describe(), "matrices": True}, loc=node.loc)
