@@ -8,7 +8,7 @@ import pytest
 import tileworkbench as tw
 from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.examples import ALL_EXAMPLES, matmul_tma_copy
-from tileworkbench.passes.pipeline import PIPELINE
+from tileworkbench.passes.pipeline import CODEGEN, PIPELINE
 from tileworkbench.trace import Trace
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
@@ -20,12 +20,16 @@ def spec_gemm(stages):
 
 def test_trace_lists_every_pass_with_ir():
     trace = tw.lower(spec_gemm(2), target=SM90).trace
-    assert trace.pass_names() == ["frontend"] + PIPELINE
+    assert trace.pass_names() == ["frontend"] + PIPELINE + CODEGEN
     for snap in trace.passes:
         assert snap.ir_after.startswith("@T.prim_func\ndef main(")
         assert snap.error is None
     changed = {p.name for p in trace.passes if p.changed}
-    assert {"inject_software_pipeline", "lower_tma", "lower_tile_ops", "partition_parallel_loops"} <= changed
+    assert {"inject_software_pipeline", "lower_tma", "lower_tile_ops", "partition_parallel_loops",
+            "linearize_accesses", "resolve_int_arithmetic"} <= changed
+    # The codegen phase continues from the last lowering pass's IR.
+    last = len(PIPELINE)
+    assert trace.passes[last + 1].ir_before == trace.passes[last].ir_after
     assert "verify_tile_ops" not in changed
 
 

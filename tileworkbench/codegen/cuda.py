@@ -1,17 +1,17 @@
 """CUDA C++ for one lowered PrimFunc (sm_90a), using only our headers in ``runtime/include/tw``.
 
-The renderer walks the lowered IR once. 16-bit floats are stored as ``tw::half`` /
+The renderer prints the IR the codegen phase leaves (``passes/linearize_accesses``,
+``passes/resolve_int_arithmetic``): every access one element offset, every integer operation
+typed with the width it needs and ``truncdiv``/``truncmod`` where C's ``/`` and ``%`` are right,
+every loop with the bound it runs to; it decides nothing of that itself. 16-bit floats are stored as ``tw::half`` /
 ``tw::bfloat16`` and every arithmetic expression on them is computed in float32: loads convert
 with ``tw::to_float``, stores with ``tw::from_float<T>``, and same-type copies move raw bits.
 Shared tiles with a swizzle are addressed through ``tw::swizzled<T, SPAN>``, the same pattern TMA
 writes, so threads, TMA and the tensor cores agree on one layout.
 
-Index arithmetic is ``int`` where intervals prove it fits (every kernel whose tensors hold fewer
-than 2^31 elements, in practice): an integer ``+ - * // %`` whose value may leave the int32 range
-is computed in 64 bits (its left operand cast to ``long long``, unless an operand already is), and
-a scalar declared with such a value is a ``long long``. Where a value's range is unknown (a kernel
-parameter in it, say), it is computed in 64 bits only inside the offset of a global tensor that
-has 2^31 elements or more (``wide_tensor``).
+An ``int64`` operation on narrower operands casts its left operand to ``long long`` (C++ promotes
+the other side); ``//`` and ``%`` on values that may be negative are floor division and modulo
+(``tw::floordiv``, or inline for 64-bit values).
 
 Debug mode (``debug_timeout_s``, pass config ``tw.debug_barrier_timeout``): the kernel takes a
 last parameter ``unsigned int* tw_debug`` (a record the host allocates), every mbarrier wait
@@ -29,9 +29,6 @@ from pathlib import Path
 
 from ..version import __version__
 from ..ir import nodes as ir
-from ..ir.layout import shared_element_offset
-from ..ir.simplify import Affine, interval, is_nonnegative, launch_ranges, simplify
-from ..ir.visitor import collect, reassigned_vars, uses_var
 
 HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
 HEADER_ORDER = ("common.h", "sync.h", "tma.h", "cp_async.h", "mma.h", "wgmma.h")
@@ -77,17 +74,6 @@ _MATH_F64 = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt":
 
 _DEBUG_SECTION = re.compile(r"^[ \t]*// >>> debug mode.*?^[ \t]*// <<< debug mode[^\n]*\n", re.MULTILINE | re.DOTALL)
 DEBUG_PARAM = "tw_debug"  # the debug record parameter (last)
-INT32 = (-(2**31), 2**31 - 1)
-_WIDENED_OPS = ("+", "-", "*", "//", "%", "<<")
-
-
-def wide_tensor(buf: ir.Buffer) -> bool:
-    """A global tensor whose element offsets may not fit an ``int`` (its largest offset is 2^31 or
-    more, or not known when the kernel is compiled)."""
-    shape, strides = buf.static_shape(), [ir.const_int(s) for s in buf.effective_strides()]
-    if shape is None or None in strides:
-        return True
-    return sum((d - 1) * s for d, s in zip(shape, strides)) > INT32[1]
 
 
 def inlined_headers(debug: bool = False) -> str:
@@ -120,17 +106,10 @@ class CudaRenderer:
         self.debug_ns = int(debug_timeout_s * 1e9) if debug_timeout_s else 0
         self.stmt_index = 0  # pre-order number of the statement being rendered (analysis/program.py's)
         self.barrier_ids: dict = {}
-        self.store_addresses: dict = {}  # id(BufferLoad) -> () -> its address text, in a store loop with a hoisted base
         self.lines: list[str] = []
         self.names: dict = {}
         self.taken: set = set()
         self.raw_names: dict = {}  # names that lowering wrote as text (ir.Raw) -> their C++ spelling
-        launch = func.launch
-        self.ranges: dict = launch_ranges(func)
-        self.reassigned = reassigned_vars(func.body)
-        self.block_ranges = dict(self.ranges) if launch.persistent_tiles else {}
-        self.block_ranges.pop(launch.thread_var, None)
-        self.wide_unknown = False  # rendering a wide tensor's offset: unknown ranges are 64-bit
 
     # ---- names -----------------------------------------------------------------------------
     def declare(self, var) -> str:
@@ -165,14 +144,14 @@ class CudaRenderer:
         if isinstance(e, ir.Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
         if isinstance(e, ir.BufferLoad):
-            ref = self.element(e.buffer, e.indices)
+            ref = self.element(e)
             return f"tw::to_float({ref})" if e.buffer.dtype.is_low_precision_float else ref
         if isinstance(e, ir.Call):
             return self.call(e)
         if isinstance(e, ir.Raw):
             return self.raw_names.get(e.text, e.text)
         if isinstance(e, ir.BarrierRef):
-            return f"{self.buffer_name(e.buffer)}[{self.expr(simplify(e.index, self.ranges))}]"
+            return f"{self.buffer_name(e.buffer)}[{self.expr(e.index)}]"
         raise TypeError(f"cannot render {type(e).__name__}")
 
     def const(self, e: ir.Const) -> str:
@@ -190,24 +169,17 @@ class CudaRenderer:
             return f"{e.value}LL"
         return str(e.value)
 
-    def is_64_bit(self, e) -> bool:
-        """The integer expression is rendered in 64 bits: a 64-bit value, or arithmetic whose value
-        may leave the int32 range (module doc)."""
-        if e.dtype.bits == 64 and not e.dtype.is_float:
-            return True
-        if not isinstance(e, ir.BinOp) or e.op not in _WIDENED_OPS or e.dtype.is_float:
-            return False
-        lo, hi = interval(e, self.ranges)
-        if lo is None or hi is None:
-            return self.wide_unknown
-        return lo < INT32[0] or hi > INT32[1]
+    @staticmethod
+    def is_64_bit(e) -> bool:
+        return e.dtype.bits == 64 and not e.dtype.is_float
 
     def binop(self, e: ir.BinOp) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
         if self.is_64_bit(e) and not (self.is_64_bit(e.a) or self.is_64_bit(e.b)):
             a = f"(long long)({a})"  # the operation (and C++'s promotion of the other side) in 64 bits
-        if e.op in ("//", "%") and self.is_64_bit(e) and not (
-                is_nonnegative(e.a, self.ranges) and is_nonnegative(e.b, self.ranges)):
+        if e.op in ("truncdiv", "truncmod"):
+            return f"({a} {'/' if e.op == 'truncdiv' else '%'} {b})"
+        if e.op in ("//", "%") and self.is_64_bit(e):
             return self.floor_div_mod_64(e.op, a, b)
         if e.op in ("min", "max"):
             fn = {"min": "fminf", "max": "fmaxf"}[e.op] if e.dtype.is_float else e.op
@@ -215,8 +187,6 @@ class CudaRenderer:
                 fn = "f" + e.op
             return f"{fn}({a}, {b})"
         if e.op in ("//", "%") and not e.dtype.is_float:
-            if is_nonnegative(e.a, self.ranges) and is_nonnegative(e.b, self.ranges):
-                return f"({a} {'/' if e.op == '//' else '%'} {b})"
             return f"tw::{'floordiv' if e.op == '//' else 'floormod'}({a}, {b})"
         if e.op in ("//", "%"):  # floats: Python's floor division and the modulo that goes with it
             floor = "floor" if e.dtype.name == "float64" else "floorf"
@@ -242,10 +212,7 @@ class CudaRenderer:
 
     def call(self, e: ir.Call) -> str:
         if e.name == "address_of":
-            load = e.args[0]
-            if id(load) in self.store_addresses:
-                return self.store_addresses[id(load)]()
-            return self.address(load.buffer, load.indices)
+            return self.address(e.args[0])
         if e.name in _MATH_F32:
             table = _MATH_F64 if e.dtype.name == "float64" else _MATH_F32
             return f"{table[e.name]}({self.expr(e.args[0])})"
@@ -261,36 +228,34 @@ class CudaRenderer:
     def buffer_name(self, buf: ir.Buffer) -> str:
         return self.names.get(buf, buf.name)
 
-    def linear(self, buf: ir.Buffer, indices) -> str:
-        offset = simplify(shared_element_offset(buf, indices), self.ranges)
-        return self.wide_expr(offset) if buf.scope == "global" and wide_tensor(buf) else self.expr(offset)
+    def offset(self, access) -> str:
+        """The element offset of a flat access (``linearize_accesses``)."""
+        if not access.flat:
+            raise TypeError(f"{access.buffer.name}: a {access.buffer.scope} access the codegen phase left unflattened")
+        return self.expr(access.indices[0])
 
-    def wide_expr(self, e) -> str:
-        """``e`` rendered as part of a wide tensor's offset (unknown ranges in 64 bits)."""
-        outer, self.wide_unknown = self.wide_unknown, True
-        try:
-            return self.expr(e)
-        finally:
-            self.wide_unknown = outer
-
-    def element(self, buf: ir.Buffer, indices) -> str:
+    def element(self, access) -> str:
+        """The element a ``BufferLoad`` or ``BufferStore`` names, as an lvalue."""
+        buf = access.buffer
         span = buf.attrs.get("swizzle", 0) if buf.scope == "shared" else 0
-        name, lin = self.buffer_name(buf), self.linear(buf, indices)
+        name, lin = self.buffer_name(buf), self.offset(access)
         if span:
             return f"tw::swizzled<{buf.dtype.cpp}, {span}>({name}, {lin})"
         return f"{name}[{lin}]"
 
-    def address(self, buf: ir.Buffer, indices) -> str:
-        if buf.dtype.packed:
-            return f"({self.buffer_name(buf)} + (({self.linear(buf, indices)}) >> 1))"
-        return f"(&{self.element(buf, indices)})"
+    def address(self, load: ir.BufferLoad) -> str:
+        if load.buffer.dtype.packed:
+            return f"({self.buffer_name(load.buffer)} + (({self.offset(load)}) >> 1))"
+        return f"(&{self.element(load)})"
 
     # ---- statements --------------------------------------------------------------------------
     def emit(self, depth: int, text: str):
         self.lines.append("  " * depth + text)
 
     def stmt(self, s, d: int):
-        if not isinstance(s, ir.SeqStmt):
+        # The numbering is the lowered IR's (the analyses' sites); the codegen phase's base
+        # offsets are not in it.
+        if not isinstance(s, (ir.SeqStmt, ir.BaseOffset)):
             self.stmt_index += 1
         getattr(self, "s_" + type(s).__name__)(s, d)
 
@@ -302,15 +267,9 @@ class CudaRenderer:
         self.emit(d, f"// {s.text}")
 
     def s_For(self, s, d):
-        start, extent = ir.const_int(s.start), ir.const_int(s.extent)
-        if start is not None:  # a loop var never falls below its start (a tile loop has no constant end)
-            self.ranges[s.var] = (start, start + extent - 1 if extent is not None else None)
         var = self.declare(s.var)
-        begin = self.expr(s.start)
-        end = self.expr(simplify(s.start + s.extent, self.ranges))
-        if s.annotations.get("pairs") or s.annotations.get("matrices"):
-            self.hoist_store_base(s, d)
-        if self.wgmma_loop_runs_at_least_once(s, extent):
+        begin, end = self.expr(s.start), self.expr(s.form.end)
+        if s.form.at_least_once:
             # ptxas treats a wgmma loop that may run zero times badly: written as a for loop the
             # lower-triangular matmul's main loop ran 16-18% slower than this do-while, instruction
             # for instruction the same loop (scripts/experiments/zero_trip_loops.py).
@@ -328,56 +287,13 @@ class CudaRenderer:
         self.stmt(s.body, d + 1)
         self.emit(d, "}")
 
-    def wgmma_loop_runs_at_least_once(self, s: ir.For, extent) -> bool:
-        """A serial loop around a wgmma gemm whose trip count is not a constant but provably at
-        least one (a pipelined loop over ``(by + 1) * 2`` stages, say). Constant trip counts keep
-        their for loops: ptxas sees through those already."""
-        if s.kind == "unrolled" or extent is not None:
-            return False
-        if not any(c.name.startswith("tw::wgmma_gemm") for c in collect(s.body, ir.Call)):
-            return False
-        low = interval(simplify(s.extent, self.ranges), self.ranges)[0]
-        return low is not None and low >= 1
-
-    def hoist_store_base(self, s, d):
-        """A loop of 16-bit result stores (``tw::store_pair`` or ``tw::store_matrix_x4``, from
-        partition_parallel_loops) indexes with only the part of the offset that depends on the
-        loop variable, added to a base declared before the loop: a pointer into a global tensor,
-        or an element offset into a shared tile (whose swizzle applies to the sum). NVVM no
-        longer has to find the common part of every unrolled copy of the whole address: for the
-        global stores the cubin's code came out the same and NVRTC took ~15 ms less on the spec
-        GEMM; the shared ones came with stmatrix, and the two took the spec GEMM's NVRTC time
-        from 0.21 to 0.16 s on the CPU machine."""
-        call = s.body.call if isinstance(s.body, ir.Evaluate) else None
-        if not (isinstance(call, ir.Call) and call.name in ("tw::store_pair", "tw::store_matrix_x4")):
-            return
-        load = call.args[0].args[0]  # address_of(out[...])
-        buf = load.buffer
-        if buf.scope not in ("global", "shared") or buf.dtype.packed:
-            return
-        linear = simplify(shared_element_offset(buf, load.indices), self.ranges)
-        aff = Affine.of(linear)
-        fixed = Affine({k: t for k, t in aff.terms.items() if not uses_var(t[0], s.var)})
-        if not fixed.terms or len(fixed.terms) == len(aff.terms):
-            return
-        moving = Affine({k: t for k, t in aff.terms.items() if k not in fixed.terms}, aff.const).to_expr(linear.dtype)
-        wide = buf.scope == "global" and wide_tensor(buf)
-        fixed_text = (self.wide_expr if wide else self.expr)(fixed.to_expr(linear.dtype))
-        if buf.scope == "global":
-            name = self.declare(ir.Var(f"{self.buffer_name(buf)}_pairs"))
-            self.emit(d, f"{buf.dtype.cpp}* {name} = &{self.buffer_name(buf)}[{fixed_text}];")
-            self.store_addresses[id(load)] = lambda: f"(&{name}[{(self.wide_expr if wide else self.expr)(moving)}])"
-            return
-        name = self.declare(ir.Var(f"{self.buffer_name(buf)}_thread"))
-        self.emit(d, f"const int {name} = {fixed_text};")
-        span = buf.attrs.get("swizzle", 0)
-
-        def address() -> str:
-            if span:
-                return f"(&tw::swizzled<{buf.dtype.cpp}, {span}>({self.buffer_name(buf)}, ({name} + {self.expr(moving)})))"
-            return f"(&{self.buffer_name(buf)}[{name} + {self.expr(moving)}])"
-
-        self.store_addresses[id(load)] = address
+    def s_BaseOffset(self, s, d):
+        """A loop of result stores indexes from this base (``linearize_accesses``)."""
+        name, offset = self.declare(s.target), self.expr(s.offset)
+        if isinstance(s.target, ir.Buffer):  # a pointer into the global tensor
+            self.emit(d, f"{s.buffer.dtype.cpp}* {name} = &{self.buffer_name(s.buffer)}[{offset}];")
+        else:  # an element offset into the shared tile
+            self.emit(d, f"const int {name} = {offset};")
 
     def s_IfThenElse(self, s, d):
         self.emit(d, f"if ({self.expr(s.cond)}) {{")
@@ -388,27 +304,16 @@ class CudaRenderer:
         self.emit(d, "}")
 
     def s_LetStmt(self, s, d):
-        value = simplify(s.value, self.ranges)
-        cpp = value_type(s.var.dtype)
-        if not s.var.dtype.is_float and s.var.dtype.bits < 64 and self.is_64_bit(value):
-            cpp = "long long"  # its value may pass the int32 range
-        if s.var in self.block_ranges:  # a persistent kernel's block index, bound per tile
-            self.ranges[s.var] = self.block_ranges[s.var]
-        elif not s.var.dtype.is_float and s.var not in self.reassigned:  # else only the first value
-            lo, hi = interval(value, self.ranges)
-            if lo is not None or hi is not None:
-                self.ranges[s.var] = (lo, hi)
-        self.emit(d, f"{cpp} {self.declare(s.var)} = {self.expr(value)};")
+        self.emit(d, f"{value_type(s.var.dtype)} {self.declare(s.var)} = {self.expr(s.value)};")
 
     def s_Assign(self, s, d):
-        self.ranges.pop(s.var, None)
         self.emit(d, f"{self.name(s.var)} = {self.expr(s.value)};")
 
     def s_BufferStore(self, s, d):
         buf, value = s.buffer, s.value
-        target = self.element(buf, s.indices)
+        target = self.element(s)
         if isinstance(value, ir.BufferLoad) and value.buffer.dtype == buf.dtype:
-            rhs = self.element(value.buffer, value.indices)  # same type: move the bits
+            rhs = self.element(value)  # same type: move the bits
         elif buf.dtype.is_low_precision_float:
             if isinstance(value, ir.Cast) and value.dtype == buf.dtype:
                 value = value.value  # the store rounds once; a cast to the same type adds nothing
@@ -428,7 +333,7 @@ class CudaRenderer:
         """A bounded wait that reports (barrier id, slot, parity, site, line) and exits on timeout."""
         ref, parity = call.args
         line = s.loc.line if s.loc is not None else (ref.buffer.loc.line if ref.buffer.loc is not None else 0)
-        slot = self.expr(simplify(ref.index, self.ranges))
+        slot = self.expr(ref.index)
         bar = self.barrier_ids.setdefault(ref.buffer.name, len(self.barrier_ids))
         site = self.stmt_index - 1
         return (f"{self.expr(ref)}.wait_debug({self.expr(parity)}, {DEBUG_PARAM}, {bar}u, {slot}, {site}u, "
@@ -442,15 +347,11 @@ class CudaRenderer:
 
     def s_WarpSpecialize(self, s, d):
         tid = self.func.launch.thread_var
-        outer = self.ranges[tid]
         self.emit(d, f"if ({self.name(tid)} >= {s.consumer_threads}) {{  // producer warpgroup")
-        self.ranges[tid] = s.producer_range
         self.stmt(s.producer, d + 1)
         self.emit(d, "} else {  // consumer warpgroups")
-        self.ranges[tid] = s.consumer_range
         self.stmt(s.consumer, d + 1)
         self.emit(d, "}")
-        self.ranges[tid] = outer
 
     def s_Allocate(self, s, d):
         buf = s.buffer

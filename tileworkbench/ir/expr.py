@@ -164,9 +164,13 @@ class Select(Expr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class BufferLoad(Expr):
+    """``buffer[indices]``; ``flat``: ``indices`` is one element offset in storage order (panels,
+    strides and versions resolved), as the codegen phase leaves every access."""
+
     buffer: "Buffer"
     indices: tuple
     dtype: DType = dtypes.float32
+    flat: bool = False
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -49,6 +49,7 @@ from .stmt import (  # noqa: F401
     Assign,
     BarrierArrive,
     BarrierWait,
+    BaseOffset,
     BufferStore,
     Comment,
     Copy,

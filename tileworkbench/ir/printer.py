@@ -8,6 +8,9 @@ _PRECEDENCE = {
     "or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4,
     "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10,
 }
+# C's truncating division and remainder, which the codegen phase puts where both operands are
+# provably non-negative (there they equal // and %): printed as calls.
+TRUNCATING = ("truncdiv", "truncmod")
 
 
 def _buffer_ref(buffer: ir.Buffer) -> str:
@@ -24,7 +27,7 @@ def expr_text(e, parent_prec: int = 0) -> str:
             return repr(float(e.value))
         return repr(e.value)
     if isinstance(e, ir.BinOp):
-        if e.op in ("min", "max"):
+        if e.op in ("min", "max") or e.op in TRUNCATING:
             return f"T.{e.op}({expr_text(e.a)}, {expr_text(e.b)})"
         prec = _PRECEDENCE[e.op]
         text = f"{expr_text(e.a, prec)} {e.op} {expr_text(e.b, prec + 1)}"
@@ -43,7 +46,8 @@ def expr_text(e, parent_prec: int = 0) -> str:
     if isinstance(e, ir.Select):
         return f"T.if_then_else({expr_text(e.cond)}, {expr_text(e.a)}, {expr_text(e.b)})"
     if isinstance(e, ir.BufferLoad):
-        return f"{_buffer_ref(e.buffer)}[{', '.join(expr_text(i) for i in e.indices)}]"
+        flat = ".flat" if e.flat else ""
+        return f"{_buffer_ref(e.buffer)}{flat}[{', '.join(expr_text(i) for i in e.indices)}]"
     if isinstance(e, ir.Raw):
         return e.text
     if isinstance(e, ir.Region):
@@ -114,6 +118,7 @@ class _Printer:
     def p_For(self, s, d):
         ann = "".join(f", {k}={v!r}" for k, v in s.annotations.items() if not k.startswith("_"))
         ann += s.pipeline.printed() if s.pipeline is not None else ""
+        ann += ", do_while=True" if s.form is not None and s.form.at_least_once else ""
         start = "" if ir.const_int(s.start) == 0 else f"{expr_text(s.start)}, "
         fn = {"serial": "serial", "parallel": "Parallel", "pipelined": "Pipelined",
               "unrolled": "unroll"}.get(s.kind, s.kind)
@@ -135,7 +140,10 @@ class _Printer:
 
     def p_BufferStore(self, s, d):
         idx = ", ".join(expr_text(i) for i in s.indices)
-        self.emit(d, f"{s.buffer.name}[{idx}] = {expr_text(s.value)}")
+        self.emit(d, f"{s.buffer.name}{'.flat' if s.flat else ''}[{idx}] = {expr_text(s.value)}")
+
+    def p_BaseOffset(self, s, d):
+        self.emit(d, f"{s.target.name} = T.base({s.buffer.name}, {expr_text(s.offset)})")
 
     def p_Evaluate(self, s, d):
         self.emit(d, expr_text(s.call))

@@ -5,7 +5,8 @@
 * :class:`WgmmaPlan`: the wgmma path ``choose_shared_layouts`` chooses for a gemm
   (``ir.Gemm.plan``), which the fragment layouts and the gemm's lowering follow, and
   :func:`wgmma_functor_name`, the C++ functor of one wgmma shape (codegen emits it, the lowered
-  gemm calls it).
+  gemm calls it);
+* :class:`LoopForm`: how the code generator writes a loop (``ir.For.form``, the codegen phase).
 """
 
 from __future__ import annotations
@@ -70,3 +71,14 @@ def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = Tr
     suffix says how A and B are stored (k: K-major, m/n: M- or N-major)."""
     short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     return f"tw_wgmma_m64n{n}k16_{short}_{'k' if a_k_major else 'm'}{'k' if b_k_major else 'n'}"
+
+
+@dataclass(frozen=True)
+class LoopForm:
+    """How a loop is written: ``end`` is the bound its variable runs up to (``start + extent``,
+    simplified); ``at_least_once``: a do-while (a loop around a wgmma gemm whose trip count is not a
+    constant but provably at least one: written as a for loop, which ptxas must allow to run zero
+    times, such a loop ran 16-18% slower, scripts/experiments/zero_trip_loops.py)."""
+
+    end: object
+    at_least_once: bool = False

@@ -48,9 +48,9 @@ def interval(e: ir.Expr, ranges: dict) -> Interval:
             return (min(prods), max(prods))
         if e.op == "*" and a[0] is not None and b[0] is not None and a[0] >= 0 and b[0] >= 0:
             return (a[0] * b[0], None)  # non-negative factors, one without an upper bound
-        if e.op == "//" and b[0] is not None and b[0] == b[1] and b[0] > 0:
+        if e.op in ("//", "truncdiv") and b[0] is not None and b[0] == b[1] and b[0] > 0:
             return (None if a[0] is None else a[0] // b[0], None if a[1] is None else a[1] // b[0])
-        if e.op == "%" and b[0] is not None and b[0] == b[1] and b[0] > 0:
+        if e.op in ("%", "truncmod") and b[0] is not None and b[0] == b[1] and b[0] > 0:
             if a[0] is not None and a[0] >= 0:
                 if a[1] is not None and a[1] < b[0]:
                     return a

@@ -84,6 +84,7 @@ class For(Stmt):
     start: Expr = field(default_factory=lambda: const(0))
     annotations: dict = field(default_factory=dict)
     pipeline: PipelineInfo | None = None
+    form: Any = None  # the codegen phase's ir.records.LoopForm: the bound it runs to, a do-while or not
     loc: SourceLocation | None = _loc()
 
 
@@ -115,9 +116,25 @@ class Assign(Stmt):
 
 @dataclass(eq=False, repr=False)
 class BufferStore(Stmt):
+    """``buffer[indices] = value``; ``flat`` as for ``BufferLoad``."""
+
     buffer: Buffer
     indices: tuple
     value: Expr
+    flat: bool = False
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
+class BaseOffset(Stmt):
+    """Codegen phase: a loop of result stores indexes from a base declared before it. ``target``
+    is a ``Buffer`` (a pointer into the global tensor ``buffer`` at element ``offset``) or a
+    ``Var`` (the element offset into the shared tile ``buffer``, whose swizzle applies to the
+    sum); the stores add only their loop's part."""
+
+    target: Any
+    buffer: Buffer
+    offset: Expr
     loc: SourceLocation | None = _loc()
 
 

@@ -15,7 +15,7 @@ from . import nodes as ir
 _LEAVES = (ir.Var, ir.Buffer, ir.Const, ir.Raw)
 _NODE_TYPES = (ir.Expr, ir.Stmt, ir.Region, ir.BarrierRef)
 _VISITED = (*_NODE_TYPES, ir.Buffer)
-_NOT_CHILDREN = ("loc", "attrs", "annotations", "dtype", "pipeline", "plan")
+_NOT_CHILDREN = ("loc", "attrs", "annotations", "dtype", "pipeline", "plan", "flat", "form")
 _CHILD_NAMES: dict = {}  # node class -> names of the fields that may hold children
 
 

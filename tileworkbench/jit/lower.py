@@ -18,7 +18,7 @@ from ..frontend.parser import deep_recursion
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
 from ..passes.manager import LowerContext, run_pipeline
-from ..passes.pipeline import pass_list
+from ..passes.pipeline import codegen_pass_list, pass_list
 from ..trace import Trace
 from ..target import PassConfigKey, PassContext, Target
 
@@ -79,10 +79,13 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
     # Passes record what they learn on buffers (layouts, offsets); work on a copy so the parsed
     # function stays as written (its printed IR is the compile-cache key).
     lowered = run_pipeline(copy.deepcopy(src), pass_list(configs), ctx, trace)
+    # The codegen phase builds new nodes only, so ``lowered`` stays what the analyses and the host
+    # code read.
+    printed = run_pipeline(lowered, codegen_pass_list(configs), ctx, trace)
     kernel_name = f"{src.name}_kernel"
     debug = debug_timeout(configs)
     with internal_errors("code generation", SourceLocation(src.source_file, src.source_line)):
-        device = generate_cuda(lowered, kernel_name, tgt, debug_timeout_s=debug)
+        device = generate_cuda(printed, kernel_name, tgt, debug_timeout_s=debug)
         host = generate_host(lowered, kernel_name, out_idx, debug_timeout_s=debug)
     device_compile = _start_device_compile(device, tgt.arch, f"{src.name}.cu") if enable_device_compile else None
     trace.sources = {"device": device, "host": host}

@@ -55,8 +55,11 @@ class LowerContext:
 
 
 def run_pipeline(func: ir.PrimFunc, names: list[str], ctx: LowerContext, trace: Trace) -> ir.PrimFunc:
-    before = print_ir(func)
-    trace.passes.append(PassSnapshot(0, "frontend", "frontend", "", before, True, 0.0, None))
+    """Run the passes ``names`` in order, a snapshot of each in ``trace``; on an empty trace the
+    first snapshot is the function as parsed (a second call continues where the first ended)."""
+    before = print_ir(func) if not trace.passes else trace.passes[-1].ir_after
+    if not trace.passes:
+        trace.passes.append(PassSnapshot(0, "frontend", "frontend", "", before, True, 0.0, None))
     for name in names:
         info = REGISTRY[name]
         start = time.perf_counter()

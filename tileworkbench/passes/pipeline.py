@@ -1,7 +1,9 @@
 """The pass pipeline: every pass, in order. This list *is* the compiler.
 
-Each entry names a registered pass; ``enabled`` (if given) decides from the pass configs whether
-it runs. The trace records one snapshot per pass that ran.
+Each entry names a registered pass. ``PIPELINE`` lowers the tile program to the IR the analyses
+read (``Artifact.func``); ``CODEGEN`` then decides what the code generator would otherwise decide
+while printing (flat offsets, integer widths, loop forms), so that it only spells out the IR. The
+trace records one snapshot per pass.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from . import (  # noqa: F401 - importing registers the passes
     inject_software_pipeline,
     insert_thread_syncs,
     lower_tile_ops,
+    linearize_accesses,
     lower_tma,
     partition_parallel_loops,
     plan_shared_memory,
     rasterize_blocks,
+    resolve_int_arithmetic,
     scope_consumer_syncs,
     simplify_ir,
     stage_epilogue,
@@ -47,5 +51,15 @@ PIPELINE = [
 ]
 
 
+CODEGEN = [
+    "linearize_accesses",  # codegen: every access one element offset; result stores from a hoisted base
+    "resolve_int_arithmetic",  # codegen: int64 where values may pass int32, C division where exact, loop forms
+]
+
+
 def pass_list(configs: dict) -> list[str]:
     return list(PIPELINE)
+
+
+def codegen_pass_list(configs: dict) -> list[str]:
+    return list(CODEGEN)
