@@ -29,6 +29,7 @@ class PassConfigKey(str, enum.Enum):
     TW_REGISTER_EPILOGUE = "tw.register_epilogue"  # GEMMs store their result from registers, no TMA store
     TW_DISABLE_PERSISTENT = "tw.disable_persistent"  # warp-specialised GEMMs: one block per tile, no tile loop
     TW_DISABLE_MATRIX_STORES = "tw.disable_matrix_stores"  # accumulators to shared tiles by store_pair, no stmatrix
+    TW_VERIFY_IR = "tw.verify_ir"  # the IR verifier after every pass (as TILEWORKBENCH_VERIFY_IR=1)
 
     def __str__(self) -> str:
         return self.value

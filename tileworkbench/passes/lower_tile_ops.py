@@ -154,7 +154,7 @@ class _LowerTileOps(RangeTracker, IRMutator):
         def reduce_row(out_idx):
             acc = ir.Var(f"{node.kind}_acc", acc_dtype)
             r = ir.Var("r")
-            full = list(out_idx)
+            full = list(out_idx) if src.ndim > 1 else []  # a 1-D source reduces into a 1-element dst
             full.insert(node.dim, r)
             start = init(acc_dtype) if node.clear else ir.cast(ir.BufferLoad(dst, out_idx, dst.dtype), acc_dtype)
             value = ir.cast(ir.BufferLoad(scratch, tuple(full), src.dtype), acc_dtype)

@@ -7,18 +7,22 @@ trace is the step-through record the workbench shows.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import CompileError, SourceLocation, internal_errors
+from ..errors import CompileError, InternalCompilerError, SourceLocation, internal_errors
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
+from ..ir import verify
 from ..target import Target
 from ..trace import PassSnapshot, Trace
 
 PHASES = ("frontend", "tile", "lower", "memory", "codegen")
+VERIFY_ENV = "TILEWORKBENCH_VERIFY_IR"  # 1: the IR verifier runs after every pass (the tests set it)
+VERIFY_CONFIG = "tw.verify_ir"  # target.PassConfigKey.TW_VERIFY_IR
 
 
 @dataclass
@@ -60,6 +64,8 @@ def run_pipeline(func: ir.PrimFunc, names: list[str], ctx: LowerContext, trace: 
     before = print_ir(func) if not trace.passes else trace.passes[-1].ir_after
     if not trace.passes:
         trace.passes.append(PassSnapshot(0, "frontend", "frontend", "", before, True, 0.0, None))
+    checking = verifying(ctx)
+    forms = _verified(func, "the front end" if len(trace.passes) == 1 else "the pipeline") if checking else None
     for name in names:
         info = REGISTRY[name]
         start = time.perf_counter()
@@ -72,8 +78,26 @@ def run_pipeline(func: ir.PrimFunc, names: list[str], ctx: LowerContext, trace: 
                                              elapsed, str(err)))
             raise
         elapsed = (time.perf_counter() - start) * 1e3
+        if checking:
+            forms = _verified(func, f"pass {name}", forms)
         after = print_ir(func)
         trace.passes.append(PassSnapshot(len(trace.passes), name, info.phase, before, after,
                                          after != before, elapsed, None))
         before = after
     return func
+
+
+def verifying(ctx: LowerContext) -> bool:
+    return bool(os.environ.get(VERIFY_ENV) not in (None, "", "0") or ctx.configs.get(VERIFY_CONFIG))
+
+
+def _verified(func: ir.PrimFunc, who: str, before: "verify.Forms | None" = None) -> "verify.Forms":
+    """The IR's forms, after ``ir.verify`` found nothing wrong with what ``who`` left."""
+    problems, forms = verify.check(func)
+    if before is not None:
+        problems += verify.regressions(before, forms)
+    if problems:
+        shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+        raise InternalCompilerError(f"{who} left invalid IR: {shown}",
+                                    SourceLocation(func.source_file, func.source_line))
+    return forms
