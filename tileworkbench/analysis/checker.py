@@ -1,6 +1,6 @@
 """The mbarrier-protocol checker: definite bugs stop compilation, suspicious patterns warn.
 
-It rides along the protocol simulation (:mod:`.barriers`, one thread block, every loop
+It rides along the protocol simulation (:mod:`.simulation`, one thread block, every loop
 iteration unrolled, thread scopes exact) as an observer and adds what the protocol alone does
 not see:
 
@@ -20,7 +20,7 @@ simulation's), ``extra_arrivals``, ``slot_reused_before_wait``, ``tx_mismatch``,
 own. docs/checker.md says what each one means.
 
 The pass config ``tw.barrier_check`` (``PassConfigKey.TW_BARRIER_CHECK``) is ``"error"``
-(default: the analysis stage, ``stage.enforce``, raises a :class:`CompileError` at the kernel
+(default: the analysis stage's ``barrier_check`` raises a :class:`CompileError` at the kernel
 line of the first error, or turns each warning into a :class:`TileworkbenchWarning`), ``"warn"``
 (errors become warnings, in the trace too) or ``"off"`` (no checker; the simulation's own
 findings stay in the trace).
