@@ -1,4 +1,5 @@
-"""For the experiments: check kernels on one square GEMM, then time them beside cuBLAS in rounds."""
+"""For the experiments (persistent_grid_size.py): check kernels on one square GEMM, then time them
+beside cuBLAS in rounds."""
 
 import statistics
 

@@ -4,8 +4,6 @@ import re
 
 from tileworkbench.jit.kernel import Kernel
 
-KERNEL_START = 'extern "C"'
-
 
 def edited_kernel(kernel, device_source: str, smem_bytes: int | None = None, out_idx=(2,),
                   host_source: str | None = None) -> Kernel:
@@ -21,13 +19,3 @@ def edited_kernel(kernel, device_source: str, smem_bytes: int | None = None, out
         record["host_source"] = re.sub(r"SMEM_BYTES = \d+", f"SMEM_BYTES = {smem_bytes}", record["host_source"])
     return Kernel(record, list(out_idx))
 
-
-def tensor_map_call(host_source: str, name: str) -> str:
-    """The launcher's ``rt.encode_tiled(...)`` call for the tensor map ``name``, as written."""
-    block = host_source[host_source.index(f"{name} = rt.encode_tiled("):]
-    return block[:block.index(")\n") + 2]
-
-
-def headers_of(device_source: str) -> str:
-    """Everything before the kernel: our inlined headers and the wgmma functors."""
-    return device_source[:device_source.index(KERNEL_START)]

@@ -1,17 +1,28 @@
 """Experiment: which kernels cuBLAS runs for the bench's shapes, and at what clock and power.
 
-Why: at 8192^3 ours leads cuBLAS by 1-5%, at 4096^3 it trails by 0.1-1%, although 4096^3 wastes
-more of its last wave (512 tiles on 132 multiprocessors, 12% of the fourth wave empty) than
-8192^3 does (2048 tiles, 0.8%). If cuBLAS ran a kernel like ours at both sizes, the lead should
-be the same. So: what does it launch (name, grid, block, shared memory, registers), and does
-either kernel run below the GPU's top clock (power limit) at 4096^3?
+Measures: part 1, torch.profiler (CUPTI) around torch.matmul and cupy.matmul for each shape and
+dtype, printing each kernel launched with its launch geometry (name, grid, block, shared memory,
+registers); part 2, ours (the bench's 128x256x64 s3 persistent kernel) and torch.matmul each run
+back to back for ~2 s while nvidia-smi samples the SM clock and board power every 50 ms,
+printing the medians per phase.
+
+Run on the H200:
 
     PYTHONPATH=. python3 scripts/experiments/cublas_kernels.py [shapes, default 4096,8192]
 
-Part 1: torch.profiler (CUPTI) around torch.matmul and cupy.matmul for each shape and dtype;
-prints each kernel launched with its launch geometry. Part 2: ours (the bench's 128x256x64 s3
-persistent kernel) and torch.matmul each run back to back for ~2 s while nvidia-smi samples
-the SM clock and board power every 50 ms; prints the medians per phase.
+Conclusion (H200, 2026-12-01, commit 088deb9): every large GEMM, cuBLAS's and ours, runs at the
+board's ~650 W power limit with the SM clock far under its 1980 MHz top, so their times are set
+by energy per tile, not issue rate; per clock ours does at least as much work as cuBLAS at every
+shape. cuBLAS runs persistent ``nvjet_sm90`` kernels on 132 blocks in clusters of two (256x128
+tiles, 4 stages at 4096^3; 320x128, 3 stages at 8192^3). This is what the runtime's
+``balanced_blocks`` rests on (``persistent_grid_size.py``), and BENCHMARKS.md's 'What moved
+4096^3: the GPU's power limit'.
+
+Why it was asked: at 8192^3 ours led cuBLAS by 1-5%, at 4096^3 it trailed by 0.1-1%, although
+4096^3 wastes more of its last wave (512 tiles on 132 multiprocessors, 12% of the fourth wave
+empty) than 8192^3 does (2048 tiles, 0.8%). If cuBLAS ran a kernel like ours at both sizes, the
+lead should be the same. So: what does it launch, and does either kernel run below the GPU's top
+clock (power limit) at 4096^3?
 
 Measured on the H200, 2026-12-01 (cuBLAS 13 through torch 2.11 and CuPy 14.2; CuPy's fp16 calls
 launch the same kernels as torch's):

@@ -1,25 +1,33 @@
 """Experiment: where does debug mode's cost come from? (issue 7's <= 3% goal)
 
-Times the spec GEMM (matmul_tma_copy, fp16, 128x128x32, 128 threads) in variants made by editing
-the generated debug-mode source, interleaved in rounds (median of per-round ratios to plain):
+Measures: the spec GEMM (matmul_tma_copy, fp16, 128x128x32, 128 threads, warp specialisation
+off) in variants made by editing the generated debug-mode source, outputs checked, then timed
+in 6 interleaved rounds (median of per-round ratios to plain):
 
   plain        the normal kernel
   debug        debug mode as generated (one try_wait inline, then the bounded loop out of line)
   plain_waits  the debug-mode kernel with its waits back to plain ones (the extra parameter only)
   lite_call    one inline try_wait, then a call with two arguments (address, parity; no record)
 
-2026-12-01 (8192^3): 2 stages debug x1.047, plain_waits x1.010, lite_call x1.080; 3 stages debug
-x1.103, plain_waits x1.000, lite_call x1.080. The call's arguments are not what costs (lite_call
-needs no more registers than the plain kernel, 154, and is no cheaper): a call in the loop is.
+Run on the H200:
+
+    PYTHONPATH=. python3 scripts/experiments/debug_sync_variants.py [size, default 8192] [stages, default 2]
+
+Conclusion (H200, 2026-12-01): a call in the loop is what costs, not the call's arguments, so
+debug mode keeps its design (``tw::Barrier::wait_debug`` in ``runtime/include/tw/sync.h``: one
+try_wait inline, the bounded loop in a separate function, ``wait_bounded``, which writes the
+error record). 8192^3: 2 stages debug x1.047, plain_waits x1.010, lite_call x1.080; 3 stages
+debug x1.103, plain_waits x1.000, lite_call x1.080 (lite_call needs no more registers than the
+plain kernel, 154, and is no cheaper). Debug mode's cost itself is measured with
+``PYTHONPATH=. python3 -m tileworkbench.bench.debug_cost`` (BENCHMARKS.md: 8192^3 x1.026 / x1.011 at
+2 / 3 stages at 759d994, after the leader election stopped using elect.sync).
 
 Earlier designs, measured with earlier versions of this script on 2026-12-01 (8192^3, 2 stages
 unless noted; run-to-run noise about +-3%): __syncthreads_count leave-checks after every block
 barrier x1.064 alone; bounded waits returning through the generated code x1.063 alone, x1.12
 together; the bounded loop inlined in the wait x1.13-1.18 (x1.08 at 3 stages); 4 or 16 inline
 try_waits before the out-of-line loop x1.13-1.14; a first try with a 1 ms suspend hint x1.04-1.06;
-one try then the out-of-line loop (the design kept) x1.03-1.07.
-
-Run on the GPU machine: PYTHONPATH=. python3 scripts/experiments/debug_sync_variants.py [size] [stages]
+one try then the out-of-line loop (the design kept, 42fe472) x1.03-1.07.
 """
 
 import re

@@ -1,11 +1,23 @@
-"""Experiment: tile configs for the decode-like GEMM (16 x 4096 x 4096), where ours trails cuBLAS.
+"""Experiment: tile configs for the decode-like GEMM (16 x 4096 x 4096), where ours trailed cuBLAS.
 
-With the bench's small-M tiles (64 columns and more) the 16 x 4096 output has at most 64 tiles
-for 132 multiprocessors, each streaming its 4096-deep slice of B with a few 8 KB stages in
-flight. Narrower tiles give more blocks, deeper K tiles and more stages more bytes in flight.
-Each config checked against float32, then timed beside cuBLAS (torch and CuPy) in rotating rounds.
+Measures: ``examples.matmul`` at each tile config in ``CONFIGS`` (block M x N x K, stages,
+threads), each checked against float32, then timed beside cuBLAS (torch and CuPy) in 7 rotating
+rounds, fp16 and bf16; prints median TFLOP/s and the ratio to the faster cuBLAS.
+``race_configs`` is shared with ``small_square_tiles.py``.
+
+Run on the H200:
 
     PYTHONPATH=. python3 scripts/experiments/decode_tiles.py [MxNxK, default 16x4096x4096]
+
+Conclusion (H200, 2026-12-01): the bytes in flight per block decide it. 16x32x64 tiles (128
+blocks) with 12 stages took the decode shape from 0.66x / 0.68x (64x64x64 s4, the bench's best
+before) to 0.94x / 0.98x cuBLAS (fp16 / bf16; bench candidate from 3eda11b); with 20 stages (80
+KB of B in flight a block) 0.97x / 0.99x against 0.95x / 0.97x for 12 in the same run, so the
+bench's candidate for M <= 64 is 16x32x64 with 20 stages (8a895c5, ``bench/gemm.py``).
+
+Why: with the bench's small-M tiles (64 columns and more) the 16 x 4096 output has at most 64
+tiles for 132 multiprocessors, each streaming its 4096-deep slice of B with a few 8 KB stages in
+flight. Narrower tiles give more blocks, deeper K tiles and more stages more bytes in flight.
 
 Measured on the H200 (2026-12-01, 16x4096x4096, median TFLOP/s of 7 rotating rounds, every
 config within the float32 check), ratio to the faster cuBLAS, fp16 / bf16:

@@ -1,12 +1,23 @@
 """Experiment: what does electing the TMA-issuing thread with elect.sync cost, against "thread 0 of
-the leader scope"? (tw::shuffle_elect<N> as it was before 759d994: a warp-uniform check, then
-elect.sync with a full mask, which ptxas wraps in a divergence check and a convergence barrier.)
-The compiler's kernels now use the first thread; the elect.sync variant puts the old body back.
+the leader scope"?
+
+Measures: each kernel as compiled (``tw::shuffle_elect<N>`` is lane 0 of the group's first warp,
+from ``threadIdx``) against the same source with the body ``tw::shuffle_elect<N>`` had before
+759d994 put back (a warp-uniform check, then elect.sync with a full mask, which ptxas wraps in a
+divergence check and a convergence barrier). Kernels: the spec's matmul_tma_copy and
+matmul_tma_copy_store (128x128x32, 128 threads, 2 and 3 stages, warp specialisation off) and
+the persistent warp-specialised 128x256x64 s3 GEMM, fp16, 4096^3 and 8192^3; outputs checked
+against float32, then 5 alternating rounds, medians.
+
+Run on the H200:
 
     PYTHONPATH=. python3 scripts/experiments/elect_variants.py
 
-Measured on 2026-12-01 (TFLOP/s, elect.sync -> first thread): spec kernels at 4096^3 +7-9%, at
-8192^3 503 -> 592, 518 -> 570, 505 -> 612, 539 -> 633; the warp-specialised GEMM unchanged.
+Conclusion (H200, 2026-12-01, commit 759d994; TFLOP/s, elect.sync -> first thread): spec kernels
+at 4096^3 +7-9%, at 8192^3 503 -> 592, 518 -> 570, 505 -> 612, 539 -> 633; the warp-specialised
+GEMM unchanged. So ``tw::shuffle_elect<N>`` (``runtime/include/tw/common.h``) returns
+``threadIdx.x % N == 0`` and uses no elect.sync; the barrier analysis models that leader exactly
+(``leader_not_running``, docs/checker.md).
 """
 
 import statistics

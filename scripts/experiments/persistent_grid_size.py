@@ -3,18 +3,18 @@ that need as few rounds of tiles (``backend.runtime.balanced_blocks``: 128 for 5
 with the register split CUTLASS's warp-specialised kernels use (producer 40, consumers 232)
 instead of ours (24 / 240).
 
-Why: every large GEMM here runs at the H200's power limit (``cublas_kernels.py``: ~650 W, SM
-clock 1425-1540 MHz, far under its top), so energy per tile decides its time more than how many
-multiprocessors are busy. At 4096^3 our 512 tiles on 132 blocks leave 16 blocks idle for the
-last quarter of the run; on 128 blocks every block runs exactly 4 tiles, 4 multiprocessors idle
-throughout and their power goes to the others' clock. Either way the run takes 4 rounds.
-Variants of the compiler's persistent kernel (128x256x64, 3 stages), launcher or source edited by
-hand; checked bit for bit against it, then timed beside cuBLAS in rotating rounds.
+Measures: variants of the compiler's persistent kernel (128x256x64, 3 stages), launcher or
+source edited by hand; checked bit for bit against it, then timed beside cuBLAS in 9 rotating
+rounds (``_compare.race_persistent_variants``), fp16 and bf16.
+
+Run on the H200:
 
     PYTHONPATH=. python3 scripts/experiments/persistent_grid_size.py [sizes, default 4096,8192]
 
-Measured on the H200, 2026-12-01, before the runtime launched ``balanced_blocks`` (so the
-compiler's kernel ran on 132 blocks; median TFLOP/s of 9 rotating rounds, same bits):
+Conclusion (H200, 2026-12-01, commit 088deb9): 128 blocks run 0.5-0.8% faster than 132 at
+4096^3 and the same at 8192^3, so the runtime launches ``balanced_blocks(tiles, resident)``
+blocks; the register split changes nothing. Measured before the runtime launched
+``balanced_blocks`` (so the compiler's kernel ran on 132 blocks; median TFLOP/s, same bits):
 
     size  dtype  cuBLAS  132 blocks (then the compiler's)  128 blocks  registers 40/232
     4096  fp16   740.3   741.1 (738.5-742.9)               744.7 (742.9-747.1)  741.0
@@ -24,8 +24,15 @@ compiler's kernel ran on 132 blocks; median TFLOP/s of 9 rotating rounds, same b
 
 128 blocks: +0.5% / +0.8% at 4096^3, every round above or equal to the best round on 132; no
 change at 8192^3 (2048 tiles: 16 rounds either way, 16 tiles a block on 128 against 15 or 16 on
-132). So the runtime now launches ``balanced_blocks(tiles, resident)`` blocks. The register split
-changes nothing.
+132). Repeated after the change (BENCHMARKS.md): 4096^3 fp16 747.8 -> 750.8, bf16 766.5 -> 771.9.
+
+Why: every large GEMM here runs at the H200's power limit (``cublas_kernels.py``: ~650 W, SM
+clock 1425-1540 MHz, far under its top), so energy per tile decides its time more than how many
+multiprocessors are busy. At 4096^3 our 512 tiles on 132 blocks leave 16 blocks idle for the
+last quarter of the run; on 128 blocks every block runs exactly 4 tiles, 4 multiprocessors idle
+throughout and their power goes to the others' clock. Either way the run takes 4 rounds. Today
+the compiler's kernel runs on ``balanced_blocks``, so "one block per multiprocessor" is the
+variant and "persistent" the change.
 """
 
 import re

@@ -1,15 +1,26 @@
-"""Experiment: tile configs for the small square GEMMs (1024^3), where ours trails cuBLAS most.
+"""Experiment: tile configs for the small square GEMMs (1024^3), where ours trailed cuBLAS most.
 
-The bench's best at 1024^3 is 64x128x64 tiles, 4 stages (128 blocks, 0.84-0.86x cuBLAS). cuBLAS
-runs 128x64 tiles with 8 stages there (``cublas_kernels.py``: 128 blocks, clusters of two). With
-K = 1024 a block runs only 16 k-steps, so how much of K is in flight from the start, and how
-long a block takes to set up and drain, decide it. Each config checked against float32, then
-timed beside cuBLAS in rotating rounds (``decode_tiles.race_configs``).
+Measures: ``examples.matmul`` at each tile config below (block M x N x K, stages, threads), each
+checked against float32, then timed beside cuBLAS (torch, and CuPy for fp16) in 7 rotating
+rounds (``decode_tiles.race_configs``), fp16 and bf16; prints median TFLOP/s and the ratio to the
+faster cuBLAS.
+
+Run on the H200:
 
     PYTHONPATH=. python3 scripts/experiments/small_square_tiles.py [MxNxK, default 1024x1024x1024]
 
-Measured on the H200, 2026-12-01 (median TFLOP/s of 7 rotating rounds, ratio to the faster
-cuBLAS; every config within the float32 check), fp16 / bf16:
+Conclusion (H200, 2026-12-01; taken into the bench's candidates at 52768e4): at 1024^3 the stages
+decide it. 64x128x64 tiles with 8 stages instead of 4 (128 blocks, half of K = 1024 in flight
+from the start) go from 0.86x to 1.01x / 1.00x cuBLAS (fp16 / bf16), so the bench's candidates
+(``bench/gemm.py``) and the autotuner's default space (``autotune/space.py``) include 8 stages.
+
+Why: until then the bench's best at 1024^3 was 64x128x64 tiles, 4 stages (128 blocks, 0.84-0.86x
+cuBLAS). cuBLAS runs 128x64 tiles with 8 stages there (``cublas_kernels.py``: 128 blocks,
+clusters of two). With K = 1024 a block runs only 16 k-steps, so how much of K is in flight from
+the start, and how long a block takes to set up and drain, decide it.
+
+Measured (median TFLOP/s of 7 rotating rounds, ratio to the faster cuBLAS; every config within
+the float32 check), fp16 / bf16:
 
 | tile (M x N x K, stages, threads) | 1024^3 | 2048^3 |
 | --- | --- | --- |
@@ -21,9 +32,8 @@ cuBLAS; every config within the float32 check), fp16 / bf16:
 | 128x128x64 s6 t128 / t256 | 186.7 / 185.1 | 602.2 (0.99x) / 600.9; bf16 618.2 (1.00x) |
 | 64x256x64 s4 t128 | 180.2 / 178.0 | 565.1 / 568.7 |
 
-cuBLAS: 1024^3 228.3-229.8, 2048^3 607.7 fp16, 619.6 bf16. At 1024^3 the stages decide it: 8
-stages of 64 put half of K in flight from the start (64x128 tiles, 128 blocks). At 2048^3 the
-bench's 128x256x64 s4 (0.993x / 0.997x in its last run) and 128x128x64 s6 are level.
+cuBLAS: 1024^3 228.3-229.8, 2048^3 607.7 fp16, 619.6 bf16. At 2048^3 the bench's 128x256x64 s4
+(0.993x / 0.997x in its last run) and 128x128x64 s6 are level.
 """
 
 import sys

@@ -1,21 +1,26 @@
 """Experiment: a wgmma main loop whose trip count ptxas cannot see is at least one.
 
-``stream_k.py`` found a hand-written persistent GEMM 17% slower when its main loop was a ``for``
-over run-time bounds (which ptxas must allow to run zero times) than as a do-while. The
-compiler's GEMMs have constant trip counts; the lower-triangular matmul example does not: row
-block ``by`` runs ``(by + 1) * 2`` stages. The code generator now writes such a loop (a wgmma
-loop whose trip count is not a constant but provably at least one) as a do-while. Here: that
-kernel as compiled, and the same source with the consumers' main loop turned back into the for
-loop the compiler wrote before; both checked against float64 (A lower triangular) and bit for
-bit against each other, then timed in alternating rounds (TFLOP/s count the flops the kernel
-does: M * N * (M + block_M) on average).
+Measures: the lower-triangular matmul (``examples.lower_triangular_matmul``; row block ``by``
+runs ``(by + 1) * 2`` stages, so the trip count is not a constant) as compiled, where the code
+generator writes that main loop as a do-while, against the same source with the consumers' main
+loop turned back into the for loop the compiler wrote before. Both are checked against float64
+(A lower triangular) and bit for bit against each other, then timed in alternating rounds
+(TFLOP/s count the flops the kernel does: M * N * (M + block_M) on average).
+
+Run on the H200:
 
     PYTHONPATH=. python3 scripts/experiments/zero_trip_loops.py [M, default 4096]
 
-Measured on the H200 (2026-12-01, M = 4096, median of 9 rounds, same bits): before the code
-generator changed, with the do-while edited in by hand (that source and today's compiled one
-differ only in a comment), fp16 474.6 TFLOP/s as a for loop, 553.0 as a do-while (+16.5%); bf16
-479.6 and 566.2 (+18%). After: compiled (do-while) 552.7 / 565.2, for loop 473.8 / 480.7.
+Conclusion (H200, 2026-12-01, commit 59b992e; M = 4096, median of 9 rounds, same bits): as a for
+loop, which ptxas must allow to run zero times, the loop is 16-18% slower, instruction for
+instruction the same loop. Before the code generator changed, with the do-while edited in by
+hand (that source and today's compiled one differ only in a comment): fp16 474.6 TFLOP/s as a
+for loop, 553.0 as a do-while (+16.5%); bf16 479.6 and 566.2 (+18%). After: compiled (do-while)
+552.7 / 565.2, for loop 473.8 / 480.7. So the code generator writes a wgmma loop whose trip count
+is not a constant but provably at least one as a do-while (``ir.records.LoopForm.at_least_once``,
+``codegen/cuda.py``); constant trip counts keep their for loops. First seen in the stream-K
+experiment (docs/experiments.md, 'Stream-K'): a hand-written persistent GEMM ran 17% slower with
+its main loop a ``for`` over run-time bounds than as a do-while.
 """
 
 import re

@@ -65,7 +65,7 @@ class Candidate:
 # and with 8 stages half of K = 1024 in flight from the start: 1024^3 0.86x -> 1.00x cuBLAS against
 # 4 stages (scripts/experiments/small_square_tiles.py).
 # For M <= 64, 16x32 tiles with 20 stages of 64 give 16x4096x4096 128 blocks with 80 KB of B in
-# flight each: 0.97x / 0.99x cuBLAS (fp16 / bf16) where 64x64 tiles gave 0.67x and 12 stages
+# flight each: 0.97x / 0.99x cuBLAS (fp16 / bf16) where 64x64 tiles gave 0.66x / 0.68x and 12 stages
 # 0.95x / 0.97x (scripts/experiments/decode_tiles.py).
 GENERAL_TILES = (Config(128, 128, 32, 3, 128), Config(128, 128, 64, 4, 128), Config(128, 128, 64, 4, 256),
                  Config(128, 256, 64, 3, 256), Config(128, 256, 64, 4, 256), Config(256, 128, 64, 3, 256),

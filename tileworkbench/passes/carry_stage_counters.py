@@ -11,7 +11,7 @@ iteration, which the end of every iteration advances (the slot wraps at ``s``, t
 when it does); inside the loop the expressions above read them. Values are unchanged in every
 iteration, only the arithmetic: a division by a constant is a multiply-high and corrections,
 several per iteration, and the spec GEMM at 3 stages spends 5-8% of its time on them
-(``scripts/experiments/spec_kernel_variants.py``).
+(docs/experiments.md, 'Spec kernels: carried stage counters and raster panels').
 """
 
 from __future__ import annotations

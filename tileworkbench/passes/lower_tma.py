@@ -81,8 +81,9 @@ class _LowerTma(IRMutator):
 
     def store_issuer(self) -> ir.Expr:
         """Which thread issues a bulk store: the elected one, or thread 0 inside a persistent
-        kernel's tile loop, where an elect costs the whole GEMM about 6% (ptxas; measured with
-        scripts/experiments/persistent_variants.py). Any one thread will do: every thread waits."""
+        kernel's tile loop, where an elect costs the whole GEMM about 6% (ptxas; measured on the
+        H200, docs/experiments.md, 'Store issuer in the persistent kernel'). Any one thread will
+        do: every thread waits."""
         if any(loop.annotations.get(ir.TILE_LOOP) for loop in self.loops):
             return ir.cmp("==", self.func.launch.thread_var, 0)
         return elect(self.threads)
