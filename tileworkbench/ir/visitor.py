@@ -28,6 +28,30 @@ def _child_names(kind) -> tuple:
     return names
 
 
+# What a field's value is, by its exact type (decided once per type: isinstance against a tuple of
+# base classes, for every field of every node, was the walkers' largest cost).
+_OTHER, _NODE, _SEQUENCE = 0, 1, 2
+_KIND_OF: dict = {}
+
+
+def _kind_of(kind) -> int:
+    found = _KIND_OF.get(kind)
+    if found is None:
+        found = _KIND_OF[kind] = (_SEQUENCE if issubclass(kind, (list, tuple)) else
+                                  _NODE if issubclass(kind, _VISITED) else _OTHER)
+    return found
+
+
+_IS_LEAF: dict = {}
+
+
+def _is_leaf(kind) -> bool:
+    found = _IS_LEAF.get(kind)
+    if found is None:
+        found = _IS_LEAF[kind] = issubclass(kind, _LEAVES)
+    return found
+
+
 def _method(visitor, node):
     """The visitor's ``visit_<NodeClass>``, or None (looked up once per visitor and node class)."""
     table = type(visitor).__dict__.get("_tw_methods")
@@ -51,16 +75,17 @@ class IRVisitor:
         return self.generic_visit(node)
 
     def generic_visit(self, node):
-        if isinstance(node, _LEAVES):
+        if _is_leaf(type(node)):
             return
         for name in _child_names(type(node)):
             self._visit_value(getattr(node, name))
 
     def _visit_value(self, value):
-        if isinstance(value, (list, tuple)):
+        kind = _kind_of(type(value))
+        if kind == _SEQUENCE:
             for v in value:
                 self._visit_value(v)
-        elif isinstance(value, _VISITED):
+        elif kind == _NODE:
             self.visit(value)
 
 
@@ -74,29 +99,35 @@ class IRMutator:
         return self.generic_visit(node)
 
     def generic_visit(self, node):
-        if isinstance(node, _LEAVES):
+        if _is_leaf(type(node)):
             return node
-        changes = {}
+        changes = None
         for name in _child_names(type(node)):
             value = getattr(node, name)
+            kind = _kind_of(type(value))
+            if kind == _OTHER:
+                continue
             new = self._mutate_value(value)
             if new is not value:
+                if changes is None:
+                    changes = {}
                 changes[name] = new
-        if not changes:
+        if changes is None:
             return node
         if isinstance(node, ir.SeqStmt):
             return ir.seq(changes.get("stmts", node.stmts))
         return dataclasses.replace(node, **changes)
 
     def _mutate_value(self, value):
-        if isinstance(value, (list, tuple)):
+        kind = _kind_of(type(value))
+        if kind == _SEQUENCE:
             new = [self._mutate_value(v) for v in value]
             if all(a is b for a, b in zip(new, value)):
                 return value
             if isinstance(value, list):
                 return [v for v in new if v is not None]
             return tuple(new)
-        if isinstance(value, _VISITED):
+        if kind == _NODE:
             return self.visit(value)
         return value
 
