@@ -24,7 +24,7 @@ LAYERS = [
     ["examples", "codegen", "analysis"],
     ["backend"],
     ["jit"],
-    ["report", "autotune", "testing"],
+    ["report", "autotuner", "testing", "profiler", "utils"],
     ["bench"],
     ["notebook"],
     ["cli"],

@@ -10,28 +10,30 @@ from .errors import CompileError, KernelRuntimeError, SourceLocation, Tileworkbe
 from .target import PassConfigKey, PassContext, Target  # noqa: E402
 from .jit.lower import Artifact, lower  # noqa: E402
 from .jit.kernel import Kernel, compile  # noqa: E402,A004
+from .jit.decorator import JitFunction, jit  # noqa: E402
+from .jit.profiler import TensorSupplyType  # noqa: E402
 from . import language  # noqa: E402
+from . import autotuner, profiler, utils  # noqa: E402
+from .autotuner.decorator import autotune  # noqa: E402
 
 
-def jit(func=None, *, out_idx=None, target="auto", pass_configs=None):
-    """Decorator: ``@tileworkbench.jit(out_idx=[2])`` on a builder that returns a prim_func
-    compiles what it returns (cached per argument values)."""
+def cdiv(a, b):
+    """``ceil(a / b)`` of two integers (TileLang's ``tilelang.cdiv``, for sizes outside kernels)."""
+    return -(-a // b)
 
-    def wrap(builder):
-        compiled = {}
 
-        def call(*args, **kwargs):
-            key = repr((args, sorted(kwargs.items())))  # lists among the arguments are fine too
-            if key not in compiled:
-                compiled[key] = compile(builder(*args, **kwargs), out_idx=out_idx, target=target,
-                                        pass_configs=pass_configs)
-            return compiled[key]
+# TileLang names that are TVM's, or other targets': asked for, they say so instead of missing.
+_NOT_HERE = {
+    "tvm": "tileworkbench has no TVM underneath: it compiles its own IR to CUDA. Write kernels with "
+           "tileworkbench.language (T.*); TVM's own APIs (tvm.tir, tvm.IRModule, ...) are not available",
+    "tir": "tileworkbench has no TVM TIR; kernels are written with tileworkbench.language (T.*)",
+}
 
-        call.__wrapped__ = builder
-        call.__name__ = getattr(builder, "__name__", "kernel")
-        return call
 
-    return wrap(func) if func is not None else wrap
+def __getattr__(name):
+    if name in _NOT_HERE:
+        raise ImportError(f"tileworkbench.{name} is not supported: {_NOT_HERE[name]}")
+    raise AttributeError(f"module 'tileworkbench' has no attribute {name!r}")
 
 
 def _jupyter_labextension_paths():
@@ -48,4 +50,5 @@ def load_ipython_extension(ipython):
 
 __all__ = ["CompileError", "KernelRuntimeError", "SourceLocation", "TileworkbenchWarning", "PassConfigKey",
            "PassContext", "Target",
-           "Artifact", "lower", "Kernel", "compile", "jit", "language", "__version__"]
+           "Artifact", "lower", "Kernel", "compile", "jit", "JitFunction", "autotune", "autotuner", "cdiv",
+           "profiler", "utils", "TensorSupplyType", "language", "__version__"]

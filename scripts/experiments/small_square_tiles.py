@@ -12,7 +12,7 @@ Run on the H200:
 Conclusion (H200, 2026-12-01; taken into the bench's candidates at 52768e4): at 1024^3 the stages
 decide it. 64x128x64 tiles with 8 stages instead of 4 (128 blocks, half of K = 1024 in flight
 from the start) go from 0.86x to 1.01x / 1.00x cuBLAS (fp16 / bf16), so the bench's candidates
-(``bench/gemm.py``) and the autotuner's default space (``autotune/space.py``) include 8 stages.
+(``bench/gemm.py``) and the autotuner's default space (``autotuner/space.py``) include 8 stages.
 
 Why: until then the bench's best at 1024^3 was 64x128x64 tiles, 4 stages (128 blocks, 0.84-0.86x
 cuBLAS). cuBLAS runs 128x64 tiles with 8 stages there (``cublas_kernels.py``: 128 blocks,

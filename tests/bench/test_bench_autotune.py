@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tileworkbench.autotune import (
+from tileworkbench.autotuner import (
     Config,
     NeedsGPUError,
     autotune,
@@ -14,7 +14,7 @@ from tileworkbench.autotune import (
     memory_path,
     recall,
 )
-from tileworkbench.autotune.tuner import gpu_present
+from tileworkbench.autotuner.tuner import gpu_present
 from tileworkbench.examples.gemm import matmul
 from tileworkbench.jit import cache
 

@@ -77,7 +77,7 @@ def test_gpu_side_modules_import_without_pandas_or_matplotlib():
     code = ("import sys\n"
             "sys.modules['pandas'] = None; sys.modules['matplotlib'] = None  # importing them now fails\n"
             "import tileworkbench.bench.cli, tileworkbench.bench.gemm, tileworkbench.backend.timing\n"
-            "import tileworkbench.bench.compile_time, tileworkbench.bench.machine, tileworkbench.autotune\n"
+            "import tileworkbench.bench.compile_time, tileworkbench.bench.machine, tileworkbench.autotuner\n"
             "from tileworkbench.bench import schema, table\n"
             "rec = schema.make_record(tileworkbench.bench.machine.machine_info(), [])\n"
             "print(table.summary_table(rec))\n")

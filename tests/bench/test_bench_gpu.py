@@ -62,7 +62,7 @@ def test_timer_measures_a_cublas_gemm_plausibly(torch):
 
 
 def test_autotune_benchmarks_on_the_gpu(torch, tmp_path, monkeypatch):
-    from tileworkbench.autotune import Config, autotune
+    from tileworkbench.autotuner import Config, autotune
     from tileworkbench.examples.gemm import matmul
 
     monkeypatch.setenv("TILEWORKBENCH_CACHE_DIR", str(tmp_path))

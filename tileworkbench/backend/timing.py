@@ -28,11 +28,13 @@ extern "C" __global__ void tw_bench_spin(unsigned long long ns) {
 
 @dataclass
 class Timing:
-    """Milliseconds of one timed callable: median, minimum and the number of timed calls."""
+    """Milliseconds of one timed callable: median, minimum and the number of timed calls (and
+    every call's time, in order)."""
 
     ms: float
     ms_min: float
     reps: int
+    samples: tuple = ()
 
     def tflops(self, flops: float) -> float:
         return flops / (self.ms * 1e-3) / 1e12
@@ -69,7 +71,41 @@ class Timer:
             events.append((start, end))
         cupy.cuda.runtime.deviceSynchronize()
         times = [cupy.cuda.get_elapsed_time(s, e) for s, e in events]
-        return Timing(statistics.median(times), min(times), rep)
+        return Timing(statistics.median(times), min(times), rep, tuple(times))
+
+
+RETURN_MODES = ("mean", "median", "min", "max")
+
+
+def do_bench(fn, warmup: float = 25, rep: float = 100, _n_warmup: int = 0, _n_repeat: int = 0, quantiles=None,
+             fast_flush: bool = True, backend: str = "event", return_mode: str = "mean") -> float | list:
+    """TileLang's ``do_bench``: milliseconds of ``fn``. ``warmup`` and ``rep`` are time budgets in
+    milliseconds (the call counts follow from a first estimate, which counts the L2 flush too),
+    ``_n_warmup`` / ``_n_repeat`` fix the counts instead. Timed as ``Timer`` times (CUDA events
+    after a spin kernel, so host launch gaps are not in the time; the L2 flushed before every call
+    unless ``fast_flush`` is False), whichever of ``"event"`` and ``"cupti"`` is asked for."""
+    import time
+
+    import cupy
+
+    if backend not in ("event", "cupti"):
+        raise ValueError(f"do_bench: backend {backend!r} is not supported here (use 'event' or 'cupti', both "
+                         "timed with CUDA events)")
+    if return_mode not in RETURN_MODES:
+        raise ValueError(f"do_bench: return_mode must be one of {', '.join(RETURN_MODES)}, not {return_mode!r}")
+    timer = Timer(flush_bytes=FLUSH_BYTES if fast_flush else 0)
+    fn()
+    cupy.cuda.runtime.deviceSynchronize()
+    start = time.perf_counter()
+    timer.time(fn, 0, 5)
+    estimate_ms = max((time.perf_counter() - start) * 1e3 / 5, 1e-3)
+    n_warmup = _n_warmup or max(1, int(warmup / estimate_ms))
+    n_repeat = _n_repeat or max(1, int(rep / estimate_ms))
+    samples = sorted(timer.time(fn, n_warmup, n_repeat).samples)
+    if quantiles is not None:
+        return [samples[min(len(samples) - 1, int(q * len(samples)))] for q in quantiles]
+    return {"mean": statistics.fmean(samples), "median": statistics.median(samples), "min": samples[0],
+            "max": samples[-1]}[return_mode]
 
 
 def _check_same_stream():

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..autotune.space import Config
+from ..autotuner.space import Config
 from ..examples.gemm import matmul, matmul_tma_copy, matmul_tma_copy_store
 from ..target import PassConfigKey
 from .table import ratio_text

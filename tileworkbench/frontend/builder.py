@@ -79,6 +79,26 @@ def error(message: str) -> CompileError:
     return CompileError(message, b.loc if b and b.loc else caller_location())
 
 
+@dataclass(eq=False)
+class ConstSymbol:
+    """A size a ``@jit`` function names with ``T.const("M")``: fixed when the kernel is built, from
+    ``compile(M=...)`` or from the tensor whose annotation first names it (``A: T.Tensor((M, K))``
+    with ``A`` a tensor of shape (1024, 512) makes M 1024). Until then it has no value."""
+
+    name: str
+    dtype: object
+    value: int | None = None
+
+    def __repr__(self) -> str:
+        return self.name if self.value is None else f"{self.name}={self.value}"
+
+
+def unknown_size(symbol: ConstSymbol, what: str) -> CompileError:
+    return error(f"{what}: {symbol.name} has no value yet. A size from T.const takes the value of the first tensor "
+                 f"annotation that names it (A: T.Tensor(({symbol.name}, ...), ...)), or pass "
+                 f"{symbol.name}=... to compile()")
+
+
 # ---- argument checks: every T.* function says what is wrong with which argument ----------------
 
 INT32_MAX = 2**31 - 1
@@ -88,11 +108,17 @@ def describe(value) -> str:
     """A value as a message names it (never an object's address)."""
     if isinstance(value, Point):
         return f"an element of {value.buffer.name}"
+    if isinstance(value, ConstSymbol):
+        return f"the size {value!r}"
     return ir.describe(value)
 
 
 def number(value, what: str) -> ir.Expr:
     """``value`` as a numeric kernel value (a Python number or an IR expression)."""
+    if isinstance(value, ConstSymbol):
+        if value.value is None:
+            raise unknown_size(value, what)
+        value = value.value
     if isinstance(value, ir.Expr):
         if value.dtype.kind == "handle":
             raise error(f"{what} must be a number, not {describe(value)}")

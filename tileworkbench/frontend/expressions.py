@@ -58,6 +58,8 @@ class Expressions:
 
     def visit_Attribute(self, node):
         base = self.eval(node.value)
+        if node.attr == "astype" and isinstance(base, ir.Expr):  # TileLang's x.astype(dtype): a cast
+            return lambda dtype: ir.cast(base, _dt.as_dtype(dtype))
         try:
             return getattr(base, node.attr)
         except AttributeError:

@@ -197,6 +197,17 @@ class Parser(Statements, Expressions, ast.NodeVisitor):
         for stmt in stmts:
             self.visit(stmt)
 
+    def run(self, fdef):
+        """``parse_function(fdef)`` with this parser's builder installed for the T.* functions."""
+        fdef.decorator_list = []
+        previous = getattr(_b._state, "builder", None)
+        _b.install(self.builder)
+        try:
+            with deep_recursion():
+                return self.parse_function(fdef)
+        finally:
+            _b.install(previous)
+
 
 def _closure_vars(fn) -> dict:
     names = fn.__code__.co_freevars
@@ -235,10 +246,9 @@ def _refuse_builder(fn, fdef):
                            f"Call it and pass what it returns: {fn.__name__}(...)", caller_location())
 
 
-def parse(fn) -> ir.PrimFunc:
-    """Parse a Python function written in the tile DSL into a PrimFunc."""
-    if isinstance(fn, ir.PrimFunc):
-        return fn
+def read_function(fn):
+    """(dedented source, its ``def``, file, first line, closure values) of a kernel function, or a
+    CompileError at the user's line saying why it cannot be read."""
     fn = _kernel_function(fn)
     try:
         lines, first_line = inspect.getsourcelines(fn)
@@ -254,15 +264,16 @@ def parse(fn) -> ir.PrimFunc:
                  and n.name == fn.__name__), None)
     if fdef is None:
         raise CompileError(f"cannot find the definition of {fn.__name__!r} in its source", caller_location())
+    return source, fdef, file, first_line, _closure_vars(fn)
+
+
+def parse(fn) -> ir.PrimFunc:
+    """Parse a Python function written in the tile DSL into a PrimFunc."""
+    if isinstance(fn, ir.PrimFunc):
+        return fn
+    source, fdef, file, first_line, closure = read_function(fn)
     _refuse_builder(fn, fdef)
-    fdef.decorator_list = []
-    parser = Parser(fn, source.splitlines(), file, first_line, _closure_vars(fn))
-    previous = getattr(_b._state, "builder", None)
-    _b.install(parser.builder)
-    try:
-        with deep_recursion():
-            func = parser.parse_function(fdef)
-    finally:
-        _b.install(previous)
+    parser = Parser(fn, source.splitlines(), file, first_line, closure)
+    func = parser.run(fdef)
     func.attrs["source_lines"] = source.splitlines()
     return func

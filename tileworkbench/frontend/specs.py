@@ -1,5 +1,5 @@
-"""What the DSL's calls hand the front end: the records behind ``T.Tensor`` annotations,
-``with T.Kernel(...)`` and kernel loops, and the rules for loop bounds that ``T.serial`` and the
+"""What the DSL's calls hand the front end: the records behind ``T.Tensor`` annotations, a
+``@jit`` function's outputs (``T.empty``), ``with T.Kernel(...)`` and kernel loops, and the rules for loop bounds that ``T.serial`` and the
 front end's ``range`` share. ``tileworkbench.language`` makes them; the parser reads them."""
 
 from __future__ import annotations
@@ -18,6 +18,15 @@ class TensorSpec:
     shape: tuple
     dtype: DType
     strides: tuple | None = None
+
+
+@dataclass
+class OutputSpec:
+    """``T.empty(shape, dtype)`` in a ``@jit`` function: a tensor the kernel writes and the call
+    returns (the launcher allocates it)."""
+
+    shape: tuple
+    dtype: DType
 
 
 @dataclass

@@ -110,9 +110,11 @@ class Kernel:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def get_profiler(self, tensor_supply_type=None):
+        """A ``Profiler`` (``jit/profiler.py``) whose inputs are made as ``tensor_supply_type``
+        (a ``TensorSupplyType``) says."""
         from .profiler import Profiler
 
-        return Profiler(self)
+        return Profiler(self, tensor_supply_type)
 
 
 def _wait_lines(trace) -> dict:

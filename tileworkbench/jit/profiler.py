@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import enum
+import inspect
+
 import numpy as np
 
 from ..errors import KernelRuntimeError
@@ -16,9 +19,22 @@ def _torch():
         return None
 
 
-def random_input(param: dict, seed_offset: int = 0):
-    """A random GPU tensor for one kernel parameter: normal floats, small random integers.
-    Never zeros: zeros hide unwritten outputs and wrong indexing."""
+class TensorSupplyType(enum.Enum):
+    """How a profiler makes a kernel's inputs (TileLang's names). ``Auto`` (the default here):
+    normal floats and small random integers, never zeros, which hide unwritten outputs and wrong
+    indexing; ``Zero`` and ``One`` exist for programs that ask for them."""
+
+    Integer = 1
+    Uniform = 2
+    Normal = 3
+    Randn = 4
+    Zero = 5
+    One = 6
+    Auto = 7
+
+
+def random_input(param: dict, supply_type: TensorSupplyType = TensorSupplyType.Auto):
+    """A GPU tensor for one kernel parameter (``param``: its record), made as ``supply_type`` says."""
     torch = _torch()
     shape, dtype = list(param["shape"]), param["dtype"]
     if param.get("packed"):
@@ -26,30 +42,58 @@ def random_input(param: dict, seed_offset: int = 0):
         dtype = "int8"
     if torch is not None:
         tdt = getattr(torch, dtype)
-        if tdt.is_floating_point:
-            return torch.randn(shape, device="cuda", dtype=torch.float32).to(tdt)
-        return torch.randint(-8, 8, shape, device="cuda", dtype=tdt)
+        return _torch_supply(torch, shape, tdt, supply_type)
     import cupy
 
     from .. import dtypes
 
     npd = dtypes.numpy_dtype(dtypes.as_dtype(dtype))
-    if np.issubdtype(npd, np.floating):
+    if supply_type in (TensorSupplyType.Zero, TensorSupplyType.One):
+        return (cupy.zeros if supply_type is TensorSupplyType.Zero else cupy.ones)(shape, dtype=npd)
+    if np.issubdtype(npd, np.floating) and supply_type is not TensorSupplyType.Integer:
+        if supply_type is TensorSupplyType.Uniform:
+            return cupy.random.uniform(-1.0, 1.0, shape).astype(npd)
         return cupy.random.standard_normal(shape, dtype=np.float32).astype(npd)
-    return cupy.random.randint(-8, 8, shape).astype(npd)
+    return cupy.random.randint(-8 if supply_type is TensorSupplyType.Auto else -2, 8 if supply_type is
+                               TensorSupplyType.Auto else 3, shape).astype(npd)
+
+
+def _torch_supply(torch, shape, tdt, supply_type: TensorSupplyType):
+    if supply_type is TensorSupplyType.Zero:
+        return torch.zeros(shape, device="cuda", dtype=tdt)
+    if supply_type is TensorSupplyType.One:
+        return torch.ones(shape, device="cuda", dtype=tdt)
+    if not tdt.is_floating_point:
+        low, high = (-8, 8) if supply_type is TensorSupplyType.Auto else (-2, 3)
+        if tdt == torch.bool:
+            return torch.randint(0, 2, shape, device="cuda").bool()
+        if str(tdt).startswith("torch.uint"):
+            low = 0
+        return torch.randint(low, high, shape, device="cuda", dtype=tdt)
+    if supply_type is TensorSupplyType.Integer:
+        return torch.randint(-2, 3, shape, device="cuda", dtype=torch.float32).to(tdt)
+    if supply_type is TensorSupplyType.Uniform:
+        return torch.empty(shape, device="cuda", dtype=torch.float32).uniform_(-1.0, 1.0).to(tdt)
+    return torch.randn(shape, device="cuda", dtype=torch.float32).to(tdt)
 
 
 class Profiler:
-    def __init__(self, kernel):
+    """Correctness and timing of one kernel, with TileLang's signatures: ``assert_allclose`` and
+    ``do_bench`` (``warmup``/``rep`` in milliseconds, as ``tileworkbench.profiler.do_bench``)."""
+
+    def __init__(self, kernel, tensor_supply_type: TensorSupplyType | None = None):
         self.kernel = kernel
+        self.supply_type = tensor_supply_type or TensorSupplyType.Auto
 
     def inputs(self) -> list:
-        return [random_input(p) for i, p in enumerate(self.kernel.params) if i not in self.kernel.out_idx]
+        return [random_input(p, self.supply_type) for i, p in enumerate(self.kernel.params)
+                if i not in self.kernel.out_idx]
 
-    def assert_allclose(self, reference_program, atol=1e-2, rtol=1e-2, max_mismatched_ratio=0.0):
-        """Run the kernel and ``reference_program`` on the same fresh random inputs and compare.
-        Outputs are poisoned with NaN first, so an element the kernel never writes fails."""
-        inputs = self.inputs()
+    def assert_allclose(self, reference_program, input_tensors=None, atol=1e-2, rtol=1e-2, max_mismatched_ratio=0.0):
+        """Run the kernel and ``reference_program`` on the same inputs (fresh random ones unless
+        ``input_tensors``) and compare. Outputs are poisoned with NaN first, so an element the
+        kernel never writes fails."""
+        inputs = list(input_tensors) if input_tensors is not None else self.inputs()
         outs = self.kernel(*inputs)
         outs = outs if isinstance(outs, tuple) else (outs,)
         for o in outs:  # poison and run again: unwritten elements now show up as NaN
@@ -66,15 +110,32 @@ class Profiler:
         for o, r in zip(outs, refs):
             _compare(o, r, atol, rtol, max_mismatched_ratio)
 
-    def do_bench(self, func=None, warmup: int = 10, rep: int = 50, inputs=None, flush_l2: bool = True) -> float:
-        """Median milliseconds of ``func`` (default: the kernel on random inputs), timed as every
-        benchmark here times (``backend.timing.Timer``: CUDA events, the L2 cache flushed before
-        every timed run unless ``flush_l2`` is False)."""
-        from ..backend.timing import FLUSH_BYTES, Timer
+    def do_bench(self, func=None, warmup: float = 25, rep: float = 100, n_warmup: int = 0, n_repeat: int = 0,
+                 input_tensors=None, backend: str = "event", quantiles=None, return_mode: str = "mean",
+                 inputs=None, flush_l2: bool = True):
+        """Milliseconds of ``func`` called on the inputs (default: the kernel; fresh random inputs
+        unless ``input_tensors``): ``backend.timing.do_bench``'s method and return modes."""
+        from ..backend.timing import do_bench
 
-        inputs = inputs if inputs is not None else self.inputs()
-        fn = func if func is not None else (lambda: self.kernel(*inputs))
-        return Timer(flush_bytes=FLUSH_BYTES if flush_l2 else 0).time(fn, warmup, rep).ms
+        given = input_tensors if input_tensors is not None else inputs
+        args = list(given) if given is not None else self.inputs()
+        target = func if func is not None else self.kernel
+        try:
+            takes_inputs = func is None or _takes_arguments(func)
+        except (TypeError, ValueError):
+            takes_inputs = True
+        call = (lambda: target(*args)) if takes_inputs else target
+        return do_bench(call, warmup, rep, n_warmup, n_repeat, quantiles, flush_l2, backend, return_mode)
+
+
+def _takes_arguments(fn) -> bool:
+    """``fn`` is called with the inputs (a reference program, a kernel) rather than alone (a
+    closure over its own tensors, as ``lambda: torch.matmul(a, b)``)."""
+    if hasattr(fn, "params") and hasattr(fn, "out_idx"):  # a Kernel
+        return True
+    return any(p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+                                                                    p.VAR_POSITIONAL)
+               for p in inspect.signature(fn).parameters.values())
 
 
 def _to_numpy(x):

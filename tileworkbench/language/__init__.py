@@ -22,16 +22,20 @@ from .kernel import (
     make_tensor,
     use_swizzle,
 )
-from .loops import Parallel, Pipelined, serial, unroll
+from .loops import Parallel, Pipelined, Serial, serial, unroll, vectorized
 from .math import (
+    Cast,
     abs,
     cast,
     ceil,
     ceildiv,
+    clamp,
     cos,
     exp,
     exp2,
     floor,
+    floordiv,
+    floormod,
     if_then_else,
     infinity,
     log,
@@ -46,8 +50,10 @@ from .math import (
     sqrt,
     tanh,
 )
+from .signature import const, empty
 from .sync import barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, sync_threads, tma_store_wait
 from .tile_ops import (
+    GemmWarpPolicy,
     clear,
     copy,
     fill,
@@ -66,6 +72,7 @@ from .types import (
     Tensor,
     bfloat16,
     bool,
+    dtype,
     float,
     float4_e2m1_unpacked,
     float4_e2m1fn,
@@ -106,11 +113,16 @@ __all__ = [
     "bool",
     "Buffer",
     "cast",
+    "Cast",
     "ceil",
     "ceildiv",
+    "clamp",
     "clear",
+    "const",
     "copy",
     "cos",
+    "dtype",
+    "empty",
     "exp",
     "exp2",
     "fill",
@@ -123,7 +135,10 @@ __all__ = [
     "float8_e4m3",
     "float8_e5m2",
     "floor",
+    "floordiv",
+    "floormod",
     "gemm",
+    "GemmWarpPolicy",
     "get_block_binding",
     "get_thread_binding",
     "GRID_LIMITS",
@@ -157,6 +172,7 @@ __all__ = [
     "reduce_sum",
     "rsqrt",
     "serial",
+    "Serial",
     "sigmoid",
     "sin",
     "sqrt",
@@ -172,4 +188,5 @@ __all__ = [
     "uint8",
     "unroll",
     "use_swizzle",
+    "vectorized",
 ]

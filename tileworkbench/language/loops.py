@@ -25,6 +25,18 @@ def serial(*args, annotations=None):
     return serial_loop(args, annotations)
 
 
+Serial = serial  # TileLang spells it both ways
+
+
+def vectorized(*args):
+    """A short per-thread loop whose iterations touch neighbouring elements: unrolled, so that
+    NVCC can merge the accesses into vector loads and stores."""
+    starts, extents = range_args(args, "T.vectorized")
+    if ir.const_int(extents[0]) is None:
+        raise error("T.vectorized: the extent must be a constant")
+    return LoopSpec("unrolled", extents, starts)
+
+
 def unroll(*args, explicit=False, unroll_factor=None):
     starts, extents = range_args(args, "T.unroll")
     return LoopSpec("unrolled", extents, starts)

@@ -24,6 +24,25 @@ def cast(value, dtype):
     return ir.cast(_b.number(value, "T.cast: the value"), _dtype(dtype, "T.cast"))
 
 
+def Cast(dtype, value):  # noqa: N802 - TileLang's spelling, dtype first
+    return ir.cast(_b.number(value, "T.Cast: the value"), _dtype(dtype, "T.Cast"))
+
+
+def floordiv(a, b):
+    """``a // b`` rounded towards minus infinity (Python's ``//``)."""
+    return ir.binop("//", _b.number(a, "T.floordiv: the dividend"), _b.number(b, "T.floordiv: the divisor"))
+
+
+def floormod(a, b):
+    """``a % b`` with the sign of ``b`` (Python's ``%``)."""
+    return ir.binop("%", _b.number(a, "T.floormod: the dividend"), _b.number(b, "T.floormod: the divisor"))
+
+
+def clamp(x, lo, hi):
+    """``x`` limited to ``[lo, hi]``: ``T.min(T.max(x, lo), hi)``."""
+    return min(max(x, lo), hi)
+
+
 def if_then_else(cond, a, b):
     return _b.select(cond, a, b)
 

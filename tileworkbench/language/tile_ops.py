@@ -3,6 +3,8 @@ reductions. Each checks its operands and emits one tile-level statement; passes 
 
 from __future__ import annotations
 
+import enum
+
 import builtins as _builtins
 
 from ..frontend import builder as _b
@@ -78,6 +80,15 @@ def fill(buffer, value):
 def clear(buffer):
     region = as_region(buffer, "T.clear destination")
     fill(buffer, 0.0 if region.buffer.dtype.is_float else 0)
+
+
+class GemmWarpPolicy(enum.IntEnum):
+    """How TileLang spreads a gemm's warps over the tile. Accepted for compatibility: this compiler
+    lays the warps out itself (a warpgroup per 64 rows for wgmma), whatever the policy says."""
+
+    Square = 0
+    FullRow = 1
+    FullCol = 2
 
 
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False,  # noqa: N803

@@ -47,8 +47,16 @@ def _shape(shape) -> tuple:
 MAX_TENSOR_BYTES = 2**48
 
 
+def _dim(d, what: str):
+    """A dimension: an integer, or a size of a ``@jit`` function's ``T.const`` that the tensor's
+    annotation may be the first to fix (the front end does, from the tensor)."""
+    if isinstance(d, _b.ConstSymbol) and d.value is None:
+        return d
+    return _b.integer(d, what)
+
+
 def _tensor_dims(shape, what: str, dtype: DType) -> tuple:
-    dims = tuple(_b.integer(d, f"{what}: dimension {i}") for i, d in enumerate(_shape(shape)))
+    dims = tuple(_dim(d, f"{what}: dimension {i}") for i, d in enumerate(_shape(shape)))
     if not dims:
         raise error(f"{what}: a tensor needs at least one dimension")
     total = 1
@@ -68,6 +76,12 @@ def _dtype(value, what: str) -> DType:
         return _dt.as_dtype(value)
     except CompileError as err:
         raise error(f"{what}: {err.message}") from None
+
+
+def dtype(value) -> DType:
+    """``T.dtype("float16")``: a dtype from its name (also what a parameter annotated
+    ``dtype: T.dtype = T.float16`` holds)."""
+    return _dtype(value, "T.dtype")
 
 
 def Tensor(shape, dtype=float32) -> TensorSpec:  # noqa: N802

@@ -1,6 +1,8 @@
-"""Autotuning: search tile configs for a kernel builder, in parallel, and remember the best.
+"""Autotuning, in two interfaces. TileLang's (``decorator.py``): ``@autotune(configs=[{...}],
+warmup=..., rep=...)`` over a ``@jit`` function, and ``AutoTuner``. And the search of tile
+configs for a kernel builder, in parallel processes, remembered on disk (``tuner.py``):
 
-    from tileworkbench.autotune import autotune, config_space
+    from tileworkbench.autotuner import autotune, config_space
     from tileworkbench.examples.gemm import matmul
 
     result = autotune(matmul, config_space(), args=(4096, 4096, 4096), kwargs={"dtype": "float16"},
@@ -10,6 +12,7 @@
 See ``tuner.py`` for the steps (parallel compile, GPU benchmark, disk memory).
 """
 
+from .decorator import AutoTuner, AutotuneResult as TunedResult, autotune
 from .memory import forget, memory_path, recall, remember
 from .space import Config, config_space
 from .tuner import (
@@ -19,12 +22,13 @@ from .tuner import (
                     IncorrectResult,
                     NeedsGPUError,
                     Trial,
-                    autotune,
                     compile_candidates,
 )
 
 __all__ = [
+                    "AutoTuner",
                     "AutotuneResult",
+                    "TunedResult",
                     "Compiled",
                     "Config",
                     "GpuBenchmark",

@@ -1,0 +1,192 @@
+"""TileLang's current front door, on the CPU: ``@jit`` on a kernel written with ``T.const`` sizes,
+tensors annotated in the body and ``T.empty`` outputs; ``f.compile(...)`` and direct calls (through
+the real host launcher on a runtime that launches nothing); the names TileLang programs import."""
+
+from __future__ import annotations
+
+import pytest
+
+import tileworkbench as tilelang
+import tileworkbench.language as T
+from tileworkbench.errors import CompileError
+from tileworkbench.jit import kernel as kernel_module
+
+from tests.robustness.harness import DryRuntime, FakeGpuArray
+
+SM90 = "sm_90a"
+
+
+@tilelang.jit(target=SM90)
+def matmul(A, B, block_M, block_N, block_K, dtype=T.float16, accum_dtype=T.float32):
+    M, N, K = T.const("M, N, K")
+    A: T.Tensor((M, K), dtype)
+    B: T.Tensor((K, N), dtype)
+    C = T.empty((M, N), dtype)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        a_tile = T.alloc_shared((block_M, block_K), dtype)
+        b_tile = T.alloc_shared((block_K, block_N), dtype)
+        acc = T.alloc_fragment((block_M, block_N), accum_dtype)
+        T.clear(acc)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+            T.copy(A[by * block_M, k * block_K], a_tile)
+            T.copy(B[k * block_K, bx * block_N], b_tile)
+            T.gemm(a_tile, b_tile, acc)
+        T.copy(acc, C[by * block_M, bx * block_N])
+    return C
+
+
+@tilelang.jit(target=SM90)
+def add_and_scale(X, Y, block, scale: float = 2.0):
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y: T.Tensor((N,), T.float32)
+    S = T.empty((N,), T.float32)
+    D = T.empty((N,), T.float32)
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            S[bx * block + i] = X[bx * block + i] + Y[bx * block + i]
+            D[bx * block + i] = (X[bx * block + i] - Y[bx * block + i]) * scale
+    return D, S
+
+
+class Tensor(FakeGpuArray):
+    """A fake GPU array with the ``dtype`` a torch tensor or CuPy array has."""
+
+    def __init__(self, shape, dtype="float16"):
+        super().__init__(shape, {"float16": "<f2", "float32": "<f4"}[dtype], ptr=1 << 24)
+        self.dtype = dtype
+
+
+@pytest.fixture
+def dry(monkeypatch):
+    """Kernels launch through their host launcher on a DryRuntime; outputs are fake arrays."""
+    runtimes = []
+
+    def load(self):
+        runtime = DryRuntime(self.record["smem_bytes"])
+        runtimes.append(runtime)
+        self.bind_runtime(runtime)
+
+    monkeypatch.setattr(kernel_module.Kernel, "_load", load)
+    monkeypatch.setattr(kernel_module, "_allocate", lambda param, like: Tensor(param["shape"], param["dtype"]))
+    return runtimes
+
+
+def test_compile_takes_the_sizes_and_the_parameters():
+    kernel = matmul.compile(M=256, N=384, K=512, block_M=128, block_N=128, block_K=32)
+    assert [p["name"] for p in kernel.params] == ["A", "B", "C"]
+    assert kernel.out_idx == [2]
+    assert [p["shape"] for p in kernel.params] == [[256, 512], [512, 384], [256, 384]]
+    assert "tw::wgmma_gemm_ss" in kernel.get_kernel_source()
+
+
+def test_the_same_values_give_the_same_kernel_and_others_another():
+    first = matmul.compile(M=256, N=256, K=256, block_M=128, block_N=128, block_K=32)
+    assert matmul.compile(M=256, N=256, K=256, block_M=128, block_N=128, block_K=32) is first
+    assert matmul.compile(M=512, N=256, K=256, block_M=128, block_N=128, block_K=32) is not first
+
+
+def test_a_call_with_tensors_compiles_for_their_shapes_and_returns_the_output(dry):
+    a, b = Tensor((256, 128)), Tensor((128, 384))
+    c = matmul(a, b, block_M=128, block_N=128, block_K=32)
+    assert isinstance(c, Tensor) and c.shape == (256, 384) and c.dtype == "float16"
+    assert len(dry) == 1 and len(dry[0].launches) == 1
+    launches = sum(len(r.launches) for r in dry)
+    matmul(Tensor((256, 128)), Tensor((128, 384)), block_M=128, block_N=128, block_K=32)
+    assert sum(len(r.launches) for r in dry) == launches + 1  # the same kernel again, no new compile
+    assert len(dry) == 1
+
+
+def test_outputs_come_back_in_the_order_of_the_return(dry):
+    d, s = add_and_scale(Tensor((1024,), "float32"), Tensor((1024,), "float32"), block=256)
+    kernel = next(iter(add_and_scale.kernels.values()))
+    assert [p["name"] for p in kernel.params] == ["X", "Y", "D", "S"]
+    assert d.shape == s.shape == (1024,)
+
+
+def test_a_default_and_a_keyword_value_reach_the_kernel():
+    plain = add_and_scale.compile(N=512, block=128)
+    doubled = add_and_scale.compile(N=512, block=128, scale=3.0)
+    assert "2.0f" in plain.get_kernel_source() and "3.0f" in doubled.get_kernel_source()
+
+
+def test_a_size_without_a_value_is_named():
+    with pytest.raises(CompileError, match=r"dimension 0 is M, which has no value: pass M=\.\.\. to compile\(\)"):
+        matmul.compile(N=256, K=256, block_M=128, block_N=128, block_K=32)
+
+
+def test_a_value_for_nothing_is_named():
+    with pytest.raises(CompileError, match="matmul has no parameter or T.const size named 'Q'"):
+        matmul.compile(M=256, N=256, K=256, Q=1, block_M=128, block_N=128, block_K=32)
+
+
+def test_a_tensor_of_the_wrong_rank_is_named(dry):
+    with pytest.raises(CompileError, match=r"A is declared with 2 dimension\(s\) but the tensor passed has shape \(256,\)"):
+        matmul(Tensor((256,)), Tensor((128, 384)), block_M=128, block_N=128, block_K=32)
+
+
+def test_compile_refuses_tensors():
+    with pytest.raises(CompileError, match="takes sizes and parameters, not tensors"):
+        matmul.compile(Tensor((256, 128)), Tensor((128, 384)), block_M=128, block_N=128, block_K=32)
+
+
+def test_an_undeclared_tensor_parameter_is_named():
+    @tilelang.jit(target=SM90)
+    def forgets(A, B):
+        N = T.const("N")
+        A: T.Tensor((N,), T.float32)
+        C = T.empty((N,), T.float32)
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(N):
+                C[i] = A[i]
+        return C
+
+    with pytest.raises(CompileError, match="parameter 'B' is a tensor .* but the body never declares it"):
+        forgets.compile(N=128)
+
+
+def test_returning_an_input_is_refused():
+    @tilelang.jit(target=SM90)
+    def returns_input(A):
+        N = T.const("N")
+        A: T.Tensor((N,), T.float32)
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(N):
+                A[i] = A[i] * 2.0
+        return A
+
+    with pytest.raises(CompileError, match="returns the tensors it made with T.empty"):
+        returns_input.compile(N=128)
+
+
+def test_out_idx_with_outputs_of_its_own_is_refused():
+    with pytest.raises(CompileError, match="names them itself; out_idx is for builders"):
+        tilelang.jit(out_idx=[2])(matmul.fn)
+
+
+def test_a_builder_under_jit_still_compiles_what_it_returns():
+    from tileworkbench.examples import matmul as builder
+
+    jitted = tilelang.jit(out_idx=[2], target=SM90)(builder)
+    kernel = jitted(256, 256, 256, 128, 128, 32, "float16", "float16", 2, 128)
+    assert kernel.out_idx == [2] and jitted(256, 256, 256, 128, 128, 32, "float16", "float16", 2, 128) is kernel
+    assert jitted.compile(256, 256, 256, 128, 128, 32, "float16", "float16", 2, 128) is kernel
+
+
+def test_the_names_tilelang_programs_import():
+    from tileworkbench.autotuner import AutoTuner, autotune
+    from tileworkbench.profiler import do_bench
+    from tileworkbench.utils.tensor import TensorSupplyType, get_tensor_supply, torch_assert_close
+
+    assert tilelang.cdiv(1000, 128) == 8 and tilelang.cdiv(1024, 128) == 8
+    assert tilelang.TensorSupplyType is TensorSupplyType and TensorSupplyType.Normal.name == "Normal"
+    assert tilelang.autotune is autotune and callable(do_bench) and callable(get_tensor_supply)
+    assert callable(torch_assert_close) and AutoTuner is not None
+    assert T.Serial is T.serial and T.dtype("bfloat16") is T.bfloat16
+    assert int(T.GemmWarpPolicy.FullRow) == 1
+    assert tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER.value == "tl.disable_tma_lower"
+
+
+def test_tvm_is_refused_with_a_reason():
+    with pytest.raises(ImportError, match="tileworkbench.tvm is not supported: tileworkbench has no TVM underneath"):
+        from tileworkbench import tvm  # noqa: F401

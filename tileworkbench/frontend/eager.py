@@ -1,0 +1,197 @@
+"""A ``@jit`` function in TileLang's current style -> IR.
+
+Such a function is the kernel itself, not a builder that returns one::
+
+    @tileworkbench.jit
+    def matmul(A, B, block_M, block_N, block_K, dtype=T.float16):
+        M, N, K = T.const("M, N, K")
+        A: T.Tensor((M, K), dtype)
+        B: T.Tensor((K, N), dtype)
+        C = T.empty((M, N), dtype)
+        with T.Kernel(...) as (bx, by):
+            ...
+        return C
+
+Its parameters are of two kinds: those the caller gives a value (``block_M``, or a default) are
+Python values while the kernel is built; the others are tensors, each declared by an annotation
+in the body. ``T.const`` sizes take their values from ``values`` (``compile(M=1024, ...)``) or from
+the first annotated tensor that names them (``tensors``: the shapes of the tensors a call
+passes). ``T.empty`` declares an output; the kernel's parameters are its input tensors in the
+order of the signature, then the outputs in the order of the ``return``, which the call returns.
+
+:func:`is_eager` tells this style from a builder's; :func:`parse_eager` parses one.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import dataclass
+
+from ..errors import CompileError, caller_location
+from ..ir import nodes as ir
+from .builder import ConstSymbol
+from .parser import Parser, read_function
+from .specs import OutputSpec, TensorSpec
+
+
+@dataclass
+class EagerFunction:
+    """What :func:`parse_eager` makes: the PrimFunc and which of its parameters are outputs."""
+
+    func: ir.PrimFunc
+    out_idx: list[int]
+    consts: dict  # T.const name -> the value it took
+
+
+def is_eager(fn) -> bool:
+    """``fn`` is written in the current style: its own body opens ``with T.Kernel`` (a builder's
+    kernel is a function defined inside it)."""
+    try:
+        _, fdef, _, _, _ = read_function(fn)
+    except CompileError:
+        return False
+    return any(isinstance(stmt, ast.With) for stmt in fdef.body)
+
+
+def tensor_parameters(fn, values: dict) -> list[str]:
+    """The parameters of ``fn`` that ``values`` and the defaults leave without a value: its tensors."""
+    out = []
+    for name, p in inspect.signature(fn).parameters.items():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise CompileError(f"{fn.__name__}: a @jit kernel takes named parameters only, not *{name} or **{name}",
+                               caller_location())
+        if name not in values and p.default is inspect.Parameter.empty:
+            out.append(name)
+    return out
+
+
+class EagerParser(Parser):
+    def __init__(self, fn, source_lines, file, first_line, closure, values: dict, tensors: dict | None):
+        super().__init__(fn, source_lines, file, first_line, closure)
+        self.values = dict(values)
+        self.tensors = tensors  # name -> (shape, dtype name) of the tensors a call passes, or None
+        self.pending: dict = {}  # tensor parameter -> the line of its def (until its annotation declares it)
+        self.symbols: dict = {}  # T.const name -> ConstSymbol
+        self.outputs: list = []  # T.empty buffers, in order
+        self.returned: list | None = None
+
+    # ---- names -------------------------------------------------------------------------------
+    def lookup(self, node, name):
+        value = super().lookup(node, name)
+        if isinstance(value, ConstSymbol) and value.value is not None:
+            return value.value
+        return value
+
+    # ---- the function ------------------------------------------------------------------------
+    def parse_function(self, fdef: ast.FunctionDef) -> ir.PrimFunc:
+        if isinstance(fdef, ast.AsyncFunctionDef):
+            raise self.error(fdef, "a kernel cannot be an `async def`")
+        signature = inspect.signature(self.fn)
+        tensor_names = tensor_parameters(self.fn, self.values)
+        for name, p in signature.parameters.items():
+            if name in tensor_names:
+                self.pending[name] = p
+            else:
+                self.bind(name, self.values[name] if name in self.values else p.default)
+        self.builder.push()
+        self.visit_body(fdef.body)
+        body = self.builder.pop()
+        if self.builder.launch is None:
+            raise self.error(fdef, "the kernel body must contain `with T.Kernel(...)`")
+        if self.pending:
+            name = next(iter(self.pending))
+            raise self.error(fdef, f"parameter {name!r} is a tensor (the call gives it no value) but the body never "
+                                   f"declares it: add `{name}: T.Tensor(shape, dtype)` before `with T.Kernel`")
+        self.check_values(fdef)
+        outputs = self.returned if self.returned is not None else list(self.outputs)
+        order = list(inspect.signature(self.fn).parameters)
+        inputs = sorted((p for p in self.params if p not in self.outputs), key=lambda b: order.index(b.name))
+        params = inputs + outputs
+        func = ir.PrimFunc(fdef.name, params, body, self.builder.launch,
+                           source_file=self.file, source_line=self.first_line + fdef.lineno - 1)
+        return func, list(range(len(inputs), len(params)))
+
+    def check_values(self, fdef):
+        """Every value the caller gave names a parameter or a T.const size."""
+        params = inspect.signature(self.fn).parameters
+        unknown = [k for k in self.values if k not in params and k not in self.symbols]
+        if unknown:
+            raise self.error(fdef, f"{fdef.name} has no parameter or T.const size named {unknown[0]!r}")
+
+    # ---- statements ---------------------------------------------------------------------------
+    def _assign(self, target, value, node):
+        if isinstance(value, ConstSymbol):  # (a tuple of them comes here one by one)
+            self.add_symbol(value, node)
+        if isinstance(value, OutputSpec):
+            if not isinstance(target, ast.Name):
+                raise self.error(target, "T.empty(...) is assigned to one name")
+            buf = ir.Buffer(target.id, tuple(ir.as_expr(d) for d in value.shape), value.dtype, "global",
+                            loc=self.loc(node))
+            self.params.append(buf)
+            self.outputs.append(buf)
+            value = buf
+        return super()._assign(target, value, node)
+
+    def add_symbol(self, symbol: ConstSymbol, node):
+        if symbol.name in self.symbols:
+            raise self.error(node, f"T.const: the size {symbol.name} is declared twice")
+        self.symbols[symbol.name] = symbol
+        if symbol.name in self.values:
+            given = self.values[symbol.name]
+            if isinstance(given, bool) or not isinstance(given, int):
+                raise self.error(node, f"{symbol.name}={given!r}: a T.const size is an integer")
+            symbol.value = given
+
+    def visit_AnnAssign(self, node):
+        if node.value is None and isinstance(node.target, ast.Name) and node.target.id in self.pending:
+            self.declare_tensor(node)
+            return
+        super().visit_AnnAssign(node)
+
+    def declare_tensor(self, node):
+        name = node.target.id
+        spec = self.eval(node.annotation)
+        if not isinstance(spec, TensorSpec):
+            raise self.error(node.annotation, f"the tensor {name!r} is declared with T.Tensor(shape, dtype), not "
+                                              f"{ir.describe(spec)}")
+        given = None if self.tensors is None else self.tensors.get(name)
+        shape = []
+        for i, d in enumerate(spec.shape):
+            if isinstance(d, ConstSymbol):
+                if given is None:
+                    raise self.error(node, f"{name}: dimension {i} is {d.name}, which has no value: pass "
+                                           f"{d.name}=... to compile(), or call the kernel with tensors")
+                if len(given[0]) != len(spec.shape):
+                    raise self.error(node, f"{name} is declared with {len(spec.shape)} dimension(s) but the tensor "
+                                           f"passed has shape {tuple(given[0])}")
+                d.value = int(given[0][i])
+                d = d.value
+            shape.append(ir.as_expr(d))
+        strides = None if spec.strides is None else tuple(ir.as_expr(s) for s in spec.strides)
+        buf = ir.Buffer(name, tuple(shape), spec.dtype, "global", strides=strides, loc=self.loc(node))
+        del self.pending[name]
+        self.params.append(buf)
+        self.bind(name, buf)
+
+    def visit_Return(self, node):
+        if self.builder.in_kernel or not self.kernel_seen:
+            raise self.error(node, "a @jit kernel returns its outputs after `with T.Kernel(...)`: `return C`")
+        value = self.eval(node.value) if node.value is not None else ()
+        values = list(value) if isinstance(value, (tuple, list)) else [value]
+        for v in values:
+            if not (isinstance(v, ir.Buffer) and v in self.outputs):
+                raise self.error(node, f"a @jit kernel returns the tensors it made with T.empty, not {ir.describe(v)}")
+        if len(set(map(id, values))) != len(values):
+            raise self.error(node, "an output is returned twice")
+        self.returned = values
+
+
+def parse_eager(fn, values: dict | None = None, tensors: dict | None = None) -> EagerFunction:
+    """Parse ``fn`` (module doc) with ``values`` for its non-tensor parameters and T.const sizes
+    and, at a call, ``tensors``: parameter name -> (shape, dtype name) of the tensor passed."""
+    source, fdef, file, first_line, closure = read_function(fn)
+    parser = EagerParser(fn, source.splitlines(), file, first_line, closure, values or {}, tensors)
+    func, out_idx = parser.run(fdef)
+    func.attrs["source_lines"] = source.splitlines()
+    return EagerFunction(func, out_idx, {n: s.value for n, s in parser.symbols.items()})

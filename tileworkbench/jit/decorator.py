@@ -1,0 +1,115 @@
+"""``@tileworkbench.jit``: TileLang's decorator, in both of its styles.
+
+* On a **builder** (a function that returns a ``@T.prim_func``), calling the decorated function
+  with the builder's arguments compiles what it returns, once per argument values, and gives
+  the :class:`~tileworkbench.jit.kernel.Kernel`.
+* On a **kernel written in the current style** (its own body opens ``with T.Kernel``; sizes from
+  ``T.const``, tensors annotated in the body, outputs from ``T.empty`` returned:
+  ``frontend/eager.py``), ``f.compile(M=..., block_M=...)`` gives the Kernel, and calling
+  ``f(a, b, block_M=...)`` with tensors runs it and returns its outputs, compiled on the first
+  call for each shape, dtype and set of values, then taken from memory.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+from ..errors import CompileError, caller_location
+from ..frontend.eager import is_eager, parse_eager, tensor_parameters
+from .kernel import compile as compile_kernel
+
+
+def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, **unsupported):
+    """``@jit`` or ``@jit(out_idx=..., target=..., pass_configs=...)`` (module doc)."""
+    if unsupported:
+        raise CompileError(f"jit: unsupported option {next(iter(unsupported))!r} (this compiler takes out_idx, "
+                           "target and pass_configs)", caller_location())
+
+    def wrap(fn):
+        return JitFunction(fn, out_idx, target, pass_configs)
+
+    return wrap(func) if func is not None else wrap
+
+
+def _is_tensor(value) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type) and (
+        hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"))
+
+
+class JitFunction:
+    """What ``@jit`` makes of a function (module doc)."""
+
+    def __init__(self, fn, out_idx, target, pass_configs):
+        self.fn = fn
+        self.out_idx = out_idx
+        self.target = target
+        self.pass_configs = pass_configs
+        self.eager = is_eager(fn)
+        self.kernels: dict = {}  # call form -> Kernel
+        functools.update_wrapper(self, fn)
+        if self.eager and out_idx is not None:
+            raise CompileError(f"{fn.__name__}: a kernel written with T.empty outputs names them itself; "
+                               "out_idx is for builders that return a prim_func", caller_location())
+
+    def __repr__(self) -> str:
+        return f"<tileworkbench.jit {'kernel' if self.eager else 'builder'} {self.fn.__name__}>"
+
+    # ---- builders ----------------------------------------------------------------------------
+    def _built(self, args, kwargs):
+        key = ("builder", repr((args, sorted(kwargs.items()))))  # lists among the arguments are fine too
+        if key not in self.kernels:
+            self.kernels[key] = compile_kernel(self.fn(*args, **kwargs), out_idx=self.out_idx, target=self.target,
+                                               pass_configs=self.pass_configs)
+        return self.kernels[key]
+
+    # ---- the current style -------------------------------------------------------------------
+    def compile(self, *args, **kwargs):
+        """The Kernel for these values of the function's parameters and T.const sizes (its tensors
+        are the Kernel's inputs, its T.empty outputs what the Kernel returns)."""
+        if not self.eager:
+            return self._built(args, kwargs)
+        values = self._bind(args, kwargs)
+        tensors = {k: v for k, v in values.items() if _is_tensor(v)}
+        if tensors:
+            raise CompileError(f"{self.fn.__name__}.compile takes sizes and parameters, not tensors "
+                               f"({', '.join(tensors)}); call {self.fn.__name__}(...) with tensors to run it",
+                               caller_location())
+        return self._kernel(values, None)
+
+    def __call__(self, *args, **kwargs):
+        if not self.eager:
+            return self._built(args, kwargs)
+        bound = self._bind(args, kwargs)
+        tensors = {k: v for k, v in bound.items() if _is_tensor(v)}
+        values = {k: v for k, v in bound.items() if k not in tensors}
+        missing = [n for n in tensor_parameters(self.fn, values) if n not in tensors]
+        if missing:
+            raise CompileError(f"{self.fn.__name__}: no tensor given for {', '.join(missing)}", caller_location())
+        kernel = self._kernel(values, {k: (tuple(v.shape), str(v.dtype)) for k, v in tensors.items()})
+        order = tensor_parameters(self.fn, values)
+        return kernel(*(tensors[n] for n in order))
+
+    def _bind(self, args, kwargs) -> dict:
+        """Positional arguments to the parameters they stand for, with the keywords (which may
+        also name T.const sizes, which are no parameters)."""
+        params = list(inspect.signature(self.fn).parameters)
+        if len(args) > len(params):
+            raise CompileError(f"{self.fn.__name__} takes {len(params)} parameters, got {len(args)} positional "
+                               "arguments", caller_location())
+        bound = dict(zip(params, args))
+        for k, v in kwargs.items():
+            if k in bound:
+                raise CompileError(f"{self.fn.__name__}: {k!r} given twice", caller_location())
+            bound[k] = v
+        return bound
+
+    def _kernel(self, values: dict, tensors: dict | None):
+        key = ("kernel", repr(sorted(values.items())), repr(sorted((tensors or {}).items())))
+        kernel = self.kernels.get(key)
+        if kernel is None:
+            parsed = parse_eager(self.fn, values, tensors)
+            kernel = compile_kernel(parsed.func, out_idx=parsed.out_idx, target=self.target,
+                                    pass_configs=self.pass_configs)
+            self.kernels[key] = kernel
+        return kernel

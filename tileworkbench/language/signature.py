@@ -1,0 +1,44 @@
+"""What a ``@jit`` function written in TileLang's current style declares in its body: its sizes
+(``M, N = T.const("M, N")``) and its outputs (``C = T.empty((M, N), dtype)``, returned at the
+end). Its tensor parameters are annotated in the body too (``A: T.Tensor((M, K), dtype)``); the
+front end (``frontend/eager.py``) reads all three."""
+
+from __future__ import annotations
+
+from .. import dtypes as _dt
+from ..frontend import builder as _b
+from ..frontend.builder import ConstSymbol, error
+from ..frontend.specs import OutputSpec
+from .types import _dtype, _tensor_dims
+
+
+def _names(names, what: str) -> list[str]:
+    if not isinstance(names, str):
+        raise error(f"{what} takes the sizes' names as one string, e.g. {what}(\"M, N, K\"), not "
+                    f"{_b.describe(names)}")
+    found = [n for n in names.replace(",", " ").split() if n]
+    if not found or not all(n.isidentifier() for n in found):
+        raise error(f"{what}({names!r}): give one or more names, separated by commas")
+    if len(set(found)) != len(found):
+        raise error(f"{what}({names!r}): a name appears twice")
+    return found
+
+
+def const(names, dtype=_dt.int32):
+    """Sizes fixed when the kernel is built: one ``ConstSymbol`` per name (a tuple for several),
+    set from ``compile(M=...)`` or from the first tensor annotation that names it."""
+    dt = _dtype(dtype, "T.const")
+    if dt.is_float:
+        raise error(f"T.const: sizes are integers, not {dt.name}")
+    symbols = tuple(ConstSymbol(n, dt) for n in _names(names, "T.const"))
+    return symbols[0] if len(symbols) == 1 else symbols
+
+
+def empty(shape, dtype=_dt.float32) -> OutputSpec:
+    """A tensor the kernel writes and the call returns: ``C = T.empty((M, N), T.float16)``."""
+    dt = _dtype(dtype, "T.empty")
+    dims = _tensor_dims(shape, "T.empty", dt)
+    for i, d in enumerate(dims):
+        if isinstance(d, ConstSymbol):
+            raise _b.unknown_size(d, f"T.empty: dimension {i}")
+    return OutputSpec(dims, dt)
