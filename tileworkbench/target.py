@@ -21,6 +21,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
+    TL_ENABLE_FAST_MATH = "tl.enable_fast_math"  # NVRTC's --use_fast_math
     TW_DEBUG_BARRIER_TIMEOUT = "tw.debug_barrier_timeout"  # seconds; 0 disables debug waits
     TW_BARRIER_CHECK = "tw.barrier_check"  # "error" (default), "warn" or "off"
     TW_DISABLE_WGMMA = "tw.disable_wgmma"  # keep T.gemm on the mma.sync path

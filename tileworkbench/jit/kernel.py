@@ -58,7 +58,10 @@ class Kernel:
         if self.cubin is None:  # compiled where NVRTC was unavailable: compile now
             from ..backend.nvrtc import compile_check
 
-            result = compile_check(self.record["device_source"], self.target.arch, name=f"{self.name}.cu")
+            from .lower import nvrtc_extra_options
+
+            result = compile_check(self.record["device_source"], self.target.arch, name=f"{self.name}.cu",
+                                   extra_options=nvrtc_extra_options(self.record["trace"]["kernel"].get("pass_configs", {})))
             self.record.update(_cubin_fields(result))
             self._cubin = result.cubin
             self.timings["nvrtc_s"] = result.seconds

@@ -87,7 +87,8 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
     with internal_errors("code generation", SourceLocation(src.source_file, src.source_line)):
         device = generate_cuda(printed, kernel_name, tgt, debug_timeout_s=debug)
         host = generate_host(lowered, kernel_name, out_idx, debug_timeout_s=debug)
-    device_compile = _start_device_compile(device, tgt.arch, f"{src.name}.cu") if enable_device_compile else None
+    device_compile = (_start_device_compile(device, tgt.arch, f"{src.name}.cu", nvrtc_extra_options(configs))
+                      if enable_device_compile else None)
     trace.sources = {"device": device, "host": host}
     descs = lowered.attrs.get("tma_descriptors", [])
     trace.tma_descriptors = [d.to_json() for d in descs]
@@ -108,7 +109,13 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
 OVERLAP_DEVICE_COMPILE = True
 
 
-def _start_device_compile(source: str, arch: str, name: str):
+def nvrtc_extra_options(configs: dict) -> tuple:
+    """NVRTC options a kernel's pass configs ask for: ``tl.enable_fast_math`` is NVRTC's
+    ``--use_fast_math`` (approximate division, square root and transcendentals, denormals flushed)."""
+    return ("--use_fast_math",) if configs.get(PassConfigKey.TL_ENABLE_FAST_MATH.value) else ()
+
+
+def _start_device_compile(source: str, arch: str, name: str, extra_options: tuple = ()):
     """``backend.nvrtc.compile_check`` for the source; ``.result()`` gives the NvrtcResult or raises
     what the compile raised. Overlapped: in a thread of its own (NVRTC releases the GIL) that ends
     with the compile, so no idle thread outlives it (autotune may fork); nobody waits for one whose
@@ -116,9 +123,9 @@ def _start_device_compile(source: str, arch: str, name: str):
     from ..backend.nvrtc import compile_check
 
     if not OVERLAP_DEVICE_COMPILE:
-        return _Deferred(lambda: compile_check(source, arch, name=name))
+        return _Deferred(lambda: compile_check(source, arch, name=name, extra_options=extra_options))
     thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"tileworkbench-nvrtc-{name}")
-    future = thread.submit(compile_check, source, arch, name=name)
+    future = thread.submit(compile_check, source, arch, name=name, extra_options=extra_options)
     thread.shutdown(wait=False)
     return future
 
