@@ -82,6 +82,131 @@ class MmaAccumLayout:
         return f"mma_accum({self.warps_m}x{self.warps_n} warps, {self.local_size} per thread)"
 
 
+@dataclass(frozen=True)
+class ProjectedLayout:
+    """The layout of a fragment indexed by some dimensions of another (``kept`` of ``base``'s):
+    the result of reducing ``base``'s fragment along the others (``T.reduce_sum(x, s, dim=1)``),
+    or a fragment read as ``s[i]`` in a loop over ``x[i, j]``. Every thread that holds an element
+    ``x[i, j]`` holds ``s[i]`` (a copy of it: the threads that hold one row share it), in slot
+    :meth:`slot_of` of its base element, so a loop over ``x`` reads ``s`` from its own registers.
+
+    Defined for a row (``kept == (0,)``) of a 2-D wgmma or mma.sync accumulator, and of a 2-D
+    blocked fragment whose row length divides, or is divided by, the thread count: :func:`project`
+    says why not otherwise. ``lane_masks``: the ``shfl.xor`` distances between threads that share
+    an element within a warp; ``warp_sharers``: how many warps share one (combined through
+    shared memory), ``warp_slot(tid)`` which of them a thread is in."""
+
+    base: object
+    kept: tuple
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.base.shape[d] for d in self.kept)
+
+    @property
+    def threads(self) -> int:
+        return self.base.threads
+
+    @property
+    def _rows_per_thread(self) -> int:
+        b = self.base
+        if isinstance(b, WgmmaAccumLayout):
+            return 2 * (b.shape[0] // b.warpgroups // 64)
+        if isinstance(b, MmaAccumLayout):
+            return 2 * b.mi
+        m, n = b.shape
+        return m if n % b.threads == 0 else b.local_size
+
+    @property
+    def local_size(self) -> int:
+        return self._rows_per_thread
+
+    def slot_of(self, j: ir.Expr) -> ir.Expr:
+        """The slot holding the row of base element ``j`` (of the same thread)."""
+        b = self.base
+        if isinstance(b, WgmmaAccumLayout):
+            return (j // (b.shape[1] // 2)) * 2 + (j // 2) % 2
+        if isinstance(b, MmaAccumLayout):
+            return (j // (4 * b.ni)) * 2 + (j // 2) % 2
+        m, n = b.shape
+        return j // (n // b.threads) if n % b.threads == 0 else j
+
+    def forward(self, tid: ir.Expr, r: ir.Expr) -> tuple[tuple, ir.Expr | None]:
+        """((row,), guard) of slot ``r`` of thread ``tid``."""
+        b = self.base
+        if isinstance(b, WgmmaAccumLayout):
+            group, warp, lane = tid // 128, (tid % 128) // 32, tid % 32
+            row = group * (b.shape[0] // b.warpgroups) + (r // 2) * 64 + warp * 16 + lane // 4 + (r % 2) * 8
+            return (row,), None
+        if isinstance(b, MmaAccumLayout):
+            warp, lane = tid // 32, tid % 32
+            row = (warp // b.warps_n) * (b.shape[0] // b.warps_m) + (r // 2) * 16 + lane // 4 + (r % 2) * 8
+            return (row,), None
+        m, n = b.shape
+        if n % b.threads == 0:
+            return (r,), None
+        row = r * (b.threads // n) + tid // n
+        return (row,), (None if (m * n) % b.threads == 0 else ir.cmp("<", row, m))
+
+    @property
+    def lane_masks(self) -> tuple:
+        b = self.base
+        if isinstance(b, (WgmmaAccumLayout, MmaAccumLayout)):
+            return (1, 2)  # the four lanes lane // 4 names hold one row
+        n = b.shape[1] if b.shape[1] % b.threads else b.threads  # threads sharing a row
+        return tuple(1 << k for k in range(min(n, 32).bit_length() - 1))
+
+    @property
+    def warp_sharers(self) -> int:
+        b = self.base
+        if isinstance(b, WgmmaAccumLayout):
+            return 1
+        if isinstance(b, MmaAccumLayout):
+            return b.warps_n
+        n = b.shape[1] if b.shape[1] % b.threads else b.threads
+        return max(1, n // 32)
+
+    def warp_slot(self, tid: ir.Expr) -> ir.Expr:
+        """Which of the ``warp_sharers`` warps that share its elements thread ``tid`` is in."""
+        b = self.base
+        if isinstance(b, MmaAccumLayout):
+            return (tid // 32) % b.warps_n
+        n = b.shape[1] if b.shape[1] % b.threads else b.threads
+        return (tid % n) // 32
+
+    def owner(self, tid: ir.Expr) -> ir.Expr | None:
+        """Whether thread ``tid`` is the one of the threads sharing its elements that stores them to
+        memory (the first lane of the first warp), or None where no thread shares them."""
+        conds = []
+        lanes = 1 << len(self.lane_masks)
+        if lanes > 1:
+            conds.append(ir.cmp("==", tid % lanes, 0))
+        if self.warp_sharers > 1:
+            conds.append(ir.cmp("==", self.warp_slot(tid), 0))
+        return ir.logical_and(*conds) if conds else None
+
+    def describe(self) -> str:
+        return f"rows of {self.base.describe()} ({self.local_size} per thread)"
+
+
+def project(layout, kept: tuple) -> ProjectedLayout:
+    """``ProjectedLayout(layout, kept)``, or a ``ValueError`` saying why it is not supported."""
+    if isinstance(layout, ProjectedLayout):
+        raise ValueError("a fragment indexed by part of a fragment that is itself part of another")
+    if len(layout.shape) != 2 or tuple(kept) != (0,):
+        raise ValueError(f"only rows of 2-D fragments (the first index of a {len(layout.shape)}-D fragment "
+                         f"{tuple(layout.shape)} kept: {tuple(kept)}) are supported")
+    if isinstance(layout, BlockedLayout):
+        m, n = layout.shape
+        t = layout.threads
+        if n % t and t % n:
+            raise ValueError(f"a row of {n} elements over {t} threads (neither divides the other)")
+        sharers = n if n < t else t
+        if sharers & (sharers - 1):
+            raise ValueError(f"rows shared by {sharers} threads (a power of two is needed)")
+    return ProjectedLayout(layout, tuple(kept))
+
+
 def unravel(flat: ir.Expr, shape: tuple) -> tuple:
     idx = []
     for dim in reversed(shape[1:]):

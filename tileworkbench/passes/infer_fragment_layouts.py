@@ -1,11 +1,18 @@
 """infer_fragment_layouts: give every fragment the layout that says which thread holds what.
 
 Expects: IR where fragments are still whole-block tiles (``alloc_fragment``).
-Guarantees: ``buffer.attrs["layout"]`` on every fragment: for a ``T.gemm`` accumulator, the
-wgmma layout of ``tw::wgmma_gemm_ss`` when ``choose_shared_layouts`` put its gemms on the wgmma
-path (``Gemm.plan``), else the mma.sync layout of ``tw::gemm_ss`` (the warp grid chosen so the block's warps tile
-the accumulator); a blocked layout (element ``i`` in thread ``i % threads``)
-for every other fragment. Later passes rewrite all accesses through this one layout.
+Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever fragments meet:
+  * a ``T.gemm`` accumulator has the wgmma layout of ``tw::wgmma_gemm_ss`` when
+    ``choose_shared_layouts`` put its gemms on the wgmma path (``Gemm.plan``), else the mma.sync
+    layout of ``tw::gemm_ss`` (the warp grid chosen so the block's warps tile the accumulator);
+  * fragments a ``T.Parallel`` loop indexes by all of its variables in order, and the two sides of
+    a fragment-to-fragment ``T.copy``, share one layout;
+  * a fragment indexed by a leading part of such a loop's variables (``s[i]`` in a loop over
+    ``x[i, j]``), and the result of reducing a fragment along its last dimension
+    (``T.reduce_*(x, s, dim=1)``), has the rows of the other's layout (``ir.layout.ProjectedLayout``:
+    every thread holding ``x[i, j]`` holds ``s[i]``);
+  * every other fragment is blocked (element ``i`` in thread ``i % threads``), decided in program
+    order where nothing above decides it, after which the rules above apply again.
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
 words); past ``REGISTER_LIMIT`` the kernel is refused at the fragment that crosses it: a thread has
 255 registers, and NVRTC's time grows fast past that (8 s at 1024 words, 39 s at 2048 on the CPU
@@ -16,45 +23,146 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import BlockedLayout, MmaAccumLayout, WgmmaAccumLayout, choose_warp_grid
-from ..ir.visitor import collect
+from ..ir.layout import BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, project
+from ..ir.visitor import IRVisitor, collect
 from .manager import register
 
 REGISTER_LIMIT = 1024  # 32-bit words of fragments per thread; 4x the 255 registers a thread has
 
 
+def _gemm_layout(gemm: ir.Gemm, threads: int):
+    c = gemm.c.buffer
+    if c.scope != "fragment":
+        raise CompileError("T.gemm accumulates into a fragment (T.alloc_fragment)", gemm.loc)
+    if c.dtype.name != "float32":
+        raise CompileError(f"T.gemm accumulates in float32; {c.name} is {c.dtype.name}", gemm.loc)
+    m, n = c.static_shape()
+    if threads % 32:
+        raise CompileError("T.gemm needs whole warps (threads a multiple of 32)", gemm.loc)
+    plan = gemm.plan
+    grid = choose_warp_grid(m, n, threads // 32)
+    if plan is None and grid is None:
+        raise CompileError(f"T.gemm: a {m}x{n} accumulator cannot be split over {threads // 32} warps "
+                           "in 16x8 mma tiles; use tile sizes that are multiples of 16 per warp", gemm.loc)
+    return WgmmaAccumLayout((m, n), plan.warpgroups) if plan else MmaAccumLayout((m, n), *grid)
+
+
+class _Relations(IRVisitor):
+    """What the program says about fragments' layouts: pairs that share one (``same``), and
+    (part, whole, kept) triples where ``part`` has the rows of ``whole`` (``rows``)."""
+
+    def __init__(self):
+        self.same: list = []  # (a, b, loc)
+        self.rows: list = []  # (part, whole, kept, loc)
+
+    def visit_For(self, node: ir.For):
+        if node.kind != "parallel":
+            return self.generic_visit(node)
+        loops, body = [node], node.body
+        while isinstance(body, ir.For) and body.kind == "parallel":
+            loops.append(body)
+            body = body.body
+        loop_vars = [lp.var for lp in loops]
+        whole, parts = [], []
+        for access in collect(body, (ir.BufferLoad, ir.BufferStore)):
+            buf = access.buffer
+            if buf.scope != "fragment":
+                continue
+            idx = list(access.indices)
+            if len(idx) == len(loop_vars) and all(i is v for i, v in zip(idx, loop_vars)):
+                whole.append(buf)
+            elif 0 < len(idx) < len(loop_vars) and all(i is v for i, v in zip(idx, loop_vars)):
+                parts.append((buf, tuple(range(len(idx))), access))
+        for other in whole[1:]:
+            self.same.append((whole[0], other, node.loc))
+        for buf, kept, access in parts:
+            if whole:
+                self.rows.append((buf, whole[0], kept, node.loc))
+        self.visit(body)
+
+    def visit_Copy(self, node: ir.Copy):
+        if node.src.buffer.scope == "fragment" and node.dst.buffer.scope == "fragment":
+            self.same.append((node.src.buffer, node.dst.buffer, node.loc))
+
+    def visit_Reduce(self, node: ir.Reduce):
+        src, dst = node.src, node.dst
+        if src.scope == "fragment" and dst.scope == "fragment" and src.ndim == 2 and node.dim == 1:
+            self.rows.append((dst, src, (0,), node.loc))
+
+
+class _Inference:
+    def __init__(self, func: ir.PrimFunc):
+        self.threads = func.launch.threads
+        self.layouts: dict = {}  # id(buffer) -> layout
+        self.buffers: dict = {}  # id(buffer) -> buffer, in program order
+        for alloc in collect(func.body, ir.Allocate):
+            if alloc.buffer.scope == "fragment":
+                self.buffers[id(alloc.buffer)] = alloc.buffer
+        self.relations = _Relations()
+        self.relations.visit(func.body)
+        self.func = func
+
+    def set(self, buf, layout, loc) -> bool:
+        old = self.layouts.get(id(buf))
+        if old is None:
+            if tuple(layout.shape) != tuple(buf.static_shape()):
+                raise CompileError(f"fragment {buf.name} {tuple(buf.static_shape())} is used with a layout of shape "
+                                   f"{tuple(layout.shape)}", loc)
+            self.layouts[id(buf)] = layout
+            return True
+        if old != layout:
+            raise CompileError(f"fragment {buf.name} would need two thread layouts ({old.describe()} and "
+                               f"{layout.describe()}); copy it through shared memory, or into another fragment", loc)
+        return False
+
+    def propagate(self):
+        changed = True
+        while changed:
+            changed = False
+            for a, b, loc in self.relations.same:
+                la, lb = self.layouts.get(id(a)), self.layouts.get(id(b))
+                if la is not None and lb is None:
+                    changed |= self.set(b, la, loc)
+                elif lb is not None and la is None:
+                    changed |= self.set(a, lb, loc)
+                elif la is not None:
+                    self.set(b, la, loc)  # raises where they disagree
+            for part, whole, kept, loc in self.relations.rows:
+                lw, lp = self.layouts.get(id(whole)), self.layouts.get(id(part))
+                if lw is not None:
+                    try:
+                        rows = project(lw, kept)
+                    except ValueError as why:
+                        raise CompileError(f"{part.name} is indexed by part of {whole.name}'s indices, but {why}: "
+                                           "not supported yet", loc) from None
+                    changed |= self.set(part, rows, loc)
+                elif isinstance(lp, ProjectedLayout) and tuple(lp.base.shape) == tuple(whole.static_shape()):
+                    changed |= self.set(whole, lp.base, loc)
+
+    def run(self) -> dict:
+        for gemm in collect(self.func.body, ir.Gemm):
+            c, layout = gemm.c.buffer, _gemm_layout(gemm, self.threads)
+            if self.layouts.get(id(c), layout) != layout:
+                raise CompileError(f"{c.name} is the accumulator of two gemms with different shapes", gemm.loc)
+            self.set(c, layout, gemm.loc)
+        self.propagate()
+        for key, buf in self.buffers.items():  # program order: the first undecided one gets blocked
+            if key not in self.layouts:
+                self.set(buf, BlockedLayout(buf.static_shape(), self.threads), buf.loc)
+                self.propagate()
+        return self.layouts
+
+
 @register("infer_fragment_layouts", "tile")
 def infer_fragment_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     threads = func.launch.threads
-    layouts: dict[int, object] = {}
-    for gemm in collect(func.body, ir.Gemm):
-        c = gemm.c.buffer
-        if c.scope != "fragment":
-            raise CompileError("T.gemm accumulates into a fragment (T.alloc_fragment)", gemm.loc)
-        if c.dtype.name != "float32":
-            raise CompileError(f"T.gemm accumulates in float32; {c.name} is {c.dtype.name}", gemm.loc)
-        m, n = c.static_shape()
-        if threads % 32:
-            raise CompileError("T.gemm needs whole warps (threads a multiple of 32)", gemm.loc)
-        plan = gemm.plan
-        grid = choose_warp_grid(m, n, threads // 32)
-        if plan is None and grid is None:
-            raise CompileError(f"T.gemm: a {m}x{n} accumulator cannot be split over {threads // 32} warps "
-                               "in 16x8 mma tiles; use tile sizes that are multiples of 16 per warp", gemm.loc)
-        layout = WgmmaAccumLayout((m, n), plan.warpgroups) if plan else MmaAccumLayout((m, n), *grid)
-        previous = layouts.get(id(c))
-        if previous is not None and previous != layout:
-            raise CompileError(f"{c.name} is the accumulator of two gemms with different shapes", gemm.loc)
-        layouts[id(c)] = layout
-        c.attrs["layout"] = layout
+    layouts = _Inference(func).run()
     words, parts = 0, []
     for alloc in collect(func.body, ir.Allocate):
         buf = alloc.buffer
         if buf.scope != "fragment":
             continue
-        if id(buf) not in layouts:
-            buf.attrs["layout"] = BlockedLayout(buf.static_shape(), threads)
-        layout = buf.attrs["layout"]
+        layout = buf.attrs["layout"] = layouts[id(buf)]
         own = -(-layout.local_size * buf.dtype.storage_bits // 32)
         words += own
         parts.append(f"{buf.name}: {'x'.join(map(str, buf.static_shape()))} {buf.dtype.name} over {threads} "

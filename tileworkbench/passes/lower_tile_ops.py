@@ -16,15 +16,13 @@ Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce`` remains. Instead:
   * ``T.gemm`` is one call of ``tw::wgmma_gemm_ss<...>`` (Hopper warpgroup MMA, when
     ``choose_shared_layouts`` chose that path) or ``tw::gemm_ss<M, N, K, WM, WN, transA, transB,
     swizzleA, swizzleB, T>`` (mma.sync) on the shared tiles and the accumulator;
-  * reductions go through a shared scratch tile: all threads write it, then each thread
-    reduces the rows its destination elements need.
+  * reductions of a fragment's rows into a fragment with those rows' layout stay in registers
+    (each thread's partial, ``shfl.xor`` across the lanes of a row, shared memory across warps);
+    others go through a shared scratch tile (``rules.reductions``).
 """
 
 from __future__ import annotations
 
-import math
-
-from .. import dtypes
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.simplify import RangeTracker, launch_ranges
@@ -32,15 +30,8 @@ from ..ir.visitor import IRMutator, reassigned_vars
 from ..ir.records import wgmma_functor_name
 from .rules.calls import address_of, call
 from .rules.copies import CopyLowering, extent_bounds, fragment_frame, non_unit, within_extents
+from .rules.reductions import in_registers, loop_nest, reduce_in_registers, reduce_through_shared
 from .manager import register
-
-
-def _loop_nest(shape, make_body, kind="parallel", loc=None):
-    loop_vars = [ir.Var(f"i{n}") for n in range(len(shape))]
-    body = make_body(tuple(loop_vars))
-    for var, ext in reversed(list(zip(loop_vars, shape))):
-        body = ir.For(var, ir.const(ext), body, kind, loc=loc)
-    return body
 
 
 _CPP_TYPES = {"float16": "tw::half", "bfloat16": "tw::bfloat16"}
@@ -86,7 +77,7 @@ class _LowerTileOps(RangeTracker, IRMutator):
             return store if guard is None else ir.IfThenElse(guard, store)
 
         kind = "serial" if region.buffer.scope == "local" else "parallel"
-        return _loop_nest(shape, body, kind, node.loc)
+        return loop_nest(shape, body, kind, node.loc)
 
     def visit_Gemm(self, node: ir.Gemm):
         a, b, c = node.a, node.b, node.c
@@ -140,52 +131,9 @@ class _LowerTileOps(RangeTracker, IRMutator):
         return ir.seq(out)
 
     def visit_Reduce(self, node: ir.Reduce):
-        src, dst = node.src, node.dst
-        if src.scope not in ("fragment", "shared") or dst.scope not in ("fragment", "shared"):
-            raise CompileError("T.reduce_* reduces a fragment or shared buffer into one", node.loc)
-        scratch = ir.Buffer(f"{src.name}_reduce_scratch", src.shape, src.dtype, "shared",
-                            attrs={"swizzle": 0}, loc=node.loc)
-        acc_dtype = dtypes.float32 if src.dtype.is_float else dtypes.int32
-        init, combine = _REDUCERS[node.kind]
-
-        def to_scratch(idx):
-            return ir.BufferStore(scratch, idx, ir.BufferLoad(src, idx, src.dtype))
-
-        def reduce_row(out_idx):
-            acc = ir.Var(f"{node.kind}_acc", acc_dtype)
-            r = ir.Var("r")
-            full = list(out_idx) if src.ndim > 1 else []  # a 1-D source reduces into a 1-element dst
-            full.insert(node.dim, r)
-            start = init(acc_dtype) if node.clear else ir.cast(ir.BufferLoad(dst, out_idx, dst.dtype), acc_dtype)
-            value = ir.cast(ir.BufferLoad(scratch, tuple(full), src.dtype), acc_dtype)
-            return ir.seq([
-                ir.LetStmt(acc, start),
-                ir.For(r, src.shape[node.dim], ir.Assign(acc, combine(acc, value)), "serial"),
-                ir.BufferStore(dst, tuple(out_idx), ir.cast(acc, dst.dtype)),
-            ])
-
-        out_shape = [s for i, s in enumerate(src.static_shape()) if i != node.dim] or [1]
-        return ir.seq([
-            ir.Allocate(scratch),
-            ir.SyncThreads(),
-            _loop_nest(src.static_shape(), to_scratch, loc=node.loc),
-            ir.SyncThreads(),
-            _loop_nest(out_shape, reduce_row, loc=node.loc),
-            ir.SyncThreads(),
-        ])
-
-
-def _abs(x):
-    return ir.Call("abs", (x,), x.dtype)
-
-
-_REDUCERS = {
-    "sum": (lambda t: ir.cast(ir.const(0), t), lambda a, x: a + x),
-    "abssum": (lambda t: ir.cast(ir.const(0), t), lambda a, x: a + _abs(x)),
-    "max": (lambda t: ir.Const(-math.inf if t.is_float else -(2**31), t), lambda a, x: ir.binop("max", a, x)),
-    "min": (lambda t: ir.Const(math.inf if t.is_float else 2**31 - 1, t), lambda a, x: ir.binop("min", a, x)),
-    "absmax": (lambda t: ir.cast(ir.const(0), t), lambda a, x: ir.binop("max", a, _abs(x))),
-}
+        if in_registers(node, self.threads):
+            return reduce_in_registers(node, self.tid)
+        return reduce_through_shared(node)
 
 
 @register("lower_tile_ops", "lower")

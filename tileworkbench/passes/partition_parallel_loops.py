@@ -19,6 +19,11 @@ Guarantees: no parallel loop and no fragment remains.
     warp-wide instruction, so only where every condition around the store is the same for a whole
     warp (``tx < 256`` splitting warpgroups is; anything finer keeps ``store_pair``), and not with
     ``tw.disable_matrix_stores``.
+  * A nest that indexes a fragment holding rows of another (``ir.layout.ProjectedLayout``) by
+    the leading loop variables (``s[i]`` in a loop over ``(i, j)``) reads the thread's own copy of
+    the row; a nest over such a fragment alone runs over its slots, every thread that shares a
+    row updating its own copy, and only one of them (``owner``) storing it to memory. A nest over a
+    shared tile that reads rows of a fragment runs over the layout they are rows of.
   * Any other parallel nest is split round-robin: flat iteration ``it * threads + tx``.
   * Fragments become per-thread ``local`` arrays of ``local_size`` elements.
 """
@@ -27,12 +32,12 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import unravel
+from ..ir.layout import ProjectedLayout, unravel
 from ..ir.simplify import launch_ranges
 from ..ir.visitor import IRMutator, collect, uses_var
 from ..target import PassConfigKey
 from .manager import register
-from .rules.fragments import FragmentAccess, FragmentsToLocal
+from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, is_row, is_whole
 from .rules.result_stores import ResultStores
 
 UNROLL_LIMIT = 32
@@ -85,13 +90,20 @@ class _Partition(ResultStores, IRMutator):
         extents = [ir.const_int(lp.extent) for lp in loops]
         if None in extents:
             raise CompileError("T.Parallel needs constant extents", node.loc)
-        fragments = [a.buffer for a in collect(body, (ir.BufferLoad, ir.BufferStore)) if a.buffer.scope == "fragment"]
-        if fragments:
-            return self.by_layout(node, loop_vars, extents, body, fragments[0])
+        accesses = [a for a in collect(body, (ir.BufferLoad, ir.BufferStore)) if a.buffer.scope == "fragment"]
+        whole = [a.buffer for a in accesses if is_whole(a.indices, loop_vars)]
+        if whole:  # the loop runs over the layout of a fragment it indexes whole (rows of it come along)
+            return self.by_layout(node, loop_vars, extents, body, whole[0], whole[0].attrs["layout"])
+        rows = [a.buffer for a in accesses if is_row(a.indices, loop_vars)
+                and tuple(getattr(a.buffer.attrs["layout"], "base", ir.Var).shape) == tuple(extents)]
+        if rows:  # a loop over a shared tile reading rows of a fragment: over the layout they are rows of
+            return self.by_layout(node, loop_vars, extents, body, rows[0], rows[0].attrs["layout"].base)
+        if accesses:
+            buf = accesses[0].buffer
+            return self.by_layout(node, loop_vars, extents, body, buf, buf.attrs["layout"])  # names the problem
         return self.round_robin(node, loop_vars, extents, body)
 
-    def by_layout(self, node, loop_vars, extents, body, frag: ir.Buffer):
-        layout = frag.attrs["layout"]
+    def by_layout(self, node, loop_vars, extents, body, frag: ir.Buffer, layout):
         if tuple(extents) != tuple(layout.shape):
             raise CompileError(f"this T.Parallel loop is {tuple(extents)} but fragment {frag.name} is "
                                f"{tuple(layout.shape)}; loop over the whole fragment", node.loc)
@@ -100,7 +112,10 @@ class _Partition(ResultStores, IRMutator):
             return paired
         j = ir.Var("j")
         indices, guard = layout.forward(self.tid, j)
-        rewritten = FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(body)
+        rewritten = FragmentAccess(loop_vars, j, layout, node.loc, self.to_local,
+                                   accumulate_rows=bool(node.annotations.get(PARTIAL_ROWS))).visit(body)
+        if isinstance(layout, ProjectedLayout) and not node.annotations.get(EACH_WARP):
+            rewritten = _OwnerStores(layout.owner(self.tid)).visit(rewritten)
         lets = [ir.LetStmt(v, i) for v, i in zip(loop_vars, indices) if uses_var(rewritten, v)]
         inner = ir.seq(lets + [rewritten if guard is None else ir.IfThenElse(guard, rewritten)])
         return ir.For(j, ir.const(layout.local_size), inner, "unrolled",
@@ -122,6 +137,20 @@ class _Partition(ResultStores, IRMutator):
         vector = node.annotations.get("vector")
         ann = {"vector": vector} if vector else {}
         return ir.For(it, ir.const(iters), inner, kind, annotations=ann, loc=node.loc)
+
+
+class _OwnerStores(IRMutator):
+    """In a loop over a fragment whose elements several threads hold (rows of another, each thread
+    its own copy), a store to shared or global memory is made by one of them (``owner``): the
+    others would write the same value to the same place."""
+
+    def __init__(self, owner):
+        self.owner = owner
+
+    def visit_BufferStore(self, node):
+        if self.owner is None or node.buffer.scope not in ("global", "shared"):
+            return node
+        return ir.IfThenElse(self.owner, node)
 
 
 @register("partition_parallel_loops", "lower")

@@ -9,37 +9,67 @@ from ...errors import CompileError
 from ...ir import nodes as ir
 from ...ir.visitor import IRMutator
 
+# The annotation on a T.Parallel loop that lower_tile_ops makes for a reduction's partial sums: it
+# may write a row fragment in a loop over the whole one (each thread into its own copy).
+PARTIAL_ROWS = "partial_rows"
+# The annotation on the loop in which one lane of each warp writes its partial of a row to a
+# reduction's scratch: its stores are each warp's own, not copies one thread may make for all.
+EACH_WARP = "each_warp"
+
+
+def is_whole(indices, loop_vars) -> bool:
+    """``F[v0, v1]``: a fragment indexed by all of a loop nest's variables, in order."""
+    return len(indices) == len(loop_vars) and all(i is v for i, v in zip(indices, loop_vars))
+
+
+def is_row(indices, loop_vars) -> bool:
+    """``F[v0]`` in a loop over ``(v0, v1)``: a leading part of the variables, in order."""
+    return 0 < len(indices) < len(loop_vars) and all(i is v for i, v in zip(indices, loop_vars))
+
 
 class FragmentAccess(IRMutator):
-    """Rewrites ``F[v0, v1]`` (identity indices) to ``F_local[j]``."""
+    """Rewrites ``F[v0, v1]`` (identity indices) to ``F_local[j]``, and ``S[v0]`` (a fragment with
+    the rows of the loop's layout, ``ir.layout.ProjectedLayout``) to ``S_local[slot_of(j)]``: read
+    from the thread's own copy. Writing such a part inside a loop over the whole is refused (every
+    thread holding the row would write it), except in the partial sums a reduction lowers to
+    (``accumulate_rows``: each thread's own copy is its partial)."""
 
-    def __init__(self, loop_vars, j, layout, loc, to_local):
+    def __init__(self, loop_vars, j, layout, loc, to_local, accumulate_rows: bool = False):
         self.loop_vars, self.j, self.layout, self.loc, self.to_local = loop_vars, j, layout, loc, to_local
+        self.accumulate_rows = accumulate_rows
 
-    def check(self, buf, indices):
-        identity = len(indices) == len(self.loop_vars) and all(i is v for i, v in zip(indices, self.loop_vars))
-        if not identity:
-            raise CompileError(f"fragment {buf.name} must be indexed by the T.Parallel loop variables "
-                               f"in order, like {buf.name}[{', '.join(v.name for v in self.loop_vars)}]",
-                               self.loc)
-        if buf.attrs["layout"] != self.layout:
-            raise CompileError(f"fragment {buf.name} has a different thread layout "
-                               f"({buf.attrs['layout'].describe()}) from the loop's "
-                               f"({self.layout.describe()}); copy through shared memory", self.loc)
+    def local_index(self, buf, indices, store: bool, loc=None):
+        layout = buf.attrs["layout"]
+        if is_whole(indices, self.loop_vars):
+            if layout != self.layout:
+                raise CompileError(f"fragment {buf.name} has a different thread layout "
+                                   f"({layout.describe()}) from the loop's "
+                                   f"({self.layout.describe()}); copy through shared memory", self.loc)
+            return self.j
+        if is_row(indices, self.loop_vars) and getattr(layout, "base", None) == self.layout:
+            if store and not self.accumulate_rows:
+                raise CompileError(f"fragment {buf.name} is written in a loop over more than its own indices: every "
+                                   f"thread holding a row would write it; write it in a loop over {buf.name} alone "
+                                   "(or reduce into it with T.reduce_*)", loc or self.loc)
+            return layout.slot_of(self.j)
+        raise CompileError(f"fragment {buf.name} must be indexed by the T.Parallel loop variables "
+                           f"in order, like {buf.name}[{', '.join(v.name for v in self.loop_vars)}]"
+                           + (", or by the leading ones where it holds rows of the loop's fragment"
+                              if len(self.loop_vars) > 1 else ""), self.loc)
 
     def visit_BufferLoad(self, node):
         node = self.generic_visit(node)
         if node.buffer.scope != "fragment":
             return node
-        self.check(node.buffer, node.indices)
-        return ir.BufferLoad(self.to_local(node.buffer), (self.j,), node.dtype)
+        j = self.local_index(node.buffer, node.indices, store=False)
+        return ir.BufferLoad(self.to_local(node.buffer), (j,), node.dtype)
 
     def visit_BufferStore(self, node):
         node = self.generic_visit(node)
         if node.buffer.scope != "fragment":
             return node
-        self.check(node.buffer, node.indices)
-        return ir.BufferStore(self.to_local(node.buffer), (self.j,), node.value, loc=node.loc)
+        j = self.local_index(node.buffer, node.indices, store=True, loc=node.loc)
+        return ir.BufferStore(self.to_local(node.buffer), (j,), node.value, loc=node.loc)
 
 
 class FragmentsToLocal(IRMutator):

@@ -1,0 +1,180 @@
+"""How ``lower_tile_ops`` lowers ``T.reduce_*``.
+
+Rows of a fragment into a fragment that has those rows' layout (``infer_fragment_layouts`` gives
+the result of ``T.reduce_*(x, s, dim=1)`` the rows of ``x``'s layout, ``ir.layout.ProjectedLayout``)
+stay in registers:
+  1. each thread combines the elements of each row it holds into its own partial, one slot per row;
+  2. the threads of a warp that hold one row combine their partials with ``shfl.xor`` (the
+     layout's ``lane_masks``: the four lanes of a wgmma or mma.sync accumulator row, up to 32 lanes
+     of a blocked one);
+  3. where several warps hold parts of one row (``warp_sharers``: mma.sync warps side by side, a
+     blocked row over more than 32 threads), one lane of each warp writes its row's value to a
+     shared scratch tile, and after a block barrier every thread combines the warps' values;
+  4. the result is the destination (or, with ``clear=False``, combined with what it held).
+Every thread holding a row ends with its value, which is what later loops over the row read.
+Anything else (shared buffers, layouts whose slots need a guard, 1-D sources) goes through a
+shared scratch copy of the source, each destination element computed from its row there.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ... import dtypes
+from ...errors import CompileError
+from ...ir import nodes as ir
+from ...ir.layout import ProjectedLayout
+from .fragments import EACH_WARP, PARTIAL_ROWS
+
+FULL_WARP = ir.Raw("0xffffffffu")
+
+
+def _abs(x):
+    return ir.Call("abs", (x,), x.dtype)
+
+
+def _max(a, b):
+    return ir.binop("max", a, b)
+
+
+def _min(a, b):
+    return ir.binop("min", a, b)
+
+
+def _add(a, b):
+    return a + b
+
+
+# kind -> (initial value of a dtype, how an element joins a partial, how two partials join)
+REDUCERS = {
+    "sum": (lambda t: ir.cast(ir.const(0), t), _add, _add),
+    "abssum": (lambda t: ir.cast(ir.const(0), t), lambda a, x: a + _abs(x), _add),
+    "max": (lambda t: ir.Const(-math.inf if t.is_float else -(2**31), t), _max, _max),
+    "min": (lambda t: ir.Const(math.inf if t.is_float else 2**31 - 1, t), _min, _min),
+    "absmax": (lambda t: ir.cast(ir.const(0), t), lambda a, x: _max(a, _abs(x)), _max),
+}
+
+
+def loop_nest(shape, make_body, kind="parallel", loc=None, annotations=None):
+    """``for i0, i1, ... in T.Parallel(*shape): make_body((i0, i1, ...))``."""
+    loop_vars = [ir.Var(f"i{n}") for n in range(len(shape))]
+    body = make_body(tuple(loop_vars))
+    for depth, (var, ext) in reversed(list(enumerate(zip(loop_vars, shape)))):
+        ann = dict(annotations or {}) if depth == 0 else {}
+        body = ir.For(var, ir.const(ext), body, kind, annotations=ann, loc=loc)
+    return body
+
+
+def in_registers(node: ir.Reduce, threads: int) -> bool:
+    """The reduction is rows of a fragment into a fragment with those rows' layout (module doc)."""
+    src, dst = node.src, node.dst
+    if src.scope != "fragment" or dst.scope != "fragment" or src.ndim != 2 or node.dim != 1:
+        return False
+    layout = dst.attrs.get("layout")
+    if not isinstance(layout, ProjectedLayout) or layout.base != src.attrs.get("layout"):
+        return False
+    # Every lane of a warp must take part in each shuffle: no slot may be guarded.
+    _, guard = layout.forward(ir.Var("t"), ir.Var("r"))
+    return guard is None and threads % 32 == 0 and layout.threads == threads
+
+
+def reduce_in_registers(node: ir.Reduce, tid: ir.Var) -> ir.Stmt:
+    src, dst = node.src, node.dst
+    layout: ProjectedLayout = dst.attrs["layout"]
+    acc_dtype = dtypes.float32 if src.dtype.is_float else dtypes.int32
+    init, join, merge = REDUCERS[node.kind]
+    part = ir.Buffer(f"{dst.name}_part", dst.shape, acc_dtype, "fragment", attrs={"layout": layout}, loc=node.loc)
+    rows = dst.static_shape()
+
+    def start(idx):
+        return ir.BufferStore(part, idx, init(acc_dtype))
+
+    def accumulate(idx):  # idx = (row, column) of the source
+        row = idx[:1]
+        return ir.BufferStore(part, row, join(ir.BufferLoad(part, row, acc_dtype),
+                                              ir.cast(ir.BufferLoad(src, idx, src.dtype), acc_dtype)))
+
+    def across_lanes(idx):
+        steps = []
+        for mask in layout.lane_masks:
+            mine = ir.BufferLoad(part, idx, acc_dtype)
+            theirs = ir.Call("__shfl_xor_sync", (FULL_WARP, mine, ir.const(mask)), acc_dtype)
+            steps.append(ir.BufferStore(part, idx, merge(mine, theirs)))
+        return ir.seq(steps)
+
+    out = [ir.Allocate(part), loop_nest(rows, start, loc=node.loc),
+           loop_nest(src.static_shape(), accumulate, loc=node.loc, annotations={PARTIAL_ROWS: True})]
+    if layout.lane_masks:
+        out.append(loop_nest(rows, across_lanes, loc=node.loc))
+    if layout.warp_sharers > 1:
+        out += _across_warps(node, layout, part, acc_dtype, merge, tid)
+
+    def finish(idx):
+        value = ir.BufferLoad(part, idx, acc_dtype)
+        if not node.clear:
+            value = merge(ir.cast(ir.BufferLoad(dst, idx, dst.dtype), acc_dtype), value)
+        return ir.BufferStore(dst, idx, ir.cast(value, dst.dtype))
+
+    out.append(loop_nest(rows, finish, loc=node.loc))
+    return ir.seq(out)
+
+
+def _across_warps(node, layout, part, acc_dtype, merge, tid) -> list:
+    """Step 3 of the module doc: one lane per warp and row writes, a barrier, every thread reads."""
+    warps = layout.warp_sharers
+    (rows,) = part.static_shape()
+    scratch = ir.Buffer(f"{node.dst.name}_warps", (ir.const(warps), ir.const(rows)), acc_dtype, "shared",
+                        attrs={"swizzle": 0}, loc=node.loc)
+    writer = ir.cmp("==", tid % (1 << len(layout.lane_masks)), 0)
+
+    def write(idx):
+        store = ir.BufferStore(scratch, (layout.warp_slot(tid),) + idx, ir.BufferLoad(part, idx, acc_dtype))
+        return ir.IfThenElse(writer, store)
+
+    def read(idx):
+        value = ir.BufferLoad(scratch, (ir.const(0),) + idx, acc_dtype)
+        for w in range(1, warps):
+            value = merge(value, ir.BufferLoad(scratch, (ir.const(w),) + idx, acc_dtype))
+        return ir.BufferStore(part, idx, value)
+
+    # The first barrier: the scratch may still be read by the same reduction's last iteration.
+    return [ir.Allocate(scratch), ir.SyncThreads(),
+            loop_nest((rows,), write, loc=node.loc, annotations={EACH_WARP: True}), ir.SyncThreads(),
+            loop_nest((rows,), read, loc=node.loc)]
+
+
+def reduce_through_shared(node: ir.Reduce) -> ir.Stmt:
+    """Everything else: a shared copy of the source; each destination element computed from it."""
+    src, dst = node.src, node.dst
+    if src.scope not in ("fragment", "shared") or dst.scope not in ("fragment", "shared"):
+        raise CompileError("T.reduce_* reduces a fragment or shared buffer into one", node.loc)
+    scratch = ir.Buffer(f"{src.name}_reduce_scratch", src.shape, src.dtype, "shared",
+                        attrs={"swizzle": 0}, loc=node.loc)
+    acc_dtype = dtypes.float32 if src.dtype.is_float else dtypes.int32
+    init, join, _ = REDUCERS[node.kind]
+
+    def to_scratch(idx):
+        return ir.BufferStore(scratch, idx, ir.BufferLoad(src, idx, src.dtype))
+
+    def reduce_row(out_idx):
+        acc = ir.Var(f"{node.kind}_acc", acc_dtype)
+        r = ir.Var("r")
+        full = list(out_idx) if src.ndim > 1 else []  # a 1-D source reduces into a 1-element dst
+        full.insert(node.dim, r)
+        start = init(acc_dtype) if node.clear else ir.cast(ir.BufferLoad(dst, out_idx, dst.dtype), acc_dtype)
+        value = ir.cast(ir.BufferLoad(scratch, tuple(full), src.dtype), acc_dtype)
+        return ir.seq([
+            ir.LetStmt(acc, start),
+            ir.For(r, src.shape[node.dim], ir.Assign(acc, join(acc, value)), "serial"),
+            ir.BufferStore(dst, tuple(out_idx), ir.cast(acc, dst.dtype)),
+        ])
+
+    out_shape = [s for i, s in enumerate(src.static_shape()) if i != node.dim] or [1]
+    return ir.seq([
+        ir.Allocate(scratch),
+        ir.SyncThreads(),
+        loop_nest(src.static_shape(), to_scratch, loc=node.loc),
+        ir.SyncThreads(),
+        loop_nest(out_shape, reduce_row, loc=node.loc),
+        ir.SyncThreads(),
+    ])
