@@ -133,7 +133,7 @@ CASES = check_unique(
                 with T.Kernel(2, threads=128):
                     t = T.get_thread_binding(1)  # <-
                     A[t] = 1.0
-            ''', "only threadIdx.x exists"),
+            ''', r"only threadIdx.x exists; declare threads=\(x, y\) for more"),
         Bad("alloc-before-kernel", '''
             @T.prim_func
             def main(A: T.Tensor((128,), "float32")):

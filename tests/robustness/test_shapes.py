@@ -18,7 +18,9 @@ GRIDS = [
     ("threads-2048", "1, threads=2048", "threads must be a constant between 1 and 1024, got the int 2048"),
     ("threads-negative", "1, threads=-32", "threads must be a constant between 1 and 1024"),
     ("threads-kernel-value", "1, threads=n", "threads must be a constant between 1 and 1024, got a int32 kernel"),
-    ("threads-3d", "1, threads=(32, 4, 1)", "only one-dimensional thread blocks are supported"),
+    ("threads-3d-too-many", "1, threads=(32, 8, 8)", "between 1 and 1024, got 32 x 8 x 8 = 2048 threads"),
+    ("threads-2d-zero", "1, threads=(32, 0)", "between 1 and 1024, got the int 0 in"),
+    ("threads-4d", "1, threads=(8, 4, 2, 2)", "a tuple of up to 3 numbers"),
     ("unknown-keyword", "1, threads=128, cluster=2", "T.Kernel: unsupported keyword"),
 ]
 

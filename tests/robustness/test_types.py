@@ -120,7 +120,7 @@ BODY_DTYPES = [
     ("compare-index", "A[0] = A[bx < 2]  # <-", "index 0 of A must be an integer"),
     ("barrier-in-arithmetic", PRELUDE + "x = mbar[0] + 1  # <-",
      "the barrier slot mbar\\[0\\] cannot be used as a number"),
-    ("threads-list", None, "only one-dimensional thread blocks are supported"),
+    ("threads-list", None, "threads must be a constant between 1 and 1024, got the float 2.5"),
     ("parity-missing", PRELUDE + "T.barrier_wait(mbar, None)  # <-", "T.barrier_wait needs a parity"),
     ("region-in-arithmetic", "x = A[0:4] + 1  # <-", "a slice of A cannot be used as a number"),
     ("buffer-in-arithmetic", "x = A * 2  # <-", "the global buffer A cannot be used as a number"),
@@ -140,7 +140,7 @@ def _dtype_case(name, line, match):
 
 def _body_case(name, body, match):
     if name == "threads-list":
-        return Bad(f"dtype-{name}", kernel("A[0] = 1.0", head="with T.Kernel(4, threads=[128, 2]) as bx:  # <-"), match)
+        return Bad(f"dtype-{name}", kernel("A[0] = 1.0", head="with T.Kernel(4, threads=[128, 2.5]) as bx:  # <-"), match)
     if name == "pointer-arithmetic":
         return Bad(f"dtype-{name}", kernel("x = P[0] + 16  # <-", params="P: T.Tensor((1,), T.ptr)"), match)
     return Bad(f"dtype-{name}", kernel(body), match)

@@ -35,6 +35,7 @@ class KernelSpec:
 
     grid: tuple
     threads: int
+    thread_dims: tuple = ()  # threads=(x, y, z) as written (the block is launched as x*y*z threads)
 
 
 def opens_kernel_scope(fn):

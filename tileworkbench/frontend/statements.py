@@ -57,7 +57,8 @@ class Statements:
         block_vars = tuple(ir.Var(names[i] if i < len(names) else f"b{'xyz'[i]}") for i in range(len(spec.grid)))
         for v in block_vars:
             self.bind(v.name, v)
-        self.builder.launch = ir.Launch(spec.grid, spec.threads, block_vars, ir.Var("tx"))
+        self.builder.launch = ir.Launch(spec.grid, spec.threads, block_vars, ir.Var("tx"),
+                                         thread_dims=spec.thread_dims)
         self.builder.in_kernel = True
         try:
             self.visit_body(node.body)

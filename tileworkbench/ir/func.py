@@ -30,6 +30,9 @@ class Launch:
     # A persistent kernel (``warp_specialize``) walks this many tiles of ``grid`` in a loop of its
     # own; the hardware launches min(tiles, multiprocessors) blocks along x (0: one block per tile).
     persistent_tiles: int = 0
+    # ``T.Kernel(threads=(x, y, z))`` as written: the front end recovers each index from the one
+    # the block is launched with (x fastest); every pass sees ``threads`` = x*y*z.
+    thread_dims: tuple = ()
 
     @property
     def total_threads(self) -> int:

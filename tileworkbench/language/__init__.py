@@ -9,6 +9,7 @@ fixed by the passes. The functions live in modules by topic: ``types`` (dtypes, 
 from __future__ import annotations
 
 from ..frontend import parse as _parse
+from .atomics import atomic_add
 from .kernel import (
     GRID_LIMITS,
     Kernel,
@@ -141,6 +142,7 @@ __all__ = [
     "GemmWarpPolicy",
     "get_block_binding",
     "get_thread_binding",
+    "atomic_add",
     "GRID_LIMITS",
     "half",
     "handle",

@@ -23,31 +23,66 @@ GRID_LIMITS = (2**31 - 1, 65535, 65535)
 def Kernel(*grid, threads=128, **unsupported):  # noqa: N802
     if unsupported:
         raise error(f"T.Kernel: unsupported keyword(s) {', '.join(unsupported)}")
-    if isinstance(threads, (list, tuple)):
-        if len(threads) == 1 or all(ir.const_int(t) == 1 for t in threads[1:]):
-            threads = threads[0]
-        else:
-            raise error("T.Kernel: only one-dimensional thread blocks are supported (threads=N)")
-    if isinstance(threads, _py_bool) or ir.const_int(threads) is None or not 1 <= ir.const_int(threads) <= 1024:
-        raise error(f"T.Kernel: threads must be a constant between 1 and 1024, got {_b.describe(threads)}")
+    dims = _thread_dims(threads)
+    total = 1
+    for d in dims:
+        total *= d
+    if not 1 <= total <= 1024:
+        shown = _b.describe(threads) if len(dims) == 1 else f"{' x '.join(map(str, dims))} = {total} threads"
+        raise error(f"T.Kernel: threads must be a constant between 1 and 1024, got {shown}")
     if len(grid) > 3:
         raise error(f"T.Kernel takes at most 3 grid dimensions, got {len(grid)}")
-    dims = []
+    blocks = []
     for axis, g in enumerate(grid):
         what = f"T.Kernel: grid dimension {'xyz'[axis]}"
         e = _b.integer(g, what)
         n = ir.const_int(e)
         if n is not None and not 1 <= n <= GRID_LIMITS[axis]:
             raise error(f"{what} must be between 1 and {GRID_LIMITS[axis]} blocks (CUDA's limit), got {n}")
-        dims.append(e)
-    return KernelSpec(tuple(dims) or (ir.const(1),), ir.const_int(threads))
+        blocks.append(e)
+    return KernelSpec(tuple(blocks) or (ir.const(1),), total, dims)
+
+
+def _thread_dims(threads) -> tuple:
+    """``threads=N`` or ``threads=(x, y[, z])``: constants; a block of several dimensions is
+    launched as one of x*y*z threads, numbered x fastest as CUDA numbers them."""
+    dims = threads if isinstance(threads, (list, tuple)) else (threads,)
+    if not 1 <= len(dims) <= 3:
+        raise error(f"T.Kernel: threads is a number or a tuple of up to 3 numbers (x, y, z), "
+                    f"got {_b.describe(threads)}")
+    out = []
+    for d in dims:
+        n = None if isinstance(d, _py_bool) else ir.const_int(d)
+        if n is None or n < 1:
+            raise error(f"T.Kernel: threads must be a constant between 1 and 1024, got {_b.describe(d)}"
+                        + ("" if d is threads else f" in {_b.describe(threads)}"))
+        out.append(n)
+    while len(out) > 1 and out[-1] == 1:
+        out.pop()
+    return tuple(out)
 
 
 def get_thread_binding(dim: int = 0):
+    """``threadIdx.x`` (``.y``, ``.z`` of a block declared ``threads=(x, y, z)``, recovered from
+    the one-dimensional index the block is launched with)."""
     launch = _b.launch("T.get_thread_binding()")
-    if _b.constant_int(dim, "T.get_thread_binding: dim") != 0:
-        raise error("only threadIdx.x exists: thread blocks are one-dimensional")
-    return launch.thread_var
+    d = _b.constant_int(dim, "T.get_thread_binding: dim")
+    dims = launch.thread_dims or (launch.threads,)
+    if not 0 <= d < 3:
+        raise error(f"T.get_thread_binding({d}): dim is 0, 1 or 2")
+    if d >= len(dims):
+        raise error(f"T.get_thread_binding({d}): the block is declared with {len(dims)} dimension(s) "
+                    f"(threads={dims[0] if len(dims) == 1 else dims}), so only threadIdx.{'xyz'[:len(dims)]} "
+                    f"exists; declare threads=(x, y{', z' if d == 2 else ''}) for more")
+    index = launch.thread_var
+    below = 1
+    for n in dims[:d]:
+        below *= n
+    if below > 1:
+        index = index // below
+    if d < len(dims) - 1:
+        index = index % dims[d]
+    return index
 
 
 def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True):

@@ -7,6 +7,8 @@ Guarantees: a ``T.sync_threads()`` stands between
 including across iterations of serial and pipelined loops. Syncs are never placed inside an
 ``if`` (a barrier in divergent code deadlocks); a whole ``if`` counts as one access.
 TMA loads make their data visible through their mbarrier, so a read after a TMA load needs none.
+A ``T.atomic_add`` to a shared element is ordered like a write against reads and writes, but not
+against other atomic adds (they commute: threads may add in any order).
 Inside a ``WarpSpecialize`` only the consumer side gets syncs (the producer side is TMA only).
 """
 
@@ -17,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass, field, replace
 
 from ..ir import nodes as ir
-from ..ir.visitor import IRVisitor
+from ..ir.visitor import IRVisitor, collect
 from .manager import register
 
 
@@ -25,19 +27,20 @@ from .manager import register
 class _State:
     written: set = field(default_factory=set)  # shared buffers written by threads since the last sync
     read: set = field(default_factory=set)  # shared buffers read by threads since the last sync
+    added: set = field(default_factory=set)  # shared buffers atomically added to since the last sync
 
     def merge(self, other: "_State") -> "_State":
-        return _State(self.written | other.written, self.read | other.read)
+        return _State(self.written | other.written, self.read | other.read, self.added | other.added)
 
     def copy(self) -> "_State":
-        return _State(set(self.written), set(self.read))
+        return _State(set(self.written), set(self.read), set(self.added))
 
 
 class _Accesses(IRVisitor):
     """Shared buffers (by name) a statement reads / writes with threads, or writes with TMA."""
 
     def __init__(self):
-        self.reads, self.writes, self.tma_writes = set(), set(), set()
+        self.reads, self.writes, self.tma_writes, self.adds = set(), set(), set(), set()
 
     @staticmethod
     def shared(buf):
@@ -51,6 +54,18 @@ class _Accesses(IRVisitor):
     def visit_BufferStore(self, n):
         if self.shared(n.buffer):
             self.writes.add(n.buffer.name)
+        self.generic_visit(n)
+
+    def visit_Evaluate(self, n):
+        call = n.call
+        if isinstance(call, ir.Call) and call.name == "atomicAdd":  # (address_of(buf[idx]), value)
+            target = call.args[0].args[0]
+            if self.shared(target.buffer):
+                self.adds.add(target.buffer.name)
+            for index in target.indices:
+                self.visit(index)
+            self.visit(call.args[1])
+            return
         self.generic_visit(n)
 
     def visit_Copy(self, n):
@@ -79,17 +94,31 @@ def _accesses(stmt):
     return a
 
 
+def _hazard(acc: _Accesses, state: _State) -> bool:
+    return bool((acc.reads & (state.written | state.added))
+                or ((acc.writes | acc.tma_writes) & (state.read | state.written | state.added))
+                or (acc.adds & (state.read | state.written)))
+
+
+def _syncs(stmt) -> int:
+    return len(collect(stmt, ir.SyncThreads))
+
+
+def _sync(out: list):
+    # The reader may be the async proxy (wgmma, TMA): order the threads' writes for it too.
+    out.append(ir.Evaluate(ir.Call("tw::fence_proxy_async", ())))
+    out.append(ir.SyncThreads())
+
+
 def _leaf(stmt, state: _State, out: list) -> _State:
     acc = _accesses(stmt)
-    hazard = (acc.reads & state.written) or ((acc.writes | acc.tma_writes) & (state.read | state.written))
-    if hazard:
-        # The reader may be the async proxy (wgmma, TMA): order the threads' writes for it too.
-        out.append(ir.Evaluate(ir.Call("tw::fence_proxy_async", ())))
-        out.append(ir.SyncThreads())
+    if _hazard(acc, state):
+        _sync(out)
         state = _State()
     out.append(stmt)
     state.written |= acc.writes
     state.read |= acc.reads
+    state.added |= acc.adds
     return state
 
 
@@ -103,6 +132,11 @@ def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
         elif isinstance(s, ir.For) and s.kind in ("serial", "pipelined", "unrolled"):
             _, end = _block(s.body, state.copy())  # first pass: what one iteration leaves behind
             body, end = _block(s.body, state.merge(end))  # loop-carried hazards included
+            carried, carried_end = _block(s.body, end)  # the same with nothing from before the loop
+            if _syncs(carried) < _syncs(body):
+                # Only what came before the loop needs this one: a sync before it, not one per iteration.
+                _sync(out)
+                body, end = carried, carried_end
             out.append(dataclasses.replace(s, body=body))
             state = state.merge(end)
         elif isinstance(s, ir.WarpSpecialize):
