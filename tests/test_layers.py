@@ -32,6 +32,10 @@ LAYERS = [
 ]
 LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}
 ROOT = "<package root>"
+# Programs written as a user writes them: they import the public API (``import tileworkbench as
+# tilelang``), so they stand outside the layers, above all of them; no module imports them (the
+# bench loads them by path, the tests by name).
+USER_PROGRAMS = "tileworkbench.examples.tilelang_programs."
 MAX_FILE_LINES = 600
 MAX_CLASS_LINES = 250
 
@@ -67,8 +71,12 @@ def imports() -> list[tuple[str, str, str]]:
                     targets = [f"{target}.{alias.name}" for alias in node.names]
             elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
+            if name.startswith(USER_PROGRAMS):
+                continue
             for target in targets:
-                if target == "tileworkbench" or target.startswith("tileworkbench."):
+                if target.startswith(USER_PROGRAMS):
+                    out.append(("<any>", "<user programs>", f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"))
+                elif target == "tileworkbench" or target.startswith("tileworkbench."):
                     a, b = unit_of(name), unit_of(target)
                     if a != b:
                         out.append((a, b, f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"))
@@ -85,6 +93,10 @@ def test_imports_only_go_downwards():
     upward = [f"{where}: {a} imports {b}" for a, b, where in imports()
               if a != ROOT and (b == ROOT or LAYER_OF.get(b, -1) >= LAYER_OF.get(a, -1))]
     assert upward == []
+
+
+def test_nothing_imports_the_user_programs():
+    assert [where for a, b, where in imports() if b == "<user programs>"] == []
 
 
 def test_nothing_imports_the_package_root():

@@ -4,6 +4,7 @@
                                        [--quick] [--out DIR] [--warmup N] [--rep N] [--no-compile-time]
     python -m tileworkbench.bench update-md [RECORD.json] [--md BENCHMARKS.md] [--results DIR]
     python -m tileworkbench.bench table RECORD.json
+    python -m tileworkbench.bench tilelang [--families gemm,norms] [--out DIR] [--ours-only]
 
 ``gemm`` writes ``<out>/gemm-<date>-<gpu>-<commit>.json`` (rewritten after every row, so a run
 cut short keeps its rows) and ``<out>/table.md``, shows one progress line per row on stderr, and
@@ -39,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("record", nargs="?", type=Path, help="record JSON (default: the newest in --results)")
     u.add_argument("--md", type=Path, default=BENCHMARKS_MD)
     u.add_argument("--results", type=Path, default=RESULTS_DIR)
+    tl = sub.add_parser("tilelang", help="TileLang's programs (examples/tilelang_programs) under ours and "
+                                         "TileLang, checked against torch and timed side by side")
+    tl.add_argument("--families", help="comma list (default: all of tileworkbench.examples.tilelang_programs)")
+    tl.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
+    tl.add_argument("--ours-only", action="store_true", help="do not import TileLang even where it is installed")
     t = sub.add_parser("table", help="print the markdown table of a record")
     t.add_argument("record", type=Path)
     return p
@@ -124,6 +130,14 @@ def run_table(args) -> int:
     return 0
 
 
+def run_tilelang(args) -> int:
+    from .tilelang_programs import run
+
+    families = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else None
+    return run(families, Path(args.out), ours_only=args.ours_only)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return {"gemm": run_gemm, "update-md": run_update_md, "table": run_table}[args.command](args)
+    return {"gemm": run_gemm, "update-md": run_update_md, "table": run_table,
+            "tilelang": run_tilelang}[args.command](args)

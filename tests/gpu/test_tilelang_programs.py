@@ -1,0 +1,112 @@
+"""TileLang's programs (``tileworkbench.examples.tilelang_programs``) on the H200, each against its
+torch reference (float32 or float64) on fresh random inputs with the example's own tolerances; and
+the new constructs at sizes the benchmark cases do not reach (partial tiles, other block shapes,
+mma.sync accumulators, ``clear=False``, direct calls with tensors)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import tileworkbench as tilelang
+from tileworkbench.bench.tilelang_programs import check
+from tileworkbench.examples.tilelang_programs import FAMILIES
+from tileworkbench.testing import gpu_marks
+
+pytestmark = gpu_marks(9, 0)
+
+CASES = [(family, name) for family in FAMILIES
+         for name in importlib.import_module(f"tileworkbench.examples.tilelang_programs.{family}").CASES]
+
+
+def _program(family):
+    return importlib.import_module(f"tileworkbench.examples.tilelang_programs.{family}")
+
+
+@pytest.mark.parametrize("family, name", CASES, ids=[n for _, n in CASES])
+def test_each_benchmark_case_matches_torch(torch, family, name):
+    case = _program(family).CASES[name]
+    torch.manual_seed(1)
+    result = check(case["compile"](), case, case["inputs"](torch), torch)
+    assert result["correct"], result
+
+
+@pytest.mark.parametrize("M, N, blk_m", [(1000, 1024, 4), (64, 4096, 1), (96, 512, 8)])
+def test_rms_norm_called_with_tensors(torch, M, N, blk_m):
+    norms = _program("norms")
+    a = torch.randn(M, N, device="cuda") * 3
+    ref = norms._rms(a)
+    torch.testing.assert_close(norms.rms_norm(a, blk_m=blk_m), ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(norms.rms_norm_splitk(a, blk_m=blk_m, blk_k=128), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_layernorm_rows_means_and_deviations(torch):
+    norms = _program("norms")
+    kernel = norms.layernorm_fwd(256, 1024, blk_m=1, threads=128)
+    x = torch.randn(256, 1024, device="cuda", dtype=torch.bfloat16) * 2 + 0.5
+    g, b = (torch.randn(1024, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    y, mean, rstd = kernel(x, g, b)
+    ref_y, ref_mean, ref_rstd = norms._layernorm(x, g, b)
+    torch.testing.assert_close(mean, ref_mean, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(rstd, ref_rstd, rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(y.float(), ref_y, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("block_n", [8192, 1024])
+def test_softmax_rows_of_large_values(torch, block_n):
+    softmax = _program("softmax")
+    x = (torch.randn(64, 8192, device="cuda") * 8).half()
+    y = softmax.softmax_kernel(x, BLOCK_N=block_n)
+    torch.testing.assert_close(y.float(), x.double().softmax(dim=1).float(), rtol=1e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("wgmma", [True, False], ids=["wgmma", "mma_sync"])
+@pytest.mark.parametrize("block", [(64, 64, 64), (128, 128, 32)])
+def test_gemm_epilogue_row_max_and_sum_of_the_accumulator(torch, wgmma, block):
+    from tests.tilelang_compat.test_fragment_rows import gemm_softmax_rows
+
+    configs = {tilelang.PassConfigKey.TW_DISABLE_WGMMA: not wgmma}
+    kernel = tilelang.jit(pass_configs=configs)(gemm_softmax_rows.fn)
+    a = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    b = torch.randn(512, 128, device="cuda", dtype=torch.float16)
+    bm, bn, bk = block
+    c = kernel(a, b, block_M=bm, block_N=bn, block_K=bk)
+    s = (a.double() @ b.double().T).reshape(256, 512 // bn, bn)  # each block normalises its own columns
+    e = torch.exp2(s - s.amax(-1, keepdim=True))
+    ref = (e / e.sum(-1, keepdim=True)).reshape(256, 512)
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-3)
+
+
+def test_reduce_max_with_clear_false_keeps_a_larger_start(torch):
+    import tileworkbench.language as T
+
+    @tilelang.jit
+    def row_max_from(A, start: float, blk_m=4):
+        M, N = T.const("M, N")
+        A: T.Tensor((M, N), T.float32)
+        B = T.empty((M,), T.float32)
+        with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+            x = T.alloc_fragment((blk_m, N), T.float32)
+            m = T.alloc_fragment((blk_m,), T.float32)
+            T.copy(A[bx * blk_m, 0], x)
+            T.fill(m, start)
+            T.reduce_max(x, m, dim=1, clear=False)
+            T.copy(m, B[bx * blk_m])
+        return B
+
+    a = torch.randn(512, 256, device="cuda")
+    a[::7] -= 10  # some rows entirely below the start value
+    for start in (-1e30, 0.5):
+        torch.testing.assert_close(row_max_from(a, start=start), a.amax(1).clamp(min=start))
+
+
+def test_split_k_gemv_with_a_two_dimensional_block_and_shared_atomic_adds(torch):
+    gemv = _program("gemv")
+    x = torch.randn(1024, device="cuda", dtype=torch.float16)
+    w = torch.randn(256, 1024, device="cuda", dtype=torch.float16)
+    ref = w.double() @ x.double()
+    for block_n, reduce_threads in ((32, 32), (64, 8)):  # (K must be a multiple of BLOCK_K, as in TileLang's)
+        kernel = gemv.splitk_gemv.compile(N=256, K=1024, BLOCK_N=block_n, BLOCK_K=128, reduce_threads=reduce_threads)
+        y = kernel(x, w)
+        torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=5e-2)

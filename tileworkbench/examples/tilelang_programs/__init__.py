@@ -1,0 +1,17 @@
+"""TileLang programs in TileLang's current style, ported by us family by family (our code and words;
+the semantics learnt from TileLang's documentation and examples).
+
+Each module starts with the two lines a TileLang program starts with, the package renamed:
+
+    import tileworkbench as tilelang
+    import tileworkbench.language as T
+
+and nothing else of ours, so the same file runs under TileLang 0.1.15 with those two lines put back
+(``tileworkbench.bench.tilelang_programs`` loads it both ways and times the two side by side). Each
+module's ``CASES`` names its benchmark problems: ``compile`` (no arguments, gives the kernel),
+``inputs(torch)`` (fresh random CUDA tensors), ``reference(*inputs)`` (torch in float32 or wider),
+``rtol``/``atol`` (the example's own tolerances) and ``bytes`` or ``flops`` for the throughput.
+A case with ``accumulates`` adds into its last input (split-K): it is zeroed before a checked call.
+"""
+
+FAMILIES = ("elementwise", "gemm", "gemv", "norms", "softmax", "splitk")

@@ -1,0 +1,74 @@
+"""GEMM as TileLang writes it now: sizes from T.const, the output returned; B as (K, N) and, with
+``transpose_B``, as (N, K) (TileLang's gemm examples)."""
+
+import tileworkbench as tilelang
+import tileworkbench.language as T
+
+
+@tilelang.jit
+def matmul(A, B, block_M, block_N, block_K, num_stages=3, dtype=T.float16, accum_dtype=T.float32):
+    M, N, K = T.const("M, N, K")
+
+    A: T.Tensor((M, K), dtype)
+    B: T.Tensor((K, N), dtype)
+    C = T.empty((M, N), dtype)
+
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        A_shared = T.alloc_shared((block_M, block_K), dtype)
+        B_shared = T.alloc_shared((block_K, block_N), dtype)
+        C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+
+        T.clear(C_local)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+            T.copy(A[by * block_M, k * block_K], A_shared)
+            T.copy(B[k * block_K, bx * block_N], B_shared)
+            T.gemm(A_shared, B_shared, C_local)
+
+        T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return C
+
+
+@tilelang.jit
+def matmul_nt(A, B, block_M, block_N, block_K, num_stages=3, dtype=T.float16, accum_dtype=T.float32):
+    M, N, K = T.const("M, N, K")
+
+    A: T.Tensor((M, K), dtype)
+    B: T.Tensor((N, K), dtype)
+    C = T.empty((M, N), dtype)
+
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        A_shared = T.alloc_shared((block_M, block_K), dtype)
+        B_shared = T.alloc_shared((block_N, block_K), dtype)
+        C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+
+        T.clear(C_local)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+            T.copy(A[by * block_M, k * block_K], A_shared)
+            T.copy(B[bx * block_N, k * block_K], B_shared)
+            T.gemm(A_shared, B_shared, C_local, transpose_B=True)
+
+        T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return C
+
+
+S = 4096
+
+
+def _randn(torch, *shape):
+    return torch.randn(*shape, device="cuda", dtype=torch.float16)
+
+
+CASES = {
+    "gemm": dict(
+        compile=lambda: matmul.compile(M=S, N=S, K=S, block_M=128, block_N=128, block_K=32),
+        inputs=lambda torch: (_randn(torch, S, S), _randn(torch, S, S)),
+        reference=lambda a, b: a.float() @ b.float(),
+        rtol=1e-2, atol=1e-2, flops=2 * S**3),
+    "gemm_transpose_b": dict(
+        compile=lambda: matmul_nt.compile(M=S, N=S, K=S, block_M=128, block_N=128, block_K=32),
+        inputs=lambda torch: (_randn(torch, S, S), _randn(torch, S, S)),
+        reference=lambda a, b: a.float() @ b.float().T,
+        rtol=1e-2, atol=1e-2, flops=2 * S**3),
+}
