@@ -18,7 +18,7 @@ from tileworkbench.autotuner.tuner import gpu_present
 from tileworkbench.examples.gemm import matmul
 from tileworkbench.jit import cache
 
-SMALL = [Config(64, 64, 32, 2, 128), Config(128, 128, 32, 2, 128)]
+SMALL = [Config(64, 64, 32, 2, 128), Config(128, 128, 64, 2, 128)]
 INVALID = Config(64, 64, 8, 2, 128)  # T.gemm needs K a multiple of 16: a CompileError
 PROBLEM = dict(args=(256, 256, 256), kwargs={"dtype": "float16"}, out_idx=[2])
 
@@ -40,7 +40,7 @@ def test_parallel_compile_step_keeps_order_and_skips_invalid_configs(own_cache_d
     assert all(r.registers and r.registers > 0 and r.spills_bytes == 0 for r in results[:2])
     # two stages of A and B tiles (fp16), the persistent kernel's epilogue tile (fp16), then the
     # warp-specialised pipeline's full and empty barriers (one 8-byte mbarrier a stage each)
-    assert results[1].smem_bytes == 2 * (128 * 32 + 32 * 128) * 2 + 128 * 128 * 2 + 2 * 2 * 8
+    assert results[1].smem_bytes == 2 * (128 * 64 + 64 * 128) * 2 + 128 * 128 * 2 + 2 * 2 * 8
     assert results[2].error_type == "CompileError" and "multiple of 16" in results[2].error
     assert all(r.worker_pid not in (None, os.getpid()) for r in results)  # compiled in worker processes
     assert len(list(own_cache_dir.glob("*.json"))) == 2  # the workers filled the parent's disk cache

@@ -78,7 +78,26 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
             return "a gemm is not on the wgmma path"
         if not gemm_rules.plan_fits(plan, g, pairs):
             return "TMA cannot fill an operand tile in the 128-byte panels wgmma reads it from"
+        step = _k_step_bytes(g)
+        if step is not None and step < MIN_K_STEP_BYTES:
+            return (f"a k-step of {step} bytes per row (block_K {step // g.a.buffer.dtype.bytes_for(1)}): too little "
+                    f"work per stage for a producer warpgroup to pay for itself (docs/experiments.md, "
+                    f"'Warp specialisation by tile'); k-steps of {MIN_K_STEP_BYTES} bytes or more (block_K >= 64 for "
+                    "16-bit types) are warp-specialised")
     return None
+
+
+# Below this many bytes of K per stage (block_K = 32 of 16-bit types) the plain pipeline is faster:
+# 0.67x / 0.72x at 128x128x32 (4096^3 / 8192^3), while every block_K = 64 tile gains 1.4-1.8x.
+MIN_K_STEP_BYTES = 128
+
+
+def _k_step_bytes(g: ir.Gemm) -> int | None:
+    """The bytes of K a gemm consumes per call, per row of A (None if not constant)."""
+    extents = g.a.static_extents()
+    if not extents:
+        return None
+    return g.a.buffer.dtype.bytes_for(extents[0] if g.trans_a else extents[-1])
 
 
 def smem_bytes_with_own_epilogue_tile(tiles, epilogue_tile, stages: int) -> int:
