@@ -23,6 +23,7 @@ LAYOUTS = [
     MmaAccumLayout((64, 64), 2, 2), MmaAccumLayout((128, 128), 2, 2), MmaAccumLayout((64, 128), 1, 4),
     BlockedLayout((1, 1024), 128), BlockedLayout((4, 1024), 128), BlockedLayout((8, 16), 128),
     BlockedLayout((128, 64), 128), BlockedLayout((2, 256), 256), BlockedLayout((16, 8), 32),
+    BlockedLayout((4, 1024), 128, 4), BlockedLayout((1, 8192), 128, 8), BlockedLayout((2, 512), 64, 8),
 ]
 
 
@@ -87,7 +88,24 @@ def _truth(cond):
     return bool(evaluate(cond, {}))
 
 
+@pytest.mark.parametrize("layout", [BlockedLayout((4, 1024), 128, 4), BlockedLayout((8192,), 128, 8),
+                                    BlockedLayout((3, 512), 128, 4), BlockedLayout((16, 64), 128)])
+def test_a_blocked_layout_holds_every_element_once_in_runs_of_neighbours(layout):
+    seen = {}
+    for tid, j in itertools.product(range(layout.threads), range(layout.local_size)):
+        idx, guard = layout.forward(tid, j)
+        flat = 0
+        for i, n in zip(idx, layout.shape):
+            flat = flat * n + i
+        assert flat not in seen, (tid, j, seen.get(flat))
+        seen[flat] = (tid, j)
+        if j % layout.vec:  # the element after its run's previous one, in the same thread
+            assert seen[flat - 1] == (tid, j - 1)
+    assert sorted(seen) == list(range(layout.numel))
+
+
 @pytest.mark.parametrize("layout, kept, message", [
+    (BlockedLayout((4, 256), 128, 4), (0,), "runs of 4 over 128 threads"),
     (BlockedLayout((4, 96), 128), (0,), "neither divides the other"),
     (BlockedLayout((4, 48), 96), (0,), "power of two"),
     (BlockedLayout((2, 4, 8), 64), (0,), "only rows of 2-D fragments"),
@@ -193,3 +211,19 @@ def test_a_row_store_to_memory_is_made_by_one_thread_of_those_that_hold_it():
 def test_nvrtc_compiles_them_for_sm90a(make):
     kernel = make()
     nvrtc.compile_check(kernel.get_kernel_source(), SM90)
+
+
+def test_fragments_computed_in_registers_move_in_16_byte_runs():
+    from tileworkbench.examples.tilelang_programs.softmax import softmax_kernel
+
+    src = _source(softmax_kernel.compile(M=256, N=8192))
+    assert "alignas(16) tw::half x[64];" in src  # runs of 8 halves a thread
+    assert "tw::copy_vec<16>((&x[(jv * 8)]), (&X[" in src and "tw::copy_vec<16>((&Y[" in src
+
+
+def test_fragments_that_meet_shared_memory_in_a_loop_keep_one_element_a_thread():
+    from tileworkbench.examples.tilelang_programs.norms import layernorm_fwd
+
+    src = _source(layernorm_fwd(256, 1024, threads=128))
+    body = src[src.find('extern "C"'):]
+    assert "float X_local[8];" in body and "alignas" not in body  # read from X_smem one by one: no strided banks

@@ -176,7 +176,8 @@ class CudaRenderer(CStyleRenderer):
             self.emit(d, f"unsigned char* {name}_mem = tw_smem + {off};")
             self.emit(d, f"tw::Barrier* {name} = reinterpret_cast<tw::Barrier*>({name}_mem);")
         elif buf.scope == "local":
-            self.emit(d, f"{buf.dtype.cpp} {name}[{buf.numel}];")
+            align = buf.attrs.get("align_bytes")  # moved in 16-byte runs (rules.fragment_runs)
+            self.emit(d, f"{f'alignas({align}) ' if align else ''}{buf.dtype.cpp} {name}[{buf.numel}];")
         elif buf.scope == "global":
             self.emit(d, f"{buf.dtype.cpp}* {name} = reinterpret_cast<{buf.dtype.cpp}*>({self.expr(buf.data)});")
         else:

@@ -14,10 +14,16 @@ from . import nodes as ir
 @dataclass(frozen=True)
 class BlockedLayout:
     """Element ``flat`` of the row-major fragment lives in thread ``flat % threads`` at local
-    index ``flat // threads``. The default for fragments no tensor-core op constrains."""
+    index ``flat // threads``. The default for fragments no tensor-core op constrains.
+
+    With ``vec > 1`` a thread holds runs of ``vec`` neighbours instead: element ``flat`` lives in
+    thread ``(flat // vec) % threads`` at local index ``(flat // (vec * threads)) * vec + flat % vec``,
+    so a thread moves a run to or from memory with one 16-byte access (``infer_fragment_layouts``
+    chooses it only where every row is a whole number of sweeps, ``shape[-1] % (vec * threads) == 0``)."""
 
     shape: tuple
     threads: int
+    vec: int = 1
 
     @property
     def numel(self) -> int:
@@ -28,16 +34,21 @@ class BlockedLayout:
 
     @property
     def local_size(self) -> int:
-        return -(-self.numel // self.threads)
+        return -(-self.numel // (self.threads * self.vec)) * self.vec
 
     def forward(self, tid: ir.Expr, j: ir.Expr) -> tuple[tuple, ir.Expr | None]:
         """(logical indices, guard) of local element ``j`` of thread ``tid``."""
-        flat = j * self.threads + tid
-        guard = None if self.numel % self.threads == 0 else ir.cmp("<", flat, self.numel)
+        if self.vec == 1:
+            flat = j * self.threads + tid
+        else:
+            v = self.vec
+            flat = (j // v) * (self.threads * v) + tid * v + j % v
+        guard = None if self.numel % (self.threads * self.vec) == 0 else ir.cmp("<", flat, self.numel)
         return unravel(flat, self.shape), guard
 
     def describe(self) -> str:
-        return f"blocked({self.threads} threads x {self.local_size})"
+        runs = f", runs of {self.vec}" if self.vec > 1 else ""
+        return f"blocked({self.threads} threads x {self.local_size}{runs})"
 
 
 @dataclass(frozen=True)
@@ -204,6 +215,8 @@ def project(layout, kept: tuple) -> ProjectedLayout:
         sharers = n if n < t else t
         if sharers & (sharers - 1):
             raise ValueError(f"rows shared by {sharers} threads (a power of two is needed)")
+        if layout.vec > 1 and n % (t * layout.vec):
+            raise ValueError(f"rows of {n} elements in runs of {layout.vec} over {t} threads")
     return ProjectedLayout(layout, tuple(kept))
 
 

@@ -11,8 +11,10 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     ``x[i, j]``), and the result of reducing a fragment along its last dimension
     (``T.reduce_*(x, s, dim=1)``), has the rows of the other's layout (``ir.layout.ProjectedLayout``:
     every thread holding ``x[i, j]`` holds ``s[i]``);
-  * every other fragment is blocked (element ``i`` in thread ``i % threads``), decided in program
-    order where nothing above decides it, after which the rules above apply again.
+  * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
+    per thread where those fragments are only computed on in registers and copied to and from
+    global memory: ``BlockedLayout.vec``), decided in program order where nothing above decides
+    it, after which the rules above apply again.
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
 words); past ``REGISTER_LIMIT`` the kernel is refused at the fragment that crosses it: a thread has
 255 registers, and NVRTC's time grows fast past that (8 s at 1024 words, 39 s at 2048 on the CPU
@@ -54,6 +56,7 @@ class _Relations(IRVisitor):
     def __init__(self):
         self.same: list = []  # (a, b, loc)
         self.rows: list = []  # (part, whole, kept, loc)
+        self.not_runs: set = set()  # id() of fragments a thread must hold one element at a time
 
     def visit_For(self, node: ir.For):
         if node.kind != "parallel":
@@ -75,14 +78,22 @@ class _Relations(IRVisitor):
                 parts.append((buf, tuple(range(len(idx))), access))
         for other in whole[1:]:
             self.same.append((whole[0], other, node.loc))
+        if any(a.buffer.scope in ("shared", "global") for a in collect(body, (ir.BufferLoad, ir.BufferStore))):
+            self.not_runs |= {id(b) for b in whole}
         for buf, kept, access in parts:
             if whole:
                 self.rows.append((buf, whole[0], kept, node.loc))
         self.visit(body)
 
     def visit_Copy(self, node: ir.Copy):
-        if node.src.buffer.scope == "fragment" and node.dst.buffer.scope == "fragment":
-            self.same.append((node.src.buffer, node.dst.buffer, node.loc))
+        src, dst = node.src.buffer, node.dst.buffer
+        if src.scope == "fragment" and dst.scope == "fragment":
+            self.same.append((src, dst, node.loc))
+        elif "fragment" in (src.scope, dst.scope) and "global" not in (src.scope, dst.scope):
+            self.not_runs |= {id(b) for b in (src, dst) if b.scope == "fragment"}
+
+    def visit_Gemm(self, node: ir.Gemm):
+        self.not_runs |= {id(r.buffer) for r in (node.a, node.b, node.c) if r.buffer.scope == "fragment"}
 
     def visit_Reduce(self, node: ir.Reduce):
         src, dst = node.src, node.dst
@@ -148,9 +159,30 @@ class _Inference:
         self.propagate()
         for key, buf in self.buffers.items():  # program order: the first undecided one gets blocked
             if key not in self.layouts:
-                self.set(buf, BlockedLayout(buf.static_shape(), self.threads), buf.loc)
+                shape = tuple(buf.static_shape())
+                self.set(buf, BlockedLayout(shape, self.threads, self.run_length(buf, shape)), buf.loc)
                 self.propagate()
         return self.layouts
+
+    def run_length(self, buf, shape) -> int:
+        """How many neighbours each thread holds together in the blocked layout of ``buf`` and the
+        fragments that will share it (``same``): 16 bytes of the narrowest of them where they only
+        meet other fragments in T.Parallel loops and are copied only to and from global memory
+        (then ``partition_parallel_loops`` moves a run with one 16-byte access, and nothing reads
+        shared memory at a stride), and every row is a whole number of sweeps of the threads;
+        else 1."""
+        group, todo = {id(buf): buf}, [buf]
+        while todo:
+            b = todo.pop()
+            for x, y, _ in self.relations.same:
+                for one, other in ((x, y), (y, x)):
+                    if one is b and id(other) not in group:
+                        group[id(other)] = other
+                        todo.append(other)
+        if any(k in self.layouts or k in self.relations.not_runs for k in group):
+            return 1
+        vec = 16 // min(b.dtype.storage_bits // 8 or 1 for b in group.values())
+        return vec if vec > 1 and shape[-1] % (self.threads * vec) == 0 else 1
 
 
 @register("infer_fragment_layouts", "tile")

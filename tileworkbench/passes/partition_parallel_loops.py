@@ -24,6 +24,8 @@ Guarantees: no parallel loop and no fragment remains.
     the row; a nest over such a fragment alone runs over its slots, every thread that shares a
     row updating its own copy, and only one of them (``owner``) storing it to memory. A nest over a
     shared tile that reads rows of a fragment runs over the layout they are rows of.
+  * A copy between a fragment held in runs (``BlockedLayout.vec``) and a global tensor moves each
+    run with 16-byte accesses (``rules.fragment_runs``).
   * Any other parallel nest is split round-robin: flat iteration ``it * threads + tx``.
   * Fragments become per-thread ``local`` arrays of ``local_size`` elements.
 """
@@ -38,6 +40,7 @@ from ..ir.visitor import IRMutator, collect, uses_var
 from ..target import PassConfigKey
 from .manager import register
 from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, is_row, is_whole
+from .rules.fragment_runs import run_copies
 from .rules.result_stores import ResultStores
 
 UNROLL_LIMIT = 32
@@ -84,7 +87,7 @@ class _Partition(ResultStores, IRMutator):
 
     def visit_For(self, node: ir.For):
         if node.kind != "parallel":
-            return self.generic_visit(node)
+            return self.within_loop(node)
         loops, body = _nest(node)
         loop_vars = [lp.var for lp in loops]
         extents = [ir.const_int(lp.extent) for lp in loops]
@@ -103,6 +106,17 @@ class _Partition(ResultStores, IRMutator):
             return self.by_layout(node, loop_vars, extents, body, buf, buf.attrs["layout"])  # names the problem
         return self.round_robin(node, loop_vars, extents, body)
 
+    def within_loop(self, node: ir.For):
+        """A serial loop's body, its variable's range known (a bounds check on it may be proven)."""
+        start, extent = ir.const_int(node.start), ir.const_int(node.extent)
+        if start is None or extent is None or extent < 1 or node.var in self.ranges:
+            return self.generic_visit(node)
+        self.ranges[node.var] = (start, start + extent - 1)
+        try:
+            return self.generic_visit(node)
+        finally:
+            del self.ranges[node.var]
+
     def by_layout(self, node, loop_vars, extents, body, frag: ir.Buffer, layout):
         if tuple(extents) != tuple(layout.shape):
             raise CompileError(f"this T.Parallel loop is {tuple(extents)} but fragment {frag.name} is "
@@ -110,6 +124,9 @@ class _Partition(ResultStores, IRMutator):
         paired = self.paired_stores(node, loop_vars, body, layout)
         if paired is not None:
             return paired
+        runs = run_copies(node, loop_vars, body, layout, self.tid, self.to_local, self.ranges)
+        if runs is not None:
+            return runs
         j = ir.Var("j")
         indices, guard = layout.forward(self.tid, j)
         rewritten = FragmentAccess(loop_vars, j, layout, node.loc, self.to_local,

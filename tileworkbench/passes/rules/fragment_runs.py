@@ -1,0 +1,84 @@
+"""How ``partition_parallel_loops`` moves the runs of a blocked fragment with ``vec > 1``
+(``ir.layout.BlockedLayout``) to and from global memory: one ``tw::copy_vec<16>`` per 16 bytes of a
+run instead of one access per element.
+
+It applies to a nest whose body is one element copy between the fragment, indexed by the loop's
+variables, and a global tensor of the same dtype whose element offset steps by one with the last
+loop variable and is otherwise a multiple of the run (so every run starts 16-byte aligned: the
+launcher checks the tensor's ``align_bytes``), with no bounds guard left after simplification.
+Anything else keeps one access per element (correct, only slower).
+"""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+from ...ir.layout import BlockedLayout, strided_offset
+from ...ir.simplify import Affine, is_multiple_of, simplify
+from ...ir.visitor import substitute
+from .calls import address_of, call
+
+CHUNK_BYTES = 16
+
+
+def _unguarded(body, loop_vars, layout, ranges):
+    if isinstance(body, ir.IfThenElse):  # a bounds check, if it is always true
+        ranges = {**ranges, **{v: (0, n - 1) for v, n in zip(loop_vars, layout.shape)}}
+        if not isinstance(cond := simplify(body.cond, ranges), ir.Const) or not cond.value:
+            return None
+        return body.then_body
+    return body
+
+
+def _unwrap_cast(value, dtype):
+    return value.value if isinstance(value, ir.Cast) and value.dtype == dtype else value
+
+
+def _steps_by_one(buf: ir.Buffer, indices, last: ir.Var, run: int) -> bool:
+    """The element offset of ``buf[indices]`` is ``last`` plus a multiple of ``run``."""
+    offset = Affine.of(simplify(strided_offset(buf, indices)))
+    coef = [c for atom, c in offset.terms.values() if atom is last]
+    if coef != [1]:
+        return False
+    rest = simplify(strided_offset(buf, indices) - last)
+    return is_multiple_of(rest, run) and not any(atom is last for atom, _ in Affine.of(rest).terms.values())
+
+
+def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> ir.Stmt | None:
+    """The nest as copies of whole runs (module doc), or None where it is not such a copy."""
+    if not isinstance(layout, BlockedLayout) or layout.vec == 1:
+        return None
+    body = _unguarded(body, loop_vars, layout, ranges)
+    if not isinstance(body, ir.BufferStore):
+        return None
+    value = _unwrap_cast(body.value, body.buffer.dtype)
+    if not isinstance(value, ir.BufferLoad) or value.dtype != body.buffer.dtype:
+        return None
+    sides = {body.buffer.scope: (body.buffer, body.indices), value.buffer.scope: (value.buffer, value.indices)}
+    if set(sides) != {"fragment", "global"}:
+        return None
+    frag, frag_idx = sides["fragment"]
+    tensor, tensor_idx = sides["global"]
+    if len(frag_idx) != len(loop_vars) or any(i is not v for i, v in zip(frag_idx, loop_vars)):
+        return None
+    elem = tensor.dtype.storage_bits // 8
+    run_bytes = layout.vec * elem
+    if tensor.dtype.packed or run_bytes % CHUNK_BYTES or not _steps_by_one(tensor, tensor_idx, loop_vars[-1], layout.vec):
+        return None
+    jv = ir.Var("jv")
+    start, guard = layout.forward(tid, jv * layout.vec)
+    if guard is not None:
+        return None
+    at = dict(zip(loop_vars, start))
+    first = tuple(substitute(i, at) for i in tensor_idx)
+    local = to_local(frag)
+    local.attrs["align_bytes"] = CHUNK_BYTES
+    tensor.attrs["align_bytes"] = max(tensor.attrs.get("align_bytes", 1), CHUNK_BYTES)
+    per_chunk = CHUNK_BYTES // elem
+    moves = []
+    for k in range(run_bytes // CHUNK_BYTES):
+        mem = address_of(tensor, first[:-1] + (simplify(first[-1] + k * per_chunk),))
+        reg = address_of(local, (jv * layout.vec + k * per_chunk,))
+        to_registers = body.buffer is frag
+        moves.append(call(f"tw::copy_vec<{CHUNK_BYTES}>", *((reg, mem) if to_registers else (mem, reg))))
+    return ir.For(jv, ir.const(layout.local_size // layout.vec), ir.seq(moves), "unrolled",
+                  annotations={"layout": layout.describe(), "vector": layout.vec}, loc=node.loc)
