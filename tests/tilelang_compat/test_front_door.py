@@ -190,3 +190,24 @@ def test_the_names_tilelang_programs_import():
 def test_tvm_is_refused_with_a_reason():
     with pytest.raises(ImportError, match="tileworkbench.tvm is not supported: tileworkbench has no TVM underneath"):
         from tileworkbench import tvm  # noqa: F401
+
+
+@pytest.mark.parametrize("name", ["alloc_global", "ws", "comm_reducer", "float8_e4m3fn", "dynamic"])
+def test_tilelang_names_we_lack_are_compile_errors_that_say_so(name):
+    from tileworkbench.language.unsupported import UNSUPPORTED
+
+    @tilelang.jit(target=SM90)
+    def uses(A):
+        N = T.const("N")
+        A: T.Tensor((N,), T.float32)
+        with T.Kernel(1, threads=128):
+            getattr(T, name)
+            A[0] = 1.0
+
+    with pytest.raises(CompileError, match=f"T.{name} is not supported by tileworkbench") as info:
+        uses.compile(N=128)
+    assert "getattr(T, name)" in str(info.value) and UNSUPPORTED[name].split(" (")[0] in str(info.value)
+
+
+def test_an_unknown_name_stays_an_attribute_error():
+    assert not hasattr(T, "no_such_thing")

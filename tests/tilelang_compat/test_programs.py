@@ -61,3 +61,19 @@ def test_the_loader_hands_tilelang_the_same_kernels(tmp_path, monkeypatch):
 
     assert without_file_names(mine) == without_file_names(same)
     assert len(without_file_names(mine)) > len(mine.splitlines()) - 5
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_workbench_report_renders_every_program(family, tmp_path):
+    """The trace document and the HTML report (passes, shared-memory plan, barriers) for each kernel."""
+    from tileworkbench.report.document import trace_document, write_report
+
+    module = importlib.import_module(f"tileworkbench.examples.tilelang_programs.{family}")
+    for name, case in module.CASES.items():
+        kernel = case["compile"]()
+        doc = trace_document(kernel)
+        assert doc["passes"], name
+        html = (tmp_path / f"{name}.html")
+        write_report(kernel, html)
+        text = html.read_text()
+        assert "<html" in text.lower() and kernel.name in text, name

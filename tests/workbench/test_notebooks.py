@@ -52,13 +52,16 @@ def test_benchmarks_notebook_plots_recorded_results(tmp_path, monkeypatch):
     shutil.copy(os.path.join(REPO, "notebooks", "03_benchmarks.ipynb"), tmp_path / "notebooks")
     shutil.copy(os.path.join(REPO, "tests", "fixtures", "bench_sample.json"),
                 tmp_path / "benchmarks" / "results" / "gemm-sample.json")
+    # a record of another suite beside it is counted, not shown as a GEMM record
+    (tmp_path / "benchmarks" / "results" / "tilelang-sample.json").write_text(
+        '{"schema": "tileworkbench.tilelang-side-by-side", "version": 1, "rows": []}')
     monkeypatch.setenv("PYTHONPATH", REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     nb = nbformat.read(str(tmp_path / "notebooks" / "03_benchmarks.ipynb"), as_version=4)
     nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
                             resources={"metadata": {"path": str(tmp_path / "notebooks")}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
-    assert "1 recorded result file(s)" in text and "Recorded on:" in text
+    assert "1 recorded GEMM result file(s)" in text and "(1 other records)" in text and "Recorded on:" in text
     data = [o["data"] for o in outputs if "data" in o]
     assert any("image/png" in d for d in data)  # the TFLOP/s plot
     assert any(BENCH_MIME in d for d in data)

@@ -192,3 +192,11 @@ __all__ = [
     "use_swizzle",
     "vectorized",
 ]
+
+
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from .unsupported import unsupported
+
+    raise unsupported(name)

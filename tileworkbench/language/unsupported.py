@@ -1,0 +1,41 @@
+"""TileLang names this DSL does not (yet) have: asking for one is a ``CompileError`` that names it
+and says why, at the kernel line, never a bare ``AttributeError`` (docs/tilelang.md keeps the list)."""
+
+from __future__ import annotations
+
+_NOT_YET = "not supported yet"
+_TVM = "a TVM construct; tileworkbench has no TVM underneath"
+
+UNSUPPORTED = {
+    "alloc_global": _NOT_YET + " (pass the buffer in as a tensor, or use T.empty for an output)",
+    "annotate_layout": _NOT_YET + " (shared layouts are chosen by the compiler: swizzles for TMA and wgmma)",
+    "reinterpret": _NOT_YET,
+    "macro": _NOT_YET + " (a plain Python helper that calls T.copy / T.fill / T.gemm works)",
+    "dynamic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",
+    "symbolic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",
+    "ws": _NOT_YET + " (warp specialisation is done by the compiler for T.Pipelined GEMM loops)",
+    "Persistent": _NOT_YET + " (GEMM kernels become persistent automatically where it pays)",
+    "float8_e4m3fn": _NOT_YET + " (FP8 GEMM: T.float8_e4m3 and T.float8_e5m2 tensors move by TMA, wgmma on them is "
+                     "not supported yet)",
+    "atomic_max": _NOT_YET + " (T.atomic_add is supported)",
+    "atomic_min": _NOT_YET + " (T.atomic_add is supported)",
+    "atomic_addx2": _NOT_YET + " (T.atomic_add is supported)",
+    "reduce_absmax_all": _NOT_YET,
+    "cumsum": _NOT_YET,
+    "comm_reducer": _TVM,
+    "attr": _TVM,
+    "call_extern": _TVM,
+    "call_intrin": _TVM,
+    "tvm_thread_allreduce": _TVM + " (T.reduce_* reduces fragments in registers)",
+    "import_source": _TVM,
+}
+
+
+def unsupported(name: str):
+    """The error for ``T.<name>``: a CompileError for TileLang's names we lack, else AttributeError."""
+    from ..frontend.builder import error
+
+    if name in UNSUPPORTED:
+        return error(f"T.{name} is not supported by tileworkbench: {UNSUPPORTED[name]}")
+    return AttributeError(f"tileworkbench.language has no attribute {name!r} (nor does TileLang's, as far as "
+                          "tileworkbench knows; docs/tilelang.md lists what is supported)")
