@@ -8,7 +8,10 @@ including across iterations of serial and pipelined loops. Syncs are never place
 ``if`` (a barrier in divergent code deadlocks); a whole ``if`` counts as one access.
 TMA loads make their data visible through their mbarrier, so a read after a TMA load needs none.
 A ``T.atomic_add`` to a shared element is ordered like a write against reads and writes, but not
-against other atomic adds (they commute: threads may add in any order).
+against other atomic adds (they commute: threads may add in any order). A shared buffer that
+different iterations of a serial loop touch only at different elements (``A_s[k]``, ``B_s[tx, k]``
+in ``for k``) carries no hazard from one iteration to the next; a sync needed only because of what
+came before a loop goes before it, not into every iteration.
 Inside a ``WarpSpecialize`` only the consumer side gets syncs (the producer side is TMA only).
 """
 
@@ -19,7 +22,9 @@ import dataclasses
 from dataclasses import dataclass, field, replace
 
 from ..ir import nodes as ir
-from ..ir.visitor import IRVisitor, collect
+from ..ir.layout import strided_offset
+from ..ir.simplify import Affine, simplify
+from ..ir.visitor import IRVisitor, collect, uses_var
 from .manager import register
 
 
@@ -100,6 +105,48 @@ def _hazard(acc: _Accesses, state: _State) -> bool:
                 or (acc.adds & (state.read | state.written)))
 
 
+def _without(state: _State, names: set) -> _State:
+    return _State(state.written - names, state.read - names, state.added - names)
+
+
+def _iteration_disjoint(loop: ir.For) -> set:
+    """Shared buffers that different iterations of a serial loop touch only at different elements,
+    so nothing one iteration does to them is a hazard for the next: every access is a plain load or
+    store whose element offset is ``v + g`` for the loop variable ``v`` (from 0, extent ``n``) and a
+    ``g`` that is a multiple of ``n`` (each offset's residue mod ``n`` is its iteration), e.g.
+    ``A_s[k]`` or ``B_s[tx, k]`` of a ``(threads, n)`` tile in ``for k in T.serial(n)``."""
+    n, start = ir.const_int(loop.extent), ir.const_int(loop.start)
+    if loop.kind == "pipelined" or n is None or n < 2 or start != 0:
+        return set()
+    tiles = _Accesses()
+    for op in collect(loop.body, (ir.Copy, ir.TmaCopy, ir.Fill, ir.Gemm, ir.Evaluate)):
+        tiles.visit(op)  # tile operations and atomics: their elements are not followed here
+    for op in collect(loop.body, ir.Reduce):
+        tiles.reads |= {op.src.name, op.dst.name}
+    others = tiles.reads | tiles.writes | tiles.tma_writes | tiles.adds
+    offsets: dict = {}
+    for access in collect(loop.body, (ir.BufferLoad, ir.BufferStore)):
+        if access.buffer.scope == "shared":
+            offsets.setdefault(access.buffer.name, []).append(strided_offset(access.buffer, access.indices))
+    return {name for name, offs in offsets.items() if name not in others
+            and all(_residue_is_iteration(off, loop.var, n) for off in offs)}
+
+
+def _residue_is_iteration(offset: ir.Expr, v: ir.Var, n: int) -> bool:
+    form = Affine.of(simplify(offset))
+    if form.const % n:
+        return False
+    seen_v = False
+    for atom, coef in form.terms.values():
+        if atom is v:
+            seen_v = coef == 1
+            if not seen_v:
+                return False
+        elif coef % n or uses_var(atom, v):
+            return False
+    return seen_v
+
+
 def _syncs(stmt) -> int:
     return len(collect(stmt, ir.SyncThreads))
 
@@ -130,9 +177,10 @@ def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
             out.append(s)
             state = _State()
         elif isinstance(s, ir.For) and s.kind in ("serial", "pipelined", "unrolled"):
+            own = _iteration_disjoint(s)  # buffers no two iterations touch at one element
             _, end = _block(s.body, state.copy())  # first pass: what one iteration leaves behind
-            body, end = _block(s.body, state.merge(end))  # loop-carried hazards included
-            carried, carried_end = _block(s.body, end)  # the same with nothing from before the loop
+            body, end = _block(s.body, state.merge(_without(end, own)))  # loop-carried hazards included
+            carried, carried_end = _block(s.body, _without(end, own))  # with nothing from before the loop
             if _syncs(carried) < _syncs(body):
                 # Only what came before the loop needs this one: a sync before it, not one per iteration.
                 _sync(out)

@@ -1,0 +1,65 @@
+"""Where ``insert_thread_syncs`` puts block barriers in loops: none inside a loop whose iterations
+touch different elements of a shared tile, one before a loop where only what came before it
+needs one, and still one per iteration where iterations do share elements."""
+
+from __future__ import annotations
+
+import tileworkbench as tw
+import tileworkbench.language as T
+
+SM90 = "sm_90a"
+
+
+def _loop_bodies(src: str) -> dict:
+    """{loop variable: the text of that loop's body}, for the kernel's `for (int v = ...` loops."""
+    out = {}
+    lines = src[src.find('extern "C"'):].splitlines()
+    for n, line in enumerate(lines):
+        if line.strip().startswith("for (int "):
+            var = line.strip()[len("for (int "):].split(" ")[0]
+            depth, body = 0, []
+            for inner in lines[n:]:
+                depth += inner.count("{") - inner.count("}")
+                body.append(inner)
+                if depth == 0:
+                    break
+            out[var] = "\n".join(body[1:])
+    return out
+
+
+def staged_dot(per_element_sync: bool):
+    """Each thread stages a row of B and the block a slice of x in shared memory, element by
+    element, then reads them back; with ``per_element_sync`` the staging loop writes x[0] in every
+    iteration (iterations share an element, so a barrier per iteration stays)."""
+    @T.prim_func
+    def main(x: T.Tensor((1024,), "float32"), B: T.Tensor((128, 1024), "float32"), y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            t = T.get_thread_binding(0)
+            xs = T.alloc_shared((128,), "float32")
+            bs = T.alloc_shared((128, 128), "float32")
+            acc = T.alloc_local((1,), "float32")
+            acc[0] = 0.0
+            for kb in T.serial(8):
+                for k in T.serial(128):
+                    if per_element_sync:
+                        xs[0] = x[kb * 128 + k]
+                    else:
+                        xs[k] = x[kb * 128 + k]
+                    bs[t, k] = B[t, kb * 128 + k]
+                for k in T.serial(128):
+                    acc[0] += xs[k] * bs[t, k]
+            y[t] = acc[0]
+    return main
+
+
+def test_a_loop_whose_iterations_touch_different_elements_has_no_barrier_inside():
+    loops = _loop_bodies(tw.lower(staged_dot(False), target=SM90).device_source)
+    outer, staging, reading = loops["kb"], loops["k"], loops["k_1"]
+    assert "__syncthreads" not in staging and "__syncthreads" not in reading
+    assert outer.count("__syncthreads") == 2  # before staging (WAR on the last reads) and before reading
+
+
+def test_a_loop_whose_iterations_share_an_element_keeps_its_barrier():
+    loops = _loop_bodies(tw.lower(staged_dot(True), target=SM90).device_source)
+    assert "__syncthreads" in loops["k"]  # xs[0] is written by every iteration
+    assert "__syncthreads" not in loops["k_1"]  # reads only: the barrier before the loop suffices
