@@ -227,3 +227,24 @@ def test_fragments_that_meet_shared_memory_in_a_loop_keep_one_element_a_thread()
     src = _source(layernorm_fwd(256, 1024, threads=128))
     body = src[src.find('extern "C"'):]
     assert "float X_local[8];" in body and "alignas" not in body  # read from X_smem one by one: no strided banks
+
+
+def test_a_fragment_read_by_row_in_a_loop_over_a_shared_tile_needs_rows_to_come_from_somewhere():
+    @tilelang.jit(target=SM90)
+    def scale_rows(A):
+        M, N = T.const("M, N")
+        A: T.Tensor((M, N), T.float32)
+        B = T.empty((M, N), T.float32)
+        with T.Kernel(1, threads=128):
+            s = T.alloc_fragment((4,), T.float32)
+            sh = T.alloc_shared((4, 64), T.float32)
+            T.fill(s, 2.0)
+            T.copy(A[0, 0], sh)
+            for i, j in T.Parallel(4, 64):
+                sh[i, j] = sh[i, j] * s[i]
+            T.copy(sh, B[0, 0])
+        return B
+
+    with pytest.raises(CompileError, match="no fragment here gives s its rows") as info:
+        scale_rows.compile(M=4, N=64)
+    assert "for i, j in T.Parallel(4, 64)" in str(info.value)

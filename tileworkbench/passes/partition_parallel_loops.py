@@ -98,9 +98,17 @@ class _Partition(ResultStores, IRMutator):
         if whole:  # the loop runs over the layout of a fragment it indexes whole (rows of it come along)
             return self.by_layout(node, loop_vars, extents, body, whole[0], whole[0].attrs["layout"])
         rows = [a.buffer for a in accesses if is_row(a.indices, loop_vars)
-                and tuple(getattr(a.buffer.attrs["layout"], "base", ir.Var).shape) == tuple(extents)]
+                and isinstance(layout := a.buffer.attrs["layout"], ProjectedLayout)
+                and tuple(layout.base.shape) == tuple(extents)]
         if rows:  # a loop over a shared tile reading rows of a fragment: over the layout they are rows of
             return self.by_layout(node, loop_vars, extents, body, rows[0], rows[0].attrs["layout"].base)
+        unrelated = [a.buffer for a in accesses if is_row(a.indices, loop_vars)]
+        if unrelated:
+            name = unrelated[0].name
+            raise CompileError(f"fragment {name} is indexed by part of this loop's indices, which works where it "
+                               f"holds the rows of a fragment of the loop's shape (one the loop also indexes whole, "
+                               f"or one reduced into it with T.reduce_*(x, {name}, dim=1)); no fragment here gives "
+                               f"{name} its rows: keep it in shared memory, or loop over {name} alone", node.loc)
         if accesses:
             buf = accesses[0].buffer
             return self.by_layout(node, loop_vars, extents, body, buf, buf.attrs["layout"])  # names the problem
