@@ -119,7 +119,8 @@ class ProjectedLayout:
         return self.base.threads
 
     @property
-    def _rows_per_thread(self) -> int:
+    def local_size(self) -> int:
+        """Rows each thread holds."""
         b = self.base
         if isinstance(b, WgmmaAccumLayout):
             return 2 * (b.shape[0] // b.warpgroups // 64)
@@ -129,8 +130,10 @@ class ProjectedLayout:
         return m if n % b.threads == 0 else b.local_size
 
     @property
-    def local_size(self) -> int:
-        return self._rows_per_thread
+    def _blocked_row_sharers(self) -> int:
+        """Threads of a blocked base holding parts of one row: all of them where a row spans them."""
+        n = self.base.shape[1]
+        return n if n % self.base.threads else self.base.threads
 
     def slot_of(self, j: ir.Expr) -> ir.Expr:
         """The slot holding the row of base element ``j`` (of the same thread)."""
@@ -164,8 +167,7 @@ class ProjectedLayout:
         b = self.base
         if isinstance(b, (WgmmaAccumLayout, MmaAccumLayout)):
             return (1, 2)  # the four lanes lane // 4 names hold one row
-        n = b.shape[1] if b.shape[1] % b.threads else b.threads  # threads sharing a row
-        return tuple(1 << k for k in range(min(n, 32).bit_length() - 1))
+        return tuple(1 << k for k in range(min(self._blocked_row_sharers, 32).bit_length() - 1))
 
     @property
     def warp_sharers(self) -> int:
@@ -174,16 +176,14 @@ class ProjectedLayout:
             return 1
         if isinstance(b, MmaAccumLayout):
             return b.warps_n
-        n = b.shape[1] if b.shape[1] % b.threads else b.threads
-        return max(1, n // 32)
+        return max(1, self._blocked_row_sharers // 32)
 
     def warp_slot(self, tid: ir.Expr) -> ir.Expr:
         """Which of the ``warp_sharers`` warps that share its elements thread ``tid`` is in."""
         b = self.base
         if isinstance(b, MmaAccumLayout):
             return (tid // 32) % b.warps_n
-        n = b.shape[1] if b.shape[1] % b.threads else b.threads
-        return (tid % n) // 32
+        return (tid % self._blocked_row_sharers) // 32
 
     def owner(self, tid: ir.Expr) -> ir.Expr | None:
         """Whether thread ``tid`` is the one of the threads sharing its elements that stores them to

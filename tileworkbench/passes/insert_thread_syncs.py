@@ -180,11 +180,13 @@ def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
             own = _iteration_disjoint(s)  # buffers no two iterations touch at one element
             _, end = _block(s.body, state.copy())  # first pass: what one iteration leaves behind
             body, end = _block(s.body, state.merge(_without(end, own)))  # loop-carried hazards included
-            carried, carried_end = _block(s.body, _without(end, own))  # with nothing from before the loop
-            if _syncs(carried) < _syncs(body):
-                # Only what came before the loop needs this one: a sync before it, not one per iteration.
-                _sync(out)
-                body, end = carried, carried_end
+            inside = _syncs(body)
+            if inside:  # would nothing from before the loop need fewer? (a third walk only then)
+                carried, carried_end = _block(s.body, _without(end, own))
+                if _syncs(carried) < inside:
+                    # Only what came before the loop needs this one: a sync before it, not one per iteration.
+                    _sync(out)
+                    body, end = carried, carried_end
             out.append(dataclasses.replace(s, body=body))
             state = state.merge(end)
         elif isinstance(s, ir.WarpSpecialize):

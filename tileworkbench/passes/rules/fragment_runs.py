@@ -12,10 +12,11 @@ Anything else keeps one access per element (correct, only slower).
 from __future__ import annotations
 
 from ...ir import nodes as ir
-from ...ir.layout import BlockedLayout, strided_offset
-from ...ir.simplify import Affine, is_multiple_of, simplify
+from ...ir.layout import BlockedLayout
+from ...ir.simplify import simplify
 from ...ir.visitor import substitute
 from .calls import address_of, call
+from .result_stores import unit_column
 
 CHUNK_BYTES = 16
 
@@ -35,12 +36,9 @@ def _unwrap_cast(value, dtype):
 
 def _steps_by_one(buf: ir.Buffer, indices, last: ir.Var, run: int) -> bool:
     """The element offset of ``buf[indices]`` is ``last`` plus a multiple of ``run``."""
-    offset = Affine.of(simplify(strided_offset(buf, indices)))
-    coef = [c for atom, c in offset.terms.values() if atom is last]
-    if coef != [1]:
-        return False
-    rest = simplify(strided_offset(buf, indices) - last)
-    return is_multiple_of(rest, run) and not any(atom is last for atom, _ in Affine.of(rest).terms.values())
+    form = unit_column(buf, indices, last)
+    return form is not None and form.const % run == 0 and all(
+        coef % run == 0 for atom, coef in form.terms.values() if atom is not last)
 
 
 def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> ir.Stmt | None:
@@ -74,11 +72,11 @@ def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> 
     local.attrs["align_bytes"] = CHUNK_BYTES
     tensor.attrs["align_bytes"] = max(tensor.attrs.get("align_bytes", 1), CHUNK_BYTES)
     per_chunk = CHUNK_BYTES // elem
+    to_registers = body.buffer is frag
     moves = []
     for k in range(run_bytes // CHUNK_BYTES):
         mem = address_of(tensor, first[:-1] + (simplify(first[-1] + k * per_chunk),))
         reg = address_of(local, (jv * layout.vec + k * per_chunk,))
-        to_registers = body.buffer is frag
         moves.append(call(f"tw::copy_vec<{CHUNK_BYTES}>", *((reg, mem) if to_registers else (mem, reg))))
     return ir.For(jv, ir.const(layout.local_size // layout.vec), ir.seq(moves), "unrolled",
                   annotations={"layout": layout.describe(), "vector": layout.vec}, loc=node.loc)

@@ -55,6 +55,11 @@ REDUCERS = {
 }
 
 
+def _accumulator_dtype(src: ir.Buffer):
+    """Partials are combined in float32 for floating-point sources, int32 otherwise."""
+    return dtypes.float32 if src.dtype.is_float else dtypes.int32
+
+
 def loop_nest(shape, make_body, kind="parallel", loc=None, annotations=None):
     """``for i0, i1, ... in T.Parallel(*shape): make_body((i0, i1, ...))``."""
     loop_vars = [ir.Var(f"i{n}") for n in range(len(shape))]
@@ -81,7 +86,7 @@ def in_registers(node: ir.Reduce, threads: int) -> bool:
 def reduce_in_registers(node: ir.Reduce, tid: ir.Var) -> ir.Stmt:
     src, dst = node.src, node.dst
     layout: ProjectedLayout = dst.attrs["layout"]
-    acc_dtype = dtypes.float32 if src.dtype.is_float else dtypes.int32
+    acc_dtype = _accumulator_dtype(src)
     init, join, merge = REDUCERS[node.kind]
     part = ir.Buffer(f"{dst.name}_part", dst.shape, acc_dtype, "fragment", attrs={"layout": layout}, loc=node.loc)
     rows = dst.static_shape()
@@ -150,7 +155,7 @@ def reduce_through_shared(node: ir.Reduce) -> ir.Stmt:
         raise CompileError("T.reduce_* reduces a fragment or shared buffer into one", node.loc)
     scratch = ir.Buffer(f"{src.name}_reduce_scratch", src.shape, src.dtype, "shared",
                         attrs={"swizzle": 0}, loc=node.loc)
-    acc_dtype = dtypes.float32 if src.dtype.is_float else dtypes.int32
+    acc_dtype = _accumulator_dtype(src)
     init, join, _ = REDUCERS[node.kind]
 
     def to_scratch(idx):
