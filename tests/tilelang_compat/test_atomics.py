@@ -1,0 +1,65 @@
+"""``T.atomic_add`` on the CPU: what it lowers to, the barriers around shared atomics, and the
+errors (at the kernel line) for what it does not do."""
+
+from __future__ import annotations
+
+import pytest
+
+import tileworkbench as tilelang
+import tileworkbench.language as T
+from tileworkbench.errors import CompileError
+
+SM90 = "sm_90a"
+
+
+def _kernel(target_decl: str, add: str):
+    """A kernel whose threads add into ``target_decl``'s buffer ``acc`` with the statement ``add``
+    (each may be several lines)."""
+    target_decl, add = (text.replace("\n", "\n        ") for text in (target_decl, add))
+    source = f'''
+@tilelang.jit(target=SM90)
+def k(A):
+    N = T.const("N")
+    A: T.Tensor((N,), T.float32)
+    S = T.empty((1,), T.float32)
+    with T.Kernel(1, threads=128):
+        t = T.get_thread_binding(0)
+        {target_decl}
+        {add}  # <-
+        S[0] = A[0]
+    return S
+'''
+    scope = {"tilelang": tilelang, "T": T, "SM90": SM90}
+    import linecache
+
+    name = f"<atomic {abs(hash(source))}>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    exec(compile(source, name, "exec"), scope)
+    return scope["k"]
+
+
+def test_a_shared_atomic_add_is_fenced_from_the_plain_accesses_around_it():
+    k = _kernel("acc = T.alloc_shared((4,), T.float32)\nacc[t % 4] = 0.0",
+                "T.atomic_add(acc[t % 4], A[t])\nA[t] = acc[t % 4]")
+    src = k.compile(N=128).get_kernel_source()
+    body = src[src.find('extern "C"'):]
+    store, add, read = body.index("acc[(t % 4)] = 0.0f"), body.index("atomicAdd((&acc["), body.index("A[t] = acc[")
+    assert "__syncthreads" in body[store:add] and "__syncthreads" in body[add:read]
+
+
+def test_a_global_atomic_add_is_one_call():
+    src = _kernel("pass", "T.atomic_add(A[t % 2], 1.0)").compile(N=128).get_kernel_source()
+    assert "atomicAdd((&A[(t % 2)]), 1.0f);" in src
+
+
+@pytest.mark.parametrize("decl, add, message", [
+    ('acc = T.alloc_shared((4,), T.float16)', "T.atomic_add(acc[0], 1.0)", "T.atomic_add on float16 \\(acc\\) is not supported"),
+    ('acc = T.alloc_fragment((128,), T.float32)', "T.atomic_add(acc[0], 1.0)", "global or shared memory; acc is a fragment"),
+    ('acc = T.alloc_shared((4,), T.float32)', "T.atomic_add(acc[0:2], 1.0)", "adds to one element"),
+    ('acc = T.alloc_shared((4,), T.float32)', "T.atomic_add(acc[0], 1.0, memory_order='acquire')", "only the relaxed add"),
+    ('acc = T.alloc_shared((4,), T.float32)', "T.atomic_add(acc[0], 1.0, scope='gpu')", "unsupported keyword"),
+])
+def test_what_atomic_add_does_not_do_is_a_compile_error_at_its_line(decl, add, message):
+    with pytest.raises(CompileError, match=message) as info:
+        _kernel(decl, add).compile(N=128)
+    assert "# <-" in str(info.value)
