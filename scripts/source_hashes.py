@@ -10,7 +10,9 @@ of device + host source per kernel/config pair (the "from file.py:line" banner l
     PYTHONPATH=. python3 scripts/source_hashes.py after.json       # at the new one
     PYTHONPATH=. python3 scripts/source_hashes.py after.json --against before.json
 
-With ``--against`` it prints the pairs whose sources differ (and those only one side has) and
+With ``--kernel-only`` the inlined headers are left out of each hash (the device source after
+``// ---- kernel ----``, and the launcher): a header change shows only where it changes a kernel's
+own code. With ``--against`` it prints the pairs whose sources differ (and those only one side has) and
 exits 1 if any differ.
 """
 
@@ -48,12 +50,15 @@ def jobs():
         yield f"example {name}", build, {}, None
 
 
-def source_hash(artifact) -> str:
-    text = artifact.device_source + artifact.host_source
+def source_hash(artifact, kernel_only: bool = False) -> str:
+    device = artifact.device_source
+    if kernel_only:
+        device = device[device.index("// ---- kernel ----"):]
+    text = device + artifact.host_source
     return hashlib.sha256(re.sub(r"from \S+\.py:\d+", "", text).encode()).hexdigest()[:16]
 
 
-def hashes() -> dict:
+def hashes(kernel_only: bool = False) -> dict:
     lower = importlib.import_module("tileworkbench.jit.lower").lower
     out = {}
     for name, build, own_configs, out_idx in jobs():
@@ -62,7 +67,7 @@ def hashes() -> dict:
                 continue  # kernels with configs of their own (the spec ones) run as the bench runs them
             try:
                 out[f"{name} [{config_name}]"] = source_hash(
-                    lower(build(), out_idx=out_idx, pass_configs={**own_configs, **configs}))
+                    lower(build(), out_idx=out_idx, pass_configs={**own_configs, **configs}), kernel_only)
             except tw.CompileError as err:  # refused kernels count too: the refusal must not change
                 out[f"{name} [{config_name}]"] = f"refused: {err.message[:80]}"
     return out
@@ -72,7 +77,7 @@ def main(argv) -> int:
     if not argv or argv[0].startswith("--"):
         print(__doc__)
         return 2
-    current = hashes()
+    current = hashes("--kernel-only" in argv)
     with open(argv[0], "w") as f:
         json.dump(current, f, indent=0, sort_keys=True)
     print(f"{len(current)} kernel/config pairs hashed into {argv[0]}")

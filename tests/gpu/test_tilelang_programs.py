@@ -110,3 +110,23 @@ def test_split_k_gemv_with_a_two_dimensional_block_and_shared_atomic_adds(torch)
         kernel = gemv.splitk_gemv.compile(N=256, K=1024, BLOCK_N=block_n, BLOCK_K=128, reduce_threads=reduce_threads)
         y = kernel(x, w)
         torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("seq_len, dim, causal, block_m, block_n, stages, threads", [
+    (1000, 64, False, 64, 64, 1, 128),    # partial tiles: masked keys, zero-filled rows, dropped stores
+    (1000, 64, True, 128, 64, 2, 256),
+    (512, 128, True, 128, 128, 2, 256),
+    (384, 256, False, 64, 64, 1, 128),     # head dim 256: K-major tiles of four 128-byte panels
+])
+def test_flash_attention_register_a_pv_against_float64(torch, seq_len, dim, causal, block_m, block_n, stages, threads):
+    attention = _program("attention")
+    kernel = attention.flash_attention(2, 3, seq_len, dim, causal, block_M=block_m, block_N=block_n,
+                                       num_stages=stages, threads=threads)
+    q, k, v = (torch.randn(2, 3, seq_len, dim, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = kernel(q, k, v)
+    scores = (q.double() @ k.double().transpose(-1, -2)) / dim ** 0.5
+    if causal:
+        scores = scores.masked_fill(~torch.ones(seq_len, seq_len, device="cuda", dtype=torch.bool).tril(),
+                                    float("-inf"))
+    ref = scores.softmax(-1) @ v.double()
+    torch.testing.assert_close(out.double(), ref, rtol=1e-2, atol=1e-2)

@@ -93,7 +93,7 @@ class MmaAccumLayout:
         return f"mma_accum({self.warps_m}x{self.warps_n} warps, {self.local_size} per thread)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ProjectedLayout:
     """The layout of a fragment indexed by some dimensions of another (``kept`` of ``base``'s):
     the result of reducing ``base``'s fragment along the others (``T.reduce_sum(x, s, dim=1)``),
@@ -109,6 +109,23 @@ class ProjectedLayout:
 
     base: object
     kept: tuple
+
+    def _rows_key(self) -> tuple:
+        """What decides which thread holds which row in which slot: the rows of two tensor-core
+        accumulators of one height and warp layout are the same whatever their widths (the
+        scores and the output of attention: 64 x 64 and 64 x 256), so those compare equal."""
+        b = self.base
+        if isinstance(b, WgmmaAccumLayout):
+            return ("wgmma", b.shape[0], b.warpgroups, self.kept)
+        if isinstance(b, MmaAccumLayout):
+            return ("mma", b.shape[0], b.warps_m, b.warps_n, self.kept)
+        return ("base", b, self.kept)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ProjectedLayout) and self._rows_key() == other._rows_key()
+
+    def __hash__(self) -> int:
+        return hash(self._rows_key())
 
     @property
     def shape(self) -> tuple:
@@ -136,7 +153,9 @@ class ProjectedLayout:
         return n if n % self.base.threads else self.base.threads
 
     def slot_of(self, j: ir.Expr) -> ir.Expr:
-        """The slot holding the row of base element ``j`` (of the same thread)."""
+        """The slot holding the row of base element ``j`` (of the same thread). Only for the
+        ``base`` this layout was projected from: a loop over another fragment with equal rows asks
+        that fragment's own projection (``rules.fragments.FragmentAccess``)."""
         b = self.base
         if isinstance(b, WgmmaAccumLayout):
             return (j // (b.shape[1] // 2)) * 2 + (j // 2) % 2

@@ -58,19 +58,23 @@ class WgmmaPlan:
     n: int
     k: int
     warpgroups: int  # along M
-    a_span: int  # swizzle bytes of A's rows
+    a_span: int  # swizzle bytes of A's rows (0: A in registers)
     b_span: int  # swizzle bytes of B
-    b_panel: int  # elements per 128-byte panel of an N-major B wider than 128 bytes (0: none)
+    b_panel: int  # elements per 128-byte panel of a B whose rows are wider than 128 bytes (0: none)
     b_k_major: bool
     a_k_major: bool = True  # False: A stored K x M (transpose_A), M-major for wgmma
-    a_panel: int = 0  # elements per 128-byte panel of an M-major A wider than 128 bytes (0: none)
+    a_panel: int = 0  # elements per 128-byte panel of an A whose rows are wider than 128 bytes (0: none)
+    a_registers: bool = False  # A is a fragment in the accumulator layout (attention's P @ V)
 
 
-def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True) -> str:
+def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True,
+                       a_registers: bool = False) -> str:
     """Name of the generated C++ functor for one wgmma shape (codegen/wgmma.py emits it): the
-    suffix says how A and B are stored (k: K-major, m/n: M- or N-major)."""
+    suffix says where A and B are (k: K-major, m/n: M- or N-major in shared memory; r: A in
+    registers)."""
     short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    return f"tw_wgmma_m64n{n}k16_{short}_{'k' if a_k_major else 'm'}{'k' if b_k_major else 'n'}"
+    a = "r" if a_registers else "k" if a_k_major else "m"
+    return f"tw_wgmma_m64n{n}k16_{short}_{a}{'k' if b_k_major else 'n'}"
 
 
 @dataclass(frozen=True)

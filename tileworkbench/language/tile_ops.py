@@ -95,7 +95,8 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
          k_pack=1, wg_wait=0):
     """``C += A @ B`` on tiles: A and B whole shared tiles (float16 or bfloat16 for the tensor
     cores), C a whole float32 fragment. ``transpose_A`` reads A stored K x M, ``transpose_B`` B
-    stored N x K. A in a fragment (register-A wgmma, attention's P @ V) is not supported yet."""
+    stored N x K. A may be a whole fragment instead (attention's P @ V: register-A wgmma on
+    sm_90a, the fragment in the layout of a wgmma accumulator of its shape)."""
     a, b, c = (as_region(x, f"T.gemm {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
     for r, n in ((a, "A"), (b, "B"), (c, "C")):
         if isinstance(r, _b.Point):
@@ -103,10 +104,16 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
         if r.static_extents() is None or len(unit_dropped(r.extents)) != 2:
             raise error(f"T.gemm {n} must be a 2-D tile with constant extents")
     for r, n in ((a, "A"), (b, "B")):
+        if r.buffer.scope == "fragment" and n == "A":
+            if transpose_A:
+                raise error(f"T.gemm A: {r.buffer.name} is a fragment, which wgmma reads as M x K: "
+                            "transpose_A=True needs A in shared memory")
+            if not r.is_full:
+                raise error(f"T.gemm A must be a whole fragment; {r.buffer.name} is sliced here")
+            continue
         if r.buffer.scope == "fragment":
-            raise error(f"T.gemm {n}: {r.buffer.name} is a fragment; T.gemm reads A and B from shared memory "
-                        "(A from registers, as attention's P @ V does, is not supported yet: copy it to a "
-                        "T.alloc_shared tile first)")
+            raise error(f"T.gemm B: {r.buffer.name} is a fragment; B is read from shared memory "
+                        "(copy it to a T.alloc_shared tile)")
         if r.buffer.scope != "shared":
             raise error(f"T.gemm {n} must be a shared tile (T.alloc_shared), not {_b.describe(r.buffer)}")
         if not r.is_full:

@@ -3,9 +3,9 @@
 Expects: tile-level IR after pipelining (shared buffers may carry a version dimension).
 Guarantees:
   * every ``T.gemm`` carries its tensor-core path in ``Gemm.plan`` (a ``rules.gemm.WgmmaPlan``,
-    or None for ``mma.sync``); operand tiles of a wgmma gemm get the layout wgmma reads:
-    A swizzled by its row bytes, B either swizzled by its row bytes or, when its rows are wider
-    than 128 bytes, split into 128-byte panels with the 128B swizzle (``attrs["panel"]``);
+    or None for ``mma.sync``); operand tiles of a wgmma gemm get the layout wgmma reads: each
+    swizzled by its row bytes or, when its rows are wider than 128 bytes, split into 128-byte
+    panels with the 128B swizzle (``attrs["panel"]``); an A in a fragment has no tile here;
   * the gemms of one accumulator share one accumulator layout, and every wgmma gemm reading a
     tile wants the same layout of it: where two would disagree (one accumulator fed by a wgmma
     and an mma.sync gemm, or by two wgmma forms; one tile read K-major by one gemm and N-major by
@@ -76,7 +76,8 @@ def _agreeing_plans(gemms, plans: dict) -> dict:
         for g in gemms:
             plan = plans[id(g)]
             if plan is not None:
-                wants.setdefault(id(g.a.buffer), {}).setdefault((plan.a_span, plan.a_panel), []).append(g)
+                if not plan.a_registers:
+                    wants.setdefault(id(g.a.buffer), {}).setdefault((plan.a_span, plan.a_panel), []).append(g)
                 wants.setdefault(id(g.b.buffer), {}).setdefault((plan.b_span, plan.b_panel), []).append(g)
         for layouts in wants.values():
             if len(layouts) > 1:
@@ -110,7 +111,8 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     for gemm in gemms:
         plan = plans[id(gemm)]
         if plan is not None:
-            layout[id(gemm.a.buffer)] = (plan.a_span, plan.a_panel)
+            if not plan.a_registers:
+                layout[id(gemm.a.buffer)] = (plan.a_span, plan.a_panel)
             layout[id(gemm.b.buffer)] = (plan.b_span, plan.b_panel)
         else:
             wanted.update(id(r.buffer) for r in (gemm.a, gemm.b) if r.buffer.scope == "shared")

@@ -5,6 +5,8 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
   * a ``T.gemm`` accumulator has the wgmma layout of ``tw::wgmma_gemm_ss`` when
     ``choose_shared_layouts`` put its gemms on the wgmma path (``Gemm.plan``), else the mma.sync
     layout of ``tw::gemm_ss`` (the warp grid chosen so the block's warps tile the accumulator);
+    an A operand in a fragment has the wgmma accumulator layout of its own M x K shape (how
+    register-A wgmma reads it), and a gemm that cannot take A from registers is a CompileError;
   * fragments a ``T.Parallel`` loop indexes by all of its variables in order, and the two sides of
     a fragment-to-fragment ``T.copy``, share one layout;
   * a fragment indexed by a leading part of such a loop's variables (``s[i]`` in a loop over
@@ -47,6 +49,19 @@ def _gemm_layout(gemm: ir.Gemm, threads: int):
         raise CompileError(f"T.gemm: a {m}x{n} accumulator cannot be split over {threads // 32} warps "
                            "in 16x8 mma tiles; use tile sizes that are multiples of 16 per warp", gemm.loc)
     return WgmmaAccumLayout((m, n), plan.warpgroups) if plan else MmaAccumLayout((m, n), *grid)
+
+
+def _register_a_layout(gemm: ir.Gemm) -> WgmmaAccumLayout:
+    """The layout an A fragment must have: that of an M x K wgmma accumulator, which is how
+    wgmma reads A from registers (``tw::wgmma_gemm_rs``); a fragment copied from one (attention's
+    P, cast from the scores of Q @ K^T) already has it."""
+    a, plan = gemm.a.buffer, gemm.plan
+    if plan is None or not plan.a_registers:
+        raise CompileError(f"T.gemm with A in a fragment ({a.name}) runs on Hopper's register-A wgmma only: "
+                           "sm_90a, float16 or bfloat16 operands, a float32 accumulator, threads a multiple "
+                           "of 128 and 64 rows of A per warpgroup, A not transposed; this gemm does not "
+                           "qualify, so copy A to a T.alloc_shared tile", gemm.loc)
+    return WgmmaAccumLayout(tuple(a.static_shape()), plan.warpgroups)
 
 
 class _Relations(IRVisitor):
@@ -156,6 +171,8 @@ class _Inference:
             if self.layouts.get(id(c), layout) != layout:
                 raise CompileError(f"{c.name} is the accumulator of two gemms with different shapes", gemm.loc)
             self.set(c, layout, gemm.loc)
+            if gemm.a.buffer.scope == "fragment":
+                self.set(gemm.a.buffer, _register_a_layout(gemm), gemm.loc)
         self.propagate()
         for key, buf in self.buffers.items():  # program order: the first undecided one gets blocked
             if key not in self.layouts:

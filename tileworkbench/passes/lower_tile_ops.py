@@ -14,7 +14,8 @@ Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce`` remains. Instead:
   * copies to or from fragments are ``T.Parallel`` loops the next pass maps through the
     fragment's layout; copies to or from per-thread ``local`` buffers are serial loops;
   * ``T.gemm`` is one call of ``tw::wgmma_gemm_ss<...>`` (Hopper warpgroup MMA, when
-    ``choose_shared_layouts`` chose that path) or ``tw::gemm_ss<M, N, K, WM, WN, transA, transB,
+    ``choose_shared_layouts`` chose that path), ``tw::wgmma_gemm_rs<...>`` for an A in a fragment
+    (its registers are wgmma's A operand), or ``tw::gemm_ss<M, N, K, WM, WN, transA, transB,
     swizzleA, swizzleB, T>`` (mma.sync) on the shared tiles and the accumulator;
   * reductions of a fragment's rows into a fragment with those rows' layout stay in registers
     (each thread's partial, ``shfl.xor`` across the lanes of a row, shared memory across warps);
@@ -82,6 +83,8 @@ class _LowerTileOps(RangeTracker, IRMutator):
     def visit_Gemm(self, node: ir.Gemm):
         a, b, c = node.a, node.b, node.c
         for r, name in ((a, "A"), (b, "B")):
+            if r.buffer.scope == "fragment" and node.plan is not None and node.plan.a_registers and name == "A":
+                continue
             if r.buffer.scope != "shared":
                 raise CompileError(f"T.gemm: operand {name} must be in shared memory on this path "
                                    f"({r.buffer.name} is a {r.buffer.scope} buffer)", node.loc)
@@ -110,8 +113,14 @@ class _LowerTileOps(RangeTracker, IRMutator):
 
     def wgmma(self, node: ir.Gemm, plan) -> ir.Stmt:
         dtype = node.a.buffer.dtype.name
-        self.wgmma_shapes.add((plan.n, dtype, plan.b_k_major, plan.a_k_major))
+        self.wgmma_shapes.add((plan.n, dtype, plan.b_k_major, plan.a_k_major, plan.a_registers))
         flag = "true" if plan.b_k_major else "false"
+        if plan.a_registers:  # A is the fragment's own registers (its layout: infer_fragment_layouts)
+            functor = wgmma_functor_name(plan.n, dtype, plan.b_k_major, a_registers=True)
+            tail = f", {node.in_flight}" if node.in_flight else ""
+            template = (f"tw::wgmma_gemm_rs<{plan.m}, {plan.n}, {plan.k}, {plan.warpgroups}, {plan.b_span}, "
+                        f"{flag}, {functor}{tail}>")
+            return self.gemm_call(node, template)
         # trailing template arguments only where they differ from the defaults (IN_FLIGHT 0, A K-major)
         tail = f", {node.in_flight}" if node.in_flight or not plan.a_k_major else ""
         tail += "" if plan.a_k_major else ", false"
@@ -126,8 +135,8 @@ class _LowerTileOps(RangeTracker, IRMutator):
         out = []
         if node.clear_accum:
             out.append(self.visit_Fill(ir.Fill(ir.Region.full(c.buffer), ir.const(0.0), loc=node.loc)))
-        out.append(call(template, address_of(a.buffer, a.starts), address_of(b.buffer, b.starts),
-                        ir.Raw(c.buffer.name), self.tid))
+        a_arg = ir.Raw(a.buffer.name) if a.buffer.scope == "fragment" else address_of(a.buffer, a.starts)
+        out.append(call(template, a_arg, address_of(b.buffer, b.starts), ir.Raw(c.buffer.name), self.tid))
         return ir.seq(out)
 
     def visit_Reduce(self, node: ir.Reduce):

@@ -6,8 +6,10 @@ Applies to that loop when every condition below holds (otherwise the IR is uncha
 ``func.attrs["warp_specialized"]`` says why, so ``inject_software_pipeline`` pipelines it the
 plain way): sm_90a; neither ``tl.disable_warp_specialized`` nor ``tl.disable_tma_lower`` nor debug
 mode; the kernel uses no barriers, TMA copies or other pipelined loops of its own; the block has
-whole warpgroups; ``num_stages >= 2``; the loop body is only ``T.copy`` global -> shared of whole tiles with constant
-extents and ``T.gemm`` on the wgmma path reading those tiles.
+whole warpgroups; ``num_stages >= 2`` (or 1 for a loop with work between its gemms); the loop body is ``T.copy`` global -> shared of whole tiles
+with constant extents, ``T.gemm`` on the wgmma path reading B (and A, unless A is a fragment or a
+tile the loop does not write) from those tiles, and any other work that touches none of the loaded
+tiles (attention's softmax between its two gemms: ``rules.warp_specialization``).
 Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's threads):
   * the launch gets ``producer_threads = 128`` more threads (``tx`` in ``[C, C + 128)``); every
     layout and thread loop still uses the ``C`` consumer threads;
@@ -17,11 +19,17 @@ Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's thread
     first producer warp, for every ``k``, waits until the slot is empty (parity
     ``((k - k0) // s + 1) % 2``: the first ``s`` waits pass at once), loads each tile with a TMA
     copy completing on ``full`` (one elected lane, ``expect_tx`` of the tile bytes) and arrives on
-    ``full``. Consumer: for every ``k``, waits for ``full`` (parity ``(k - k0) // s % 2``), issues
-    the gemms leaving their wgmma group running (``in_flight=1``: it waits only for iteration
-    ``k - 1``'s group) and then releases iteration ``k - 1``'s slot on ``empty``; after the loop
-    it waits for the last group, releases the last slot and runs the statements that followed
-    the loop (the epilogue). An epilogue that is one ``T.copy`` of the accumulator fragment to a
+    ``full``. Consumer: for every ``k``, waits for ``full`` (parity ``(k - k0) // s % 2``); in a
+    loop of loads and gemms alone it issues the gemms leaving their wgmma group running
+    (``in_flight=1``: it waits only for iteration ``k - 1``'s group) and then releases iteration
+    ``k - 1``'s slot on ``empty``, and after the loop it waits for the last group and releases the
+    last slot; in a loop with other work it runs the body's statements in order, each gemm
+    complete before the next statement, and releases slot ``k`` at the end of the iteration, and
+    with one stage each loaded tile has a full/empty pair of its own instead (``<tile>_full``,
+    ``<tile>_empty``): the producer waits for and fills each tile in turn, the consumer waits for
+    a tile before the first gemm that reads it and releases it after the last, so the producer
+    loads K while the softmax and P @ V run. Then it runs the statements that followed the loop
+    (the epilogue). An epilogue that is one ``T.copy`` of the accumulator fragment to a
     16-bit global tile goes through a shared tile (over the pipeline's dead tiles, after a
     consumer barrier) and one TMA store (``tw.register_epilogue`` keeps it as stores from
     registers). Statements before the loop other than allocations move to
@@ -40,7 +48,8 @@ from ..target import PassConfigKey
 from .rules import epilogue as epilogue_rules
 from .rules import persistent as persistent_rules
 from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_REGISTERS, PRODUCER_THREADS, consumer_registers,
-                                      flatten, smem_bytes_with_own_epilogue_tile, why_not)
+                                      consumer_work_only_gemms, flatten, is_tile_load,
+                                      smem_bytes_with_own_epilogue_tile, why_not)
 from .manager import register
 from .plan_shared_memory import smem_limit
 
@@ -48,6 +57,51 @@ def _role_loop(loop: ir.For, body: list, role: str, stages: int) -> ir.For:
     var = ir.Var(loop.var.name)
     return ir.For(var, loop.extent, substitute(ir.seq(body), {loop.var: var}), "serial", loop.start,
                   pipeline=ir.PipelineInfo(stages, role), loc=loop.loc)
+
+
+def _stage_barriers(name: str, stages: int, consumers: int, loc) -> tuple:
+    full = ir.Buffer(f"{name}_full", (ir.const(stages),), ir.dtypes.uint64, "barrier",
+                     attrs={"counts": [FULL_ARRIVALS] * stages, "auto": True, "role": "full"}, loc=loc)
+    empty = ir.Buffer(f"{name}_empty", (ir.const(stages),), ir.dtypes.uint64, "barrier",
+                      attrs={"counts": [consumers] * stages, "auto": True, "role": "empty"}, loc=loc)
+    return full, empty
+
+
+def _per_tile_protocol(loads, work, tile, slot, round_, stages, consumers, loop) -> tuple:
+    """(barriers, producer body, consumer body) for a loop with work between its gemms: each
+    loaded tile has a full/empty pair of its own, the consumer waits for a tile just before the
+    first gemm that reads it and releases it right after the last, so the producer refills K while
+    the softmax and P @ V run, and V while the next Q @ K^T runs (with one stage)."""
+    pairs = {id(ld.dst.buffer): _stage_barriers(ld.dst.buffer.name, stages, consumers, loop.loc) for ld in loads}
+    produce = []
+    for ld in loads:
+        full, empty = pairs[id(ld.dst.buffer)]
+        produce += [ir.BarrierWait(ir.BarrierRef(empty, slot), simplify((round_ + 1) % 2), loc=ld.loc),
+                    ir.TmaCopy(ld.src, tile(ld.dst), ir.BarrierRef(full, slot), FULL_ARRIVALS, loc=ld.loc),
+                    ir.BarrierArrive(ir.BarrierRef(full, slot), loc=ld.loc)]
+
+    def reads(x) -> list:
+        if not isinstance(x, ir.Gemm):
+            return []
+        return list(dict.fromkeys(id(r.buffer) for r in (x.a, x.b) if id(r.buffer) in pairs))
+
+    first, last = {}, {}
+    for i, x in enumerate(work):
+        for key in reads(x):
+            first.setdefault(key, i)
+            last[key] = i
+    consume = []
+    for i, x in enumerate(work):
+        tiles = reads(x)  # of the tiles as the loop names them, before their versions
+        consume += [ir.BarrierWait(ir.BarrierRef(pairs[key][0], slot), simplify(round_ % 2), loc=x.loc)
+                    for key in tiles if first[key] == i]
+        if isinstance(x, ir.Gemm):  # complete where it stands: the next statements read its result
+            x = ir.Gemm(tile(x.a), tile(x.b), x.c, x.trans_a, x.trans_b, x.clear_accum, 0, loc=x.loc)
+        consume.append(x)
+        consume += [ir.BarrierArrive(ir.BarrierRef(pairs[key][1], slot), loc=x.loc)
+                    for key in tiles if last[key] == i]
+    barriers = [b for pair in pairs.values() for b in pair]
+    return barriers, produce, consume
 
 
 @register("warp_specialize", "tile")
@@ -63,9 +117,10 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     s = loop.pipeline.stages
     consumers = func.launch.threads
     body = [x for x in flatten(loop.body) if not isinstance(x, ir.Comment)]
-    loads = [x for x in body if isinstance(x, ir.Copy)]
-    gemms = [x for x in body if isinstance(x, ir.Gemm)]
-    versioned = {ld.dst.buffer: ld.dst.buffer.versioned(s) for ld in loads}
+    loads = [x for x in body if is_tile_load(x)]
+    work = [x for x in body if not is_tile_load(x)]  # the gemms and what runs between them, in order
+    gemm_loop = consumer_work_only_gemms(loop)
+    versioned = {ld.dst.buffer: ld.dst.buffer.versioned(s) for ld in loads} if s > 1 else {}  # one stage: the tiles as they are
 
     # Which consumer statements run around the loop, and whether the kernel can be persistent:
     # the tile loop then wraps each side, and the stage counter runs on across tiles.
@@ -109,21 +164,35 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         buf = versioned.get(region.buffer)
         return region if buf is None else region.in_version(buf, slot)
 
+    barriers = [full, empty]
     produce = [ir.BarrierWait(ir.BarrierRef(empty, slot), simplify((round_ + 1) % 2), loc=loop.loc)]
     produce += [ir.TmaCopy(ld.src, tile(ld.dst), ir.BarrierRef(full, slot), FULL_ARRIVALS, loc=ld.loc)
                 for ld in loads]
     produce.append(ir.BarrierArrive(ir.BarrierRef(full, slot), loc=loop.loc))
-    # The consumer keeps its last gemm's wgmma group running into the next iteration: after
-    # issuing stage k it waits for stage k - 1's group only, then releases that slot.
-    previous = simplify((counter + s - 1) % s)
     consume = [ir.BarrierWait(ir.BarrierRef(full, slot), simplify(round_ % 2), loc=loop.loc)]
-    consume += [ir.Gemm(tile(g.a), tile(g.b), g.c, g.trans_a, g.trans_b, g.clear_accum, 1, loc=g.loc)
-                for g in gemms]
-    consume.append(ir.IfThenElse(ir.cmp(">", loop.var, loop.start),
-                                 ir.BarrierArrive(ir.BarrierRef(empty, previous), loc=loop.loc)))
-    last = simplify(substitute(counter, {loop.var: loop.start + loop.extent - 1}) % s)
-    drain = [ir.Evaluate(ir.Call("tw::wgmma_wait<0>", ())),
-             ir.BarrierArrive(ir.BarrierRef(empty, last), loc=loop.loc)]
+    if gemm_loop:
+        # The consumer keeps its last gemm's wgmma group running into the next iteration: after
+        # issuing stage k it waits for stage k - 1's group only, then releases that slot.
+        previous = simplify((counter + s - 1) % s)
+        consume += [ir.Gemm(tile(g.a), tile(g.b), g.c, g.trans_a, g.trans_b, g.clear_accum, 1, loc=g.loc)
+                    for g in work]
+        consume.append(ir.IfThenElse(ir.cmp(">", loop.var, loop.start),
+                                     ir.BarrierArrive(ir.BarrierRef(empty, previous), loc=loop.loc)))
+        last = simplify(substitute(counter, {loop.var: loop.start + loop.extent - 1}) % s)
+        drain = [ir.Evaluate(ir.Call("tw::wgmma_wait<0>", ())),
+                 ir.BarrierArrive(ir.BarrierRef(empty, last), loc=loop.loc)]
+    elif s > 1:
+        # Work between the gemms reads their results: each gemm completes where it stands, and the
+        # stage is released once the iteration's last statement has run. (A pair per tile, as for
+        # one stage below, measured 7% slower here: 545 against 587 TFLOP/s for attention at
+        # 4096 x 128, docs/experiments.md, "Barriers of a two-gemm pipeline".)
+        consume += [ir.Gemm(tile(x.a), tile(x.b), x.c, x.trans_a, x.trans_b, x.clear_accum, 0, loc=x.loc)
+                    if isinstance(x, ir.Gemm) else x for x in work]
+        consume.append(ir.BarrierArrive(ir.BarrierRef(empty, slot), loc=loop.loc))
+        drain = []
+    else:
+        barriers, produce, consume = _per_tile_protocol(loads, work, tile, slot, round_, s, consumers, loop)
+        drain = []
 
     def per_tile(stmts: list) -> list:
         return [persistent_rules.tile_loop(func.launch, tile_iter, stmts, loc=loop.loc)] if persistent else stmts
@@ -144,14 +213,14 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     if persistent and staged is not None:
         consumer.append(ir.TmaStoreWait(read=True, loc=epilogue_tile.loc))  # the last tile read before exit
     split = ir.WarpSpecialize(
-        ir.seq([ir.Comment(f"producer: one warp issues the TMA loads, up to {s} stages ahead"), *producer]),
+        ir.seq([ir.Comment(f"producer: one warp issues the TMA loads, up to {s} stage{'s' if s > 1 else ''} ahead"), *producer]),
         ir.seq(consumer), consumers, PRODUCER_THREADS, loc=loop.loc)
-    out = func.with_body(ir.seq(keep + [ir.Allocate(b, loc=loop.loc) for b in (full, empty)] + [split]))
+    out = func.with_body(ir.seq(keep + [ir.Allocate(b, loc=loop.loc) for b in barriers] + [split]))
     out.launch = dataclasses.replace(func.launch, producer_threads=PRODUCER_THREADS,
                                      persistent_tiles=persistent_rules.tile_count(func.launch) if persistent else 0)
     out.attrs["warp_specialized"] = {
         "applied": True, "stages": s, "consumer_threads": consumers, "producer_threads": PRODUCER_THREADS,
-        "tiles": [ld.dst.buffer.name for ld in loads], "barriers": [full.name, empty.name],
+        "tiles": [ld.dst.buffer.name for ld in loads], "barriers": [b.name for b in barriers],
         "registers": {"producer": PRODUCER_REGISTERS, "consumer": consumer_registers(consumers)}
         if consumers >= 256 else None,
         "epilogue": "shared memory + TMA store" if staged is not None else "stores from registers",
@@ -160,5 +229,5 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     }
     out.attrs.setdefault("pipelines", []).append({
         "loop": loop.var.name, "stages": s, "buffers": [b.name for b in versioned.values()],
-        "barriers": [full.name, empty.name], "producers": len(loads), "mode": "warp_specialized"})
+        "barriers": [b.name for b in barriers], "producers": len(loads), "mode": "warp_specialized"})
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...errors import CompileError
 from ...ir import nodes as ir
+from ...ir.layout import ProjectedLayout, project
 from ...ir.visitor import IRMutator
 
 # The annotation on a T.Parallel loop that lower_tile_ops makes for a reduction's partial sums: it
@@ -46,16 +47,28 @@ class FragmentAccess(IRMutator):
                                    f"({layout.describe()}) from the loop's "
                                    f"({self.layout.describe()}); copy through shared memory", self.loc)
             return self.j
-        if is_row(indices, self.loop_vars) and getattr(layout, "base", None) == self.layout:
+        loop_rows = self.rows_of_loop(layout)
+        if is_row(indices, self.loop_vars) and loop_rows is not None and loop_rows == layout:
             if store and not self.accumulate_rows:
                 raise CompileError(f"fragment {buf.name} is written in a loop over more than its own indices: every "
                                    f"thread holding a row would write it; write it in a loop over {buf.name} alone "
                                    "(or reduce into it with T.reduce_*)", loc or self.loc)
-            return layout.slot_of(self.j)
+            return loop_rows.slot_of(self.j)
         raise CompileError(f"fragment {buf.name} must be indexed by the T.Parallel loop variables "
                            f"in order, like {buf.name}[{', '.join(v.name for v in self.loop_vars)}]"
                            + (", or by the leading ones where it holds rows of the loop's fragment"
                               if len(self.loop_vars) > 1 else ""), self.loc)
+
+    def rows_of_loop(self, layout):
+        """The rows of the loop's layout in the form ``layout`` has (None if it holds no rows): the
+        loop's element ``j`` names its slot, even where ``layout`` was projected from another
+        fragment with the same rows (``ProjectedLayout`` equality)."""
+        if not isinstance(layout, ProjectedLayout) or isinstance(self.layout, ProjectedLayout):
+            return None
+        try:
+            return project(self.layout, layout.kept)
+        except ValueError:
+            return None
 
     def visit_BufferLoad(self, node):
         node = self.generic_visit(node)

@@ -23,7 +23,7 @@ import math
 from ... import dtypes
 from ...errors import CompileError
 from ...ir import nodes as ir
-from ...ir.layout import ProjectedLayout
+from ...ir.layout import ProjectedLayout, project
 from .fragments import EACH_WARP, PARTIAL_ROWS
 
 FULL_WARP = ir.Raw("0xffffffffu")
@@ -76,7 +76,13 @@ def in_registers(node: ir.Reduce, threads: int) -> bool:
     if src.scope != "fragment" or dst.scope != "fragment" or src.ndim != 2 or node.dim != 1:
         return False
     layout = dst.attrs.get("layout")
-    if not isinstance(layout, ProjectedLayout) or layout.base != src.attrs.get("layout"):
+    src_layout = src.attrs.get("layout")
+    if not isinstance(layout, ProjectedLayout) or isinstance(src_layout, ProjectedLayout) or src_layout is None:
+        return False
+    try:
+        if project(src_layout, (0,)) != layout:  # the rows of src, as dst holds them
+            return False
+    except ValueError:
         return False
     # Every lane of a warp must take part in each shuffle: no slot may be guarded.
     _, guard = layout.forward(ir.Var("t"), ir.Var("r"))

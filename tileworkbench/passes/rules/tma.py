@@ -72,10 +72,13 @@ def can_bulk_copy(global_region: ir.Region, shared: ir.Buffer) -> bool:
 
 def whole_panels(global_region: ir.Region, panel: int) -> bool:
     """One 3-D copy can fill a tile stored as ``panel``-element panels from ``global_region``
-    (see ``_paneled``): the tensor's rows are a whole number of panels and the region starts on a
-    panel boundary. Otherwise each panel is a 2-D copy of its own (``tma_copies``)."""
+    (see ``_paneled``): a 2-D tensor whose rows are a whole number of panels, the region starting
+    on a panel boundary. Otherwise each panel is a copy of its own (``tma_copies``), as from a
+    tensor of more dimensions (a head of ``(batch, heads, seq, dim)``)."""
     from ...ir.simplify import is_multiple_of
 
+    if global_region.buffer.ndim != 2:
+        return False
     cols = ir.const_int(global_region.buffer.shape[-1])
     return cols is not None and cols % panel == 0 and is_multiple_of(global_region.starts[-1], panel)
 
@@ -84,8 +87,8 @@ def tma_copies(global_region: ir.Region, shared: ir.Buffer) -> list[tuple[int, l
     """The TMA copies that move ``global_region`` to or from its shared tile: for each, the
     column of the tile where its box starts and the tensor map's coordinates (innermost first).
     One copy, except for a tile stored as panels whose global rows are not a whole number of
-    panels (``whole_panels``): one 2-D copy per panel, the columns past the tensor's edge filled
-    with zeros by a load and left unwritten by a store, as at any edge."""
+    panels (``whole_panels``): one copy per panel, its box one panel wide, the columns past the
+    tensor's edge filled with zeros by a load and left unwritten by a store, as at any edge."""
     from ...ir.simplify import simplify
 
     coords = [simplify(c) for c in reversed(global_region.starts)]
@@ -95,7 +98,7 @@ def tma_copies(global_region: ir.Region, shared: ir.Buffer) -> list[tuple[int, l
     if whole_panels(global_region, panel):  # (panel element, row, panel index): see _paneled
         return [(0, [ir.const(0), coords[1], simplify(coords[0] // panel)])]
     box_cols = global_region.static_extents()[-1]
-    return [(p * panel, [simplify(coords[0] + p * panel), coords[1]]) for p in range(box_cols // panel)]
+    return [(p * panel, [simplify(coords[0] + p * panel), *coords[1:]]) for p in range(box_cols // panel)]
 
 
 def _paneled(desc: TmaDescriptor, g: ir.Buffer, panel: int, elem_bytes: int) -> TmaDescriptor:
@@ -112,7 +115,7 @@ def _paneled(desc: TmaDescriptor, g: ir.Buffer, panel: int, elem_bytes: int) -> 
 
 
 def _one_panel_box(desc: TmaDescriptor, panel: int) -> TmaDescriptor:
-    """The 2-D map as it is, its box one panel wide: one copy per panel (``tma_copies``)."""
+    """The map as it is, its box one panel wide: one copy per panel (``tma_copies``)."""
     desc.box_dims = (panel,) + tuple(desc.box_dims[1:])
     return desc
 
@@ -178,9 +181,6 @@ def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDes
     )
     if not panel:
         return desc
-    if rank != 2:
-        raise CompileError(f"a tile stored as 128-byte panels is copied from a 2-D tensor; {g.name} has "
-                           f"{rank} dimensions", loc)
     if whole_panels(global_region, panel):
         return _paneled(desc, g, panel, dtype.storage_bits // 8)
     return _one_panel_box(desc, panel)

@@ -52,26 +52,38 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     if len(loops) != 1:
         return f"{len(loops)} pipelined loops (one is handled)"
     loop = loops[0]
-    if loop.pipeline.stages < 2:
+    if loop.pipeline.stages < 2 and consumer_work_only_gemms(loop):
         return "num_stages < 2 (the producer could not run ahead)"
     if not any(s is loop for s in flatten(func.body)):
         return "the pipelined loop is nested in another statement"
     body = [s for s in flatten(loop.body) if not isinstance(s, ir.Comment)]
     loads = [s for s in body if is_tile_load(s)]
     gemms = [s for s in body if isinstance(s, ir.Gemm)]
-    if len(loads) + len(gemms) != len(body) or not loads or not gemms:
-        return "the loop body is not only whole-tile T.copy loads and T.gemm"
+    if not loads or not gemms:
+        return "the loop body has no whole-tile T.copy load or no T.gemm at its top level"
+    loaded = {id(s.dst.buffer) for s in loads}
+    if len(loaded) != len(loads):
+        return "a tile is loaded twice in one iteration"
+    reason = _why_not_consumer_work([s for s in body if not is_tile_load(s) and not isinstance(s, ir.Gemm)],
+                                    loaded)
+    if reason is not None:
+        return reason
+    written = {id(b) for s in body if not is_tile_load(s) for b in written_buffers(s)}
     for ld in loads:
         try:
             tma_rules.build_descriptor(ld.src, ld.dst.buffer, ld.loc)
         except CompileError as err:
             return f"T.copy of {ld.src.buffer.name} cannot be a TMA copy ({err.message})"
-    loaded = {id(s.dst.buffer) for s in loads}
-    if len(loaded) != len(loads):
-        return "a tile is loaded twice in one iteration"
+    read = {id(r.buffer) for g in gemms for r in (g.a, g.b)}
+    unread = [ld.dst.buffer.name for ld in loads if id(ld.dst.buffer) not in read]
+    if unread:
+        return f"the loop loads {unread[0]}, which no gemm reads"
     for g in gemms:
-        if id(g.a.buffer) not in loaded or id(g.b.buffer) not in loaded:
-            return "a gemm reads a tile the loop does not load"
+        if id(g.b.buffer) not in loaded:
+            return "a gemm reads a B tile the loop does not load"
+        a = g.a.buffer
+        if id(a) not in loaded and (a.scope == "shared" and id(a) in written):
+            return f"a gemm reads {a.name}, which the loop writes in shared memory but does not load"
         plan = gemm_rules.wgmma_plan(g, func.launch.threads, ctx)
         pairs = [(ld.src, ld.dst.buffer) for ld in loads]
         if plan is None:
@@ -85,6 +97,37 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
                     f"'Warp specialisation by tile'); k-steps of {MIN_K_STEP_BYTES} bytes or more (block_K >= 64 for "
                     "16-bit types) are warp-specialised")
     return None
+
+
+def written_buffers(stmt) -> list:
+    """The buffers a tile-level statement writes (stores, fills, copies' destinations, gemms'
+    accumulators, reductions' outputs)."""
+    out = [n.buffer for n in collect(stmt, ir.BufferStore)]
+    out += [n.dst.buffer for n in collect(stmt, (ir.Copy, ir.Fill))]
+    out += [n.c.buffer for n in collect(stmt, ir.Gemm)]
+    out += [n.dst for n in collect(stmt, ir.Reduce)]
+    return out
+
+
+def _why_not_consumer_work(work: list, loaded: set) -> str | None:
+    """None when the loop's statements besides its tile loads and gemms (attention's softmax
+    between Q @ K^T and P @ V) can run on the consumer side as they are: they touch none of the
+    tiles the producer refills and load nothing from global memory into shared memory."""
+    for stmt in work:
+        if any(id(b) in loaded for b in collect(stmt, ir.Buffer)):
+            return "a statement besides the T.copy loads and T.gemm uses a tile the loop loads"
+        for copy in collect(stmt, ir.Copy):
+            if copy.src.buffer.scope == "global" and copy.dst.buffer.scope == "shared":
+                return "the loop copies global memory to shared memory other than in whole tiles"
+        if collect(stmt, ir.For) and any(f.kind == "pipelined" for f in collect(stmt, ir.For)):
+            return "a pipelined loop inside the pipelined loop"
+    return None
+
+
+def consumer_work_only_gemms(loop: ir.For) -> bool:
+    """The loop body is only tile loads and gemms (a GEMM main loop): the consumer may keep a gemm's
+    wgmma group running into the next iteration. Otherwise each gemm completes where it stands."""
+    return all(is_tile_load(s) or isinstance(s, (ir.Gemm, ir.Comment)) for s in flatten(loop.body))
 
 
 # Below this many bytes of K per stage (block_K = 32 of 16-bit types) the plain pipeline is faster:

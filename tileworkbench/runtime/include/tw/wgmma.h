@@ -1,4 +1,4 @@
-// tw/wgmma.h - Hopper warpgroup GEMM: C (fp32, registers) += A (shared) * B (shared) with
+// tw/wgmma.h - Hopper warpgroup GEMM: C (fp32, registers) += A (shared or registers) * B (shared) with
 // wgmma.mma_async (sm_90a). The instruction itself (one m64nNk16 shape, with its 4N/8 output
 // registers) is a small functor the code generator emits next to the kernel; this header builds
 // the shared-memory descriptors and walks the tile.
@@ -30,15 +30,28 @@ __device__ __forceinline__ unsigned long long wgmma_desc(unsigned int smem_byte_
          ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (WgmmaSwizzle<SPAN>::mode << 62);
 }
 
-// M x K (A: K-major rows of SWA bytes, or with A_K_MAJOR false stored K x M: M-major rows of 128
-// bytes, each 64-row block of M one panel of K rows) times K x N (B: K-major rows of SWB bytes
-// when B_K_MAJOR, else N-major rows of SWB bytes, in panels of PANEL_BYTES when N is wider than
-// one row). Warpgroup g computes rows [g*M/WG, (g+1)*M/WG) in 64-row blocks.
+// The descriptor of B's 16 K-rows from row kk: K x N (B_K_MAJOR false: N-major rows of SWB bytes,
+// the next SWB-byte slice of N one panel later) or N x K (K-major: rows of SWB bytes, in panels of
+// SWB bytes when K is wider than one row).
+template <int N, int K, int SWB, bool B_K_MAJOR>
+__device__ __forceinline__ unsigned long long wgmma_b_desc(unsigned int b_base, int kk) {
+  if constexpr (B_K_MAJOR) {
+    constexpr int PANEL = SWB / 2;  // 16-bit elements in one swizzled row
+    return wgmma_desc<SWB>(b_base + (kk / PANEL) * (N * SWB) + (kk % PANEL) * 2, 16, 8 * SWB);
+  } else {
+    return wgmma_desc<SWB>(b_base + kk * SWB, K * SWB, 8 * SWB);
+  }
+}
+
+// M x K (A: K-major rows of SWA bytes, in panels of SWA bytes when K is wider than one row, or
+// with A_K_MAJOR false stored K x M: M-major rows of 128 bytes, each 64-row block of M one panel of
+// K rows) times K x N (B: see wgmma_b_desc). Warpgroup g computes rows [g*M/WG, (g+1)*M/WG) in
+// 64-row blocks.
 // IN_FLIGHT: wgmma groups this thread may leave running on return (0: all of them are done).
 template <int M, int N, int K, int WG, int SWA, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0,
           bool A_K_MAJOR = true, typename T>
 __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, float* acc, int thread) {
-  constexpr int ROWS_PER_GROUP = M / WG, MI = ROWS_PER_GROUP / 64;
+  constexpr int ROWS_PER_GROUP = M / WG, MI = ROWS_PER_GROUP / 64, A_PANEL = SWA / 2;
   const int group = thread / 128;
   const unsigned int a_base = smem_addr(A), b_base = smem_addr(B);
   wgmma_fence();
@@ -49,19 +62,40 @@ __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, float* acc
       const int m0 = group * ROWS_PER_GROUP + mi * 64;
       unsigned long long da;
       if constexpr (A_K_MAJOR) {
-        da = wgmma_desc<SWA>(a_base + m0 * SWA + kk * 2, 16, 8 * SWA);
+        da = wgmma_desc<SWA>(a_base + (kk / A_PANEL) * (M * SWA) + m0 * SWA + (kk % A_PANEL) * 2, 16, 8 * SWA);
       } else {
         // M-major: rows m0 .. m0+63 are panel m0/64 (K rows of 128 bytes); 16 K-rows from row kk.
         da = wgmma_desc<SWA>(a_base + (m0 / 64) * (K * SWA) + kk * SWA, K * SWA, 8 * SWA);
       }
-      unsigned long long db;
-      if constexpr (B_K_MAJOR) {
-        db = wgmma_desc<SWB>(b_base + kk * 2, 16, 8 * SWB);
-      } else {
-        // N-major: 16 K-rows of SWB bytes; the next SWB-byte slice of N starts one panel later.
-        db = wgmma_desc<SWB>(b_base + kk * SWB, K * SWB, 8 * SWB);
-      }
-      Mma::mma(acc + mi * (N / 2), da, db);
+      Mma::mma(acc + mi * (N / 2), da, wgmma_b_desc<N, K, SWB, B_K_MAJOR>(b_base, kk));
+    }
+  }
+  wgmma_commit();
+  wgmma_wait<IN_FLIGHT>();
+}
+
+// Two 16-bit values as one 32-bit register, the first in the low half.
+template <typename T>
+__device__ __forceinline__ unsigned int bits2(const T* p) {
+  return (unsigned int)p[0].bits | ((unsigned int)p[1].bits << 16);
+}
+
+// C += A * B with A in registers: a's M x K elements in the layout of an M x K wgmma accumulator
+// (element j = mi*K/2 + ni*4 + h*2 + e: row 64 mi + 16 warp + lane/4 + 8 h, column 8 ni + 2 (lane % 4)
+// + e), which is the layout wgmma reads A in: for K-rows kk .. kk+15 the thread's eight elements
+// from mi*K/2 + kk/2 are its four A registers. Attention's P @ V keeps P where Q @ K^T left it.
+template <int M, int N, int K, int WG, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0, typename T>
+__device__ __forceinline__ void wgmma_gemm_rs(const T* a, const T* B, float* acc, int thread) {
+  constexpr int MI = M / WG / 64;
+  const unsigned int b_base = smem_addr(B);
+  wgmma_fence();
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+      const T* p = a + mi * (K / 2) + kk / 2;
+      Mma::mma(acc + mi * (N / 2), bits2(p), bits2(p + 2), bits2(p + 4), bits2(p + 6),
+               wgmma_b_desc<N, K, SWB, B_K_MAJOR>(b_base, kk));
     }
   }
   wgmma_commit();
