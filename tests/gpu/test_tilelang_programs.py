@@ -112,18 +112,23 @@ def test_split_k_gemv_with_a_two_dimensional_block_and_shared_atomic_adds(torch)
         torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=5e-2)
 
 
-@pytest.mark.parametrize("seq_len, dim, causal, block_m, block_n, stages, threads", [
-    (1000, 64, False, 64, 64, 1, 128),    # partial tiles: masked keys, zero-filled rows, dropped stores
-    (1000, 64, True, 128, 64, 2, 256),
-    (512, 128, True, 128, 128, 2, 256),
-    (384, 256, False, 64, 64, 1, 128),     # head dim 256: K-major tiles of four 128-byte panels
+@pytest.mark.parametrize("seq_len, dim, causal, block_m, block_n, stages, threads, groups", [
+    (1000, 64, False, 64, 64, 1, 128, 1),    # partial tiles: masked keys, zero-filled rows, dropped stores
+    (1000, 64, True, 128, 64, 2, 256, 1),
+    (512, 128, True, 128, 128, 2, 256, 1),
+    (384, 256, False, 64, 64, 1, 128, 1),     # head dim 256: K-major tiles of four 128-byte panels
+    (640, 128, False, 128, 128, 2, 256, 3),   # grouped-query: three query heads per K/V head
+    (700, 64, True, 128, 64, 1, 256, 3),
 ])
-def test_flash_attention_register_a_pv_against_float64(torch, seq_len, dim, causal, block_m, block_n, stages, threads):
+def test_flash_attention_register_a_pv_against_float64(torch, seq_len, dim, causal, block_m, block_n, stages, threads,
+                                                       groups):
     attention = _program("attention")
     kernel = attention.flash_attention(2, 3, seq_len, dim, causal, block_M=block_m, block_N=block_n,
-                                       num_stages=stages, threads=threads)
-    q, k, v = (torch.randn(2, 3, seq_len, dim, device="cuda", dtype=torch.float16) for _ in range(3))
+                                       num_stages=stages, threads=threads, groups=groups)
+    q = torch.randn(2, 3, seq_len, dim, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(2, 3 // groups, seq_len, dim, device="cuda", dtype=torch.float16) for _ in range(2))
     out = kernel(q, k, v)
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
     scores = (q.double() @ k.double().transpose(-1, -2)) / dim ** 0.5
     if causal:
         scores = scores.masked_fill(~torch.ones(seq_len, seq_len, device="cuda", dtype=torch.bool).tril(),

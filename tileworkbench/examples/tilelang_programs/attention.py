@@ -1,23 +1,26 @@
 """FlashAttention forward in TileLang's builder style: one block per ``block_M`` queries of one
 head, an online softmax over ``block_N`` keys at a time, P kept in registers for P @ V
-(TileLang's flash-attention example, tensors in (batch, heads, seq, dim) order)."""
+(TileLang's flash-attention examples, tensors in (batch, heads, seq, dim) order). With
+``groups > 1`` it is grouped-query attention: ``groups`` query heads share one K and V head."""
 
 import tileworkbench as tilelang
 import tileworkbench.language as T
 
 
 @tilelang.jit(out_idx=[3], pass_configs={tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True})
-def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1, threads=128):
+def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1, threads=128,
+                    groups=1):
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # 1/sqrt(dim), and log2(e) for exp2
     shape = [batch, heads, seq_len, dim]
+    kv_shape = [batch, heads // groups, seq_len, dim]
     dtype = T.float16
     accum_dtype = T.float32
 
     @T.prim_func
     def main(
         Q: T.Tensor(shape, dtype),
-        K: T.Tensor(shape, dtype),
-        V: T.Tensor(shape, dtype),
+        K: T.Tensor(kv_shape, dtype),
+        V: T.Tensor(kv_shape, dtype),
         Output: T.Tensor(shape, dtype),
     ):
         with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
@@ -45,7 +48,7 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
             )
 
             for k in T.Pipelined(loop_range, num_stages=num_stages):
-                T.copy(K[bz, by, k * block_N : (k + 1) * block_N, :], K_shared)
+                T.copy(K[bz, by // groups, k * block_N : (k + 1) * block_N, :], K_shared)
                 # scores start at 0 where a query may see the key and at -inf where it may not
                 if is_causal:
                     for i, j in T.Parallel(block_M, block_N):
@@ -73,7 +76,7 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
                 for i, j in T.Parallel(block_M, dim):
                     acc_o[i, j] *= scores_scale[i]
 
-                T.copy(V[bz, by, k * block_N : (k + 1) * block_N, :], V_shared)
+                T.copy(V[bz, by // groups, k * block_N : (k + 1) * block_N, :], V_shared)
                 T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
             for i, j in T.Parallel(block_M, dim):
@@ -85,8 +88,10 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
 
 
 def attention_reference(q, k, v, is_causal):
-    """Softmax(Q K^T / sqrt(d)) V in float32."""
+    """Softmax(Q K^T / sqrt(d)) V in float32 (K and V repeated for the query heads they serve)."""
     q, k, v = q.float(), k.float(), v.float()
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
     scores = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
     if is_causal:
         n = q.shape[-2]
@@ -95,12 +100,13 @@ def attention_reference(q, k, v, is_causal):
     return scores.softmax(dim=-1) @ v
 
 
-def _case(batch, heads, seq_len, dim, is_causal, **config):
-    shape = (batch, heads, seq_len, dim)
+def _case(batch, heads, seq_len, dim, is_causal, groups=1, **config):
+    q_shape, kv_shape = (batch, heads, seq_len, dim), (batch, heads // groups, seq_len, dim)
     flops = 4 * batch * heads * seq_len * seq_len * dim // (2 if is_causal else 1)
     return dict(
-        compile=lambda: flash_attention(batch, heads, seq_len, dim, is_causal, **config),
-        inputs=lambda torch: tuple(torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3)),
+        compile=lambda: flash_attention(batch, heads, seq_len, dim, is_causal, groups=groups, **config),
+        inputs=lambda torch: tuple(torch.randn(s, device="cuda", dtype=torch.float16)
+                                   for s in (q_shape, kv_shape, kv_shape)),
         reference=lambda q, k, v: attention_reference(q, k, v, is_causal),
         rtol=1e-2, atol=1e-2, flops=flops)
 
@@ -111,4 +117,5 @@ CASES = {
     "attention": _case(1, 16, 4096, 128, False, block_M=128, block_N=128, num_stages=2, threads=256),
     "attention_causal": _case(1, 16, 4096, 128, True, block_M=128, block_N=128, num_stages=2, threads=256),
     "attention_1stage": _case(1, 16, 4096, 128, False, block_M=128, block_N=128, num_stages=1, threads=256),
+    "attention_gqa": _case(1, 32, 4096, 128, False, groups=8, block_M=128, block_N=128, num_stages=2, threads=256),
 }
