@@ -135,3 +135,44 @@ def test_flash_attention_register_a_pv_against_float64(torch, seq_len, dim, caus
                                     float("-inf"))
     ref = scores.softmax(-1) @ v.double()
     torch.testing.assert_close(out.double(), ref, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("kind", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("M, N, K, block_K, threads", [(512, 384, 1024, 64, 128), (1000, 520, 768, 128, 256),
+                                                       (256, 256, 2048, 256, 128)])
+def test_fp8_gemm_against_float32_products_of_the_fp8_inputs(torch, kind, M, N, K, block_K, threads):
+    gemm_fp8 = _program("gemm_fp8")
+    import tileworkbench.language as T
+
+    fp8 = getattr(torch, kind)
+    a = torch.randn(M, K, device="cuda").to(fp8)
+    b = torch.randn(N, K, device="cuda").to(fp8)
+    kernel = gemm_fp8.matmul.compile(M=M, N=N, K=K, block_M=128, block_N=128, block_K=block_K,
+                                     dtype=getattr(T, kind), threads=threads)
+    c = kernel(a, b)
+    exact = a.double() @ b.double().T
+    # the kernel's float32 sum rounded once to FP8: within one FP8 step of the exact product
+    step = 0.125 if kind == "float8_e4m3fn" else 0.25
+    torch.testing.assert_close(c.double(), exact, rtol=step, atol=step)
+
+
+def test_fp8_conversions_round_as_torch_does(torch):
+    import tileworkbench.language as T
+
+    @tilelang.jit
+    def convert(X):
+        N = T.const("N")
+        X: T.Tensor((N,), T.float32)
+        Y = T.empty((N,), T.float8_e4m3fn)
+        Z = T.empty((N,), T.float32)
+        with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                Y[bx * 128 + i] = X[bx * 128 + i]
+            for i in T.Parallel(128):
+                Z[bx * 128 + i] = T.Cast(T.float8_e5m2, X[bx * 128 + i]) * 1.0
+        return Y, Z
+
+    x = torch.randn(4096, device="cuda") * 20  # within both types' range (e4m3 up to 448)
+    y, z = convert(x)
+    assert torch.equal(y.view(torch.uint8), x.to(torch.float8_e4m3fn).view(torch.uint8))
+    assert torch.equal(z, x.to(torch.float8_e5m2).float())

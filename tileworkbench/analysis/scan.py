@@ -15,10 +15,10 @@ from .footprints import call_of, is_shared, subexprs
 from .protocol import ELECT
 
 _VEC = re.compile(r"^tw::(copy_vec|cp_async|zero_vec)<(\d+)>$")
-# Stores of 16-bit results and the elements each thread's address covers: store_pair writes the
+# Stores of 16-bit and FP8 results and the elements each thread's address covers: store_pair writes the
 # thread's two neighbours; stmatrix writes, for the 8x8 matrix row a lane addresses, the row's 8
 # elements (held by four other lanes, but a warp's lanes together write exactly those rows).
-_RESULT_STORES = {"tw::store_pair": 2, "tw::store_matrix_x4": 8}
+_RESULT_STORES = {"tw::store_pair": 2, "tw::store_pair_e4m3": 2, "tw::store_pair_e5m2": 2, "tw::store_matrix_x4": 8}
 
 
 class StatementScan:

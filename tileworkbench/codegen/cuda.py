@@ -54,13 +54,35 @@ def inlined_headers(debug: bool = False) -> str:
     return "\n".join(parts)
 
 
+# FP8 types: raw bytes in memory, float32 in arithmetic, converted by tw::<prefix>_to/from_float.
+FP8_PREFIX = {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
+
+
 def value_type(dtype) -> str:
     """C++ type that holds a *value* of dtype in generated arithmetic."""
-    if dtype.is_low_precision_float:
+    if dtype.is_low_precision_float or dtype.name in FP8_PREFIX:
         return "float"
-    if dtype.name in ("float8_e4m3", "float8_e5m2", "float4_e2m1fn", "float4_e2m1_unpacked"):
+    if dtype.name in ("float4_e2m1fn", "float4_e2m1_unpacked"):
         return "unsigned char"
     return dtype.cpp
+
+
+def to_float(dtype, text: str) -> str:
+    """A stored element of a 16-bit or FP8 dtype as the float generated code computes with."""
+    if dtype.name in FP8_PREFIX:
+        return f"tw::{FP8_PREFIX[dtype.name]}_to_float({text})"
+    return f"tw::to_float({text})"
+
+
+def from_float(dtype, text: str) -> str:
+    """A float rounded to a 16-bit or FP8 dtype, as stored."""
+    if dtype.name in FP8_PREFIX:
+        return f"tw::{FP8_PREFIX[dtype.name]}_from_float({text})"
+    return f"tw::from_float<{dtype.cpp}>({text})"
+
+
+def _held_as_float(dtype) -> bool:
+    return dtype.is_low_precision_float or dtype.name in FP8_PREFIX
 
 
 class CudaRenderer(CStyleRenderer):
@@ -90,12 +112,12 @@ class CudaRenderer(CStyleRenderer):
         return f"tw::{'floordiv' if op == '//' else 'floormod'}({a}, {b})"
 
     def e_Cast(self, e: ir.Cast) -> str:
-        if e.dtype.is_low_precision_float:  # rounded to the type, held as float
-            return f"tw::to_float(tw::from_float<{e.dtype.cpp}>((float)({self.expr(e.value)})))"
+        if _held_as_float(e.dtype):  # rounded to the type, held as float
+            return to_float(e.dtype, from_float(e.dtype, f"(float)({self.expr(e.value)})"))
         return super().e_Cast(e)
 
     def load(self, load: ir.BufferLoad, element: str) -> str:
-        return f"tw::to_float({element})" if load.buffer.dtype.is_low_precision_float else element
+        return to_float(load.buffer.dtype, element) if _held_as_float(load.buffer.dtype) else element
 
     def element(self, access) -> str:
         buf = access.buffer
@@ -106,10 +128,10 @@ class CudaRenderer(CStyleRenderer):
 
     def store_value(self, store: ir.BufferStore) -> str:
         buf, value = store.buffer, store.value
-        if buf.dtype.is_low_precision_float and not (isinstance(value, ir.BufferLoad) and value.buffer.dtype == buf.dtype):
+        if _held_as_float(buf.dtype) and not (isinstance(value, ir.BufferLoad) and value.buffer.dtype == buf.dtype):
             if isinstance(value, ir.Cast) and value.dtype == buf.dtype:
                 value = value.value  # the store rounds once; a cast to the same type adds nothing
-            return f"tw::from_float<{buf.dtype.cpp}>((float)({self.expr(value)}))"
+            return from_float(buf.dtype, f"(float)({self.expr(value)})")
         return super().store_value(store)
 
     # ---- statements --------------------------------------------------------------------------

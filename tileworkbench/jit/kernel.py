@@ -142,7 +142,10 @@ def _allocate(param: dict, like):
     if like is not None and type(like).__module__.startswith("torch"):
         import torch
 
-        return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+        from .. import dtypes
+
+        return torch.empty(shape, dtype=getattr(torch, dtypes.torch_dtype_name(dtypes.as_dtype(dtype))),
+                           device=like.device)
     import cupy
 
     from .. import dtypes

@@ -41,7 +41,9 @@ def random_input(param: dict, supply_type: TensorSupplyType = TensorSupplyType.A
         shape[-1] //= 2
         dtype = "int8"
     if torch is not None:
-        tdt = getattr(torch, dtype)
+        from .. import dtypes
+
+        tdt = getattr(torch, dtypes.torch_dtype_name(dtypes.as_dtype(dtype)))
         return _torch_supply(torch, shape, tdt, supply_type)
     import cupy
 

@@ -26,6 +26,7 @@ uint64 = _dt.uint64
 bool = _dt.boolean  # noqa: A001 - TileLang spells it T.bool
 float8_e4m3 = _dt.float8_e4m3
 float8_e5m2 = _dt.float8_e5m2
+float8_e4m3fn = float8_e4m3  # TileLang's (and torch's) name: finite, no infinities
 float4_e2m1fn = _dt.float4_e2m1fn
 float4_e2m1_unpacked = _dt.float4_e2m1_unpacked
 ptr = _dt.handle

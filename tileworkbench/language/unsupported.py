@@ -15,8 +15,6 @@ UNSUPPORTED = {
     "symbolic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",
     "ws": _NOT_YET + " (warp specialisation is done by the compiler for T.Pipelined GEMM loops)",
     "Persistent": _NOT_YET + " (GEMM kernels become persistent automatically where it pays)",
-    "float8_e4m3fn": _NOT_YET + " (FP8 GEMM: T.float8_e4m3 and T.float8_e5m2 tensors move by TMA, wgmma on them is "
-                     "not supported yet)",
     "atomic_max": _NOT_YET + " (T.atomic_add is supported)",
     "atomic_min": _NOT_YET + " (T.atomic_add is supported)",
     "atomic_addx2": _NOT_YET + " (T.atomic_add is supported)",

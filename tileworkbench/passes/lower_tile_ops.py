@@ -30,6 +30,7 @@ from ..ir.simplify import RangeTracker, launch_ranges
 from ..ir.visitor import IRMutator, reassigned_vars
 from ..ir.records import wgmma_functor_name
 from .rules.calls import address_of, call
+from .rules.gemm import FP8_TYPES
 from .rules.copies import CopyLowering, extent_bounds, fragment_frame, non_unit, within_extents
 from .rules.reductions import in_registers, loop_nest, reduce_in_registers, reduce_through_shared
 from .manager import register
@@ -88,7 +89,11 @@ class _LowerTileOps(RangeTracker, IRMutator):
             if r.buffer.scope != "shared":
                 raise CompileError(f"T.gemm: operand {name} must be in shared memory on this path "
                                    f"({r.buffer.name} is a {r.buffer.scope} buffer)", node.loc)
-            if r.buffer.dtype.name not in _CPP_TYPES:
+            if r.buffer.dtype.name in FP8_TYPES and node.plan is None:
+                raise CompileError(f"T.gemm on FP8 tiles ({r.buffer.name} is {r.buffer.dtype.name}) runs on Hopper's "
+                                   "wgmma only: sm_90a, A stored M x K and B stored N x K (transpose_B=True), K a "
+                                   "multiple of 32, threads a multiple of 128 and 64 rows per warpgroup", node.loc)
+            if r.buffer.dtype.name not in _CPP_TYPES and node.plan is None:
                 raise CompileError(f"T.gemm on tensor cores takes float16 or bfloat16 inputs; "
                                    f"{r.buffer.name} is {r.buffer.dtype.name}", node.loc)
             if _tile_dims(r) != list(r.buffer.static_shape()[-2:]):

@@ -3,8 +3,8 @@
 Expects: tile-level IR after ``warp_specialize`` (which stages its own consumers' epilogue).
 Applies on sm_90a, unless the kernel was warp-specialised, TMA lowering is off
 (``tl.disable_tma_lower``) or ``tw.register_epilogue`` asks for stores from registers, when the
-kernel's last top-level statement is ``T.copy(accumulator fragment, 16-bit global tile)`` right
-after its one top-level ``T.Pipelined`` loop, whose gemms are on the wgmma path, and the result
+kernel's last top-level statement is ``T.copy(accumulator fragment, 16-bit or FP8 global tile)``
+right after its one top-level ``T.Pipelined`` loop, whose gemms are on the wgmma path, and the result
 tile fits in the bytes of that loop's shared tiles (``num_stages`` versions each).
 Guarantees: that copy becomes: the fragment copied into a new shared tile ``<fragment>_out``
 (swizzled 128-byte panels, paired stores), one TMA store of the tile, a store wait (read) before

@@ -1,7 +1,7 @@
 """Epilogue rules: an accumulator copied to global memory goes through shared memory and a TMA store.
 
 Used by ``warp_specialize`` (the consumers' epilogue) and ``stage_epilogue`` (every other
-pipelined GEMM on sm_90a). A fragment -> 16-bit global ``T.copy`` stored from registers writes
+pipelined GEMM on sm_90a). A fragment -> 16-bit (or FP8) global ``T.copy`` stored from registers writes
 each thread's two neighbouring results at scattered rows (half-filled 32-byte sectors); written
 to a swizzled shared tile and stored by one TMA bulk copy it leaves in whole lines.
 """
@@ -14,7 +14,7 @@ from . import tma as tma_rules
 
 
 def staged_store(epilogue: list, available_bytes: int | None, mode: str) -> tuple[ir.Buffer, list] | None:
-    """An epilogue that is one ``T.copy(fragment, global tile)`` of 16-bit results, rewritten to go
+    """An epilogue that is one ``T.copy(fragment, global tile)`` of 16-bit (or FP8) results, rewritten to go
     through a shared tile and one TMA store: (the shared tile, the new statements), else None
     (also when the tile needs more than ``available_bytes``, the pipeline's dead bytes).
 
@@ -35,7 +35,8 @@ def staged_store(epilogue: list, available_bytes: int | None, mode: str) -> tupl
     src, dst = copy.src, copy.dst
     if src.buffer.scope != "fragment" or dst.buffer.scope != "global" or not src.is_full:
         return None
-    if dst.buffer.dtype.name not in ("float16", "bfloat16") or dst.static_extents() is None:
+    if dst.buffer.dtype.name not in ("float16", "bfloat16", "float8_e4m3", "float8_e5m2") or \
+            dst.static_extents() is None:
         return None
     shape = [e for e in dst.static_extents() if e != 1]
     if shape != list(src.buffer.static_shape()):

@@ -1,7 +1,7 @@
 """Which tensor-core path a ``T.gemm`` takes, decided in one place (not a pass itself).
 
 ``wgmma_plan`` returns a :class:`WgmmaPlan` when the Hopper path applies — sm_90a, fp16/bf16
-tiles in shared memory (or A in a fragment: register-A wgmma), float32 accumulator, whole
+tiles in shared memory (or A in a fragment: register-A wgmma; or FP8 tiles, both K-major), float32 accumulator, whole
 warpgroups, tile sizes wgmma can take, and operand tiles whose layout wgmma can read (A K-major,
 or M-major for ``transpose_A``; B K-major or N-major; swizzled, and in 128-byte panels where
 their rows are wider) — else None, and the gemm stays on the ``mma.sync`` path.
@@ -26,15 +26,32 @@ def _tile_shape(buf: ir.Buffer):
     return shape[1:] if buf.attrs.get("versions", 1) > 1 else shape
 
 
-def _k_major(k: int) -> tuple[int, int] | None:
-    """(swizzle span, panel) of a K-major operand tile with rows of ``k`` 16-bit elements: one
-    swizzled row where it spans 32, 64 or 128 bytes, 128-byte panels of 64 elements where it is a
-    whole number of them (a head dimension of 128 or 256, say), else None."""
-    if k * 2 in SWIZZLE_SPANS:
-        return k * 2, 0
-    if (k * 2) % 128 == 0:
-        return 128, 64
+FP8_TYPES = ("float8_e4m3", "float8_e5m2")
+TENSOR_CORE_TYPES = ("float16", "bfloat16") + FP8_TYPES
+
+
+def _k_major(k: int, elem_bytes: int = 2) -> tuple[int, int] | None:
+    """(swizzle span, panel) of a K-major operand tile with rows of ``k`` elements: one swizzled
+    row where it spans 32, 64 or 128 bytes, 128-byte panels (64 16-bit or 128 8-bit elements)
+    where it is a whole number of them (a head dimension of 128 or 256, say), else None."""
+    row = k * elem_bytes
+    if row in SWIZZLE_SPANS:
+        return row, 0
+    if row % 128 == 0:
+        return 128, 128 // elem_bytes
     return None
+
+
+def _fp8_plan(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int) -> WgmmaPlan | None:
+    """FP8 wgmma (m64nNk32, e4m3 or e5m2) reads both operands K-major from shared memory: A as
+    stored (M x K), B stored N x K (``transpose_B``); there is no transposed form."""
+    if gemm.a.buffer.scope != "shared" or gemm.trans_a or not gemm.trans_b or k % 32:
+        return None
+    k_major = _k_major(k, 1)
+    if k_major is None:
+        return None
+    span, panel = k_major
+    return WgmmaPlan(m, n, k, warpgroups, span, span, panel, True, a_panel=panel)
 
 
 def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
@@ -45,7 +62,7 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     if a.scope not in ("shared", "fragment") or b.scope != "shared" or c.scope != "fragment" \
             or c.dtype.name != "float32":
         return None
-    if a.dtype.name not in ("float16", "bfloat16") or b.dtype != a.dtype:
+    if a.dtype.name not in TENSOR_CORE_TYPES or b.dtype != a.dtype:
         return None
     if threads % 128 or (a_registers and gemm.trans_a):
         return None
@@ -55,6 +72,8 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     warpgroups = threads // 128
     if m % (64 * warpgroups) or k % 16 or n % 8 or not 8 <= n <= 256 or m % 8:
         return None
+    if a.dtype.name in FP8_TYPES:
+        return _fp8_plan(gemm, m, n, k, warpgroups)
     if a_registers:  # the fragment holds A in the accumulator layout (infer_fragment_layouts)
         a_form = {"a_registers": True}
         a_span = 0

@@ -1,6 +1,7 @@
-"""16-bit results stored from a fragment two or eight at a time, for
-``partition_parallel_loops``: :meth:`ResultStores.paired_stores` (one 32-bit ``tw::store_pair``
-per element pair where the layout and the store's indices keep pairs side by side) and
+"""16-bit and FP8 results stored from a fragment two or eight at a time, for
+``partition_parallel_loops``: :meth:`ResultStores.paired_stores` (one 32-bit ``tw::store_pair``,
+or a 16-bit ``tw::store_pair_e4m3``/``_e5m2``, per element pair where the layout and the store's
+indices keep pairs side by side) and
 :meth:`ResultStores.matrix_stores_of` (``stmatrix``, four 8x8 matrices per
 ``tw::store_matrix_x4``, into a shared tile from a wgmma accumulator, where every condition
 around the store is the same for a whole warp: :meth:`ResultStores.warp_uniform`)."""
@@ -22,6 +23,12 @@ def unit_column(buf: ir.Buffer, indices, column: ir.Var) -> Affine | None:
     form = Affine.of(simplify(strided_offset(buf, indices)))
     uses = [(atom, coef) for atom, coef in form.terms.values() if uses_var(atom, column)]
     return form if len(uses) == 1 and uses[0][0] is column and uses[0][1] == 1 else None
+
+
+# The call that stores two neighbouring float32 results rounded to each type: one 32-bit store of
+# two 16-bit values, or one 16-bit store of two FP8 values.
+PAIR_STORES = {"float16": "tw::store_pair", "bfloat16": "tw::store_pair", "float8_e4m3": "tw::store_pair_e4m3",
+               "float8_e5m2": "tw::store_pair_e5m2"}
 
 
 class ResultStores:
@@ -53,8 +60,7 @@ class ResultStores:
         if not (getattr(layout, "adjacent_pairs", False) and isinstance(body, ir.BufferStore)):
             return None
         out = body.buffer
-        if out.scope not in ("global", "shared") or out.dtype.name not in ("float16", "bfloat16") or \
-                layout.local_size % 2:
+        if out.scope not in ("global", "shared") or out.dtype.name not in PAIR_STORES or layout.local_size % 2:
             return None
         value = body.value.value if isinstance(body.value, ir.Cast) and body.value.dtype == out.dtype else body.value
         if value.dtype.name != "float32" or collect(value, ir.Call):
@@ -73,12 +79,13 @@ class ResultStores:
         if column is None or not is_multiple_of(simplify(strided_offset(out, first)), 2):
             return None  # the pair's two elements are not neighbours in the tensor, or not aligned
         if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
-            out.attrs["align_bytes"] = max(out.attrs.get("align_bytes", 1), 4)
-        matrices = self.matrix_stores_of(node, loop_vars, body, value, layout, column)
+            out.attrs["align_bytes"] = max(out.attrs.get("align_bytes", 1), out.dtype.bytes_for(2))
+        matrices = self.matrix_stores_of(node, loop_vars, body, value, layout, column) \
+            if out.dtype.bits == 16 else None  # stmatrix moves 16-bit elements
         if matrices is not None:
             return matrices
         address = ir.Call("address_of", (ir.BufferLoad(out, first, out.dtype),), ir.dtypes.handle)
-        store = ir.Evaluate(ir.Call("tw::store_pair", (address, lo, hi)))
+        store = ir.Evaluate(ir.Call(PAIR_STORES[out.dtype.name], (address, lo, hi)))
         return ir.For(jj, ir.const(layout.local_size // 2), store, "unrolled",
                       annotations={"layout": layout.describe(), "pairs": True}, loc=node.loc)
 

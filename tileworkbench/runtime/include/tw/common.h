@@ -35,6 +35,41 @@ template <> __device__ __forceinline__ bfloat16 from_float<bfloat16>(float f) {
   return h;
 }
 
+// FP8 values are raw bytes in memory (unsigned char) and float32 in generated arithmetic; the
+// conversions round to nearest and saturate to the largest finite value (sm_89 and later).
+__device__ __forceinline__ unsigned char e4m3_from_float(float f) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(f));  // f in the low byte
+  return (unsigned char)(r & 0xFF);
+}
+__device__ __forceinline__ unsigned char e5m2_from_float(float f) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(f));
+  return (unsigned char)(r & 0xFF);
+}
+__device__ __forceinline__ float e4m3_to_float(unsigned char x) {
+  unsigned int h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)x));
+  return to_float(half{(unsigned short)(h2 & 0xFFFF)});
+}
+__device__ __forceinline__ float e5m2_to_float(unsigned char x) {
+  unsigned int h2;
+  asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)x));
+  return to_float(half{(unsigned short)(h2 & 0xFFFF)});
+}
+
+// Two neighbouring FP8 results with one 16-bit store (p 2-byte aligned), the first at p.
+__device__ __forceinline__ void store_pair_e4m3(unsigned char* p, float lo, float hi) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  *reinterpret_cast<unsigned short*>(p) = r;
+}
+__device__ __forceinline__ void store_pair_e5m2(unsigned char* p, float lo, float hi) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  *reinterpret_cast<unsigned short*>(p) = r;
+}
+
 // Pack two floats into one 32-bit register of two 16-bit values (low half first).
 __device__ __forceinline__ unsigned int pack2(half, float lo, float hi) {
   unsigned int r;

@@ -30,14 +30,14 @@ __device__ __forceinline__ unsigned long long wgmma_desc(unsigned int smem_byte_
          ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (WgmmaSwizzle<SPAN>::mode << 62);
 }
 
-// The descriptor of B's 16 K-rows from row kk: K x N (B_K_MAJOR false: N-major rows of SWB bytes,
-// the next SWB-byte slice of N one panel later) or N x K (K-major: rows of SWB bytes, in panels of
-// SWB bytes when K is wider than one row).
-template <int N, int K, int SWB, bool B_K_MAJOR>
+// The descriptor of B's K-rows kk .. kk + 32/EB - 1 (one wgmma's K; EB bytes an element): K x N
+// (B_K_MAJOR false: N-major rows of SWB bytes, the next SWB-byte slice of N one panel later) or
+// N x K (K-major: rows of SWB bytes, in panels of SWB bytes when K is wider than one row).
+template <int N, int K, int SWB, bool B_K_MAJOR, int EB = 2>
 __device__ __forceinline__ unsigned long long wgmma_b_desc(unsigned int b_base, int kk) {
   if constexpr (B_K_MAJOR) {
-    constexpr int PANEL = SWB / 2;  // 16-bit elements in one swizzled row
-    return wgmma_desc<SWB>(b_base + (kk / PANEL) * (N * SWB) + (kk % PANEL) * 2, 16, 8 * SWB);
+    constexpr int PANEL = SWB / EB;  // elements in one swizzled row
+    return wgmma_desc<SWB>(b_base + (kk / PANEL) * (N * SWB) + (kk % PANEL) * EB, 16, 8 * SWB);
   } else {
     return wgmma_desc<SWB>(b_base + kk * SWB, K * SWB, 8 * SWB);
   }
@@ -46,28 +46,29 @@ __device__ __forceinline__ unsigned long long wgmma_b_desc(unsigned int b_base, 
 // M x K (A: K-major rows of SWA bytes, in panels of SWA bytes when K is wider than one row, or
 // with A_K_MAJOR false stored K x M: M-major rows of 128 bytes, each 64-row block of M one panel of
 // K rows) times K x N (B: see wgmma_b_desc). Warpgroup g computes rows [g*M/WG, (g+1)*M/WG) in
-// 64-row blocks.
+// 64-row blocks; each wgmma takes 32 bytes of K (16 16-bit or 32 FP8 elements).
 // IN_FLIGHT: wgmma groups this thread may leave running on return (0: all of them are done).
 template <int M, int N, int K, int WG, int SWA, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0,
           bool A_K_MAJOR = true, typename T>
 __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, float* acc, int thread) {
-  constexpr int ROWS_PER_GROUP = M / WG, MI = ROWS_PER_GROUP / 64, A_PANEL = SWA / 2;
+  constexpr int EB = sizeof(T), K_STEP = 32 / EB;
+  constexpr int ROWS_PER_GROUP = M / WG, MI = ROWS_PER_GROUP / 64, A_PANEL = SWA / EB;
   const int group = thread / 128;
   const unsigned int a_base = smem_addr(A), b_base = smem_addr(B);
   wgmma_fence();
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-    for (int kk = 0; kk < K; kk += 16) {
+    for (int kk = 0; kk < K; kk += K_STEP) {
       const int m0 = group * ROWS_PER_GROUP + mi * 64;
       unsigned long long da;
       if constexpr (A_K_MAJOR) {
-        da = wgmma_desc<SWA>(a_base + (kk / A_PANEL) * (M * SWA) + m0 * SWA + (kk % A_PANEL) * 2, 16, 8 * SWA);
+        da = wgmma_desc<SWA>(a_base + (kk / A_PANEL) * (M * SWA) + m0 * SWA + (kk % A_PANEL) * EB, 16, 8 * SWA);
       } else {
         // M-major: rows m0 .. m0+63 are panel m0/64 (K rows of 128 bytes); 16 K-rows from row kk.
         da = wgmma_desc<SWA>(a_base + (m0 / 64) * (K * SWA) + kk * SWA, K * SWA, 8 * SWA);
       }
-      Mma::mma(acc + mi * (N / 2), da, wgmma_b_desc<N, K, SWB, B_K_MAJOR>(b_base, kk));
+      Mma::mma(acc + mi * (N / 2), da, wgmma_b_desc<N, K, SWB, B_K_MAJOR, EB>(b_base, kk));
     }
   }
   wgmma_commit();
