@@ -18,6 +18,7 @@ from ..errors import CompileError
 from ..ir import nodes as ir
 from . import builder as _b
 from .regions import subscript_buffer
+from .specs import MacroSpec
 
 BINOPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -110,6 +111,8 @@ class Expressions:
                 kwargs.update(self.eval(k.value))
             else:
                 kwargs[k.arg] = self.eval(k.value)
+        if isinstance(fn, MacroSpec):
+            return self.expand_macro(node, fn, args, kwargs)
         if not callable(fn) or isinstance(fn, (ir.Buffer, ir.Expr)):
             raise self.error(node, f"{ast.unparse(node.func)} is not callable")
         if fn is print:

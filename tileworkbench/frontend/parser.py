@@ -197,6 +197,31 @@ class Parser(Statements, Expressions, ast.NodeVisitor):
         for stmt in stmts:
             self.visit(stmt)
 
+    def expand_macro(self, node, macro, args, kwargs):
+        """A ``@T.macro`` call: the macro's body, parsed as kernel code where the call stands, in a
+        scope of its own (its parameters bound to the call's values, its module's and closure's
+        names), errors pointing at the macro's lines. A macro returns nothing."""
+        fn = macro.fn
+        source, fdef, file, first_line, closure = read_function(fn)
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise self.error(node, f"wrong arguments to the T.macro {fn.__name__}: {exc}") from None
+        bound.apply_defaults()
+        returns = [n for n in ast.walk(fdef) if isinstance(n, ast.Return) and n.value is not None]
+        if returns:
+            raise self.error(node, f"the T.macro {fn.__name__} returns a value (line {first_line + returns[0].lineno - 1}); "
+                                   "a macro only emits statements: write its results into buffers it is given")
+        saved = (self.lines, self.file, self.first_line, self.globals, self.scope)
+        self.lines, self.file, self.first_line = source.splitlines(), file, first_line
+        self.globals = {**fn.__globals__, **closure}
+        self.scope = Scope(dict(bound.arguments), None)
+        try:
+            self.visit_body(fdef.body)
+        finally:
+            self.lines, self.file, self.first_line, self.globals, self.scope = saved
+        return None
+
     def run(self, fdef):
         """``parse_function(fdef)`` with this parser's builder installed for the T.* functions."""
         fdef.decorator_list = []

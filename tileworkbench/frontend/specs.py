@@ -20,6 +20,17 @@ class TensorSpec:
     strides: tuple | None = None
 
 
+@dataclass(frozen=True)
+class MacroSpec:
+    """``@T.macro`` on a function: calling it inside a kernel inlines its body there, parsed as
+    kernel code (``T.Parallel`` loops and all) with its parameters bound to the call's values."""
+
+    fn: object
+
+    def __call__(self, *args, **kwargs):
+        raise error(f"the T.macro {getattr(self.fn, '__name__', '?')} can only be called inside a kernel")
+
+
 @dataclass
 class OutputSpec:
     """``T.empty(shape, dtype)`` in a ``@jit`` function: a tensor the kernel writes and the call

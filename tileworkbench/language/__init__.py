@@ -24,6 +24,7 @@ from .kernel import (
     use_swizzle,
 )
 from .loops import Parallel, Pipelined, Serial, serial, unroll, vectorized
+from .macros import macro
 from .math import (
     Cast,
     abs,
@@ -141,6 +142,7 @@ __all__ = [
     "floordiv",
     "floormod",
     "gemm",
+    "macro",
     "GemmWarpPolicy",
     "get_block_binding",
     "get_thread_binding",

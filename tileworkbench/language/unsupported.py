@@ -10,7 +10,6 @@ UNSUPPORTED = {
     "alloc_global": _NOT_YET + " (pass the buffer in as a tensor, or use T.empty for an output)",
     "annotate_layout": _NOT_YET + " (shared layouts are chosen by the compiler: swizzles for TMA and wgmma)",
     "reinterpret": _NOT_YET,
-    "macro": _NOT_YET + " (a plain Python helper that calls T.copy / T.fill / T.gemm works)",
     "dynamic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",
     "symbolic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",
     "ws": _NOT_YET + " (warp specialisation is done by the compiler for T.Pipelined GEMM loops)",
