@@ -176,3 +176,25 @@ def test_fp8_conversions_round_as_torch_does(torch):
     y, z = convert(x)
     assert torch.equal(y.view(torch.uint8), x.to(torch.float8_e4m3fn).view(torch.uint8))
     assert torch.equal(z, x.to(torch.float8_e5m2).float())
+
+
+def test_kernels_of_one_prim_func_run_in_order_through_their_workspace(torch):
+    from tests.tilelang_compat.test_kernel_sequence import two_steps
+
+    kernel = tilelang.compile(two_steps(1 << 16), out_idx=[1])
+    a = torch.randn(1 << 16, device="cuda")
+    for _ in range(3):  # a fresh workspace each call; the second kernel reads other blocks' elements
+        torch.testing.assert_close(kernel(a), a.flip(0) * 2 + 1)
+
+
+@pytest.mark.parametrize("seqlen_q, seqlen_kv, num_split, block_M, block_N, stages", [
+    (128, 8192, 8, 64, 128, 2), (100, 2048, 4, 64, 64, 1), (64, 1024, 1, 64, 128, 2)])
+def test_flash_decoding_split_and_combine_against_float64(torch, seqlen_q, seqlen_kv, num_split, block_M, block_N,
+                                                          stages):
+    decoding = _program("flash_decoding")
+    kernel = decoding.flash_decoding(2, 3, seqlen_q, seqlen_kv, 128, num_split=num_split, block_M=block_M,
+                                     block_N=block_N, num_stages=stages)
+    q = torch.randn(2, 3, seqlen_q, 128, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(2, 3, seqlen_kv, 128, device="cuda", dtype=torch.float16) for _ in range(2))
+    ref = ((q.double() @ k.double().transpose(-1, -2)) / 128 ** 0.5).softmax(-1) @ v.double()
+    torch.testing.assert_close(kernel(q, k, v).double(), ref, rtol=1e-2, atol=1e-2)

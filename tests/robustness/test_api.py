@@ -175,14 +175,22 @@ CASES = check_unique(
             def main(A: T.Tensor((128,), "float32")):  # <-
                 x = 1
             ''', r"must contain `with T.Kernel\(...\)`"),
-        Bad("two-kernels", '''
+        Bad("nested-kernels", '''
             @T.prim_func
             def main(A: T.Tensor((128,), "float32")):
                 with T.Kernel(1, threads=128):
                     A[0] = 1.0
-                with T.Kernel(1, threads=128):  # <-
+                    with T.Kernel(1, threads=128):  # <-
+                        A[1] = 1.0
+            ''', r"`with T.Kernel\(...\)` inside a kernel: kernels run one after another"),
+        Bad("lowering-a-kernel-sequence", '''
+            @T.prim_func
+            def main(A: T.Tensor((128,), "float32")):
+                with T.Kernel(1, threads=128):
+                    A[0] = 1.0
+                with T.Kernel(1, threads=128):
                     A[1] = 1.0
-            ''', r"exactly one `with T.Kernel"),
+            ''', r"main runs 2 kernel\(s\) one after another .* lower each of them"),
         Bad("builder-passed-uncalled", '''
             def build(n):
                 @T.prim_func

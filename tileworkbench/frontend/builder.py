@@ -29,6 +29,7 @@ class Builder:
         self.loop_vars: list[ir.Var] = []  # innermost last
         self.pipelined_depth = 0
         self.in_kernel = False  # inside the body of `with T.Kernel(...)`
+        self.workspaces: list[ir.Buffer] = []  # T.alloc_global buffers, before the kernels
 
     def emit(self, stmt: ir.Stmt) -> ir.Stmt:
         if not self.frames or not self.in_kernel:

@@ -75,6 +75,7 @@ class EagerParser(Parser):
         self.symbols: dict = {}  # T.const name -> ConstSymbol
         self.outputs: list = []  # T.empty buffers, in order
         self.returned: list | None = None
+        self.kernel_sequences = False  # one T.Kernel block per @jit function of this style
 
     # ---- names -------------------------------------------------------------------------------
     def lookup(self, node, name):

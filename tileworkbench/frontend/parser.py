@@ -19,6 +19,7 @@ import inspect
 import os
 import sys
 import textwrap
+import threading
 
 from .. import dtypes as _dt
 from ..errors import DEBUG_ENV, TOO_DEEP, CompileError, InternalCompilerError, SourceLocation, caller_location
@@ -70,17 +71,28 @@ _UNSUPPORTED = {
 }
 
 
+_RECURSION = {"depth": 0, "previous": None}
+_RECURSION_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def deep_recursion():
-    """Raise Python's recursion limit to ``RECURSION_LIMIT`` while the compiler runs (never lowers it)."""
-    previous = sys.getrecursionlimit()
-    if previous < RECURSION_LIMIT:
-        sys.setrecursionlimit(RECURSION_LIMIT)
+    """Raise Python's recursion limit to ``RECURSION_LIMIT`` while the compiler runs (never lowers
+    it), and put it back when the last compile running ends: the kernels of a sequence compile in
+    threads at once, and the first to finish must not lower the limit under the others."""
+    with _RECURSION_LOCK:
+        if _RECURSION["depth"] == 0:
+            _RECURSION["previous"] = sys.getrecursionlimit()
+            if _RECURSION["previous"] < RECURSION_LIMIT:
+                sys.setrecursionlimit(RECURSION_LIMIT)
+        _RECURSION["depth"] += 1
     try:
         yield
     finally:
-        if previous < RECURSION_LIMIT:
-            sys.setrecursionlimit(previous)
+        with _RECURSION_LOCK:
+            _RECURSION["depth"] -= 1
+            if _RECURSION["depth"] == 0 and _RECURSION["previous"] < RECURSION_LIMIT:
+                sys.setrecursionlimit(_RECURSION["previous"])
 
 
 class Parser(Statements, Expressions, ast.NodeVisitor):
@@ -99,6 +111,8 @@ class Parser(Statements, Expressions, ast.NodeVisitor):
         self.builder = _b.Builder()
         self.params: list = []
         self.kernel_seen = False
+        self.kernels: list = []  # (launch, first statement, end, the with node) per T.Kernel block
+        self.kernel_sequences = True  # several T.Kernel blocks make a KernelSequence
         self.mutable_vars: set = set()
 
     # ---- locations and errors ----------------------------------------------------------------
@@ -187,11 +201,28 @@ class Parser(Statements, Expressions, ast.NodeVisitor):
             self.bind(arg.arg, value)
         self.builder.push()
         self.visit_body(fdef.body)
+        frame = list(self.builder.frames[-1])
         body = self.builder.pop()
         if self.builder.launch is None:
             raise self.error(fdef, "the kernel body must contain `with T.Kernel(...)`")
+        if len(self.kernels) > 1 or self.builder.workspaces:
+            return self.kernel_sequence(fdef, frame)
         return ir.PrimFunc(fdef.name, self.params, body, self.builder.launch,
                            source_file=self.file, source_line=self.first_line + fdef.lineno - 1)
+
+    def kernel_sequence(self, fdef, frame) -> ir.KernelSequence:
+        """One PrimFunc per T.Kernel block, each taking the function's parameters and then the
+        T.alloc_global workspaces."""
+        workspaces = list(self.builder.workspaces)
+        kernels = []
+        for i, (launch, start, end, node, depth) in enumerate(self.kernels):
+            if depth != 1:
+                raise self.error(node, "each `with T.Kernel(...)` of a function with several kernels (or with "
+                                       "T.alloc_global) stands at the function's top level")
+            kernels.append(ir.PrimFunc(f"{fdef.name}_{i}", self.params + workspaces, ir.seq(frame[start:end]), launch,
+                                       source_file=self.file, source_line=self.loc(node).line))
+        return ir.KernelSequence(fdef.name, list(self.params), workspaces, kernels, source_file=self.file,
+                                 source_line=self.first_line + fdef.lineno - 1)
 
     def visit_body(self, stmts):
         for stmt in stmts:
@@ -294,11 +325,13 @@ def read_function(fn):
 
 def parse(fn) -> ir.PrimFunc:
     """Parse a Python function written in the tile DSL into a PrimFunc."""
-    if isinstance(fn, ir.PrimFunc):
+    if isinstance(fn, (ir.PrimFunc, ir.KernelSequence)):
         return fn
     source, fdef, file, first_line, closure = read_function(fn)
     _refuse_builder(fn, fdef)
     parser = Parser(fn, source.splitlines(), file, first_line, closure)
     func = parser.run(fdef)
     func.attrs["source_lines"] = source.splitlines()
+    for kernel in getattr(func, "kernels", ()):
+        kernel.attrs["source_lines"] = source.splitlines()
     return func

@@ -35,7 +35,8 @@ class Scope:
 
 
 class Statements:
-    """Needs the parser's ``builder``, ``scope``, ``mutable_vars``, ``kernel_seen``, ``eval``,
+    """Needs the parser's ``builder``, ``scope``, ``mutable_vars``, ``kernel_seen``, ``kernels``,
+    ``kernel_sequences``, ``eval``,
     ``visit_body``, ``error``, ``loc`` and ``bind``."""
 
     def visit_With(self, node):
@@ -47,8 +48,12 @@ class Statements:
                 not getattr(self.eval(item.context_expr.func), "opens_kernel_scope", False):
             raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
         spec = self.eval(item.context_expr)
-        if self.kernel_seen:
-            raise self.error(node, "a kernel has exactly one `with T.Kernel(...)` block")
+        if self.builder.in_kernel:
+            raise self.error(node, "`with T.Kernel(...)` inside a kernel: kernels run one after another, each at "
+                                   "the top level of the function")
+        if self.kernel_seen and not self.kernel_sequences:
+            raise self.error(node, "a kernel has exactly one `with T.Kernel(...)` block (several, run one after "
+                                   "another, are for a @T.prim_func a builder returns)")
         self.kernel_seen = True
         names = self._target_names(item.optional_vars) if item.optional_vars is not None else []
         if len(names) > len(spec.grid):
@@ -60,10 +65,14 @@ class Statements:
         self.builder.launch = ir.Launch(spec.grid, spec.threads, block_vars, ir.Var("tx"),
                                          thread_dims=spec.thread_dims)
         self.builder.in_kernel = True
+        start = len(self.builder.frames[-1])
         try:
             self.visit_body(node.body)
         finally:
             self.builder.in_kernel = False
+        # where this kernel's statements lie in the function's frame (several kernels: a sequence)
+        self.kernels.append((self.builder.launch, start, len(self.builder.frames[-1]), node,
+                             len(self.builder.frames)))
 
     def _target_names(self, target) -> list[str]:
         if isinstance(target, ast.Name):

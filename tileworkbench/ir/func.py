@@ -56,3 +56,22 @@ class PrimFunc:
         from .printer import print_ir
 
         return print_ir(self)
+
+
+@dataclass(eq=False, repr=False)
+class KernelSequence:
+    """A ``@T.prim_func`` with several ``with T.Kernel(...)`` blocks, or with ``T.alloc_global``
+    workspaces: the kernels run one after another on one stream, each a ``PrimFunc`` of its own
+    whose parameters are the function's (``params``) followed by the workspaces, device memory
+    each call allocates (flash decoding's partial outputs and log-sum-exps, say)."""
+
+    name: str
+    params: list
+    workspaces: list  # Buffers (scope "global")
+    kernels: list  # PrimFuncs, in launch order
+    source_file: str = "<unknown>"
+    source_line: int = 0
+    attrs: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return "\n".join(str(k) for k in self.kernels)

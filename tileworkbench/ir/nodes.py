@@ -43,7 +43,7 @@ from .expr import (  # noqa: F401
     logical_and,
     result_dtype,
 )
-from .func import Launch, PrimFunc  # noqa: F401
+from .func import KernelSequence, Launch, PrimFunc  # noqa: F401
 from .stmt import (  # noqa: F401
     Allocate,
     Assign,

@@ -89,24 +89,7 @@ class Kernel:
                                      f"({', '.join(keywords)})")
         if self._launch is None:
             self._load()
-        n_in = len(self.params) - len(self.out_idx)
-        if len(args) == len(self.params):
-            full = list(args)
-            outputs = [args[i] for i in self.out_idx]
-        elif len(args) == n_in:
-            full, outputs, it = [], [], iter(args)
-            like = next((a for a in args if hasattr(a, "shape")), None)
-            for i, p in enumerate(self.params):
-                if i in self.out_idx:
-                    out = _allocate(p, like)
-                    full.append(out)
-                    outputs.append(out)
-                else:
-                    full.append(next(it))
-        else:
-            names = ", ".join(p["name"] for i, p in enumerate(self.params) if i not in self.out_idx)
-            raise KernelRuntimeError(f"{self.name} takes {n_in} inputs ({names}) or all {len(self.params)} "
-                                     f"arguments; got {len(args)}")
+        full, outputs = bind_arguments(self.name, self.params, self.out_idx, args)
         self._launch(self._runtime, *full)
         if not outputs:
             return None
@@ -118,6 +101,28 @@ class Kernel:
         from .profiler import Profiler
 
         return Profiler(self, tensor_supply_type)
+
+
+def bind_arguments(name: str, params: list, out_idx: list, args) -> tuple[list, list]:
+    """(every argument, the outputs) of a call that passes all ``params`` or only the inputs,
+    the ``out_idx`` outputs then allocated in the framework of the inputs."""
+    n_in = len(params) - len(out_idx)
+    if len(args) == len(params):
+        return list(args), [args[i] for i in out_idx]
+    if len(args) != n_in:
+        names = ", ".join(p["name"] for i, p in enumerate(params) if i not in out_idx)
+        raise KernelRuntimeError(f"{name} takes {n_in} inputs ({names}) or all {len(params)} "
+                                 f"arguments; got {len(args)}")
+    full, outputs, it = [], [], iter(args)
+    like = next((a for a in args if hasattr(a, "shape")), None)
+    for i, p in enumerate(params):
+        if i in out_idx:
+            out = _allocate(p, like)
+            full.append(out)
+            outputs.append(out)
+        else:
+            full.append(next(it))
+    return full, outputs
 
 
 def _wait_lines(trace) -> dict:
@@ -203,6 +208,11 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     tgt = Target.of(target)
     configs = PassContext.merged_configs(pass_configs)
     src = parse(func)
+    if isinstance(src, ir.KernelSequence):  # several T.Kernel blocks: each compiled as a kernel of its own
+        from .sequence import compile_sequence
+
+        return compile_sequence(src, out_idx, lambda k: compile(k, None, tgt, configs, execution_backend,
+                                                                load_device, verbose))
     out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name) or None
     key = cache.cache_key(print_ir(src), tgt, configs, out_idx)
     if load_device is None:

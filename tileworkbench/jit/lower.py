@@ -66,6 +66,10 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
     tgt = Target.of(target)
     configs = PassContext.merged_configs(pass_configs)
     src = parse(func)
+    if isinstance(src, ir.KernelSequence):
+        raise user_error(f"{src.name} runs {len(src.kernels)} kernel(s) one after another (several `with "
+                         "T.Kernel` blocks, or T.alloc_global workspaces): lower each of them "
+                         f"(`{src.name}.kernels[i]`), or compile the whole with tileworkbench.compile")
     check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name)
     with deep_recursion():
         return _lower(src, tgt, configs, enable_device_compile, out_idx)

@@ -126,6 +126,24 @@ def _alloc(shape, dtype, scope: str) -> ir.Buffer:
     return buf
 
 
+def alloc_global(shape, dtype=float32):
+    """A workspace in global memory, made before the function's ``with T.Kernel(...)`` blocks: each
+    call allocates it (uninitialised) and every kernel of the function can read and write it, the
+    later kernels seeing what the earlier ones wrote (flash decoding's partial results)."""
+    b = _b.current()
+    if b.in_kernel:
+        raise error("T.alloc_global makes a workspace for the whole function: call it before the "
+                    "`with T.Kernel(...)` blocks, not inside one")
+    dims = _shape(shape)
+    if not dims:
+        raise error("T.alloc_global: a buffer needs at least one dimension")
+    shape = tuple(ir.const(_b.constant_int(s, f"T.alloc_global: dimension {i}", low=1)) for i, s in enumerate(dims))
+    dtype = _dtype(dtype, "T.alloc_global")
+    buf = ir.Buffer("buf", shape, dtype, "global", loc=b.loc)
+    b.workspaces.append(buf)
+    return buf
+
+
 def alloc_shared(shape, dtype=float32, scope="shared.dyn"):
     return _alloc(shape, dtype, "shared")
 

@@ -1,0 +1,79 @@
+"""Several ``with T.Kernel(...)`` blocks and ``T.alloc_global`` workspaces in one prim_func (flash
+decoding's split and combine), on the CPU: one kernel per block, each taking the function's
+parameters and then the workspaces; the call binds inputs and outputs once; misuse is refused."""
+
+import pytest  # no `from __future__ import annotations`: the kernels' annotations name closure values
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.examples.tilelang_programs import flash_decoding
+
+
+def two_steps(n):
+    """A doubles into the workspace; the second kernel reads it back reversed, across blocks, so
+    only the kernels' order makes it right."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
+        doubled = T.alloc_global((n,), T.float32)
+        with T.Kernel(n // 128, threads=128) as bx:
+            for i in T.Parallel(128):
+                doubled[bx * 128 + i] = A[bx * 128 + i] * 2.0
+        with T.Kernel(n // 128, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = doubled[n - 1 - (bx * 128 + i)] + 1.0
+
+    return main
+
+
+def test_each_kernel_block_is_a_kernel_taking_the_parameters_then_the_workspaces():
+    seq = two_steps(1024)
+    assert type(seq).__name__ == "KernelSequence"
+    assert [p.name for p in seq.params] == ["A", "B"]
+    assert [w.name for w in seq.workspaces] == ["doubled"]
+    assert [k.name for k in seq.kernels] == ["main_0", "main_1"]
+    for kernel in seq.kernels:
+        assert [p.name for p in kernel.params] == ["A", "B", "doubled"]
+    kernel = tw.compile(seq, out_idx=[1], load_device=False)
+    assert [p["name"] for p in kernel.params] == ["A", "B"] and [p["name"] for p in kernel.workspaces] == ["doubled"]
+    src = kernel.get_kernel_source()
+    assert "kernel 1 of 2: main_0_kernel" in src and "kernel 2 of 2: main_1_kernel" in src
+    assert "float* __restrict__ doubled" in src
+
+
+def test_flash_decoding_compiles_to_a_split_and_a_combine_kernel(monkeypatch):
+    monkeypatch.setenv("TILEWORKBENCH_DISABLE_CACHE", "1")
+    kernel = flash_decoding.CASES["flash_decoding"]["compile"]()
+    assert [k.name for k in kernel.kernels] == ["main_0_kernel", "main_1_kernel"]
+    assert [p["name"] for p in kernel.workspaces] == ["glse", "Output_partial"]
+    split, combine = (k.get_kernel_source() for k in kernel.kernels)
+    assert "wgmma_gemm_rs" in split and "Output_partial[" in split
+    assert "wgmma" not in combine.split("// ---- kernel ----")[1]
+
+
+def test_lowering_a_sequence_says_to_lower_its_kernels():
+    with pytest.raises(tw.CompileError, match="runs 2 kernel\\(s\\) one after another"):
+        tw.lower(two_steps(256))
+
+
+def test_alloc_global_inside_a_kernel_is_refused():
+    with pytest.raises(tw.CompileError, match="call it before the `with T.Kernel"):
+        @T.prim_func
+        def main(A: T.Tensor((128,), T.float32)):
+            with T.Kernel(1, threads=128):
+                w = T.alloc_global((128,), T.float32)
+                A[0] = w[0]
+
+
+def test_the_t_const_style_keeps_one_kernel_block():
+    @tw.jit
+    def twice(A):
+        N = T.const("N")
+        A: T.Tensor((N,), T.float32)
+        with T.Kernel(1, threads=128):
+            A[0] = 1.0
+        with T.Kernel(1, threads=128):
+            A[1] = 1.0
+
+    with pytest.raises(tw.CompileError, match="several, run one after another, are for a @T.prim_func"):
+        twice.compile(N=128)

@@ -1,0 +1,74 @@
+"""A compiled ``ir.KernelSequence``: several kernels that one call runs one after another.
+
+``compile`` hands a ``@T.prim_func`` with several ``with T.Kernel(...)`` blocks (or with
+``T.alloc_global`` workspaces) here: each block is compiled as a kernel of its own (cached as any
+kernel is), taking the function's parameters and then the workspaces. A call binds the
+function's arguments as a ``Kernel`` does (``out_idx`` outputs allocated in the framework of the
+inputs), allocates the workspaces the same way, and launches the kernels in order on the current
+stream, so each sees what the previous one wrote.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+from ..errors import KernelRuntimeError
+from ..ir import nodes as ir
+from .lower import check_out_idx
+
+
+class KernelSequence:
+    """Call it like a ``Kernel``; ``kernels`` are the compiled parts, in launch order."""
+
+    def __init__(self, seq: ir.KernelSequence, kernels: list, out_idx):
+        self.name = seq.name
+        self.kernels = kernels
+        n = len(seq.params)
+        self.params = kernels[0].params[:n]  # the function's own, as a Kernel lists them
+        self.workspaces = kernels[0].params[n:]
+        self.out_idx = check_out_idx(out_idx, [(p["name"], p["kind"] == "tensor") for p in self.params], self.name)
+        self.target = kernels[0].target
+        self.timings = {"compile_s": sum(k.timings.get("compile_s", 0.0) for k in kernels)}
+
+    @property
+    def trace(self):
+        """The first kernel's trace (each part has its own: ``kernels[i].trace``)."""
+        return self.kernels[0].trace
+
+    def get_kernel_source(self) -> str:
+        return "\n".join(f"// ==== kernel {i + 1} of {len(self.kernels)}: {k.name} ====\n{k.get_kernel_source()}"
+                         for i, k in enumerate(self.kernels))
+
+    def get_host_source(self) -> str:
+        return "\n".join(k.get_host_source() for k in self.kernels)
+
+    def __call__(self, *args, **keywords):
+        from .kernel import _allocate, bind_arguments
+
+        if keywords:
+            raise KernelRuntimeError(f"{self.name} takes its arguments by position, not by keyword "
+                                     f"({', '.join(keywords)})")
+        full, outputs = bind_arguments(self.name, self.params, self.out_idx, args)
+        like = next((a for a in full if hasattr(a, "shape")), None)
+        work = [_allocate(p, like) for p in self.workspaces]
+        for kernel in self.kernels:
+            kernel(*full, *work)
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def get_profiler(self, tensor_supply_type=None):
+        from .profiler import Profiler
+
+        return Profiler(self, tensor_supply_type)
+
+
+def compile_sequence(seq: ir.KernelSequence, out_idx, compile_one) -> KernelSequence:
+    """Each of ``seq``'s kernels through ``compile_one(prim_func)`` (``jit.kernel.compile`` with the
+    caller's target and pass configs), then the sequence."""
+    check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in seq.params], seq.name)
+    # One thread per kernel: NVRTC releases the GIL, so one kernel's device compile runs while the
+    # next is lowered (flash decoding's two: 1.01 s one after the other, see the module's tests).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(seq.kernels)) as pool:
+        kernels = list(pool.map(compile_one, seq.kernels))
+    return KernelSequence(seq, kernels, out_idx)
