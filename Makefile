@@ -23,8 +23,9 @@ demo: install
 test: install
 	bash scripts/run_tests.sh
 
+# JupyterLab refuses to start as root unless told; containers and Binder-like machines run as root.
 lab: install
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 clean:
 	rm -rf $(VENV) out build dist .pytest_cache

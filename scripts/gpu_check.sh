@@ -2,6 +2,7 @@
 # Everything that needs the GPU, in one call: every @gpu test, then the benchmarks (GEMM vs cuBLAS, TileLang's
 # programs vs TileLang), then a short table.
 # Run on the H200 from the source tree:  bash scripts/gpu_check.sh  (writes under $OUT when set)
+# Knobs: SKIP_BENCH=1, SKIP_TILELANG=1, BENCH_ARGS="--quick", TILELANG_FAMILIES=attention,gemm_fp8, *_TIMEOUT.
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -23,7 +24,7 @@ if [ "${SKIP_TILELANG:-0}" != "1" ]; then
     mkdir -p /tmp/tl && tar -xJf .tilelang/site.tar.xz -C /tmp/tl
   fi
   [ -d /tmp/tl/tilelang ] && TL_PATH=:/tmp/tl || TL_PATH=
-  PYTHONPATH=$PYTHONPATH$TL_PATH timeout -k 10 ${TILELANG_TIMEOUT:-300} python3 -m tileworkbench.bench tilelang --out "$OUT" 2>&1 \
+  PYTHONPATH=$PYTHONPATH$TL_PATH timeout -k 10 ${TILELANG_TIMEOUT:-300} python3 -m tileworkbench.bench tilelang ${TILELANG_FAMILIES:+--families $TILELANG_FAMILIES} --out "$OUT" 2>&1 \
     | grep -v "TileLang:tilelang" | tee "$OUT/tilelang.log"
   tl_rc=${PIPESTATUS[0]}
 fi

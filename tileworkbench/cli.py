@@ -19,20 +19,43 @@ def _add_kernel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--args", nargs="*", default=[], metavar="VALUE",
                    help="builder arguments (Python literals, bare words are strings, NAME=VALUE keywords)")
     p.add_argument("--target", default="sm_90", help="target arch (default sm_90; no GPU is needed)")
-    p.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a pass config, repeatable: tl.disable_warp_specialized=true, tw.barrier_check=warn, ... "
+                        "(docs/architecture.md lists them)")
     p.add_argument("--out-idx", help="output parameter index (or comma-separated indices)")
     p.add_argument("--compare-args", nargs="*", metavar="VALUE",
                    help="builder arguments of a second variant; its sources are diffed in the report")
     p.add_argument("--compare-label", help="label of the second variant")
 
 
+DESCRIPTION = """\
+Lower a tile kernel for Hopper (no GPU needed) and write what the compiler did: every pass's IR,
+the generated CUDA, the shared-memory plan and the barrier timeline, as an HTML report or as the
+trace JSON the JupyterLab extension draws."""
+EXAMPLES = """examples:
+  tileworkbench report tileworkbench.examples.gemm::matmul_tma_copy \\
+      --args 1024 1024 1024 128 128 32 float16 float16 float32 128 2 -o report.html
+  tileworkbench report my_kernels.py::main -o main.html
+  tileworkbench trace my_kernels.py::build --args 4096 block_M=128 --pass-config tw.barrier_check=warn -o trace.json
+  tileworkbench report trace.json -o report.html        # a saved trace, rendered again
+"""
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tileworkbench", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    report = sub.add_parser("report", help="write the self-contained HTML report of a kernel")
+    parser = argparse.ArgumentParser(prog="tileworkbench", description=DESCRIPTION, epilog=EXAMPLES,
+                                     formatter_class=_FORMATTER)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,trace}")
+    report = sub.add_parser("report", help="write the self-contained HTML report of a kernel",
+                            description="Lower the kernel, run the analyses and write one HTML file (no server "
+                                        "needed) with the passes, sources, shared-memory plan and barrier timeline.",
+                            epilog=EXAMPLES, formatter_class=_FORMATTER)
     _add_kernel_args(report)
     report.add_argument("-o", "--output", default="report.html", help="HTML file to write (default report.html)")
-    trace = sub.add_parser("trace", help="write the trace JSON of a kernel")
+    trace = sub.add_parser("trace", help="write the trace JSON of a kernel",
+                           description="Lower the kernel and write its trace (the MIME bundle's JSON, "
+                                       "docs/trace-schema.md) to a file or stdout.",
+                           epilog=EXAMPLES, formatter_class=_FORMATTER)
     _add_kernel_args(trace)
     trace.add_argument("-o", "--output", default="-", help="JSON file to write (default: stdout)")
     return parser
@@ -93,6 +116,7 @@ def main(argv=None) -> int:
         else:
             with open(opts.output, "w", encoding="utf-8") as fh:
                 fh.write(text)
+            print(f"wrote {opts.output} ({doc['kernel'].get('name')}: {len(doc.get('passes', []))} passes)")
     return 0
 
 

@@ -201,3 +201,23 @@ def test_the_report_of_a_fresh_artifact_shows_the_analyses_lower_ran(tmp_path):
         html = fh.read()
     assert art.trace.barriers is not None and all("live" in b for b in art.trace.smem["buffers"])
     assert html.count('class="tw-barrier-event"') == len(art.trace.barriers["events"])
+
+
+def test_cli_help_describes_each_command_with_examples(capsys):
+    for argv in (["--help"], ["report", "--help"], ["trace", "--help"]):
+        with pytest.raises(SystemExit) as done:
+            cli.main(argv)
+        assert done.value.code == 0
+        text = capsys.readouterr().out
+        assert "examples:" in text and "tileworkbench report tileworkbench.examples.gemm::matmul_tma_copy" in text
+    assert "Lower a tile kernel for Hopper (no GPU needed)" in cli.build_parser().format_help()
+    trace_help = cli.build_parser()._subparsers._group_actions[0].choices["trace"].format_help()
+    assert "a pass config, repeatable" in trace_help and "docs/trace-schema.md" in trace_help
+
+
+def test_cli_trace_to_a_file_says_where_it_wrote(tmp_path, capsys):
+    out = tmp_path / "t.json"
+    assert cli.main(["trace", GEMM, "--args", *GEMM_ARGS, "2", "-o", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out and json.loads(out.read_text())["schema"] == "tileworkbench.trace"
+    assert cli.main(["trace", GEMM, "--args", *GEMM_ARGS, "2"]) == 0  # stdout: the JSON alone, parseable
+    assert json.loads(capsys.readouterr().out)["schema"] == "tileworkbench.trace"
