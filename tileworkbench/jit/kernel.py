@@ -52,6 +52,13 @@ class Kernel:
 
     # ---- device ----------------------------------------------------------------------------
     def _load(self):
+        from ..target import detect_arch
+
+        if detect_arch() is None:  # rather than CUDA's "driver version is insufficient" or a missing CuPy
+            raise KernelRuntimeError(
+                f"{self.name} cannot run here: no NVIDIA GPU was found (or no CUDA driver). It compiled: "
+                "get_kernel_source() and .cubin hold the CUDA and the sm_90a code; run it on a CUDA machine "
+                "with tileworkbench[cuda13] installed (CuPy for CUDA 13). There is no CPU interpreter yet.")
         from ..backend.runtime import Runtime, load_module
 
         start = time.perf_counter()
