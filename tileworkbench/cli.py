@@ -74,7 +74,10 @@ def _trace_of(opts, args_tokens) -> dict:
 
     artifact = lower(func, target=build.parse_target(opts.target), pass_configs=build.parse_pass_configs(opts.pass_config),
                      out_idx=build.parse_out_idx(opts.out_idx))
-    return artifact.trace.to_dict()
+    doc = artifact.trace.to_dict()
+    target = opts.kernel.rpartition("::")[2]
+    doc["kernel"]["label"] = f"{target}({', '.join(args_tokens)})" if args_tokens else target
+    return doc
 
 
 def document(opts) -> dict:

@@ -221,3 +221,16 @@ def test_cli_trace_to_a_file_says_where_it_wrote(tmp_path, capsys):
     assert f"wrote {out}" in capsys.readouterr().out and json.loads(out.read_text())["schema"] == "tileworkbench.trace"
     assert cli.main(["trace", GEMM, "--args", *GEMM_ARGS, "2"]) == 0  # stdout: the JSON alone, parseable
     assert json.loads(capsys.readouterr().out)["schema"] == "tileworkbench.trace"
+
+
+def test_reports_are_titled_by_the_builder_and_its_arguments_and_name_swizzles(tmp_path):
+    out = tmp_path / "r.html"
+    assert cli.main(["report", GEMM, "--args", *GEMM_ARGS, "2", "-o", str(out)]) == 0
+    html = out.read_text()
+    label = f"matmul_tma_copy({', '.join(GEMM_ARGS + ['2'])})"
+    assert f"<title>tileworkbench report: {label}</title>" in html and f"tileworkbench: {label}</h1>" in html
+    tma = html[html.index('data-tw="tma"'):]
+    assert "128B (3)" in tma or "64B (2)" in tma  # the TMA tab names a swizzle as the shared-memory tab does
+    doc = json.loads(html.split('id="tw-trace-json">')[1].split("</script>")[0])
+    del doc["kernel"]["label"]
+    assert "tileworkbench: main (gemm.py:" in render_page(doc)  # without a label: the name and where it is

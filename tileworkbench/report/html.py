@@ -158,7 +158,29 @@ def _tma(doc: dict) -> str:
         return '<p class="tw-note">No tensor-map descriptors (no TMA, or only descriptorless bulk copies).</p>'
     keys = ["name", "buffer", "data_type_name", "rank", "global_dims", "global_strides_bytes", "box_dims",
             "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill"]
-    return _table(keys, [[escape(str(d.get(k))) for k in keys] for d in descs])
+    return _table(keys, [[escape(_tma_field(d, k)) for k in keys] for d in descs])
+
+
+# CUtensorMapSwizzle codes as the shared-memory tab names them
+_SWIZZLE_NAMES = {0: "none", 1: "32B", 2: "64B", 3: "128B"}
+
+
+def _tma_field(desc: dict, key: str) -> str:
+    value = desc.get(key)
+    if key == "swizzle" and value in _SWIZZLE_NAMES:
+        return f"{_SWIZZLE_NAMES[value]} ({value})"
+    return str(value)
+
+
+def kernel_title(doc: dict) -> str:
+    """What a report is about: the caller's label (the builder and its arguments) when the trace
+    has one, else the kernel's name and where it is defined."""
+    kernel = doc.get("kernel", {})
+    if kernel.get("label"):
+        return str(kernel["label"])
+    name = str(kernel.get("name", "kernel"))
+    where = kernel.get("source_file")
+    return f"{name} ({where.rsplit('/', 1)[-1]}:{kernel.get('source_line')})" if where else name
 
 
 def _smem(doc: dict) -> str:
@@ -207,7 +229,7 @@ def _compare(doc: dict) -> str:
 def render_fragment(doc: dict, uid: str | None = None) -> str:
     """The workbench as one ``<div class="tw-report">`` with its own ``<style>`` (notebook output)."""
     uid = uid or "tw-" + uuid.uuid4().hex[:8]
-    name = doc.get("kernel", {}).get("name", "kernel")
+    name = kernel_title(doc)
     sources = doc.get("sources") or {}
     parts = [
         f"<style>{CSS}</style>",
@@ -238,7 +260,7 @@ def render_page(doc: dict, title: str | None = None) -> str:
 
     The trace itself is embedded as JSON in a ``<script type="application/json">`` block
     (data, not code) so the page can be re-read by tools."""
-    title = title or f"tileworkbench report: {doc.get('kernel', {}).get('name', 'kernel')}"
+    title = title or f"tileworkbench report: {kernel_title(doc)}"
     data = json.dumps(doc).replace("</", "<\\/")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(title)}</title></head><body>"
