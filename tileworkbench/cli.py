@@ -72,8 +72,11 @@ def _trace_of(opts, args_tokens) -> dict:
     func = build.prim_func_of(obj, args, kwargs)
     from .jit.lower import lower
 
+    from .backend.nvrtc import nvrtc_version
+
+    # NVRTC where it can be loaded (no GPU needed): the report then shows registers and spills
     artifact = lower(func, target=build.parse_target(opts.target), pass_configs=build.parse_pass_configs(opts.pass_config),
-                     out_idx=build.parse_out_idx(opts.out_idx))
+                     out_idx=build.parse_out_idx(opts.out_idx), enable_device_compile=nvrtc_version() is not None)
     doc = artifact.trace.to_dict()
     target = opts.kernel.rpartition("::")[2]
     doc["kernel"]["label"] = f"{target}({', '.join(args_tokens)})" if args_tokens else target

@@ -234,3 +234,14 @@ def test_reports_are_titled_by_the_builder_and_its_arguments_and_name_swizzles(t
     doc = json.loads(html.split('id="tw-trace-json">')[1].split("</script>")[0])
     del doc["kernel"]["label"]
     assert "tileworkbench: main (gemm.py:" in render_page(doc)  # without a label: the name and where it is
+
+
+def test_cli_reports_registers_and_spills_from_nvrtc_without_a_gpu(tmp_path):
+    from tileworkbench.backend.nvrtc import nvrtc_version
+
+    if nvrtc_version() is None:
+        pytest.skip("NVRTC cannot be loaded here (no cuda-bindings / libnvrtc)")
+    out = tmp_path / "t.json"
+    assert cli.main(["trace", GEMM, "--args", *GEMM_ARGS, "2", "-o", str(out)]) == 0
+    resources = json.loads(out.read_text())["resources"]
+    assert resources["registers"] > 0 and resources["spills_bytes"] == 0
