@@ -21,6 +21,26 @@ TOO_DEEP = ("this kernel's expressions are nested too deeply to compile; give pa
             "names of their own (x = a + b) and combine those")
 
 
+# Display names of source files that are not files to the user: a notebook cell's code lives in
+# /tmp/ipykernel_NNNN/NNNN.py, which the user knows as "In [3]" (the %%tilekernel magic registers it).
+_SOURCE_LABELS: dict[str, str] = {}
+
+
+def label_source(file: str, label: str) -> None:
+    """Show ``file`` as ``label`` in errors, generated comments and reports (``In [3]``)."""
+    _SOURCE_LABELS[file] = label
+
+
+def labelled(file: str) -> bool:
+    return file in _SOURCE_LABELS
+
+
+def where(file: str, line) -> str:
+    """``file:line``, or ``In [3], line 10`` for a labelled notebook cell."""
+    label = _SOURCE_LABELS.get(file)
+    return f"{label}, line {line}" if label else f"{file}:{line}"
+
+
 @dataclass(frozen=True)
 class SourceLocation:
     """Where a piece of IR came from in the user's Python source."""
@@ -31,7 +51,7 @@ class SourceLocation:
     text: str = ""  # the source line itself, for the caret display
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}"
+        return where(self.file, self.line)
 
 
 class CompileError(ValueError):
@@ -45,7 +65,7 @@ class CompileError(ValueError):
     def _render(self) -> str:
         if self.loc is None:
             return self.message
-        lines = [f"{self.loc.file}:{self.loc.line}: {self.message}"]
+        lines = [f"{where(self.loc.file, self.loc.line)}: {self.message}"]
         if self.loc.text:
             stripped = self.loc.text.rstrip()
             indent = len(stripped) - len(stripped.lstrip())

@@ -113,7 +113,7 @@ def test_compile_error_is_short(shell):
     lines = info.value._render_traceback_()
     text = "\n".join(lines)
     bad_line = bad.splitlines().index("                T.tma_copy(A[by * 128, k * 32], A_shared)") + 2
-    assert f":{bad_line}: T.tma_copy" in text and "needs barrier=" in text
+    assert f", line {bad_line}: T.tma_copy" in text and "needs barrier=" in text
     assert lines[-1].strip() == "^" and "Traceback" not in text and "tileworkbench/passes" not in text
 
 
@@ -134,3 +134,18 @@ def test_usage_errors(shell):
         _run(shell, "double --pass-config no.such.key=1", PRIM_FUNC_CELL)
     with pytest.raises(UsageError):
         _run(shell, "double --bogus-option", PRIM_FUNC_CELL)
+
+
+def test_cells_are_named_as_the_user_knows_them_not_by_their_temp_file(shell):
+    shell.execution_count = 7
+    cell = PRIM_FUNC_CELL.replace("* 2.0", "* 7.0")  # a kernel of its own: no cache hit from another cell
+    _run(shell, "double --no-display", cell)
+    kernel = shell.user_ns["double"]
+    line = PRIM_FUNC_CELL.splitlines().index("@T.prim_func") + 2  # the magic's own line is line 1
+    assert f"from In [7], line {line + 1} (double)" in kernel.get_kernel_source()
+    assert kernel.trace.kernel["source_label"] == f"In [7], line {line + 1}"
+    bad = PRIM_FUNC_CELL.replace("* 2.0", "* A")
+    shell.execution_count = 8
+    with pytest.raises(CompileError) as info:
+        _run(shell, "double", bad)
+    assert str(info.value).startswith("In [8], line ") and "ipykernel" not in str(info.value)

@@ -12,7 +12,7 @@ from ..version import __version__
 from ..analysis.stage import run_analyses
 from ..codegen.cuda import generate_cuda
 from ..codegen.host import generate_host
-from ..errors import CompileError, SourceLocation, internal_errors, user_error
+from ..errors import CompileError, SourceLocation, internal_errors, labelled, user_error, where
 from ..frontend import parse
 from ..frontend.parser import deep_recursion
 from ..ir import nodes as ir
@@ -78,7 +78,10 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
 def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: bool, out_idx) -> "Artifact":
     trace = Trace(kernel={"name": src.name, "target": tgt.to_json(), "pass_configs": _jsonable(configs),
                           "source_file": src.source_file, "source_line": src.source_line,
-                          "version": __version__})
+                          "version": __version__,
+                          # a notebook cell, as the user knows it (In [3], line 10)
+                          **({"source_label": where(src.source_file, src.source_line)}
+                             if labelled(src.source_file) else {})})
     ctx = LowerContext(tgt, configs)
     # Passes record what they learn on buffers (layouts, offsets); work on a copy so the parsed
     # function stays as written (its printed IR is the compile-cache key).

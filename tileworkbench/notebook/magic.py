@@ -22,7 +22,7 @@ import argparse
 import ast
 import shlex
 
-from ..errors import CompileError
+from ..errors import CompileError, label_source
 from ..target import PassConfigKey, normalize_pass_configs
 from . import build
 
@@ -92,6 +92,7 @@ def _run_cell_code(shell, cell: str) -> None:
     code = shell.transform_cell(cell)
     code = "\n" * (1 + _leading_blank_lines(cell) - _leading_blank_lines(code)) + code
     filename = shell.compile.cache(code, shell.execution_count, raw_code=code)
+    label_source(filename, f"In [{shell.execution_count}]")  # not /tmp/ipykernel_NNNN/NNNN.py
     # shell.compile, not compile(): the built-in would inherit this module's __future__ flags
     # (string annotations), the shell's compiler uses the user's.
     exec(shell.compile(code, filename, "exec"), shell.user_ns)  # noqa: S102 - running the user's cell is the point

@@ -101,7 +101,7 @@ def _summary(doc: dict) -> str:
     rows = [
         ("kernel", escape(str(k.get("name")))),
         ("target", escape(f"{target.get('kind', '?')} {target.get('arch', '?')}")),
-        ("source", escape(f"{k.get('source_file')}:{k.get('source_line')}")),
+        ("source", escape(k.get("source_label") or f"{k.get('source_file')}:{k.get('source_line')}")),
         ("pass configs", escape(", ".join(f"{a}={b}" for a, b in configs.items()) or "none")),
         ("threads / grid", escape(f"{res.get('threads')} / {res.get('grid')}")),
         ("shared memory", escape(f"{res.get('smem_bytes')} bytes")),
@@ -179,6 +179,8 @@ def kernel_title(doc: dict) -> str:
     if kernel.get("label"):
         return str(kernel["label"])
     name = str(kernel.get("name", "kernel"))
+    if kernel.get("source_label"):
+        return f"{name} ({kernel['source_label']})"
     where = kernel.get("source_file")
     return f"{name} ({where.rsplit('/', 1)[-1]}:{kernel.get('source_line')})" if where else name
 
