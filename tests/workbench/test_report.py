@@ -245,3 +245,14 @@ def test_cli_reports_registers_and_spills_from_nvrtc_without_a_gpu(tmp_path):
     assert cli.main(["trace", GEMM, "--args", *GEMM_ARGS, "2", "-o", str(out)]) == 0
     resources = json.loads(out.read_text())["resources"]
     assert resources["registers"] > 0 and resources["spills_bytes"] == 0
+
+
+def test_the_report_shows_the_kernel_code_before_the_inlined_headers(tmp_path):
+    out = tmp_path / "r.html"
+    assert cli.main(["report", GEMM, "--args", *GEMM_ARGS, "2", "-o", str(out)]) == 0
+    html = out.read_text()
+    section = html[html.index('data-tw="device-source"'):html.index('data-tw="host-source"')]
+    kernel, headers = section.index('data-tw="kernel-code"'), section.index('data-tw="inlined-headers"')
+    assert kernel < headers and "__global__" in section[kernel:headers] and "tw/common.h" in section[headers:]
+    first = int(re.search(r"show the kernel \(lines (\d+)-", section).group(1))
+    assert re.search(rf'<span class="tw-lineno">\s*{first}</span>  // ---- kernel ----', section)

@@ -68,13 +68,14 @@ def diff_html(lines: list[str]) -> str:
     return '<pre class="tw-diff">' + "".join(out) + "</pre>"
 
 
-def code_html(text: str | None, kind: str, numbered: bool = True) -> str:
+def code_html(text: str | None, kind: str, numbered: bool = True, first_line: int = 1) -> str:
     if text is None:
         return f'<p class="tw-empty">No {escape(kind)} source (lowering stopped earlier).</p>'
     lines = text.splitlines()
-    width = len(str(len(lines)))
+    width = len(str(len(lines) + first_line - 1))
     if numbered:
-        body = "\n".join(f'<span class="tw-lineno">{i:>{width}}</span>  {escape(t)}' for i, t in enumerate(lines, 1))
+        body = "\n".join(f'<span class="tw-lineno">{i:>{width}}</span>  {escape(t)}'
+                         for i, t in enumerate(lines, first_line))
     else:
         body = escape(text)
     return f'<pre class="tw-code" data-source="{escape(kind)}">{body}</pre>'
@@ -225,6 +226,23 @@ def _compare(doc: dict) -> str:
     return "".join(parts)
 
 
+KERNEL_MARKER = "// ---- kernel ----"  # where the generated CUDA's kernel starts, after the inlined headers
+
+
+def _device_source(text: str | None) -> str:
+    """The kernel's own code first; the inlined headers, hundreds of lines, folded after it."""
+    at = text.find(KERNEL_MARKER) if text else -1
+    if at <= 0:
+        return (f"<details><summary>show {len((text or '').splitlines())} lines</summary>"
+                f"{code_html(text, 'device')}</details>")
+    headers, kernel = text[:at], text[at:]
+    first = headers.count("\n") + 1
+    return (f'<details data-tw="kernel-code"><summary>show the kernel (lines {first}-'
+            f"{first + len(kernel.splitlines()) - 1})</summary>{code_html(kernel, 'device', first_line=first)}</details>"
+            f'<details data-tw="inlined-headers"><summary>inlined tileworkbench headers (lines 1-{first - 1})</summary>'
+            f"{code_html(headers, 'device-headers')}</details>")
+
+
 # ---- entry points ----------------------------------------------------------------------------
 
 
@@ -241,9 +259,7 @@ def render_fragment(doc: dict, uid: str | None = None) -> str:
         _section("findings", "Findings", _findings(doc), uid),
         _section("pass-list", "Passes", _pass_list(doc, uid), uid),
         _section("passes", "IR after each pass, and its diff", _passes(doc, uid), uid),
-        _section("device-source", "Device source (CUDA C++)",
-                 f"<details><summary>show {len((sources.get('device') or '').splitlines())} lines</summary>"
-                 f"{code_html(sources.get('device'), 'device')}</details>", uid),
+        _section("device-source", "Device source (CUDA C++)", _device_source(sources.get("device")), uid),
         _section("host-source", "Host source (Python launcher)",
                  f"<details><summary>show {len((sources.get('host') or '').splitlines())} lines</summary>"
                  f"{code_html(sources.get('host'), 'host')}</details>", uid),

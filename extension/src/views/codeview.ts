@@ -11,6 +11,8 @@ export interface ICodeOptions {
   /** Shown instead of the listing when the text is null (e.g. lowering failed). */
   emptyMessage?: string;
   attrs?: Record<string, string>;
+  /** The number of the first line (a part of a longer source keeps its line numbers). */
+  firstLine?: number;
 }
 
 /** Split `line` into text and `<mark>` nodes for each occurrence of `needle`. */
@@ -53,7 +55,7 @@ export function renderCode(text: string | null, options: ICodeOptions): HTMLElem
     return h(
       'div',
       { class: count ? 'tw-code-line tw-has-match' : 'tw-code-line' },
-      h('span', { class: 'tw-ln' }, idx + 1),
+      h('span', { class: 'tw-ln' }, idx + (options.firstLine ?? 1)),
       h('span', { class: 'tw-code-text' }, ...nodes)
     );
   });

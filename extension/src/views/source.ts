@@ -16,6 +16,22 @@ const SOURCE_LABEL: Record<SourceKind, string> = {
   host: 'Host launcher (Python)'
 };
 
+/** Where the generated CUDA's kernel starts, after the inlined tileworkbench headers. */
+export const KERNEL_MARKER = '// ---- kernel ----';
+
+/**
+ * The device source as [headers, kernel, first line of the kernel], or null when it has no
+ * headers before a kernel marker. The headers are hundreds of lines the user rarely reads.
+ */
+export function splitHeaders(text: string): [string, string, number] | null {
+  const at = text.indexOf(KERNEL_MARKER);
+  if (at <= 0) {
+    return null;
+  }
+  const headers = text.slice(0, at);
+  return [headers, text.slice(at), headers.split('\n').length];
+}
+
 /** Why a source is missing: the first failed pass stopped lowering before codegen. */
 function missingMessage(trace: ITrace, kind: SourceKind): string {
   const failed = trace.passes.find(pass => pass.error);
@@ -62,8 +78,26 @@ export class SourceView {
       this.body.appendChild(this.renderCompare());
       return;
     }
+    const text = this.trace.sources[this.tab];
+    const parts = this.tab === 'device' && text ? splitHeaders(text) : null;
+    if (parts) {
+      // the kernel first; the inlined headers folded after it, keeping their line numbers
+      const [headers, kernel, first] = parts;
+      this.body.appendChild(
+        renderCode(kernel, { testid: 'tw-source-code', attrs: { 'data-source': 'device' }, firstLine: first })
+      );
+      this.body.appendChild(
+        h(
+          'details',
+          { class: 'tw-source-headers', 'data-testid': 'tw-source-headers' },
+          h('summary', {}, `Inlined tileworkbench headers (lines 1-${first - 1})`),
+          renderCode(headers, { testid: 'tw-source-headers-code' })
+        )
+      );
+      return;
+    }
     this.body.appendChild(
-      renderCode(this.trace.sources[this.tab], {
+      renderCode(text, {
         testid: 'tw-source-code',
         attrs: { 'data-source': this.tab },
         emptyMessage: missingMessage(this.trace, this.tab)
