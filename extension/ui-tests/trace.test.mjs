@@ -279,7 +279,15 @@ test(
 
     if (await page.locator('[data-testid="tw-bench-plot"]').count()) {
       const plot = page.locator('[data-testid="tw-bench-plot"]').first();
-      assert.equal(await plot.locator('.tw-series').count(), 2, 'ours and cuBLAS series');
+      // one series per kernel (ours, any spec kernel of that dtype) and cuBLAS, each in the legend
+      const series = await plot.locator('.tw-series').count();
+      assert.ok(series >= 2, `ours and cuBLAS series at least (got ${series})`);
+      assert.equal(await plot.locator('[data-testid="tw-series-ours"]').count(), 1, 'our series');
+      assert.equal(await plot.locator('[data-testid="tw-series-cublas"]').count(), 1, 'the cuBLAS series');
+      assert.equal(await plot.locator('.tw-legend-item').count(), series, 'a legend entry per series');
+      await plot.locator('[data-testid="tw-bench-metric-ratio"]').click();
+      assert.equal(await plot.locator('[data-testid="tw-parity"]').count(), 1, 'the ratio view draws the 1x line');
+      await plot.locator('[data-testid="tw-bench-metric-tflops"]').click();
       await plot.scrollIntoViewIfNeeded();
       await shot(page.locator('[data-testid="tw-bench"]').first(), 'bench-plot.png');
     }

@@ -93,6 +93,9 @@ def test_plot_tflops_draws_ours_and_cublas_with_ratios(tmp_path):
     assert [ax.get_title() for ax in axes] == ["GEMM bfloat16 (M x N x K)", "GEMM float16 (M x N x K)"]
     assert all(len(ax.get_lines()) == 2 for ax in axes)
     assert "0.900x" in [t.get_text() for t in axes[1].texts]
+    for ax in axes:  # the highest point's ratio label has room below the top of the axes
+        highest = max(max(line.get_ydata()) for line in ax.get_lines())
+        assert ax.get_ylim()[1] >= 1.1 * highest
     fig.savefig(tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="no rows"):

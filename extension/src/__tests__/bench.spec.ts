@@ -44,6 +44,44 @@ describe('bench plot', () => {
     expect(ys[0]).toBeGreaterThan(ys[2]);
   });
 
+  it('draws each kernel as a series of its own, with a legend, so spec kernels do not zigzag', async () => {
+    const spec = (M: number, tflops: number) => row(M, tflops, M === 4096 ? 700 : 200, { kernel: 'matmul_tma_copy s2' });
+    const { node } = await renderBenchDoc(
+      bench([row(1024, 150, 200), row(4096, 700, 700), spec(4096, 590), spec(1024, 120), row(2048, 380, 450)])
+    );
+    const plot = byTestId(node, 'tw-bench-plot');
+    const series = all(plot, '.tw-series');
+    expect(series.map(s => s.dataset.testid)).toEqual([
+      'tw-series-ours',
+      'tw-series-kernel-matmul-tma-copy-s2',
+      'tw-series-cublas'
+    ]);
+    expect(all(series[0], 'circle')).toHaveLength(3);
+    expect(all(series[1], 'circle')).toHaveLength(2);
+    expect(all(series[2], 'circle')).toHaveLength(3); // one cuBLAS point per size, not per row
+    // the x axis lists each size once
+    const sizes = all(plot, '.tw-axis > text').map(t => t.textContent).filter(t => t!.includes('×'));
+    expect(sizes).toEqual(['1024×1024×1024', '2048×2048×2048', '4096×4096×4096']);
+    const legend = all(byTestId(plot, 'tw-bench-legend'), '.tw-legend-item').map(i => i.textContent);
+    expect(legend).toEqual(['tileworkbench', 'matmul_tma_copy s2', 'cuBLAS']);
+  });
+
+  it('switches to the ratio to cuBLAS, with a line at 1x', async () => {
+    const { node } = await renderBenchDoc(bench([row(1024, 150, 200), row(2048, 500, 400)]));
+    const plot = byTestId(node, 'tw-bench-plot');
+    byTestId(plot, 'tw-bench-metric-ratio').click();
+    expect(plot.querySelector('svg')!.getAttribute('data-metric')).toBe('ratio');
+    expect(plot.querySelector('[data-testid="tw-series-cublas"]')).toBeNull();
+    const titles = all(byTestId(plot, 'tw-series-ours'), 'circle title').map(t => t.textContent);
+    expect(titles).toEqual(['tileworkbench 1024×1024×1024: 0.750× cuBLAS', 'tileworkbench 2048×2048×2048: 1.250× cuBLAS']);
+    const parity = byTestId(plot, 'tw-parity');
+    const ys = all(byTestId(plot, 'tw-series-ours'), 'circle').map(c => Number(c.getAttribute('cy')));
+    expect(ys[0]).toBeGreaterThan(Number(parity.getAttribute('y1'))); // 0.75 below the 1x line
+    expect(ys[1]).toBeLessThan(Number(parity.getAttribute('y1')));
+    byTestId(plot, 'tw-bench-metric-tflops').click();
+    expect(all(byTestId(plot, 'tw-series-cublas'), 'circle')).toHaveLength(2);
+  });
+
   it('lists every row with its recorded ratio', async () => {
     const { node } = await renderBenchDoc(bench([row(1024, 150, 200), row(2048, 500, 400)]));
     const cells = all(byTestId(node, 'tw-bench-table'), 'tbody tr').map(tr => tr.children[7].textContent);

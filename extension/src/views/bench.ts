@@ -1,10 +1,11 @@
 /**
- * Benchmark record: TFLOP/s against problem size, ours vs cuBLAS, one chart
- * per (suite, dtype), and every row with its ratio in a table. Values are
+ * Benchmark record: one chart per (suite, dtype), a series per kernel (ours, each spec
+ * kernel) and cuBLAS, in TFLOP/s or as a ratio to cuBLAS, and every row with its ratio in a
+ * table. Values are
  * shown as recorded; only the size ordering (M*N*K) is computed here.
  */
 import type { IBench, IBenchRow } from '../types';
-import { formatValue, h, s, svgTitle, table } from '../dom';
+import { formatValue, h, s, segmented, svgTitle, table } from '../dom';
 import { linear, niceStep, ticksOf } from './axis';
 import { HoverDetail } from './hover';
 
@@ -12,10 +13,15 @@ const WIDTH = 640;
 const HEIGHT = 300;
 const MARGIN = { left: 56, right: 24, top: 16, bottom: 84 };
 
+type Metric = 'tflops' | 'ratio';
+
 interface ISeries {
-  key: 'ours' | 'cublas';
+  key: string;
+  testid: string;
+  cls: string;
   label: string;
-  value: (row: IBenchRow) => number | null;
+  /** [index on the size axis, value, the row] of each point */
+  points: [number, number, IBenchRow][];
 }
 
 export function sizeLabel(row: IBenchRow): string {
@@ -34,24 +40,59 @@ function groupRows(rows: IBenchRow[]): Map<string, IBenchRow[]> {
   return groups;
 }
 
-function plot(title: string, rows: IBenchRow[], hover: HoverDetail): HTMLElement {
-  const ours = rows.find(r => r.kernel)?.kernel ?? 'ours';
-  const series: ISeries[] = [
-    { key: 'ours', label: ours, value: r => r.tflops },
-    { key: 'cublas', label: 'cuBLAS', value: r => r.cublas_tflops }
-  ];
-  const values = rows
-    .flatMap(r => series.map(se => se.value(r)))
-    .filter((v): v is number => typeof v === 'number');
-  // The axis ends at the first round value above the largest point, so nothing is clipped.
-  const top = Math.max(1, ...values);
+const slug = (text: string): string => text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+
+/**
+ * One series per kernel of the group (the best of ours, each spec kernel ...) and, for
+ * TFLOP/s, one for cuBLAS (a point per size): a kernel's line joins only its own points, so
+ * kernels measured at the same size never zigzag into one line.
+ */
+export function seriesOf(rows: IBenchRow[], sizes: string[], metric: Metric): ISeries[] {
+  const at = (row: IBenchRow): number => sizes.indexOf(sizeLabel(row));
+  const kernels = [...new Set(rows.map(r => r.kernel ?? 'ours'))];
+  const out: ISeries[] = kernels.map((kernel, i) => {
+    const ours = i === 0;
+    const points = rows
+      .filter(r => (r.kernel ?? 'ours') === kernel)
+      .map(r => [at(r), metric === 'tflops' ? r.tflops : r.ratio, r] as [number, number | null, IBenchRow])
+      .filter((p): p is [number, number, IBenchRow] => typeof p[1] === 'number');
+    return {
+      key: ours ? 'ours' : `kernel-${slug(kernel)}`,
+      testid: ours ? 'tw-series-ours' : `tw-series-kernel-${slug(kernel)}`,
+      cls: ours ? 'tw-series-ours' : `tw-series-other tw-series-other-${(i - 1) % 4}`,
+      label: kernel,
+      points
+    };
+  });
+  if (metric === 'tflops') {
+    const seen = new Set<number>();
+    const points: [number, number, IBenchRow][] = [];
+    for (const r of rows) {
+      if (typeof r.cublas_tflops === 'number' && !seen.has(at(r))) {
+        seen.add(at(r));
+        points.push([at(r), r.cublas_tflops, r]);
+      }
+    }
+    out.push({ key: 'cublas', testid: 'tw-series-cublas', cls: 'tw-series-cublas', label: 'cuBLAS', points });
+  }
+  return out;
+}
+
+function plot(title: string, rows: IBenchRow[], hover: HoverDetail, metric: Metric): SVGElement {
+  const sizes = [...new Set(rows.map(sizeLabel))];
+  const series = seriesOf(rows, sizes, metric);
+  const unit = metric === 'tflops' ? 'TFLOP/s' : '× cuBLAS';
+  const values = series.flatMap(se => se.points.map(p => p[1]));
+  // The axis ends at the first round value above the largest point (and above 1x for ratios), so
+  // nothing is clipped and no label runs into the top.
+  const top = Math.max(metric === 'ratio' ? 1.05 : 1, ...values);
   const step = niceStep(0, top, 5);
-  const yMax = Math.ceil((top * 1.02) / step) * step;
+  const yMax = Math.ceil((top * 1.06) / step) * step;
   const ticks = ticksOf(0, yMax, step);
   const plotBottom = HEIGHT - MARGIN.bottom;
   const y = linear(0, yMax, plotBottom, MARGIN.top);
-  const x = linear(0, Math.max(1, rows.length - 1), MARGIN.left + 50, WIDTH - MARGIN.right - 30);
-  const xAt = (i: number): number => (rows.length === 1 ? (MARGIN.left + WIDTH - MARGIN.right) / 2 : x(i));
+  const x = linear(0, Math.max(1, sizes.length - 1), MARGIN.left + 50, WIDTH - MARGIN.right - 30);
+  const xAt = (i: number): number => (sizes.length === 1 ? (MARGIN.left + WIDTH - MARGIN.right) / 2 : x(i));
 
   const svg = s('svg', {
     class: 'tw-chart tw-bench-chart',
@@ -59,16 +100,22 @@ function plot(title: string, rows: IBenchRow[], hover: HoverDetail): HTMLElement
     width: WIDTH,
     height: HEIGHT,
     role: 'img',
-    'aria-label': `${title}: TFLOP/s by problem size`
+    'data-metric': metric,
+    'aria-label': `${title}: ${unit} by problem size`
   });
   const axes = s('g', { class: 'tw-axis' });
   for (const tick of ticks) {
     axes.append(
       s('line', { class: 'tw-grid', x1: MARGIN.left, x2: WIDTH - MARGIN.right, y1: y(tick), y2: y(tick) }),
-      s('text', { x: MARGIN.left - 6, y: y(tick) + 4, 'text-anchor': 'end' }, tick)
+      s('text', { x: MARGIN.left - 6, y: y(tick) + 4, 'text-anchor': 'end' }, metric === 'ratio' ? tick.toFixed(2) : tick)
     );
   }
-  rows.forEach((row, i) => {
+  if (metric === 'ratio') {
+    axes.appendChild(
+      s('line', { class: 'tw-parity', 'data-testid': 'tw-parity', x1: MARGIN.left, x2: WIDTH - MARGIN.right, y1: y(1), y2: y(1) })
+    );
+  }
+  sizes.forEach((size, i) => {
     axes.appendChild(
       s(
         'text',
@@ -78,7 +125,7 @@ function plot(title: string, rows: IBenchRow[], hover: HoverDetail): HTMLElement
           'text-anchor': 'end',
           transform: `rotate(-30 ${xAt(i)} ${plotBottom + 14})`
         },
-        sizeLabel(row)
+        size
       )
     );
   });
@@ -92,33 +139,23 @@ function plot(title: string, rows: IBenchRow[], hover: HoverDetail): HTMLElement
         transform: `rotate(-90 12 ${(MARGIN.top + plotBottom) / 2})`,
         'text-anchor': 'middle'
       },
-      'TFLOP/s'
+      unit
     )
   );
   svg.appendChild(axes);
 
   for (const se of series) {
-    const group = s('g', {
-      class: `tw-series tw-series-${se.key}`,
-      'data-testid': `tw-series-${se.key}`,
-      'data-label': se.label
-    });
-    const points = rows
-      .map((row, i) => ({ row, i, v: se.value(row) }))
-      .filter((p): p is { row: IBenchRow; i: number; v: number } => typeof p.v === 'number');
-    group.appendChild(s('polyline', { points: points.map(p => `${xAt(p.i)},${y(p.v)}`).join(' ') }));
-    for (const p of points) {
+    const group = s('g', { class: `tw-series ${se.cls}`, 'data-testid': se.testid, 'data-label': se.label });
+    group.appendChild(s('polyline', { points: se.points.map(([i, v]) => `${xAt(i)},${y(v)}`).join(' ') }));
+    for (const [i, v, row] of se.points) {
       const text =
-        `${se.label} ${sizeLabel(p.row)}: ${p.v.toFixed(1)} TFLOP/s` +
-        (p.row.ratio !== null && p.row.ratio !== undefined ? ` (ratio ${p.row.ratio.toFixed(2)})` : '');
+        `${se.label} ${sizeLabel(row)}: ${metric === 'tflops' ? `${v.toFixed(1)} TFLOP/s` : `${v.toFixed(3)}× cuBLAS`}` +
+        (metric === 'tflops' && se.key !== 'cublas' && typeof row.ratio === 'number'
+          ? ` (ratio ${row.ratio.toFixed(3)})`
+          : '');
       const dot = s(
         'circle',
-        {
-          class: p.row.correct === false ? 'tw-point tw-incorrect' : 'tw-point',
-          cx: xAt(p.i),
-          cy: y(p.v),
-          r: 4
-        },
+        { class: row.correct === false && se.key !== 'cublas' ? 'tw-point tw-incorrect' : 'tw-point', cx: xAt(i), cy: y(v), r: 4 },
         svgTitle(text)
       );
       hover.bind(dot, text);
@@ -126,23 +163,44 @@ function plot(title: string, rows: IBenchRow[], hover: HoverDetail): HTMLElement
     }
     svg.appendChild(group);
   }
+  return svg;
+}
+
+function plotPanel(title: string, rows: IBenchRow[], hover: HoverDetail): HTMLElement {
+  let metric: Metric = 'tflops';
+  const chart = h('div', { class: 'tw-chart-scroll' });
+  const legend = h('div', { class: 'tw-legend', 'data-testid': 'tw-bench-legend' });
+  const draw = (): void => {
+    chart.textContent = '';
+    legend.textContent = '';
+    chart.appendChild(plot(title, rows, hover, metric));
+    for (const se of seriesOf(rows, [...new Set(rows.map(sizeLabel))], metric)) {
+      legend.appendChild(h('span', { class: `tw-legend-item ${se.cls}` }, h('span', { class: 'tw-swatch' }), se.label));
+    }
+  };
+  draw();
   return h(
     'div',
     { class: 'tw-bench-plot', 'data-testid': 'tw-bench-plot', 'data-group': title },
     h('div', { class: 'tw-section-title' }, title),
     h(
       'div',
-      { class: 'tw-legend' },
-      ...series.map(se =>
-        h(
-          'span',
-          { class: `tw-legend-item tw-series-${se.key}` },
-          h('span', { class: 'tw-swatch' }),
-          se.label
-        )
-      )
+      { class: 'tw-toolbar' },
+      segmented(
+        { class: 'tw-segmented' },
+        [
+          { key: 'tflops', label: 'TFLOP/s', testid: 'tw-bench-metric-tflops' },
+          { key: 'ratio', label: 'Ratio to cuBLAS', testid: 'tw-bench-metric-ratio' }
+        ],
+        metric,
+        key => {
+          metric = key as Metric;
+          draw();
+        }
+      ),
+      legend
     ),
-    h('div', { class: 'tw-chart-scroll' }, svg)
+    chart
   );
 }
 
@@ -174,7 +232,7 @@ export function renderBench(bench: IBench): HTMLElement {
     root.appendChild(h('div', { class: 'tw-empty' }, 'No benchmark rows.'));
     return root;
   }
-  groupRows(bench.rows).forEach((rows, title) => root.appendChild(plot(title, rows, hover)));
+  groupRows(bench.rows).forEach((rows, title) => root.appendChild(plotPanel(title, rows, hover)));
   root.append(
     hover.node,
     table(
