@@ -137,7 +137,7 @@ step "install the wheel into a fresh venv"
 "$PYTHON" -m venv "$WORK/venv"
 VENV="$WORK/venv"
 # pip notes the local find-links/index folders that lack a package; keep the log readable.
-"$VENV/bin/python" -m pip install -q "$WHEEL" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+"$VENV/bin/python" -m pip install -q "${WHEEL}[lab]" 2>&1 | { grep -v "is ignored: it is neither" || true; }
 # No news or update pop-ups over the page under test (they would also try the network).
 mkdir -p "$VENV/share/jupyter/lab/settings"
 echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' \

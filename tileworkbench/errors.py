@@ -166,3 +166,17 @@ def caller_location() -> SourceLocation | None:
 def user_error(message: str) -> CompileError:
     """A CompileError at the user's line that called into tileworkbench (for API misuse)."""
     return CompileError(message, caller_location())
+
+
+def lab_dependency(module: str, feature: str):
+    """``import module`` for a workbench feature, or an ImportError saying it is part of the
+    notebook stack that ``pip install 'tileworkbench[lab]'`` brings (the compiler and runtime
+    need none of it)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"{feature} needs {module.split('.')[0]}, part of tileworkbench's notebook stack: "
+                          "pip install 'tileworkbench[lab]' (JupyterLab, ipywidgets, pandas, matplotlib)") from None
+

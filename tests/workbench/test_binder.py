@@ -13,7 +13,8 @@ def test_post_build_installs_the_package_and_checks_the_extension():
     with open(path) as fh:
         text = fh.read()
     assert text.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in text
-    assert re.search(r"pip install [^\n]*\s\.\s*$", text, re.MULTILINE), "installs the repository (non-editable)"
+    assert re.search(r"pip install [^\n]*\s\"\.\[lab\]\"\s*$", text, re.MULTILINE), \
+        "installs the repository (non-editable) with its notebook stack"
     assert "jupyter labextension list" in text and "tileworkbench" in text
 
 

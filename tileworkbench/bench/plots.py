@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from .table import ratio_text
+from ..errors import lab_dependency
 
 
 def _newest(df):
@@ -19,7 +20,7 @@ def _newest(df):
 def plot_tflops(df, kernel: str = "tileworkbench"):
     """A Figure: per dtype, TFLOP/s of ``kernel`` rows (default: ours, best of candidates) and of
     cuBLAS, problems ordered by FLOPs, each of ours annotated with its ratio to cuBLAS."""
-    from matplotlib.figure import Figure
+    Figure = lab_dependency("matplotlib.figure", "the benchmark plot").Figure
 
     rows = _newest(df[df["kernel"] == kernel])
     if rows.empty:

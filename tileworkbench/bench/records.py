@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .schema import latest_record, read_record, record_paths
+from ..errors import lab_dependency
 
 _NESTED = ("cublas", "candidates")  # per-row detail; ``candidates=True`` unfolds the second
 
@@ -35,7 +36,7 @@ def load_records(path_or_dir, candidates: bool = False):
 
     With ``candidates=True`` there is one row per candidate kernel tried (columns
     ``candidate_name``, ``candidate_ms``, ``candidate_tflops``, ``candidate_rel_err`` ...)."""
-    import pandas as pd
+    pd = lab_dependency("pandas", "benchmark records as a DataFrame")
 
     path = Path(path_or_dir)
     paths = record_paths(path) if path.is_dir() else [path]

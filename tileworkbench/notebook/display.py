@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..mime import BENCH_MIME, TRACE_MIME
 from ..report import render_fragment, render_page, with_compare
+from ..errors import lab_dependency
 
 
 class TraceView:
@@ -39,7 +40,7 @@ class TraceView:
 
 def show(obj, compare=None, compare_label=None) -> TraceView:
     """Display the workbench view of ``obj`` (Kernel, Artifact, Trace or trace dict) and return it."""
-    from IPython.display import display
+    display = lab_dependency("IPython.display", "tileworkbench.show").display
 
     view = TraceView(obj, compare, compare_label)
     display(view)

@@ -8,6 +8,7 @@ from html import escape
 
 from ..report import trace_document
 from ..report.html import diff_html, unified_diff
+from ..errors import lab_dependency
 
 
 class Stepper:
@@ -15,7 +16,7 @@ class Stepper:
     drive it from code; displaying it shows the widget box."""
 
     def __init__(self, trace, start: int | None = None, mode: str = "ir"):
-        import ipywidgets as w
+        w = lab_dependency("ipywidgets", "the pass stepper")
 
         self.document = trace_document(trace)
         self.passes = self.document.get("passes", [])
