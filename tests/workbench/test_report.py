@@ -256,3 +256,10 @@ def test_the_report_shows_the_kernel_code_before_the_inlined_headers(tmp_path):
     assert kernel < headers and "__global__" in section[kernel:headers] and "tw/common.h" in section[headers:]
     first = int(re.search(r"show the kernel \(lines (\d+)-", section).group(1))
     assert re.search(rf'<span class="tw-lineno">\s*{first}</span>  // ---- kernel ----', section)
+
+
+def test_the_kernel_table_has_a_header_row_with_names():
+    html = render_fragment({"kernel": {"name": "k"}, "resources": {}, "passes": []})
+    summary = html[html.index('data-tw="summary"'):html.index('data-tw="findings"')]
+    assert "<thead><tr><th>property</th><th>value</th></tr></thead>" in summary
+    assert "<th></th>" not in summary

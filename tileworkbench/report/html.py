@@ -108,7 +108,7 @@ def _summary(doc: dict) -> str:
         ("shared memory", escape(f"{res.get('smem_bytes')} bytes")),
         ("registers / spills", escape(f"{res.get('registers')} / {res.get('spills_bytes')}")),
     ]
-    return _table(["", ""], rows)
+    return _table(["property", "value"], rows)
 
 
 def _findings(doc: dict) -> str:
