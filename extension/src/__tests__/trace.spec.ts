@@ -1,5 +1,6 @@
 import { TRACE_MIME_TYPE } from '../mime';
-import type { IBarrierSim, IPassSnapshot, ISmemBuffer, ITrace } from '../types';
+import type { IBarrierSim, IPassSnapshot, ISmemBuffer, ITmaDescriptor, ITrace } from '../types';
+import { renderTma, swizzleName } from '../views/details';
 import { all, byTestId, codeText, IR, loadFixture, makeTrace, pass, press, renderTrace } from './helpers';
 
 afterEach(() => {
@@ -185,6 +186,19 @@ describe('IR diff', () => {
     expect(rows[0].querySelector('.tw-diff-add')!.textContent).toBe('    y = load(A, 0) * 4');
     expect(rows[1].querySelector('.tw-diff-del')!.textContent).toBe('    y = x * 4');
     expect(rows[1].querySelector('.tw-diff-empty')).not.toBeNull();
+  });
+});
+
+describe('TMA descriptors', () => {
+  it('names each swizzle as the shared-memory tab does', () => {
+    expect([0, 1, 2, 3, 7].map(swizzleName)).toEqual(['none (0)', '32B (1)', '64B (2)', '128B (3)', '7']);
+    const desc = {
+      name: 'A_desc', buffer: 'A', data_type: 6, data_type_name: 'FLOAT16', rank: 2, global_dims: [64, 64],
+      global_strides_bytes: [128], box_dims: [64, 64], element_strides: [1, 1], interleave: 0, swizzle: 3,
+      l2_promotion: 2, oob_fill: 0
+    } as unknown as ITmaDescriptor;
+    const cells = all(renderTma([desc]), 'tbody td').map(td => td.textContent);
+    expect(cells).toContain('128B (3)');
   });
 });
 

@@ -44,6 +44,14 @@ export function renderHeader(trace: ITrace): HTMLElement {
   );
 }
 
+/** CUtensorMapSwizzle codes, named as the shared-memory tab names a tile's swizzle. */
+const SWIZZLE_NAMES: Record<string, string> = { 0: 'none', 1: '32B', 2: '64B', 3: '128B' };
+
+export function swizzleName(code: string | number): string {
+  const name = SWIZZLE_NAMES[String(code)];
+  return name === undefined ? String(code) : `${name} (${code})`;
+}
+
 export function renderTma(descriptors: ITmaDescriptor[]): HTMLElement {
   const root = h('div', { class: 'tw-tma', 'data-testid': 'tw-tma' });
   if (!descriptors.length) {
@@ -77,7 +85,7 @@ export function renderTma(descriptors: ITmaDescriptor[]): HTMLElement {
         formatValue(d.box_dims),
         formatValue(d.element_strides),
         d.interleave,
-        d.swizzle,
+        swizzleName(d.swizzle),
         d.l2_promotion,
         d.oob_fill
       ])
