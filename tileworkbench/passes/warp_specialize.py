@@ -67,6 +67,11 @@ def _stage_barriers(name: str, stages: int, consumers: int, loc) -> tuple:
     return full, empty
 
 
+def _staged_gemm(g: ir.Gemm, tile, in_flight: int) -> ir.Gemm:
+    """``g`` on this stage's versions of its tiles, leaving ``in_flight`` wgmma groups running."""
+    return ir.Gemm(tile(g.a), tile(g.b), g.c, g.trans_a, g.trans_b, g.clear_accum, in_flight, loc=g.loc)
+
+
 def _per_tile_protocol(loads, work, tile, slot, round_, stages, consumers, loop) -> tuple:
     """(barriers, producer body, consumer body) for a loop with work between its gemms: each
     loaded tile has a full/empty pair of its own, the consumer waits for a tile just before the
@@ -96,7 +101,7 @@ def _per_tile_protocol(loads, work, tile, slot, round_, stages, consumers, loop)
         consume += [ir.BarrierWait(ir.BarrierRef(pairs[key][0], slot), simplify(round_ % 2), loc=x.loc)
                     for key in tiles if first[key] == i]
         if isinstance(x, ir.Gemm):  # complete where it stands: the next statements read its result
-            x = ir.Gemm(tile(x.a), tile(x.b), x.c, x.trans_a, x.trans_b, x.clear_accum, 0, loc=x.loc)
+            x = _staged_gemm(x, tile, 0)
         consume.append(x)
         consume += [ir.BarrierArrive(ir.BarrierRef(pairs[key][1], slot), loc=x.loc)
                     for key in tiles if last[key] == i]
@@ -154,45 +159,40 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         counter = tile_iter * loop.extent + counter
     slot = simplify(counter % s)
     round_ = simplify(counter // s)
-    # One full/empty pair for the whole stage: every tile of stage k lands on it.
-    full = ir.Buffer("stage_full", (ir.const(s),), ir.dtypes.uint64, "barrier",
-                     attrs={"counts": [FULL_ARRIVALS] * s, "auto": True, "role": "full"}, loc=loop.loc)
-    empty = ir.Buffer("stage_empty", (ir.const(s),), ir.dtypes.uint64, "barrier",
-                      attrs={"counts": [consumers] * s, "auto": True, "role": "empty"}, loc=loop.loc)
-
     def tile(region: ir.Region) -> ir.Region:
         buf = versioned.get(region.buffer)
         return region if buf is None else region.in_version(buf, slot)
 
-    barriers = [full, empty]
-    produce = [ir.BarrierWait(ir.BarrierRef(empty, slot), simplify((round_ + 1) % 2), loc=loop.loc)]
-    produce += [ir.TmaCopy(ld.src, tile(ld.dst), ir.BarrierRef(full, slot), FULL_ARRIVALS, loc=ld.loc)
-                for ld in loads]
-    produce.append(ir.BarrierArrive(ir.BarrierRef(full, slot), loc=loop.loc))
-    consume = [ir.BarrierWait(ir.BarrierRef(full, slot), simplify(round_ % 2), loc=loop.loc)]
-    if gemm_loop:
-        # The consumer keeps its last gemm's wgmma group running into the next iteration: after
-        # issuing stage k it waits for stage k - 1's group only, then releases that slot.
-        previous = simplify((counter + s - 1) % s)
-        consume += [ir.Gemm(tile(g.a), tile(g.b), g.c, g.trans_a, g.trans_b, g.clear_accum, 1, loc=g.loc)
-                    for g in work]
-        consume.append(ir.IfThenElse(ir.cmp(">", loop.var, loop.start),
-                                     ir.BarrierArrive(ir.BarrierRef(empty, previous), loc=loop.loc)))
-        last = simplify(substitute(counter, {loop.var: loop.start + loop.extent - 1}) % s)
-        drain = [ir.Evaluate(ir.Call("tw::wgmma_wait<0>", ())),
-                 ir.BarrierArrive(ir.BarrierRef(empty, last), loc=loop.loc)]
-    elif s > 1:
-        # Work between the gemms reads their results: each gemm completes where it stands, and the
-        # stage is released once the iteration's last statement has run. (A pair per tile, as for
-        # one stage below, measured 7% slower here: 545 against 587 TFLOP/s for attention at
-        # 4096 x 128, docs/experiments.md, "Barriers of a two-gemm pipeline".)
-        consume += [ir.Gemm(tile(x.a), tile(x.b), x.c, x.trans_a, x.trans_b, x.clear_accum, 0, loc=x.loc)
-                    if isinstance(x, ir.Gemm) else x for x in work]
-        consume.append(ir.BarrierArrive(ir.BarrierRef(empty, slot), loc=loop.loc))
-        drain = []
-    else:
+    if not gemm_loop and s == 1:
         barriers, produce, consume = _per_tile_protocol(loads, work, tile, slot, round_, s, consumers, loop)
         drain = []
+    else:
+        # One full/empty pair for the whole stage: every tile of stage k lands on it.
+        full, empty = _stage_barriers("stage", s, consumers, loop.loc)
+        barriers = [full, empty]
+        produce = [ir.BarrierWait(ir.BarrierRef(empty, slot), simplify((round_ + 1) % 2), loc=loop.loc)]
+        produce += [ir.TmaCopy(ld.src, tile(ld.dst), ir.BarrierRef(full, slot), FULL_ARRIVALS, loc=ld.loc)
+                    for ld in loads]
+        produce.append(ir.BarrierArrive(ir.BarrierRef(full, slot), loc=loop.loc))
+        consume = [ir.BarrierWait(ir.BarrierRef(full, slot), simplify(round_ % 2), loc=loop.loc)]
+        if gemm_loop:
+            # The consumer keeps its last gemm's wgmma group running into the next iteration: after
+            # issuing stage k it waits for stage k - 1's group only, then releases that slot.
+            previous = simplify((counter + s - 1) % s)
+            consume += [_staged_gemm(g, tile, 1) for g in work]
+            consume.append(ir.IfThenElse(ir.cmp(">", loop.var, loop.start),
+                                         ir.BarrierArrive(ir.BarrierRef(empty, previous), loc=loop.loc)))
+            last = simplify(substitute(counter, {loop.var: loop.start + loop.extent - 1}) % s)
+            drain = [ir.Evaluate(ir.Call("tw::wgmma_wait<0>", ())),
+                     ir.BarrierArrive(ir.BarrierRef(empty, last), loc=loop.loc)]
+        else:
+            # Work between the gemms reads their results: each gemm completes where it stands, and
+            # the stage is released once the iteration's last statement has run. (A pair per tile,
+            # as for one stage, measured 7% slower here: 545 against 587 TFLOP/s for attention at
+            # 4096 x 128, docs/experiments.md, "Barriers of a two-gemm pipeline".)
+            consume += [_staged_gemm(x, tile, 0) if isinstance(x, ir.Gemm) else x for x in work]
+            consume.append(ir.BarrierArrive(ir.BarrierRef(empty, slot), loc=loop.loc))
+            drain = []
 
     def per_tile(stmts: list) -> list:
         return [persistent_rules.tile_loop(func.launch, tile_iter, stmts, loc=loop.loc)] if persistent else stmts

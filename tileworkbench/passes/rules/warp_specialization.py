@@ -119,9 +119,7 @@ def _why_not_consumer_work(work: list, loaded: set) -> str | None:
         for copy in collect(stmt, ir.Copy):
             if copy.src.buffer.scope == "global" and copy.dst.buffer.scope == "shared":
                 return "the loop copies global memory to shared memory other than in whole tiles"
-        if collect(stmt, ir.For) and any(f.kind == "pipelined" for f in collect(stmt, ir.For)):
-            return "a pipelined loop inside the pipelined loop"
-    return None
+    return None  # (a pipelined loop inside it: why_not refuses a second pipelined loop already)
 
 
 def consumer_work_only_gemms(loop: ir.For) -> bool:
