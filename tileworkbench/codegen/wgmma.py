@@ -1,8 +1,9 @@
 """The ``wgmma.mma_async`` instruction for one shape, emitted as a small C++ functor.
 
-An ``m64nNk16`` wgmma writes N/2 float registers per thread; spelling the asm out per N keeps
-the headers small (no giant switch over every N) and the generated source honest about what
-it uses.
+An ``m64nNk16`` (FP8: ``k32``) wgmma writes N/2 float registers per thread; spelling the asm
+out per N keeps the headers small (no giant switch over every N) and the generated source honest
+about what it uses. The three forms (A from shared memory, A in registers, FP8) differ only in
+their operands and immediates: ``_functor`` writes each.
 """
 
 from __future__ import annotations
@@ -13,76 +14,51 @@ _TYPES = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3", "float8_e
 
 
 def functor_source(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True, a_registers: bool = False) -> str:
-    if a_registers:
-        return _register_a_source(n, dtype, b_k_major)
-    if dtype.startswith("float8"):
-        return _fp8_source(n, dtype)
-    regs = n // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    operands = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    ptx_type = _TYPES[dtype]
+    regs, ptx_type = n // 2, _TYPES[dtype]
+    b_major = "K" if b_k_major else "N"
+    descriptors = '"l"(desc_a), "l"(desc_b)'
+    if a_registers:  # A is four 32-bit registers of 16-bit pairs; no transpose of A
+        a_regs = ", ".join(f"%{regs + i}" for i in range(4))
+        return _functor(functor_name(n, dtype, b_k_major, a_registers=True),
+                        f"D (64x{n}, f32) += A (64x16, registers) * B (16x{n}, {b_major}-major, shared memory)",
+                        "float* d, unsigned int a0, unsigned int a1, unsigned int a2,\n"
+                        "                                             unsigned int a3, unsigned long long desc_b",
+                        n, 16, ptx_type, f"{{{a_regs}}}, %{regs + 4}", f", {0 if b_k_major else 1}",
+                        '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b)', 5)
+    if dtype.startswith("float8"):  # m64nNk32, both operands K-major: FP8 wgmma has no transpose operands
+        return _functor(functor_name(n, dtype, True),
+                        f"D (64x{n}, f32) += A (64x32, {ptx_type}, K-major) * B (32x{n}, {ptx_type}, K-major), both "
+                        "from shared memory", _DESCRIPTOR_PARAMS, n, 32, ptx_type, f"%{regs}, %{regs + 1}", "",
+                        descriptors, 2)
     trans_a, trans_b = (0 if a_k_major else 1), (0 if b_k_major else 1)
-    return (
-        f"struct {functor_name(n, dtype, b_k_major, a_k_major)} {{\n"
-        f"  // D (64x{n}, f32) += A (64x16, {'K' if a_k_major else 'M'}-major) * B (16x{n}, "
-        f"{'K' if b_k_major else 'N'}-major), both from shared memory\n"
-        "  __device__ __forceinline__ static void mma(float* d, unsigned long long desc_a, unsigned long long desc_b) {\n"
-        "    asm volatile(\n"
-        '        "{\\n .reg .pred p;\\n"\n'
-        f'        " setp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
-        f'        " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "\n'
-        f'        "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, {trans_a}, {trans_b};\\n}}\\n"\n'
-        f"        : {operands}\n"
-        '        : "l"(desc_a), "l"(desc_b), "r"(1));\n'
-        "  }\n"
-        "};\n"
-    )
+    return _functor(functor_name(n, dtype, b_k_major, a_k_major),
+                    f"D (64x{n}, f32) += A (64x16, {'K' if a_k_major else 'M'}-major) * B (16x{n}, {b_major}-major), "
+                    "both from shared memory", _DESCRIPTOR_PARAMS, n, 16, ptx_type, f"%{regs}, %{regs + 1}",
+                    f", {trans_a}, {trans_b}", descriptors, 2)
 
 
-def _register_a_source(n: int, dtype: str, b_k_major: bool) -> str:
-    """The register-A form: A is four 32-bit registers of 16-bit pairs, no transpose of A."""
+_DESCRIPTOR_PARAMS = "float* d, unsigned long long desc_a, unsigned long long desc_b"
+
+
+def _functor(name: str, comment: str, params: str, n: int, k: int, ptx_type: str, a_b_operands: str,
+             transposes: str, inputs: str, n_inputs: int) -> str:
+    """The functor: ``mma(params)`` issuing ``wgmma.m64n{n}k{k}`` on the N/2 accumulator registers,
+    the A and B operands ``a_b_operands`` (from ``inputs``, ``n_inputs`` of them), scale-d from a
+    predicate and the scale and transpose immediates."""
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
     operands = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    ptx_type = _TYPES[dtype]
-    a_regs = ", ".join(f"%{regs + i}" for i in range(4))
     return (
-        f"struct {functor_name(n, dtype, b_k_major, a_registers=True)} {{\n"
-        f"  // D (64x{n}, f32) += A (64x16, registers) * B (16x{n}, {'K' if b_k_major else 'N'}-major, "
-        "shared memory)\n"
-        "  __device__ __forceinline__ static void mma(float* d, unsigned int a0, unsigned int a1, unsigned int a2,\n"
-        "                                             unsigned int a3, unsigned long long desc_b) {\n"
+        f"struct {name} {{\n"
+        f"  // {comment}\n"
+        f"  __device__ __forceinline__ static void mma({params}) {{\n"
         "    asm volatile(\n"
         '        "{\\n .reg .pred p;\\n"\n'
-        f'        " setp.ne.b32 p, %{regs + 5}, 0;\\n"\n'
-        f'        " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "\n'
-        f'        "{{{outs}}}, {{{a_regs}}}, %{regs + 4}, p, 1, 1, {0 if b_k_major else 1};\\n}}\\n"\n'
+        f'        " setp.ne.b32 p, %{regs + n_inputs}, 0;\\n"\n'
+        f'        " wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type} "\n'
+        f'        "{{{outs}}}, {a_b_operands}, p, 1, 1{transposes};\\n}}\\n"\n'
         f"        : {operands}\n"
-        '        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(1));\n'
-        "  }\n"
-        "};\n"
-    )
-
-
-def _fp8_source(n: int, dtype: str) -> str:
-    """The FP8 form: m64nNk32, both operands K-major from shared memory (FP8 wgmma has no
-    transpose operands)."""
-    regs = n // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    operands = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    ptx_type = _TYPES[dtype]
-    return (
-        f"struct {functor_name(n, dtype, True)} {{\n"
-        f"  // D (64x{n}, f32) += A (64x32, {ptx_type}, K-major) * B (32x{n}, {ptx_type}, K-major), both from "
-        "shared memory\n"
-        "  __device__ __forceinline__ static void mma(float* d, unsigned long long desc_a, unsigned long long desc_b) {\n"
-        "    asm volatile(\n"
-        '        "{\\n .reg .pred p;\\n"\n'
-        f'        " setp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
-        f'        " wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{ptx_type}.{ptx_type} "\n'
-        f'        "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1;\\n}}\\n"\n'
-        f"        : {operands}\n"
-        '        : "l"(desc_a), "l"(desc_b), "r"(1));\n'
+        f'        : {inputs}, "r"(1));\n'
         "  }\n"
         "};\n"
     )
