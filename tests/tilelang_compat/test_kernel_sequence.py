@@ -77,3 +77,16 @@ def test_the_t_const_style_keeps_one_kernel_block():
 
     with pytest.raises(tw.CompileError, match="several, run one after another, are for a @T.prim_func"):
         twice.compile(N=128)
+
+
+@pytest.mark.parametrize("shape, match", [((), "T.alloc_global: a buffer needs at least one dimension"),
+                                          ((128, 0), "T.alloc_global: dimension 1"),
+                                          ((128, 1.5), "T.alloc_global: dimension 1")])
+def test_a_workspace_of_a_bad_shape_is_refused_at_its_line(shape, match):
+    with pytest.raises(tw.CompileError, match=match) as info:
+        @T.prim_func
+        def main(A: T.Tensor((128,), T.float32)):
+            w = T.alloc_global(shape, T.float32)
+            with T.Kernel(1, threads=128):
+                A[0] = w[0]
+    assert "T.alloc_global(shape, T.float32)" in info.value.loc.text

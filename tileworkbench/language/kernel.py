@@ -112,13 +112,17 @@ def get_block_binding(dim: int = 0):
 _ALLOC_NAMES = {"shared": "T.alloc_shared", "fragment": "T.alloc_fragment", "local": "T.alloc_local"}
 
 
-def _alloc(shape, dtype, scope: str) -> ir.Buffer:
-    what = _ALLOC_NAMES[scope]
+def _checked(shape, dtype, what: str) -> tuple:
+    """(shape as constants, dtype) of a buffer ``what`` allocates, each checked."""
     dims = _shape(shape)
     if not dims:
         raise error(f"{what}: a buffer needs at least one dimension")
     shape = tuple(ir.const(_b.constant_int(s, f"{what}: dimension {i}", low=1)) for i, s in enumerate(dims))
-    dtype = _dtype(dtype, what)
+    return shape, _dtype(dtype, what)
+
+
+def _alloc(shape, dtype, scope: str) -> ir.Buffer:
+    shape, dtype = _checked(shape, dtype, _ALLOC_NAMES[scope])
     if dtype.shared_only and scope != "shared":
         raise error(f"{dtype.name} can only live in shared memory")
     buf = ir.Buffer("buf", shape, dtype, scope, loc=_b.current().loc)
@@ -134,11 +138,7 @@ def alloc_global(shape, dtype=float32):
     if b.in_kernel:
         raise error("T.alloc_global makes a workspace for the whole function: call it before the "
                     "`with T.Kernel(...)` blocks, not inside one")
-    dims = _shape(shape)
-    if not dims:
-        raise error("T.alloc_global: a buffer needs at least one dimension")
-    shape = tuple(ir.const(_b.constant_int(s, f"T.alloc_global: dimension {i}", low=1)) for i, s in enumerate(dims))
-    dtype = _dtype(dtype, "T.alloc_global")
+    shape, dtype = _checked(shape, dtype, "T.alloc_global")
     buf = ir.Buffer("buf", shape, dtype, "global", loc=b.loc)
     b.workspaces.append(buf)
     return buf
