@@ -6,7 +6,8 @@ import pytest
 
 import tileworkbench as tw
 import tileworkbench.language as T
-from tileworkbench.examples.edge_cases import (big_tensor_copy, long_vector_add, mixed_gemm_forms, run_time_extent_copy,
+from tileworkbench.examples.edge_cases import (big_tensor_copy, long_vector_add, masked_block_gemm, masked_tma_copy,
+                                                mixed_gemm_forms, run_time_extent_copy, triangular_tma_copy,
                                                 two_gemm_forms)
 
 SM90 = "sm_90a"
@@ -90,3 +91,19 @@ def test_a_wide_tensor_indexed_by_a_parameter_is_64_bit():
     code = kernel_part(tw.lower(main, target=SM90, enable_device_compile=True))
     assert "X[(((long long)(n) * 2) + m)] =" in code
     assert "Y[((n * 2) + m)] =" in code  # a small tensor's in-bounds offsets fit an int
+
+
+def test_a_masked_tiles_copies_and_gemm_have_a_barrier_between_them():
+    code = kernel_part(tw.lower(masked_block_gemm(), target=SM90))
+    masked = code.split("if ((mask[")[1]
+    # Every thread's part of both tiles is written before the gemm reads the whole tiles.
+    assert masked.index("B_s") < masked.index("__syncthreads();") < masked.index("tw::wgmma_gemm_ss<")
+
+
+@pytest.mark.parametrize("program", [masked_tma_copy, triangular_tma_copy])
+def test_a_synchronous_tma_copy_not_run_every_iteration_waits_on_a_counted_phase(program):
+    code = kernel_part(tw.lower(program(), target=SM90))
+    assert "int A_to_s_mbarrier_phase = 0;" in code
+    wait = code.index("A_to_s_mbarrier[0].wait(A_to_s_mbarrier_phase);")
+    assert code.index("A_to_s_mbarrier_phase = (A_to_s_mbarrier_phase ^ 1);") > wait
+    assert "% 2)" not in code  # no phase taken from the iteration index

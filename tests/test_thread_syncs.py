@@ -4,6 +4,8 @@ needs one, and still one per iteration where iterations do share elements."""
 
 from __future__ import annotations
 
+import pytest
+
 import tileworkbench as tw
 import tileworkbench.language as T
 
@@ -63,3 +65,75 @@ def test_a_loop_whose_iterations_share_an_element_keeps_its_barrier():
     loops = _loop_bodies(tw.lower(staged_dot(True), target=SM90).device_source)
     assert "__syncthreads" in loops["k"]  # xs[0] is written by every iteration
     assert "__syncthreads" not in loops["k_1"]  # reads only: the barrier before the loop suffices
+
+
+def masked_tile_sum(condition: str):
+    """Each block stages a 128-element tile in shared memory and sums it reversed, all inside an
+    ``if``: on a mask read at the block's index (the same for every thread), or on the thread
+    index (different threads take different branches)."""
+    @T.prim_func
+    def main(x: T.Tensor((1024,), "float32"), mask: T.Tensor((8,), "int32"), y: T.Tensor((1024,), "float32")):
+        with T.Kernel(8, threads=128) as bx:
+            t = T.get_thread_binding(0)
+            xs = T.alloc_shared((128,), "float32")
+            if condition == "block" and mask[bx] != 0:
+                xs[t] = x[bx * 128 + t]
+                y[bx * 128 + t] = xs[127 - t]
+            if condition == "thread" and t < 64:
+                xs[t] = x[bx * 128 + t]
+                y[bx * 128 + t] = xs[63 - t]
+    return main
+
+
+def test_a_hazard_inside_an_if_on_a_block_uniform_condition_gets_its_barrier_inside():
+    src = tw.lower(masked_tile_sum("block"), target=SM90).device_source
+    body = src[src.find("if ("):]
+    write, sync, read = body.find("xs["), body.find("__syncthreads"), body.find("= xs[")
+    assert -1 not in (write, sync, read) and write < sync < read  # the read waits for every thread's write
+
+
+def test_a_hazard_inside_an_if_on_the_thread_index_is_a_compile_error_at_the_if():
+    with pytest.raises(tw.CompileError) as info:
+        tw.lower(masked_tile_sum("thread"), target=SM90)
+    message = str(info.value)
+    assert "may differ between the threads of a block" in message and "(t < 64)" in message
+    assert info.value.loc is not None and "if condition == \"thread\"" in info.value.loc.text
+
+
+def test_uniformity_follows_scalars_fragments_and_indices():
+    from tileworkbench.ir import nodes as ir
+    from tileworkbench.ir.visitor import collect
+    from tileworkbench.passes.rules.uniformity import Variance
+
+    @T.prim_func
+    def main(x: T.Tensor((1024,), "float32"), y: T.Tensor((1024,), "float32")):
+        with T.Kernel(8, threads=128) as bx:
+            t = T.get_thread_binding(0)
+            row = bx * 2  # from the block index
+            lane = t % 32  # from the thread index
+            by_lane = T.alloc_var(T.int32)
+            by_lane[0] = lane
+            by_row = T.alloc_var(T.int32)
+            by_row[0] = row
+            frag = T.alloc_fragment((128,), "float32")
+            for i in T.Parallel(128):
+                frag[i] = x[row + i]
+            for k in T.serial(4):
+                if row + k > 2:
+                    y[0] = 1.0
+                if lane > 2:
+                    y[1] = 1.0
+                if x[row + k] > 0:
+                    y[2] = 1.0
+                if x[lane] > 0:
+                    y[3] = 1.0
+                if frag[0] > 0:
+                    y[4] = 1.0
+                if by_lane[0] > 0:
+                    y[5] = 1.0
+                if by_row[0] > 0:
+                    y[6] = 1.0
+
+    variance = Variance(main)
+    uniform = [variance.is_uniform(s.cond) for s in collect(main.body, ir.IfThenElse)]
+    assert uniform == [True, False, True, False, False, False, True]

@@ -10,6 +10,7 @@ import tileworkbench as tw
 from tileworkbench.analysis import check, simulate
 from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.examples import matmul, matmul_tma_copy
+from tileworkbench.examples.edge_cases import scaled_batch_gemm
 from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.visitor import IRMutator
 
@@ -137,6 +138,17 @@ def test_epilogue_goes_through_the_pipeline_tiles_and_one_tma_store():
     assert re.search(r"if \(tw::shuffle_elect<256>\(\)\) \{\n\s+tw::tma_store\(C_desc, ", src)
     assert src.rstrip().endswith("tw::tma_store_wait<true>();\n  }\n}")
     assert (art.tma_descriptors["C_desc"].rank, art.tma_descriptors["C_desc"].box_dims) == (3, (64, 128, 4))
+    assert check(art) == []
+
+
+def test_one_stage_counts_its_tiles_for_the_epilogue():
+    # One stage has no versions, but its tiles (2 x 16 KB) are the ring's all the same: the 32 KB
+    # result tile fits the budget and leaves through shared memory and a TMA store.
+    art = tw.lower(scaled_batch_gemm(1), target=SM90)
+    assert ws_info(art)["applied"] and ws_info(art)["epilogue"] == "shared memory + TMA store"
+    assert art.func.attrs["pipelines"][0]["buffers"] == ["A_s", "B_s"]
+    assert "acc_out" in {e["name"] for e in art.func.attrs["smem_plan"]}
+    assert "tw::tma_store(C_desc" in art.device_source
     assert check(art) == []
 
 

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import tileworkbench as tw
-from tileworkbench.examples.edge_cases import (big_tensor_copy, long_vector_add, mixed_gemm_forms,
-                                                run_time_extent_copy, two_gemm_forms)
+from tileworkbench.examples.edge_cases import (big_tensor_copy, long_vector_add, masked_block_gemm, masked_tma_copy,
+                                                mixed_gemm_forms, run_time_extent_copy, scaled_batch_gemm,
+                                                triangular_tma_copy, two_gemm_forms)
 from tileworkbench.testing import gpu_marks
 
 pytestmark = gpu_marks(9, 0)
@@ -97,3 +98,52 @@ def test_a_vector_past_2_to_the_31_elements(cupy):
         ref = (x[part].get().astype(np.float64) + 1.0).astype(np.float16).astype(np.float64)
         np.testing.assert_array_equal(y[part].get().astype(np.float64), ref)
     del x, y
+
+
+def test_a_masked_block_gemm_adds_exactly_its_masked_tiles(cupy):
+    rng = np.random.default_rng(7)
+    a, b = (rng.standard_normal(s).astype(np.float16) for s in ((256, 256), (256, 256)))
+    mask = (rng.random((2, 2, 8)) < 0.5).astype(np.int32)
+    ref = np.zeros((256, 256))
+    for by in range(2):
+        for bx in range(2):
+            for k in range(8):
+                if mask[by, bx, k]:
+                    ref[by * 128:(by + 1) * 128, bx * 128:(bx + 1) * 128] += (
+                        a[by * 128:(by + 1) * 128, k * 32:(k + 1) * 32].astype(np.float64)
+                        @ b[k * 32:(k + 1) * 32, bx * 128:(bx + 1) * 128].astype(np.float64))
+    _gemm_check(cupy, masked_block_gemm(), (cupy.asarray(a), cupy.asarray(b), cupy.asarray(mask)), ref)
+
+
+def test_a_masked_tma_copy_copies_exactly_its_masked_tiles(cupy):
+    kernel = tw.compile(masked_tma_copy())
+    a = cupy.random.standard_normal((1024, 64), dtype=cupy.float32).astype(cupy.float16)
+    mask = cupy.asarray([1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1], dtype=cupy.int32)
+    y = cupy.random.standard_normal((1024, 64), dtype=cupy.float32).astype(cupy.float16)
+    ref = y.get()
+    for k in np.flatnonzero(mask.get()):
+        ref[k * 64:(k + 1) * 64] = a.get()[k * 64:(k + 1) * 64]
+    kernel(a, mask, y)
+    np.testing.assert_array_equal(y.get(), ref)
+
+
+def test_a_triangular_loop_of_tma_copies_copies_every_tile(cupy):
+    kernel = tw.compile(triangular_tma_copy())
+    a = cupy.random.standard_normal((512, 64), dtype=cupy.float32).astype(cupy.float16)
+    y = cupy.full((512, 512), cupy.nan, dtype=cupy.float16)
+    ref = np.full((512, 512), np.nan, dtype=np.float16)
+    for i in range(8):
+        for j in range(i):
+            ref[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64] = a.get()[(i - 1 - j) * 64:(i - j) * 64]
+    kernel(a, y)
+    np.testing.assert_array_equal(y.get(), ref)
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_a_batched_gemm_with_work_after_its_gemm(cupy, stages):
+    kernel = tw.compile(scaled_batch_gemm(stages), out_idx=[2])
+    assert "tw::tma_store(C_desc" in kernel.get_kernel_source()  # the epilogue through shared memory
+    a, b = (cupy.random.standard_normal((4, 512, 512), dtype=cupy.float32).astype(cupy.float16) for _ in range(2))
+    c = kernel(a, b).get().astype(np.float64)
+    ref = 0.5 * np.matmul(a.get().astype(np.float64), b.get().astype(np.float64))
+    assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 2e-3  # float16 results

@@ -1,6 +1,10 @@
-"""Kernels at the edges the compiler once got wrong (issue 15), shared by their CPU tests on the
-generated code and their GPU tests against float64: a copy whose extent is known only at run
-time, two gemm forms accumulating into one fragment, and tensors past 2^31 elements."""
+"""Kernels at the edges the compiler once got wrong, shared by their CPU tests on the generated code
+and their GPU tests against float64: a copy whose extent is known only at run time, two gemm forms
+accumulating into one fragment, and tensors past 2^31 elements (issue 15); a tile's copies and
+its gemm inside an ``if`` on a mask (block-sparse GEMM: no barrier stood between them), and a
+synchronous TMA copy that a mask skips in some iterations (its wait took the phase from the
+iteration index and passed on an old phase); a one-stage warp-specialised loop with work after its
+gemm, whose tiles the epilogue's shared-memory budget counted as none."""
 
 import tileworkbench.language as T
 
@@ -92,5 +96,86 @@ def mixed_gemm_forms(M=128, N=64):
             T.gemm(u, v, c)
             T.gemm(a, b, c)
             T.copy(c, S)
+
+    return main
+
+
+def masked_block_gemm(M=256, N=256, K=256, block_M=128, block_N=128, block_K=32):
+    """Block-sparse C = A @ B: tile (by, bx) adds A's and B's k-th tiles only where
+    ``mask[by, bx, k]`` is set; copies and gemm inside the ``if`` (threads' copies, no pipeline)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             mask: T.Tensor((M // block_M, N // block_N, K // block_K), "int32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // block_N, M // block_M, threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_K, block_N), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.serial(K // block_K):
+                if mask[by, bx, k] != 0:
+                    T.copy(A[by * block_M, k * block_K], A_s)
+                    T.copy(B[k * block_K, bx * block_N], B_s)
+                    T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def masked_tma_copy(tiles=16, rows=64, cols=64):
+    """Tile ``k`` of A goes to Y through shared memory by a synchronous TMA copy, only where
+    ``mask[k]`` is set (Y keeps what it held elsewhere); one block walks the tiles."""
+
+    @T.prim_func
+    def main(A: T.Tensor((tiles * rows, cols), "float16"), mask: T.Tensor((tiles,), "int32"),
+             Y: T.Tensor((tiles * rows, cols), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((rows, cols), "float16")
+            for k in T.serial(tiles):
+                if mask[k] != 0:
+                    T.copy(A[k * rows, 0], s, prefer_instruction="tma")
+                    T.copy(s, Y[k * rows, 0])
+
+    return main
+
+
+def triangular_tma_copy(tiles=8, rows=64, cols=64):
+    """For i in range(tiles), for j in range(i): tile i - 1 - j of A is copied (synchronous TMA)
+    to row block i of Y's panel j. The inner loop's extent changes, so the copies' count is no
+    product of extents."""
+
+    @T.prim_func
+    def main(A: T.Tensor((tiles * rows, cols), "float16"), Y: T.Tensor((tiles * rows, tiles * cols), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((rows, cols), "float16")
+            for i in T.serial(tiles):
+                for j in T.serial(i):
+                    T.copy(A[(i - 1 - j) * rows, 0], s, prefer_instruction="tma")
+                    T.copy(s, Y[i * rows, j * cols])
+
+    return main
+
+
+def scaled_batch_gemm(stages, batch=4, size=512):
+    """C[b] = the sum over K tiles of 0.5 * (A[b] tile @ B[b] tile): work after the gemm in the
+    pipelined loop (so one stage is warp-specialised too, with a barrier pair per tile) and a
+    batch along the grid's z (so no persistent tile loop)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((batch, size, size), "float16"), B: T.Tensor((batch, size, size), "float16"),
+             C: T.Tensor((batch, size, size), "float16")):
+        with T.Kernel(size // 128, size // 128, batch, threads=128) as (bx, by, bz):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            S = T.alloc_fragment((128, 128), "float32")
+            acc = T.alloc_fragment((128, 128), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(size // 64, num_stages=stages):
+                T.copy(A[bz, by * 128, k * 64], A_s)
+                T.copy(B[bz, k * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, S, clear_accum=True)
+                for i, j in T.Parallel(128, 128):
+                    acc[i, j] += S[i, j] * 0.5
+            T.copy(acc, C[bz, by * 128, bx * 128])
 
     return main

@@ -4,8 +4,11 @@ Expects: tile-level IR (copies, gemms and user stores not yet lowered to threads
 Guarantees: a ``T.sync_threads()`` stands between
   * a thread write of a shared buffer (copy, fill, store) and any later read of it (RAW),
   * a read of a shared buffer and a later write of it by threads or by a TMA load (WAR),
-including across iterations of serial and pipelined loops. Syncs are never placed inside an
-``if`` (a barrier in divergent code deadlocks); a whole ``if`` counts as one access.
+including across iterations of serial and pipelined loops. What came before an ``if`` is ordered
+by a sync before it; a hazard between two statements inside one gets its sync inside when the
+condition is the same for every thread of the block (``rules.uniformity``: ``if BlockMask[by, bx,
+k]:`` around a tile's copies and its gemm), and is a ``CompileError`` when the condition may differ
+between threads (a barrier some threads skip would hang the block).
 TMA loads make their data visible through their mbarrier, so a read after a TMA load needs none.
 A ``T.atomic_add`` to a shared element is ordered like a write against reads and writes, but not
 against other atomic adds (they commute: threads may add in any order). A shared buffer that
@@ -21,11 +24,14 @@ import dataclasses
 
 from dataclasses import dataclass, field, replace
 
+from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import strided_offset
+from ..ir.printer import expr_text
 from ..ir.simplify import Affine, simplify
 from ..ir.visitor import IRVisitor, collect, uses_var
 from .manager import register
+from .rules.uniformity import Variance
 
 
 @dataclass
@@ -169,7 +175,41 @@ def _leaf(stmt, state: _State, out: list) -> _State:
     return state
 
 
-def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
+def _after_first_sync(stmt):
+    """The statement right after the first sync in ``stmt`` (nested blocks searched), or None."""
+    stmts = stmt.stmts if isinstance(stmt, ir.SeqStmt) else [stmt]
+    for i, s in enumerate(stmts):
+        if isinstance(s, ir.SyncThreads):
+            return stmts[i + 1] if i + 1 < len(stmts) else s
+        for child in (getattr(s, "body", None), getattr(s, "then_body", None), getattr(s, "else_body", None)):
+            if isinstance(child, ir.Stmt) and (found := _after_first_sync(child)) is not None:
+                return found
+    return None
+
+
+def _if(s: ir.IfThenElse, state: _State, variance: Variance, out: list) -> _State:
+    if _hazard(_accesses(s), state):  # what came before the if: one sync before it
+        _sync(out)
+        state = _State()
+    then, then_end = _block(s.then_body, state.copy(), variance)
+    other, other_end = (None, state) if s.else_body is None else _block(s.else_body, state.copy(), variance)
+    needs = _after_first_sync(then) or (other is not None and _after_first_sync(other))
+    if not needs:
+        out.append(s)
+    elif variance.is_uniform(s.cond):
+        out.append(replace(s, then_body=then, else_body=other))
+    else:
+        line = f" (before line {needs.loc.line})" if needs.loc is not None and needs.loc.line else ""
+        raise CompileError(
+            f"threads write shared memory and read it again inside this `if`, whose condition "
+            f"({expr_text(s.cond)}) may differ between the threads of a block: the block barrier needed "
+            f"between them{line} cannot go inside it (threads that skip it would hang the block). Make the "
+            f"condition the same for every thread (block indices, loop variables, loads at such indices), "
+            f"or move the shared-memory work out of the `if`", s.loc)
+    return then_end.merge(other_end)
+
+
+def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
     out: list = []
     stmts = stmt.stmts if isinstance(stmt, ir.SeqStmt) else [stmt]
     for s in stmts:
@@ -178,11 +218,11 @@ def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
             state = _State()
         elif isinstance(s, ir.For) and s.kind in ("serial", "pipelined", "unrolled"):
             own = _iteration_disjoint(s)  # buffers no two iterations touch at one element
-            _, end = _block(s.body, state.copy())  # first pass: what one iteration leaves behind
-            body, end = _block(s.body, state.merge(_without(end, own)))  # loop-carried hazards included
+            _, end = _block(s.body, state.copy(), variance)  # first pass: what one iteration leaves behind
+            body, end = _block(s.body, state.merge(_without(end, own)), variance)  # loop-carried hazards included
             inside = _syncs(body)
             if inside:  # would nothing from before the loop need fewer? (a third walk only then)
-                carried, carried_end = _block(s.body, _without(end, own))
+                carried, carried_end = _block(s.body, _without(end, own), variance)
                 if _syncs(carried) < inside:
                     # Only what came before the loop needs this one: a sync before it, not one per iteration.
                     _sync(out)
@@ -192,8 +232,10 @@ def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
         elif isinstance(s, ir.WarpSpecialize):
             # The producer side only issues TMA (ordered by mbarriers); the consumer side is code
             # like any other (its barriers become consumer-only ones in scope_consumer_syncs).
-            consumer, state = _block(s.consumer, state)
+            consumer, state = _block(s.consumer, state, variance)
             out.append(replace(s, consumer=consumer))
+        elif isinstance(s, ir.IfThenElse):
+            state = _if(s, state, variance, out)
         else:
             state = _leaf(s, state, out)
     return ir.seq(out), state
@@ -201,5 +243,5 @@ def _block(stmt, state: _State) -> tuple[ir.Stmt, _State]:
 
 @register("insert_thread_syncs", "tile")
 def insert_thread_syncs(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    body, _ = _block(func.body, _State())
+    body, _ = _block(func.body, _State(), Variance(func))
     return func.with_body(body)

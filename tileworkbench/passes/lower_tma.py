@@ -9,7 +9,11 @@ Guarantees:
     ``tma_store_arrive`` (commit). No wait.
   * ``T.copy(..., prefer_instruction="tma")`` -> a synchronous TMA: an automatic barrier
     ``<src>_to_<dst>_mbarrier`` (count 1), elected ``arrive_and_expect_tx`` + load, and every
-    thread waits for the phase (0 outside loops, the iteration's parity inside them).
+    thread waits for the phase: 0 outside loops, the iteration's parity inside a loop nest that
+    runs each body the product of its extents times; where the count of earlier executions is
+    not that (an ``if`` inside the loops skips some, an inner loop's extent changes) the phase is
+    a scalar the wait flips (``<barrier>_phase``), so a skipped copy never makes a later wait
+    pass on an old phase.
   * each copy is descriptorless (``cp.async.bulk``) when the global region is contiguous, the
     tile unswizzled and the size a multiple of 16 bytes; otherwise it uses a tiled tensor map,
     recorded in ``func.attrs["tma_descriptors"]`` and passed as a ``__grid_constant__`` param.
@@ -35,7 +39,9 @@ class _LowerTma(IRMutator):
         self.threads = func.launch.threads
         self.descriptors: dict = {}  # key -> TmaDescriptor
         self.auto_barriers: list[ir.Buffer] = []
+        self.phase_vars: list[ir.Var] = []  # auto barriers whose phase is counted in a scalar
         self.loops: list[ir.For] = []
+        self.branches_in_loops = 0  # ifs entered inside a loop around the statement being lowered
 
     # ---- helpers -----------------------------------------------------------------------------
     def descriptor(self, g_region: ir.Region, shared: ir.Buffer, loc):
@@ -88,6 +94,13 @@ class _LowerTma(IRMutator):
             return ir.cmp("==", self.func.launch.thread_var, 0)
         return elect(self.threads)
 
+    def counts_by_iteration(self) -> bool:
+        """Whether the iteration indices count the executions of the statement being lowered: no
+        ``if`` inside the loops and every loop but the outermost of one constant extent."""
+        return not self.branches_in_loops and all(
+            ir.const_int(loop.extent) is not None and ir.const_int(loop.start) is not None
+            for loop in self.loops[1:])
+
     def iteration_parity(self) -> ir.Expr:
         """Parity of the current execution count of the innermost statement (0 outside loops)."""
         linear, scale = ir.const(0), ir.const(1)
@@ -103,6 +116,14 @@ class _LowerTma(IRMutator):
             return self.generic_visit(node)
         finally:
             self.loops.pop()
+
+    def visit_IfThenElse(self, node):
+        inside = bool(self.loops)
+        self.branches_in_loops += inside
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.branches_in_loops -= inside
 
     def visit_TmaCopy(self, node: ir.TmaCopy):
         if node.is_load:
@@ -132,9 +153,14 @@ class _LowerTma(IRMutator):
             call(".arrive_and_expect_tx", bar, ir.const(tma_rules.region_bytes(node.src))),
             self.load_call(node.src, node.dst, bar, node.loc),
         ])
+        if self.counts_by_iteration():
+            return ir.seq([ir.IfThenElse(elect(self.threads), issue), call(".wait", bar, self.iteration_parity())])
+        phase = ir.Var(f"{bar_buf.name}_phase")
+        self.phase_vars.append(phase)
         return ir.seq([
             ir.IfThenElse(elect(self.threads), issue),
-            call(".wait", bar, self.iteration_parity()),
+            call(".wait", bar, phase),
+            ir.Assign(phase, phase ^ 1),
         ])
 
     def auto_barrier(self, node: ir.Copy) -> ir.Buffer:
@@ -175,6 +201,7 @@ def lower_tma(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     prelude = []
     for buf in lowering.auto_barriers:
         prelude += [ir.Allocate(buf), barrier_init(buf, func.launch.thread_var)]
+    prelude += [ir.LetStmt(phase, ir.const(0)) for phase in lowering.phase_vars]
     out = func.with_body(ir.seq(prelude + [body]))
     out.attrs["tma_descriptors"] = list(lowering.descriptors.values())
     return out

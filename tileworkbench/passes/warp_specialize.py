@@ -126,6 +126,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     work = [x for x in body if not is_tile_load(x)]  # the gemms and what runs between them, in order
     gemm_loop = consumer_work_only_gemms(loop)
     versioned = {ld.dst.buffer: ld.dst.buffer.versioned(s) for ld in loads} if s > 1 else {}  # one stage: the tiles as they are
+    ring = list({ld.dst.buffer: versioned.get(ld.dst.buffer, ld.dst.buffer) for ld in loads}.values())  # the ring's tiles
 
     # Which consumer statements run around the loop, and whether the kernel can be persistent:
     # the tile loop then wraps each side, and the stage counter runs on across tiles.
@@ -141,14 +142,14 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     epilogue = top[at + 1:]
     register_epilogue = ctx.flag(PassConfigKey.TW_REGISTER_EPILOGUE)
     staged = None if register_epilogue else epilogue_rules.staged_store(epilogue, None, "persistent")
-    own_bytes = smem_bytes_with_own_epilogue_tile(versioned.values(), staged[0] if staged else None, s)
+    own_bytes = smem_bytes_with_own_epilogue_tile(ring, staged[0] if staged else None, s)
     per_tile_stmts = before + ([] if staged else epilogue)  # the staged epilogue's tile is its own
     block_lets = [x for x in keep if isinstance(x, ir.LetStmt)]
     not_persistent = persistent_rules.why_not(func, ctx, loop, block_lets, per_tile_stmts, own_bytes,
                                              smem_limit(ctx.target.arch))
     persistent = not_persistent is None
     if not persistent and not register_epilogue:
-        staged = epilogue_rules.staged_store(epilogue, sum(t.dtype.bytes_for(t.numel) for t in versioned.values()),
+        staged = epilogue_rules.staged_store(epilogue, sum(t.dtype.bytes_for(t.numel) for t in ring),
                                              "consumers")
     tile_iter = ir.Var("tile_iter") if persistent else None
 
@@ -228,6 +229,6 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         else {"applied": False, "reason": not_persistent},
     }
     out.attrs.setdefault("pipelines", []).append({
-        "loop": loop.var.name, "stages": s, "buffers": [b.name for b in versioned.values()],
+        "loop": loop.var.name, "stages": s, "buffers": [b.name for b in ring],
         "barriers": [b.name for b in barriers], "producers": len(loads), "mode": "warp_specialized"})
     return out

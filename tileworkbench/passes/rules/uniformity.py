@@ -1,0 +1,112 @@
+"""Which values are the same in every thread of a block (block-uniform) and which may differ.
+
+A block barrier (``__syncthreads``) may stand inside an ``if`` only when every thread of the block
+takes the same branch, so ``insert_thread_syncs`` asks this module about each ``if``'s condition.
+A value is *thread-variant* when it may differ between the threads of one block:
+
+* the thread index, and the variable of a ``T.Parallel`` loop, whose iterations are spread over
+  the threads;
+* an element of a fragment (each thread holds its own elements);
+* a scalar or local buffer given a thread-variant value, or given one inside a ``T.Parallel``
+  loop or under a thread-variant condition (followed to a fixed point, so ``flag = A[tx]`` taints
+  ``flag`` and all computed from it);
+* a load of any buffer at a thread-variant index; anything the compiler cannot see through
+  (raw code).
+
+Everything else (constants, block indices, serial and pipelined loop variables, scalars computed
+from them, loads of global or shared memory at such indices: ``BlockMask[by, bx, k]``) is
+block-uniform. The answer is conservative: "variant" may be said of a value that happens to be
+uniform, never the other way round.
+"""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+from ...ir.visitor import IRVisitor
+
+_THREAD_LOOPS = ("parallel",)
+
+
+class _Taint(IRVisitor):
+    """One walk of the function: marks what is assigned a variant value (or in a variant place)."""
+
+    def __init__(self, variance: "Variance"):
+        self.variance = variance
+        self.changed = False
+        self.context_variant = 0  # depth of thread loops and variant conditions around the walk
+
+    def _mark_var(self, var):
+        if var not in self.variance.variant_vars:
+            self.variance.variant_vars.add(var)
+            self.changed = True
+
+    def _mark_buffer(self, buf):
+        if buf not in self.variance.variant_buffers:
+            self.variance.variant_buffers.add(buf)
+            self.changed = True
+
+    def visit_For(self, n):
+        threaded = n.kind in _THREAD_LOOPS
+        if threaded:
+            self._mark_var(n.var)
+        self.context_variant += threaded
+        self.generic_visit(n)
+        self.context_variant -= threaded
+
+    def visit_IfThenElse(self, n):
+        variant = not self.variance.is_uniform(n.cond)
+        self.context_variant += variant
+        self.generic_visit(n)
+        self.context_variant -= variant
+
+    def visit_LetStmt(self, n):
+        if self.context_variant or not self.variance.is_uniform(n.value):
+            self._mark_var(n.var)
+        self.generic_visit(n)
+
+    def visit_Assign(self, n):
+        if self.context_variant or not self.variance.is_uniform(n.value):
+            self._mark_var(n.var)
+        self.generic_visit(n)
+
+    def visit_BufferStore(self, n):
+        if n.buffer.scope == "local" and (self.context_variant or not self.variance.is_uniform(n.value)
+                                          or not all(self.variance.is_uniform(i) for i in n.indices)):
+            self._mark_buffer(n.buffer)
+        self.generic_visit(n)
+
+
+class _Uses(IRVisitor):
+    def __init__(self, variance: "Variance"):
+        self.variance = variance
+        self.variant = False
+
+    def visit_Var(self, n):
+        if n in self.variance.variant_vars:
+            self.variant = True
+
+    def visit_BufferLoad(self, n):
+        if n.buffer.scope == "fragment" or n.buffer in self.variance.variant_buffers:
+            self.variant = True
+        self.generic_visit(n)
+
+    def visit_Raw(self, n):
+        self.variant = True
+
+
+class Variance:
+    """The thread-variant scalars and local buffers of one kernel; ``is_uniform(expr)`` asks."""
+
+    def __init__(self, func: ir.PrimFunc):
+        self.variant_vars = {func.launch.thread_var}
+        self.variant_buffers: set = set()
+        while True:  # a fixed point: each walk can only add to the two sets
+            walk = _Taint(self)
+            walk.visit(func.body)
+            if not walk.changed:
+                break
+
+    def is_uniform(self, expr: ir.Expr) -> bool:
+        uses = _Uses(self)
+        uses.visit(expr)
+        return not uses.variant
