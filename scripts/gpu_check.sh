@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: every @gpu test, then the benchmarks (GEMM vs cuBLAS, TileLang's
-# programs vs TileLang), then a short table.
+# programs vs TileLang, the host time per launch), then a short table.
 # Run on the H200 from the source tree:  bash scripts/gpu_check.sh  (writes under $OUT when set)
-# Knobs: SKIP_BENCH=1, SKIP_TILELANG=1, BENCH_ARGS="--quick", TILELANG_FAMILIES=attention,gemm_fp8, *_TIMEOUT.
+# Knobs: SKIP_BENCH=1, SKIP_TILELANG=1, SKIP_LAUNCH=1, BENCH_ARGS="--quick", TILELANG_FAMILIES=attention,gemm_fp8,
+# *_TIMEOUT.
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -17,13 +18,19 @@ if [ "${SKIP_BENCH:-0}" != "1" ]; then
   timeout -k 10 ${BENCH_TIMEOUT:-420} python3 -m tileworkbench.bench gemm ${BENCH_ARGS:-} --out "$OUT" 2>&1 | tee "$OUT/bench.log"
   bench_rc=${PIPESTATUS[0]}
 fi
+# TileLang 0.1.15 side by side where its unpacked site travels along (docs/tilelang.md); ours alone otherwise
+if [ -f .tilelang/site.tar.xz ] && [ ! -d /tmp/tl/tilelang ]; then
+  mkdir -p /tmp/tl && tar -xJf .tilelang/site.tar.xz -C /tmp/tl
+fi
+[ -d /tmp/tl/tilelang ] && TL_PATH=:/tmp/tl || TL_PATH=
+launch_rc=0
+if [ "${SKIP_LAUNCH:-0}" != "1" ]; then
+  PYTHONPATH=$PYTHONPATH$TL_PATH timeout -k 10 ${LAUNCH_TIMEOUT:-180} python3 -m tileworkbench.bench launch --out "$OUT" 2>&1 \
+    | grep -v "TileLang:tilelang" | tee "$OUT/launch.log"
+  launch_rc=${PIPESTATUS[0]}
+fi
 tl_rc=0
 if [ "${SKIP_TILELANG:-0}" != "1" ]; then
-  # TileLang 0.1.15 side by side where its unpacked site travels along (docs/tilelang.md); ours alone otherwise
-  if [ -f .tilelang/site.tar.xz ] && [ ! -d /tmp/tl/tilelang ]; then
-    mkdir -p /tmp/tl && tar -xJf .tilelang/site.tar.xz -C /tmp/tl
-  fi
-  [ -d /tmp/tl/tilelang ] && TL_PATH=:/tmp/tl || TL_PATH=
   PYTHONPATH=$PYTHONPATH$TL_PATH timeout -k 10 ${TILELANG_TIMEOUT:-300} python3 -m tileworkbench.bench tilelang ${TILELANG_FAMILIES:+--families $TILELANG_FAMILIES} --out "$OUT" 2>&1 \
     | grep -v "TileLang:tilelang" | tee "$OUT/tilelang.log"
   tl_rc=${PIPESTATUS[0]}
@@ -32,5 +39,6 @@ echo
 echo "== summary =="
 grep -E "passed|failed" "$OUT/gpu_tests.log" | tail -1
 [ -f "$OUT/table.md" ] && cat "$OUT/table.md"
+[ -f "$OUT/launch.log" ] && grep "^|" "$OUT/launch.log"
 [ -f "$OUT/tilelang.log" ] && grep "^|" "$OUT/tilelang.log"
-exit $(( tests_rc != 0 || bench_rc != 0 || tl_rc != 0 ))
+exit $(( tests_rc != 0 || bench_rc != 0 || tl_rc != 0 || launch_rc != 0 ))

@@ -12,7 +12,8 @@ of device + host source per kernel/config pair (the "from file.py:line" banner l
 
 With ``--kernel-only`` the inlined headers are left out of each hash (the device source after
 ``// ---- kernel ----``, and the launcher): a header change shows only where it changes a kernel's
-own code. With ``--against`` it prints the pairs whose sources differ (and those only one side has) and
+own code; with ``--device-only`` the launcher is left out too (for a change to the launcher
+alone). With ``--against`` it prints the pairs whose sources differ (and those only one side has) and
 exits 1 if any differ.
 """
 
@@ -50,15 +51,15 @@ def jobs():
         yield f"example {name}", build, {}, None
 
 
-def source_hash(artifact, kernel_only: bool = False) -> str:
+def source_hash(artifact, kernel_only: bool = False, device_only: bool = False) -> str:
     device = artifact.device_source
-    if kernel_only:
+    if kernel_only or device_only:
         device = device[device.index("// ---- kernel ----"):]
-    text = device + artifact.host_source
+    text = device if device_only else device + artifact.host_source
     return hashlib.sha256(re.sub(r"from \S+\.py:\d+", "", text).encode()).hexdigest()[:16]
 
 
-def hashes(kernel_only: bool = False) -> dict:
+def hashes(kernel_only: bool = False, device_only: bool = False) -> dict:
     lower = importlib.import_module("tileworkbench.jit.lower").lower
     out = {}
     for name, build, own_configs, out_idx in jobs():
@@ -67,7 +68,7 @@ def hashes(kernel_only: bool = False) -> dict:
                 continue  # kernels with configs of their own (the spec ones) run as the bench runs them
             try:
                 out[f"{name} [{config_name}]"] = source_hash(
-                    lower(build(), out_idx=out_idx, pass_configs={**own_configs, **configs}), kernel_only)
+                    lower(build(), out_idx=out_idx, pass_configs={**own_configs, **configs}), kernel_only, device_only)
             except tw.CompileError as err:  # refused kernels count too: the refusal must not change
                 out[f"{name} [{config_name}]"] = f"refused: {err.message[:80]}"
     return out
@@ -77,7 +78,7 @@ def main(argv) -> int:
     if not argv or argv[0].startswith("--"):
         print(__doc__)
         return 2
-    current = hashes("--kernel-only" in argv)
+    current = hashes("--kernel-only" in argv, "--device-only" in argv)
     with open(argv[0], "w") as f:
         json.dump(current, f, indent=0, sort_keys=True)
     print(f"{len(current)} kernel/config pairs hashed into {argv[0]}")

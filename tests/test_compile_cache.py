@@ -16,7 +16,7 @@ def test_compile_without_gpu_returns_sources(tmp_path, monkeypatch):
     cache.clear()
     kernel = tw.compile(elementwise_add(256, 256, 32, 128), out_idx=[2], target=SM90, load_device=False)
     assert "__global__" in kernel.get_kernel_source()
-    assert "def launch(rt, A, B, C)" in kernel.get_host_source()
+    assert "def launch(rt, A, B, C, stream=0)" in kernel.get_host_source()
     assert kernel.timings["cache"] == "lowered"
     assert tw.compile(elementwise_add(256, 256, 32, 128), out_idx=[2], target=SM90, load_device=False) is kernel
 

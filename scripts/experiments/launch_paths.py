@@ -3,8 +3,9 @@ and the driver's launch with arguments packed once, beside torch.matmul and cupy
 
     PYTHONPATH=. python3 scripts/experiments/launch_paths.py
 
-Each line is the median over 7 rounds of 2000 calls of host time per call (no synchronisation
-inside a round; one at its end, so the queue never fills: the kernels are microseconds long).
+Each line is the median over 60 rounds of 100 calls of host time per call (no synchronisation
+inside a round; one after it, untimed, so the launch queue never fills and the GPU's time does
+not show).
 """
 
 from __future__ import annotations
@@ -13,20 +14,12 @@ import statistics
 import time
 
 
-def per_call_us(fn, calls=2000, rounds=7, sync=None) -> float:
-    for _ in range(200):
-        fn()
-    if sync:
-        sync()
-    out = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter() - start) / calls * 1e6)
-        if sync:
-            sync()
-    return statistics.median(out)
+def per_call_us(fn, calls=100, rounds=60, sync=None) -> float:
+    """Median host time per call (``bench.launch.host_us``: rounds of ``calls`` calls with an
+    untimed synchronisation between them, so the launch queue never fills)."""
+    from tileworkbench.bench.launch import host_us
+
+    return host_us(fn, sync or (lambda: None), calls, rounds)
 
 
 def main():
@@ -87,6 +80,13 @@ def main():
         lambda: torch.empty((n, n), dtype=torch.float16, device=a.device))
     rows["cupy: get_current_stream().ptr"] = per_call_us(lambda: cupy.cuda.get_current_stream().ptr)
     rt = kernel._runtime
+    from tileworkbench.backend.launch import stream_handle
+    from tileworkbench.jit.kernel import _allocate, bind_arguments
+
+    rows["ours: stream_handle(None, args)"] = per_call_us(lambda: stream_handle(None, (a, b, c)))
+    rows["ours: bind_arguments (passes c)"] = per_call_us(
+        lambda: bind_arguments(kernel.name, kernel.params, kernel.out_idx, (a, b, c)))
+    rows["ours: _allocate(c)"] = per_call_us(lambda: _allocate(kernel.params[2], a))
     rows["ours: rt.tensor(...) check"] = per_call_us(
         lambda: rt.tensor("A", a, shape=(n, n), dtype="float16", strides=(n, 1), align=16))
 
@@ -94,16 +94,15 @@ def main():
     # arguments are those the launcher passes (captured from one call): pointers, tensor maps.
     captured = {}
     real_launch = rt.launch
-    rt.launch = lambda name, grid, block, smem, args: captured.update(grid=grid, block=block, smem=smem, args=args)
+    rt.launch = lambda name, grid, block, smem, args, stream: captured.update(grid=grid, block=block, smem=smem,
+                                                                              args=args)
     kernel(a, b, c)
     rt.launch = real_launch
-    from tileworkbench.backend.tensors import TensorView
-
     store = np.zeros(128 * len(captured["args"]) // 8 + 16, dtype=np.uint64)
     base = (store.ctypes.data + 127) // 128 * 128  # 128-byte slots (a tensor map wants 64-byte alignment)
     pointers = np.zeros(len(captured["args"]), dtype=np.uint64)
     for i, arg in enumerate(captured["args"]):
-        raw = np.uint64(arg.ptr).tobytes() if isinstance(arg, TensorView) else np.asarray(arg).tobytes()
+        raw = np.uint64(arg).tobytes() if isinstance(arg, int) else np.asarray(arg).tobytes()
         ctypes.memmove(base + 128 * i, raw, len(raw))
         pointers[i] = base + 128 * i
     params = pointers.ctypes.data
@@ -121,6 +120,10 @@ def main():
     torch.cuda.synchronize()
     assert (c.float() - ref).abs().max().item() < 0.1, "the driver launch computes something else"
     rows["driver: cuLaunchKernel, packed once"] = per_call_us(driver_launch, sync=sync)
+    rows["ours: the generated launcher (checks + launch)"] = per_call_us(lambda: kernel._launch(rt, a, b, c, stream=0),
+                                                                       sync=sync)
+    launch_args = (kernel.name, grid, block, smem, captured["args"], 0)
+    rows["ours: rt.launch (pack + cuLaunchKernel)"] = per_call_us(lambda: rt.launch(*launch_args), sync=sync)
     slot0 = base
 
     def driver_launch_repacked():
@@ -128,8 +131,66 @@ def main():
         launch(handle, *grid, *block, smem, driver.CUstream(raw_stream(0)), params, 0)
 
     rows["driver: cuLaunchKernel, a pointer re-packed + stream"] = per_call_us(driver_launch_repacked, sync=sync)
+    # The same launch without cuda-bindings' wrapper: libcuda's cuLaunchKernel through ctypes.
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    raw_launch = libcuda.cuLaunchKernel
+    raw_launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    raw_launch.restype = ctypes.c_int
+    fn_ptr, stream_ptr = int(fn.ptr), int(raw_stream(0))
+
+    def ctypes_launch():
+        raw_launch(fn_ptr, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream_ptr, params, None)
+
+    c.zero_()
+    assert ctypes_launch() is None
+    torch.cuda.synchronize()
+    assert (c.float() - ref).abs().max().item() < 0.1, "the ctypes launch computes something else"
+    rows["ctypes: libcuda cuLaunchKernel, packed once"] = per_call_us(ctypes_launch, sync=sync)
+    try:
+        from cuda.bindings._v2 import driver as driver_v2
+
+        v2_launch = driver_v2.launch_kernel
+        rows["driver v2: launch_kernel (ints), packed once"] = per_call_us(
+            lambda: v2_launch(fn_ptr, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream_ptr,
+                              params, 0), sync=sync)
+    except Exception as exc:  # not in every cuda-bindings
+        print(f"(no cuda.bindings._v2.launch_kernel: {type(exc).__name__}: {exc})")
+    # A CUDA graph of 100 launches, replayed: what a captured call costs the host.
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        kernel(a, b, c)
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        for _ in range(100):
+            kernel(a, b, c)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert (c.float() - ref).abs().max().item() < 0.1, "the replayed graph computes something else"
+    rows["graph: replay of 100 kernel(a, b, c), host per kernel"] = per_call_us(graph.replay, calls=10, sync=sync) / 100
+
+    def wall_per_kernel(fn, kernels):  # until the GPU is done: GPU-bound when the host keeps up
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        return (time.perf_counter() - start) / kernels * 1e6
+
+    def replay_20():
+        for _ in range(20):
+            graph.replay()
+
+    def loop_2000():
+        for _ in range(2000):
+            kernel(a, b, c)
+
+    rows["graph: 20 replays of 100, wall per kernel"] = statistics.median(wall_per_kernel(replay_20, 2000)
+                                                                         for _ in range(5))
+    rows["loop: 2000 kernel(a, b, c), wall per kernel"] = statistics.median(wall_per_kernel(loop_2000, 2000)
+                                                                           for _ in range(5))
     cfn = rt.module.module_for(0).get_function(kernel.name)
-    args = tuple(np.uint64(x.ptr) if isinstance(x, TensorView) else x for x in captured["args"])
+    args = tuple(np.uint64(x) if isinstance(x, int) else x for x in captured["args"])
     rows["cupy: Function call, packed once"] = per_call_us(
         lambda: cfn(tuple(grid), tuple(block), args, shared_mem=smem), sync=sync)
     width = max(map(len, rows))

@@ -92,9 +92,9 @@ def test_wait_sites_and_barrier_ids_match_the_trace():
 
 def test_the_launcher_passes_and_reads_the_record():
     host = tw.lower(_gemm(2), target=SM90, pass_configs={**NO_WS, **DEBUG}).host_source
-    assert "    tw_debug = rt.debug_record()" in host
-    assert re.search(r"rt\.launch\(KERNEL, grid, BLOCK, SMEM_BYTES, \[A, B, C, A_desc, B_desc, C_desc, tw_debug\]\)", host)
-    assert host.rstrip().endswith("rt.check_debug_record(KERNEL, tw_debug, DEBUG_BARRIERS, DEBUG_TIMEOUT_S)")
+    assert "    tw_debug = rt.debug_record(stream)" in host  # zeroed on the launch's stream
+    assert "rt.launch(KERNEL, GRID, BLOCK, SMEM_BYTES, (A, B, C, A_desc, B_desc, C_desc, tw_debug.data.ptr), stream)" in host
+    assert host.rstrip().endswith("rt.check_debug_record(KERNEL, tw_debug, DEBUG_BARRIERS, DEBUG_TIMEOUT_S, stream)")
 
 
 class _Record:

@@ -156,6 +156,7 @@ class DryRuntime(Runtime):
     def __init__(self, smem_bytes: int):
         super().__init__(module=None, smem_bytes=smem_bytes)
         self.launches: list = []
+        self.packed: list = []  # (the parameters, the stream) of each launch
 
     def _encode_tensor_map(self, *fields):
         return np.zeros(1, dtype="V128")[0]
@@ -163,8 +164,9 @@ class DryRuntime(Runtime):
     def persistent_blocks(self, kernel_name, tiles, block, smem_bytes):
         return min(tiles, 132)
 
-    def launch(self, kernel_name, grid, block, smem_bytes, args):
+    def launch(self, kernel_name, grid, block, smem_bytes, args, stream=0):
         self.launches.append((kernel_name, grid, block))
+        self.packed.append((args, stream))
 
 
 def dry_call(kernel, *args, **keywords):

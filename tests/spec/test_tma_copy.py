@@ -558,7 +558,8 @@ def test_fp4_unpacksmem_tma_descriptor_uses_align16b():
     assert 'A_shared = T.alloc_shared((64, 128), "float4_e2m1_unpacked")' in device_ir
     (entry,) = [b for b in artifact.trace.smem["buffers"] if b["name"] == "A_shared"]
     assert entry["size_bytes"] == 8192  # one byte per unpacked FP4 value
-    assert "A_desc = rt.encode_tiled(\n        'A_desc',\n        data_type=14," in host_ir
+    assert "A_desc_FIELDS = dict(\n    data_type=14," in host_ir
+    assert "A_desc = rt.encode_tiled('A_desc', A, A_desc_FIELDS)" in host_ir
     assert artifact.tma_descriptors["A_desc"].data_type == 14
 
 

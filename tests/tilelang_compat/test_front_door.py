@@ -68,7 +68,7 @@ def dry(monkeypatch):
         self.bind_runtime(runtime)
 
     monkeypatch.setattr(kernel_module.Kernel, "_load", load)
-    monkeypatch.setattr(kernel_module, "_allocate", lambda param, like: Tensor(param["shape"], param["dtype"]))
+    monkeypatch.setattr(kernel_module, "_allocate", lambda param, like, form=None: Tensor(param["shape"], param["dtype"]))
     return runtimes
 
 

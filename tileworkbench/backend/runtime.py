@@ -1,8 +1,13 @@
 """The GPU side of a compiled kernel: module loading (the cubin ``backend/nvrtc.py`` made, loaded
 with ``cuModuleLoadData`` through CuPy), argument checks, TMA tensor-map encoding
-(``cuTensorMapEncodeTiled`` through cuda-bindings) and launch.
+(``cuTensorMapEncodeTiled`` through cuda-bindings) and launch (``backend/launch.py``).
 
-The generated host launcher (``codegen/host.py``) calls exactly these methods.
+The generated host launcher (``codegen/host.py``) calls exactly these methods. A call is meant to
+cost microseconds (issue 18), with every check kept: a torch tensor or CuPy array that is
+exactly what the kernel expects (dtype, shape, strides, on the current device, aligned) passes
+through a few attribute reads (``Runtime.tensor``'s first branch); anything else takes the full check, which
+either accepts it (strides that differ only in dimensions of one element, other array types) or
+names what is wrong. A tensor map is encoded once per tensor address and reused.
 """
 
 from __future__ import annotations
@@ -50,7 +55,12 @@ class Runtime:
         self.module = module
         self.functions = {}
         self.tensormaps = {}
+        self._last_maps: dict = {}  # tensor map name -> (address, fields, packed): the previous call's
+        self._launchers: dict = {}  # (kernel, device) -> backend.launch.DriverLauncher
         self.smem_bytes = smem_bytes
+        # The device a call runs on: the current one, which the caller (jit.kernel) reads once
+        # per call (``begin_call``) for the checks and the launch.
+        self.device = _current_device()
         self._resident_blocks: dict = {}  # (kernel, device) -> blocks resident at once (persistent grids)
         # Debug mode: the record, where each wait site is in the kernel (site -> line, from the
         # trace) and whether every launch is checked at once (False: check_deferred() checks later).
@@ -60,8 +70,33 @@ class Runtime:
         self.source_file: str | None = None
         self.check_each_launch = True
 
+    def begin_call(self):
+        """Read the current device for the call about to be checked and launched."""
+        self.device = _GET_DEVICE()
+
     # ---- arguments --------------------------------------------------------------------------
-    def tensor(self, name, value, shape, dtype, strides, align=1) -> TensorView:
+    def tensor(self, name, value, shape, dtype, strides, align=1) -> int:
+        """The device pointer of argument ``name`` after checking it against what the kernel
+        expects; a ``KernelRuntimeError`` that says what is wrong otherwise."""
+        # The common case first, in as few attribute reads as the checks need (a call of a small
+        # kernel costs microseconds; scripts/experiments/launch_paths.py measures each read).
+        if type(value).__module__ == "torch":
+            expected = _TORCH_DTYPES.get(dtype)
+            if expected is None:
+                expected = _torch_dtype(dtype)
+            if (value.dtype is expected and value.shape == shape and value.stride() == strides
+                    and value.get_device() == self.device):  # -1 for a CPU tensor
+                ptr = value.data_ptr()
+                if not ptr % align:
+                    return ptr
+        else:
+            ptr = _cupy_pointer(value, shape, dtype, strides, align)
+            if ptr is not None:
+                return ptr
+        return self.checked_tensor(name, value, shape, dtype, strides, align).ptr
+
+    def checked_tensor(self, name, value, shape, dtype, strides, align=1) -> TensorView:
+        """Every check, one at a time, each with its own message (any array kind)."""
         view = view_of(name, value)
         dt = dtypes.as_dtype(dtype)
         if view.dtype not in _expected_framework_dtypes(dt):
@@ -78,6 +113,11 @@ class Runtime:
         if view.ptr % max(align, 1):
             raise KernelRuntimeError(f"argument {name!r} must be {align}-byte aligned for the vector and bulk copies "
                                      f"the kernel makes (its address is {view.ptr:#x})")
+        current = _current_device()
+        if view.device is not None and current is not None and view.device != current:
+            raise KernelRuntimeError(f"argument {name!r} is on cuda:{view.device}, but the current device is "
+                                     f"cuda:{current}: call the kernel under torch.cuda.device({view.device}) (or "
+                                     f"cupy.cuda.Device({view.device})), or move the tensor")
         return view
 
     def scalar(self, name, value, dtype):
@@ -95,8 +135,19 @@ class Runtime:
         return dtypes.numpy_dtype(dt).type(value)
 
     # ---- tensor maps ------------------------------------------------------------------------
-    def encode_tiled(self, name, *, data_type, rank, global_address, global_dims, global_strides_bytes,
-                     box_dims, element_strides, interleave, swizzle, l2_promotion, oob_fill):
+    def encode_tiled(self, name, global_address, fields):
+        """The tensor map ``name`` of the tensor at ``global_address``: ``fields`` are the other
+        arguments of ``cuTensorMapEncodeTiled`` (a dict the launcher keeps, unless they depend on
+        the call's scalars). The previous call's map is reused when nothing changed."""
+        last = self._last_maps.get(name)
+        if last is not None and last[0] == global_address and last[1] is fields:
+            return last[2]
+        packed = self._encode_cached(name, global_address=global_address, **fields)
+        self._last_maps[name] = (global_address, fields, packed)
+        return packed
+
+    def _encode_cached(self, name, *, data_type, rank, global_address, global_dims, global_strides_bytes,
+                       box_dims, element_strides, interleave, swizzle, l2_promotion, oob_fill):
         key = (name, global_address, tuple(global_dims), tuple(global_strides_bytes), tuple(box_dims), swizzle)
         cached = self.tensormaps.get(key)
         if cached is not None:
@@ -160,34 +211,40 @@ class Runtime:
             resident = self._resident_blocks[(kernel_name, device)] = multiprocessors * per_multiprocessor
         return balanced_blocks(tiles, resident)
 
-    def launch(self, kernel_name, grid, block, smem_bytes, args):
-        import cupy
+    def launch(self, kernel_name, grid, block, smem_bytes, args, stream: int = 0):
+        """Launch on ``stream`` (a raw ``CUstream``; the caller's, ``jit.kernel`` decides which):
+        ``args`` are device pointers (ints), scalars (NumPy) and tensor maps, in parameter order."""
+        launcher = self._launchers.get((kernel_name, self.device))
+        if launcher is None:
+            from .launch import DriverLauncher
 
-        fn = self.function(kernel_name)
-        packed = [np.uint64(a.ptr) if isinstance(a, TensorView) else a for a in args]
-        try:
-            fn(tuple(int(g) for g in grid), tuple(block), tuple(packed), shared_mem=smem_bytes)
-        except cupy.cuda.driver.CUDADriverError as exc:
-            raise KernelRuntimeError(f"launching {kernel_name} failed: {exc}") from exc
+            launcher = DriverLauncher(self.function(kernel_name).ptr, len(args))
+            self._launchers[(kernel_name, self.device)] = launcher
+        launcher(kernel_name, grid, block, smem_bytes, args, stream)
 
 
     # ---- debug mode -------------------------------------------------------------------------
-    def debug_record(self):
+    def debug_record(self, stream: int = 0):
         """The device record the debug-mode waits report a timeout in (one, reused): zeroed before
-        every launch, or only once while checks are deferred (the first timeout then sticks)."""
+        every launch (on the launch's stream), or only once while checks are deferred (the first
+        timeout then sticks). Not inside a CUDA graph capture: the record is read on the host."""
         import cupy
 
+        if stream and cupy.cuda.runtime.streamIsCapturing(stream):
+            raise KernelRuntimeError("a debug-mode kernel (tw.debug_barrier_timeout) cannot be captured in a CUDA "
+                                     "graph: it reads its timeout record back after every launch. Compile without "
+                                     "debug mode for graphs")
         if self._debug is None:
             self._debug = cupy.zeros(DEBUG_WORDS, dtype=cupy.uint32)
-        elif self.check_each_launch:
-            self._debug.fill(0)  # enqueued before the launch on the same stream
+        elif self.check_each_launch:  # enqueued before the launch on the same stream
+            cupy.cuda.runtime.memsetAsync(self._debug.data.ptr, 0, self._debug.nbytes, stream)
         return self._debug
 
-    def check_debug_record(self, kernel_name, record, barriers, timeout_s):
+    def check_debug_record(self, kernel_name, record, barriers, timeout_s, stream: int = 0):
         """After a debug-mode launch: wait for the kernel and raise ``KernelRuntimeError`` (with a
         ``record`` dict) if one of its mbarrier waits timed out. With ``check_each_launch`` off
         (benchmarks) nothing waits here; :meth:`check_deferred` checks later."""
-        self._last_debug = (kernel_name, record, barriers, timeout_s)
+        self._last_debug = (kernel_name, record, barriers, timeout_s, stream)
         if self.check_each_launch:
             self._raise_if_timed_out(*self._last_debug)
 
@@ -196,9 +253,9 @@ class Runtime:
         if self._last_debug is not None:
             self._raise_if_timed_out(*self._last_debug)
 
-    def _raise_if_timed_out(self, kernel_name, record, barriers, timeout_s):
+    def _raise_if_timed_out(self, kernel_name, record, barriers, timeout_s, stream=0):
         try:
-            words = [int(w) for w in record.get()]  # synchronizes with the kernel
+            words = [int(w) for w in _read_after(record, stream)]  # waits for the kernel
         except Exception as exc:  # the kernel itself failed (a CUDA error surfaces here)
             raise KernelRuntimeError(f"{kernel_name} failed: {exc}") from exc
         if not words[0]:
@@ -216,6 +273,77 @@ class Runtime:
             "parity (the compile-time barrier check, tw.barrier_check, finds most such bugs)")
         err.record = info
         raise err
+
+
+def _read_after(record, stream: int):
+    """The record's words, read once the work queued on ``stream`` before now is done."""
+    if stream:
+        import cupy
+
+        cupy.cuda.runtime.streamSynchronize(stream)
+    return record.get()
+
+
+def _no_device():
+    return None
+
+
+_GET_DEVICE = _no_device  # CuPy's getDevice once a GPU answered (Runtime.__init__ asks)
+
+
+def _current_device():
+    """The current CUDA device (CuPy's view of it, which torch's device context also sets), or
+    None where there is none to ask (no CuPy, no GPU: the checks of a dry run)."""
+    global _GET_DEVICE
+    if _GET_DEVICE is _no_device:
+        try:
+            import cupy
+
+            cupy.cuda.runtime.getDevice()
+        except Exception:
+            return None
+        _GET_DEVICE = cupy.cuda.runtime.getDevice
+    return _GET_DEVICE()
+
+
+# Our dtype name -> the framework dtype object a tensor of it has exactly (no byte views, no
+# packed FP4; False where there is none); filled per framework on first use.
+_TORCH_DTYPES: dict = {}
+_NUMPY_DTYPES: dict = {}
+
+
+def _cupy_pointer(value, shape, dtype, strides, align):
+    """The pointer of a CuPy array that is exactly what the kernel expects, on the current
+    device; None for anything else (the full check then decides)."""
+    kind = type(value).__module__
+    if not kind.startswith("cupy"):
+        return None
+    expected = _NUMPY_DTYPES.get(dtype)
+    if expected is None:
+        expected = _numpy_dtype(dtype)
+    if expected is False or value.dtype != expected or value.shape != shape:
+        return None
+    itemsize = expected.itemsize
+    if value.strides != tuple(s * itemsize for s in strides) or value.device.id != _GET_DEVICE():  # CuPy's own ask
+        return None
+    ptr = value.data.ptr
+    return None if ptr % align else ptr
+
+
+def _torch_dtype(dtype: str):
+    import torch
+
+    dt = dtypes.as_dtype(dtype)
+    found = None if dt.packed else getattr(torch, dtypes.torch_dtype_name(dt), None)
+    _TORCH_DTYPES[dtype] = found if found is not None else False
+    return _TORCH_DTYPES[dtype]
+
+
+def _numpy_dtype(dtype: str):
+    dt = dtypes.as_dtype(dtype)
+    exact = not dt.packed and dt.name not in ("bfloat16", "float8_e4m3", "float8_e5m2")
+    _NUMPY_DTYPES[dtype] = dtypes.numpy_dtype(dt) if exact else False
+    return _NUMPY_DTYPES[dtype]
 
 
 _DRIVER_READY = False

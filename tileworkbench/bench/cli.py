@@ -5,6 +5,7 @@
     python -m tileworkbench.bench update-md [RECORD.json] [--md BENCHMARKS.md] [--results DIR]
     python -m tileworkbench.bench table RECORD.json
     python -m tileworkbench.bench tilelang [--families gemm,norms] [--out DIR] [--ours-only]
+    python -m tileworkbench.bench launch [--n 128] [--out DIR] [--ours-only]
 
 ``gemm`` writes ``<out>/gemm-<date>-<gpu>-<commit>.json`` (rewritten after every row, so a run
 cut short keeps its rows) and ``<out>/table.md``, shows one progress line per row on stderr, and
@@ -45,6 +46,11 @@ def _parser() -> argparse.ArgumentParser:
     tl.add_argument("--families", help="comma list (default: all of tileworkbench.examples.tilelang_programs)")
     tl.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
     tl.add_argument("--ours-only", action="store_true", help="do not import TileLang even where it is installed")
+    la = sub.add_parser("launch", help="host time per call of a tiny GEMM: ours, torch, CuPy, TileLang; plain "
+                                       "and under CUDA graph replay")
+    la.add_argument("--n", type=int, default=128, help="the GEMM's size (n x n x n, a multiple of 128; default 128)")
+    la.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
+    la.add_argument("--ours-only", action="store_true", help="do not import TileLang even where it is installed")
     t = sub.add_parser("table", help="print the markdown table of a record")
     t.add_argument("record", type=Path)
     return p
@@ -137,7 +143,24 @@ def run_tilelang(args) -> int:
     return run(families, Path(args.out), ours_only=args.ours_only)
 
 
+def run_launch(args) -> int:
+    if args.n < 128 or args.n % 128:
+        print(f"--n must be a multiple of 128 (the GEMM's block), not {args.n}", file=sys.stderr)
+        return 2
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("torch sees no CUDA GPU")
+    except Exception as exc:
+        print(f"the launch benchmark needs a CUDA GPU with torch: {exc}", file=sys.stderr)
+        return 2
+    from .launch import run
+
+    return run(Path(args.out), n=args.n, ours_only=args.ours_only)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     return {"gemm": run_gemm, "update-md": run_update_md, "table": run_table,
-            "tilelang": run_tilelang}[args.command](args)
+            "tilelang": run_tilelang, "launch": run_launch}[args.command](args)

@@ -6,6 +6,7 @@ import base64
 import builtins
 import time
 
+from ..backend.launch import stream_handle
 from ..errors import KernelRuntimeError
 from ..frontend import parse
 from ..ir import nodes as ir
@@ -32,6 +33,13 @@ class Kernel:
         self._launch = None
         self._runtime = None
         self._cubin: bytes | None = None
+        self._out_forms = {i: output_form(self.params[i]) for i in self.out_idx}
+        self._param_count = len(self.params)
+        self._input_count = self._param_count - len(self.out_idx)
+        self._outputs_last = sorted(self.out_idx) == list(range(self._input_count, self._param_count))
+        self._out_form_list = [self._out_forms[i] for i in sorted(self.out_idx)]
+        inputs = [p for i, p in enumerate(self.params) if i not in self.out_idx]
+        self._like_at = next((j for j, p in enumerate(inputs) if p["kind"] == "tensor"), None)
         if load_device:
             self._load()
 
@@ -89,18 +97,47 @@ class Kernel:
         exec(builtins.compile(self.record["host_source"], f"<tileworkbench host launcher {self.name}>", "exec"), namespace)
         self._runtime, self._launch = runtime, namespace["launch"]
 
-    def __call__(self, *args, **keywords):
+    def __call__(self, *args, stream=None, **keywords):
+        """Launch with ``args`` (all parameters, or the inputs: ``out_idx`` outputs are then
+        allocated in the framework of the inputs) on ``stream``: the current stream of that
+        framework unless given (a ``torch.cuda.Stream``, ``cupy.cuda.Stream`` or int handle)."""
         if keywords:
             raise KernelRuntimeError(f"{self.name} takes its arguments by position "
                                      f"({', '.join(p['name'] for p in self.params)}), not by keyword "
                                      f"({', '.join(keywords)})")
         if self._launch is None:
             self._load()
-        full, outputs = bind_arguments(self.name, self.params, self.out_idx, args)
-        self._launch(self._runtime, *full)
+        runtime = self._runtime
+        runtime.begin_call()
+        if len(args) == self._param_count:  # every argument given: nothing to allocate
+            self._launch(runtime, *args, stream=stream_handle(stream, args))
+            outputs = [args[i] for i in self.out_idx]
+        elif self._outputs_last and len(args) == self._input_count and self._like_at is not None \
+                and type(args[self._like_at]).__module__ == "torch" and stream is None:
+            # The common torch call, the outputs after the inputs: allocated like the first input
+            # (its device, torch's current stream: the one the launch goes on).
+            like = args[self._like_at]
+            outputs = [like.new_empty(shape, dtype=_torch_dtype(dtype)) for shape, dtype in self._out_form_list]
+            full = (*args, *outputs)
+            self._launch(runtime, *full, stream=stream_handle(None, full))
+        elif stream is not None:  # outputs allocated for the stream the launch goes on
+            handle = stream_handle(stream, args)
+            with _allocating_on(args, handle):
+                full, outputs = bind_arguments(self.name, self.params, self.out_idx, args, self._out_forms)
+            self._launch(runtime, *full, stream=handle)
+        else:
+            full, outputs = bind_arguments(self.name, self.params, self.out_idx, args, self._out_forms)
+            self._launch(runtime, *full, stream=stream_handle(stream, full))
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def as_torch_op(self, qualname: str):
+        """This kernel as the torch operator ``qualname`` ("namespace::name"), with a fake
+        implementation for ``torch.compile`` (``jit/torch_op.py``); returns the operator."""
+        from .torch_op import as_torch_op
+
+        return as_torch_op(self, qualname)
 
     def get_profiler(self, tensor_supply_type=None):
         """A ``Profiler`` (``jit/profiler.py``) whose inputs are made as ``tensor_supply_type``
@@ -110,12 +147,13 @@ class Kernel:
         return Profiler(self, tensor_supply_type)
 
 
-def bind_arguments(name: str, params: list, out_idx: list, args) -> tuple[list, list]:
+def bind_arguments(name: str, params: list, out_idx: list, args, forms: dict | None = None) -> tuple[list, list]:
     """(every argument, the outputs) of a call that passes all ``params`` or only the inputs,
-    the ``out_idx`` outputs then allocated in the framework of the inputs."""
+    the ``out_idx`` outputs then allocated in the framework of the inputs (``forms``: each
+    output's ``output_form``, where the caller keeps them)."""
     n_in = len(params) - len(out_idx)
     if len(args) == len(params):
-        return list(args), [args[i] for i in out_idx]
+        return args, [args[i] for i in out_idx]
     if len(args) != n_in:
         names = ", ".join(p["name"] for i, p in enumerate(params) if i not in out_idx)
         raise KernelRuntimeError(f"{name} takes {n_in} inputs ({names}) or all {len(params)} "
@@ -124,7 +162,7 @@ def bind_arguments(name: str, params: list, out_idx: list, args) -> tuple[list, 
     like = next((a for a in args if hasattr(a, "shape")), None)
     for i, p in enumerate(params):
         if i in out_idx:
-            out = _allocate(p, like)
+            out = _allocate(p, like, forms.get(i) if forms else None)
             full.append(out)
             outputs.append(out)
         else:
@@ -145,24 +183,56 @@ def _descriptor(doc: dict) -> TmaDescriptor:
     return TmaDescriptor(**fields)
 
 
-def _allocate(param: dict, like):
-    """An output array in the framework of the inputs (torch if they are torch tensors)."""
-    shape, dtype = list(param["shape"]), param["dtype"]
-    if param.get("packed"):
-        shape[-1] //= 2
-        dtype = "int8"
-    if like is not None and type(like).__module__.startswith("torch"):
+def _allocating_on(args, handle: int):
+    """A context in which torch allocates for the stream ``handle`` (its caching allocator ties
+    memory to the stream current at allocation: an output allocated for another stream than the
+    one the kernel writes it on could be handed out again while the kernel still writes)."""
+    import contextlib
+
+    if any(type(a).__module__ == "torch" for a in args):
         import torch
 
-        from .. import dtypes
+        return torch.cuda.stream(torch.cuda.ExternalStream(handle) if handle else torch.cuda.default_stream())
+    return contextlib.nullcontext()
 
-        return torch.empty(shape, dtype=getattr(torch, dtypes.torch_dtype_name(dtypes.as_dtype(dtype))),
-                           device=like.device)
+
+def _allocate(param: dict, like, form: tuple | None = None):
+    """An output array in the framework of the inputs (torch if they are torch tensors), on
+    their device; ``form``: ``output_form(param)``, where the caller keeps it."""
+    shape, dtype = form or output_form(param)
+    if like is not None and type(like).__module__.startswith("torch"):
+        return like.new_empty(shape, dtype=_torch_dtype(dtype))  # like's device; torch's current stream
     import cupy
 
     from .. import dtypes
 
+    if cupy.cuda.get_current_stream().is_capturing():
+        raise KernelRuntimeError(f"the output {param['name']} would be allocated inside a CuPy graph capture, where "
+                                 "CuPy's memory pool cannot allocate: make it before the capture and pass every "
+                                 "argument (kernel(*inputs, *outputs))")
     return cupy.empty(shape, dtype=dtypes.numpy_dtype(dtypes.as_dtype(dtype)))
+
+
+def output_form(param: dict) -> tuple:
+    """(shape, dtype name) an output is allocated with: FP4's two values a byte as int8 bytes."""
+    shape, dtype = tuple(param["shape"]), param["dtype"]
+    if param.get("packed"):
+        shape, dtype = shape[:-1] + (shape[-1] // 2,), "int8"
+    return shape, dtype
+
+
+_TORCH_DTYPE_OF: dict = {}
+
+
+def _torch_dtype(dtype: str):
+    found = _TORCH_DTYPE_OF.get(dtype)
+    if found is None:
+        import torch
+
+        from .. import dtypes
+
+        found = _TORCH_DTYPE_OF[dtype] = getattr(torch, dtypes.torch_dtype_name(dtypes.as_dtype(dtype)))
+    return found
 
 
 def _decode_cubin(text: str) -> bytes | None:

@@ -4,8 +4,8 @@
 ``T.alloc_global`` workspaces) here: each block is compiled as a kernel of its own (cached as any
 kernel is), taking the function's parameters and then the workspaces. A call binds the
 function's arguments as a ``Kernel`` does (``out_idx`` outputs allocated in the framework of the
-inputs), allocates the workspaces the same way, and launches the kernels in order on the current
-stream, so each sees what the previous one wrote.
+inputs), allocates the workspaces the same way, and launches the kernels in order on one stream
+(the caller's, as a ``Kernel`` chooses it), so each sees what the previous one wrote.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ class KernelSequence:
     def get_host_source(self) -> str:
         return "\n".join(k.get_host_source() for k in self.kernels)
 
-    def __call__(self, *args, **keywords):
+    def __call__(self, *args, stream=None, **keywords):
+        from ..backend.launch import stream_handle
         from .kernel import _allocate, bind_arguments
 
         if keywords:
@@ -51,8 +52,9 @@ class KernelSequence:
         full, outputs = bind_arguments(self.name, self.params, self.out_idx, args)
         like = next((a for a in full if hasattr(a, "shape")), None)
         work = [_allocate(p, like) for p in self.workspaces]
+        handle = stream_handle(stream, full)  # one stream for all: each kernel sees what the last wrote
         for kernel in self.kernels:
-            kernel(*full, *work)
+            kernel(*full, *work, stream=handle)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)

@@ -1,0 +1,146 @@
+"""Launches as torch ops (issue 18), on the H200: the caller's stream (ordering respected, results
+right), an explicit ``stream=``, CUDA graph capture and replay with torch and with CuPy, what
+cannot be captured refused clearly, and the kernel as a torch operator inside ``torch.compile``
+with no graph break. Inputs are random; results checked against float32."""
+
+import pytest
+
+import tileworkbench as tw
+from tileworkbench.examples import matmul
+from tileworkbench.testing import gpu_marks
+
+pytestmark = gpu_marks(9, 0)
+N = 256
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    return tw.compile(matmul(N, N, N, 128, 128, 32, "float16", "float16", 2, 128), out_idx=[2])
+
+
+def _inputs(torch):
+    return [torch.randn(N, N, device="cuda", dtype=torch.float16) for _ in range(2)]
+
+
+def _close(torch, c, a, b):
+    ref = a.float() @ b.float()
+    return float((c.float() - ref).norm() / ref.norm()) < 2e-3
+
+
+def test_a_launch_goes_on_torchs_current_stream_after_what_is_queued_there(torch, gemm):
+    a, b = _inputs(torch)
+    fresh = torch.randn(N, N, device="cuda", dtype=torch.float16)
+    c = torch.full((N, N), float("nan"), device="cuda", dtype=torch.float16)
+    side = torch.cuda.Stream()  # non-blocking: nothing orders it with the default stream
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(20_000_000)  # the copy below lands well after a launch elsewhere would run
+        a.copy_(fresh)
+        gemm(a, b, c)
+    side.synchronize()
+    assert _close(torch, c, fresh, b)
+
+
+def test_two_streams_ordered_by_an_event(torch, gemm):
+    a, b = _inputs(torch)
+    first, second = torch.cuda.Stream(), torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(first):
+        torch.cuda._sleep(20_000_000)
+        c = gemm(a, b)  # allocated and computed on the first stream
+        done = torch.cuda.Event()
+        done.record()
+    with torch.cuda.stream(second):
+        torch.cuda.current_stream().wait_event(done)
+        d = gemm(c, b)  # reads the first stream's result
+    torch.cuda.synchronize()
+    assert _close(torch, c, a, b) and _close(torch, d, c, b)
+
+
+def test_an_explicit_stream_wins_over_the_current_one(torch, gemm):
+    a, b = _inputs(torch)
+    fresh = torch.randn(N, N, device="cuda", dtype=torch.float16)
+    c = torch.full((N, N), float("nan"), device="cuda", dtype=torch.float16)
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(20_000_000)
+        a.copy_(fresh)
+    gemm(a, b, c, stream=side)  # the current stream is the default one; the kernel waits on side's queue
+    out = gemm(a, b, stream=side)  # its output allocated for side, where it is written
+    side.synchronize()
+    assert _close(torch, c, fresh, b) and _close(torch, out, fresh, b)
+
+
+def test_a_torch_graph_captures_and_replays_the_kernel(torch, gemm):
+    a, b = _inputs(torch)
+    c = torch.empty(N, N, device="cuda", dtype=torch.float16)
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm):  # what torch asks before a capture: one call outside it
+        gemm(a, b, c)
+    torch.cuda.current_stream().wait_stream(warm)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemm(a, b, c)
+        out = gemm(a, b)  # an output allocated inside the capture, from torch's graph pool
+    for _ in range(3):  # new inputs at the same addresses, replayed
+        a.copy_(torch.randn(N, N, device="cuda", dtype=torch.float16))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert _close(torch, c, a, b) and _close(torch, out, a, b)
+
+
+def test_a_cupy_graph_captures_and_replays_the_kernel(gemm):
+    cupy = pytest.importorskip("cupy")
+    a, b = (cupy.random.standard_normal((N, N), dtype=cupy.float32).astype(cupy.float16) for _ in range(2))
+    c = cupy.empty((N, N), dtype=cupy.float16)
+    gemm(a, b, c)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        gemm(a, b, c)
+        graph = stream.end_capture()
+    a[...] = cupy.random.standard_normal((N, N), dtype=cupy.float32).astype(cupy.float16)
+    cupy.cuda.Device().synchronize()
+    graph.launch(stream)
+    stream.synchronize()
+    ref = a.astype(cupy.float32) @ b.astype(cupy.float32)
+    assert float(cupy.linalg.norm(c.astype(cupy.float32) - ref) / cupy.linalg.norm(ref)) < 2e-3
+    with stream:  # an output CuPy would allocate inside the capture: refused before anything is captured
+        stream.begin_capture()
+        with pytest.raises(tw.KernelRuntimeError, match="inside a CuPy graph capture"):
+            gemm(a, b)
+        stream.end_capture()
+
+
+def test_a_debug_mode_kernel_is_refused_inside_a_capture(torch):
+    debug = tw.compile(matmul(N, N, N, 128, 128, 64, "float16", "float16", 2, 128), out_idx=[2],
+                       pass_configs={"tw.debug_barrier_timeout": 2.0, tw.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})
+    a, b = _inputs(torch)
+    assert _close(torch, debug(a, b), a, b)  # outside a capture it runs
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(tw.KernelRuntimeError, match="cannot be captured in a CUDA graph"):
+        with torch.cuda.graph(graph):
+            debug(a, b)
+
+
+def test_the_kernel_as_a_torch_op_compiles_without_a_graph_break(torch, gemm):
+    op = gemm.as_torch_op("tileworkbench_tests::gemm256")
+    assert gemm.as_torch_op("tileworkbench_tests::gemm256") is op  # registered once
+    a, b = _inputs(torch)
+    assert _close(torch, op(a, b), a, b)
+    torch.library.opcheck(op, (a, b), test_utils=("test_schema", "test_faketensor"))
+
+    def scaled(x, y):
+        return op(x, y) * 2
+
+    compiled = torch.compile(scaled, fullgraph=True, backend="aot_eager")  # a graph break would raise
+    out = compiled(a, b)
+    ref = 2 * (a.float() @ b.float())
+    assert float((out.float() - ref).norm() / ref.norm()) < 2e-3

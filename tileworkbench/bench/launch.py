@@ -1,0 +1,181 @@
+"""What a call of a tiny kernel costs the host: ours beside torch.matmul, cupy.matmul and
+TileLang (where importable), plain and under CUDA graph replay (issue 18).
+
+    python -m tileworkbench.bench launch [--n 128] [--out DIR] [--ours-only]
+
+The problem is an ``n`` x ``n`` x ``n`` float16 GEMM, the same program for us and TileLang
+(``examples/tilelang_programs/gemm.py``, block 128 x 128 x 32, 2 stages). Every implementation's
+result is checked against float32 first. ``us_per_call`` is host time: the median over rounds of
+100 calls each, synchronised between rounds (not timed), so the launch queue never fills and the
+GPU's own time does not show. Graph rows capture 100 calls in one ``torch.cuda.CUDAGraph``:
+``us_per_call`` is the host time of a replay per call, ``wall_us_per_call`` the time until the
+GPU is done per call (what GPU-bound speed is). ``driver floor`` is our launcher's last step
+alone (the parameters packed, ``cuLaunchKernel``): what no Python launch path through the driver
+goes below.
+
+Writes ``<out>/launch-<date>-<gpu>-<commit>.json`` (schema below) and prints a table with each
+implementation's time over ours.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCHEMA = "tileworkbench.launch"
+VERSION = 1
+CALLS, ROUNDS = 100, 60
+GOAL_US = 5.0
+
+
+def host_us(fn, sync, calls: int = CALLS, rounds: int = ROUNDS) -> float:
+    """Median host microseconds per call (see the module docstring)."""
+    for _ in range(3 * calls):
+        fn()
+    sync()
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+        sync()
+    return statistics.median(samples)
+
+
+def wall_us(fn, sync, calls: int, rounds: int = 5) -> float:
+    """Median microseconds per call until the GPU is done, over ``rounds`` runs of ``fn``."""
+    samples = []
+    for _ in range(rounds):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def _rel_err(torch, out, ref) -> float:
+    return float((out.float() - ref).norm() / ref.norm())
+
+
+def _graph_of(torch, call, count: int = CALLS):
+    """``call`` captured ``count`` times in one graph (warmed up on a side stream first)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(count):
+            call()
+    return graph
+
+
+def _driver_floor(kernel, a, b, c, sync) -> float:
+    """Host time of the launcher's last step alone, with the arguments a call of ``kernel`` hands it."""
+    rt = kernel._runtime
+    seen = {}
+    real = rt.launch
+    rt.launch = lambda name, grid, block, smem, args, stream: seen.update(
+        name=name, grid=grid, block=block, smem=smem, args=args, stream=stream)
+    try:
+        kernel(a, b, c)
+    finally:
+        rt.launch = real
+    real(seen["name"], seen["grid"], seen["block"], seen["smem"], seen["args"], seen["stream"])  # builds the launcher
+    launcher = next(iter(rt._launchers.values()))
+    args = (seen["name"], seen["grid"], seen["block"], seen["smem"], seen["args"], seen["stream"])
+    return host_us(lambda: launcher(*args), sync)
+
+
+def run(out: Path, n: int = 128, ours_only: bool = False) -> int:
+    import torch
+
+    from . import schema
+    from .machine import machine_info
+    from .tilelang_programs import load_program
+
+    sync = torch.cuda.synchronize
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    ref = a.float() @ b.float()
+    shape = dict(M=n, N=n, K=n, block_M=128, block_N=128, block_K=32, num_stages=2)
+    workdir = Path(tempfile.mkdtemp())
+    ours = load_program("gemm", "tileworkbench", workdir).matmul.compile(**shape)
+    impls = {"tileworkbench kernel(a, b)": lambda: ours(a, b),
+             "tileworkbench kernel(a, b, c)": lambda: ours(a, b, c),
+             "torch.matmul(a, b)": lambda: torch.matmul(a, b),
+             "torch.matmul(a, b, out=c)": lambda: torch.matmul(a, b, out=c)}
+    try:
+        import cupy
+
+        ca, cb = cupy.asarray(a), cupy.asarray(b)
+        impls["cupy.matmul(a, b)"] = lambda: cupy.matmul(ca, cb)
+    except ImportError:
+        pass
+    tilelang_version = None
+    if not ours_only:
+        try:
+            import tilelang
+
+            theirs = load_program("gemm", "tilelang", workdir).matmul.compile(**shape)
+            tilelang_version = getattr(tilelang, "__version__", "unknown")
+            impls["tilelang kernel(a, b)"] = lambda: theirs(a, b)
+        except Exception as exc:
+            print(f"TileLang is not importable here ({type(exc).__name__}: {exc}); timing the others",
+                  file=sys.stderr)
+    rows = []
+    for name, call in impls.items():
+        result = call()
+        sync()
+        result = c if result is None else torch.as_tensor(result, device="cuda")  # CuPy's through DLPack
+        err = _rel_err(torch, result, ref)
+        row = {"implementation": name, "mode": "plain", "rel_err": err, "correct": err < 2e-3}
+        if row["correct"]:
+            row["us_per_call"] = host_us(call, sync)
+        rows.append(row)
+        print(f"  {name}: {row.get('us_per_call', float('nan')):.2f} us per call (err {err:.1e})", file=sys.stderr,
+              flush=True)
+    for name in ("tileworkbench kernel(a, b, c)", "torch.matmul(a, b, out=c)"):
+        c.zero_()
+        graph = _graph_of(torch, impls[name])
+        graph.replay()
+        sync()
+        err = _rel_err(torch, c, ref)
+        row = {"implementation": name, "mode": "graph", "rel_err": err, "correct": err < 2e-3}
+        if row["correct"]:
+            row["us_per_call"] = host_us(graph.replay, sync, calls=10) / CALLS
+            row["wall_us_per_call"] = wall_us(lambda: [graph.replay() for _ in range(20)], sync, 20 * CALLS)
+        rows.append(row)
+    loop = {"implementation": "tileworkbench kernel(a, b, c)", "mode": "loop", "correct": True,
+            "wall_us_per_call": wall_us(lambda: [ours(a, b, c) for _ in range(2000)], sync, 2000)}
+    rows.append(loop)
+    floor = _driver_floor(ours, a, b, c, sync)
+    record = {"schema": SCHEMA, "version": VERSION, "suite": "launch", "machine": machine_info(),
+              "tilelang": tilelang_version, "settings": {"n": n, "calls": CALLS, "rounds": ROUNDS, **shape},
+              "goal_us": GOAL_US, "driver_floor_us": floor, "rows": rows}
+    path = schema.write_record(record, out, schema.record_filename(record))
+    print(table(record))
+    print(f"wrote {path}", file=sys.stderr)
+    return 0 if all(r["correct"] for r in rows) else 1
+
+
+def table(record: dict) -> str:
+    rows = record["rows"]
+    ours = next(r.get("us_per_call") for r in rows if r["implementation"] == "tileworkbench kernel(a, b)"
+                and r["mode"] == "plain")
+    lines = ["| implementation | mode | us per call (host) | over ours (kernel(a, b)) | wall us per call |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        us = r.get("us_per_call")
+        ratio = f"{us / ours:.2f}x" if us and ours and r["mode"] == "plain" else ""
+        wall = f"{r['wall_us_per_call']:.2f}" if r.get("wall_us_per_call") else ""
+        lines.append(f"| {r['implementation']} | {r['mode']} | {us:.2f} | {ratio} | {wall} |" if us else
+                     f"| {r['implementation']} | {r['mode']} | {'wrong result' if not r['correct'] else ''} | | {wall} |")
+    lines.append(f"| driver floor (packed parameters + cuLaunchKernel) | plain | {record['driver_floor_us']:.2f} | | |")
+    return "\n".join(lines)
