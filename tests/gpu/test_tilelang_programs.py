@@ -198,3 +198,18 @@ def test_flash_decoding_split_and_combine_against_float64(torch, seqlen_q, seqle
     k, v = (torch.randn(2, 3, seqlen_kv, 128, device="cuda", dtype=torch.float16) for _ in range(2))
     ref = ((q.double() @ k.double().transpose(-1, -2)) / 128 ** 0.5).softmax(-1) @ v.double()
     torch.testing.assert_close(kernel(q, k, v).double(), ref, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("block_K, stages, density", [(32, 2, 0.5), (64, 3, 0.3), (32, 2, 0.0), (64, 2, 1.0)])
+def test_block_sparse_gemm_adds_exactly_the_kept_tiles(torch, block_K, stages, density):
+    sparse = _program("blocksparse_gemm")
+    M = N = K = 1024
+    kernel = sparse.blocksparse_matmul.compile(M=M, N=N, K=K, block_M=128, block_N=128, block_K=block_K,
+                                               num_stages=stages, thread_num=128, enable_rasteration=True)
+    a, b = (torch.randn(1024, 1024, device="cuda", dtype=torch.float16) for _ in range(2))
+    mask = torch.rand(8, 8, K // block_K, device="cuda") < density
+    ref = torch.zeros(M, N, dtype=torch.float64, device="cuda")
+    for k in range(K // block_K):
+        keep = mask[:, :, k].repeat_interleave(128, 0).repeat_interleave(128, 1)
+        ref += (a[:, k * block_K:(k + 1) * block_K].double() @ b[k * block_K:(k + 1) * block_K].double()) * keep
+    torch.testing.assert_close(kernel(a, b, mask).double(), ref, rtol=1e-2, atol=1e-2)

@@ -16,6 +16,13 @@ Guarantees, for every pipelined loop with ``s >= 2``:
   * global->shared ``T.copy`` producers become ``cp.async`` with one commit group per
     iteration, and consumers wait for their group (``cp.async.wait_group s-1``) and sync.
 Loops with ``num_stages <= 1`` become plain serial loops.
+
+A body that is one ``if`` on a condition every iteration can evaluate ahead of time (the loop
+variable, block indices, constants and loads of global tensors the kernel never writes:
+block-sparse GEMM's ``if BlockMask[by, bx, k]:``) around global->shared copies and the work on
+them is pipelined too: each copy keeps the condition (of the iteration it loads for) and so does
+the work; an iteration whose condition is false still commits its (empty) ``cp.async`` group,
+so the groups' count, which the waits read, stays that of the iterations.
 """
 
 from __future__ import annotations
@@ -32,8 +39,57 @@ def _flatten(stmt) -> list:
 
 
 def _is_global_to_shared_copy(s) -> bool:
+    s = _guarded_copy(s)
     return (isinstance(s, ir.Copy) and s.instruction in (None, "cp_async")
             and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared")
+
+
+def _guarded_copy(s):
+    """The copy of ``if cond: copy`` (what ``_split_condition`` makes), else ``s`` itself."""
+    if isinstance(s, ir.IfThenElse) and s.else_body is None and isinstance(s.then_body, ir.Copy):
+        return s.then_body
+    return s
+
+
+def _written_buffers(func) -> set:
+    """Buffers the kernel writes anywhere: stores, copy and TMA destinations, atomic targets."""
+    out = {id(n.buffer) for n in collect(func.body, ir.BufferStore)}
+    out |= {id(n.dst.buffer) for n in collect(func.body, (ir.Copy, ir.TmaCopy, ir.Fill))}
+    for call in collect(func.body, ir.Call):
+        if call.name == "atomicAdd" and call.args and isinstance(call.args[0], ir.Call):
+            out |= {id(load.buffer) for load in collect(call.args[0], ir.BufferLoad)}
+    return out
+
+
+def _evaluable_ahead(cond, loop: ir.For, written: set, outer: set) -> bool:
+    """Whether ``cond`` can be evaluated for any iteration by substituting the loop variable:
+    it reads only the loop variable, ``outer`` variables (block indices, parameters, enclosing
+    loops) and global tensors the kernel never writes."""
+    for load in collect(cond, ir.BufferLoad):
+        if load.buffer.scope != "global" or id(load.buffer) in written:
+            return False
+    if collect(cond, (ir.Raw, ir.Call)):
+        return False
+    return all(v is loop.var or v in outer for v in collect(cond, ir.Var))
+
+
+def _split_condition(body: list, loop: ir.For, written: set, outer: set) -> list:
+    """``[if c: copies..., work...]`` -> ``[if c: copy, ..., if c: work]`` where that is safe to
+    pipeline (see the module docstring); else ``body`` unchanged."""
+    stmts = [x for x in body if not isinstance(x, ir.Comment)]
+    if len(stmts) != 1 or not isinstance(stmts[0], ir.IfThenElse) or stmts[0].else_body is not None:
+        return body
+    branch = stmts[0]
+    inner = [x for x in _flatten(branch.then_body) if not isinstance(x, ir.Comment)]
+    copies = [x for x in inner if _is_global_to_shared_copy(x)]
+    work = [x for x in inner if not any(x is c for c in copies)]
+    if not copies or not work or collect(branch.then_body, ir.TmaCopy) or \
+            not _evaluable_ahead(branch.cond, loop, written, outer):
+        return body
+    if any(isinstance(x, (ir.LetStmt, ir.Assign)) for x in work) or inner[:len(copies)] != copies:
+        return body  # copies first, then the work: the order the pipeline keeps
+    return [ir.IfThenElse(branch.cond, c, loc=branch.loc) for c in copies] + \
+        [ir.IfThenElse(branch.cond, ir.seq(work), loc=branch.loc)]
 
 
 class _Versioner(IRMutator):
@@ -80,11 +136,16 @@ class _Versioner(IRMutator):
 
 
 class _Pipeline(IRMutator):
-    def __init__(self):
+    def __init__(self, func: ir.PrimFunc):
         self.versioned: dict = {}  # old Buffer -> new Buffer (shared tiles and barriers)
         self.records: list = []
+        self.written = _written_buffers(func)
+        # What a condition may read besides the loop variable: block indices, scalar parameters,
+        # the variables of loops around it.
+        self.outer = set(func.launch.block_vars) | {p for p in func.params if isinstance(p, ir.Var)}
 
     def visit_For(self, node: ir.For):
+        self.outer.add(node.var)
         node = self.generic_visit(node)
         if node.kind != "pipelined":
             return node
@@ -95,7 +156,7 @@ class _Pipeline(IRMutator):
         return self.pipeline(node, stages)
 
     def pipeline(self, loop: ir.For, s: int) -> ir.Stmt:
-        body = _flatten(loop.body)
+        body = _split_condition(_flatten(loop.body), loop, self.written, self.outer - {loop.var})
         tma_loads = [x for x in body if isinstance(x, ir.TmaCopy) and x.is_load]
         thread_loads = [x for x in body if _is_global_to_shared_copy(x)]
         arrived = {id(a.barrier.buffer): a.barrier.buffer for a in collect(loop.body, ir.BarrierArrive)}
@@ -109,7 +170,7 @@ class _Pipeline(IRMutator):
 
         buffers = {}
         for p in tma_loads + thread_loads:
-            old = p.dst.buffer
+            old = _guarded_copy(p).dst.buffer
             if old not in buffers:
                 buffers[old] = old.versioned(s)
         barriers = {}
@@ -120,8 +181,7 @@ class _Pipeline(IRMutator):
         self.versioned.update(buffers)
         self.versioned.update(barriers)
         if thread_loads:
-            producers = [ir.Copy(p.src, p.dst, "cp_async", loc=p.loc) if p in thread_loads else p
-                         for p in producers]
+            producers = [_as_cp_async(p) if any(p is t for t in thread_loads) else p for p in producers]
 
         def stage(stmts, k_expr):
             return ir.seq([_Versioner(loop, s, buffers, barriers, k_expr).run(x) for x in stmts])
@@ -155,6 +215,12 @@ class _Pipeline(IRMutator):
         return ir.seq([ir.Comment(f"prologue: iterations {k.name} = 0 .. {s - 2} in flight"), prologue, main])
 
 
+def _as_cp_async(p):
+    copy = _guarded_copy(p)
+    new = ir.Copy(copy.src, copy.dst, "cp_async", loc=copy.loc)
+    return new if copy is p else ir.IfThenElse(p.cond, new, loc=p.loc)
+
+
 class _ReplaceAllocations(IRMutator):
     def __init__(self, versioned):
         self.versioned = versioned
@@ -166,7 +232,7 @@ class _ReplaceAllocations(IRMutator):
 
 @register("inject_software_pipeline", "tile")
 def inject_software_pipeline(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    pipe = _Pipeline()
+    pipe = _Pipeline(func)
     body = pipe.visit(func.body)
     if not pipe.versioned:
         return func.with_body(body)

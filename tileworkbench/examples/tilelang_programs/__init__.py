@@ -14,4 +14,5 @@ module's ``CASES`` names its benchmark problems: ``compile`` (no arguments, give
 A case with ``accumulates`` adds into its last input (split-K): it is zeroed before a checked call.
 """
 
-FAMILIES = ("elementwise", "gemm", "gemv", "norms", "softmax", "splitk", "attention", "gemm_fp8", "flash_decoding")
+FAMILIES = ("elementwise", "gemm", "gemv", "norms", "softmax", "splitk", "attention", "gemm_fp8", "flash_decoding",
+            "blocksparse_gemm")
