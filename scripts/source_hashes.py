@@ -3,7 +3,8 @@
 A refactor, or a change meant for one kind of kernel, should leave every other kernel's CUDA
 and launcher byte for byte as it was; then the last GPU run still covers them. This lowers (no
 GPU needed) the bench's candidates at four shapes and both dtypes, the spec kernels, the
-``transpose_A`` kernels and every example, under three pass configs each, and writes one hash
+``transpose_A`` kernels and every example, under three pass configs each, and the benchmark cases of
+every ported TileLang program (``examples/tilelang_programs``, as they compile), and writes one hash
 of device + host source per kernel/config pair (the "from file.py:line" banner left out).
 
     PYTHONPATH=. python3 scripts/source_hashes.py before.json      # at the old commit
@@ -51,6 +52,22 @@ def jobs():
         yield f"example {name}", build, {}, None
 
 
+def program_cases():
+    """(name, compile) for each benchmark case of the ported TileLang programs."""
+    from tileworkbench.examples.tilelang_programs import FAMILIES
+    for family in FAMILIES:
+        module = importlib.import_module(f"tileworkbench.examples.tilelang_programs.{family}")
+        for name, case in module.CASES.items():
+            yield f"program {family}.{name}", case["compile"]
+
+
+class _Sources:
+    """A compiled kernel's two sources, as ``source_hash`` reads an artifact's."""
+
+    def __init__(self, kernel):
+        self.device_source, self.host_source = kernel.get_kernel_source(), kernel.get_host_source()
+
+
 def source_hash(artifact, kernel_only: bool = False, device_only: bool = False) -> str:
     device = artifact.device_source
     if kernel_only or device_only:
@@ -71,6 +88,11 @@ def hashes(kernel_only: bool = False, device_only: bool = False) -> dict:
                     lower(build(), out_idx=out_idx, pass_configs={**own_configs, **configs}), kernel_only, device_only)
             except tw.CompileError as err:  # refused kernels count too: the refusal must not change
                 out[f"{name} [{config_name}]"] = f"refused: {err.message[:80]}"
+    for name, compile_case in program_cases():
+        try:
+            out[f"{name} [default]"] = source_hash(_Sources(compile_case()), kernel_only, device_only)
+        except tw.CompileError as err:
+            out[f"{name} [default]"] = f"refused: {err.message[:80]}"
     return out
 
 

@@ -1,4 +1,4 @@
-"""The three silent miscompiles of issue 15, on the generated code (their GPU tests against float64
+"""The silent miscompiles found so far (issue 15's three, then those found porting TileLang's programs), on the generated code (their GPU tests against float64
 are tests/gpu/test_correctness_fixes_gpu.py): a slice whose extent is known only at run time, two
 gemm forms on one accumulator (and a gemm into part of one), and offsets past 2^31 elements."""
 
@@ -7,7 +7,7 @@ import pytest
 import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.examples.edge_cases import (big_tensor_copy, long_vector_add, masked_block_gemm, masked_tma_copy,
-                                                mixed_gemm_forms, run_time_extent_copy, triangular_tma_copy,
+                                                mixed_gemm_forms, overhanging_tiles, run_time_extent_copy, triangular_tma_copy,
                                                 two_gemm_forms)
 
 SM90 = "sm_90a"
@@ -107,3 +107,39 @@ def test_a_synchronous_tma_copy_not_run_every_iteration_waits_on_a_counted_phase
     wait = code.index("A_to_s_mbarrier[0].wait(A_to_s_mbarrier_phase);")
     assert code.index("A_to_s_mbarrier_phase = (A_to_s_mbarrier_phase ^ 1);") > wait
     assert "% 2)" not in code  # no phase taken from the iteration index
+
+
+def test_parallel_accesses_to_global_tensors_stay_inside_them_on_overhanging_tiles():
+    code = kernel_part(tw.lower(overhanging_tiles(), target=SM90))
+    inside = "((((by * 64) + i) < 1000) && (((bx * 64) + j_1) < 200))"
+    assert f"{inside} ? A[" in code and "] : 0.0f)" in code  # what lies outside A reads as zero
+    store_c = code.index("C[")
+    assert code.rfind("if (", 0, store_c) == code.rfind("if (((((by * 64) + i_1) < 1000) && (((bx * 64) + j_1_1) < 200)))",
+                                                         0, store_c)
+    store_s = code.index("S[")
+    assert code.rfind("if ((((by * 64) + i_2) < 1000)) {", 0, store_s) > store_c  # S's column bx is always inside
+
+
+def test_parallel_accesses_proven_inside_or_already_guarded_get_no_check():
+    from tileworkbench.examples import elementwise_add
+    whole = kernel_part(tw.lower(elementwise_add(1024, 1024, 32, 128), target=SM90))
+    assert " ? " not in whole and "if (" not in whole  # even the kernel's own check is proven
+    ragged = kernel_part(tw.lower(elementwise_add(1000, 1030, 32, 128), target=SM90))
+    assert " ? " not in ragged and ragged.count("if (") == 1  # its own check is the one needed
+
+
+def test_a_parallel_store_at_a_data_dependent_index_is_checked_both_ways():
+    @T.prim_func
+    def scatter(idx: T.Tensor((128,), "int32"), src: T.Tensor((128,), "float32"), dst: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                dst[idx[i]] = src[i]
+
+    code = kernel_part(tw.lower(scatter, target=SM90))
+    assert "if (((idx[i] >= 0) && (idx[i] < 64))) {" in code.replace("tx", "i")
+
+
+def test_tilelangs_switch_turns_the_parallel_access_guards_off():
+    code = kernel_part(tw.lower(overhanging_tiles(), target=SM90,
+                                pass_configs={tw.PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: True}))
+    assert " ? A[" not in code and "< 1000" not in code

@@ -22,6 +22,7 @@ import pathlib
 import pytest
 
 from tileworkbench.examples import matmul, matmul_tma_copy
+from tileworkbench.examples.edge_cases import overhanging_tiles
 from tileworkbench.frontend import parse
 from tileworkbench.ir.printer import print_ir
 from tileworkbench.passes.manager import REGISTRY, LowerContext
@@ -36,6 +37,8 @@ PROGRAMS = {
     "spec_gemm": lambda: matmul_tma_copy(256, 256, 256, 128, 128, 32, "float16", "float16", "float32", 128, 2),
     # The warp-specialised persistent GEMM: producer warpgroup, full/empty barriers, carried counters.
     "ws_gemm": lambda: matmul(512, 512, 512, 128, 256, 64, "float16", "float16", 3, 256),
+    # T.Parallel loops between global tensors and a fragment on tiles hanging over the tensors' edges.
+    "overhanging_tiles": lambda: overhanging_tiles(200, 100, 64, 64),
 }
 
 

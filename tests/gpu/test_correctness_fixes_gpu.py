@@ -7,7 +7,7 @@ import pytest
 
 import tileworkbench as tw
 from tileworkbench.examples.edge_cases import (big_tensor_copy, long_vector_add, masked_block_gemm, masked_tma_copy,
-                                                mixed_gemm_forms, run_time_extent_copy, scaled_batch_gemm,
+                                                mixed_gemm_forms, overhanging_tiles, run_time_extent_copy, scaled_batch_gemm,
                                                 triangular_tma_copy, two_gemm_forms)
 from tileworkbench.testing import gpu_marks
 
@@ -147,3 +147,31 @@ def test_a_batched_gemm_with_work_after_its_gemm(cupy, stages):
     c = kernel(a, b).get().astype(np.float64)
     ref = 0.5 * np.matmul(a.get().astype(np.float64), b.get().astype(np.float64))
     assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 2e-3  # float16 results
+
+
+def test_overhanging_tiles_read_zeros_outside_and_write_nothing_outside(cupy):
+    M, N, block = 1000, 200, 64
+    kernel = tw.compile(overhanging_tiles(M, N, block, block))
+    a = cupy.random.standard_normal((M, N), dtype=cupy.float32)
+    blocks_n = -(-N // block)
+    # Each output is the front of a larger buffer whose tail holds a sentinel no store may touch.
+    c_all = cupy.full(M * N + 4096, cupy.nan, dtype=cupy.float32)
+    s_all = cupy.full(M * blocks_n + 4096, cupy.nan, dtype=cupy.float32)
+    c, s = c_all[:M * N].reshape(M, N), s_all[:M * blocks_n].reshape(M, blocks_n)
+    c_all[M * N:] = 7.0
+    s_all[M * blocks_n:] = 7.0
+    kernel(a, c, s)
+    host = a.get().astype(np.float64)
+    np.testing.assert_allclose(c.get(), 2 * host + 1, rtol=1e-6, atol=1e-6)
+    sums = np.stack([2 * host[:, j * block:(j + 1) * block].sum(axis=1) for j in range(blocks_n)], axis=1)
+    np.testing.assert_allclose(s.get(), sums, rtol=1e-5, atol=1e-4)
+    assert (c_all[M * N:].get() == 7.0).all() and (s_all[M * blocks_n:].get() == 7.0).all()
+
+
+def test_top_k_rows_on_a_ragged_last_block(torch):
+    from tileworkbench.examples.tilelang_programs.topk import _distinct_logits, top_k_rows
+    logits = _distinct_logits(torch, 300, 64)
+    values, indices = top_k_rows(logits, 4, blk_m=16)
+    want_values, want_indices = logits.topk(4, dim=1)
+    torch.testing.assert_close(values, want_values, rtol=0, atol=0)
+    torch.testing.assert_close(indices, want_indices.int(), rtol=0, atol=0)

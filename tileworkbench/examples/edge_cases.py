@@ -4,7 +4,9 @@ accumulating into one fragment, and tensors past 2^31 elements (issue 15); a til
 its gemm inside an ``if`` on a mask (block-sparse GEMM: no barrier stood between them), and a
 synchronous TMA copy that a mask skips in some iterations (its wait took the phase from the
 iteration index and passed on an old phase); a one-stage warp-specialised loop with work after its
-gemm, whose tiles the epilogue's shared-memory budget counted as none."""
+gemm, whose tiles the epilogue's shared-memory budget counted as none; ``T.Parallel`` loops
+reading and writing global tensors on tiles that hang over the tensors' edges (the last blocks
+wrote past the end of the output)."""
 
 import tileworkbench.language as T
 
@@ -177,5 +179,28 @@ def scaled_batch_gemm(stages, batch=4, size=512):
                 for i, j in T.Parallel(128, 128):
                     acc[i, j] += S[i, j] * 0.5
             T.copy(acc, C[bz, by * 128, bx * 128])
+
+    return main
+
+
+def overhanging_tiles(M=1000, N=200, block_M=64, block_N=64):
+    """``C = 2 A + 1`` and the row sums ``S`` of ``2 A``, tile by tile, with ``T.Parallel`` loops
+    straight between the global tensors and a fragment, on a grid whose last tiles hang over both
+    edges of A: what lies outside A reads as zero (so it adds nothing to a row sum) and nothing is
+    written outside C or S."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32"),
+             S: T.Tensor((M, T.ceildiv(N, block_N)), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            twice = T.alloc_fragment((block_M, block_N), "float32")
+            row_sums = T.alloc_fragment((block_M,), "float32")
+            for i, j in T.Parallel(block_M, block_N):
+                twice[i, j] = A[by * block_M + i, bx * block_N + j] * 2.0
+            T.reduce_sum(twice, row_sums, dim=1)
+            for i, j in T.Parallel(block_M, block_N):
+                C[by * block_M + i, bx * block_N + j] = twice[i, j] + 1.0
+            for i in T.Parallel(block_M):
+                S[by * block_M + i, bx] = row_sums[i]
 
     return main

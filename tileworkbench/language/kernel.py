@@ -149,7 +149,12 @@ def alloc_shared(shape, dtype=float32, scope="shared.dyn"):
 
 
 def alloc_fragment(shape, dtype=float32, scope="local.fragment"):
-    return _alloc(shape, dtype, "fragment")
+    """A block-wide tile spread over the threads' registers; with ``scope="local"`` (TileLang's
+    spelling of a per-thread array) a ``T.alloc_local`` instead."""
+    if scope not in ("local.fragment", "local"):
+        raise error(f"T.alloc_fragment: scope {scope!r} is not one of 'local.fragment' (a fragment) and "
+                    "'local' (a per-thread array, as T.alloc_local)")
+    return _alloc(shape, dtype, "local" if scope == "local" else "fragment")
 
 
 def alloc_local(shape, dtype=float32, scope="local"):

@@ -12,6 +12,7 @@ from . import (  # noqa: F401 - importing registers the passes
     carry_stage_counters,
     choose_shared_layouts,
     elide_proxy_fences,
+    guard_global_accesses,
     infer_fragment_layouts,
     inline_index_lets,
     inject_software_pipeline,
@@ -40,6 +41,7 @@ PIPELINE = [
     "choose_shared_layouts",  # tile: swizzle of every shared tile
     "insert_thread_syncs",  # tile: __syncthreads between threads' shared-memory accesses
     "infer_fragment_layouts",  # tile: which thread holds which fragment element
+    "guard_global_accesses",  # tile: T.Parallel accesses to global tensors kept inside their shapes
     "lower_tma",  # lower: TMA copies, mbarriers -> tw:: calls; tensor-map descriptors
     "lower_tile_ops",  # lower: copy/fill/gemm/reduce -> loops and tw:: calls
     "partition_parallel_loops",  # lower: T.Parallel -> per-thread loops, fragments -> registers

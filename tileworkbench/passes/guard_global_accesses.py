@@ -1,0 +1,144 @@
+"""guard_global_accesses: a ``T.Parallel`` nest never reads or writes a global tensor outside its shape.
+
+Expects: tile-level IR after ``infer_fragment_layouts``: the kernel's own ``T.Parallel`` nests are
+still loops of kind ``parallel``; tile copies are not lowered yet (they get their own bounds checks
+in ``lower_tile_ops``, ``rules.copies``).
+Guarantees: inside every parallel loop, each access to a global tensor whose indices the known
+ranges (block indices, loop variables, never re-assigned integer names) do not prove inside the
+tensor's shape is guarded: a load reads ``in_bounds ? load : 0``, and a store, or a statement
+that writes through an element's address (``T.atomic_add(C[i, j], v)``), runs under ``if (in_bounds)``, ``in_bounds`` checking just the dimensions not proven (``i < extent``, and
+``0 <= i`` where ``i`` may be negative). A condition the kernel already puts around the access
+(an ``if`` or the ``T.if_then_else`` it sits in) that is the very check needed counts as proof.
+Accesses proven inside are left as they are, so kernels whose tiles divide the problem keep their
+code byte for byte. With ``tl.disable_safe_memory_legalize`` (TileLang's switch for the same
+guards) the pass leaves the IR alone.
+
+Why: TileLang's semantics (its safe-memory-access legalisation): a tile hanging over the edge of a
+tensor (``M`` not a multiple of ``block_M``) is written as if it fitted, and the compiler keeps it
+inside the tensor. Without the guard the last block's stores land past the end of the output,
+in whatever memory follows: a wrong answer elsewhere, or a fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as ir
+from ..ir.printer import expr_text
+from ..ir.simplify import interval, simplify
+from ..target import PassConfigKey
+from .manager import register
+from .rules.codegen_ranges import CodegenWalk
+
+
+def _conjuncts(cond: ir.Expr) -> list[ir.Expr]:
+    if isinstance(cond, ir.BinOp) and cond.op == "and":
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+class _Guard(CodegenWalk):
+    """Keeps the ranges as the code generator's walk does (``rules.codegen_ranges``)."""
+
+    def __init__(self, func: ir.PrimFunc):
+        super().__init__(func)
+        self.parallel_depth = 0
+        self.known: list[str] = []  # the text of each condition that holds where the walk is
+        self.guarded = 0
+        self.addressed: list[ir.Expr] = []  # checks of the addresses the current statement takes
+
+    # ---- scopes ----------------------------------------------------------------------------
+    def visit_For(self, node: ir.For):
+        inside = node.kind == "parallel"
+        self.parallel_depth += inside
+        try:
+            return super().visit_For(node)
+        finally:
+            self.parallel_depth -= inside
+
+    def _under(self, cond: ir.Expr, node):
+        depth = len(self.known)
+        self.known += [expr_text(c) for c in _conjuncts(cond)]
+        try:
+            return self.visit(node)
+        finally:
+            del self.known[depth:]
+
+    def visit_IfThenElse(self, node: ir.IfThenElse):
+        cond = self.visit(node.cond)
+        then_body = self._under(cond, node.then_body)
+        else_body = self.visit(node.else_body)
+        if cond is node.cond and then_body is node.then_body and else_body is node.else_body:
+            return node
+        return dataclasses.replace(node, cond=cond, then_body=then_body, else_body=else_body)
+
+    def visit_Select(self, node: ir.Select):
+        cond = self.visit(node.cond)
+        a, b = self._under(cond, node.a), self.visit(node.b)
+        if cond is node.cond and a is node.a and b is node.b:
+            return node
+        return dataclasses.replace(node, cond=cond, a=a, b=b)
+
+    # ---- accesses --------------------------------------------------------------------------
+    def in_bounds(self, buffer: ir.Buffer, indices) -> ir.Expr | None:
+        """The checks ``indices`` need to lie inside ``buffer`` (None: proven, or not global)."""
+        if buffer.scope != "global" or not self.parallel_depth:
+            return None
+        checks = []
+        for index, extent in zip(indices, buffer.shape):
+            lo, hi = interval(simplify(index, self.ranges), self.ranges)
+            size = ir.const_int(extent)
+            if lo is None or lo < 0:
+                checks.append(ir.cmp(">=", index, ir.const(0, index.dtype)))
+            if hi is None or size is None or hi >= size:
+                checks.append(ir.cmp("<", index, extent))
+        checks = [c for c in checks if expr_text(c) not in self.known]
+        self.guarded += bool(checks)
+        return ir.logical_and(*checks)
+
+    def visit_BufferLoad(self, node: ir.BufferLoad):
+        node = self.generic_visit(node)
+        check = self.in_bounds(node.buffer, node.indices)
+        if check is None:
+            return node
+        zero = ir.cast(ir.const(0.0 if node.dtype.is_float else 0), node.dtype)
+        return ir.Select(check, node, zero, node.dtype)
+
+    def visit_Call(self, node: ir.Call):
+        if node.name != "address_of" or not isinstance(node.args[0], ir.BufferLoad):
+            return self.generic_visit(node)
+        target = node.args[0]  # not a read: the statement around it must not run out of bounds
+        check = self.in_bounds(target.buffer, target.indices)
+        if check is not None:
+            self.addressed.append(check)
+        indices = tuple(self.visit(i) for i in target.indices)
+        if all(a is b for a, b in zip(indices, target.indices)):
+            return node
+        return dataclasses.replace(node, args=(dataclasses.replace(target, indices=indices),) + tuple(node.args[1:]))
+
+    def _guarded_statement(self, node, own_check):
+        """``node`` visited, under ``if`` the checks of its own access and of the addresses it takes."""
+        outer, self.addressed = self.addressed, []
+        depth = len(self.known)
+        if own_check is not None:  # what a store reads at its own indices needs no second check
+            self.known += [expr_text(c) for c in _conjuncts(own_check)]
+        try:
+            stmt = self.generic_visit(node)
+            check = ir.logical_and(own_check, *self.addressed)
+        finally:
+            del self.known[depth:]
+            self.addressed = outer
+        return stmt if check is None else ir.IfThenElse(check, stmt, loc=node.loc)
+
+    def visit_BufferStore(self, node: ir.BufferStore):
+        return self._guarded_statement(node, self.in_bounds(node.buffer, node.indices))
+
+    def visit_Evaluate(self, node: ir.Evaluate):
+        return self._guarded_statement(node, None)
+
+
+@register("guard_global_accesses", "tile")
+def guard_global_accesses(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    if ctx.flag(PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS):
+        return func
+    return dataclasses.replace(func, body=_Guard(func).visit(func.body))
