@@ -143,3 +143,22 @@ def test_tilelangs_switch_turns_the_parallel_access_guards_off():
     code = kernel_part(tw.lower(overhanging_tiles(), target=SM90,
                                 pass_configs={tw.PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: True}))
     assert " ? A[" not in code and "< 1000" not in code
+
+
+def test_assigning_a_kernel_variable_by_name_stores_into_it():
+    # TileLang's `flag = T.alloc_var(T.bool); flag = False` assigns the variable; taken as rebinding
+    # the Python name, `if flag:` below was decided while building (always true): a wrong answer.
+    @T.prim_func
+    def any_positive(X: T.Tensor((64,), "float32"), Y: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=32):
+            flag = T.alloc_var(T.bool)
+            flag = False
+            for k in T.serial(64):
+                if X[k] > 0:
+                    flag = True
+            Y[0] = 0
+            if flag:
+                Y[0] = 1
+
+    code = kernel_part(tw.lower(any_positive, target=SM90))
+    assert code.count("flag[0] = ") == 2 and "if (flag[0]) {" in code

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tileworkbench as tw
-from tileworkbench.examples.edge_cases import (big_tensor_copy, long_vector_add, masked_block_gemm, masked_tma_copy,
+from tileworkbench.examples.edge_cases import (big_tensor_copy, collatz_steps, long_vector_add, masked_block_gemm, masked_tma_copy,
                                                 mixed_gemm_forms, overhanging_tiles, run_time_extent_copy, scaled_batch_gemm,
                                                 triangular_tma_copy, two_gemm_forms)
 from tileworkbench.testing import gpu_marks
@@ -175,3 +175,18 @@ def test_top_k_rows_on_a_ragged_last_block(torch):
     want_values, want_indices = logits.topk(4, dim=1)
     torch.testing.assert_close(values, want_values, rtol=0, atol=0)
     torch.testing.assert_close(indices, want_indices.int(), rtol=0, atol=0)
+
+
+def test_a_while_loop_runs_each_threads_own_trip_count(cupy):
+    kernel = tw.compile(collatz_steps(1024), out_idx=[1])
+    x = cupy.random.randint(1, 100000, size=1024, dtype=cupy.int32)
+    steps = kernel(x).get()
+
+    def count(v):
+        n = 0
+        while v != 1:
+            v = v // 2 if v % 2 == 0 else 3 * v + 1
+            n += 1
+        return n
+
+    np.testing.assert_array_equal(steps, [count(int(v)) for v in x.get()])

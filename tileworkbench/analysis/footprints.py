@@ -44,7 +44,7 @@ def own_exprs(stmt) -> list:
         return [*stmt.indices, stmt.value]
     if isinstance(stmt, ir.Evaluate):
         return [stmt.call]
-    if isinstance(stmt, ir.IfThenElse):
+    if isinstance(stmt, (ir.IfThenElse, ir.While)):
         return [stmt.cond]
     if isinstance(stmt, ir.For):
         return [stmt.start, stmt.extent]

@@ -29,7 +29,7 @@ def children(stmt) -> list:
     """The statements nested directly in ``stmt`` (in execution order)."""
     if isinstance(stmt, ir.SeqStmt):
         return list(stmt.stmts)
-    if isinstance(stmt, ir.For):
+    if isinstance(stmt, (ir.For, ir.While)):
         return [stmt.body]
     if isinstance(stmt, ir.IfThenElse):
         return [stmt.then_body] + ([stmt.else_body] if stmt.else_body is not None else [])
@@ -82,7 +82,7 @@ def ir_lines(func: ir.PrimFunc) -> dict:
             return
         line += 1
         lines[id(s)] = line
-        if isinstance(s, ir.For):
+        if isinstance(s, (ir.For, ir.While)):
             walk(s.body)
         elif isinstance(s, ir.IfThenElse):
             walk(s.then_body)

@@ -46,6 +46,10 @@ class StatementScan:
             passes = 2 if self.issues_stores(s) and ir.const_int(s.extent) != 1 else 1
             for _ in range(passes):  # a second pass meets what the first iteration left behind
                 self.visit(s.body, active, frame, line)
+        elif isinstance(s, ir.While):  # an unknown number of iterations: twice meets what one leaves
+            self.reads_in(s, s.cond, active, frame, line)
+            for _ in range(2):
+                self.visit(s.body, active, frame, line)
         elif isinstance(s, ir.IfThenElse):
             self.reads_in(s, s.cond, active, frame, line)
             taken = self.condition(s.cond, active)

@@ -196,6 +196,11 @@ class Schedule:
             self.run_for(stmt, active, frame)
         elif isinstance(stmt, ir.IfThenElse):
             self.run_if(stmt, active, frame)
+        elif isinstance(stmt, ir.While):
+            line = stmt.loc.line if stmt.loc is not None else frame.line
+            self.finding(("loop", id(stmt)), "warning", "not_evaluated",
+                         f"the while loop on {stmt.cond} runs a number of times only the GPU knows; its "
+                         f"barrier operations are not simulated", frame=frame, line=line)
         elif isinstance(stmt, ir.Evaluate):
             self.run_call(stmt, active, frame)
 

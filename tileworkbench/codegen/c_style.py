@@ -256,6 +256,11 @@ class CStyleRenderer:
         self.stmt(s.body, d + 1)
         self.emit(d, "}")
 
+    def s_While(self, s, d):
+        self.emit(d, f"while ({self.expr(s.cond)}) {{")
+        self.stmt(s.body, d + 1)
+        self.emit(d, "}")
+
     def s_IfThenElse(self, s, d):
         self.emit(d, f"if ({self.expr(s.cond)}) {{")
         self.stmt(s.then_body, d + 1)

@@ -276,7 +276,7 @@ def barrier_names(func: ir.PrimFunc) -> list[str]:
         elif isinstance(s, ir.Allocate):
             if s.buffer.scope == "barrier" and s.buffer.name not in names:
                 names.append(s.buffer.name)
-        elif isinstance(s, ir.For):
+        elif isinstance(s, (ir.For, ir.While)):
             walk(s.body)
         elif isinstance(s, ir.IfThenElse):
             walk(s.then_body)

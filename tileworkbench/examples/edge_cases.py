@@ -204,3 +204,24 @@ def overhanging_tiles(M=1000, N=200, block_M=64, block_N=64):
                 S[by * block_M + i, bx] = row_sums[i]
 
     return main
+
+
+def collatz_steps(n=1024):
+    """Each thread counts the Collatz steps of its element down to 1: a ``while`` loop whose trip
+    count differs from thread to thread, on TileLang's kernel variables (``x = T.alloc_var(...)``,
+    then ``x = ...`` assigns it)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "int32"), steps: T.Tensor((n,), "int32")):
+        with T.Kernel(n // 128, threads=128) as bx:
+            x = T.alloc_var(T.int32)
+            count = T.alloc_var(T.int32)
+            tx = T.get_thread_binding()
+            x = X[bx * 128 + tx]
+            count = 0
+            while x != 1:
+                x = T.if_then_else(x % 2 == 0, x // 2, 3 * x + 1)
+                count = count + 1
+            steps[bx * 128 + tx] = count
+
+    return main

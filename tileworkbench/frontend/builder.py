@@ -30,6 +30,7 @@ class Builder:
         self.pipelined_depth = 0
         self.in_kernel = False  # inside the body of `with T.Kernel(...)`
         self.workspaces: list[ir.Buffer] = []  # T.alloc_global buffers, before the kernels
+        self.var_buffers: set = set()  # T.alloc_var buffers: `x = value` stores into them
 
     def emit(self, stmt: ir.Stmt) -> ir.Stmt:
         if not self.frames or not self.in_kernel:

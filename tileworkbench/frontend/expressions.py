@@ -55,7 +55,18 @@ class Expressions:
         return node.value
 
     def visit_Name(self, node):
-        return self.lookup(node, node.id)
+        value = self.lookup(node, node.id)
+        if isinstance(value, ir.Buffer) and value in self.builder.var_buffers:
+            # TileLang's kernel variable reads as its value (`while x != 1`, `x + 1`); `x[0]` still
+            # indexes it (``indexed``)
+            return ir.BufferLoad(value, (ir.const(0),), value.dtype)
+        return value
+
+    def indexed(self, node):
+        """What ``node[...]`` indexes: a kernel variable's buffer itself, not its value."""
+        if isinstance(node, ast.Name):
+            return self.lookup(node, node.id)
+        return self.eval(node)
 
     def visit_Attribute(self, node):
         base = self.eval(node.value)
@@ -85,7 +96,7 @@ class Expressions:
         return slice(part(node.lower), part(node.upper), part(node.step))
 
     def visit_Subscript(self, node):
-        base = self.eval(node.value)
+        base = self.indexed(node.value)
         key = self.eval(node.slice)
         if isinstance(base, ir.Buffer):
             return subscript_buffer(base, key)

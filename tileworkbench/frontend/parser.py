@@ -36,7 +36,6 @@ RECURSION_LIMIT = 8000
 
 # Constructs Python has that kernels do not, with what to write instead.
 _UNSUPPORTED = {
-    "While": "`while` loops are not supported in kernels; use `for i in T.serial(n)`",
     "Break": "`break` is not supported: kernel loops run all their iterations (guard the body with an `if`)",
     "Continue": "`continue` is not supported: kernel loops run all their iterations (guard the body with an `if`)",
     "Return": "a kernel returns nothing: write its results into a tensor parameter",

@@ -11,6 +11,8 @@ import ast
 
 from .. import dtypes as _dt
 from ..ir import nodes as ir
+from ..ir.printer import expr_text
+from ..ir.visitor import collect
 from . import builder as _b
 from .regions import subscript_buffer
 from .expressions import BINOPS
@@ -122,6 +124,12 @@ class Statements:
         if not isinstance(target, ast.Name):
             raise self.error(target, "unsupported assignment target")
         name = target.id
+        found, old = self.scope.lookup(name)
+        if found and isinstance(old, ir.Buffer) and old in self.builder.var_buffers and old is not value:
+            # TileLang's kernel variable: `x = T.alloc_var(T.int32)` then `x = 0` assigns it
+            self.builder.emit(ir.BufferStore(old, (ir.const(0),), ir.cast(
+                _b.stored_value(value, old, f"the value assigned to {name}"), old.dtype)))
+            return
         if isinstance(value, ir.Buffer):
             if value.name in ("buf", "mbar", "tensor"):
                 value.name = self.builder.fresh_name(name)
@@ -165,7 +173,7 @@ class Statements:
             self._assign(node.target, value, node)
 
     def _store(self, target: ast.Subscript, value):
-        buf = self.eval(target.value)
+        buf = self.indexed(target.value)
         if not isinstance(buf, ir.Buffer):
             raise self.error(target, f"only kernel buffers can be assigned to by index, not {ir.describe(buf)}")
         if buf.scope == "barrier":
@@ -205,6 +213,37 @@ class Statements:
             body = ir.For(var, extent, body, spec.kind, start, dict(spec.annotations), pipeline, loc=self.loc(node))
         self.builder.emit(body)
 
+    def visit_While(self, node):
+        if node.orelse:
+            raise self.error(node, "while-else is not supported in kernels")
+        if not self.builder.in_kernel:
+            raise self.error(node, "a `while` loop must be inside `with T.Kernel(...)`")
+        cond = self.eval(node.test)
+        if isinstance(cond, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
+            raise self.error(node.test, f"{ir.describe(cond)} is not a condition; compare its elements instead")
+        if not _is_ir(cond):
+            raise self.error(node.test, f"this condition is {bool(cond)} while the kernel is built, so the loop "
+                                        "would run never or forever: make it depend on a kernel value that the "
+                                        "body changes (a T.alloc_var, or a local buffer element)")
+        if cond.dtype.is_float:
+            raise self.error(node.test, f"a while condition must be a comparison or an integer, not {cond.dtype.name}")
+        outer = self.scope
+        self.scope = Scope({}, outer)
+        self.builder.push()
+        self.builder.loop_vars.append(ir.Var("while"))  # names re-assigned in it are loop-carried
+        try:
+            self.visit_body(node.body)
+        finally:
+            self.builder.loop_vars.pop()
+            self.scope = outer
+        body = self.builder.pop()
+        if not _changes_condition(body, cond):
+            raise self.error(node.test, f"the body of this loop changes nothing its condition "
+                                        f"({expr_text(cond)}) reads, so once entered it would never end "
+                                        "(a hung GPU): assign a kernel variable or local buffer element the "
+                                        "condition reads inside the loop")
+        self.builder.emit(ir.While(cond, body, loc=self.loc(node)))
+
     def _loop_spec(self, it) -> LoopSpec:
         if isinstance(it, ast.Call):
             fn = self.eval(it.func)
@@ -237,3 +276,17 @@ class Statements:
             self.visit_body(node.orelse)
             else_body = self.builder.pop()
         self.builder.emit(ir.IfThenElse(cond, then_body, else_body))
+
+
+def _changes_condition(body: ir.Stmt, cond: ir.Expr) -> bool:
+    """Whether ``body`` may change what a ``while`` condition reads: it assigns one of the
+    condition's scalars or stores into one of its buffers (tile operations included); memory
+    that other threads or blocks can write (global, shared) counts as changing."""
+    loaded = {load.buffer for load in collect(cond, ir.BufferLoad)}
+    if any(b.scope in ("global", "shared") for b in loaded):
+        return True
+    written = {s.var for s in collect(body, ir.Assign)}
+    written |= {s.buffer for s in collect(body, ir.BufferStore)}
+    written |= {s.dst.buffer for s in collect(body, (ir.Copy, ir.Fill))}
+    return bool(written & (loaded | set(collect(cond, ir.Var))))
+

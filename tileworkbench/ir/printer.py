@@ -125,6 +125,10 @@ class _Printer:
         self.emit(d, f"for {s.var.name} in T.{fn}({start}{expr_text(s.extent)}{ann}):")
         self.stmt(s.body, d + 1)
 
+    def p_While(self, s, d):
+        self.emit(d, f"while {expr_text(s.cond)}:")
+        self.stmt(s.body, d + 1)
+
     def p_IfThenElse(self, s, d):
         self.emit(d, f"if {expr_text(s.cond)}:")
         self.stmt(s.then_body, d + 1)

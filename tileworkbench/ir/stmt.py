@@ -89,6 +89,17 @@ class For(Stmt):
 
 
 @dataclass(eq=False, repr=False)
+class While(Stmt):
+    """``while cond: body``: a serial loop whose trip count shows only as it runs (stream-K's run
+    of iterations across tiles); ``cond`` is evaluated before each iteration. Passes treat it as a
+    serial loop with no known range and no iteration variable."""
+
+    cond: Expr
+    body: Stmt
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
 class IfThenElse(Stmt):
     cond: Expr
     then_body: Stmt

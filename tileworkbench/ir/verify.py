@@ -142,6 +142,10 @@ class _Verifier(IRVisitor):
         finally:
             self.scopes.pop()
 
+    def visit_While(self, node: ir.While):
+        self.visit(node.cond)
+        self.scoped(node.body)
+
     def visit_IfThenElse(self, node: ir.IfThenElse):
         self.visit(node.cond)
         self.scoped(node.then_body)

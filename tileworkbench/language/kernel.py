@@ -163,6 +163,7 @@ def alloc_local(shape, dtype=float32, scope="local"):
 
 def alloc_var(dtype=int32, init=None):
     buf = _alloc((1,), dtype, "local")
+    _b.current().var_buffers.add(buf)
     if init is not None:
         value = _b.number(init, "T.alloc_var: init")
         _b.current().emit(ir.BufferStore(buf, (ir.const(0),), ir.cast(value, buf.dtype)))

@@ -4,7 +4,8 @@ Expects: tile-level IR (copies, gemms and user stores not yet lowered to threads
 Guarantees: a ``T.sync_threads()`` stands between
   * a thread write of a shared buffer (copy, fill, store) and any later read of it (RAW),
   * a read of a shared buffer and a later write of it by threads or by a TMA load (WAR),
-including across iterations of serial and pipelined loops. What came before an ``if`` is ordered
+including across iterations of serial and pipelined loops and of ``while`` loops (whose body
+needing a barrier is a ``CompileError`` when the loop's condition may differ between threads). What came before an ``if`` is ordered
 by a sync before it; a hazard between two statements inside one gets its sync inside when the
 condition is the same for every thread of the block (``rules.uniformity``: ``if BlockMask[by, bx,
 k]:`` around a tile's copies and its gemm), and is a ``CompileError`` when the condition may differ
@@ -209,6 +210,25 @@ def _if(s: ir.IfThenElse, state: _State, variance: Variance, out: list) -> _Stat
     return then_end.merge(other_end)
 
 
+def _while(s: ir.While, state: _State, variance: Variance, out: list) -> _State:
+    """As a serial loop of unknown trip count: what one iteration leaves behind meets the next."""
+    if _hazard(_accesses(ir.Evaluate(s.cond)), state):  # the condition reads what was just written
+        _sync(out)
+        state = _State()
+    _, end = _block(s.body, state.copy(), variance)
+    body, end = _block(s.body, state.merge(end), variance)
+    if _syncs(body) and not variance.is_uniform(s.cond):
+        needs = _after_first_sync(body)
+        line = f" (before line {needs.loc.line})" if needs is not None and needs.loc is not None and needs.loc.line else ""
+        raise CompileError(
+            f"threads write shared memory and read it again inside this `while` loop, whose condition "
+            f"({expr_text(s.cond)}) may differ between the threads of a block: the block barrier needed "
+            f"between them{line} cannot go inside it (threads that leave the loop early would hang the block). "
+            f"Make the condition the same for every thread, or move the shared-memory work out of the loop", s.loc)
+    out.append(replace(s, body=body))
+    return state.merge(end)  # the body may run no time at all
+
+
 def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
     out: list = []
     stmts = stmt.stmts if isinstance(stmt, ir.SeqStmt) else [stmt]
@@ -236,6 +256,8 @@ def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
             out.append(replace(s, consumer=consumer))
         elif isinstance(s, ir.IfThenElse):
             state = _if(s, state, variance, out)
+        elif isinstance(s, ir.While):
+            state = _while(s, state, variance, out)
         else:
             state = _leaf(s, state, out)
     return ir.seq(out), state

@@ -11,7 +11,8 @@ Guarantees:
     ``<src>_to_<dst>_mbarrier`` (count 1), elected ``arrive_and_expect_tx`` + load, and every
     thread waits for the phase: 0 outside loops, the iteration's parity inside a loop nest that
     runs each body the product of its extents times; where the count of earlier executions is
-    not that (an ``if`` inside the loops skips some, an inner loop's extent changes) the phase is
+    not that (an ``if`` inside the loops skips some, an inner loop's extent changes, a ``while``
+    loop runs it) the phase is
     a scalar the wait flips (``<barrier>_phase``), so a skipped copy never makes a later wait
     pass on an old phase.
   * each copy is descriptorless (``cp.async.bulk``) when the global region is contiguous, the
@@ -116,6 +117,15 @@ class _LowerTma(IRMutator):
             return self.generic_visit(node)
         finally:
             self.loops.pop()
+
+    def visit_While(self, node):
+        # A statement in a while loop runs an unknown number of times: no iteration index counts
+        # it, so a synchronous TMA copy there waits on a phase it flips (counts_by_iteration).
+        self.branches_in_loops += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.branches_in_loops -= 1
 
     def visit_IfThenElse(self, node):
         inside = bool(self.loops)

@@ -53,6 +53,9 @@ class _Taint(IRVisitor):
         self.generic_visit(n)
         self.context_variant -= threaded
 
+    def visit_While(self, n):
+        self.visit_IfThenElse(n)  # a thread-variant condition makes its body variant, as an if's
+
     def visit_IfThenElse(self, n):
         variant = not self.variance.is_uniform(n.cond)
         self.context_variant += variant
