@@ -50,8 +50,7 @@ def test_a_while_whose_threads_disagree_around_a_barrier_is_refused():
         tw.lower(main, target=SM90)
 
 
-@pytest.mark.filterwarnings("ignore:barrier check")
-def test_a_synchronous_tma_copy_in_a_while_waits_on_a_flipped_phase():
+def tma_copies_in_a_while():
     @T.prim_func
     def main(A: T.Tensor((16, 64, 64), "float16"), B: T.Tensor((16, 64, 64), "float16")):
         with T.Kernel(1, threads=128):
@@ -62,6 +61,13 @@ def test_a_synchronous_tma_copy_in_a_while_waits_on_a_flipped_phase():
                 T.copy(A[i, 0:64, 0:64], s, prefer_instruction="tma")
                 T.copy(s, B[i, 0:64, 0:64])
                 i = i + 1
+
+    return main
+
+
+@pytest.mark.filterwarnings("ignore:barrier check")
+def test_a_synchronous_tma_copy_in_a_while_waits_on_a_flipped_phase():
+    main = tma_copies_in_a_while()
 
     code = kernel_part(tw.lower(main, target=SM90).device_source)
     assert "A_to_s_mbarrier[0].wait(A_to_s_mbarrier_phase);" in code
@@ -69,17 +75,7 @@ def test_a_synchronous_tma_copy_in_a_while_waits_on_a_flipped_phase():
 
 
 def test_the_barrier_checker_says_it_did_not_simulate_a_while():
-    @T.prim_func
-    def main(A: T.Tensor((16, 64, 64), "float16"), B: T.Tensor((16, 64, 64), "float16")):
-        with T.Kernel(1, threads=128):
-            s = T.alloc_shared((64, 64), "float16")
-            i = T.alloc_var(T.int32)
-            i = 0
-            while i < 16:
-                T.copy(A[i, 0:64, 0:64], s, prefer_instruction="tma")
-                T.copy(s, B[i, 0:64, 0:64])
-                i = i + 1
-
+    main = tma_copies_in_a_while()
     with pytest.warns(TileworkbenchWarning, match=r"the while loop on i\[0\] < 16 .* not simulated"):
         tw.lower(main, target=SM90)
 
