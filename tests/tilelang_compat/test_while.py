@@ -9,7 +9,7 @@ import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.errors import TileworkbenchWarning
 from tileworkbench.examples.edge_cases import collatz_steps
-from tileworkbench.examples.tilelang_programs.streamk_gemm import streamk_matmul
+from tileworkbench.examples.tilelang_programs.streamk_gemm import CASES as STREAMK_CASES
 
 SM90 = "sm_90a"
 
@@ -19,8 +19,7 @@ def kernel_part(src: str) -> str:
 
 
 def test_stream_k_runs_its_pipelined_loop_inside_a_while_with_a_barrier_each_pass():
-    kernel = streamk_matmul.compile(M=256, N=1024, K=512, block_M=16, block_N=128, block_K=32, programs=132,
-                                    num_stages=2, threads=64)
+    kernel = STREAMK_CASES["streamk_gemm"]["compile"]()
     code = kernel_part(kernel.get_kernel_source())
     loop = code[code.index("while ((start[0] < "):code.index("start[0] = end[0];")]
     # Each pass's prologue overwrites the tiles the last pass's gemms read: a barrier first.

@@ -21,13 +21,13 @@ def stream_k_plan(M, N, K, block_M, block_N, block_K, programs):
 
 
 @tilelang.jit
-def streamk_matmul(A, B, C, block_M, block_N, block_K, programs, num_stages, threads,
-                   dtype=T.float16, accum_dtype=T.float32):
+def streamk_matmul(A, B, C, streamk_tiles, full_iters, partial_iters, whole_per_program, block_M, block_N,
+                   block_K, programs, num_stages, threads, dtype=T.float16, accum_dtype=T.float32):
+    # The plan (stream_k_plan) comes from the caller: TileLang builds this body with the sizes
+    # still symbolic, so Python cannot branch on them here.
     M, N, K = T.const("M, N, K")
-    streamk_tiles, full_iters, partial_iters, whole_per_program = stream_k_plan(
-        M, N, K, block_M, block_N, block_K, programs)
-    iters_per_tile = tilelang.cdiv(K, block_K)
-    tiles_n = tilelang.cdiv(N, block_N)
+    iters_per_tile = T.ceildiv(K, block_K)
+    tiles_n = T.ceildiv(N, block_N)
 
     A: T.Tensor((M, K), dtype)
     B: T.Tensor((N, K), dtype)
@@ -81,8 +81,11 @@ SHAPE = (256, 1024, 512)
 
 
 def _case(M, N, K, block_M, block_N, block_K, stages, threads):
+    streamk_tiles, full_iters, partial_iters, whole = stream_k_plan(M, N, K, block_M, block_N, block_K, SMS)
     return dict(
-        compile=lambda: streamk_matmul.compile(M=M, N=N, K=K, block_M=block_M, block_N=block_N, block_K=block_K,
+        compile=lambda: streamk_matmul.compile(M=M, N=N, K=K, streamk_tiles=streamk_tiles, full_iters=full_iters,
+                                               partial_iters=partial_iters, whole_per_program=whole,
+                                               block_M=block_M, block_N=block_N, block_K=block_K,
                                                programs=SMS, num_stages=stages, threads=threads),
         inputs=lambda torch: (torch.rand(M, K, device="cuda", dtype=torch.float16) * 2 - 1,
                               torch.rand(N, K, device="cuda", dtype=torch.float16) * 2 - 1,
