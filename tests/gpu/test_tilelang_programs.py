@@ -213,3 +213,20 @@ def test_block_sparse_gemm_adds_exactly_the_kept_tiles(torch, block_K, stages, d
         keep = mask[:, :, k].repeat_interleave(128, 0).repeat_interleave(128, 1)
         ref += (a[:, k * block_K:(k + 1) * block_K].double() @ b[k * block_K:(k + 1) * block_K].double()) * keep
     torch.testing.assert_close(kernel(a, b, mask).double(), ref, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("n, c, h, w, f, k, s, d, p", [
+    (2, 64, 10, 12, 128, 3, 1, 1, 1),   # 240 output pixels: the last block's rows hang over
+    (3, 64, 17, 9, 256, 3, 2, 2, 2),    # stride, dilation and padding all > 1
+    (1, 32, 8, 8, 128, 1, 1, 1, 0),     # a 1x1 filter: a plain GEMM over the pixels
+])
+def test_convolution_against_torch(torch, n, c, h, w, f, k, s, d, p):
+    conv = _program("convolution")
+    kernel = conv.convolution.compile(N=n, C=c, H=h, W=w, F=f, K=k, S=s, D=d, P=p, block_M=64, block_N=128,
+                                      block_K=32, num_stages=3, threads=256)
+    images = torch.randn(n, h, w, c, device="cuda").half()
+    filters = torch.randn(k, k, c, f, device="cuda").half()
+    got = kernel(images, filters)
+    want = conv._reference(s, p, d)(images, filters)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.float(), want, rtol=1e-2, atol=1e-2)

@@ -8,6 +8,8 @@ import pytest
 import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.errors import TileworkbenchWarning
+
+from .kernel_files import import_kernel_file
 from tileworkbench.examples.edge_cases import collatz_steps
 from tileworkbench.examples.tilelang_programs.streamk_gemm import CASES as STREAMK_CASES
 
@@ -85,16 +87,12 @@ def test_the_barrier_checker_says_it_did_not_simulate_a_while():
     ("while X[0]:\n                Y[0] = 1.0", "a while condition must be a comparison or an integer"),
 ])
 def test_while_loops_that_cannot_be_built_say_why(tmp_path, body, message):
-    import importlib.util
-    src = tmp_path / "k.py"
-    src.write_text(f'''import tileworkbench.language as T
+    source = f'''import tileworkbench.language as T
 
 @T.prim_func
 def main(X: T.Tensor((4,), "float32"), Y: T.Tensor((4,), "float32")):
     with T.Kernel(1, threads=32):
             {body}
-''')
-    spec = importlib.util.spec_from_file_location("k_while", src)
-    module = importlib.util.module_from_spec(spec)
+'''
     with pytest.raises(tw.CompileError, match=message):
-        spec.loader.exec_module(module)
+        import_kernel_file(tmp_path, source)

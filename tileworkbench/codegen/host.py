@@ -19,7 +19,7 @@ from ..version import __version__
 from ..dtypes import TMA_TYPE_NAMES
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
-from ..ir.visitor import substitute
+from ..ir.visitor import collect, substitute
 from .cuda import DEBUG_PARAM, barrier_names
 
 _SWIZZLE = {0: "NONE", 1: "32B", 2: "64B", 3: "128B"}
@@ -61,13 +61,7 @@ def _local_names(func: ir.PrimFunc) -> dict:
 
 
 def _uses_scalars(values, scalars: set) -> bool:
-    return any(isinstance(v, ir.Expr) and any(u in scalars for u in _vars(v)) for v in values)
-
-
-def _vars(e):
-    from ..ir.visitor import collect
-
-    return collect(e, ir.Var)
+    return any(isinstance(v, ir.Expr) and any(u in scalars for u in collect(v, ir.Var)) for v in values)
 
 
 def _fields_lines(d, renamed, indent: str) -> list:
@@ -123,13 +117,17 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
         f"def launch(rt, {', '.join(names)}, stream=0):",
     ]
     args = []
+    views: dict = {}  # T.Tensor(shape, dtype, p.data) views of each parameter: their alignment is p's
+    for alloc in collect(func.body, ir.Allocate):
+        if alloc.buffer.attrs.get("view_of") is not None:
+            views.setdefault(alloc.buffer.attrs["view_of"], []).append(alloc.buffer)
     if any(isinstance(p, ir.Buffer) for p in func.params):
         lines.append("    # each tensor checked against the kernel's signature; what comes back is its device pointer")
     for p in func.params:
         name = local[p.name]
         if isinstance(p, ir.Buffer):
             strides = _tuple(p.effective_strides(), renamed)
-            align = p.attrs.get("align_bytes", 1)
+            align = max([p.attrs.get("align_bytes", 1)] + [v.attrs.get("align_bytes", 1) for v in views.get(p, ())])
             lines.append(f"    {name} = rt.tensor({p.name!r}, {name}, shape={_tuple(p.shape, renamed)}, "
                          f"dtype={p.dtype.name!r}, strides={strides}, align={align})")
         else:

@@ -168,6 +168,13 @@ def _is_numpy_number(value) -> bool:
     return isinstance(value, np.generic) and (np.issubdtype(value.dtype, np.number) or value.dtype == np.bool_)
 
 
+@dataclass(frozen=True, eq=False)
+class TensorData:
+    """``t.data`` of a global tensor: its memory, for ``T.Tensor(shape, dtype, t.data)`` to view."""
+
+    buffer: ir.Buffer
+
+
 @dataclass(frozen=True)
 class Point:
     """``A[i, j]`` used where a region is expected: a tile origin, extents from the other side."""

@@ -72,6 +72,8 @@ class Expressions:
         base = self.eval(node.value)
         if node.attr == "astype" and isinstance(base, ir.Expr):  # TileLang's x.astype(dtype): a cast
             return lambda dtype: ir.cast(base, _dt.as_dtype(dtype))
+        if node.attr == "data" and isinstance(base, ir.Buffer) and base.scope == "global" and base.data is None:
+            return _b.TensorData(base)  # a kernel parameter's memory, for T.Tensor(shape, dtype, t.data)
         try:
             return getattr(base, node.attr)
         except AttributeError:

@@ -24,6 +24,7 @@ from .kernel import (
     make_tensor,
     use_swizzle,
 )
+from .im2col import im2col
 from .loops import Parallel, Pipelined, Serial, serial, unroll, vectorized
 from .macros import macro
 from .math import (
@@ -153,6 +154,7 @@ __all__ = [
     "half",
     "handle",
     "if_then_else",
+    "im2col",
     "infinity",
     "int16",
     "int32",

@@ -183,6 +183,44 @@ def alloc_barrier(arrive_count) -> ir.Buffer:
     return buf
 
 
+def view_tensor(data, shape, dtype):
+    """``T.Tensor(shape, dtype, t.data)`` inside a kernel: the contiguous tensor ``t``'s memory seen
+    with another row-major shape of no more elements (convolution's ``(KH, KW, C, F)`` weights as a
+    ``(KH * KW * C, F)`` matrix). What the view's accesses need of ``t`` (alignment) the launcher
+    checks on ``t``."""
+    if not isinstance(data, _b.TensorData):
+        raise error(f"T.Tensor(shape, dtype, data): data must be a tensor's .data (t.data), not {_b.describe(data)}")
+    base = data.buffer
+    if base.strides is not None:
+        raise error(f"T.Tensor(shape, dtype, {base.name}.data): {base.name} has strides of its own; a view "
+                    "needs a contiguous tensor")
+    if dtype != base.dtype:
+        raise error(f"T.Tensor(shape, dtype, {base.name}.data): the view is {dtype.name} but {base.name} holds "
+                    f"{base.dtype.name}")
+    shape = _tensor_dims(shape, "T.Tensor", dtype)
+    sizes = [ir.const_int(d) for d in shape] + [ir.const_int(d) for d in base.shape]
+    if None in sizes:
+        raise error("T.Tensor(shape, dtype, t.data): both shapes must be known when the kernel is compiled")
+    view_n = _prod(ir.const_int(d) for d in shape)
+    base_n = _prod(ir.const_int(d) for d in base.shape)
+    if view_n > base_n:
+        raise error(f"T.Tensor(shape, dtype, {base.name}.data): the view has {view_n} elements, more than "
+                    f"{base.name}'s {base_n}")
+    start = ir.Call("address_of", (ir.BufferLoad(base, tuple(ir.const(0) for _ in base.shape), base.dtype),),
+                    _dt.handle)
+    buf = ir.Buffer("tensor", shape, dtype, "global", data=start,
+                    attrs={"device_bound": True, "view_of": base}, loc=_b.current().loc)
+    _b.current().emit(ir.Allocate(buf))
+    return buf
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
 def make_tensor(ptr, shape, dtype=float32, strides=None):
     """A global tensor whose address is loaded inside the kernel (``src_ptrs[0]``)."""
     dt = _dtype(dtype, "T.make_tensor")

@@ -85,8 +85,11 @@ def dtype(value) -> DType:
     return _dtype(value, "T.dtype")
 
 
-def Tensor(shape, dtype=float32) -> TensorSpec:  # noqa: N802
+def Tensor(shape, dtype=float32, data=None) -> TensorSpec:  # noqa: N802
     dt = _dtype(dtype, "T.Tensor")
+    if data is not None:  # inside a kernel: another shape over a tensor's memory
+        from .kernel import view_tensor
+        return view_tensor(data, shape, dt)
     return TensorSpec(_tensor_dims(shape, "T.Tensor", dt), dt)
 
 

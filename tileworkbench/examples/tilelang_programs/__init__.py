@@ -15,4 +15,4 @@ A case with ``accumulates`` adds into its last input (split-K): it is zeroed bef
 """
 
 FAMILIES = ("elementwise", "gemm", "gemv", "norms", "softmax", "splitk", "attention", "gemm_fp8", "flash_decoding",
-            "blocksparse_gemm", "topk", "streamk_gemm")
+            "blocksparse_gemm", "topk", "streamk_gemm", "convolution")
