@@ -11,8 +11,11 @@ and nothing else of ours, so the same file runs under TileLang 0.1.15 with those
 module's ``CASES`` names its benchmark problems: ``compile`` (no arguments, gives the kernel),
 ``inputs(torch)`` (fresh random CUDA tensors), ``reference(*inputs)`` (torch in float32 or wider),
 ``rtol``/``atol`` (the example's own tolerances) and ``bytes`` or ``flops`` for the throughput.
-A case with ``accumulates`` adds into its last input (split-K): it is zeroed before a checked call.
+A case with ``accumulates`` adds into its last input (split-K): it is zeroed before a checked call;
+one with ``postprocess`` has it applied to the kernel's result before the check (retention sums
+its key-dimension parts), not timed.
 """
 
 FAMILIES = ("elementwise", "gemm", "gemv", "norms", "softmax", "splitk", "attention", "gemm_fp8", "flash_decoding",
-            "blocksparse_gemm", "topk", "streamk_gemm", "convolution")
+            "blocksparse_gemm", "topk", "streamk_gemm", "convolution",
+            "retention")
