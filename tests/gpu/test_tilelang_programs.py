@@ -230,3 +230,13 @@ def test_convolution_against_torch(torch, n, c, h, w, f, k, s, d, p):
     want = conv._reference(s, p, d)(images, filters)
     assert got.shape == want.shape
     torch.testing.assert_close(got.float(), want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("n", [2, 8, 64, 256, 1024, 8192, 32768])
+def test_hadamard_every_level_of_the_butterfly(torch, n):
+    """2 and 8: one thread's registers; 64 and 256: a warp's shuffles; 1024 and up: across warps
+    through shared memory (32768 in four exchanges)."""
+    had = _program("hadamard")
+    x = torch.randn(5, n, device="cuda")
+    torch.testing.assert_close(had.hadamard(x, n, tilelang.language.float32).double(), had._walsh_hadamard(x),
+                               rtol=1e-4, atol=1e-3 * n ** 0.5)

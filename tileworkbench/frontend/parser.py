@@ -41,7 +41,6 @@ _UNSUPPORTED = {
     "Return": "a kernel returns nothing: write its results into a tensor parameter",
     "Try": "`try` is not supported in kernels",
     "Raise": "`raise` is not supported in kernels",
-    "Assert": "`assert` is not supported in kernels (check sizes in Python before defining the kernel)",
     "Lambda": "lambdas are not supported in kernels; define a Python helper outside the kernel",
     "ListComp": "list comprehensions are not supported in kernels; build lists in Python outside the kernel",
     "SetComp": "set comprehensions are not supported in kernels",

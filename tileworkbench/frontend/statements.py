@@ -213,20 +213,24 @@ class Statements:
             body = ir.For(var, extent, body, spec.kind, start, dict(spec.annotations), pipeline, loc=self.loc(node))
         self.builder.emit(body)
 
-    def visit_While(self, node):
-        if node.orelse:
-            raise self.error(node, "while-else is not supported in kernels")
-        if not self.builder.in_kernel:
-            raise self.error(node, "a `while` loop must be inside `with T.Kernel(...)`")
+    def visit_Assert(self, node):
+        """An ``assert`` on values known while the kernel is built (sizes) is checked then, as
+        TileLang's builder does; one on a kernel value would need a device-side trap."""
         cond = self.eval(node.test)
-        if isinstance(cond, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
-            raise self.error(node.test, f"{ir.describe(cond)} is not a condition; compare its elements instead")
-        if not _is_ir(cond):
-            raise self.error(node.test, f"this condition is {bool(cond)} while the kernel is built, so the loop "
-                                        "would run never or forever: make it depend on a kernel value that the "
-                                        "body changes (a T.alloc_var, or a local buffer element)")
-        if cond.dtype.is_float:
-            raise self.error(node.test, f"a while condition must be a comparison or an integer, not {cond.dtype.name}")
+        if _is_ir(cond) or isinstance(cond, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
+            raise self.error(node, "`assert` is not supported on kernel values (check sizes in Python, or guard "
+                                   "the work with an `if`)")
+        if not cond:
+            message = self.eval(node.msg) if node.msg is not None else ast.unparse(node.test)
+            raise self.error(node, f"assertion failed: {message}")
+
+    def visit_While(self, node):
+        if node.orelse or not self.builder.in_kernel:
+            raise self.error(node, "while-else is not supported in kernels" if node.orelse else
+                             "a `while` loop must be inside `with T.Kernel(...)`")
+        cond = self.eval(node.test)
+        if (problem := _while_condition_problem(cond)) is not None:
+            raise self.error(node.test, problem)
         outer = self.scope
         self.scope = Scope({}, outer)
         self.builder.push()
@@ -238,10 +242,9 @@ class Statements:
             self.scope = outer
         body = self.builder.pop()
         if not _changes_condition(body, cond):
-            raise self.error(node.test, f"the body of this loop changes nothing its condition "
-                                        f"({expr_text(cond)}) reads, so once entered it would never end "
-                                        "(a hung GPU): assign a kernel variable or local buffer element the "
-                                        "condition reads inside the loop")
+            raise self.error(node.test, f"the body of this loop changes nothing its condition ({expr_text(cond)}) "
+                                        "reads, so once entered it would never end (a hung GPU): assign a kernel "
+                                        "variable or local buffer element the condition reads inside the loop")
         self.builder.emit(ir.While(cond, body, loc=self.loc(node)))
 
     def _loop_spec(self, it) -> LoopSpec:
@@ -289,4 +292,17 @@ def _changes_condition(body: ir.Stmt, cond: ir.Expr) -> bool:
     written |= {s.buffer for s in collect(body, ir.BufferStore)}
     written |= {s.dst.buffer for s in collect(body, (ir.Copy, ir.Fill))}
     return bool(written & (loaded | set(collect(cond, ir.Var))))
+
+
+def _while_condition_problem(cond) -> str | None:
+    """Why ``cond`` cannot be a ``while`` loop's condition (None: it can)."""
+    if isinstance(cond, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
+        return f"{ir.describe(cond)} is not a condition; compare its elements instead"
+    if not _is_ir(cond):
+        return (f"this condition is {bool(cond)} while the kernel is built, so the loop would run never or "
+                "forever: make it depend on a kernel value that the body changes (a T.alloc_var, or a local "
+                "buffer element)")
+    if cond.dtype.is_float:
+        return f"a while condition must be a comparison or an integer, not {cond.dtype.name}"
+    return None
 

@@ -53,6 +53,7 @@ from .math import (
     sin,
     sqrt,
     tanh,
+    tvm_warp_shuffle,
 )
 from .signature import const, empty
 from .sync import barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, sync_threads, tma_store_wait
@@ -189,6 +190,7 @@ __all__ = [
     "StridedTensor",
     "sync_threads",
     "tanh",
+    "tvm_warp_shuffle",
     "Tensor",
     "tma_copy",
     "tma_store_wait",

@@ -47,6 +47,20 @@ def if_then_else(cond, a, b):
     return _b.select(cond, a, b)
 
 
+def tvm_warp_shuffle(mask, value, lane, width, warp_size=32):
+    """``value`` as lane ``lane`` (taken modulo ``width``) of the calling thread's group of
+    ``width`` lanes holds it: CUDA's ``__shfl_sync(mask, value, lane, width)``. Every thread the
+    mask names must make the same call (TileLang's spelling, from TVM)."""
+    value = _b.number(value, "T.tvm_warp_shuffle: the value")
+    width_n = _b.constant_int(width, "T.tvm_warp_shuffle: width", low=1, high=32)
+    if width_n & (width_n - 1):
+        raise error(f"T.tvm_warp_shuffle: width must be a power of 2 up to 32, got {width_n}")
+    _b.constant_int(warp_size, "T.tvm_warp_shuffle: warp_size", low=1, high=32)  # TVM's; width is what CUDA takes
+    mask = ir.cast(_b.integer(mask, "T.tvm_warp_shuffle: mask"), _dt.uint32)
+    lane = _b.integer(lane, "T.tvm_warp_shuffle: lane")
+    return ir.Call("__shfl_sync", (mask, value, lane, ir.const(width_n)), value.dtype)
+
+
 def _math(name, float_only=True):
     def fn(x):
         x = _b.number(x, f"T.{name}: the argument")
