@@ -24,6 +24,17 @@ def warp_butterflies(local, other, thread_elem, warp_size, rounds):
             local[j] = T.if_then_else(upper == 0, local[j] + other[j], other[j] - local[j])
 
 
+@T.macro
+def transpose_through(local, shared, write_row, read_row, exchanges, per_exchange):
+    """Each thread writes its elements to row ``write_row`` and takes those of row ``read_row``."""
+    for r in T.serial(exchanges):
+        at = per_exchange * r
+        for j in T.vectorized(per_exchange):
+            shared[write_row, j] = local[at + j]
+        for j in T.vectorized(per_exchange):
+            local[at + j] = shared[read_row, j]
+
+
 @tilelang.jit
 def hadamard(A, n, dtype):
     b = T.const("b")
@@ -71,19 +82,9 @@ def hadamard(A, n, dtype):
             src = tx // warp_size * warp_size + tx % warp_size
             dst = tx % warps * warp_size + tx // warps
             # transpose (warp, lane) through shared memory, butterfly across warps, transpose back
-            for r in T.serial(exchanges):
-                at = per_exchange * r
-                for j in T.vectorized(per_exchange):
-                    shared[src, j] = local[at + j]
-                for j in T.vectorized(per_exchange):
-                    local[at + j] = shared[dst, j]
+            transpose_through(local, shared, src, dst, exchanges, per_exchange)
             warp_butterflies(local, other, thread_elem, warp_size, block_rounds)
-            for r in T.serial(exchanges):
-                at = per_exchange * r
-                for j in T.vectorized(per_exchange):
-                    shared[dst, j] = local[at + j]
-                for j in T.vectorized(per_exchange):
-                    local[at + j] = shared[src, j]
+            transpose_through(local, shared, dst, src, exchanges, per_exchange)
 
         for i in T.vectorized(thread_elem):
             B[bx, tx * thread_elem + i] = local[i]
