@@ -240,3 +240,11 @@ def test_hadamard_every_level_of_the_butterfly(torch, n):
     x = torch.randn(5, n, device="cuda")
     torch.testing.assert_close(had.hadamard(x, n, tilelang.language.float32).double(), had._walsh_hadamard(x),
                                rtol=1e-4, atol=1e-3 * n ** 0.5)
+
+
+def test_a_persistent_gemm_walks_every_tile_of_a_ragged_problem(torch):
+    gemm = _program("gemm")
+    kernel = gemm.matmul_persistent.compile(M=1000, N=1030, K=520, block_M=128, block_N=256, block_K=64, threads=256,
+                                            num_stages=3, sm_num=7)  # 8 x 5 tiles, 6 waves of 7 blocks
+    a, b = (torch.randn(*s, device="cuda", dtype=torch.float16) for s in ((1000, 520), (520, 1030)))
+    torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)

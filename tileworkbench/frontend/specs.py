@@ -56,6 +56,24 @@ def opens_kernel_scope(fn):
     return fn
 
 
+@dataclass(frozen=True)
+class PersistentTiles:
+    """``T.Persistent(domain, wave_size, index, group_size)``: a block's walk over the tiles of
+    ``domain``, one wave of ``wave_size`` blocks at a time, as TileLang numbers them: tiles in
+    groups of ``group_size`` along the last dimension (L2 reuse), ``index`` the block's place in a
+    wave."""
+
+    domain: tuple
+    wave_size: ir.Expr
+    index: ir.Expr
+    group: int
+
+    def grouped(self) -> list:
+        """The walk's dimensions, slowest first: groups of the last, the others, within a group."""
+        last = self.domain[-1]
+        return [ir.as_expr((last + self.group - 1) // self.group), *self.domain[:-1], ir.as_expr(self.group)]
+
+
 @dataclass
 class LoopSpec:
     """``T.serial`` / ``T.Parallel`` / ``T.Pipelined`` / ``T.unroll``: a kernel loop for ``for``."""
@@ -65,6 +83,7 @@ class LoopSpec:
     starts: tuple
     annotations: dict = field(default_factory=dict)
     stages: int | None = None  # T.Pipelined's num_stages
+    persistent: PersistentTiles | None = None  # T.Persistent's tile walk
 
     def __iter__(self):
         # A Python helper the kernel calls runs as Python: its `for` cannot become a kernel loop.

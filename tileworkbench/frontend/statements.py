@@ -194,6 +194,8 @@ class Statements:
             raise self.error(node, "for-else is not supported in kernels")
         spec = self._loop_spec(node.iter)
         names = self._target_names(node.target)
+        if spec.persistent is not None:
+            return _persistent_loop(self, node, spec.persistent, names)
         if len(names) != len(spec.extents):
             raise self.error(node, f"this loop has {len(spec.extents)} dimension(s) but "
                                    f"{len(names)} loop variable(s)")
@@ -306,3 +308,39 @@ def _while_condition_problem(cond) -> str | None:
         return f"a while condition must be a comparison or an integer, not {cond.dtype.name}"
     return None
 
+
+def _persistent_loop(self, node, tiles, names):
+    """``for bx, by in T.Persistent(...)``: a serial loop over waves; in each, this block's tile
+    (``w * wave_size + index`` in the grouped order) unravelled into the loop's names, the body
+    run where the tile is one of the domain's (TileLang leaves the loop there instead: we have
+    no break, and every later wave is past the end too)."""
+    if len(names) != len(tiles.domain):
+        raise self.error(node, f"this T.Persistent domain has {len(tiles.domain)} dimension(s) but "
+                               f"{len(names)} loop variable(s)")
+    wave = ir.Var(self.builder.fresh_name("w"))
+    grouped = tiles.grouped()
+    tile = wave * tiles.wave_size + tiles.index
+    digits, rest = [], tile
+    for extent in reversed(grouped[1:]):
+        digits.append(rest % extent)
+        rest = rest // extent
+    digits = [rest] + list(reversed(digits))  # one per grouped dimension, slowest first
+    coords = [*digits[1:-1], digits[0] * tiles.group + digits[-1]]
+    padded = 1
+    for d in grouped:
+        padded *= ir.const_int(d)
+    outer = self.scope
+    self.builder.push()
+    coord_vars = [ir.Var(self.builder.fresh_name(n)) for n in names]
+    self.scope = Scope(dict(zip(names, coord_vars)), outer)
+    self.builder.loop_vars.append(wave)
+    try:
+        self.visit_body(node.body)
+    finally:
+        self.builder.loop_vars.pop()
+        self.scope = outer
+    body = ir.IfThenElse(ir.cmp("<", coord_vars[-1], ir.const(tiles.domain[-1])), self.builder.pop())
+    body = ir.seq([ir.LetStmt(v, c) for v, c in zip(coord_vars, coords)] + [body])
+    body = ir.IfThenElse(ir.cmp("<", tile, ir.const(padded)), body)
+    extent = ir.const(-(-padded // ir.const_int(tiles.wave_size)))
+    self.builder.emit(ir.For(wave, extent, body, "serial", loc=self.loc(node)))

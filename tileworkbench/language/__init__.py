@@ -25,7 +25,7 @@ from .kernel import (
     use_swizzle,
 )
 from .im2col import im2col
-from .loops import Parallel, Pipelined, Serial, serial, unroll, vectorized
+from .loops import Parallel, Persistent, Pipelined, Serial, serial, unroll, vectorized
 from .macros import macro
 from .math import (
     Cast,
@@ -173,6 +173,7 @@ __all__ = [
     "min",
     "min_value",
     "Parallel",
+    "Persistent",
     "Pipelined",
     "prim_func",
     "ptr",

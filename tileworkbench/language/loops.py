@@ -7,7 +7,7 @@ import builtins as _builtins
 
 from ..frontend import builder as _b
 from ..frontend.builder import error
-from ..frontend.specs import LoopSpec, loop_extent, range_args, serial_loop
+from ..frontend.specs import LoopSpec, PersistentTiles, loop_extent, range_args, serial_loop
 from ..ir import nodes as ir
 
 _py_bool = _builtins.bool
@@ -19,6 +19,26 @@ def Parallel(*extents, coalesced_width=None):  # noqa: N802
     checked = tuple(loop_extent(_b.integer(e, f"T.Parallel: extent {i}"), f"T.Parallel: extent {i}")
                     for i, e in enumerate(extents))
     return LoopSpec("parallel", checked, tuple(ir.const(0) for _ in extents))
+
+
+def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802
+    """``for bx, by in T.Persistent([m_blocks, n_blocks], sm_num, block_id)``: this block's tiles of
+    the domain, wave after wave (``frontend.specs.PersistentTiles``)."""
+    dims = tuple(_b.constant_int(d, f"T.Persistent: domain dimension {i}", low=1) for i, d in enumerate(domain))
+    if not dims:
+        raise error("T.Persistent needs a domain of at least one dimension")
+    waves = _b.integer(wave_size, "T.Persistent: wave_size")
+    index = _b.integer(index, "T.Persistent: index")
+    group = _builtins.max(1, _builtins.min(_b.constant_int(group_size, "T.Persistent: group_size", low=1), dims[-1]))
+    tiles = PersistentTiles(dims, waves, index, group)
+    padded = 1
+    for d in tiles.grouped():
+        padded *= ir.const_int(d)
+    wave_n = ir.const_int(waves)
+    if wave_n is None:
+        raise error("T.Persistent: wave_size must be known when the kernel is compiled (the number of SMs)")
+    extent = ir.const(-(-padded // wave_n))
+    return LoopSpec("persistent", (extent,), (ir.const(0),), persistent=tiles)
 
 
 def serial(*args, annotations=None):

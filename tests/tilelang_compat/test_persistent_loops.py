@@ -1,0 +1,55 @@
+"""``T.Persistent``: a block's walk over the tiles of a domain, wave after wave, numbered as
+TileLang numbers them (groups of ``group_size`` along the last dimension)."""
+
+from __future__ import annotations
+
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.examples.tilelang_programs.gemm import matmul_persistent
+
+
+def tiles_visited(domain, waves_of, group):
+    """The (block, wave) -> tile map the kernel below writes, by a plain Python model of the walk."""
+    m, n = domain
+    g = max(1, min(group, n))
+    grouped = [-(-n // g), m, g]
+    padded = grouped[0] * m * g
+    seen = {}
+    for block in range(waves_of):
+        for w in range(-(-padded // waves_of)):
+            t = w * waves_of + block
+            if t >= padded:
+                continue
+            within, rest = t % g, t // g
+            bx, top = rest % m, rest // m
+            by = top * g + within
+            if by < n:
+                seen[(bx, by)] = (block, w)
+    return seen
+
+
+def test_the_walk_covers_every_tile_once():
+    for domain, sms, group in [((8, 5), 132, 8), ((7, 13), 16, 8), ((3, 3), 4, 2)]:
+        seen = tiles_visited(domain, sms, group)
+        assert sorted(seen) == [(i, j) for i in range(domain[0]) for j in range(domain[1])]
+
+
+def test_a_persistent_gemm_binds_its_tile_coordinates_per_wave():
+    kernel = matmul_persistent.compile(M=2048, N=3072, K=512, block_M=128, block_N=256, block_K=64, threads=256,
+                                       num_stages=3, sm_num=16)
+    code = kernel.get_kernel_source().split("// ---- kernel ----")[1]
+    # 16 x 12 tiles in groups of 8 along N: 2 x 16 x 8 = 256 places, 16 waves of 16 blocks
+    assert "for (int w = 0; w < 16; ++w) {" in code
+    # the tile's column (its group's first plus its place in the group) inside the 12 there are
+    assert "if ((((((w * 2) / 16) * 8) + (block_id % 8)) < 12)) {" in code
+
+
+def test_a_persistent_domain_and_its_names_must_agree():
+    with pytest.raises(tw.CompileError, match="this T.Persistent domain has 2 dimension"):
+        @T.prim_func
+        def main(A: T.Tensor((128,), "float32")):
+            with T.Kernel(4, threads=128) as b:
+                for x in T.Persistent([4, 4], 4, b):
+                    A[x] = 1.0
