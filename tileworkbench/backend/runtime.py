@@ -90,7 +90,7 @@ class Runtime:
                 if not ptr % align:
                     return ptr
         else:
-            ptr = _cupy_pointer(value, shape, dtype, strides, align)
+            ptr = _cupy_pointer(value, shape, dtype, strides, align, self.device)
             if ptr is not None:
                 return ptr
         return self.checked_tensor(name, value, shape, dtype, strides, align).ptr
@@ -312,9 +312,9 @@ _TORCH_DTYPES: dict = {}
 _NUMPY_DTYPES: dict = {}
 
 
-def _cupy_pointer(value, shape, dtype, strides, align):
-    """The pointer of a CuPy array that is exactly what the kernel expects, on the current
-    device; None for anything else (the full check then decides)."""
+def _cupy_pointer(value, shape, dtype, strides, align, device):
+    """The pointer of a CuPy array that is exactly what the kernel expects, on ``device`` (the
+    call's, read once by ``begin_call``); None for anything else (the full check then decides)."""
     kind = type(value).__module__
     if not kind.startswith("cupy"):
         return None
@@ -324,7 +324,7 @@ def _cupy_pointer(value, shape, dtype, strides, align):
     if expected is False or value.dtype != expected or value.shape != shape:
         return None
     itemsize = expected.itemsize
-    if value.strides != tuple(s * itemsize for s in strides) or value.device.id != _GET_DEVICE():  # CuPy's own ask
+    if value.strides != tuple(s * itemsize for s in strides) or value.device.id != device:
         return None
     ptr = value.data.ptr
     return None if ptr % align else ptr
