@@ -219,6 +219,7 @@ def test_block_sparse_gemm_adds_exactly_the_kept_tiles(torch, block_K, stages, d
     (2, 64, 10, 12, 128, 3, 1, 1, 1),   # 240 output pixels: the last block's rows hang over
     (3, 64, 17, 9, 256, 3, 2, 2, 2),    # stride, dilation and padding all > 1
     (1, 32, 8, 8, 128, 1, 1, 1, 0),     # a 1x1 filter: a plain GEMM over the pixels
+    (2, 12, 9, 9, 128, 3, 1, 1, 1),     # 12 channels: no 16-byte chunks (threads' loads), 108 taps
 ])
 def test_convolution_against_torch(torch, n, c, h, w, f, k, s, d, p):
     conv = _program("convolution")

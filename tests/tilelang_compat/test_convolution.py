@@ -31,12 +31,19 @@ def test_views_point_into_their_tensors_and_the_launcher_checks_what_they_need()
     assert "shape=(3, 3, 64, 128)" in line and line.endswith("align=16)")
 
 
-def test_im2col_reads_each_patch_pixel_or_zero_in_the_padding():
+def test_im2col_tiles_load_ahead_in_chunks_zero_filled_in_the_padding():
     code = _kernel(S=2, D=2, P=2).get_kernel_source().split("// ---- kernel ----")[1]
-    gather = next(line for line in code.splitlines() if "tw::swizzled<tw::half, 64>(patches" in line and "data[" in line)
-    # the pixel's row and column, each checked against the image (H = 10, W = 12) before the load
+    steady = code[code.index("// steady state"):]
+    gather = next(line for line in steady.splitlines() if "tw::cp_async<16>" in line and "patches" in line)
+    # a chunk of 8 channels of one pixel, its row and column checked against the image (H 10, W 12)
     assert gather.count(">= 0)") == 2 and "< 10))" in gather and "< 12))" in gather
-    assert gather.index("?") < gather.index("data[")
+    assert steady.index("tw::cp_async<16>((&tw::swizzled<tw::half, 64>(patches") < steady.index("tw::cp_async_commit")
+
+
+def test_im2col_of_channels_that_do_not_fill_a_chunk_is_the_threads_loads():
+    code = _kernel(C=12, block_K=16).get_kernel_source().split("// ---- kernel ----")[1]
+    gather = next(line for line in code.splitlines() if "patches" in line and "data[" in line)
+    assert "cp_async" not in gather and gather.index("?") < gather.index("data[")
 
 
 @pytest.mark.parametrize("args, message", [

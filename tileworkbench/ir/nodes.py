@@ -60,6 +60,7 @@ from .stmt import (  # noqa: F401
     HW_BLOCK,
     HW_BLOCKS,
     IfThenElse,
+    Im2Col,
     While,
     LetStmt,
     PipelineInfo,

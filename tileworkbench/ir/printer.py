@@ -162,6 +162,11 @@ class _Printer:
         instr = f", prefer_instruction={s.instruction!r}" if s.instruction else ""
         self.emit(d, f"T.copy({region_text(s.src)}, {region_text(s.dst)}{instr})")
 
+    def p_Im2Col(self, s, d):
+        instr = f", prefer_instruction={s.instruction!r}" if s.instruction else ""
+        self.emit(d, f"T.im2col({region_text(s.src)}, {region_text(s.dst)}, {expr_text(s.nhw_step)}, "
+                     f"{expr_text(s.c_step)}, {s.kernel}, {s.stride}, {s.dilation}, {s.pad}{instr})")
+
     def p_TmaCopy(self, s, d):
         extra = f", barrier={expr_text(s.barrier)}" if s.barrier is not None else ""
         if s.leader_scope_threads is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .expr import BarrierRef, Buffer, Expr, Raw, Region, SourceLocation, Var, const
+from .expr import BarrierRef, Buffer, Expr, Raw, Region, SourceLocation, Var, cmp, const, const_int, logical_and
 
 # --------------------------------------------------------------------------------------------
 # Statements
@@ -200,6 +200,46 @@ class TmaCopy(Stmt):
 
 
 @dataclass(eq=False, repr=False)
+class Im2Col(Stmt):
+    """``T.im2col`` where its tile moves in 16-byte chunks (``language.im2col``): fills ``dst``
+    (block_M x block_K, shared) with rows ``nhw_step * block_M + i`` and columns
+    ``c_step * block_K + j`` of the NHWC image ``src``'s patch matrix, zero in the padding and past
+    the last pixel or tap. ``instruction``: None (threads' loads) or "cp_async" (software pipelines)."""
+
+    src: Region  # the whole image
+    dst: Region  # the whole tile
+    nhw_step: Expr
+    c_step: Expr
+    kernel: int
+    stride: int
+    dilation: int
+    pad: int
+    instruction: str | None = None
+    loc: SourceLocation | None = _loc()
+
+    @property
+    def chunk(self) -> int:
+        """Elements per 16-byte move."""
+        return 16 * 8 // self.src.buffer.dtype.storage_bits
+
+    def pixel(self, i, j) -> tuple[tuple, Expr]:
+        """The image indices of patch element ``(i, j)`` and the condition that it is inside."""
+        N, H, W, C = (const_int(d) for d in self.src.buffer.shape)
+        block_m, block_k = (const_int(d) for d in self.dst.buffer.shape[-2:])
+        K, S, D, P = self.kernel, self.stride, self.dilation, self.pad
+        OH, OW = (H + 2 * P - D * (K - 1) - 1) // S + 1, (W + 2 * P - D * (K - 1) - 1) // S + 1
+        m, k = self.nhw_step * block_m + i, self.c_step * block_k + j
+        n, oh, ow = m // (OH * OW), m // OW % OH, m % OW
+        kh, kw, c = k // (C * K), k // C % K, k % C
+        h, w = oh * S + kh * D - P, ow * S + kw * D - P
+        zero = const(0)
+        # past the last filter tap (K * K * C not a multiple of block_K) the tile holds zeros too
+        inside = logical_and(cmp("<", n, const(N)), cmp("<", k, const(K * K * C)), cmp(">=", h, zero),
+                             cmp("<", h, const(H)), cmp(">=", w, zero), cmp("<", w, const(W)))
+        return (n, h, w, c), inside
+
+
+@dataclass(eq=False, repr=False)
 class Fill(Stmt):
     dst: Region
     value: Expr
@@ -287,7 +327,7 @@ class WarpSpecialize(Stmt):
         return (0, self.consumer_threads - 1)
 
 
-TILE_OPS = (Copy, TmaCopy, Fill, Gemm, Reduce)
+TILE_OPS = (Copy, TmaCopy, Im2Col, Fill, Gemm, Reduce)
 
 # The annotation of a persistent kernel's tile loop (its value: how many tiles the grid has).
 TILE_LOOP = "persistent_tiles"

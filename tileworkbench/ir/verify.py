@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from . import nodes as ir
 from .visitor import IRVisitor
 
-TILE_OPS = (ir.Copy, ir.TmaCopy, ir.Fill, ir.Gemm, ir.Reduce)
+TILE_OPS = ir.TILE_OPS
 
 
 @dataclass

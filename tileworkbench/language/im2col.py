@@ -9,8 +9,10 @@ the NHWC image ``img`` (one row per output pixel ``(n, oh, ow)``) and its column
 that lies in the padding. Rows past the last output pixel read zero too (the kernel's
 ``T.Parallel`` accesses are kept inside ``img``, ``passes/guard_global_accesses``).
 
-It is written here as the ``T.Parallel`` loop a user would write (TileLang lowers it to TMA's
-im2col mode on Hopper; we keep the threads' loads, so a pipelined loop around it stays serial)."""
+Where the tile's rows move in 16-byte chunks (whole-byte dtype, channels and ``block_K`` multiples
+of a chunk) it is a tile operation, ``ir.Im2Col``: a pipelined loop loads it ahead with
+``cp.async`` like its ``T.copy`` tiles (TileLang uses TMA's im2col mode instead); otherwise the
+``T.Parallel`` loop a user would write, the threads' own loads."""
 
 from __future__ import annotations
 
@@ -42,20 +44,24 @@ def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_p
     if OH < 1 or OW < 1:
         raise error(f"T.im2col: a {K}x{K} filter (dilation {D}, padding {P}) does not fit the {H}x{W} image")
     block_m, block_k = col.static_shape()
-    nhw = _b.integer(nhw_step, "T.im2col: nhw_step")
-    cs = _b.integer(c_step, "T.im2col: c_step")
-
+    node = ir.Im2Col(ir.Region.full(img), ir.Region.full(col), _b.integer(nhw_step, "T.im2col: nhw_step"),
+                     _b.integer(c_step, "T.im2col: c_step"), K, S, D, P, loc=_b.current().loc)
+    if _moves_in_chunks(img, C, block_k, node.chunk):
+        _b.current().emit(node)  # a tile op: pipelined loops load it ahead with cp.async
+        return
+    # Otherwise the T.Parallel loop a user would write, element by element.
     i, j = ir.Var(_b.current().fresh_name("i")), ir.Var(_b.current().fresh_name("j"))
-    m = nhw * block_m + i
-    k = cs * block_k + j
-    n, oh, ow = m // (OH * OW), m // OW % OH, m % OW
-    kh, kw, c = k // (C * K), k // C % K, k % C
-    h, w = oh * S + kh * D - P, ow * S + kw * D - P
-    inside = ir.logical_and(ir.cmp(">=", h, ir.const(0)), ir.cmp("<", h, ir.const(H)),
-                            ir.cmp(">=", w, ir.const(0)), ir.cmp("<", w, ir.const(W)))
-    pixel = ir.BufferLoad(img, (n, h, w, c), img.dtype)
+    indices, inside = node.pixel(i, j)
     zero = ir.cast(ir.const(0.0 if img.dtype.is_float else 0), img.dtype)
-    store = ir.BufferStore(col, (i, j), ir.Select(inside, pixel, zero, img.dtype))
+    pixel = ir.Select(inside, ir.BufferLoad(img, indices, img.dtype), zero, img.dtype)
     loc = _b.current().loc
-    inner = ir.For(j, ir.const(block_k), store, "parallel", loc=loc)
+    inner = ir.For(j, ir.const(block_k), ir.BufferStore(col, (i, j), pixel), "parallel", loc=loc)
     _b.current().emit(ir.For(i, ir.const(block_m), inner, "parallel", loc=loc))
+
+
+def _moves_in_chunks(img: ir.Buffer, channels: int, block_k: int, chunk: int) -> bool:
+    """Whether the tile's rows move in 16-byte chunks: whole bytes, a contiguous image, and chunks
+    that never straddle two pixels (the channels and the tile's width multiples of a chunk)."""
+    bits = img.dtype.storage_bits
+    return (not img.dtype.packed and bits in (8, 16, 32) and img.strides is None
+            and channels % chunk == 0 and block_k % chunk == 0)

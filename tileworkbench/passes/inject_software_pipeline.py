@@ -13,7 +13,7 @@ Guarantees, for every pipelined loop with ``s >= 2``:
     and each wait's parity ``p(k)`` becomes ``((k - k0) // s + p(k0)) % 2``;
   * each iteration starts with an async-proxy fence and a block barrier, so the version about to
     be refilled is no longer read by any thread (write-after-read across iterations);
-  * global->shared ``T.copy`` producers become ``cp.async`` with one commit group per
+  * global->shared ``T.copy`` producers (and ``T.im2col`` tiles, ``ir.Im2Col``) become ``cp.async`` with one commit group per
     iteration, and consumers wait for their group (``cp.async.wait_group s-1``) and sync.
 Loops with ``num_stages <= 1`` become plain serial loops.
 
@@ -26,6 +26,8 @@ so the groups' count, which the waits read, stays that of the iterations.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ..errors import CompileError
 from ..ir import nodes as ir
@@ -40,13 +42,13 @@ def _flatten(stmt) -> list:
 
 def _is_global_to_shared_copy(s) -> bool:
     s = _guarded_copy(s)
-    return (isinstance(s, ir.Copy) and s.instruction in (None, "cp_async")
+    return (isinstance(s, (ir.Copy, ir.Im2Col)) and s.instruction in (None, "cp_async")
             and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared")
 
 
 def _guarded_copy(s):
     """The copy of ``if cond: copy`` (what ``_split_condition`` makes), else ``s`` itself."""
-    if isinstance(s, ir.IfThenElse) and s.else_body is None and isinstance(s.then_body, ir.Copy):
+    if isinstance(s, ir.IfThenElse) and s.else_body is None and isinstance(s.then_body, (ir.Copy, ir.Im2Col)):
         return s.then_body
     return s
 
@@ -217,7 +219,7 @@ class _Pipeline(IRMutator):
 
 def _as_cp_async(p):
     copy = _guarded_copy(p)
-    new = ir.Copy(copy.src, copy.dst, "cp_async", loc=copy.loc)
+    new = dataclasses.replace(copy, instruction="cp_async")
     return new if copy is p else ir.IfThenElse(p.cond, new, loc=p.loc)
 
 

@@ -86,6 +86,9 @@ class _Accesses(IRVisitor):
         if self.shared(n.dst.buffer):
             (self.tma_writes if n.instruction == "tma" else self.writes).add(n.dst.buffer.name)
 
+    def visit_Im2Col(self, n):
+        self.writes.add(n.dst.buffer.name)
+
     def visit_TmaCopy(self, n):
         if n.is_load:
             self.tma_writes.add(n.dst.buffer.name)

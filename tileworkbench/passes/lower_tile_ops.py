@@ -31,7 +31,7 @@ from ..ir.visitor import IRMutator, reassigned_vars
 from ..ir.records import wgmma_functor_name
 from .rules.calls import address_of, call
 from .rules.gemm import FP8_TYPES
-from .rules.copies import CopyLowering, extent_bounds, fragment_frame, non_unit, within_extents
+from .rules.copies import CopyLowering, extent_bounds, fragment_frame, lower_im2col, non_unit, within_extents
 from .rules.reductions import in_registers, loop_nest, reduce_in_registers, reduce_through_shared
 from .manager import register
 
@@ -64,6 +64,9 @@ class _LowerTileOps(RangeTracker, IRMutator):
         if node.instruction == "tma":
             raise CompileError("internal: TMA copy left for lower_tile_ops", node.loc)
         return CopyLowering(node, self.ranges).lower()
+
+    def visit_Im2Col(self, node: ir.Im2Col):
+        return lower_im2col(node)
 
     def visit_Fill(self, node: ir.Fill):
         region = node.dst

@@ -180,3 +180,27 @@ class CopyLowering:
 def within_extents(loop_vars, dynamic) -> ir.Expr | None:
     """``i < n`` for each loop over an extent ``n`` known only at run time (None where none is)."""
     return ir.logical_and(*[ir.cmp("<", v, e) for v, e in zip(loop_vars, dynamic) if e is not None])
+
+
+def lower_im2col(node: ir.Im2Col) -> ir.Stmt:
+    """``T.im2col``'s tile in 16-byte chunks of one pixel's channels, spread over the threads like a
+    copy's: ``cp.async`` (zero-filled where the pixel is padding or past the last one) in a
+    software pipeline, else a vector copy or a zero chunk. The image must be 16-byte aligned (the
+    launcher checks ``align_bytes``)."""
+    chunk = node.chunk
+    block_m, block_k = (ir.const_int(e) for e in node.dst.extents[-2:])
+    i, q = ir.Var("i"), ir.Var("q")
+    src_idx, inside = node.pixel(i, q * chunk)
+    starts = node.dst.starts
+    dst_idx = (*starts[:-2], starts[-2] + i, starts[-1] + q * chunk)
+    src, dst = node.src.buffer, node.dst.buffer
+    src.attrs["align_bytes"] = max(src.attrs.get("align_bytes", 1), 16)
+    if node.instruction == "cp_async":
+        body = call("tw::cp_async<16>", address_of(dst, dst_idx), address_of(src, src_idx), inside)
+    else:
+        body = ir.IfThenElse(inside, call("tw::copy_vec<16>", address_of(dst, dst_idx), address_of(src, src_idx)),
+                             call("tw::zero_vec<16>", address_of(dst, dst_idx)))
+    vector = {"vector": chunk}
+    inner = ir.For(q, ir.const(block_k // chunk), body, "parallel", annotations=dict(vector), loc=node.loc)
+    return ir.For(i, ir.const(block_m), inner, "parallel", annotations=dict(vector), loc=node.loc)
+

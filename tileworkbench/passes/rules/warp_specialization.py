@@ -116,7 +116,7 @@ def _why_not_consumer_work(work: list, loaded: set) -> str | None:
     for stmt in work:
         if any(id(b) in loaded for b in collect(stmt, ir.Buffer)):
             return "a statement besides the T.copy loads and T.gemm uses a tile the loop loads"
-        for copy in collect(stmt, ir.Copy):
+        for copy in collect(stmt, (ir.Copy, ir.Im2Col)):
             if copy.src.buffer.scope == "global" and copy.dst.buffer.scope == "shared":
                 return "the loop copies global memory to shared memory other than in whole tiles"
     return None  # (a pipelined loop inside it: why_not refuses a second pipelined loop already)
