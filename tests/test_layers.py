@@ -20,7 +20,7 @@ LAYERS = [
     ["dtypes", "target", "trace", "mime"],
     ["ir"],
     ["frontend"],
-    ["language", "passes"],
+    ["language", "passes", "layout"],
     ["examples", "codegen", "analysis"],
     ["backend"],
     ["jit"],

@@ -13,7 +13,7 @@ from .jit.kernel import Kernel, compile  # noqa: E402,A004
 from .jit.decorator import JitFunction, jit  # noqa: E402
 from .jit.profiler import TensorSupplyType  # noqa: E402
 from . import language  # noqa: E402
-from . import autotuner, profiler, utils  # noqa: E402
+from . import autotuner, layout, profiler, utils  # noqa: E402
 from .autotuner.decorator import autotune  # noqa: E402
 
 
@@ -51,4 +51,4 @@ def load_ipython_extension(ipython):
 __all__ = ["CompileError", "KernelRuntimeError", "SourceLocation", "TileworkbenchWarning", "PassConfigKey",
            "PassContext", "Target",
            "Artifact", "lower", "Kernel", "compile", "jit", "JitFunction", "autotune", "autotuner", "cdiv",
-           "profiler", "utils", "TensorSupplyType", "language", "__version__"]
+           "profiler", "utils", "layout", "TensorSupplyType", "language", "__version__"]

@@ -192,7 +192,7 @@ def test_tvm_is_refused_with_a_reason():
         from tileworkbench import tvm  # noqa: F401
 
 
-@pytest.mark.parametrize("name", ["reinterpret", "ws", "comm_reducer", "annotate_layout", "dynamic"])
+@pytest.mark.parametrize("name", ["reinterpret", "ws", "comm_reducer", "atomic_max", "dynamic"])
 def test_tilelang_names_we_lack_are_compile_errors_that_say_so(name):
     from tileworkbench.language.unsupported import UNSUPPORTED
 
@@ -211,3 +211,38 @@ def test_tilelang_names_we_lack_are_compile_errors_that_say_so(name):
 
 def test_an_unknown_name_stays_an_attribute_error():
     assert not hasattr(T, "no_such_thing")
+
+
+def test_a_layout_annotated_on_a_shared_tile_is_taken_as_the_hint_it_is():
+    def gemm(annotate):
+        @T.prim_func
+        def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float32")):
+            with T.Kernel(1, threads=128):
+                A_s = T.alloc_shared((128, 64), "float16")
+                B_s = T.alloc_shared((64, 128), "float16")
+                acc = T.alloc_fragment((128, 128), "float32")
+                if annotate:
+                    T.annotate_layout({A_s: tilelang.layout.make_swizzled_layout(A_s),
+                                       B_s: tilelang.layout.make_swizzled_layout(B_s)})
+                T.clear(acc)
+                T.copy(A, A_s)
+                T.copy(B, B_s)
+                T.gemm(A_s, B_s, acc)
+                T.copy(acc, C)
+
+        return main
+
+    def kernel(func):
+        return tilelang.lower(func, target=SM90).device_source.split("// ---- kernel ----")[1]
+
+    assert kernel(gemm(True)) == kernel(gemm(False))  # the compiler swizzles its shared tiles anyway
+
+
+@pytest.mark.parametrize("scope", ["fragment", "global"])
+def test_a_layout_annotated_on_a_fragment_or_tensor_is_refused(scope):
+    with pytest.raises(tilelang.CompileError, match=f"T.annotate_layout on {scope} buffer"):
+        @T.prim_func
+        def main(A: T.Tensor((128, 64), "float16")):
+            with T.Kernel(1, threads=128):
+                frag = T.alloc_fragment((128, 64), "float32")
+                T.annotate_layout({frag if scope == "fragment" else A: None})

@@ -14,6 +14,7 @@ from .kernel import (
     GRID_LIMITS,
     Kernel,
     alloc_barrier,
+    annotate_layout,
     alloc_fragment,
     alloc_global,
     alloc_local,
@@ -109,6 +110,7 @@ def prim_func(fn):
 __all__ = [
     "abs",
     "alloc_barrier",
+    "annotate_layout",
     "alloc_fragment",
     "alloc_global",
     "alloc_local",

@@ -183,6 +183,22 @@ def alloc_barrier(arrive_count) -> ir.Buffer:
     return buf
 
 
+def annotate_layout(layouts: dict):
+    """``T.annotate_layout({tile: layout, ...})``. On a shared tile a hint the compiler may take:
+    it lays out every shared tile itself (``tileworkbench.layout``), and a shared tile's layout
+    changes no value the program computes. On a fragment or a global tensor it would decide which
+    thread holds an element or where an element lies in memory: refused until it is honoured."""
+    if not isinstance(layouts, dict):
+        raise error(f"T.annotate_layout takes a dict {{buffer: layout}}, not {_b.describe(layouts)}")
+    for buf in layouts:
+        if not isinstance(buf, ir.Buffer):
+            raise error(f"T.annotate_layout: {_b.describe(buf)} is not a buffer")
+        if buf.scope != "shared":
+            raise error(f"T.annotate_layout on {buf.scope} buffer {buf.name} is not supported yet (it would decide "
+                        f"{'which thread holds each element' if buf.scope == 'fragment' else 'where each element lies'}); "
+                        "layouts of shared tiles are accepted, and chosen by the compiler")
+
+
 def view_tensor(data, shape, dtype):
     """``T.Tensor(shape, dtype, t.data)`` inside a kernel: the contiguous tensor ``t``'s memory seen
     with another row-major shape of no more elements (convolution's ``(KH, KW, C, F)`` weights as a

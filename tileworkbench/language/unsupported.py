@@ -7,7 +7,6 @@ _NOT_YET = "not supported yet"
 _TVM = "a TVM construct; tileworkbench has no TVM underneath"
 
 UNSUPPORTED = {
-    "annotate_layout": _NOT_YET + " (shared layouts are chosen by the compiler: swizzles for TMA and wgmma)",
     "reinterpret": _NOT_YET,
     "dynamic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",
     "symbolic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",

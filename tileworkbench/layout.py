@@ -1,0 +1,27 @@
+"""TileLang's ``tilelang.layout`` names that programs pass to ``T.annotate_layout``.
+
+Here the compiler chooses every shared tile's layout itself (the swizzle TMA and wgmma want,
+``passes/choose_shared_layouts``), so a layout annotated on a shared tile is a hint it can take
+without changing what the program computes; ``make_swizzled_layout`` says "swizzle this tile",
+which is what it does anyway. Layouts of fragments and global tensors decide which thread holds
+an element or where it lies in memory: ``T.annotate_layout`` refuses those."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ir import nodes as ir
+
+
+@dataclass(frozen=True, eq=False)
+class SwizzledLayout:
+    """``make_swizzled_layout(buffer)``: the bank-conflict-free swizzle of a shared tile."""
+
+    buffer: ir.Buffer
+
+
+def make_swizzled_layout(buffer, k_major: bool = True, allow_pad: bool = True) -> SwizzledLayout:
+    if not isinstance(buffer, ir.Buffer):
+        from .frontend.builder import describe, error
+        raise error(f"make_swizzled_layout takes a shared tile, not {describe(buffer)}")
+    return SwizzledLayout(buffer)
