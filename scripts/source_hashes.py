@@ -62,10 +62,13 @@ def program_cases():
 
 
 class _Sources:
-    """A compiled kernel's two sources, as ``source_hash`` reads an artifact's."""
+    """A compiled case's two sources (every kernel's, for a case that launches several), as
+    ``source_hash`` reads an artifact's."""
 
-    def __init__(self, kernel):
-        self.device_source, self.host_source = kernel.get_kernel_source(), kernel.get_host_source()
+    def __init__(self, compiled):
+        kernels = getattr(compiled, "kernels", (compiled,))
+        self.device_source = "\n".join(k.get_kernel_source() for k in kernels)
+        self.host_source = "\n".join(k.get_host_source() for k in kernels)
 
 
 def source_hash(artifact, kernel_only: bool = False, device_only: bool = False) -> str:

@@ -8,7 +8,8 @@ Each module starts with the two lines a TileLang program starts with, the packag
 
 and nothing else of ours, so the same file runs under TileLang 0.1.15 with those two lines put back
 (``tileworkbench.bench.tilelang_programs`` loads it both ways and times the two side by side). Each
-module's ``CASES`` names its benchmark problems: ``compile`` (no arguments, gives the kernel),
+module's ``CASES`` names its benchmark problems: ``compile`` (no arguments, gives the kernel, or
+a callable that launches several, listed in its ``kernels``),
 ``inputs(torch)`` (fresh random CUDA tensors), ``reference(*inputs)`` (torch in float32 or wider),
 ``rtol``/``atol`` (the example's own tolerances) and ``bytes`` or ``flops`` for the throughput.
 A case with ``accumulates`` adds into its last input (split-K): it is zeroed before a checked call;
@@ -18,4 +19,4 @@ its key-dimension parts), not timed.
 
 FAMILIES = ("elementwise", "gemm", "gemv", "norms", "softmax", "splitk", "attention", "gemm_fp8", "flash_decoding",
             "blocksparse_gemm", "topk", "streamk_gemm", "convolution",
-            "retention", "hadamard")
+            "retention", "hadamard", "attention_bwd")
