@@ -7,6 +7,12 @@
 # When a Python with jupyter-builder is at hand (.venv or PATH), it also
 # bundles the labextension (rspack) into tileworkbench/labextension, which
 # catches bundling errors early; set TW_SKIP_BUNDLE=1 to skip that step.
+#
+# Repeat runs take a fast path: `npm ci` is skipped while package-lock.json is
+# what node_modules was installed from, and the bundle while nothing under
+# extension/ (sources, configs, lockfile) changed since it was built (stamps in
+# node_modules/.tw-lock.sha256 and tileworkbench/labextension/.tw-sources.sha256).
+# TW_FULL_BUILD=1 does both anyway. A fresh clone (CI) always builds.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,9 +20,16 @@ cd "$REPO/extension"
 
 echo "node $(node --version), npm $(npm --version)"
 
+# shellcheck source=scripts/extension_stamps.sh
+. "$REPO/scripts/extension_stamps.sh"
+
 echo "==> npm dependencies"
-if [ -f package-lock.json ]; then
+LOCK_HASH="$(lock_hash)"
+if [ "${TW_FULL_BUILD:-0}" != 1 ] && [ -d node_modules ] && [ "$(cat node_modules/.tw-lock.sha256 2>/dev/null)" = "$LOCK_HASH" ]; then
+  echo "up to date: package-lock.json unchanged since node_modules was installed (TW_FULL_BUILD=1 reinstalls)"
+elif [ -f package-lock.json ]; then
   npm ci --no-audit --no-fund
+  echo "$LOCK_HASH" > node_modules/.tw-lock.sha256
 else
   npm install --no-audit --no-fund
 fi
@@ -41,10 +54,16 @@ if [ "${TW_SKIP_BUNDLE:-0}" != 1 ]; then
   elif command -v jupyter-builder >/dev/null 2>&1; then
     BUILDER="$(dirname "$(command -v jupyter-builder)")"
   fi
-  if [ -n "$BUILDER" ]; then
+  SOURCES_HASH="$(extension_sources_hash)"
+  STAMP="$REPO/tileworkbench/labextension/.tw-sources.sha256"
+  if [ "${TW_FULL_BUILD:-0}" != 1 ] && [ -f "$REPO/tileworkbench/labextension/package.json" ] \
+      && [ "$(cat "$STAMP" 2>/dev/null)" = "$SOURCES_HASH" ]; then
+    echo "==> bundle up to date: nothing under extension/ changed since it was built (TW_FULL_BUILD=1 rebuilds)"
+  elif [ -n "$BUILDER" ]; then
     echo "==> bundle the labextension (jupyter-builder from $BUILDER)"
     PATH="$BUILDER:$PATH" npm run build:labextension
     test -f "$REPO/tileworkbench/labextension/package.json"
+    echo "$SOURCES_HASH" > "$STAMP"
   else
     echo "==> bundle skipped: no jupyter-builder (pip install jupyter-builder, or use scripts/test_extension_browser.sh)"
   fi

@@ -121,7 +121,18 @@ if [ ! -f "$SRC/README.md" ]; then
   echo "# tileworkbench" >"$SRC/README.md"
 fi
 
-step "build the wheel (hatch-jupyter-builder runs the npm build)"
+# Fast path: where test_extension.sh just bundled the labextension from these very sources,
+# the copy takes it along and the wheel's build hook skips npm (skip-if-exists); a fresh clone,
+# changed sources or TW_FULL_BUILD=1 build it inside the copy, as a user's `pip install` does.
+# shellcheck source=scripts/extension_stamps.sh
+. "$REPO/scripts/extension_stamps.sh"
+if [ "${TW_FULL_BUILD:-0}" != 1 ] && [ -f "$REPO/tileworkbench/labextension/package.json" ] \
+    && [ "$(cat "$REPO/tileworkbench/labextension/.tw-sources.sha256" 2>/dev/null)" = "$(cd "$EXT" && extension_sources_hash)" ]; then
+  echo "reusing tileworkbench/labextension: built from the current extension/ sources (TW_FULL_BUILD=1 rebuilds)"
+  cp -r "$REPO/tileworkbench/labextension" "$SRC/tileworkbench/labextension"
+fi
+
+step "build the wheel (hatch-jupyter-builder runs the npm build unless the bundle came along)"
 "$PYTHON" -m pip wheel -v --no-deps -w "$WORK/dist" "$SRC" >"$WORK/wheel.log" 2>&1 || {
   tail -n 60 "$WORK/wheel.log" >&2
   exit 1
