@@ -138,14 +138,15 @@ def test_usage_errors(shell):
 
 def test_cells_are_named_as_the_user_knows_them_not_by_their_temp_file(shell):
     shell.execution_count = 7
+    shown = shell.displayhook.prompt_count  # the number Jupyter would show while this count runs
     cell = PRIM_FUNC_CELL.replace("* 2.0", "* 7.0")  # a kernel of its own: no cache hit from another cell
     _run(shell, "double --no-display", cell)
     kernel = shell.user_ns["double"]
     line = PRIM_FUNC_CELL.splitlines().index("@T.prim_func") + 2  # the magic's own line is line 1
-    assert f"from In [7], line {line + 1} (double)" in kernel.get_kernel_source()
-    assert kernel.trace.kernel["source_label"] == f"In [7], line {line + 1}"
+    assert f"from In [{shown}], line {line + 1} (double)" in kernel.get_kernel_source()
+    assert kernel.trace.kernel["source_label"] == f"In [{shown}], line {line + 1}"
     bad = PRIM_FUNC_CELL.replace("* 2.0", "* A")
     shell.execution_count = 8
     with pytest.raises(CompileError) as info:
         _run(shell, "double", bad)
-    assert str(info.value).startswith("In [8], line ") and "ipykernel" not in str(info.value)
+    assert str(info.value).startswith(f"In [{shown + 1}], line ") and "ipykernel" not in str(info.value)

@@ -66,3 +66,31 @@ def test_benchmarks_notebook_plots_recorded_results(tmp_path, monkeypatch):
     assert any("image/png" in d for d in data)  # the TFLOP/s plot
     assert any(BENCH_MIME in d for d in data)
     assert any("NVIDIA H200" in d.get("text/html", "") for d in data)
+
+
+def test_a_real_kernels_cells_are_named_as_jupyter_shows_them(monkeypatch):
+    """Through ipykernel (where a cell's code lives in /tmp/ipykernel_NNNN/NNNN.py): the generated
+    CUDA names the cell as Jupyter numbers it, `In [2], line L`, and so does a compile error (with
+    IPython 9 the label was the next cell's number)."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("PYTHONPATH", REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    kernel_cell = ("%%tilekernel double --no-display\n"
+                   "import tileworkbench.language as T\n\n"
+                   "@T.prim_func\n"
+                   "def double(A: T.Tensor((256,), \"float32\"), B: T.Tensor((256,), \"float32\")):\n"
+                   "    with T.Kernel(2, threads=128) as bx:\n"
+                   "        for i in T.Parallel(128):\n"
+                   "            B[bx * 128 + i] = A[bx * 128 + i] * {}\n")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("%load_ext tileworkbench"),
+        nbformat.v4.new_code_cell(kernel_cell.format("3.25")),
+        nbformat.v4.new_code_cell("print([l for l in double.get_kernel_source().splitlines() if 'from In [' in l][0])"),
+        nbformat.v4.new_code_cell(kernel_cell.format("A")),
+    ])
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True).execute()
+    banner = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    assert "from In [2], line 5 (double)" in banner and "ipykernel" not in banner  # its def line
+    (error,) = [o for o in nb.cells[3].outputs if o.get("output_type") == "error"]
+    message = error["evalue"]
+    assert message.startswith("In [4], line 8") and "ipykernel" not in message

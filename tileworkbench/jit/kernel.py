@@ -7,7 +7,7 @@ import builtins
 import time
 
 from ..backend.launch import stream_handle
-from ..errors import KernelRuntimeError
+from ..errors import KernelRuntimeError, where
 from ..frontend import parse
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
@@ -274,7 +274,7 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     """Lower, generate, compile to a cubin (NVRTC, no GPU needed) and load a kernel.
 
     Results, the cubin included, are cached in this process and on disk
-    (``~/.cache/tileworkbench``), keyed by the kernel, target, pass configs, ``out_idx``, package
+    (``~/.cache/tileworkbench``), keyed by the kernel and where it is written, target, pass configs, ``out_idx``, package
     version, header contents and NVRTC's version and options; a disk hit runs no NVRTC, only the
     module load. Where NVRTC cannot be loaded (no CUDA on the machine) and ``load_device`` is
     False, the kernel carries its sources but no cubin.
@@ -291,7 +291,10 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
         return compile_sequence(src, out_idx, lambda k: compile(k, None, tgt, configs, execution_backend,
                                                                 load_device, verbose))
     out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name) or None
-    key = cache.cache_key(print_ir(src), tgt, configs, out_idx)
+    # Where the kernel is written is part of the key: its banner, messages and trace name that place
+    # (a notebook cell by the number Jupyter shows), so a cell run again, or the same text in
+    # another cell, must not be handed a record that names the first one.
+    key = cache.cache_key(print_ir(src) + "\n# " + where(src.source_file, src.source_line), tgt, configs, out_idx)
     if load_device is None:
         load_device = _gpu_present()
     hit = cache.MEMORY.get(key)

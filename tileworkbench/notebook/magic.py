@@ -92,7 +92,10 @@ def _run_cell_code(shell, cell: str) -> None:
     code = shell.transform_cell(cell)
     code = "\n" * (1 + _leading_blank_lines(cell) - _leading_blank_lines(code)) + code
     filename = shell.compile.cache(code, shell.execution_count, raw_code=code)
-    label_source(filename, f"In [{shell.execution_count}]")  # not /tmp/ipykernel_NNNN/NNNN.py
+    # The number Jupyter shows for this cell, not /tmp/ipykernel_NNNN/NNNN.py. IPython 9 counts the
+    # cell before running it (execution_count is then the next one's), IPython 8 after:
+    # the display hook's prompt_count is this cell's number under both.
+    label_source(filename, f"In [{shell.displayhook.prompt_count}]")
     # shell.compile, not compile(): the built-in would inherit this module's __future__ flags
     # (string annotations), the shell's compiler uses the user's.
     exec(shell.compile(code, filename, "exec"), shell.user_ns)  # noqa: S102 - running the user's cell is the point
