@@ -62,13 +62,16 @@ def program_cases():
 
 
 class _Sources:
-    """A compiled case's two sources (every kernel's, for a case that launches several), as
-    ``source_hash`` reads an artifact's."""
+    """A compiled kernel's two sources, as ``source_hash`` reads an artifact's."""
 
-    def __init__(self, compiled):
-        kernels = getattr(compiled, "kernels", (compiled,))
-        self.device_source = "\n".join(k.get_kernel_source() for k in kernels)
-        self.host_source = "\n".join(k.get_host_source() for k in kernels)
+    def __init__(self, kernel):
+        self.device_source, self.host_source = kernel.get_kernel_source(), kernel.get_host_source()
+
+
+def _case_hash(compiled, kernel_only: bool, device_only: bool) -> str:
+    """One hash for a case: its kernel's, or a hash of each kernel's for a case that launches several."""
+    parts = [source_hash(_Sources(k), kernel_only, device_only) for k in getattr(compiled, "kernels", (compiled,))]
+    return parts[0] if len(parts) == 1 else hashlib.sha256("".join(parts).encode()).hexdigest()[:16]
 
 
 def source_hash(artifact, kernel_only: bool = False, device_only: bool = False) -> str:
@@ -93,7 +96,7 @@ def hashes(kernel_only: bool = False, device_only: bool = False) -> dict:
                 out[f"{name} [{config_name}]"] = f"refused: {err.message[:80]}"
     for name, compile_case in program_cases():
         try:
-            out[f"{name} [default]"] = source_hash(_Sources(compile_case()), kernel_only, device_only)
+            out[f"{name} [default]"] = _case_hash(compile_case(), kernel_only, device_only)
         except tw.CompileError as err:
             out[f"{name} [default]"] = f"refused: {err.message[:80]}"
     return out

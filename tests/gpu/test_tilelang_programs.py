@@ -249,3 +249,28 @@ def test_a_persistent_gemm_walks_every_tile_of_a_ragged_problem(torch):
                                             num_stages=3, sm_num=7)  # 8 x 5 tiles, 6 waves of 7 blocks
     a, b = (torch.randn(*s, device="cuda", dtype=torch.float16) for s in ((1000, 520), (520, 1030)))
     torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_atomic_max_and_min_of_floats_of_either_sign_and_of_integers(torch):
+    import tileworkbench.language as T
+
+    @T.prim_func
+    def extremes(X: T.Tensor((8, 1024), "float32"), I: T.Tensor((8, 1024), "int32"), hi: T.Tensor((8,), "float32"),
+                 lo: T.Tensor((8,), "float32"), ihi: T.Tensor((8,), "int32")):
+        with T.Kernel(8, 8, threads=128) as (bx, by):  # 8 blocks a row race on each row's three results
+            for j in T.Parallel(128):
+                T.atomic_max(hi[by], X[by, bx * 128 + j])
+                T.atomic_min(lo[by], X[by, bx * 128 + j])
+                T.atomic_max(ihi[by], I[by, bx * 128 + j])
+
+    kernel = tilelang.compile(extremes)
+    x = torch.randn(8, 1024, device="cuda")
+    x[0] -= 10  # a row of negatives only
+    x[1] += 10  # and one of positives only
+    ints = torch.randint(-(2**31), 2**31 - 1, (8, 1024), device="cuda", dtype=torch.int32)
+    hi = torch.full((8,), float("-inf"), device="cuda")
+    lo = torch.full((8,), float("inf"), device="cuda")
+    ihi = torch.full((8,), -(2**31), device="cuda", dtype=torch.int32)
+    kernel(x, ints, hi, lo, ihi)
+    assert torch.equal(hi, x.max(dim=1).values) and torch.equal(lo, x.min(dim=1).values)
+    assert torch.equal(ihi, ints.max(dim=1).values)

@@ -1,5 +1,5 @@
-"""``T.atomic_add`` on the CPU: what it lowers to, the barriers around shared atomics, and the
-errors (at the kernel line) for what it does not do."""
+"""``T.atomic_add`` / ``atomic_max`` / ``atomic_min`` on the CPU: what they lower to, the
+barriers around shared atomics, and the errors (at the kernel line) for what they do not do."""
 
 from __future__ import annotations
 
@@ -56,10 +56,27 @@ def test_a_global_atomic_add_is_one_call():
     ('acc = T.alloc_shared((4,), T.float16)', "T.atomic_add(acc[0], 1.0)", "T.atomic_add on float16 \\(acc\\) is not supported"),
     ('acc = T.alloc_fragment((128,), T.float32)', "T.atomic_add(acc[0], 1.0)", "global or shared memory; acc is a fragment"),
     ('acc = T.alloc_shared((4,), T.float32)', "T.atomic_add(acc[0:2], 1.0)", "adds to one element"),
-    ('acc = T.alloc_shared((4,), T.float32)', "T.atomic_add(acc[0], 1.0, memory_order='acquire')", "only the relaxed add"),
+    ('acc = T.alloc_shared((4,), T.float32)', "T.atomic_add(acc[0], 1.0, memory_order='acquire')", "only the relaxed update"),
+    ('acc = T.alloc_shared((4,), T.float64)', "T.atomic_max(acc[0], 1.0)", "T.atomic_max on float64 \\(acc\\) is not supported"),
+    ('acc = T.alloc_fragment((128,), T.float32)', "T.atomic_min(acc[0], 1.0)", "global or shared memory; acc is a fragment"),
     ('acc = T.alloc_shared((4,), T.float32)', "T.atomic_add(acc[0], 1.0, scope='gpu')", "unsupported keyword"),
 ])
 def test_what_atomic_add_does_not_do_is_a_compile_error_at_its_line(decl, add, message):
     with pytest.raises(CompileError, match=message) as info:
         _kernel(decl, add).compile(N=128)
     assert "# <-" in str(info.value)
+
+
+@pytest.mark.parametrize("op, call", [("max", "tw::atomic_max"), ("min", "tw::atomic_min")])
+def test_a_float_max_or_min_goes_through_our_bitwise_atomic(op, call):
+    src = _kernel("pass", f"T.atomic_{op}(A[t % 2], A[t])").compile(N=128).get_kernel_source()
+    assert f"{call}((&A[(t % 2)]), A[t]);" in src
+
+
+def test_an_integer_max_is_cudas_own_and_a_shared_one_is_ordered_as_a_write():
+    k = _kernel("acc = T.alloc_shared((4,), T.int32)\nacc[t % 4] = 0",
+                "T.atomic_max(acc[t % 4], t)\nA[t] = acc[t % 4]")
+    body = k.compile(N=128).get_kernel_source()
+    body = body[body.find('extern "C"'):]
+    update, read = body.index("atomicMax((&acc["), body.index("A[t] = ")
+    assert "__syncthreads" in body[update:read]  # the read after the update waits for every thread's

@@ -70,6 +70,8 @@ from .stmt import (  # noqa: F401
     SyncThreads,
     TILE_LOOP,
     TILE_OPS,
+    ATOMIC_ADD,
+    ATOMIC_UPDATES,
     TmaCopy,
     TmaStoreWait,
     WarpSpecialize,

@@ -329,6 +329,12 @@ class WarpSpecialize(Stmt):
 
 TILE_OPS = (Copy, TmaCopy, Im2Col, Fill, Gemm, Reduce)
 
+# The calls ``T.atomic_*`` make, ``Evaluate(Call(name, (address_of(buf[idx]), value)))``: updates of
+# one element that many threads may make at once. Adds commute with one another; the others are
+# ordered like writes.
+ATOMIC_ADD = "atomicAdd"
+ATOMIC_UPDATES = (ATOMIC_ADD, "atomicMax", "atomicMin", "tw::atomic_max", "tw::atomic_min")
+
 # The annotation of a persistent kernel's tile loop (its value: how many tiles the grid has).
 TILE_LOOP = "persistent_tiles"
 # The hardware block index and block count a persistent kernel's tile loop reads (its grid is

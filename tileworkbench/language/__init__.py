@@ -9,7 +9,7 @@ fixed by the passes. The functions live in modules by topic: ``types`` (dtypes, 
 from __future__ import annotations
 
 from ..frontend import parse as _parse
-from .atomics import atomic_add
+from .atomics import atomic_add, atomic_max, atomic_min
 from .kernel import (
     GRID_LIMITS,
     Kernel,
@@ -153,6 +153,8 @@ __all__ = [
     "get_block_binding",
     "get_thread_binding",
     "atomic_add",
+    "atomic_max",
+    "atomic_min",
     "GRID_LIMITS",
     "half",
     "handle",

@@ -58,7 +58,7 @@ def _written_buffers(func) -> set:
     out = {id(n.buffer) for n in collect(func.body, ir.BufferStore)}
     out |= {id(n.dst.buffer) for n in collect(func.body, (ir.Copy, ir.TmaCopy, ir.Fill))}
     for call in collect(func.body, ir.Call):
-        if call.name == "atomicAdd" and call.args and isinstance(call.args[0], ir.Call):
+        if call.name in ir.ATOMIC_UPDATES and call.args and isinstance(call.args[0], ir.Call):
             out |= {id(load.buffer) for load in collect(call.args[0], ir.BufferLoad)}
     return out
 

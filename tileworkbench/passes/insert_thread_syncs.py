@@ -12,7 +12,8 @@ k]:`` around a tile's copies and its gemm), and is a ``CompileError`` when the c
 between threads (a barrier some threads skip would hang the block).
 TMA loads make their data visible through their mbarrier, so a read after a TMA load needs none.
 A ``T.atomic_add`` to a shared element is ordered like a write against reads and writes, but not
-against other atomic adds (they commute: threads may add in any order). A shared buffer that
+against other atomic adds (they commute: threads may add in any order); ``T.atomic_max``/``min``
+are ordered as writes. A shared buffer that
 different iterations of a serial loop touch only at different elements (``A_s[k]``, ``B_s[tx, k]``
 in ``for k``) carries no hazard from one iteration to the next; a sync needed only because of what
 came before a loop goes before it, not into every iteration.
@@ -70,10 +71,10 @@ class _Accesses(IRVisitor):
 
     def visit_Evaluate(self, n):
         call = n.call
-        if isinstance(call, ir.Call) and call.name == "atomicAdd":  # (address_of(buf[idx]), value)
+        if isinstance(call, ir.Call) and call.name in ir.ATOMIC_UPDATES:  # (address_of(buf[idx]), value)
             target = call.args[0].args[0]
-            if self.shared(target.buffer):
-                self.adds.add(target.buffer.name)
+            if self.shared(target.buffer):  # adds commute with each other; max/min count as writes
+                (self.adds if call.name == ir.ATOMIC_ADD else self.writes).add(target.buffer.name)
             for index in target.indices:
                 self.visit(index)
             self.visit(call.args[1])

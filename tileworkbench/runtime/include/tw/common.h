@@ -172,4 +172,23 @@ __device__ __forceinline__ void zero_vec(void* dst) {
   }
 }
 
+// atomicMax / atomicMin for float: non-negative floats order as their bits do as signed ints,
+// negative ones in reverse as unsigned ints, so one integer atomic of the right kind does it
+// (the two kinds agree across signs: see the case analysis in language/atomics.py).
+__device__ __forceinline__ void atomic_max(float* addr, float v) {
+  if (v >= 0.0f) {
+    atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v));
+  } else {
+    atomicMin(reinterpret_cast<unsigned int*>(addr), __float_as_uint(v));
+  }
+}
+
+__device__ __forceinline__ void atomic_min(float* addr, float v) {
+  if (v >= 0.0f) {
+    atomicMin(reinterpret_cast<int*>(addr), __float_as_int(v));
+  } else {
+    atomicMax(reinterpret_cast<unsigned int*>(addr), __float_as_uint(v));
+  }
+}
+
 }  // namespace tw
