@@ -162,3 +162,18 @@ def test_assigning_a_kernel_variable_by_name_stores_into_it():
 
     code = kernel_part(tw.lower(any_positive, target=SM90))
     assert code.count("flag[0] = ") == 2 and "if (flag[0]) {" in code
+
+
+def test_a_kernel_variables_name_can_be_given_a_new_variable():
+    @T.prim_func
+    def two_vars(Y: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=32):
+            v = T.alloc_var(T.int32)
+            v = 3
+            Y[0] = v
+            v = T.alloc_var(T.float32)  # a new variable under the old name, not a store into the old
+            v = 0.5
+            Y[1] = v
+
+    code = kernel_part(tw.lower(two_vars, target=SM90))
+    assert "int v[1];" in code and "float v_1[1];" in code and "v_1[0] = 0.5f;" in code

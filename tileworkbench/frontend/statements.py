@@ -125,7 +125,7 @@ class Statements:
             raise self.error(target, "unsupported assignment target")
         name = target.id
         found, old = self.scope.lookup(name)
-        if found and isinstance(old, ir.Buffer) and old in self.builder.var_buffers and old is not value:
+        if found and isinstance(old, ir.Buffer) and old in self.builder.var_buffers and not isinstance(value, ir.Buffer):
             # TileLang's kernel variable: `x = T.alloc_var(T.int32)` then `x = 0` assigns it
             self.builder.emit(ir.BufferStore(old, (ir.const(0),), ir.cast(
                 _b.stored_value(value, old, f"the value assigned to {name}"), old.dtype)))
