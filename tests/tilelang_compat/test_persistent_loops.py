@@ -53,3 +53,17 @@ def test_a_persistent_domain_and_its_names_must_agree():
             with T.Kernel(4, threads=128) as b:
                 for x in T.Persistent([4, 4], 4, b):
                     A[x] = 1.0
+
+
+def test_a_one_dimensional_walk_in_groups_larger_than_the_domain():
+    @T.prim_func
+    def scale(A: T.Tensor((1000,), "float32"), B: T.Tensor((1000,), "float32")):
+        with T.Kernel(3, threads=128) as b:
+            for t in T.Persistent([8], 3, b, group_size=64):  # the group is cut to the domain: 8
+                for i in T.Parallel(128):
+                    B[t * 128 + i] = A[t * 128 + i] * 2.0
+
+    code = tw.lower(scale, target="sm_90a").device_source.split("// ---- kernel ----")[1]
+    assert "for (int w = 0; w < 3; ++w) {" in code  # 8 tiles in waves of 3
+    assert "< 1000)" in code  # the last tile hangs over the tensor: its accesses are guarded
+    assert sorted(tiles_visited((1, 8), 3, 64)) == [(0, j) for j in range(8)]
