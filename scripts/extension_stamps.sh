@@ -15,3 +15,10 @@ extension_sources_hash() {
     echo "no-git-$$-$RANDOM"
   fi
 }
+
+# Whether $1/tileworkbench/labextension was bundled from extension/'s current sources (its stamp,
+# written by test_extension.sh after a bundle, matches) and TW_FULL_BUILD does not ask for a build.
+bundle_is_current() {
+  [ "${TW_FULL_BUILD:-0}" != 1 ] && [ -f "$1/tileworkbench/labextension/package.json" ] \
+    && [ "$(cat "$1/tileworkbench/labextension/.tw-sources.sha256" 2>/dev/null)" = "$(extension_sources_hash)" ]
+}

@@ -54,16 +54,13 @@ if [ "${TW_SKIP_BUNDLE:-0}" != 1 ]; then
   elif command -v jupyter-builder >/dev/null 2>&1; then
     BUILDER="$(dirname "$(command -v jupyter-builder)")"
   fi
-  SOURCES_HASH="$(extension_sources_hash)"
-  STAMP="$REPO/tileworkbench/labextension/.tw-sources.sha256"
-  if [ "${TW_FULL_BUILD:-0}" != 1 ] && [ -f "$REPO/tileworkbench/labextension/package.json" ] \
-      && [ "$(cat "$STAMP" 2>/dev/null)" = "$SOURCES_HASH" ]; then
+  if bundle_is_current "$REPO"; then
     echo "==> bundle up to date: nothing under extension/ changed since it was built (TW_FULL_BUILD=1 rebuilds)"
   elif [ -n "$BUILDER" ]; then
     echo "==> bundle the labextension (jupyter-builder from $BUILDER)"
     PATH="$BUILDER:$PATH" npm run build:labextension
     test -f "$REPO/tileworkbench/labextension/package.json"
-    echo "$SOURCES_HASH" > "$STAMP"
+    extension_sources_hash > "$REPO/tileworkbench/labextension/.tw-sources.sha256"
   else
     echo "==> bundle skipped: no jupyter-builder (pip install jupyter-builder, or use scripts/test_extension_browser.sh)"
   fi

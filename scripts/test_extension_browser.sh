@@ -126,8 +126,7 @@ fi
 # changed sources or TW_FULL_BUILD=1 build it inside the copy, as a user's `pip install` does.
 # shellcheck source=scripts/extension_stamps.sh
 . "$REPO/scripts/extension_stamps.sh"
-if [ "${TW_FULL_BUILD:-0}" != 1 ] && [ -f "$REPO/tileworkbench/labextension/package.json" ] \
-    && [ "$(cat "$REPO/tileworkbench/labextension/.tw-sources.sha256" 2>/dev/null)" = "$(cd "$EXT" && extension_sources_hash)" ]; then
+if (cd "$EXT" && bundle_is_current "$REPO"); then
   echo "reusing tileworkbench/labextension: built from the current extension/ sources (TW_FULL_BUILD=1 rebuilds)"
   cp -r "$REPO/tileworkbench/labextension" "$SRC/tileworkbench/labextension"
 fi

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .frontend.builder import describe, error
 from .ir import nodes as ir
 
 
@@ -22,6 +23,5 @@ class SwizzledLayout:
 
 def make_swizzled_layout(buffer, k_major: bool = True, allow_pad: bool = True) -> SwizzledLayout:
     if not isinstance(buffer, ir.Buffer):
-        from .frontend.builder import describe, error
         raise error(f"make_swizzled_layout takes a shared tile, not {describe(buffer)}")
     return SwizzledLayout(buffer)

@@ -4,6 +4,8 @@ front end's ``range`` share. ``tileworkbench.language`` makes them; the parser r
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 from ..dtypes import DType
@@ -72,6 +74,13 @@ class PersistentTiles:
         """The walk's dimensions, slowest first: groups of the last, the others, within a group."""
         last = self.domain[-1]
         return [ir.as_expr((last + self.group - 1) // self.group), *self.domain[:-1], ir.as_expr(self.group)]
+
+    def places(self) -> int:
+        """The walk's places, the domain's tiles and those padding its last group."""
+        return math.prod(ir.const_int(d) for d in self.grouped())
+
+    def waves(self) -> int:
+        return -(-self.places() // ir.const_int(self.wave_size))
 
 
 @dataclass

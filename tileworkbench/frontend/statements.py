@@ -18,6 +18,9 @@ from .regions import subscript_buffer
 from .expressions import BINOPS
 from .specs import LoopSpec, serial_loop
 
+# What a name may hold that is no kernel value (not a condition, not a number).
+_NOT_VALUES = (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)
+
 
 def _is_ir(value) -> bool:
     return isinstance(value, ir.Expr)
@@ -219,7 +222,7 @@ class Statements:
         """An ``assert`` on values known while the kernel is built (sizes) is checked then, as
         TileLang's builder does; one on a kernel value would need a device-side trap."""
         cond = self.eval(node.test)
-        if _is_ir(cond) or isinstance(cond, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
+        if _is_ir(cond) or isinstance(cond, _NOT_VALUES):
             raise self.error(node, "`assert` is not supported on kernel values (check sizes in Python, or guard "
                                    "the work with an `if`)")
         if not cond:
@@ -265,7 +268,7 @@ class Statements:
 
     def visit_If(self, node):
         cond = self.eval(node.test)
-        if isinstance(cond, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
+        if isinstance(cond, _NOT_VALUES):
             raise self.error(node.test, f"{ir.describe(cond)} is not a condition; compare its elements instead")
         if not _is_ir(cond):  # decided while parsing: keep only the branch taken
             self.visit_body(node.body if cond else node.orelse)
@@ -298,7 +301,7 @@ def _changes_condition(body: ir.Stmt, cond: ir.Expr) -> bool:
 
 def _while_condition_problem(cond) -> str | None:
     """Why ``cond`` cannot be a ``while`` loop's condition (None: it can)."""
-    if isinstance(cond, (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)):
+    if isinstance(cond, _NOT_VALUES):
         return f"{ir.describe(cond)} is not a condition; compare its elements instead"
     if not _is_ir(cond):
         return (f"this condition is {bool(cond)} while the kernel is built, so the loop would run never or "
@@ -326,9 +329,6 @@ def _persistent_loop(self, node, tiles, names):
         rest = rest // extent
     digits = [rest] + list(reversed(digits))  # one per grouped dimension, slowest first
     coords = [*digits[1:-1], digits[0] * tiles.group + digits[-1]]
-    padded = 1
-    for d in grouped:
-        padded *= ir.const_int(d)
     outer = self.scope
     self.builder.push()
     coord_vars = [ir.Var(self.builder.fresh_name(n)) for n in names]
@@ -341,6 +341,5 @@ def _persistent_loop(self, node, tiles, names):
         self.scope = outer
     body = ir.IfThenElse(ir.cmp("<", coord_vars[-1], ir.const(tiles.domain[-1])), self.builder.pop())
     body = ir.seq([ir.LetStmt(v, c) for v, c in zip(coord_vars, coords)] + [body])
-    body = ir.IfThenElse(ir.cmp("<", tile, ir.const(padded)), body)
-    extent = ir.const(-(-padded // ir.const_int(tiles.wave_size)))
-    self.builder.emit(ir.For(wave, extent, body, "serial", loc=self.loc(node)))
+    body = ir.IfThenElse(ir.cmp("<", tile, ir.const(tiles.places())), body)
+    self.builder.emit(ir.For(wave, ir.const(tiles.waves()), body, "serial", loc=self.loc(node)))

@@ -222,12 +222,18 @@ class Im2Col(Stmt):
         """Elements per 16-byte move."""
         return 16 * 8 // self.src.buffer.dtype.storage_bits
 
+    def output_size(self) -> tuple[int, int]:
+        """The convolution's output height and width (OH, OW)."""
+        _, H, W, _ = (const_int(d) for d in self.src.buffer.shape)
+        K, S, D, P = self.kernel, self.stride, self.dilation, self.pad
+        return (H + 2 * P - D * (K - 1) - 1) // S + 1, (W + 2 * P - D * (K - 1) - 1) // S + 1
+
     def pixel(self, i, j) -> tuple[tuple, Expr]:
         """The image indices of patch element ``(i, j)`` and the condition that it is inside."""
         N, H, W, C = (const_int(d) for d in self.src.buffer.shape)
         block_m, block_k = (const_int(d) for d in self.dst.buffer.shape[-2:])
         K, S, D, P = self.kernel, self.stride, self.dilation, self.pad
-        OH, OW = (H + 2 * P - D * (K - 1) - 1) // S + 1, (W + 2 * P - D * (K - 1) - 1) // S + 1
+        OH, OW = self.output_size()
         m, k = self.nhw_step * block_m + i, self.c_step * block_k + j
         n, oh, ow = m // (OH * OW), m // OW % OH, m % OW
         kh, kw, c = k // (C * K), k // C % K, k % C

@@ -40,12 +40,11 @@ def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_p
     if K < 1 or S < 1 or D < 1:
         raise error(f"T.im2col: kernel, stride and dilation must be at least 1, got {K}, {S}, {D}")
     _, H, W, C = dims
-    OH, OW = (H + 2 * P - D * (K - 1) - 1) // S + 1, (W + 2 * P - D * (K - 1) - 1) // S + 1
-    if OH < 1 or OW < 1:
-        raise error(f"T.im2col: a {K}x{K} filter (dilation {D}, padding {P}) does not fit the {H}x{W} image")
     block_m, block_k = col.static_shape()
     node = ir.Im2Col(ir.Region.full(img), ir.Region.full(col), _b.integer(nhw_step, "T.im2col: nhw_step"),
                      _b.integer(c_step, "T.im2col: c_step"), K, S, D, P, loc=_b.current().loc)
+    if min(node.output_size()) < 1:
+        raise error(f"T.im2col: a {K}x{K} filter (dilation {D}, padding {P}) does not fit the {H}x{W} image")
     if _moves_in_chunks(img, C, block_k, node.chunk):
         _b.current().emit(node)  # a tile op: pipelined loops load it ahead with cp.async
         return

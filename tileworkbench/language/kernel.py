@@ -4,6 +4,7 @@ rasterisation, and the allocations of shared, fragment, local and barrier memory
 from __future__ import annotations
 
 import builtins as _builtins
+import math
 
 from .. import dtypes as _dt
 from ..frontend import builder as _b
@@ -214,11 +215,10 @@ def view_tensor(data, shape, dtype):
         raise error(f"T.Tensor(shape, dtype, {base.name}.data): the view is {dtype.name} but {base.name} holds "
                     f"{base.dtype.name}")
     shape = _tensor_dims(shape, "T.Tensor", dtype)
-    sizes = [ir.const_int(d) for d in shape] + [ir.const_int(d) for d in base.shape]
-    if None in sizes:
+    view_dims, base_dims = ([ir.const_int(d) for d in dims] for dims in (shape, base.shape))
+    if None in view_dims + base_dims:
         raise error("T.Tensor(shape, dtype, t.data): both shapes must be known when the kernel is compiled")
-    view_n = _prod(ir.const_int(d) for d in shape)
-    base_n = _prod(ir.const_int(d) for d in base.shape)
+    view_n, base_n = math.prod(view_dims), math.prod(base_dims)
     if view_n > base_n:
         raise error(f"T.Tensor(shape, dtype, {base.name}.data): the view has {view_n} elements, more than "
                     f"{base.name}'s {base_n}")
@@ -228,13 +228,6 @@ def view_tensor(data, shape, dtype):
                     attrs={"device_bound": True, "view_of": base}, loc=_b.current().loc)
     _b.current().emit(ir.Allocate(buf))
     return buf
-
-
-def _prod(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
 
 
 def make_tensor(ptr, shape, dtype=float32, strides=None):

@@ -30,15 +30,10 @@ def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802
     waves = _b.integer(wave_size, "T.Persistent: wave_size")
     index = _b.integer(index, "T.Persistent: index")
     group = _builtins.max(1, _builtins.min(_b.constant_int(group_size, "T.Persistent: group_size", low=1), dims[-1]))
-    tiles = PersistentTiles(dims, waves, index, group)
-    padded = 1
-    for d in tiles.grouped():
-        padded *= ir.const_int(d)
-    wave_n = ir.const_int(waves)
-    if wave_n is None:
+    if ir.const_int(waves) is None:
         raise error("T.Persistent: wave_size must be known when the kernel is compiled (the number of SMs)")
-    extent = ir.const(-(-padded // wave_n))
-    return LoopSpec("persistent", (extent,), (ir.const(0),), persistent=tiles)
+    tiles = PersistentTiles(dims, waves, index, group)
+    return LoopSpec("persistent", (ir.const(tiles.waves()),), (ir.const(0),), persistent=tiles)
 
 
 def serial(*args, annotations=None):

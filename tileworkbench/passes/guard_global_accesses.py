@@ -21,6 +21,7 @@ in whatever memory follows: a wrong answer elsewhere, or a fault.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 from ..ir import nodes as ir
@@ -44,7 +45,6 @@ class _Guard(CodegenWalk):
         super().__init__(func)
         self.parallel_depth = 0
         self.known: list[str] = []  # the text of each condition that holds where the walk is
-        self.guarded = 0
         self.addressed: list[ir.Expr] = []  # checks of the addresses the current statement takes
 
     # ---- scopes ----------------------------------------------------------------------------
@@ -56,13 +56,20 @@ class _Guard(CodegenWalk):
         finally:
             self.parallel_depth -= inside
 
-    def _under(self, cond: ir.Expr, node):
+    @contextlib.contextmanager
+    def assuming(self, cond: ir.Expr | None):
+        """Within: ``cond``'s conjuncts hold (nothing more when it is None)."""
         depth = len(self.known)
-        self.known += [expr_text(c) for c in _conjuncts(cond)]
+        if cond is not None:
+            self.known += [expr_text(c) for c in _conjuncts(cond)]
         try:
-            return self.visit(node)
+            yield
         finally:
             del self.known[depth:]
+
+    def _under(self, cond: ir.Expr, node):
+        with self.assuming(cond):
+            return self.visit(node)
 
     def visit_IfThenElse(self, node: ir.IfThenElse):
         cond = self.visit(node.cond)
@@ -92,9 +99,7 @@ class _Guard(CodegenWalk):
                 checks.append(ir.cmp(">=", index, ir.const(0, index.dtype)))
             if hi is None or size is None or hi >= size:
                 checks.append(ir.cmp("<", index, extent))
-        checks = [c for c in checks if expr_text(c) not in self.known]
-        self.guarded += bool(checks)
-        return ir.logical_and(*checks)
+        return ir.logical_and(*[c for c in checks if expr_text(c) not in self.known])
 
     def visit_BufferLoad(self, node: ir.BufferLoad):
         node = self.generic_visit(node)
@@ -119,14 +124,11 @@ class _Guard(CodegenWalk):
     def _guarded_statement(self, node, own_check):
         """``node`` visited, under ``if`` the checks of its own access and of the addresses it takes."""
         outer, self.addressed = self.addressed, []
-        depth = len(self.known)
-        if own_check is not None:  # what a store reads at its own indices needs no second check
-            self.known += [expr_text(c) for c in _conjuncts(own_check)]
         try:
-            stmt = self.generic_visit(node)
+            with self.assuming(own_check):  # what a store reads at its own indices needs no second check
+                stmt = self.generic_visit(node)
             check = ir.logical_and(own_check, *self.addressed)
         finally:
-            del self.known[depth:]
             self.addressed = outer
         return stmt if check is None else ir.IfThenElse(check, stmt, loc=node.loc)
 

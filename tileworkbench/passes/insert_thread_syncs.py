@@ -204,14 +204,20 @@ def _if(s: ir.IfThenElse, state: _State, variance: Variance, out: list) -> _Stat
     elif variance.is_uniform(s.cond):
         out.append(replace(s, then_body=then, else_body=other))
     else:
-        line = f" (before line {needs.loc.line})" if needs.loc is not None and needs.loc.line else ""
-        raise CompileError(
-            f"threads write shared memory and read it again inside this `if`, whose condition "
-            f"({expr_text(s.cond)}) may differ between the threads of a block: the block barrier needed "
-            f"between them{line} cannot go inside it (threads that skip it would hang the block). Make the "
-            f"condition the same for every thread (block indices, loop variables, loads at such indices), "
-            f"or move the shared-memory work out of the `if`", s.loc)
+        raise _barrier_under_variant_condition(s, needs, "`if`", "threads that skip it would hang the block")
     return then_end.merge(other_end)
+
+
+def _barrier_under_variant_condition(s, needs, what: str, why: str) -> CompileError:
+    """The error for a hazard inside ``s`` (an ``if`` or a ``while``) whose condition may differ
+    between threads: the barrier it needs (before ``needs``) cannot stand there."""
+    line = f" (before line {needs.loc.line})" if needs is not None and needs.loc is not None and needs.loc.line else ""
+    return CompileError(
+        f"threads write shared memory and read it again inside this {what}, whose condition "
+        f"({expr_text(s.cond)}) may differ between the threads of a block: the block barrier needed "
+        f"between them{line} cannot go inside it ({why}). Make the condition the same for every thread "
+        f"(block indices, loop variables, loads at such indices), or move the shared-memory work out of the "
+        f"{what}", s.loc)
 
 
 def _while(s: ir.While, state: _State, variance: Variance, out: list) -> _State:
@@ -222,13 +228,8 @@ def _while(s: ir.While, state: _State, variance: Variance, out: list) -> _State:
     _, end = _block(s.body, state.copy(), variance)
     body, end = _block(s.body, state.merge(end), variance)
     if _syncs(body) and not variance.is_uniform(s.cond):
-        needs = _after_first_sync(body)
-        line = f" (before line {needs.loc.line})" if needs is not None and needs.loc is not None and needs.loc.line else ""
-        raise CompileError(
-            f"threads write shared memory and read it again inside this `while` loop, whose condition "
-            f"({expr_text(s.cond)}) may differ between the threads of a block: the block barrier needed "
-            f"between them{line} cannot go inside it (threads that leave the loop early would hang the block). "
-            f"Make the condition the same for every thread, or move the shared-memory work out of the loop", s.loc)
+        raise _barrier_under_variant_condition(s, _after_first_sync(body), "`while` loop",
+                                               "threads that leave the loop early would hang the block")
     out.append(replace(s, body=body))
     return state.merge(end)  # the body may run no time at all
 
