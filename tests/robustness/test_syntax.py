@@ -32,7 +32,7 @@ STATEMENTS = [
     ("import", "import math  # <-", "imports are not supported inside kernels"),
     ("import-from", "from math import pi  # <-", "imports are not supported inside kernels"),
     ("del", "x = bx + 1\ndel x  # <-", "`del` is not supported"),
-    ("with-other", "with open('f'):  # <-\n    pass", r"only `with T.Kernel\(...\) as ...:` is supported"),
+    ("with-other", "with open('f'):  # <-\n    pass", r"only `with T.Kernel\(...\) as ...:` and `with T.ws\(...\):` are supported"),
     ("with-two", "with T.Kernel(1), T.Kernel(2):  # <-\n    pass", r"only `with T.Kernel"),
     ("nested-kernel", "with T.Kernel(1, threads=32):  # <-\n    A[0] = 1.0", r"inside a kernel: kernels run one after another"),
     ("for-else", "for i in T.serial(4):  # <-\n    A[i] = 1.0\nelse:\n    A[0] = 2.0", "for-else is not supported"),

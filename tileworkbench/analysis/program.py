@@ -35,6 +35,8 @@ def children(stmt) -> list:
         return [stmt.then_body] + ([stmt.else_body] if stmt.else_body is not None else [])
     if isinstance(stmt, ir.WarpSpecialize):
         return [stmt.producer, stmt.consumer]
+    if isinstance(stmt, ir.ThreadScope):
+        return [stmt.body]
     return []
 
 
@@ -82,7 +84,7 @@ def ir_lines(func: ir.PrimFunc) -> dict:
             return
         line += 1
         lines[id(s)] = line
-        if isinstance(s, (ir.For, ir.While)):
+        if isinstance(s, (ir.For, ir.While, ir.ThreadScope)):
             walk(s.body)
         elif isinstance(s, ir.IfThenElse):
             walk(s.then_body)

@@ -13,6 +13,7 @@ from . import program
 from .evaluate import Unknown
 from .footprints import call_of, is_shared, subexprs
 from .protocol import ELECT
+from .schedule import enter_scope
 
 _VEC = re.compile(r"^tw::(copy_vec|cp_async|zero_vec)<(\d+)>$")
 # Stores of 16-bit and FP8 results and the elements each thread's address covers: store_pair writes the
@@ -50,6 +51,8 @@ class StatementScan:
             self.reads_in(s, s.cond, active, frame, line)
             for _ in range(2):
                 self.visit(s.body, active, frame, line)
+        elif isinstance(s, ir.ThreadScope):
+            self.visit(s.body, enter_scope(s, self.sim.tid, self.env, active), frame, line)
         elif isinstance(s, ir.IfThenElse):
             self.reads_in(s, s.cond, active, frame, line)
             taken = self.condition(s.cond, active)

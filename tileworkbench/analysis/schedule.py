@@ -112,6 +112,13 @@ def linear(loops) -> int:
     return count
 
 
+def enter_scope(node: ir.ThreadScope, tid, env: dict, active):
+    """The threads of a ``T.ws`` scope among ``active`` (``tid``: every thread's index); binds the
+    scope's thread index in ``env``."""
+    env[node.var] = tid - node.first
+    return active & (tid >= node.first) & (tid < node.first + node.count)
+
+
 class Schedule:
     """The walk (module doc). Needs the simulator's ``env``, ``tid``, ``threads``, ``relevant``,
     ``protocol``, ``declared``, ``loops``, ``observers`` and its ``finding`` and ``run_call``."""
@@ -192,6 +199,9 @@ class Schedule:
                 o.scan(stmt, active, frame)
         elif isinstance(stmt, ir.WarpSpecialize):
             self.run_split(stmt, active, frame)
+        elif isinstance(stmt, ir.ThreadScope):
+            line = stmt.loc.line if stmt.loc is not None else frame.line
+            self.run(stmt.body, enter_scope(stmt, self.tid, self.env, active), dataclasses.replace(frame, line=line))
         elif isinstance(stmt, ir.For):
             self.run_for(stmt, active, frame)
         elif isinstance(stmt, ir.IfThenElse):

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..errors import where
 from ..version import __version__
 from ..ir import nodes as ir
+from ..ir.visitor import uses_var
 from .c_style import MATH_F32, CStyleRenderer
 
 HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
@@ -175,6 +176,9 @@ class CudaRenderer(CStyleRenderer):
                 f"{line}u, {self.debug_ns}ull);  // debug mode: bounded wait")
 
     def s_SyncThreads(self, s, d):
+        if s.threads is not None and s.barrier != 1:  # a T.ws scope's threads
+            self.emit(d, f"tw::sync_named<{s.barrier}, {s.threads}>();")
+            return
         if s.threads is not None:  # consumer threads of a warp-specialised block (never in debug mode)
             self.emit(d, f"tw::sync_consumers<{s.threads}>();")
             return
@@ -186,6 +190,15 @@ class CudaRenderer(CStyleRenderer):
         self.stmt(s.producer, d + 1)
         self.emit(d, "} else {  // consumer warpgroups")
         self.stmt(s.consumer, d + 1)
+        self.emit(d, "}")
+
+    def s_ThreadScope(self, s, d):
+        tid = self.name(self.func.launch.thread_var)
+        groups = ", ".join(map(str, s.warpgroups))
+        self.emit(d, f"if ({tid} >= {s.first} && {tid} < {s.first + s.count}) {{  // T.ws({groups})")
+        if uses_var(s.body, s.var):
+            self.emit(d + 1, f"const int {self.declare(s.var)} = {tid} - {s.first};")
+        self.stmt(s.body, d + 1)
         self.emit(d, "}")
 
     def s_Allocate(self, s, d):

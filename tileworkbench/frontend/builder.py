@@ -29,6 +29,7 @@ class Builder:
         self.loop_vars: list[ir.Var] = []  # innermost last
         self.pipelined_depth = 0
         self.in_kernel = False  # inside the body of `with T.Kernel(...)`
+        self.thread_scope: tuple[int, int] | None = None  # (first thread, count) inside `with T.ws(...)`
         self.workspaces: list[ir.Buffer] = []  # T.alloc_global buffers, before the kernels
         self.var_buffers: set = set()  # T.alloc_var buffers: `x = value` stores into them
 

@@ -1,7 +1,7 @@
 """Python AST of a ``@T.prim_func`` -> IR.
 
 One ``ast.NodeVisitor`` walks the function body: :class:`Parser` holds the locations, the error
-choke point, the names and the function; ``statements.Statements`` and
+choke point, the names and the function; ``blocks.Blocks`` (``with``), ``statements.Statements`` and
 ``expressions.Expressions`` its visitors of statements and of expressions. Expressions are *evaluated*: names from the
 closure and globals give Python values (sizes, dtypes, ``T``), kernel names give IR Vars and
 Buffers, and operators on IR values build IR expressions, so ``A[by * block_M, k * block_K]``
@@ -27,6 +27,7 @@ from ..ir import nodes as ir
 from . import builder as _b
 from .expressions import Expressions
 from .specs import TensorSpec
+from .blocks import Blocks
 from .statements import Scope, Statements
 
 # Python frames the compiler may use while it works: the front end, the passes and the printer
@@ -93,7 +94,7 @@ def deep_recursion():
                 sys.setrecursionlimit(_RECURSION["previous"])
 
 
-class Parser(Statements, Expressions, ast.NodeVisitor):
+class Parser(Blocks, Statements, Expressions, ast.NodeVisitor):
     """One ``ast.NodeVisitor`` over the kernel: its statements (``statements.Statements``) and
     expressions (``expressions.Expressions``); here the locations, the error choke point, names
     and the function itself."""

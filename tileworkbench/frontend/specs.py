@@ -59,6 +59,32 @@ def opens_kernel_scope(fn):
 
 
 @dataclass(frozen=True)
+class WarpGroups:
+    """``T.ws(g, ...)``: the warpgroups (128 threads each) that run a ``with`` block's body."""
+
+    groups: tuple
+
+    def thread_range(self, threads: int) -> tuple[int, int]:
+        """(first thread, thread count) of the groups in a block of ``threads``; ValueError (the
+        reason) where they are not consecutive or not in the block."""
+        groups = sorted(set(self.groups))
+        if groups != list(range(groups[0], groups[-1] + 1)):
+            raise ValueError(f"warpgroups {', '.join(map(str, self.groups))} are not consecutive")
+        first, count = 128 * groups[0], 128 * len(groups)
+        if threads % 128 or first + count > threads:
+            raise ValueError(f"the block's {threads} threads have warpgroups 0..{threads // 128 - 1} "
+                             f"of 128 threads" if threads >= 128 and threads % 128 == 0 else
+                             f"the block's {threads} threads are not whole warpgroups of 128")
+        return first, count
+
+
+def opens_thread_scope(fn):
+    """Marks ``T.ws``, whose call a ``with`` statement inside a kernel may be."""
+    fn.opens_thread_scope = True
+    return fn
+
+
+@dataclass(frozen=True)
 class PersistentTiles:
     """``T.Persistent(domain, wave_size, index, group_size)``: a block's walk over the tiles of
     ``domain``, one wave of ``wave_size`` blocks at a time, as TileLang numbers them: tiles in

@@ -1,4 +1,4 @@
-"""The front end's statements: ``with T.Kernel``, assignments and stores, loops, ifs.
+"""The front end's statements: assignments and stores, loops, ifs (``with`` blocks: ``blocks``).
 
 :class:`Statements` is the part of the parser (``parser.Parser``) that visits statements; each
 visitor emits IR through the builder and raises a ``CompileError`` at the line for what kernels do
@@ -40,44 +40,8 @@ class Scope:
 
 
 class Statements:
-    """Needs the parser's ``builder``, ``scope``, ``mutable_vars``, ``kernel_seen``, ``kernels``,
-    ``kernel_sequences``, ``eval``,
-    ``visit_body``, ``error``, ``loc`` and ``bind``."""
-
-    def visit_With(self, node):
-        if len(node.items) != 1:
-            raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
-        item = node.items[0]
-        # Look at what is called before calling it: `with open(...)` must not run.
-        if not isinstance(item.context_expr, ast.Call) or \
-                not getattr(self.eval(item.context_expr.func), "opens_kernel_scope", False):
-            raise self.error(node, "only `with T.Kernel(...) as ...:` is supported")
-        spec = self.eval(item.context_expr)
-        if self.builder.in_kernel:
-            raise self.error(node, "`with T.Kernel(...)` inside a kernel: kernels run one after another, each at "
-                                   "the top level of the function")
-        if self.kernel_seen and not self.kernel_sequences:
-            raise self.error(node, "a kernel has exactly one `with T.Kernel(...)` block (several, run one after "
-                                   "another, are for a @T.prim_func a builder returns)")
-        self.kernel_seen = True
-        names = self._target_names(item.optional_vars) if item.optional_vars is not None else []
-        if len(names) > len(spec.grid):
-            raise self.error(node, f"T.Kernel has {len(spec.grid)} grid dimension(s) but "
-                                   f"{len(names)} names are bound")
-        block_vars = tuple(ir.Var(names[i] if i < len(names) else f"b{'xyz'[i]}") for i in range(len(spec.grid)))
-        for v in block_vars:
-            self.bind(v.name, v)
-        self.builder.launch = ir.Launch(spec.grid, spec.threads, block_vars, ir.Var("tx"),
-                                         thread_dims=spec.thread_dims)
-        self.builder.in_kernel = True
-        start = len(self.builder.frames[-1])
-        try:
-            self.visit_body(node.body)
-        finally:
-            self.builder.in_kernel = False
-        # where this kernel's statements lie in the function's frame (several kernels: a sequence)
-        self.kernels.append((self.builder.launch, start, len(self.builder.frames[-1]), node,
-                             len(self.builder.frames)))
+    """Needs the parser's ``builder``, ``scope``, ``mutable_vars``, ``eval``, ``visit_body``,
+    ``error``, ``loc`` and ``bind``."""
 
     def _target_names(self, target) -> list[str]:
         if isinstance(target, ast.Name):

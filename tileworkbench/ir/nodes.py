@@ -73,6 +73,7 @@ from .stmt import (  # noqa: F401
     ATOMIC_ADD,
     ATOMIC_UPDATES,
     TmaCopy,
+    ThreadScope,
     TmaStoreWait,
     WarpSpecialize,
     seq,

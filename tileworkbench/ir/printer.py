@@ -196,7 +196,11 @@ class _Printer:
         self.emit(d, f"T.tma_store_wait(read={s.read})")
 
     def p_SyncThreads(self, s, d):
-        self.emit(d, "T.sync_threads()" if s.threads is None else f"T.sync_threads(threads={s.threads})")
+        if s.threads is None:
+            self.emit(d, "T.sync_threads()")
+        else:
+            named = f", barrier={s.barrier}" if s.barrier != 1 else ""
+            self.emit(d, f"T.sync_threads(threads={s.threads}{named})")
 
     def p_WarpSpecialize(self, s, d):
         first = s.consumer_threads
@@ -204,6 +208,13 @@ class _Printer:
         self.stmt(s.producer, d + 1)
         self.emit(d, f"with T.ws_consumer(threads=range(0, {first})):")
         self.stmt(s.consumer, d + 1)
+
+
+    def p_ThreadScope(self, s, d):
+        groups = ", ".join(map(str, s.warpgroups))
+        self.emit(d, f"with T.ws({groups}):  # threads {s.first}..{s.first + s.count - 1}, "
+                     f"{s.var.name} counts from 0 among them")
+        self.stmt(s.body, d + 1)
 
 
 def _param_text(p) -> str:

@@ -188,6 +188,24 @@ class RangeTracker:
         self.ranges.pop(var, None)  # a re-assigned scalar has no known range
 
 
+def enter_thread_scope(ranges: dict, node: ir.ThreadScope, tid: ir.Var | None) -> dict:
+    """Inside ``node`` its thread index ranges over its threads and the block's ``tid`` over the
+    scope's part of the block; returns what :func:`leave_thread_scope` restores."""
+    saved = {v: ranges.get(v) for v in (node.var, tid) if v is not None}
+    ranges[node.var] = (0, node.count - 1)
+    if tid is not None:
+        ranges[tid] = node.thread_range
+    return saved
+
+
+def leave_thread_scope(ranges: dict, saved: dict):
+    for v, r in saved.items():
+        if r is None:
+            ranges.pop(v, None)
+        else:
+            ranges[v] = r
+
+
 class _Simplifier(RangeTracker, IRMutator):
     def __init__(self, ranges):
         self.ranges = dict(ranges or {})

@@ -305,9 +305,11 @@ class TmaStoreWait(Stmt):
 @dataclass(eq=False, repr=False)
 class SyncThreads(Stmt):
     """A block barrier. ``threads`` None: every thread of the block (``__syncthreads``); else only
-    the ``threads`` consumer threads of a warp-specialised kernel (named barrier 1)."""
+    the ``threads`` threads of a warp-specialised kernel's consumers or of a ``T.ws`` scope (the
+    named barrier ``barrier``)."""
 
     threads: int | None = None
+    barrier: int = 1  # the named barrier when ``threads`` is set (a ``T.ws`` scope's own, else 1)
     loc: SourceLocation | None = _loc()
 
 
@@ -331,6 +333,30 @@ class WarpSpecialize(Stmt):
     @property
     def consumer_range(self) -> tuple[int, int]:
         return (0, self.consumer_threads - 1)
+
+
+@dataclass(eq=False, repr=False)
+class ThreadScope(Stmt):
+    """``with T.ws(...)``: only the block's threads ``[first, first + count)`` run ``body`` (whole
+    warpgroups; TileLang's warp specialisation written by the user). Inside, the tile operations
+    are spread over those ``count`` threads, whose index within the scope is ``var``
+    (``tx - first``); a block barrier inside is a named barrier of those threads. The scopes talk
+    to each other through the user's mbarriers."""
+
+    first: int
+    count: int
+    body: Stmt
+    var: Var
+    loc: SourceLocation | None = _loc()
+
+    @property
+    def warpgroups(self) -> tuple[int, ...]:
+        return tuple(range(self.first // 128, (self.first + self.count) // 128))
+
+    @property
+    def thread_range(self) -> tuple[int, int]:
+        """First and last block thread index of the scope."""
+        return (self.first, self.first + self.count - 1)
 
 
 TILE_OPS = (Copy, TmaCopy, Im2Col, Fill, Gemm, Reduce)

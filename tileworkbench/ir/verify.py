@@ -156,6 +156,13 @@ class _Verifier(IRVisitor):
         self.scoped(node.producer)
         self.scoped(node.consumer)
 
+    def visit_ThreadScope(self, node: ir.ThreadScope):
+        self.scopes.append({node.var})  # the scope's thread index is bound inside it only
+        try:
+            self.visit(node.body)
+        finally:
+            self.scopes.pop()
+
     def visit_LetStmt(self, node: ir.LetStmt):
         self.visit(node.value)
         self.bind(node.var)

@@ -24,6 +24,8 @@ from .kernel import (
     get_thread_binding,
     make_tensor,
     use_swizzle,
+    WarpSpecialize,
+    ws,
 )
 from .im2col import im2col
 from .loops import Parallel, Persistent, Pipelined, Serial, serial, unroll, vectorized
@@ -206,6 +208,8 @@ __all__ = [
     "unroll",
     "use_swizzle",
     "vectorized",
+    "WarpSpecialize",
+    "ws",
 ]
 
 

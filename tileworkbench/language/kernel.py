@@ -9,7 +9,7 @@ import math
 from .. import dtypes as _dt
 from ..frontend import builder as _b
 from ..frontend.builder import error
-from ..frontend.specs import KernelSpec, opens_kernel_scope
+from ..frontend.specs import KernelSpec, WarpGroups, opens_kernel_scope, opens_thread_scope
 from ..ir import nodes as ir
 from .types import _dtype, _shape, _tensor_dims, float32, int32
 
@@ -245,3 +245,22 @@ def make_tensor(ptr, shape, dtype=float32, strides=None):
                     data=ptr, attrs={"device_bound": True}, loc=_b.current().loc)
     _b.current().emit(ir.Allocate(buf))
     return buf
+
+
+@opens_thread_scope
+def ws(*warpgroups) -> WarpGroups:
+    """``with T.ws(1):`` -- only warpgroup 1 (threads 128..255) runs the body; ``T.ws(0, 1)`` two
+    consecutive warpgroups. TileLang's warp specialisation written by hand: the groups share data
+    through shared memory and the mbarriers the program arrives and waits on."""
+    if not warpgroups:
+        raise error("T.ws needs the warpgroup(s) that run its body, e.g. T.ws(0)")
+    groups = []
+    for g in warpgroups:
+        n = None if isinstance(g, _py_bool) else ir.const_int(_b.integer(g, "T.ws: a warpgroup"))
+        if n is None or n < 0:
+            raise error(f"T.ws: a warpgroup is a constant number from 0, got {_b.describe(g)}")
+        groups.append(n)
+    return WarpGroups(tuple(groups))
+
+
+WarpSpecialize = ws  # TileLang's long name

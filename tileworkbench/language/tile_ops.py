@@ -116,9 +116,13 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
                         "(copy it to a T.alloc_shared tile)")
         if r.buffer.scope != "shared":
             raise error(f"T.gemm {n} must be a shared tile (T.alloc_shared), not {_b.describe(r.buffer)}")
-        if not r.is_full:
-            raise error(f"T.gemm {n} must be a whole shared tile; {r.buffer.name} is sliced here (allocate a "
-                        f"tile of the operand's shape instead)")
+        if not r.is_full and _one_stage_of(r):
+            # a ring of tiles the program versions itself: laid out as a pipeline's versioned tiles
+            r.buffer.attrs["versions"] = r.buffer.static_shape()[0]
+        elif not r.is_full:
+            raise error(f"T.gemm {n} must be a whole shared tile, or one whole 2-D stage of a stack of them "
+                        f"(A_shared[k % 2, :, :]); {r.buffer.name} is sliced here (allocate a tile of the "
+                        f"operand's shape instead)")
     if c.buffer.scope != "fragment":
         raise error(f"T.gemm: the accumulator C must be a fragment (T.alloc_fragment), not "
                     f"{_b.describe(c.buffer)}")
@@ -167,3 +171,14 @@ reduce_max = _reduce("max")
 reduce_min = _reduce("min")
 reduce_abssum = _reduce("abssum")
 reduce_absmax = _reduce("absmax")
+
+
+def _one_stage_of(r) -> _py_bool:
+    """``A_shared[slot, :, :]``: one whole 2-D tile of a 3-D stack of them (a ring of tiles the
+    program versions itself, as a pipeline's versioned tiles are)."""
+    shape = r.buffer.static_shape()
+    extents = r.static_extents()
+    if shape is None or extents is None or len(shape) != 3:
+        return False
+    return extents[0] == 1 and tuple(extents[1:]) == tuple(shape[1:]) and \
+        all(ir.const_int(s) == 0 for s in r.starts[1:])

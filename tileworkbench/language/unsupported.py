@@ -10,7 +10,6 @@ UNSUPPORTED = {
     "reinterpret": _NOT_YET,
     "dynamic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",
     "symbolic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",
-    "ws": _NOT_YET + " (warp specialisation is done by the compiler for T.Pipelined GEMM loops)",
     "atomic_addx2": _NOT_YET + " (T.atomic_add is supported)",
     "reduce_absmax_all": _NOT_YET,
     "cumsum": _NOT_YET,

@@ -27,6 +27,7 @@ from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, collect
 from .rules import gemm as gemm_rules
 from .rules import tma as tma_rules
+from .rules.thread_scopes import threads_of
 from .manager import register
 
 
@@ -104,8 +105,9 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     wanted = set()
     gemms = collect(func.body, ir.Gemm)
     plans = {}
+    gemm_threads, _ = threads_of(func)  # a gemm inside `T.ws(1)` runs on that warpgroup only
     for gemm in gemms:
-        plan = gemm_rules.wgmma_plan(gemm, func.launch.threads, ctx)
+        plan = gemm_rules.wgmma_plan(gemm, gemm_threads[id(gemm)], ctx)
         plans[id(gemm)] = plan if plan is not None and gemm_rules.plan_fits(plan, gemm, pairs) else None
     plans = _agreeing_plans(gemms, plans)
     for gemm in gemms:

@@ -29,6 +29,7 @@ from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, project
 from ..ir.visitor import IRVisitor, collect
+from .rules.thread_scopes import threads_of
 from .manager import register
 
 REGISTER_LIMIT = 1024  # 32-bit words of fragments per thread; 4x the 255 registers a thread has
@@ -119,6 +120,8 @@ class _Relations(IRVisitor):
 class _Inference:
     def __init__(self, func: ir.PrimFunc):
         self.threads = func.launch.threads
+        # the threads each tile operation and fragment is spread over (a T.ws scope's, or the block's)
+        self.op_threads, self.fragment_threads = threads_of(func)
         self.layouts: dict = {}  # id(buffer) -> layout
         self.buffers: dict = {}  # id(buffer) -> buffer, in program order
         for alloc in collect(func.body, ir.Allocate):
@@ -167,7 +170,7 @@ class _Inference:
 
     def run(self) -> dict:
         for gemm in collect(self.func.body, ir.Gemm):
-            c, layout = gemm.c.buffer, _gemm_layout(gemm, self.threads)
+            c, layout = gemm.c.buffer, _gemm_layout(gemm, self.op_threads.get(id(gemm), self.threads))
             if self.layouts.get(id(c), layout) != layout:
                 raise CompileError(f"{c.name} is the accumulator of two gemms with different shapes", gemm.loc)
             self.set(c, layout, gemm.loc)
@@ -176,12 +179,12 @@ class _Inference:
         self.propagate()
         for key, buf in self.buffers.items():  # program order: the first undecided one gets blocked
             if key not in self.layouts:
-                shape = tuple(buf.static_shape())
-                self.set(buf, BlockedLayout(shape, self.threads, self.run_length(buf, shape)), buf.loc)
+                shape, threads = tuple(buf.static_shape()), self.fragment_threads.get(key, self.threads)
+                self.set(buf, BlockedLayout(shape, threads, self.run_length(buf, shape, threads)), buf.loc)
                 self.propagate()
         return self.layouts
 
-    def run_length(self, buf, shape) -> int:
+    def run_length(self, buf, shape, threads: int) -> int:
         """How many neighbours each thread holds together in the blocked layout of ``buf`` and the
         fragments that will share it (``same``): 16 bytes of the narrowest of them where they only
         meet other fragments in T.Parallel loops and are copied only to and from global memory
@@ -199,13 +202,13 @@ class _Inference:
         if any(k in self.layouts or k in self.relations.not_runs for k in group):
             return 1
         vec = 16 // min(b.dtype.storage_bits // 8 or 1 for b in group.values())
-        return vec if vec > 1 and shape[-1] % (self.threads * vec) == 0 else 1
+        return vec if vec > 1 and shape[-1] % (threads * vec) == 0 else 1
 
 
 @register("infer_fragment_layouts", "tile")
 def infer_fragment_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    threads = func.launch.threads
-    layouts = _Inference(func).run()
+    inference = _Inference(func)
+    layouts = inference.run()
     words, parts = 0, []
     for alloc in collect(func.body, ir.Allocate):
         buf = alloc.buffer
@@ -214,7 +217,7 @@ def infer_fragment_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         layout = buf.attrs["layout"] = layouts[id(buf)]
         own = -(-layout.local_size * buf.dtype.storage_bits // 32)
         words += own
-        parts.append(f"{buf.name}: {'x'.join(map(str, buf.static_shape()))} {buf.dtype.name} over {threads} "
+        parts.append(f"{buf.name}: {'x'.join(map(str, buf.static_shape()))} {buf.dtype.name} over {inference.fragment_threads.get(id(buf), func.launch.threads)} "
                      f"threads is {own}")
         if words > REGISTER_LIMIT:
             raise CompileError(f"the kernel's fragments need about {words} 32-bit registers per thread "

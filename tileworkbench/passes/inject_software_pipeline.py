@@ -158,6 +158,8 @@ class _Pipeline(IRMutator):
         return self.pipeline(node, stages)
 
     def pipeline(self, loop: ir.For, s: int) -> ir.Stmt:
+        if collect(loop.body, ir.ThreadScope):
+            return self.versions_only(loop, s)
         body = _split_condition(_flatten(loop.body), loop, self.written, self.outer - {loop.var})
         tma_loads = [x for x in body if isinstance(x, ir.TmaCopy) and x.is_load]
         thread_loads = [x for x in body if _is_global_to_shared_copy(x)]
@@ -215,6 +217,36 @@ class _Pipeline(IRMutator):
         })
         main = ir.For(k, n, ir.seq(steady), "serial", k0, pipeline=ir.PipelineInfo(s, "steady"), loc=loop.loc)
         return ir.seq([ir.Comment(f"prologue: iterations {k.name} = 0 .. {s - 2} in flight"), prologue, main])
+
+
+    def versions_only(self, loop: ir.For, s: int) -> ir.Stmt:
+        """A loop warp-specialised by hand (``T.ws`` scopes): its roles already run at the same
+        time, so it keeps its order; only the shared tiles TMA loads fill in it and the barriers it
+        arrives on get ``s`` versions (and the waits their parities) so a producer can run up to
+        ``s - 1`` iterations ahead of its consumers."""
+        if collect(loop.body, (ir.Copy, ir.Im2Col)) and any(_is_global_to_shared_copy(c) for c in
+                                                            collect(loop.body, (ir.Copy, ir.Im2Col))):
+            raise CompileError(f"T.Pipelined(num_stages={s}) over `T.ws` scopes: the compiler pipelines "
+                               "T.tma_copy loads on the program's own barriers there, not T.copy from global "
+                               "memory; use T.tma_copy with a barrier, or num_stages=0", loop.loc)
+        buffers = {}
+        for load in collect(loop.body, ir.TmaCopy):
+            if load.is_load and load.dst.buffer not in buffers:
+                buffers[load.dst.buffer] = load.dst.buffer.versioned(s)
+        barriers = {}
+        for arrive in collect(loop.body, ir.BarrierArrive):
+            old = arrive.barrier.buffer
+            if old not in barriers:
+                counts = list(old.attrs["counts"]) * s
+                barriers[old] = ir.Buffer(old.name, (ir.const(len(counts)),), old.dtype, "barrier",
+                                          attrs={**old.attrs, "counts": counts, "versions": s}, loc=old.loc)
+        self.versioned.update(buffers)
+        self.versioned.update(barriers)
+        self.records.append({"loop": loop.var.name, "stages": s, "buffers": [b.name for b in buffers],
+                             "barriers": [b.name for b in barriers], "producers": 0, "mode": "ws"})
+        body = _Versioner(loop, s, buffers, barriers, loop.var).run(loop.body)
+        return ir.For(loop.var, loop.extent, body, "serial", loop.start,
+                      pipeline=ir.PipelineInfo(s, note="warp-specialised by hand: versions only"), loc=loop.loc)
 
 
 def _as_cp_async(p):

@@ -18,6 +18,9 @@ different iterations of a serial loop touch only at different elements (``A_s[k]
 in ``for k``) carries no hazard from one iteration to the next; a sync needed only because of what
 came before a loop goes before it, not into every iteration.
 Inside a ``WarpSpecialize`` only the consumer side gets syncs (the producer side is TMA only).
+Inside a ``T.ws`` scope (``ThreadScope``) the syncs between its own threads' accesses stand inside
+it (``scope_consumer_syncs`` makes them barriers of its threads only); see ``_thread_scope`` for
+what orders one scope's accesses against the block's and other scopes'.
 """
 
 from __future__ import annotations
@@ -41,12 +44,38 @@ class _State:
     written: set = field(default_factory=set)  # shared buffers written by threads since the last sync
     read: set = field(default_factory=set)  # shared buffers read by threads since the last sync
     added: set = field(default_factory=set)  # shared buffers atomically added to since the last sync
+    # Which threads made those accesses: buffer -> {None (the whole block) or a T.ws scope's
+    # (first, count)}; and the threads of the code being walked now.
+    roles: dict = field(default_factory=dict)
+    role: tuple | None = None
 
     def merge(self, other: "_State") -> "_State":
-        return _State(self.written | other.written, self.read | other.read, self.added | other.added)
+        roles = {k: set(v) for k, v in self.roles.items()}
+        for k, v in other.roles.items():
+            roles.setdefault(k, set()).update(v)
+        return _State(self.written | other.written, self.read | other.read, self.added | other.added, roles,
+                      self.role)
 
     def copy(self) -> "_State":
-        return _State(set(self.written), set(self.read), set(self.added))
+        return _State(set(self.written), set(self.read), set(self.added),
+                      {k: set(v) for k, v in self.roles.items()}, self.role)
+
+    def cleared(self) -> "_State":
+        """After a barrier of the threads being walked."""
+        return _State(role=self.role)
+
+    def note(self, acc: "_Accesses"):
+        self.written |= acc.writes
+        self.read |= acc.reads
+        self.added |= acc.adds
+        for name in acc.writes | acc.reads | acc.adds:
+            self.roles.setdefault(name, set()).add(self.role)
+
+    def by(self, who) -> "_State":
+        """The accesses to the buffers some threads satisfying ``who(role)`` made."""
+        names = {k for k, v in self.roles.items() if any(who(r) for r in v)}
+        return _State(self.written & names, self.read & names, self.added & names,
+                      {k: set(self.roles[k]) for k in names}, self.role)
 
 
 class _Accesses(IRVisitor):
@@ -117,7 +146,8 @@ def _hazard(acc: _Accesses, state: _State) -> bool:
 
 
 def _without(state: _State, names: set) -> _State:
-    return _State(state.written - names, state.read - names, state.added - names)
+    return _State(state.written - names, state.read - names, state.added - names,
+                  {k: set(v) for k, v in state.roles.items() if k not in names}, state.role)
 
 
 def _iteration_disjoint(loop: ir.For) -> set:
@@ -172,11 +202,9 @@ def _leaf(stmt, state: _State, out: list) -> _State:
     acc = _accesses(stmt)
     if _hazard(acc, state):
         _sync(out)
-        state = _State()
+        state = state.cleared()
     out.append(stmt)
-    state.written |= acc.writes
-    state.read |= acc.reads
-    state.added |= acc.adds
+    state.note(acc)
     return state
 
 
@@ -195,7 +223,7 @@ def _after_first_sync(stmt):
 def _if(s: ir.IfThenElse, state: _State, variance: Variance, out: list) -> _State:
     if _hazard(_accesses(s), state):  # what came before the if: one sync before it
         _sync(out)
-        state = _State()
+        state = state.cleared()
     then, then_end = _block(s.then_body, state.copy(), variance)
     other, other_end = (None, state) if s.else_body is None else _block(s.else_body, state.copy(), variance)
     needs = _after_first_sync(then) or (other is not None and _after_first_sync(other))
@@ -224,7 +252,7 @@ def _while(s: ir.While, state: _State, variance: Variance, out: list) -> _State:
     """As a serial loop of unknown trip count: what one iteration leaves behind meets the next."""
     if _hazard(_accesses(ir.Evaluate(s.cond)), state):  # the condition reads what was just written
         _sync(out)
-        state = _State()
+        state = state.cleared()
     _, end = _block(s.body, state.copy(), variance)
     body, end = _block(s.body, state.merge(end), variance)
     if _syncs(body) and not variance.is_uniform(s.cond):
@@ -234,13 +262,32 @@ def _while(s: ir.While, state: _State, variance: Variance, out: list) -> _State:
     return state.merge(end)  # the body may run no time at all
 
 
+def _thread_scope(s: ir.ThreadScope, state: _State, variance: Variance, out: list) -> _State:
+    """``with T.ws(...)``: hazards among its own threads get a barrier of theirs inside it; what
+    the whole block did before it gets a block barrier before it; what other scopes did is ordered
+    by the user's mbarriers when the scope waits on one (the barrier checker verifies that
+    protocol), else by a block barrier before it too."""
+    role = (s.first, s.count)
+    trusts_mbarriers = bool(collect(s.body, ir.BarrierWait))
+    before = state.by(lambda r: r is None or (r != role and not trusts_mbarriers))
+    if _hazard(_accesses(s), before):
+        _sync(out)
+        state = state.cleared()
+    inner = state.by(lambda r: r == role)
+    inner.role = role
+    body, end = _block(s.body, inner, variance)
+    out.append(replace(s, body=body))
+    end.role = state.role
+    return state.merge(end)
+
+
 def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
     out: list = []
     stmts = stmt.stmts if isinstance(stmt, ir.SeqStmt) else [stmt]
     for s in stmts:
         if isinstance(s, ir.SyncThreads):
             out.append(s)
-            state = _State()
+            state = state.cleared()
         elif isinstance(s, ir.For) and s.kind in ("serial", "pipelined", "unrolled"):
             own = _iteration_disjoint(s)  # buffers no two iterations touch at one element
             _, end = _block(s.body, state.copy(), variance)  # first pass: what one iteration leaves behind
@@ -259,6 +306,8 @@ def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
             # like any other (its barriers become consumer-only ones in scope_consumer_syncs).
             consumer, state = _block(s.consumer, state, variance)
             out.append(replace(s, consumer=consumer))
+        elif isinstance(s, ir.ThreadScope):
+            state = _thread_scope(s, state, variance, out)
         elif isinstance(s, ir.IfThenElse):
             state = _if(s, state, variance, out)
         elif isinstance(s, ir.While):

@@ -33,6 +33,7 @@ from .rules.calls import address_of, call
 from .rules.gemm import FP8_TYPES
 from .rules.copies import CopyLowering, extent_bounds, fragment_frame, lower_im2col, non_unit, within_extents
 from .rules.reductions import in_registers, loop_nest, reduce_in_registers, reduce_through_shared
+from .rules.thread_scopes import ScopedThreads
 from .manager import register
 
 
@@ -43,7 +44,7 @@ def _tile_dims(region: ir.Region) -> list[int]:
     return [ir.const_int(e) for e in region.extents if ir.const_int(e) != 1]
 
 
-class _LowerTileOps(RangeTracker, IRMutator):
+class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
     def __init__(self, func: ir.PrimFunc):
         self.func = func
         self.threads = func.launch.threads

@@ -30,14 +30,16 @@ from ..ir import nodes as ir
 from ..ir.simplify import simplify
 from ..ir.visitor import IRMutator
 from .rules import tma as tma_rules
+from .rules.thread_scopes import ScopedThreads
 from .rules.calls import address_of, barrier_init, call, elect, needs_16_byte_alignment, tile_base, tile_column
 from .manager import register
 
 
-class _LowerTma(IRMutator):
+class _LowerTma(ScopedThreads, IRMutator):
     def __init__(self, func: ir.PrimFunc):
         self.func = func
         self.threads = func.launch.threads
+        self.tid = func.launch.thread_var  # inside a T.ws scope: the scope's (rules.thread_scopes)
         self.descriptors: dict = {}  # key -> TmaDescriptor
         self.auto_barriers: list[ir.Buffer] = []
         self.phase_vars: list[ir.Var] = []  # auto barriers whose phase is counted in a scalar

@@ -42,6 +42,7 @@ from .manager import register
 from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, is_row, is_whole
 from .rules.fragment_runs import run_copies
 from .rules.result_stores import ResultStores
+from .rules.thread_scopes import ScopedThreads
 
 UNROLL_LIMIT = 32
 
@@ -60,7 +61,7 @@ def _nest(loop: ir.For):
     return loops, body
 
 
-class _Partition(ResultStores, IRMutator):
+class _Partition(ScopedThreads, ResultStores, IRMutator):
     def __init__(self, func: ir.PrimFunc, to_local, matrix_stores: bool):
         self.threads = func.launch.threads
         self.tid = func.launch.thread_var
@@ -70,6 +71,11 @@ class _Partition(ResultStores, IRMutator):
         self.conditions: list = []  # the conditions of the ifs around the statement being visited
         self.thread_index = {self.tid}  # the thread index and the kernel's names for it (tid = tx)
         self.thread_dependent = {self.tid}  # every scalar whose value may differ between threads
+
+    def visit_ThreadScope(self, node: ir.ThreadScope):
+        self.thread_index.add(node.var)  # the scope's index counts the threads from its first
+        self.thread_dependent.add(node.var)
+        return super().visit_ThreadScope(node)
 
     def visit_LetStmt(self, node: ir.LetStmt):
         if node.value in self.thread_index:

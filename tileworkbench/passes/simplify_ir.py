@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as ir
-from ..ir.simplify import _Simplifier, launch_ranges
+from ..ir.simplify import _Simplifier, enter_thread_scope, launch_ranges, leave_thread_scope
 from ..ir.visitor import substitute
 from .manager import register
 
@@ -38,6 +38,12 @@ class _SimplifyStmts(_Simplifier):
         self.ranges[tid] = outer
         return dataclasses.replace(node, producer=producer if producer is not None else ir.SeqStmt([]),
                                    consumer=consumer if consumer is not None else ir.SeqStmt([]))
+
+    def visit_ThreadScope(self, node):
+        saved = enter_thread_scope(self.ranges, node, self.thread_var)
+        body = self.visit(node.body)
+        leave_thread_scope(self.ranges, saved)
+        return None if body is None else dataclasses.replace(node, body=body)
 
     def visit_For(self, node):
         if ir.const_int(node.extent) == 1 and not (node.pipeline is not None and node.pipeline.steady):

@@ -20,6 +20,7 @@ from ..ir.visitor import collect
 from ..target import PassConfigKey
 from .rules import epilogue as epilogue_rules
 from .rules import gemm as gemm_rules
+from .rules.thread_scopes import has_thread_scopes
 from .manager import register
 
 
@@ -43,7 +44,7 @@ def stage_epilogue(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     if len(loops) != 1 or loops[0] != len(top) - 2:
         return out
     gemms = collect(top[loops[0]].body, ir.Gemm)
-    if not gemms or any(gemm_rules.wgmma_plan(g, func.launch.threads, ctx) is None for g in gemms):
+    if not gemms or has_thread_scopes(func) or any(gemm_rules.wgmma_plan(g, func.launch.threads, ctx) is None for g in gemms):
         return out  # the mma.sync path keeps its stores from registers
     staged = epilogue_rules.staged_store(top[-1:], _pipeline_bytes(top[loops[0]]), "block")
     if staged is None:

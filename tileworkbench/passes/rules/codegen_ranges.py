@@ -2,20 +2,20 @@
 the code generator prints it: the thread index (every thread the hardware launches) and the block
 indices, loop variables, never re-assigned integer scalars, a persistent kernel's block indices
 (bound per tile: the range the whole grid gives them), and on each side of a warp-specialised
-block the threads that run it."""
+block and in each ``T.ws`` scope the threads that run it."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from ...ir import nodes as ir
-from ...ir.simplify import RangeTracker, launch_ranges
+from ...ir.simplify import RangeTracker, enter_thread_scope, launch_ranges, leave_thread_scope
 from ...ir.visitor import IRMutator, reassigned_vars
 
 
 class CodegenWalk(RangeTracker, IRMutator):
     """An IR mutator that keeps ``self.ranges`` as described above; subclasses rewrite what they
-    need and call ``super()`` for ``For``, ``LetStmt``, ``Assign`` and ``WarpSpecialize``."""
+    need and call ``super()`` for ``For``, ``LetStmt``, ``Assign``, ``WarpSpecialize`` and ``ThreadScope``."""
 
     def __init__(self, func: ir.PrimFunc):
         launch = func.launch
@@ -52,3 +52,9 @@ class CodegenWalk(RangeTracker, IRMutator):
         consumer = self.visit(node.consumer)
         self.ranges[self.thread_var] = outer
         return dataclasses.replace(node, producer=producer, consumer=consumer)
+
+    def visit_ThreadScope(self, node: ir.ThreadScope):
+        saved = enter_thread_scope(self.ranges, node, self.thread_var)
+        body = self.visit(node.body)
+        leave_thread_scope(self.ranges, saved)
+        return dataclasses.replace(node, body=body)

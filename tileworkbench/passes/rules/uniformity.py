@@ -56,6 +56,10 @@ class _Taint(IRVisitor):
     def visit_While(self, n):
         self.visit_IfThenElse(n)  # a thread-variant condition makes its body variant, as an if's
 
+    def visit_ThreadScope(self, n):
+        self._mark_var(n.var)  # the thread index within a T.ws scope
+        self.generic_visit(n)
+
     def visit_IfThenElse(self, n):
         variant = not self.variance.is_uniform(n.cond)
         self.context_variant += variant

@@ -45,6 +45,8 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
         return "debug mode keeps the single-role pipeline, whose every wait can be bounded"
     if func.launch.threads % 128:
         return f"{func.launch.threads} threads are not whole warpgroups"
+    if collect(func.body, ir.ThreadScope):
+        return "the kernel is warp-specialised by hand (T.ws)"
     if collect(func.body, (ir.TmaCopy, ir.BarrierArrive, ir.BarrierWait)) or \
             any(a.buffer.scope == "barrier" for a in collect(func.body, ir.Allocate)):
         return "the kernel synchronises with barriers of its own"

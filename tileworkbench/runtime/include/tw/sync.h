@@ -21,6 +21,14 @@ __device__ __forceinline__ void sync_consumers() {
   asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
 }
 
+// Block barrier of one `T.ws` scope's THREADS threads (named barrier ID, 1..15): the scope's
+// warpgroups sync with it while the others run their own code.
+template <int ID, int THREADS>
+__device__ __forceinline__ void sync_named() {
+  static_assert(ID >= 1 && ID < 16 && THREADS % 32 == 0, "named barriers 1..15 of whole warps");
+  asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
+}
+
 // Warp specialisation hands registers from the producer warpgroup to the consumers (sm_90a).
 // Every thread of a warpgroup executes the same one; the kernel needs __launch_bounds__(n, 1).
 template <int REGS>
