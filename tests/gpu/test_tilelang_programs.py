@@ -274,3 +274,23 @@ def test_atomic_max_and_min_of_floats_of_either_sign_and_of_integers(torch):
     kernel(x, ints, hi, lo, ihi)
     assert torch.equal(hi, x.max(dim=1).values) and torch.equal(lo, x.min(dim=1).values)
     assert torch.equal(ihi, ints.max(dim=1).values)
+
+
+@pytest.mark.parametrize("src, bits", [("float32", "int32"), ("float16", "int16"), ("bfloat16", "int16")])
+def test_reinterpret_gives_the_bits_torch_views(torch, src, bits):
+    """T.reinterpret agrees bit for bit with torch's ``Tensor.view(dtype)``, both ways."""
+    import tileworkbench.language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((4096,), src), Y: T.Tensor((4096,), bits), Z: T.Tensor((4096,), src)):
+        with T.Kernel(16, threads=256) as bx:
+            tx = T.get_thread_binding()
+            b = T.reinterpret(X[bx * 256 + tx], bits)
+            Y[bx * 256 + tx] = b
+            Z[bx * 256 + tx] = T.reinterpret(b, src)
+
+    torch.manual_seed(3)
+    x = torch.randn(4096, device="cuda").to(getattr(torch, src))
+    kernel = tilelang.compile(main, out_idx=[1, 2])
+    y, z = kernel(x)
+    assert torch.equal(y, x.view(getattr(torch, bits))) and torch.equal(z.view(y.dtype), x.view(y.dtype))

@@ -118,6 +118,22 @@ class CudaRenderer(CStyleRenderer):
             return to_float(e.dtype, from_float(e.dtype, f"(float)({self.expr(e.value)})"))
         return super().e_Cast(e)
 
+    def e_Call(self, e: ir.Call) -> str:
+        if e.name == ir.REINTERPRET:
+            return self.reinterpret(e.args[0], e.dtype)
+        return super().e_Call(e)
+
+    def reinterpret(self, value: ir.Expr, dtype) -> str:
+        """``T.reinterpret``: the value's bits as ``dtype`` (same width). A 16-bit or FP8 float is
+        held as float32: its bits are those of the value rounded back to its type (exact), and a
+        result of such a type is held as float32 again."""
+        text = self.expr(value)
+        if _held_as_float(value.dtype):
+            text = from_float(value.dtype, text)
+        if _held_as_float(dtype):
+            return to_float(dtype, f"tw::bit_cast<{dtype.cpp}>({text})")
+        return f"tw::bit_cast<{value_type(dtype)}>({text})"
+
     def load(self, load: ir.BufferLoad, element: str) -> str:
         return to_float(load.buffer.dtype, element) if _held_as_float(load.buffer.dtype) else element
 

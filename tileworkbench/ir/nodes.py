@@ -72,6 +72,7 @@ from .stmt import (  # noqa: F401
     TILE_OPS,
     ATOMIC_ADD,
     ATOMIC_UPDATES,
+    REINTERPRET,
     TmaCopy,
     ThreadScope,
     TmaStoreWait,

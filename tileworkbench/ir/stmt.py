@@ -367,6 +367,10 @@ TILE_OPS = (Copy, TmaCopy, Im2Col, Fill, Gemm, Reduce)
 ATOMIC_ADD = "atomicAdd"
 ATOMIC_UPDATES = (ATOMIC_ADD, "atomicMax", "atomicMin", "tw::atomic_max", "tw::atomic_min")
 
+# T.reinterpret(value, dtype) is Call(REINTERPRET, (value,), dtype): the bits of value as dtype (the
+# same width); the CUDA renderer spells it out for the types held as float32.
+REINTERPRET = "tw::reinterpret"
+
 # The annotation of a persistent kernel's tile loop (its value: how many tiles the grid has).
 TILE_LOOP = "persistent_tiles"
 # The hardware block index and block count a persistent kernel's tile loop reads (its grid is

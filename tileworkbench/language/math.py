@@ -7,6 +7,7 @@ import builtins as _builtins
 
 from .. import dtypes as _dt
 from ..frontend import builder as _b
+from ..errors import CompileError
 from ..frontend.builder import error
 from ..ir import nodes as ir
 from .types import _dtype
@@ -59,6 +60,37 @@ def tvm_warp_shuffle(mask, value, lane, width, warp_size=32):
     mask = ir.cast(_b.integer(mask, "T.tvm_warp_shuffle: mask"), _dt.uint32)
     lane = _b.integer(lane, "T.tvm_warp_shuffle: lane")
     return ir.Call("__shfl_sync", (mask, value, lane, ir.const(width_n)), value.dtype)
+
+
+def reinterpret(value, dtype):
+    """``value``'s bits as ``dtype``, of the same width (``T.reinterpret(x, T.uint32)`` of a float32;
+    TileLang's older ``T.reinterpret(dtype, value)`` order is taken too)."""
+    if _is_dtype(value) and not _is_dtype(dtype):
+        value, dtype = dtype, value
+    target = _dt.as_dtype(dtype) if _is_dtype(dtype) else None
+    if target is None:
+        raise error(f"T.reinterpret: the type to reinterpret as must be a dtype such as T.uint32, "
+                    f"got {_b.describe(dtype)}")
+    if target.name in ("handle", "bool") or target.name.startswith("float4"):
+        raise error(f"T.reinterpret as {target.name} is not supported by tileworkbench (a value of "
+                    f"8 to 64 bits, reinterpreted as a number type of the same width)")
+    value = _b.number(value, "T.reinterpret: the value")
+    if value.dtype.bits != target.bits:
+        raise error(f"T.reinterpret keeps the width: {value.dtype.name} is {value.dtype.bits} bits, "
+                    f"{target.name} {target.bits}; cast first (T.Cast) to change it")
+    return ir.Call(ir.REINTERPRET, (value,), target)
+
+
+def _is_dtype(x) -> bool:
+    if isinstance(x, _dt.DType):
+        return True
+    if isinstance(x, str):
+        try:
+            _dt.as_dtype(x)
+            return True
+        except CompileError:
+            return False
+    return False
 
 
 def _math(name, float_only=True):

@@ -35,6 +35,15 @@ template <> __device__ __forceinline__ bfloat16 from_float<bfloat16>(float f) {
   return h;
 }
 
+// T.reinterpret: the bits of a value as another type of the same width.
+template <typename To, typename From>
+__device__ __forceinline__ To bit_cast(From v) {
+  static_assert(sizeof(To) == sizeof(From), "T.reinterpret keeps the width");
+  union { From from; To to; } u;  // CUDA's compilers read a union's other member as its bits
+  u.from = v;
+  return u.to;
+}
+
 // FP8 values are raw bytes in memory (unsigned char) and float32 in generated arithmetic; the
 // conversions round to nearest and saturate to the largest finite value (sm_89 and later).
 __device__ __forceinline__ unsigned char e4m3_from_float(float f) {
