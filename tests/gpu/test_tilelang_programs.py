@@ -294,3 +294,20 @@ def test_reinterpret_gives_the_bits_torch_views(torch, src, bits):
     kernel = tilelang.compile(main, out_idx=[1, 2])
     y, z = kernel(x)
     assert torch.equal(y, x.view(getattr(torch, bits))) and torch.equal(z.view(y.dtype), x.view(y.dtype))
+
+
+def test_dynamic_sizes_one_kernel_at_every_size(torch):
+    """TileLang's dynamic-shape GEMM at sizes that are no multiple of its tiles (nor of 8): one
+    compiled kernel, each result against float64."""
+    from tileworkbench.examples.tilelang_programs import dynamic_shape as example
+
+    f = example.matmul_dynamic_mnk
+    torch.manual_seed(5)
+    for m, n, k in ((1000, 300, 520), (4096, 4096, 4096), (77, 131, 1003), (256, 128, 64)):
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        c = f(a, b, **example.CONFIG)
+        ref = a.double() @ b.double()
+        assert c.shape == (m, n)
+        assert (c.double() - ref).abs().max().item() <= 1e-2 * ref.abs().max().item() + 1e-2, (m, n, k)
+    assert len({id(kernel) for kernel in f.kernels.values()}) == 1

@@ -158,6 +158,11 @@ class Runtime:
                                      f"of 16 bytes; the kernel moves it with TMA ({name}), which needs 16-byte aligned "
                                      f"tensors: pass a tensor that starts on 16 bytes (a fresh allocation, or "
                                      f".clone() of a slice at an odd offset)")
+        odd = next((int(s) for s in global_strides_bytes if int(s) % 16), None)
+        if odd is not None:
+            raise KernelRuntimeError(f"argument {tensor!r} has a stride of {odd} bytes (a size given at this call), "
+                                     f"which is not a multiple of 16 bytes; the kernel moves it with TMA ({name}), "
+                                     f"which needs 16-byte multiples: pass sizes whose rows are whole 16-byte units")
         packed = self._encode_tensor_map(name, data_type, rank, global_address, global_dims, global_strides_bytes,
                                          box_dims, element_strides, interleave, swizzle, l2_promotion, oob_fill)
         self.tensormaps[key] = packed

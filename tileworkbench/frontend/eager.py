@@ -108,10 +108,32 @@ class EagerParser(Parser):
         outputs = self.returned if self.returned is not None else list(self.outputs)
         order = list(inspect.signature(self.fn).parameters)
         inputs = sorted((p for p in self.params if p not in self.outputs), key=lambda b: order.index(b.name))
-        params = inputs + outputs
+        sizes = self.dynamic_sizes(fdef, inputs, outputs)
+        params = inputs + [var for var, _ in sizes] + outputs
         func = ir.PrimFunc(fdef.name, params, body, self.builder.launch,
                            source_file=self.file, source_line=self.first_line + fdef.lineno - 1)
-        return func, list(range(len(inputs), len(params)))
+        if sizes:  # where a call finds each size: (parameter index of a tensor, its dimension)
+            func.attrs["dynamic_sizes"] = {var.name: (params.index(buf), dim) for var, (buf, dim) in sizes}
+        return func, list(range(len(inputs) + len(sizes), len(params)))
+
+    def dynamic_sizes(self, fdef, inputs, outputs) -> list:
+        """``(size, (input tensor, dimension))`` for each ``T.dynamic`` size, from the first input
+        whose annotation has it as a whole dimension; an output's dimensions are such sizes or
+        constants (a call allocates it)."""
+        found = []
+        for var in self.builder.dynamic_sizes:
+            where = next(((b, i) for b in inputs for i, d in enumerate(b.shape) if d is var), None)
+            if where is None:
+                raise self.error(fdef, f"T.dynamic size {var.name} is no dimension of an input tensor's "
+                                       f"annotation: a call could not tell its value")
+            found.append((var, where))
+        known = {var for var, _ in found}
+        for out in outputs:
+            for i, d in enumerate(out.shape):
+                if ir.const_int(d) is None and d not in known:
+                    raise self.error(fdef, f"output {out.name}: dimension {i} is {ir.describe(d)}; an output's "
+                                           f"dimensions are constants or T.dynamic sizes, which a call allocates")
+        return found
 
     def check_values(self, fdef):
         """Every value the caller gave names a parameter or a T.const size."""
@@ -124,6 +146,9 @@ class EagerParser(Parser):
     def _assign(self, target, value, node):
         if isinstance(value, ConstSymbol):  # (a tuple of them comes here one by one)
             self.add_symbol(value, node)
+        if isinstance(target, ast.Name) and any(value is v for v in self.builder.dynamic_sizes):
+            self.bind(target.id, value)  # a T.dynamic size: the kernel's scalar parameter itself
+            return
         if isinstance(value, OutputSpec):
             if not isinstance(target, ast.Name):
                 raise self.error(target, "T.empty(...) is assigned to one name")

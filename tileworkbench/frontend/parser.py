@@ -178,16 +178,26 @@ class Parser(Blocks, Statements, Expressions, ast.NodeVisitor):
     def parse_function(self, fdef: ast.FunctionDef) -> ir.PrimFunc:
         self.check_signature(fdef)
         annotations = getattr(self.fn, "__annotations__", {})
-        for arg in fdef.args.posonlyargs + fdef.args.args:
+        args = fdef.args.posonlyargs + fdef.args.args
+        for arg in args:
             if arg.annotation is None:
                 raise self.error(arg, f"parameter {arg.arg!r} needs a T.Tensor(...) annotation")
+        # Scalar parameters first: a tensor's shape may name one (`A: T.Tensor((n, 64), ...)` under
+        # `from __future__ import annotations`, where the annotation is text evaluated here).
+        scalars = {arg.arg: ir.Var(arg.arg, spec) for arg in args
+                   if isinstance(spec := self.scalar_annotation(arg, annotations), _dt.DType)}
+        for name, var in scalars.items():
+            self.bind(name, var)
+        for arg in args:
             self.builder.loc = self.loc(arg)
             # Python already evaluated the annotation in the defining scope; prefer its value, but
             # under `from __future__ import annotations` it is the text: evaluate it here.
             spec = annotations.get(arg.arg)
             if arg.arg not in annotations or isinstance(spec, str):
                 spec = self.eval(arg.annotation)
-            if isinstance(spec, TensorSpec):
+            if arg.arg in scalars:
+                value = scalars[arg.arg]
+            elif isinstance(spec, TensorSpec):
                 shape = tuple(ir.as_expr(s) for s in spec.shape)
                 strides = None if spec.strides is None else tuple(ir.as_expr(s) for s in spec.strides)
                 value = ir.Buffer(arg.arg, shape, spec.dtype, "global", strides=strides, loc=self.loc(arg))
@@ -208,6 +218,16 @@ class Parser(Blocks, Statements, Expressions, ast.NodeVisitor):
             return self.kernel_sequence(fdef, frame)
         return ir.PrimFunc(fdef.name, self.params, body, self.builder.launch,
                            source_file=self.file, source_line=self.first_line + fdef.lineno - 1)
+
+    def scalar_annotation(self, arg, annotations):
+        """The dtype a parameter is annotated with, else None (a tensor, or not known yet)."""
+        spec = annotations.get(arg.arg)
+        if isinstance(spec, str) and isinstance(arg.annotation, (ast.Attribute, ast.Name, ast.Constant)):
+            try:
+                spec = self.eval(arg.annotation)
+            except CompileError:
+                return None
+        return spec if isinstance(spec, _dt.DType) else None
 
     def kernel_sequence(self, fdef, frame) -> ir.KernelSequence:
         """One PrimFunc per T.Kernel block, each taking the function's parameters and then the

@@ -17,6 +17,7 @@ import inspect
 
 from ..errors import CompileError, caller_location
 from ..frontend.eager import is_eager, parse_eager, tensor_parameters
+from ..ir import nodes as ir
 from .kernel import compile as compile_kernel
 
 
@@ -47,6 +48,7 @@ class JitFunction:
         self.pass_configs = pass_configs
         self.eager = is_eager(fn)
         self.kernels: dict = {}  # call form -> Kernel
+        self.dynamic_dims: dict = {}  # values -> {tensor: its T.dynamic dimensions}, once one is compiled
         functools.update_wrapper(self, fn)
         if self.eager and out_idx is not None:
             raise CompileError(f"{fn.__name__}: a kernel written with T.empty outputs names them itself; "
@@ -105,11 +107,36 @@ class JitFunction:
         return bound
 
     def _kernel(self, values: dict, tensors: dict | None):
-        key = ("kernel", repr(sorted(values.items())), repr(sorted((tensors or {}).items())))
+        """The Kernel for these values and tensors (name -> (shape, dtype)): one per form, where a
+        ``T.dynamic`` dimension of a tensor is no part of the form (one kernel serves every size)."""
+        values_key = repr(sorted(values.items()))
+        dynamic = self.dynamic_dims.get(values_key, {})
+        key = ("kernel", values_key, repr(sorted(_without_dims(tensors or {}, dynamic).items())))
         kernel = self.kernels.get(key)
         if kernel is None:
             parsed = parse_eager(self.fn, values, tensors)
             kernel = compile_kernel(parsed.func, out_idx=parsed.out_idx, target=self.target,
                                     pass_configs=self.pass_configs)
+            dynamic = _dynamic_dims(parsed.func)
+            if dynamic:
+                self.dynamic_dims[values_key] = dynamic
+                key = ("kernel", values_key, repr(sorted(_without_dims(tensors or {}, dynamic).items())))
             self.kernels[key] = kernel
         return kernel
+
+
+def _dynamic_dims(func) -> dict:
+    """Tensor name -> the dimensions of it that are ``T.dynamic`` sizes."""
+    sizes = {p for p in func.params if isinstance(p, ir.Var) and p.name in func.attrs.get("dynamic_sizes", {})}
+    out = {}
+    for p in func.params:
+        dims = [i for i, d in enumerate(getattr(p, "shape", ())) if d in sizes]
+        if dims:
+            out[p.name] = set(dims)
+    return out
+
+
+def _without_dims(tensors: dict, dynamic: dict) -> dict:
+    """The call's tensor forms with their ``T.dynamic`` dimensions left out."""
+    return {name: (tuple(None if i in dynamic.get(name, ()) else n for i, n in enumerate(shape)), dtype)
+            for name, (shape, dtype) in tensors.items()}

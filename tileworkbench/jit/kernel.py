@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import contextlib
 import time
 
 from ..backend.launch import stream_handle
@@ -33,11 +34,14 @@ class Kernel:
         self._launch = None
         self._runtime = None
         self._cubin: bytes | None = None
-        self._out_forms = {i: output_form(self.params[i]) for i in self.out_idx}
+        # T.dynamic sizes: scalar parameter index -> (index of the input tensor, its dimension)
+        self._sizes = {[p["name"] for p in self.params].index(name): tuple(where)
+                       for name, where in record.get("sizes", {}).items()}
+        self._out_forms = {} if self._sizes else {i: output_form(self.params[i]) for i in self.out_idx}
         self._param_count = len(self.params)
         self._input_count = self._param_count - len(self.out_idx)
         self._outputs_last = sorted(self.out_idx) == list(range(self._input_count, self._param_count))
-        self._out_form_list = [self._out_forms[i] for i in sorted(self.out_idx)]
+        self._out_form_list = [self._out_forms[i] for i in sorted(self.out_idx) if i in self._out_forms]
         inputs = [p for i, p in enumerate(self.params) if i not in self.out_idx]
         self._like_at = next((j for j, p in enumerate(inputs) if p["kind"] == "tensor"), None)
         if load_device:
@@ -109,7 +113,10 @@ class Kernel:
             self._load()
         runtime = self._runtime
         runtime.begin_call()
-        if len(args) == self._param_count:  # every argument given: nothing to allocate
+        if self._sizes:  # the T.dynamic sizes from the tensors, the outputs allocated at them
+            full, outputs = self._with_sizes(args, stream)
+            self._launch(runtime, *full, stream=stream_handle(stream, full))
+        elif len(args) == self._param_count:  # every argument given: nothing to allocate
             self._launch(runtime, *args, stream=stream_handle(stream, args))
             outputs = [args[i] for i in self.out_idx]
         elif self._outputs_last and len(args) == self._input_count and self._like_at is not None \
@@ -131,6 +138,45 @@ class Kernel:
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _with_sizes(self, args, stream) -> tuple[list, list]:
+        """(every argument, the outputs) of a call of a kernel with ``T.dynamic`` sizes: the
+        caller passes the tensors (and scalars) but not the sizes, which come from the tensors'
+        shapes; outputs not passed are allocated at those sizes."""
+        given = len(self.params) - len(self._sizes)
+        if len(args) not in (given, given - len(self.out_idx)):
+            def names(keep):
+                return ", ".join(p["name"] for i, p in enumerate(self.params) if keep(i))
+            raise KernelRuntimeError(
+                f"{self.name} takes {given - len(self.out_idx)} inputs "
+                f"({names(lambda i: i not in self._sizes and i not in self.out_idx)}) or all {given} arguments "
+                f"({names(lambda i: i not in self._sizes)}); its T.dynamic sizes "
+                f"({names(lambda i: i in self._sizes)}) come from the tensors; got {len(args)}")
+        rest, values = iter(args), {}
+        full = []
+        for i, p in enumerate(self.params):
+            if i in self._sizes:
+                tensor, dim = self._sizes[i]
+                shape = getattr(full[tensor], "shape", None)
+                if shape is None or len(shape) <= dim:
+                    raise KernelRuntimeError(f"{self.name}: argument {self.params[tensor]['name']} should be a tensor "
+                                             f"of {len(self.params[tensor]['shape'])} dimensions, whose dimension "
+                                             f"{dim} gives the size {p['name']}")
+                values[p["name"]] = int(shape[dim])
+                full.append(values[p["name"]])
+            elif i in self.out_idx and len(args) < given:
+                full.append(None)
+            else:
+                full.append(next(rest))
+        forms = {i: output_form(self.params[i], values) for i in self.out_idx}
+        inputs = [a for i, a in enumerate(full) if i not in self.out_idx]
+        if any(a is None for a in full):
+            handle = stream_handle(stream, inputs) if stream is not None else None
+            with _allocating_on(inputs, handle) if handle is not None else contextlib.nullcontext():
+                like = next((a for a in inputs if hasattr(a, "shape")), None)
+                for i in self.out_idx:
+                    full[i] = _allocate(self.params[i], like, forms[i])
+        return full, [full[i] for i in self.out_idx]
 
     def as_torch_op(self, qualname: str):
         """This kernel as the torch operator ``qualname`` ("namespace::name"), with a fake
@@ -213,9 +259,12 @@ def _allocate(param: dict, like, form: tuple | None = None):
     return cupy.empty(shape, dtype=dtypes.numpy_dtype(dtypes.as_dtype(dtype)))
 
 
-def output_form(param: dict) -> tuple:
-    """(shape, dtype name) an output is allocated with: FP4's two values a byte as int8 bytes."""
+def output_form(param: dict, sizes: dict | None = None) -> tuple:
+    """(shape, dtype name) an output is allocated with (``sizes``: the ``T.dynamic`` sizes of the
+    call, for the dimensions the record names): FP4's two values a byte as int8 bytes."""
     shape, dtype = tuple(param["shape"]), param["dtype"]
+    if sizes is not None:
+        shape = tuple(sizes[name] if name is not None else n for n, name in zip(shape, param.get("dims", shape)))
     if param.get("packed"):
         shape, dtype = shape[:-1] + (shape[-1] // 2,), "int8"
     return shape, dtype
@@ -257,7 +306,9 @@ def _record(artifact, out_idx, timings) -> dict:
     for p in artifact.func.params:
         if isinstance(p, ir.Buffer):
             params.append({"name": p.name, "kind": "tensor", "shape": [ir.const_int(s) for s in p.shape],
-                           "dtype": p.dtype.name, "packed": p.dtype.packed})
+                           "dtype": p.dtype.name, "packed": p.dtype.packed,
+                           **({"dims": [s.name if isinstance(s, ir.Var) else None for s in p.shape]}
+                              if any(isinstance(s, ir.Var) for s in p.shape) else {})})
         else:
             params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype.name})
     return {
@@ -265,6 +316,8 @@ def _record(artifact, out_idx, timings) -> dict:
         "host_source": artifact.host_source, "params": params, "target": artifact.target.to_json(),
         "smem_bytes": artifact.func.attrs.get("smem_bytes", 0), "trace": artifact.trace.to_dict(),
         "tma_descriptors": [d.to_json() for d in artifact.tma_descriptors.values()], "timings": timings,
+        **({"sizes": {k: list(v) for k, v in artifact.func.attrs["dynamic_sizes"].items()}}
+           if artifact.func.attrs.get("dynamic_sizes") else {}),
         **_cubin_fields(artifact.nvrtc),
     }
 

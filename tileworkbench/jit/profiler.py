@@ -88,8 +88,14 @@ class Profiler:
         self.supply_type = tensor_supply_type or TensorSupplyType.Auto
 
     def inputs(self) -> list:
-        return [random_input(p, self.supply_type) for i, p in enumerate(self.kernel.params)
-                if i not in self.kernel.out_idx]
+        params = [p for i, p in enumerate(self.kernel.params) if i not in self.kernel.out_idx
+                  and p["name"] not in self.kernel.record.get("sizes", {})]
+        for p in params:
+            if p["kind"] == "tensor" and None in p["shape"]:
+                raise KernelRuntimeError(f"{self.kernel.name}: {p['name']} has T.dynamic dimensions, so the "
+                                         f"profiler cannot make it: pass the inputs (input_tensors=, or call "
+                                         f"do_bench(fn) with a function that launches the kernel on them)")
+        return [random_input(p, self.supply_type) for p in params]
 
     def assert_allclose(self, reference_program, input_tensors=None, atol=1e-2, rtol=1e-2, max_mismatched_ratio=0.0):
         """Run the kernel and ``reference_program`` on the same inputs (fresh random ones unless

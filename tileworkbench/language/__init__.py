@@ -59,7 +59,7 @@ from .math import (
     tanh,
     tvm_warp_shuffle,
 )
-from .signature import const, empty
+from .signature import const, dynamic, empty, symbolic
 from .sync import barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, sync_threads, tma_store_wait
 from .tile_ops import (
     GemmWarpPolicy,
@@ -134,6 +134,7 @@ __all__ = [
     "copy",
     "cos",
     "dtype",
+    "dynamic",
     "empty",
     "exp",
     "exp2",
@@ -197,6 +198,7 @@ __all__ = [
     "sin",
     "sqrt",
     "StridedTensor",
+    "symbolic",
     "sync_threads",
     "tanh",
     "tvm_warp_shuffle",

@@ -9,6 +9,7 @@ from .. import dtypes as _dt
 from ..frontend import builder as _b
 from ..frontend.builder import ConstSymbol, error
 from ..frontend.specs import OutputSpec
+from ..ir import nodes as ir
 from .types import _dtype, _tensor_dims
 
 
@@ -32,6 +33,30 @@ def const(names, dtype=_dt.int32):
         raise error(f"T.const: sizes are integers, not {dt.name}")
     symbols = tuple(ConstSymbol(n, dt) for n in _names(names, "T.const"))
     return symbols[0] if len(symbols) == 1 else symbols
+
+
+def dynamic(names, dtype=_dt.int32):
+    """Sizes known only when the kernel runs: one compiled kernel serves every value. Each name is
+    a scalar parameter of the kernel (an ``int32`` Var; a tuple for several), which a call takes
+    from the first tensor whose annotation names it (``A: T.Tensor((M, K))``); the kernel's code
+    keeps partial tiles inside the tensors at every size."""
+    dt = _dtype(dtype, "T.dynamic")
+    if dt.is_float:
+        raise error(f"T.dynamic: sizes are integers, not {dt.name}")
+    builder = _b.current()
+    found = []
+    for n in _names(names, "T.dynamic"):
+        if builder.in_kernel:
+            raise error(f"T.dynamic({names!r}) inside the kernel: declare sizes before `with T.Kernel(...)`")
+        if any(v.name == n for v in builder.dynamic_sizes):
+            raise error(f"T.dynamic: the size {n} is declared twice")
+        var = ir.Var(n, dt)
+        builder.dynamic_sizes.append(var)
+        found.append(var)
+    return found[0] if len(found) == 1 else tuple(found)
+
+
+symbolic = dynamic  # TileLang's older name
 
 
 def empty(shape, dtype=_dt.float32) -> OutputSpec:

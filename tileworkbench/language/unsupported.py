@@ -7,8 +7,6 @@ _NOT_YET = "not supported yet"
 _TVM = "a TVM construct; tileworkbench has no TVM underneath"
 
 UNSUPPORTED = {
-    "dynamic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",
-    "symbolic": _NOT_YET + " (sizes are constants: T.const takes each size from the tensors at the first call)",
     "atomic_addx2": _NOT_YET + " (T.atomic_add is supported)",
     "reduce_absmax_all": _NOT_YET,
     "cumsum": _NOT_YET,

@@ -19,4 +19,5 @@ its key-dimension parts), not timed.
 
 FAMILIES = ("elementwise", "gemm", "gemv", "norms", "softmax", "splitk", "attention", "gemm_fp8", "flash_decoding",
             "blocksparse_gemm", "topk", "streamk_gemm", "convolution",
-            "retention", "hadamard", "attention_bwd", "warp_specialize")
+            "retention", "hadamard", "attention_bwd", "warp_specialize",
+            "dynamic_shape")

@@ -41,6 +41,8 @@ def staged_store(epilogue: list, available_bytes: int | None, mode: str) -> tupl
     shape = [e for e in dst.static_extents() if e != 1]
     if shape != list(src.buffer.static_shape()):
         return None
+    if any(ir.const_int(s) is None for s in dst.buffer.effective_strides()[:-1]):
+        return None  # a row stride known only at run time (T.dynamic) may be no multiple of TMA's 16 bytes
     tile = ir.Buffer(f"{src.buffer.name}_out", tuple(ir.const(n) for n in shape), dst.buffer.dtype, "shared",
                      attrs={"reuses_pipeline_tiles": True} if mode == "consumers" else {}, loc=copy.loc)
     if available_bytes is not None and tile.dtype.bytes_for(tile.numel) > available_bytes:

@@ -1,0 +1,120 @@
+"""``T.dynamic`` sizes (TileLang's dynamic-shape GEMM): one compiled kernel for every size. The
+sizes become scalar parameters a call reads from the tensors' shapes; the code keeps partial tiles
+inside the tensors at any size (masked loads and stores, 64-bit offsets where the sizes could make
+them large) and moves no row with TMA whose stride the sizes decide; what is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tileworkbench as tilelang
+import tileworkbench.language as T
+from tileworkbench.errors import KernelRuntimeError
+from tileworkbench.examples.tilelang_programs import dynamic_shape as example
+
+SM90 = {"kind": "cuda", "arch": "sm_90a"}
+
+
+def kernel_part(src: str) -> str:
+    return src.split("// ---- kernel ----")[1]
+
+
+@pytest.fixture
+def no_cache(monkeypatch):
+    monkeypatch.setenv("TILEWORKBENCH_DISABLE_CACHE", "1")
+
+
+def test_the_sizes_are_scalar_parameters_read_from_the_tensors(no_cache):
+    kernel = example.CASES["gemm_dynamic"]["compile"]()
+    assert [p["name"] for p in kernel.params] == ["A", "B", "m", "n", "k", "C"]
+    assert kernel.record["sizes"] == {"m": [0, 0], "n": [1, 1], "k": [0, 1]}  # A's rows, B's columns, A's columns
+    assert kernel.params[5]["dims"] == ["m", "n"]
+    a, b, c = np.zeros((1000, 520), np.float16), np.zeros((520, 300), np.float16), np.zeros((1000, 300), np.float16)
+    full, outputs = kernel._with_sizes((a, b, c), None)
+    assert full[2:5] == [1000, 300, 520] and outputs[0] is c
+
+
+def test_one_kernel_serves_every_size(no_cache):
+    f = example.matmul_dynamic_mnk
+    first = f._kernel(dict(example.CONFIG), {"A": ((1000, 520), "float16"), "B": ((520, 300), "float16")})
+    again = f._kernel(dict(example.CONFIG), {"A": ((64, 128), "float16"), "B": ((128, 4096), "float16")})
+    assert first is again
+    other = f._kernel(dict(example.CONFIG, num_stages=2), {"A": ((64, 128), "float16"), "B": ((128, 64), "float16")})
+    assert other is not first  # another configuration is another kernel
+
+
+def test_partial_tiles_are_masked_at_any_size(no_cache):
+    code = kernel_part(example.CASES["gemm_dynamic"]["compile"]().get_kernel_source())
+    assert "int m,\n    int n,\n    int k," in code
+    assert "(((by * 128) + i0) < m) && (((k_prologue * 32) + i1) < k)" in code  # A's tile, masked
+    assert "long long" in code  # offsets like row * k may pass 2^31
+    # C's rows are n elements apart, which may be no multiple of 16 bytes: no TMA store, masked stores
+    assert "tma_store" not in code and "< n)" in code.split("cp_async_wait")[-1]
+
+
+def test_a_wrong_call_names_what_it_takes(no_cache):
+    kernel = example.CASES["gemm_dynamic"]["compile"]()
+    with pytest.raises(KernelRuntimeError, match=r"takes 2 inputs \(A, B\) or all 3 arguments \(A, B, C\); its T.dynamic sizes \(m, n, k\)"):
+        kernel._with_sizes((np.zeros((4, 4)),), None)
+
+
+def test_the_profiler_asks_for_inputs_it_cannot_make(no_cache):
+    kernel = example.CASES["gemm_dynamic"]["compile"]()
+    with pytest.raises(KernelRuntimeError, match="A has T.dynamic dimensions"):
+        kernel.get_profiler().inputs()
+
+
+def test_a_size_no_input_shows_is_refused():
+    @tilelang.jit(target=SM90)
+    def orphan(A):
+        n = T.dynamic("n")
+        m = T.dynamic("m")
+        A: T.Tensor((n,), T.float32)
+        B = T.empty((m,), T.float32)
+        with T.Kernel(1, threads=128):
+            B[0] = A[0]
+        return B
+
+    with pytest.raises(tilelang.CompileError, match="T.dynamic size m is no dimension of an input tensor"):
+        orphan.compile()
+
+
+def test_a_size_declared_twice_or_inside_the_kernel_is_refused():
+    @tilelang.jit(target=SM90)
+    def twice(A):
+        n = T.dynamic("n, n")
+        A: T.Tensor((n,), T.float32)
+        with T.Kernel(1, threads=128):
+            A[0] = 1.0
+
+    @tilelang.jit(target=SM90)
+    def inside(A):
+        A: T.Tensor((128,), T.float32)
+        with T.Kernel(1, threads=128):
+            n = T.dynamic("n")
+            A[0] = n
+
+    with pytest.raises(tilelang.CompileError, match="appears twice"):
+        twice.compile()
+    with pytest.raises(tilelang.CompileError, match="inside the kernel"):
+        inside.compile()
+
+
+def test_t_symbolic_is_the_same():
+    assert T.symbolic is T.dynamic
+
+
+def test_a_classic_kernel_may_shape_its_tensors_by_its_scalar_parameters():
+    """Under ``from __future__ import annotations`` (this module's) the annotations are text the
+    front end evaluates, after binding the scalar parameters: ``(n, 64)`` names ``n``."""
+    @T.prim_func
+    def main(A: T.Tensor((n, 64), "float32"), B: T.Tensor((n, 64), "float32"), n: T.int32):  # noqa: F821
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
+            for i, j in T.Parallel(128, 64):
+                B[bx * 128 + i, j] = A[bx * 128 + i, j] * 2.0
+
+    art = tilelang.lower(main, target=SM90)
+    code = kernel_part(art.device_source)
+    assert "int n) {" in code and "< n)" in code
+    assert "grid = ((n + 128 - 1) // 128, 1, 1)" in art.host_source
