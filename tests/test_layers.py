@@ -22,7 +22,7 @@ LAYERS = [
     ["frontend"],
     ["language", "passes", "layout"],
     ["examples", "codegen", "analysis"],
-    ["backend"],
+    ["backend", "interpreter"],
     ["jit"],
     ["report", "autotuner", "testing", "profiler", "utils"],
     ["bench"],

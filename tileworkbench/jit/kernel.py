@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import builtins
 import contextlib
+import os
+import warnings
 import time
 
 from ..backend.launch import stream_handle
@@ -334,6 +336,8 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     """
     from ..backend import nvrtc
 
+    if _interpreted(target):
+        return _compile_for_cpu(func, out_idx, pass_configs)
     start = time.perf_counter()
     tgt = Target.of(target)
     configs = PassContext.merged_configs(pass_configs)
@@ -374,6 +378,30 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     kernel.timings["compile_s"] = time.perf_counter() - start
     cache.MEMORY[key] = kernel
     return kernel
+
+
+def _interpreted(target) -> bool:
+    """``target="cpu"``, or ``"auto"`` with ``TILEWORKBENCH_INTERPRET=1`` (a warning where a GPU is
+    present: it is never chosen silently over one)."""
+    if target == "cpu":
+        return True
+    if target == "auto" and os.environ.get("TILEWORKBENCH_INTERPRET") == "1":
+        if _gpu_present():
+            warnings.warn("TILEWORKBENCH_INTERPRET=1: running on the CPU interpreter although a GPU is present",
+                          stacklevel=3)
+        return True
+    return False
+
+
+def _compile_for_cpu(func, out_idx, pass_configs):
+    from ..interpreter import CpuKernel
+    from .lower import lower_tile_level
+
+    src = parse(func)
+    if isinstance(src, ir.KernelSequence):
+        raise KernelRuntimeError(f"{src.name} runs several kernels; the CPU interpreter runs one kernel at a time yet")
+    out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name) or []
+    return CpuKernel(lower_tile_level(src, PassContext.merged_configs(pass_configs)), out_idx, f"{src.name}_kernel")
 
 
 def _gpu_present() -> bool:

@@ -75,6 +75,17 @@ def lower(func, target="auto", pass_configs=None, enable_device_compile=False, o
         return _lower(src, tgt, configs, enable_device_compile, out_idx)
 
 
+def lower_tile_level(src: ir.PrimFunc, configs: dict, trace: Trace | None = None) -> ir.PrimFunc:
+    """The kernel compiled for sm_90a through its tile-level passes (pipelining, versions,
+    warp specialisation), before TMA, tile operations and threads are lowered: what the CPU
+    interpreter runs."""
+    tiles = [name for name in pass_list(configs)]
+    tiles = tiles[:tiles.index("lower_tma")]
+    ctx = LowerContext(Target.of("sm_90a"), configs)
+    with deep_recursion():
+        return run_pipeline(copy.deepcopy(src), tiles, ctx, trace or Trace(kernel={"name": src.name}))
+
+
 def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: bool, out_idx) -> "Artifact":
     trace = Trace(kernel={"name": src.name, "target": tgt.to_json(), "pass_configs": _jsonable(configs),
                           "source_file": src.source_file, "source_line": src.source_line,

@@ -1,0 +1,128 @@
+"""The CPU interpreter (``compile(..., target="cpu")``): numbers, on the CPU, against float64
+numpy references on random inputs. It runs the IR after the tile-level passes, so every GEMM
+variant below runs its real pipeline (cp.async groups, TMA loads on versioned barriers, the
+producer and consumers of a warp-specialised persistent block side by side), and a wait that can
+never complete is an error naming its barrier, slot, parity, iteration and line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.bench.gemm import candidate_kernels, spec_kernels
+from tileworkbench.errors import KernelRuntimeError
+from tileworkbench.examples import ALL_EXAMPLES
+from tileworkbench.interpreter.values import storage_dtype
+
+SHAPES = [(256, 256, 256), (200, 136, 72)]
+
+
+def _random(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(np.float32).astype(dtype)
+
+
+def _close(out, ref, dtype):
+    # the result is rounded to its type once: half an ulp of the largest value, plus accumulation order
+    ulp = {"float16": 2.0**-10, "bfloat16": 2.0**-7}[dtype] * np.abs(ref).max()
+    assert np.abs(out.astype(np.float64) - ref).max() <= ulp + 1e-3 * np.abs(ref).max()
+
+
+def _gemm_cases():
+    for M, N, K in SHAPES:
+        for dtype in ("float16", "bfloat16"):
+            for c in candidate_kernels(M, N, K, dtype):
+                yield pytest.param(c, (M, N, K), dtype, id=f"{c.name} {M}x{N}x{K} {dtype}")
+        for c in spec_kernels(M, N, K):
+            yield pytest.param(c, (M, N, K), "float16", id=f"{c.name} {M}x{N}x{K}")
+
+
+@pytest.mark.parametrize("candidate, shape, dtype", list(_gemm_cases()))
+def test_every_gemm_variant_matches_float64(candidate, shape, dtype):
+    M, N, K = shape
+    kernel = tw.compile(candidate.build(), out_idx=[2], target="cpu", pass_configs=candidate.pass_configs)
+    assert kernel.interpreted
+    rng = np.random.default_rng(M + N + K)
+    a, b = _random(rng, (M, K), storage_dtype(kernel.params[0].dtype)), _random(rng, (K, N), storage_dtype(kernel.params[1].dtype))
+    _close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+def test_the_examples_match_numpy():
+    rng = np.random.default_rng(7)
+    add = tw.compile(ALL_EXAMPLES["elementwise_add"](), target="cpu")
+    a, b, c = (_random(rng, (1024, 1024), storage_dtype(p.dtype)) for p in add.params)
+    add(a, b, c)
+    assert np.array_equal(c, (a.astype(np.float32) + b.astype(np.float32)).astype(c.dtype))
+    ragged = tw.compile(ALL_EXAMPLES["matmul_bf16_ragged"](), out_idx=[2], target="cpu")
+    x, y = _random(rng, (1000, 770), storage_dtype(ragged.params[0].dtype)), _random(rng, (770, 1030), storage_dtype(ragged.params[1].dtype))
+    _close(ragged(x, y), x.astype(np.float64) @ y.astype(np.float64), "bfloat16")
+
+
+def test_the_interpreter_is_chosen_by_the_environment_and_takes_torch_cpu_tensors(monkeypatch):
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    monkeypatch.setenv("TILEWORKBENCH_INTERPRET", "1")
+    from tileworkbench.examples.tilelang_programs import gemm
+
+    a = torch.randn(256, 128, dtype=torch.float16)
+    b = torch.randn(128, 192, dtype=torch.float16)
+    c = gemm.matmul(a, b, 128, 64, 32)
+    assert isinstance(c, torch.Tensor) and c.shape == (256, 192)
+    _close(c.numpy(), a.double().numpy() @ b.double().numpy(), "float16")
+
+
+def test_warp_specialisation_by_hand_and_dynamic_sizes_run(monkeypatch):
+    monkeypatch.setenv("TILEWORKBENCH_INTERPRET", "1")
+    from tileworkbench.examples.tilelang_programs import dynamic_shape, warp_specialize as ws
+
+    rng = np.random.default_rng(3)
+    a, b = _random(rng, (256, 256), np.float16), _random(rng, (256, 256), np.float16)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for c in (ws.matmul_ws(a, b, 128, 128, 64), ws.matmul_ws(a, b, 128, 128, 64, num_stages=2, producer=1),
+              ws.matmul_barrier_pipe(a, b, 128, 128, 64), ws.matmul_split_n(a, b, 128, 128, 64)):
+        _close(c, ref, "float16")
+    x, y = _random(rng, (200, 136), np.float16), _random(rng, (136, 72), np.float16)
+    _close(dynamic_shape.matmul_dynamic_mnk(x, y, **dynamic_shape.CONFIG), x.astype(np.float64) @ y.astype(np.float64),
+           "float16")
+
+
+def test_flash_attention_matches_float64(monkeypatch):
+    monkeypatch.setenv("TILEWORKBENCH_INTERPRET", "1")
+    from tileworkbench.examples.tilelang_programs import attention
+
+    rng = np.random.default_rng(4)
+    q, k, v = (_random(rng, (1, 2, 256, 64), np.float16) for _ in range(3))
+    out = attention.flash_attention(1, 2, 256, 64, True)(q, k, v)
+    qf, kf, vf = (x.astype(np.float64) for x in (q, k, v))
+    s = qf @ kf.transpose(0, 1, 3, 2) / 8.0
+    s = np.where(np.tril(np.ones((256, 256), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = (p / p.sum(-1, keepdims=True)) @ vf
+    assert np.abs(out.astype(np.float64) - ref).max() < 2e-3
+
+
+def test_a_wait_that_can_never_complete_is_named():
+    @T.prim_func
+    def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((256, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((64, 64), "float16")
+            bar = T.alloc_barrier(arrive_count=128)
+            for k in T.serial(4):
+                T.tma_copy(A[k * 64, 0], s, barrier=bar)
+                T.barrier_arrive(bar)
+                T.barrier_wait(bar, (k + 1) % 2)  # the phase after the one this arrive completes
+                T.copy(s, B[k * 64, 0])
+
+    kernel = tw.compile(main, target="cpu", pass_configs={"tw.barrier_check": "off"})
+    a, b = np.ones((256, 64), np.float16), np.zeros((256, 64), np.float16)
+    with pytest.raises(KernelRuntimeError, match=r"deadlock in block \(0,\): the wait on bar\[0\] for parity 1 at "
+                                                 r"line \d+ \(k=0\) can never complete"):
+        kernel(a, b)
+
+
+def test_wrong_arguments_are_refused():
+    kernel = tw.compile(ALL_EXAMPLES["matmul_fp16"](), out_idx=[2], target="cpu")
+    with pytest.raises(KernelRuntimeError, match="argument A should have shape"):
+        kernel(np.zeros((4, 4), np.float16), np.zeros((1024, 1024), np.float16))
+    with pytest.raises(KernelRuntimeError, match=r"argument A should be float16"):
+        kernel(np.zeros((1024, 1024), np.float32), np.zeros((1024, 1024), np.float16))

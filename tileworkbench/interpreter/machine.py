@@ -1,0 +1,446 @@
+"""One thread block of the tile-level IR, run on the CPU.
+
+Statements run as generators: a barrier wait that cannot complete yet *yields*, so the two sides of
+a warp-specialised block (``ir.WarpSpecialize``) run side by side, each up to its next blocked
+wait, and a block in which every side is blocked is a deadlock (a ``KernelRuntimeError`` naming
+the barrier, slot, parity, iteration and line). Tile operations run whole (numpy): copies with
+TMA's zero fill outside a global tensor and its clipped stores, a gemm as a float32 matmul, reductions,
+fills. A ``T.Parallel`` nest runs once for all its iterations (arrays over them); ``cp.async``
+copies land when a ``cp_async_wait`` lets their group complete, as on the GPU, so a read before
+it sees the old tile; TMA loads land at once and count towards nothing but their barrier's phase
+(the arrivals complete it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import KernelRuntimeError
+from ..ir import nodes as ir
+from .tiles import TileOps, shaped
+from .values import Unsupported, evaluate, loaded, storage_dtype, stored, wait_group
+
+_NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init", "tw::wgmma_wait<0>", "tw::wgmma_wait<1>")
+_NO_OP_PREFIXES = ("tw::setmaxnreg_", "tw::wgmma_wait<")
+
+
+@dataclass
+class Slot:
+    """One mbarrier: its arrival count, the arrivals of its current phase, the phases completed."""
+
+    count: int
+    arrived: int = 0
+    completed: int = 0
+
+
+@dataclass
+class Blocked:
+    """Why a side stopped: the wait it is in."""
+
+    barrier: str
+    slot: int
+    parity: int
+    line: int | None
+    loops: tuple
+
+
+@dataclass
+class Block:
+    """The state of one block: its buffers (``arrays``), barriers, variables and pending copies."""
+
+    func: ir.PrimFunc
+    globals_: dict
+    block_index: tuple
+    hw: dict = field(default_factory=dict)  # "(int)blockIdx.x" and the like -> this block's value
+    vars: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)
+    barriers: dict = field(default_factory=dict)  # barrier buffer -> [Slot]
+    groups: list = field(default_factory=list)  # committed cp.async groups: [(dst array, index, values)]
+    pending: list = field(default_factory=list)  # cp.async copies not committed yet
+    mask: np.ndarray | None = None  # inside a T.Parallel nest under an `if`: the iterations it holds for
+    active: np.ndarray | None = None  # the threads running the code (their indices)
+    in_parallel: int = 0  # depth of T.Parallel nests around the code
+    loops: list = field(default_factory=list)  # (name, value) of the serial loops around
+
+    # ---- memory --------------------------------------------------------------------------------
+    def array(self, buf: ir.Buffer) -> np.ndarray:
+        found = self.arrays.get(buf)
+        if found is None:
+            found = self.globals_.get(buf.name)
+        if found is None:
+            raise KernelRuntimeError(f"internal: the interpreter has no memory for {buf.name}")
+        return found
+
+    def load(self, buf: ir.Buffer, indices):
+        arr = self.array(buf)
+        idx = tuple(np.asarray(i, dtype=np.int64) if isinstance(i, np.ndarray) else int(i) for i in indices)
+        if len(idx) == 1 and arr.ndim > 1:  # a flat index into a tile (T.Tensor views)
+            arr = arr.reshape(-1)
+        self._check_bounds(buf, arr.shape, idx, "reads")
+        return loaded(arr[idx], buf.dtype)
+
+    def store(self, buf: ir.Buffer, indices, value, loc=None):
+        arr = self.array(buf)
+        idx = [np.asarray(i, dtype=np.int64) if isinstance(i, np.ndarray) else int(i) for i in indices]
+        if len(idx) == 1 and arr.ndim > 1:
+            arr = arr.reshape(-1)
+        vectors = any(isinstance(i, np.ndarray) for i in idx) or isinstance(value, np.ndarray)
+        if vectors:
+            shape = np.broadcast_shapes(*[np.shape(i) for i in idx], np.shape(value),
+                                        *(() if self.mask is None else (self.mask.shape,)))
+            idx = [np.broadcast_to(i, shape) for i in idx]
+            value = np.broadcast_to(value, shape)
+            if self.mask is not None:
+                keep = np.broadcast_to(self.mask, shape)
+                idx, value = [i[keep] for i in idx], value[keep]
+            idx = tuple(idx)
+        else:
+            idx = tuple(idx)
+        self._check_bounds(buf, arr.shape, idx, "writes", loc)
+        arr[idx] = stored(value, buf.dtype)
+
+    def _check_bounds(self, buf, shape, idx, what, loc=None):
+        for d, (i, n) in enumerate(zip(idx, shape)):
+            lo, hi = (int(np.min(i)), int(np.max(i))) if isinstance(i, np.ndarray) and i.size else (i, i)
+            if isinstance(i, np.ndarray) and not i.size:
+                continue
+            if lo < 0 or hi >= n:
+                raise KernelRuntimeError(f"the kernel {what} {buf.name} out of bounds: index {lo if lo < 0 else hi} "
+                                         f"of dimension {d} (size {n}){_at(loc)}")
+
+    def region(self, r: ir.Region):
+        """(starts, extents) of a region as ints."""
+        starts = [evaluate(s, self) for s in r.starts]
+        if any(isinstance(s, np.ndarray) for s in starts):
+            raise Unsupported(f"the CPU interpreter runs tile operations on one region at a time; {r.buffer.name}'s "
+                              "origin differs between threads here")
+        return [int(s) for s in starts], [int(ir.const_int(e)) for e in r.extents]
+
+    def read(self, r: ir.Region) -> np.ndarray:
+        """A region's elements (a global tensor's outside its shape read as zero)."""
+        arr = self.array(r.buffer)
+        starts, extents = self.region(r)
+        out = np.zeros(extents, dtype=arr.dtype)
+        src, dst = [], []
+        for s, n, size in zip(starts, extents, arr.shape):
+            lo, hi = max(s, 0), min(s + n, size)
+            if hi <= lo:
+                return out
+            src.append(slice(lo, hi))
+            dst.append(slice(lo - s, hi - s))
+        out[tuple(dst)] = arr[tuple(src)]
+        return out
+
+    def write_index(self, r: ir.Region, shape):
+        """(index into the array, index into a value of ``shape``) of a region write, clipped to
+        a global tensor's shape (TMA's stores and copies drop what lies outside)."""
+        arr = self.array(r.buffer)
+        starts, extents = self.region(r)
+        clip = r.buffer.scope == "global"
+        dst, src = [], []
+        for d, (s, n, size) in enumerate(zip(starts, extents, arr.shape)):
+            lo, hi = (max(s, 0), min(s + n, size)) if clip else (s, s + n)
+            if not clip and (s < 0 or s + n > size):
+                raise KernelRuntimeError(f"a tile operation writes {r.buffer.name} out of bounds (dimension {d}: "
+                                         f"{s}..{s + n - 1} of {size})")
+            dst.append(slice(lo, max(hi, lo)))
+            src.append(slice(lo - s, max(hi, lo) - s))
+        return tuple(dst), tuple(src)
+
+    def write(self, r: ir.Region, values: np.ndarray):
+        extents = [int(ir.const_int(e)) for e in r.extents]
+        values = shaped(values, extents, r.buffer.name)
+        dst, src = self.write_index(r, extents)
+        self.array(r.buffer)[dst] = stored(loaded(values, _dtype_of(values, r)), r.buffer.dtype)[src]
+
+    # ---- barriers ------------------------------------------------------------------------------
+    def slot(self, ref: ir.BarrierRef) -> tuple[Slot, int]:
+        index = evaluate(ref.index, self)
+        if isinstance(index, np.ndarray):
+            values = np.unique(index)
+            if values.size != 1:
+                raise Unsupported("the CPU interpreter runs barrier operations of one slot at a time")
+            index = values[0]
+        slots = self.barriers.get(ref.buffer)
+        if slots is None:
+            raise KernelRuntimeError(f"internal: the barrier {ref.buffer.name} is used before it is allocated")
+        return slots[int(index)], int(index)
+
+    def threads(self) -> int:
+        return int(self.active.size)
+
+
+def _at(loc) -> str:
+    return f" at line {loc.line}" if loc is not None and loc.line else ""
+
+
+def _dtype_of(values, r):
+    return r.buffer.dtype
+
+
+class Runner(TileOps):
+    """Runs statements on a :class:`Block` (generators: see the module doc)."""
+
+    def __init__(self, block: Block):
+        self.b = block
+
+    def run(self, s):
+        if s is None:
+            return
+        method = getattr(self, "s_" + type(s).__name__, None)
+        if method is None:
+            raise Unsupported(f"the CPU interpreter does not run {type(s).__name__} statements yet{_at(s.loc)}")
+        yield from method(s)
+
+    # ---- structure -----------------------------------------------------------------------------
+    def s_SeqStmt(self, s):
+        for x in s.stmts:
+            yield from self.run(x)
+
+    def s_Comment(self, s):
+        return
+        yield
+
+    def s_Allocate(self, s):
+        buf = s.buffer
+        if buf.scope == "barrier":
+            self.b.barriers[buf] = [Slot(int(c)) for c in buf.attrs["counts"]]
+            return
+        if buf.scope == "global" and buf.attrs.get("view_of") is not None:
+            base = self.b.globals_[buf.attrs["view_of"].name]
+            self.b.arrays[buf] = base.reshape(-1)[:int(np.prod(buf.static_shape()))].reshape(buf.static_shape())
+            return
+        dtype = storage_dtype(buf.dtype)
+        # Memory a kernel has not written reads as NaN (floats): a wrong read shows in the result.
+        fill = np.nan if dtype.kind == "f" or buf.dtype.is_float else 0
+        self.b.arrays[buf] = np.full(buf.static_shape(), fill, dtype=dtype)
+        return
+        yield
+
+    def s_LetStmt(self, s):
+        self.b.vars[s.var] = evaluate(s.value, self.b)
+        return
+        yield
+
+    s_Assign = s_LetStmt
+
+    def s_For(self, s):
+        if s.kind == "parallel":
+            yield from self.parallel(s)
+            return
+        start = evaluate(s.start, self.b)
+        extent = evaluate(s.extent, self.b)
+        if isinstance(start, np.ndarray) or isinstance(extent, np.ndarray):
+            raise Unsupported(f"the CPU interpreter runs loops whose bounds every thread shares{_at(s.loc)}")
+        for v in range(int(start), int(start) + int(extent)):
+            self.b.vars[s.var] = v
+            self.b.loops.append((s.var.name, v))
+            try:
+                yield from self.run(s.body)
+            finally:
+                self.b.loops.pop()
+
+    def s_While(self, s):
+        while True:
+            c = evaluate(s.cond, self.b)
+            if isinstance(c, np.ndarray):
+                raise Unsupported(f"the CPU interpreter runs while loops whose condition every thread shares{_at(s.loc)}")
+            if not c:
+                return
+            yield from self.run(s.body)
+
+    def parallel(self, s):
+        loops = [s]
+        while isinstance(loops[-1].body, ir.For) and loops[-1].body.kind == "parallel":
+            loops.append(loops[-1].body)
+        extents = [int(evaluate(loop.extent, self.b)) for loop in loops]
+        starts = [int(evaluate(loop.start, self.b)) for loop in loops]
+        grids = np.meshgrid(*[np.arange(st, st + n) for st, n in zip(starts, extents)], indexing="ij")
+        saved = self.b.mask
+        for loop, g in zip(loops, grids):
+            self.b.vars[loop.var] = g.reshape(-1)
+        self.b.mask = None if saved is None else np.broadcast_to(saved, grids[0].reshape(-1).shape)
+        self.b.in_parallel += 1
+        try:
+            yield from self.run(loops[-1].body)
+        finally:
+            self.b.mask = saved
+            self.b.in_parallel -= 1
+
+    def s_IfThenElse(self, s):
+        c = evaluate(s.cond, self.b)
+        if not isinstance(c, np.ndarray):
+            yield from self.run(s.then_body if c else s.else_body)
+            return
+        c = c.astype(bool)
+        if self.b.in_parallel:  # a condition per T.Parallel iteration
+            saved = self.b.mask
+            base = np.ones(c.shape, bool) if saved is None else np.broadcast_to(saved, c.shape)
+            self.b.mask = base & c
+            try:
+                yield from self.run(s.then_body)
+                if s.else_body is not None:
+                    self.b.mask = base & ~c
+                    yield from self.run(s.else_body)
+            finally:
+                self.b.mask = saved
+            return
+        yield from self.threads_where(c, s.then_body)  # a condition per thread (`if tx < 288`)
+        if s.else_body is not None:
+            yield from self.threads_where(~c, s.else_body)
+
+    def threads_where(self, keep, body):
+        if not keep.any():
+            return
+        b = self.b
+        saved_active, saved_vars = b.active, dict(b.vars)
+        for var, value in b.vars.items():
+            if isinstance(value, np.ndarray) and value.shape == saved_active.shape and b.mask is None:
+                b.vars[var] = value[keep]
+        b.active = saved_active[keep]
+        try:
+            yield from self.run(body)
+        finally:
+            b.active = saved_active
+            for var, value in saved_vars.items():
+                if isinstance(value, np.ndarray) and value.shape == saved_active.shape:
+                    b.vars[var] = value
+
+    def s_ThreadScope(self, s):
+        b = self.b
+        keep = (b.active >= s.first) & (b.active < s.first + s.count)
+        if not keep.any():
+            return
+        b.vars[s.var] = b.active[keep] - s.first
+        yield from self.threads_where(keep, s.body)
+
+    def s_WarpSpecialize(self, s):
+        b = self.b
+        sides = []
+        for body, lo, hi in ((s.producer, s.consumer_threads, s.consumer_threads + s.producer_threads),
+                             (s.consumer, 0, s.consumer_threads)):
+            sides.append(_Side(self, body, (b.active >= lo) & (b.active < hi)))
+        yield from run_sides(self, sides)
+
+    # ---- scalar statements ---------------------------------------------------------------------
+    def s_BufferStore(self, s):
+        value = evaluate(s.value, self.b)
+        self.b.store(s.buffer, [evaluate(i, self.b) for i in s.indices], value, s.loc)
+        return
+        yield
+
+    def s_Evaluate(self, s):
+        call = s.call
+        name = call.name if isinstance(call, ir.Call) else None
+        if name in ir.ATOMIC_UPDATES:
+            self.atomic(call, s.loc)
+        elif name == "tw::cp_async_commit":
+            self.b.groups.append(self.b.pending)
+            self.b.pending = []
+        elif (n := wait_group(name or "")) is not None:
+            while len(self.b.groups) > n:
+                for arr, dst, values in self.b.groups.pop(0):
+                    arr[dst] = values
+        elif name in _NO_OPS or (name or "").startswith(_NO_OP_PREFIXES):
+            pass
+        else:
+            raise Unsupported(f"the CPU interpreter does not run the call {name or call}{_at(s.loc)}")
+        return
+        yield
+
+    def atomic(self, call, loc):
+        target, value = call.args[0].args[0], evaluate(call.args[1], self.b)
+        arr = self.b.array(target.buffer)
+        idx = [evaluate(i, self.b) for i in target.indices]
+        shape = np.broadcast_shapes(*[np.shape(i) for i in idx], np.shape(value))
+        idx = [np.broadcast_to(np.asarray(i, np.int64), shape) for i in idx]
+        value = np.broadcast_to(value, shape)
+        if self.b.mask is not None:
+            keep = np.broadcast_to(self.b.mask, shape)
+            idx, value = [i[keep] for i in idx], value[keep]
+        self.b._check_bounds(target.buffer, arr.shape, tuple(idx), "updates", loc)
+        op = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
+              "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum}[call.name]
+        work = loaded(arr, target.buffer.dtype).copy()
+        op.at(work, tuple(idx), value)
+        arr[...] = stored(work, target.buffer.dtype)
+
+    def s_SyncThreads(self, s):
+        return  # every side runs its statements in order: a block barrier orders nothing more here
+        yield
+
+    def s_TmaStoreWait(self, s):
+        return
+        yield
+
+    def s_BarrierArrive(self, s):
+        slot, _ = self.b.slot(s.barrier)
+        slot.arrived += self.b.threads()
+        if slot.arrived > slot.count:
+            raise KernelRuntimeError(f"{s.barrier.buffer.name}: {slot.arrived} arrivals on a barrier of count "
+                                     f"{slot.count}{_at(s.loc)}")
+        if slot.arrived == slot.count:
+            slot.completed += 1
+            slot.arrived = 0
+        return
+        yield
+
+    def s_BarrierWait(self, s):
+        slot, index = self.b.slot(s.barrier)
+        parity = evaluate(s.parity, self.b)
+        parity = int(np.unique(parity)[0]) if isinstance(parity, np.ndarray) else int(parity)
+        while slot.completed % 2 == parity:  # the phase of that parity has not completed yet
+            yield Blocked(s.barrier.buffer.name, index, parity, s.loc.line if s.loc is not None else None,
+                          tuple(self.b.loops))
+
+
+class _Side:
+    """One side of a warp-specialised block: its statements as a generator, on its threads."""
+
+    def __init__(self, runner: Runner, body, keep: np.ndarray):
+        b = runner.b
+        self.runner, self.threads = runner, b.active[keep]
+        # its own variables: the per-thread ones narrowed to its threads
+        self.vars = {v: (x[keep] if isinstance(x, np.ndarray) and x.shape == b.active.shape else x)
+                     for v, x in b.vars.items()}
+        self.gen = self._run(body)
+        self.done = False
+        self.blocked: Blocked | None = None
+
+    def _run(self, body):
+        b = self.runner.b
+        b.active = self.threads
+        yield from self.runner.run(body)
+
+
+def run_sides(runner: Runner, sides):
+    """Runs the sides in turn, each until its next blocked wait, until all are done; all blocked
+    at once is a deadlock."""
+    b = runner.b
+    outer_active, outer_loops, outer_vars = b.active, list(b.loops), b.vars
+    states = {id(side): (side.threads, list(outer_loops), side.vars) for side in sides}
+    while not all(side.done for side in sides):
+        progressed = False
+        for side in sides:
+            if side.done:
+                continue
+            b.active, b.loops, own_vars = states[id(side)]
+            b.vars = own_vars
+            try:
+                event = next(side.gen)
+            except StopIteration:
+                side.done, event = True, None
+            states[id(side)] = (b.active, b.loops, b.vars)
+            if event is None or not (side.blocked is not None and _same_wait(side.blocked, event)):
+                progressed = True
+            side.blocked = event
+        if not progressed:
+            waits = [side.blocked for side in sides if not side.done]
+            yield waits[0]  # the caller decides: another side outside may still complete it
+    b.active, b.loops, b.vars = outer_active, outer_loops, outer_vars
+
+
+def _same_wait(a: Blocked, b) -> bool:
+    return isinstance(b, Blocked) and (a.barrier, a.slot, a.parity, a.loops) == (b.barrier, b.slot, b.parity, b.loops)

@@ -1,0 +1,81 @@
+"""The tile operations of the tile-level IR on the CPU, whole tiles at a time: copies (a global
+tensor's outside read as zero, stores into it clipped to it; ``cp.async`` copies held back until a
+``cp_async_wait`` completes their group), TMA loads and stores, fills, a gemm as a matmul in the
+accumulator's type, reductions. :class:`TileOps` is that part of ``machine.Runner``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import KernelRuntimeError
+from ..ir import nodes as ir
+from .values import evaluate, loaded, stored
+
+
+def shaped(values: np.ndarray, extents, name: str) -> np.ndarray:
+    """``values`` in the shape ``extents``: the same elements with unit dimensions dropped or added."""
+    if tuple(values.shape) == tuple(extents):
+        return values
+    if values.size != int(np.prod(extents)):
+        raise KernelRuntimeError(f"a tile operation moves {values.size} elements into {int(np.prod(extents))} of {name}")
+    return values.reshape(extents)
+
+
+class TileOps:
+    """Needs the runner's block ``b``."""
+
+    def s_Fill(self, s):
+        _, extents = self.b.region(s.dst)
+        self.b.write(s.dst, np.full(extents, evaluate(s.value, self.b), dtype=np.float64))
+        return
+        yield
+
+    def s_Copy(self, s):
+        values = self.b.read(s.src)
+        if s.instruction == "cp_async":  # lands when a cp_async_wait completes its group
+            extents = [int(ir.const_int(e)) for e in s.dst.extents]
+            dst, src = self.b.write_index(s.dst, extents)
+            tile = shaped(values, extents, s.dst.buffer.name)
+            self.b.pending.append((self.b.array(s.dst.buffer), dst,
+                                   stored(loaded(tile, s.src.buffer.dtype), s.dst.buffer.dtype)[src]))
+            return
+        self.b.write(s.dst, loaded(values, s.src.buffer.dtype))
+        return
+        yield
+
+    def s_TmaCopy(self, s):
+        values = self.b.read(s.src)
+        self.b.write(s.dst, loaded(values, s.src.buffer.dtype))
+        return
+        yield
+
+    def s_Gemm(self, s):
+        a = _matrix(loaded(self.b.read(s.a), s.a.buffer.dtype))
+        bm = _matrix(loaded(self.b.read(s.b), s.b.buffer.dtype))
+        a = a.T if s.trans_a else a
+        bm = bm.T if s.trans_b else bm
+        acc = np.float64 if s.c.buffer.dtype.name == "float64" else np.float32
+        c = _matrix(loaded(self.b.read(s.c), s.c.buffer.dtype)).astype(acc)
+        product = a.astype(acc) @ bm.astype(acc)
+        self.b.write(s.c, product if s.clear_accum else c + product)
+        return
+        yield
+
+    def s_Reduce(self, s):
+        src = loaded(self.b.array(s.src), s.src.dtype)
+        fn = {"sum": np.sum, "max": np.max, "min": np.min, "abssum": lambda x, axis: np.sum(np.abs(x), axis=axis),
+              "absmax": lambda x, axis: np.max(np.abs(x), axis=axis)}[s.kind]
+        out = fn(src, axis=s.dim)
+        dst = self.b.array(s.dst)
+        if not s.clear:
+            old = loaded(dst, s.dst.dtype).reshape(out.shape)
+            out = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.maximum,
+                   "min": np.minimum}[s.kind](old, out)
+        dst[...] = stored(out.reshape(dst.shape), s.dst.dtype)
+        return
+        yield
+
+
+def _matrix(x: np.ndarray) -> np.ndarray:
+    dims = [n for n in x.shape if n != 1]
+    return x.reshape(dims if len(dims) == 2 else (x.shape[-2], x.shape[-1]))

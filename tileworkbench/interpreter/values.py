@@ -1,0 +1,157 @@
+"""Expressions of the tile-level IR as numpy values.
+
+A value is a Python number or a numpy array. Inside a ``T.Parallel`` nest the loop variables are
+arrays over the nest's iterations (``lanes``), so one evaluation computes every iteration; in
+code the threads run one by one (the thread index, ``if tx < 288``) the thread index is an array
+over the threads running it. Arithmetic is the generated CUDA's: 16-bit and FP8 floats are
+computed in float32 (a load converts, a store rounds), integers in 64 bits and wrapped to their
+type where stored, ``//`` and ``%`` of integers floor (the IR's meaning), ``/`` of integers is a
+float32 quotient.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import KernelRuntimeError
+from ..ir import nodes as ir
+
+# The types generated code computes a value of a given type in.
+_FLOAT_HELD = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2")
+_MATH = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+         "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+         "floor": np.floor, "ceil": np.ceil, "abs": np.abs, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x))}
+_BIN = {"+": np.add, "-": np.subtract, "*": np.multiply, "<": np.less, "<=": np.less_equal,
+        ">": np.greater, ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal,
+        "and": np.logical_and, "or": np.logical_or, "&": np.bitwise_and, "|": np.bitwise_or,
+        "^": np.bitwise_xor, "<<": np.left_shift, ">>": np.right_shift, "min": np.minimum, "max": np.maximum}
+_WAIT_GROUP = re.compile(r"^tw::cp_async_wait<(\d+)>$")
+
+
+def storage_dtype(dtype) -> np.dtype:
+    """The numpy type an array of ``dtype`` is held in (ml_dtypes for bfloat16 and FP8)."""
+    if dtype.name == "bfloat16" or dtype.name.startswith("float8"):
+        import ml_dtypes
+
+        return np.dtype({"bfloat16": ml_dtypes.bfloat16, "float8_e4m3": ml_dtypes.float8_e4m3fn,
+                         "float8_e5m2": ml_dtypes.float8_e5m2}[dtype.name])
+    if dtype.name.startswith("float4"):
+        raise KernelRuntimeError(f"the CPU interpreter does not run {dtype.name} tensors yet")
+    return _dt.numpy_dtype(dtype)
+
+
+def compute_dtype(dtype) -> np.dtype:
+    if dtype.name in _FLOAT_HELD or dtype.name == "float32":
+        return np.dtype(np.float32)
+    if dtype.name == "float64":
+        return np.dtype(np.float64)
+    if dtype.name == "bool":
+        return np.dtype(bool)
+    return np.dtype(np.int64)
+
+
+def loaded(array: np.ndarray, dtype) -> np.ndarray:
+    """Elements of a buffer as generated code computes with them."""
+    return array.astype(compute_dtype(dtype), copy=False)
+
+
+def stored(value, dtype):
+    """A computed value rounded (floats; FP8 saturating, as ``cvt.rn.satfinite``) or wrapped
+    (integers) to ``dtype``."""
+    target = storage_dtype(dtype)
+    v = np.asarray(value)
+    if dtype.name.startswith("float8"):
+        limit = 448.0 if dtype.name == "float8_e4m3" else 57344.0
+        v = np.clip(v.astype(np.float32), -limit, limit)
+    elif not dtype.is_float and v.dtype.kind == "f":
+        v = np.trunc(v)
+    if target.kind in "iub" and v.dtype.kind in "iu":
+        return v.astype(np.int64).astype(target)
+    return v.astype(target)
+
+
+class Unsupported(KernelRuntimeError):
+    """What the interpreter does not run (yet): named, at the kernel line."""
+
+
+def evaluate(e, env):
+    """The value of expression ``e`` (``env``: the interpreter's frame, with ``vars``, ``load``)."""
+    if isinstance(e, ir.Const):
+        return e.value
+    if isinstance(e, ir.Var):
+        try:
+            return env.vars[e]
+        except KeyError:
+            raise KernelRuntimeError(f"internal: {e.name} has no value in the interpreter") from None
+    if isinstance(e, ir.BinOp):
+        return _binop(e, evaluate(e.a, env), evaluate(e.b, env))
+    if isinstance(e, ir.BufferLoad):
+        return env.load(e.buffer, [evaluate(i, env) for i in e.indices])
+    if isinstance(e, ir.Cast):
+        v = evaluate(e.value, env)
+        if e.dtype.name in _FLOAT_HELD:  # rounded to the type, computed as float32
+            return loaded(stored(v, e.dtype), e.dtype)
+        if not e.dtype.is_float and np.asarray(v).dtype.kind == "f":
+            v = np.trunc(v)
+        return np.asarray(v).astype(compute_dtype(e.dtype)) if isinstance(v, np.ndarray) else \
+            compute_dtype(e.dtype).type(v)
+    if isinstance(e, ir.Select):
+        return np.where(evaluate(e.cond, env), evaluate(e.a, env), evaluate(e.b, env))
+    if isinstance(e, ir.Not):
+        return np.logical_not(evaluate(e.a, env))
+    if isinstance(e, ir.Call):
+        return _call(e, env)
+    if isinstance(e, ir.Raw) and e.text in env.hw:  # the hardware block index and count
+        return env.hw[e.text]
+    raise Unsupported(f"the CPU interpreter does not evaluate {type(e).__name__} {getattr(e, 'text', '')}")
+
+
+def _binop(e: ir.BinOp, a, b):
+    op = e.op
+    if op in ("//", "%"):
+        if e.dtype.is_float:
+            q = np.floor(np.divide(a, b))
+            return q if op == "//" else np.subtract(a, np.multiply(q, b))
+        if np.any(np.asarray(b) == 0):
+            raise KernelRuntimeError("integer division by zero in the kernel")
+        return np.floor_divide(a, b) if op == "//" else np.mod(a, b)
+    if op == "/":
+        if not (e.a.dtype.is_float or e.b.dtype.is_float):
+            return np.float32(a) / np.float32(b) if np.isscalar(a) and np.isscalar(b) else \
+                np.divide(np.asarray(a, np.float32), np.asarray(b, np.float32))
+        return np.divide(a, b)
+    if op in ("truncdiv", "truncmod"):
+        q = np.trunc(np.divide(a, b)).astype(np.int64)
+        return q if op == "truncdiv" else np.subtract(a, np.multiply(q, b))
+    fn = _BIN.get(op)
+    if fn is None:
+        raise Unsupported(f"the CPU interpreter does not evaluate the operator {op!r}")
+    out = fn(a, b)
+    if e.dtype.is_float and e.dtype.name != "float64" and isinstance(out, (np.ndarray, np.floating)):
+        out = np.asarray(out, np.float32) if isinstance(out, np.ndarray) else np.float32(out)
+    return out
+
+
+def _call(e: ir.Call, env):
+    name = e.name
+    if name in _MATH:
+        x = evaluate(e.args[0], env)
+        dt = np.float64 if e.dtype.name == "float64" else (np.float32 if e.dtype.is_float else None)
+        out = _MATH[name](np.asarray(x, dt) if dt is not None else x)
+        return out
+    if name == ir.REINTERPRET:
+        value = e.args[0]
+        v = np.asarray(stored(evaluate(value, env), value.dtype))
+        return loaded(v.view(storage_dtype(e.dtype)), e.dtype)
+    if name == "if_then_else":
+        c, a, b = (evaluate(x, env) for x in e.args)
+        return np.where(c, a, b)
+    raise Unsupported(f"the CPU interpreter does not evaluate the call {name}")
+
+
+def wait_group(name: str) -> int | None:
+    m = _WAIT_GROUP.match(name)
+    return int(m.group(1)) if m else None
