@@ -73,19 +73,35 @@ class Block:
             raise KernelRuntimeError(f"internal: the interpreter has no memory for {buf.name}")
         return found
 
+    def per_thread(self, buf: ir.Buffer, indices) -> list:
+        """A local buffer is each thread's own (a leading dimension over the block's threads): the
+        running threads' copies."""
+        if buf.scope != "local":
+            return list(indices)
+        if self.in_parallel:
+            raise Unsupported(f"the CPU interpreter does not run a thread-local buffer ({buf.name}) inside "
+                              "T.Parallel yet: which thread runs which iteration is decided after the tile passes")
+        return [self.active] + [np.broadcast_to(i, self.active.shape) if isinstance(i, np.ndarray) else i
+                                for i in indices]
+
     def load(self, buf: ir.Buffer, indices):
         arr = self.array(buf)
+        indices = self.per_thread(buf, indices)
         idx = tuple(np.asarray(i, dtype=np.int64) if isinstance(i, np.ndarray) else int(i) for i in indices)
         if len(idx) == 1 and arr.ndim > 1:  # a flat index into a tile (T.Tensor views)
             arr = arr.reshape(-1)
         self._check_bounds(buf, arr.shape, idx, "reads")
-        return loaded(arr[idx], buf.dtype)
+        value = loaded(arr[idx], buf.dtype)
+        return uniform(value) if buf.scope == "local" else value
 
     def store(self, buf: ir.Buffer, indices, value, loc=None):
         arr = self.array(buf)
+        indices = self.per_thread(buf, indices)
         idx = [np.asarray(i, dtype=np.int64) if isinstance(i, np.ndarray) else int(i) for i in indices]
         if len(idx) == 1 and arr.ndim > 1:
             arr = arr.reshape(-1)
+        if buf.scope == "local" and not isinstance(value, np.ndarray):
+            value = np.broadcast_to(value, self.active.shape)  # every running thread stores it
         vectors = any(isinstance(i, np.ndarray) for i in idx) or isinstance(value, np.ndarray)
         if vectors:
             shape = np.broadcast_shapes(*[np.shape(i) for i in idx], np.shape(value),
@@ -112,15 +128,23 @@ class Block:
 
     def region(self, r: ir.Region):
         """(starts, extents) of a region as ints."""
-        starts = [evaluate(s, self) for s in r.starts]
+        starts = [uniform(evaluate(s, self)) for s in r.starts]
         if any(isinstance(s, np.ndarray) for s in starts):
             raise Unsupported(f"the CPU interpreter runs tile operations on one region at a time; {r.buffer.name}'s "
                               "origin differs between threads here")
         return [int(s) for s in starts], [int(ir.const_int(e)) for e in r.extents]
 
     def read(self, r: ir.Region) -> np.ndarray:
-        """A region's elements (a global tensor's outside its shape read as zero)."""
+        """A region's elements (a global tensor's outside its shape read as zero; of a thread-local
+        buffer, the running threads' copies, when they agree)."""
         arr = self.array(r.buffer)
+        if r.buffer.scope == "local":
+            starts, extents = self.region(r)
+            tiles = arr[self.active][(slice(None),) + tuple(slice(s, s + n) for s, n in zip(starts, extents))]
+            if not (tiles == tiles[:1]).all():
+                raise Unsupported(f"the CPU interpreter moves a thread-local tile ({r.buffer.name}) only where every "
+                                  "thread holds the same one yet")
+            return tiles[0]
         starts, extents = self.region(r)
         out = np.zeros(extents, dtype=arr.dtype)
         src, dst = [], []
@@ -152,6 +176,11 @@ class Block:
     def write(self, r: ir.Region, values: np.ndarray):
         extents = [int(ir.const_int(e)) for e in r.extents]
         values = shaped(values, extents, r.buffer.name)
+        if r.buffer.scope == "local":  # every running thread's copy
+            starts, _ = self.region(r)
+            window = (self.active,) + tuple(slice(s, s + n) for s, n in zip(starts, extents))
+            self.array(r.buffer)[window] = stored(loaded(values, r.buffer.dtype), r.buffer.dtype)
+            return
         dst, src = self.write_index(r, extents)
         self.array(r.buffer)[dst] = stored(loaded(values, _dtype_of(values, r)), r.buffer.dtype)[src]
 
@@ -170,6 +199,14 @@ class Block:
 
     def threads(self) -> int:
         return int(self.active.size)
+
+
+def uniform(value):
+    """A value every running thread has alike as one scalar (a thread-local variable each thread
+    set the same); other values as they are."""
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.size and (value == value[0]).all():
+        return value[0]
+    return value
 
 
 def _at(loc) -> str:
@@ -215,12 +252,15 @@ class Runner(TileOps):
         dtype = storage_dtype(buf.dtype)
         # Memory a kernel has not written reads as NaN (floats): a wrong read shows in the result.
         fill = np.nan if dtype.kind == "f" or buf.dtype.is_float else 0
-        self.b.arrays[buf] = np.full(buf.static_shape(), fill, dtype=dtype)
+        shape = tuple(buf.static_shape())
+        if buf.scope == "local":  # each thread's own
+            shape = (self.b.func.launch.total_threads,) + shape
+        self.b.arrays[buf] = np.full(shape, fill, dtype=dtype)
         return
         yield
 
     def s_LetStmt(self, s):
-        self.b.vars[s.var] = evaluate(s.value, self.b)
+        self.b.vars[s.var] = uniform(evaluate(s.value, self.b))
         return
         yield
 
@@ -230,8 +270,8 @@ class Runner(TileOps):
         if s.kind == "parallel":
             yield from self.parallel(s)
             return
-        start = evaluate(s.start, self.b)
-        extent = evaluate(s.extent, self.b)
+        start = uniform(evaluate(s.start, self.b))
+        extent = uniform(evaluate(s.extent, self.b))
         if isinstance(start, np.ndarray) or isinstance(extent, np.ndarray):
             raise Unsupported(f"the CPU interpreter runs loops whose bounds every thread shares{_at(s.loc)}")
         for v in range(int(start), int(start) + int(extent)):
@@ -244,7 +284,7 @@ class Runner(TileOps):
 
     def s_While(self, s):
         while True:
-            c = evaluate(s.cond, self.b)
+            c = uniform(evaluate(s.cond, self.b))
             if isinstance(c, np.ndarray):
                 raise Unsupported(f"the CPU interpreter runs while loops whose condition every thread shares{_at(s.loc)}")
             if not c:

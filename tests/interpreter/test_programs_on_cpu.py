@@ -1,0 +1,89 @@
+"""TileLang's ported programs on the CPU interpreter (``TILEWORKBENCH_INTERPRET=1``: the same
+``@jit`` calls a user makes, numpy arrays in place of CUDA tensors), each at a small size against a
+float64 numpy reference on random inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tileworkbench.examples.tilelang_programs import (blocksparse_gemm, gemm_fp8, gemv, norms, softmax, splitk,
+                                                      streamk_gemm, topk)
+
+
+@pytest.fixture(autouse=True)
+def interpreted(monkeypatch):
+    monkeypatch.setenv("TILEWORKBENCH_INTERPRET", "1")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(11)
+
+
+def _rel(out, ref):
+    return float(np.abs(np.asarray(out, np.float64) - ref).max() / np.abs(ref).max())
+
+
+def test_gemv_naive_and_split_k(rng):
+    a, b = rng.standard_normal(512).astype(np.float16), rng.standard_normal((256, 512)).astype(np.float16)
+    ref = b.astype(np.float64) @ a.astype(np.float64)
+    assert _rel(gemv.naive_gemv(a, b, 128, 128), ref) < 2e-3
+    assert _rel(gemv.splitk_gemv(a, b, 32, 32, 32), ref) < 2e-3  # per-thread partial sums, shared atomics
+
+
+def test_top_k_finds_the_largest_values_and_their_columns(rng):
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    values, indices = topk.top_k_rows(x, 4, 64)
+    assert np.array_equal(values, -np.sort(-x, axis=1)[:, :4])
+    assert np.array_equal(np.take_along_axis(x, indices, 1), values)
+
+
+def test_norms_and_softmax(rng):
+    x = rng.standard_normal((64, 512)).astype(np.float32)
+    assert _rel(norms.rms_norm(x, blk_m=1), x / np.sqrt((x.astype(np.float64) ** 2).mean(1, keepdims=True))) < 1e-6
+    gamma, beta = rng.standard_normal(512).astype(np.float32), rng.standard_normal(512).astype(np.float32)
+    out = norms.layernorm_fwd(64, 512, in_dtype="float32", out_dtype="float32")(x, gamma, beta)[0]
+    mu = x.astype(np.float64).mean(1, keepdims=True)
+    ref = (x - mu) / np.sqrt(((x - mu) ** 2).mean(1, keepdims=True) + 1e-5) * gamma + beta
+    assert _rel(out, ref) < 1e-6
+    h = rng.standard_normal((16, 1024)).astype(np.float16)
+    e = np.exp(h.astype(np.float64) - h.max(1, keepdims=True))
+    assert _rel(softmax.softmax_kernel(h, BLOCK_N=1024), e / e.sum(1, keepdims=True)) < 2e-3
+
+
+def test_split_k_and_stream_k_add_their_parts_atomically(rng):
+    a, b = rng.standard_normal((256, 512)).astype(np.float16), rng.standard_normal((512, 256)).astype(np.float16)
+    c = np.zeros((256, 256), np.float32)
+    splitk.matmul_splitk.compile(M=256, N=256, K=512, block_M=128, block_N=128, block_K=32, split_k=4)(a, b, c)
+    assert _rel(c, a.astype(np.float64) @ b.astype(np.float64)) < 1e-5
+    case = streamk_gemm.CASES["streamk_gemm"]
+    M, N, K = streamk_gemm.SHAPE
+    x, y = (rng.uniform(-1, 1, s).astype(np.float16) for s in ((M, K), (N, K)))
+    out = np.zeros((M, N), np.float32)
+    case["compile"]()(x, y, out)  # tiles split between programs, a while loop walking them
+    assert _rel(out, x.astype(np.float64) @ y.astype(np.float64).T) < 1e-5
+
+
+def test_block_sparse_gemm_skips_the_masked_tiles(rng):
+    kernel = blocksparse_gemm.blocksparse_matmul.compile(M=256, N=256, K=256, block_M=128, block_N=128, block_K=32,
+                                                         num_stages=2, thread_num=128, enable_rasteration=True)
+    a, b = rng.standard_normal((256, 256)).astype(np.float16), rng.standard_normal((256, 256)).astype(np.float16)
+    mask = rng.random((2, 2, 8)) < 0.5
+    out = kernel(a, b, mask)
+    ref = np.zeros((256, 256))
+    for i, j, k in zip(*np.nonzero(mask)):
+        ref[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] += \
+            a[i * 128:(i + 1) * 128, k * 32:(k + 1) * 32].astype(np.float64) @ \
+            b[k * 32:(k + 1) * 32, j * 128:(j + 1) * 128].astype(np.float64)
+    assert _rel(out, ref) < 2e-3
+
+
+def test_fp8_gemm_through_ml_dtypes(rng):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = rng.standard_normal((256, 256)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.standard_normal((256, 256)).astype(ml_dtypes.float8_e4m3fn)
+    out = gemm_fp8.matmul(a, b, 128, 128, 128, dtype="float8_e4m3fn")
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    # the result is FP8 itself: within half an e4m3 step (1/16 of its value) of the float64 product
+    assert (np.abs(out.astype(np.float64) - ref) <= np.abs(ref) / 16 + 2.0**-9).all()
