@@ -126,3 +126,40 @@ def test_wrong_arguments_are_refused():
         kernel(np.zeros((4, 4), np.float16), np.zeros((1024, 1024), np.float16))
     with pytest.raises(KernelRuntimeError, match=r"argument A should be float16"):
         kernel(np.zeros((1024, 1024), np.float32), np.zeros((1024, 1024), np.float16))
+
+
+def test_a_read_before_the_tma_load_is_waited_for_is_a_race():
+    @T.prim_func
+    def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((256, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((64, 64), "float16")
+            bar = T.alloc_barrier(arrive_count=128)
+            for k in T.serial(4):
+                T.tma_copy(A[k * 64, 0], s, barrier=bar)
+                T.barrier_arrive(bar)
+                T.copy(s, B[k * 64, 0])  # the data may not be there yet
+                T.barrier_wait(bar, k % 2)
+
+    kernel = tw.compile(main, target="cpu", pass_configs={"tw.barrier_check": "off"})
+    with pytest.raises(KernelRuntimeError, match=r"race: the read of s at line (\d+) comes before the TMA load into "
+                                                 r"it at line \d+ is known to have landed: wait on bar\[0\] for its "
+                                                 r"phase 0 \(parity 0\) first"):
+        kernel(np.ones((256, 64), np.float16), np.zeros((256, 64), np.float16))
+
+
+def test_the_same_kernel_waiting_first_copies_every_tile():
+    @T.prim_func
+    def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((256, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((64, 64), "float16")
+            bar = T.alloc_barrier(arrive_count=128)
+            for k in T.serial(4):
+                T.tma_copy(A[k * 64, 0], s, barrier=bar)
+                T.barrier_arrive(bar)
+                T.barrier_wait(bar, k % 2)
+                T.copy(s, B[k * 64, 0])
+
+    a = np.random.default_rng(5).standard_normal((256, 64)).astype(np.float16)
+    b = np.zeros((256, 64), np.float16)
+    tw.compile(main, target="cpu")(a, b)
+    assert np.array_equal(a, b)

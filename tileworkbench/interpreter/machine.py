@@ -8,7 +8,8 @@ TMA's zero fill outside a global tensor and its clipped stores, a gemm as a floa
 fills. A ``T.Parallel`` nest runs once for all its iterations (arrays over them); ``cp.async``
 copies land when a ``cp_async_wait`` lets their group complete, as on the GPU, so a read before
 it sees the old tile; TMA loads land at once and count towards nothing but their barrier's phase
-(the arrivals complete it).
+(the arrivals complete it). Reading a tile a TMA load fills before waiting on the phase it lands
+with is a race: a ``KernelRuntimeError`` naming the read's line and the load's (``InFlight``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ class Blocked:
 
 
 @dataclass
+class InFlight:
+    """A TMA load into shared memory: its box, and the barrier phase that says it has landed."""
+
+    buffer: ir.Buffer
+    lo: tuple
+    hi: tuple
+    key: tuple  # (barrier buffer name, slot)
+    phase: int  # it has landed once the slot has completed this many phases
+    line: int | None
+
+
+@dataclass
 class Block:
     """The state of one block: its buffers (``arrays``), barriers, variables and pending copies."""
 
@@ -62,6 +75,9 @@ class Block:
     mask: np.ndarray | None = None  # inside a T.Parallel nest under an `if`: the iterations it holds for
     active: np.ndarray | None = None  # the threads running the code (their indices)
     in_parallel: int = 0  # depth of T.Parallel nests around the code
+    in_flight: list = field(default_factory=list)  # TMA loads (InFlight) not known to have landed everywhere
+    seen: dict = field(default_factory=dict)  # (barrier, slot) -> phases the running side has waited for
+    line: int | None = None  # the line of the statement running
     loops: list = field(default_factory=list)  # (name, value) of the serial loops around
 
     # ---- memory --------------------------------------------------------------------------------
@@ -91,6 +107,9 @@ class Block:
         if len(idx) == 1 and arr.ndim > 1:  # a flat index into a tile (T.Tensor views)
             arr = arr.reshape(-1)
         self._check_bounds(buf, arr.shape, idx, "reads")
+        if buf.scope == "shared" and self.in_flight:
+            self.check_landed(buf, [np.min(i) if isinstance(i, np.ndarray) else i for i in idx],
+                              [np.max(i) if isinstance(i, np.ndarray) else i for i in idx])
         value = loaded(arr[idx], buf.dtype)
         return uniform(value) if buf.scope == "local" else value
 
@@ -134,10 +153,31 @@ class Block:
                               "origin differs between threads here")
         return [int(s) for s in starts], [int(ir.const_int(e)) for e in r.extents]
 
+    def check_landed(self, buf, lo, hi):
+        """Reading ``buf``'s box [lo, hi] before a TMA load into it is known to have landed: a race."""
+        for load in self.in_flight:
+            if load.buffer is buf and all(a <= d and c <= b for a, b, c, d in zip(lo, hi, load.lo, load.hi)) \
+                    and self.seen.get(load.key, 0) < load.phase:
+                at = f" at line {self.line}" if self.line else ""
+                frm = f" at line {load.line}" if load.line else ""
+                raise KernelRuntimeError(
+                    f"race: the read of {buf.name}{at} comes before the TMA load into it{frm} is known to have "
+                    f"landed: wait on {load.key[0]}[{load.key[1]}] for its phase {load.phase - 1} (parity "
+                    f"{(load.phase - 1) % 2}) first")
+
+    def land(self, buf, lo, hi, key, phase, line):
+        """A TMA load into ``buf``'s box [lo, hi], landing with ``phase`` of barrier slot ``key``."""
+        self.in_flight = [x for x in self.in_flight
+                          if not (x.buffer is buf and x.lo == tuple(lo) and x.hi == tuple(hi))]
+        self.in_flight.append(InFlight(buf, tuple(lo), tuple(hi), key, phase, line))
+
     def read(self, r: ir.Region) -> np.ndarray:
         """A region's elements (a global tensor's outside its shape read as zero; of a thread-local
         buffer, the running threads' copies, when they agree)."""
         arr = self.array(r.buffer)
+        if r.buffer.scope == "shared" and self.in_flight:
+            starts, extents = self.region(r)
+            self.check_landed(r.buffer, starts, [s + n - 1 for s, n in zip(starts, extents)])
         if r.buffer.scope == "local":
             starts, extents = self.region(r)
             tiles = arr[self.active][(slice(None),) + tuple(slice(s, s + n) for s, n in zip(starts, extents))]
@@ -226,6 +266,8 @@ class Runner(TileOps):
     def run(self, s):
         if s is None:
             return
+        if s.loc is not None and s.loc.line:
+            self.b.line = s.loc.line
         method = getattr(self, "s_" + type(s).__name__, None)
         if method is None:
             raise Unsupported(f"the CPU interpreter does not run {type(s).__name__} statements yet{_at(s.loc)}")
@@ -434,6 +476,8 @@ class Runner(TileOps):
         while slot.completed % 2 == parity:  # the phase of that parity has not completed yet
             yield Blocked(s.barrier.buffer.name, index, parity, s.loc.line if s.loc is not None else None,
                           tuple(self.b.loops))
+        key = (s.barrier.buffer.name, index)
+        self.b.seen[key] = max(self.b.seen.get(key, 0), slot.completed)
 
 
 class _Side:
@@ -460,19 +504,19 @@ def run_sides(runner: Runner, sides):
     at once is a deadlock."""
     b = runner.b
     outer_active, outer_loops, outer_vars = b.active, list(b.loops), b.vars
-    states = {id(side): (side.threads, list(outer_loops), side.vars) for side in sides}
+    outer_seen = b.seen
+    states = {id(side): (side.threads, list(outer_loops), side.vars, dict(outer_seen)) for side in sides}
     while not all(side.done for side in sides):
         progressed = False
         for side in sides:
             if side.done:
                 continue
-            b.active, b.loops, own_vars = states[id(side)]
-            b.vars = own_vars
+            b.active, b.loops, b.vars, b.seen = states[id(side)]
             try:
                 event = next(side.gen)
             except StopIteration:
                 side.done, event = True, None
-            states[id(side)] = (b.active, b.loops, b.vars)
+            states[id(side)] = (b.active, b.loops, b.vars, b.seen)
             if event is None or not (side.blocked is not None and _same_wait(side.blocked, event)):
                 progressed = True
             side.blocked = event
@@ -480,6 +524,10 @@ def run_sides(runner: Runner, sides):
             waits = [side.blocked for side in sides if not side.done]
             yield waits[0]  # the caller decides: another side outside may still complete it
     b.active, b.loops, b.vars = outer_active, outer_loops, outer_vars
+    for state in states.values():  # after the block's sides join, what either waited for is known
+        for key, phase in state[3].items():
+            outer_seen[key] = max(outer_seen.get(key, 0), phase)
+    b.seen = outer_seen
 
 
 def _same_wait(a: Blocked, b) -> bool:

@@ -46,6 +46,11 @@ class TileOps:
     def s_TmaCopy(self, s):
         values = self.b.read(s.src)
         self.b.write(s.dst, loaded(values, s.src.buffer.dtype))
+        if s.is_load and s.barrier is not None:  # landed once the barrier's current phase completes
+            slot, index = self.b.slot(s.barrier)
+            starts, extents = self.b.region(s.dst)
+            self.b.land(s.dst.buffer, starts, [a + n - 1 for a, n in zip(starts, extents)],
+                        (s.barrier.buffer.name, index), slot.completed + 1, s.loc.line if s.loc is not None else None)
         return
         yield
 
