@@ -163,3 +163,11 @@ def test_the_same_kernel_waiting_first_copies_every_tile():
     b = np.zeros((256, 64), np.float16)
     tw.compile(main, target="cpu")(a, b)
     assert np.array_equal(a, b)
+
+
+def test_the_interpreter_bench_checks_before_it_times():
+    from tileworkbench.bench.interpreter import rows
+
+    found = list(rows(256))
+    assert {r["kernel"] for r in found} >= {"matmul_tma_copy s2", "matmul 128x128x64 s4 t256"}
+    assert all(r["correct"] and r["seconds"] > 0 for r in found)

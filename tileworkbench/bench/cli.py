@@ -6,6 +6,7 @@
     python -m tileworkbench.bench table RECORD.json
     python -m tileworkbench.bench tilelang [--families gemm,norms] [--out DIR] [--ours-only]
     python -m tileworkbench.bench launch [--n 128] [--out DIR] [--ours-only]
+    python -m tileworkbench.bench interpreter [--n 256]
 
 ``gemm`` writes ``<out>/gemm-<date>-<gpu>-<commit>.json`` (rewritten after every row, so a run
 cut short keeps its rows) and ``<out>/table.md``, shows one progress line per row on stderr, and
@@ -51,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument("--n", type=int, default=128, help="the GEMM's size (n x n x n, a multiple of 128; default 128)")
     la.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
     la.add_argument("--ours-only", action="store_true", help="do not import TileLang even where it is installed")
+    it = sub.add_parser("interpreter", help="the CPU interpreter's time per kernel (no GPU needed)")
+    it.add_argument("--n", type=int, default=256, help="the GEMMs' size (n x n x n; default 256)")
     t = sub.add_parser("table", help="print the markdown table of a record")
     t.add_argument("record", type=Path)
     return p
@@ -160,7 +163,13 @@ def run_launch(args) -> int:
     return run(Path(args.out), n=args.n, ours_only=args.ours_only)
 
 
+def run_interpreter(args) -> int:
+    from .interpreter import run
+
+    return run(args.n)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     return {"gemm": run_gemm, "update-md": run_update_md, "table": run_table,
-            "tilelang": run_tilelang, "launch": run_launch}[args.command](args)
+            "tilelang": run_tilelang, "launch": run_launch, "interpreter": run_interpreter}[args.command](args)
