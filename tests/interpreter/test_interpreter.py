@@ -171,3 +171,13 @@ def test_the_interpreter_bench_checks_before_it_times():
     found = list(rows(256))
     assert {r["kernel"] for r in found} >= {"matmul_tma_copy s2", "matmul 128x128x64 s4 t256"}
     assert all(r["correct"] and r["seconds"] > 0 for r in found)
+
+
+def test_an_interpreted_kernel_carries_its_sm90a_trace_labelled_as_the_interpreters():
+    from tileworkbench.report.document import trace_document
+    from tileworkbench.report.html import render_page
+
+    kernel = tw.compile(ALL_EXAMPLES["matmul_fp16"](), out_idx=[2], target="cpu")
+    assert kernel.trace.kernel["interpreted"] is True
+    assert "__global__" in kernel.get_kernel_source()
+    assert "run by the CPU interpreter, not a GPU" in render_page(trace_document(kernel))

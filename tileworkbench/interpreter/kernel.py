@@ -27,9 +27,17 @@ class CpuKernel:
 
     interpreted = True  # results come from the CPU interpreter (the workbench labels them so)
 
-    def __init__(self, func: ir.PrimFunc, out_idx, name: str):
+    def __init__(self, func: ir.PrimFunc, out_idx, name: str, artifact=None):
         self.func, self.out_idx, self.name = func, list(out_idx or []), name
         self.params = func.params
+        self.artifact = artifact  # the sm_90a compile it stands for (``jit.lower``'s Artifact), if any
+        self.trace = artifact.trace if artifact is not None else None
+
+    def get_kernel_source(self) -> str:
+        """The CUDA the kernel is on the GPU (what the interpreter runs is its tile-level IR)."""
+        if self.artifact is None:
+            raise KernelRuntimeError(f"{self.name} was made for the CPU interpreter without its sm_90a compile")
+        return self.artifact.device_source
 
     def __repr__(self) -> str:
         return f"<tileworkbench CPU-interpreted kernel {self.name}>"

@@ -101,7 +101,8 @@ def _summary(doc: dict) -> str:
     configs = k.get("pass_configs") or {}
     rows = [
         ("kernel", escape(str(k.get("name")))),
-        ("target", escape(f"{target.get('kind', '?')} {target.get('arch', '?')}")),
+        ("target", escape(f"{target.get('kind', '?')} {target.get('arch', '?')}"
+                          + ("; run by the CPU interpreter, not a GPU" if k.get("interpreted") else ""))),
         ("source", escape(k.get("source_label") or f"{k.get('source_file')}:{k.get('source_line')}")),
         ("pass configs", escape(", ".join(f"{a}={b}" for a, b in configs.items()) or "none")),
         ("threads / grid", escape(f"{res.get('threads')} / {res.get('grid')}")),
