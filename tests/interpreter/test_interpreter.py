@@ -181,3 +181,37 @@ def test_an_interpreted_kernel_carries_its_sm90a_trace_labelled_as_the_interpret
     assert kernel.trace.kernel["interpreted"] is True
     assert "__global__" in kernel.get_kernel_source()
     assert "run by the CPU interpreter, not a GPU" in render_page(trace_document(kernel))
+
+
+def test_a_loader_that_refills_a_tile_the_gemm_may_still_read_is_a_race():
+    """``T.ws``: the loader waits on its own barrier instead of the gemm's release, so nothing
+    orders its next TMA load after the gemm's read of the tile."""
+    @T.prim_func
+    def main(A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 256), "float16"),
+             C: T.Tensor((256, 256), "float16")):
+        with T.Kernel(2, 2, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            acc = T.alloc_fragment((128, 128), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            done = T.alloc_barrier(arrive_count=128)
+            with T.ws(1):
+                T.clear(acc)
+            for ko in T.serial(4):
+                with T.ws(0):
+                    T.barrier_wait(ready, (ko + 1) % 2)  # should be `done`
+                    T.tma_copy(A[by * 128, ko * 64], A_s, barrier=ready)
+                    T.tma_copy(B[ko * 64, bx * 128], B_s, barrier=ready)
+                    T.barrier_arrive(ready)
+                with T.ws(1):
+                    T.barrier_wait(ready, ko % 2)
+                    T.gemm(A_s, B_s, acc)
+                    T.barrier_arrive(done)
+            with T.ws(1):
+                T.copy(acc, C[by * 128, bx * 128])
+
+    kernel = tw.compile(main, target="cpu", pass_configs={"tw.barrier_check": "off"})
+    a = np.ones((256, 256), np.float16)
+    with pytest.raises(KernelRuntimeError, match=r"race: the TMA load at line \d+ overwrites A_s while the read of "
+                                                 r"it at line \d+ by another role may still be running"):
+        kernel(a, a, np.zeros((256, 256), np.float16))

@@ -60,6 +60,19 @@ class InFlight:
 
 
 @dataclass
+class Reader:
+    """A read of a shared box by one side (a role of a warp-specialised block, a ``T.ws`` scope, or
+    the block), with the barrier phases its later arrivals contribute to (``released``)."""
+
+    buffer: ir.Buffer
+    lo: tuple
+    hi: tuple
+    side: object
+    line: int | None
+    released: dict = field(default_factory=dict)  # (barrier, slot) -> phase
+
+
+@dataclass
 class Block:
     """The state of one block: its buffers (``arrays``), barriers, variables and pending copies."""
 
@@ -78,6 +91,8 @@ class Block:
     in_flight: list = field(default_factory=list)  # TMA loads (InFlight) not known to have landed everywhere
     seen: dict = field(default_factory=dict)  # (barrier, slot) -> phases the running side has waited for
     line: int | None = None  # the line of the statement running
+    side: object = "block"  # who runs the code: the block, a role, a T.ws scope
+    readers: list = field(default_factory=list)  # Reader records of shared boxes
     loops: list = field(default_factory=list)  # (name, value) of the serial loops around
 
     # ---- memory --------------------------------------------------------------------------------
@@ -107,9 +122,12 @@ class Block:
         if len(idx) == 1 and arr.ndim > 1:  # a flat index into a tile (T.Tensor views)
             arr = arr.reshape(-1)
         self._check_bounds(buf, arr.shape, idx, "reads")
-        if buf.scope == "shared" and self.in_flight:
-            self.check_landed(buf, [np.min(i) if isinstance(i, np.ndarray) else i for i in idx],
-                              [np.max(i) if isinstance(i, np.ndarray) else i for i in idx])
+        if buf.scope == "shared":
+            lo = [np.min(i) if isinstance(i, np.ndarray) else i for i in idx]
+            hi = [np.max(i) if isinstance(i, np.ndarray) else i for i in idx]
+            if self.in_flight:
+                self.check_landed(buf, lo, hi)
+            self.reading(buf, lo, hi)
         value = loaded(arr[idx], buf.dtype)
         return uniform(value) if buf.scope == "local" else value
 
@@ -134,6 +152,9 @@ class Block:
         else:
             idx = tuple(idx)
         self._check_bounds(buf, arr.shape, idx, "writes", loc)
+        if buf.scope == "shared" and self.readers:
+            self.writing(buf, [int(np.min(i)) if isinstance(i, np.ndarray) else i for i in idx],
+                         [int(np.max(i)) if isinstance(i, np.ndarray) else i for i in idx], "the threads' store")
         arr[idx] = stored(value, buf.dtype)
 
     def _check_bounds(self, buf, shape, idx, what, loc=None):
@@ -152,6 +173,33 @@ class Block:
             raise Unsupported(f"the CPU interpreter runs tile operations on one region at a time; {r.buffer.name}'s "
                               "origin differs between threads here")
         return [int(s) for s in starts], [int(ir.const_int(e)) for e in r.extents]
+
+    def reading(self, buf, lo, hi):
+        lo, hi = tuple(int(x) for x in lo), tuple(int(x) for x in hi)
+        self.readers = [r for r in self.readers if not (r.buffer is buf and r.side == self.side and r.lo == lo
+                                                         and r.hi == hi)]
+        self.readers.append(Reader(buf, lo, hi, self.side, self.line))
+
+    def writing(self, buf, lo, hi, what: str):
+        """``what`` (a TMA load, threads' stores) overwrites ``buf``'s box [lo, hi]: a race where
+        another side read it and no arrival of that side after the read has been waited for here."""
+        keep = []
+        for r in self.readers:
+            if r.buffer is not buf or not all(a <= d and c <= b for a, b, c, d in zip(lo, hi, r.lo, r.hi)):
+                keep.append(r)
+                continue
+            if r.side != self.side and not any(self.seen.get(k, 0) >= p for k, p in r.released.items()):
+                at = f" at line {self.line}" if self.line else ""
+                frm = f" at line {r.line}" if r.line else ""
+                raise KernelRuntimeError(
+                    f"race: {what}{at} overwrites {buf.name} while the read of it{frm} by another role may still "
+                    f"be running: no arrival after that read is waited for before the write")
+        self.readers = keep
+
+    def arrived(self, key, phase):
+        for r in self.readers:
+            if r.side == self.side and key not in r.released:
+                r.released[key] = phase
 
     def check_landed(self, buf, lo, hi):
         """Reading ``buf``'s box [lo, hi] before a TMA load into it is known to have landed: a race."""
@@ -175,9 +223,12 @@ class Block:
         """A region's elements (a global tensor's outside its shape read as zero; of a thread-local
         buffer, the running threads' copies, when they agree)."""
         arr = self.array(r.buffer)
-        if r.buffer.scope == "shared" and self.in_flight:
+        if r.buffer.scope == "shared":
             starts, extents = self.region(r)
-            self.check_landed(r.buffer, starts, [s + n - 1 for s, n in zip(starts, extents)])
+            last = [s + n - 1 for s, n in zip(starts, extents)]
+            if self.in_flight:
+                self.check_landed(r.buffer, starts, last)
+            self.reading(r.buffer, starts, last)
         if r.buffer.scope == "local":
             starts, extents = self.region(r)
             tiles = arr[self.active][(slice(None),) + tuple(slice(s, s + n) for s, n in zip(starts, extents))]
@@ -213,7 +264,7 @@ class Block:
             src.append(slice(lo - s, max(hi, lo) - s))
         return tuple(dst), tuple(src)
 
-    def write(self, r: ir.Region, values: np.ndarray):
+    def write(self, r: ir.Region, values: np.ndarray, what: str = "a tile copy"):
         extents = [int(ir.const_int(e)) for e in r.extents]
         values = shaped(values, extents, r.buffer.name)
         if r.buffer.scope == "local":  # every running thread's copy
@@ -222,6 +273,9 @@ class Block:
             self.array(r.buffer)[window] = stored(loaded(values, r.buffer.dtype), r.buffer.dtype)
             return
         dst, src = self.write_index(r, extents)
+        if r.buffer.scope == "shared" and self.readers:
+            starts, _ = self.region(r)
+            self.writing(r.buffer, starts, [a + n - 1 for a, n in zip(starts, extents)], what)
         self.array(r.buffer)[dst] = stored(loaded(values, _dtype_of(values, r)), r.buffer.dtype)[src]
 
     # ---- barriers ------------------------------------------------------------------------------
@@ -396,7 +450,11 @@ class Runner(TileOps):
         if not keep.any():
             return
         b.vars[s.var] = b.active[keep] - s.first
-        yield from self.threads_where(keep, s.body)
+        outer, b.side = b.side, ("ws", s.first, s.count)
+        try:
+            yield from self.threads_where(keep, s.body)
+        finally:
+            b.side = outer
 
     def s_WarpSpecialize(self, s):
         b = self.b
@@ -450,7 +508,11 @@ class Runner(TileOps):
         arr[...] = stored(work, target.buffer.dtype)
 
     def s_SyncThreads(self, s):
-        return  # every side runs its statements in order: a block barrier orders nothing more here
+        # Its threads' reads are done: a block barrier orders every side's, one inside a T.ws scope
+        # or a role (a barrier of their threads) that side's.
+        b = self.b
+        b.readers = [] if b.side == "block" else [r for r in b.readers if r.side != b.side]
+        return
         yield
 
     def s_TmaStoreWait(self, s):
@@ -458,7 +520,8 @@ class Runner(TileOps):
         yield
 
     def s_BarrierArrive(self, s):
-        slot, _ = self.b.slot(s.barrier)
+        slot, index = self.b.slot(s.barrier)
+        self.b.arrived((s.barrier.buffer.name, index), slot.completed + 1)
         slot.arrived += self.b.threads()
         if slot.arrived > slot.count:
             raise KernelRuntimeError(f"{s.barrier.buffer.name}: {slot.arrived} arrivals on a barrier of count "
@@ -504,7 +567,7 @@ def run_sides(runner: Runner, sides):
     at once is a deadlock."""
     b = runner.b
     outer_active, outer_loops, outer_vars = b.active, list(b.loops), b.vars
-    outer_seen = b.seen
+    outer_seen, outer_side = b.seen, b.side
     states = {id(side): (side.threads, list(outer_loops), side.vars, dict(outer_seen)) for side in sides}
     while not all(side.done for side in sides):
         progressed = False
@@ -512,6 +575,7 @@ def run_sides(runner: Runner, sides):
             if side.done:
                 continue
             b.active, b.loops, b.vars, b.seen = states[id(side)]
+            b.side = ("role", id(side))
             try:
                 event = next(side.gen)
             except StopIteration:
@@ -527,7 +591,7 @@ def run_sides(runner: Runner, sides):
     for state in states.values():  # after the block's sides join, what either waited for is known
         for key, phase in state[3].items():
             outer_seen[key] = max(outer_seen.get(key, 0), phase)
-    b.seen = outer_seen
+    b.seen, b.side = outer_seen, outer_side
 
 
 def _same_wait(a: Blocked, b) -> bool:

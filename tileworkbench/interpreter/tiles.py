@@ -45,7 +45,7 @@ class TileOps:
 
     def s_TmaCopy(self, s):
         values = self.b.read(s.src)
-        self.b.write(s.dst, loaded(values, s.src.buffer.dtype))
+        self.b.write(s.dst, loaded(values, s.src.buffer.dtype), "the TMA load" if s.is_load else "the TMA store")
         if s.is_load and s.barrier is not None:  # landed once the barrier's current phase completes
             slot, index = self.b.slot(s.barrier)
             starts, extents = self.b.region(s.dst)
