@@ -215,3 +215,14 @@ def test_a_loader_that_refills_a_tile_the_gemm_may_still_read_is_a_race():
     with pytest.raises(KernelRuntimeError, match=r"race: the TMA load at line \d+ overwrites A_s while the read of "
                                                  r"it at line \d+ by another role may still be running"):
         kernel(a, a, np.zeros((256, 256), np.float16))
+
+
+def test_jit_keeps_interpreted_and_gpu_kernels_apart(monkeypatch):
+    from tileworkbench.examples.tilelang_programs import gemm
+
+    monkeypatch.setenv("TILEWORKBENCH_DISABLE_CACHE", "1")
+    monkeypatch.setenv("TILEWORKBENCH_INTERPRET", "1")
+    cpu = gemm.matmul.compile(M=256, N=256, K=256, block_M=128, block_N=128, block_K=32)
+    monkeypatch.delenv("TILEWORKBENCH_INTERPRET")
+    gpu = gemm.matmul.compile(M=256, N=256, K=256, block_M=128, block_N=128, block_K=32)
+    assert getattr(cpu, "interpreted", False) and not getattr(gpu, "interpreted", False)

@@ -18,7 +18,7 @@ import inspect
 from ..errors import CompileError, caller_location
 from ..frontend.eager import is_eager, parse_eager, tensor_parameters
 from ..ir import nodes as ir
-from .kernel import compile as compile_kernel
+from .kernel import compile as compile_kernel, interpreted
 
 
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, **unsupported):
@@ -59,7 +59,8 @@ class JitFunction:
 
     # ---- builders ----------------------------------------------------------------------------
     def _built(self, args, kwargs):
-        key = ("builder", repr((args, sorted(kwargs.items()))))  # lists among the arguments are fine too
+        # lists among the arguments are fine too; the CPU interpreter's kernels are others
+        key = ("builder", repr((args, sorted(kwargs.items()))), interpreted(self.target))
         if key not in self.kernels:
             self.kernels[key] = compile_kernel(self.fn(*args, **kwargs), out_idx=self.out_idx, target=self.target,
                                                pass_configs=self.pass_configs)
@@ -111,7 +112,8 @@ class JitFunction:
         ``T.dynamic`` dimension of a tensor is no part of the form (one kernel serves every size)."""
         values_key = repr(sorted(values.items()))
         dynamic = self.dynamic_dims.get(values_key, {})
-        key = ("kernel", values_key, repr(sorted(_without_dims(tensors or {}, dynamic).items())))
+        key = ("kernel", values_key, repr(sorted(_without_dims(tensors or {}, dynamic).items())),
+               interpreted(self.target))
         kernel = self.kernels.get(key)
         if kernel is None:
             parsed = parse_eager(self.fn, values, tensors)
@@ -120,7 +122,8 @@ class JitFunction:
             dynamic = _dynamic_dims(parsed.func)
             if dynamic:
                 self.dynamic_dims[values_key] = dynamic
-                key = ("kernel", values_key, repr(sorted(_without_dims(tensors or {}, dynamic).items())))
+                key = ("kernel", values_key, repr(sorted(_without_dims(tensors or {}, dynamic).items())),
+                       interpreted(self.target))
             self.kernels[key] = kernel
         return kernel
 

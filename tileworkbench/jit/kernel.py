@@ -336,7 +336,7 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     """
     from ..backend import nvrtc
 
-    if _interpreted(target):
+    if interpreted(target):
         return _compile_for_cpu(func, out_idx, pass_configs)
     start = time.perf_counter()
     tgt = Target.of(target)
@@ -380,7 +380,7 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     return kernel
 
 
-def _interpreted(target) -> bool:
+def interpreted(target) -> bool:
     """``target="cpu"``, or ``"auto"`` with ``TILEWORKBENCH_INTERPRET=1`` (a warning where a GPU is
     present: it is never chosen silently over one)."""
     if target == "cpu":
