@@ -87,3 +87,15 @@ def test_fp8_gemm_through_ml_dtypes(rng):
     ref = a.astype(np.float64) @ b.astype(np.float64).T
     # the result is FP8 itself: within half an e4m3 step (1/16 of its value) of the float64 product
     assert (np.abs(out.astype(np.float64) - ref) <= np.abs(ref) / 16 + 2.0**-9).all()
+
+
+def test_flash_decoding_runs_its_split_and_combine_kernels_in_order(rng):
+    from tileworkbench.examples.tilelang_programs import flash_decoding
+
+    b, h, skv, d = 2, 4, 1024, 64
+    q = rng.standard_normal((b, h, 1, d)).astype(np.float16)
+    k, v = (rng.standard_normal((b, h, skv, d)).astype(np.float16) for _ in range(2))
+    out = flash_decoding.flash_decoding(b, h, 1, skv, d)(q, k, v)  # the split-KV parts, then their combine
+    s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) / np.sqrt(d)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    assert _rel(out, (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)) < 2e-3

@@ -8,7 +8,7 @@ vectorised, barriers with phases, the sides of a warp-specialised block side by 
 binds arguments and runs the blocks one after another.
 """
 
-from .kernel import CpuKernel
+from .kernel import CpuKernel, CpuSequence
 from .values import Unsupported
 
-__all__ = ["CpuKernel", "Unsupported"]
+__all__ = ["CpuKernel", "CpuSequence", "Unsupported"]

@@ -129,6 +129,41 @@ class CpuKernel:
             yield block(hw, index)
 
 
+class CpuSequence:
+    """Several kernels one call runs one after another (``T.alloc_global`` workspaces between
+    them, as ``jit.sequence.KernelSequence`` on the GPU), each interpreted."""
+
+    interpreted = True
+
+    def __init__(self, seq: ir.KernelSequence, kernels: list, out_idx):
+        self.name, self.kernels, self.out_idx = seq.name, kernels, list(out_idx)
+        self.params, self.workspaces = seq.params, seq.workspaces
+        self.trace = kernels[0].trace
+
+    def __call__(self, *args):
+        n_in = len(self.params) - len(self.out_idx)
+        if len(args) not in (len(self.params), n_in):
+            raise KernelRuntimeError(f"{self.name} takes {n_in} inputs or all {len(self.params)} arguments; "
+                                     f"got {len(args)}")
+        torch_like = any(type(a).__module__.startswith("torch") for a in args)
+        scalars = {p: v for p, v in zip(self.params, args) if isinstance(p, ir.Var)}
+        given, full = iter(args), []
+        for i, p in enumerate(self.params):
+            if len(args) == n_in and i in self.out_idx:
+                full.append(np.full(_shape(p, scalars), np.nan if p.dtype.is_float else 0, dtype=storage_dtype(p.dtype)))
+            else:
+                value = next(given)
+                full.append(_as_array(p, value, self.name) if isinstance(p, ir.Buffer) else value)
+        work = [np.full(_shape(w, scalars), np.nan if w.dtype.is_float else 0, dtype=storage_dtype(w.dtype))
+                for w in self.workspaces]
+        for kernel in self.kernels:
+            kernel(*full, *work)
+        outs = [_as_framework(full[i], torch_like) for i in self.out_idx]
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
 def _shape(p: ir.Buffer, scalars: dict):
     env = Block(None, {}, (), vars=dict(scalars))
     return [int(evaluate(d, env)) for d in p.shape]
@@ -176,4 +211,4 @@ def _deadlock(name: str, event, block: Block) -> KernelRuntimeError:
         f"block side by side)")
 
 
-__all__ = ["CpuKernel", "Unsupported"]
+__all__ = ["CpuKernel", "CpuSequence", "Unsupported"]

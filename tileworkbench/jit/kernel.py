@@ -398,8 +398,11 @@ def _compile_for_cpu(func, out_idx, pass_configs):
     from .lower import lower_tile_level
 
     src = parse(func)
-    if isinstance(src, ir.KernelSequence):
-        raise KernelRuntimeError(f"{src.name} runs several kernels; the CPU interpreter runs one kernel at a time yet")
+    if isinstance(src, ir.KernelSequence):  # each kernel interpreted, one after another
+        from ..interpreter import CpuSequence
+
+        out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name) or []
+        return CpuSequence(src, [_compile_for_cpu(k, None, pass_configs) for k in src.kernels], out_idx)
     out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name) or []
     configs = PassContext.merged_configs(pass_configs)
     # The sm_90a compile it stands for: its trace (the workbench's views, the barrier check) and CUDA.
