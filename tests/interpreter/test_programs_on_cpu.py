@@ -99,3 +99,17 @@ def test_flash_decoding_runs_its_split_and_combine_kernels_in_order(rng):
     s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) / np.sqrt(d)
     p = np.exp(s - s.max(-1, keepdims=True))
     assert _rel(out, (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)) < 2e-3
+
+
+def test_the_hadamard_transform_shuffles_between_lanes(rng):
+    from tileworkbench.examples.tilelang_programs import hadamard
+
+    x = rng.standard_normal((4, 32768)).astype(np.float32)
+    out = hadamard.hadamard.compile(b=4, n=32768, dtype=hadamard.T.float32)(x)  # warp butterflies, a transpose
+    ref, h = x.astype(np.float64), 1
+    while h < 32768:
+        ref = ref.reshape(4, -1, 2, h)
+        a, b = ref[:, :, 0].copy(), ref[:, :, 1].copy()
+        ref[:, :, 0], ref[:, :, 1] = a + b, a - b
+        ref, h = ref.reshape(4, 32768), h * 2
+    assert _rel(out, ref) < 1e-6

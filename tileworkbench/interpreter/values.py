@@ -146,6 +146,17 @@ def _call(e: ir.Call, env):
         value = e.args[0]
         v = np.asarray(stored(evaluate(value, env), value.dtype))
         return loaded(v.view(storage_dtype(e.dtype)), e.dtype)
+    if name == "__shfl_sync":  # lane ``lane % width`` of the calling thread's group of ``width``
+        _, value, lane, width = (evaluate(x, env) for x in e.args)
+        threads = env.active
+        if env.in_parallel or np.ndim(value) > 1:
+            raise Unsupported("the CPU interpreter runs warp shuffles in code each thread runs, not in T.Parallel")
+        value = np.broadcast_to(value, threads.shape)
+        source = threads // int(width) * int(width) + np.asarray(lane) % int(width)
+        at = np.searchsorted(threads, source)
+        if (at >= threads.size).any() or (threads[np.minimum(at, threads.size - 1)] != source).any():
+            raise KernelRuntimeError("a warp shuffle reads a lane whose thread does not run the shuffle")
+        return value[at]
     if name == "if_then_else":
         c, a, b = (evaluate(x, env) for x in e.args)
         return np.where(c, a, b)
