@@ -113,3 +113,19 @@ def test_the_hadamard_transform_shuffles_between_lanes(rng):
         ref[:, :, 0], ref[:, :, 1] = a + b, a - b
         ref, h = ref.reshape(4, 32768), h * 2
     assert _rel(out, ref) < 1e-6
+
+
+def test_chunked_retention_matches_the_recurrence(rng):
+    from tileworkbench.examples.tilelang_programs import retention
+
+    B, S, H, D = 1, 256, 2, 64
+    q, k, v = (rng.standard_normal((B, S, H, D)).astype(np.float16) for _ in range(3))
+    out = retention.chunk_retention_fwd(B, S, H, D, D)(q, k, v).astype(np.float64).sum(0)  # the key-dimension parts
+    pos = np.arange(S)
+    dist = pos[:, None] - pos[None, :]
+    ref = np.zeros((B, S, H, D))
+    for h in range(H):
+        decay = np.where(dist >= 0, np.exp2(np.clip(dist, 0, None) * np.log2(1 - 2.0 ** (-5.0 - h))), 0.0)
+        qh, kh, vh = (x[:, :, h].astype(np.float64) for x in (q, k, v))
+        ref[:, :, h] = ((qh @ kh.transpose(0, 2, 1)) * D ** -0.5 * decay) @ vh
+    assert _rel(out, ref) < 2e-3  # scores and state pass through float16 tiles

@@ -104,11 +104,18 @@ class Block:
             raise KernelRuntimeError(f"internal: the interpreter has no memory for {buf.name}")
         return found
 
-    def per_thread(self, buf: ir.Buffer, indices) -> list:
+    def per_thread(self, buf: ir.Buffer, indices, reading: bool = False) -> list:
         """A local buffer is each thread's own (a leading dimension over the block's threads): the
-        running threads' copies."""
+        running threads' copies (inside ``T.Parallel``, a read of one every thread holds alike)."""
         if buf.scope != "local":
             return list(indices)
+        if self.in_parallel and reading:
+            copies = self.array(buf)[self.active]
+            first = copies[:1]
+            same = (copies == first) | (np.isnan(copies) & np.isnan(first)) if copies.dtype.kind == "f" else \
+                copies == first
+            if same.all():
+                return [int(self.active[0])] + list(indices)
         if self.in_parallel:
             raise Unsupported(f"the CPU interpreter does not run a thread-local buffer ({buf.name}) inside "
                               "T.Parallel yet: which thread runs which iteration is decided after the tile passes")
@@ -117,7 +124,7 @@ class Block:
 
     def load(self, buf: ir.Buffer, indices):
         arr = self.array(buf)
-        indices = self.per_thread(buf, indices)
+        indices = self.per_thread(buf, indices, reading=True)
         idx = tuple(np.asarray(i, dtype=np.int64) if isinstance(i, np.ndarray) else int(i) for i in indices)
         if len(idx) == 1 and arr.ndim > 1:  # a flat index into a tile (T.Tensor views)
             arr = arr.reshape(-1)
