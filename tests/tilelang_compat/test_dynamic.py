@@ -28,7 +28,8 @@ def no_cache(monkeypatch):
 def test_the_sizes_are_scalar_parameters_read_from_the_tensors(no_cache):
     kernel = example.CASES["gemm_dynamic"]["compile"]()
     assert [p["name"] for p in kernel.params] == ["A", "B", "m", "n", "k", "C"]
-    assert kernel.record["sizes"] == {"m": [0, 0], "n": [1, 1], "k": [0, 1]}  # A's rows, B's columns, A's columns
+    # A's rows, B's columns, A's columns (each taken as it is: divided by 1)
+    assert kernel.record["sizes"] == {"m": [0, 0, 1], "n": [1, 1, 1], "k": [0, 1, 1]}
     assert kernel.params[5]["dims"] == ["m", "n"]
     a, b, c = np.zeros((1000, 520), np.float16), np.zeros((520, 300), np.float16), np.zeros((1000, 300), np.float16)
     full, outputs = kernel._with_sizes((a, b, c), None)
@@ -118,3 +119,29 @@ def test_a_classic_kernel_may_shape_its_tensors_by_its_scalar_parameters():
     code = kernel_part(art.device_source)
     assert "int n) {" in code and "< n)" in code
     assert "grid = ((n + 128 - 1) // 128, 1, 1)" in art.host_source
+
+
+def test_sizes_that_are_multiples_of_16_bytes_take_a_form_with_16_byte_copies(no_cache):
+    sized = example.CASES["gemm_dynamic"]["compile"]()
+    assert sized.multiple == 8  # float16: 8 elements are 16 bytes
+    assert "tw::cp_async<16>" not in kernel_part(sized.get_kernel_source())  # any size: element by element
+    aligned = sized.aligned()
+    assert [p["name"] for p in aligned.params] == ["A", "B", "m_div8", "n_div8", "k_div8", "C"]
+    assert aligned.record["sizes"]["k_div8"] == [0, 1, 8]
+    code = kernel_part(aligned.get_kernel_source())
+    assert "tw::cp_async<16>" in code and "((long long)(k_div8) * 8)" in code
+    assert "align=16" in aligned.record["host_source"]  # the launcher checks the tensors' addresses
+    a, b = np.zeros((1000, 512), np.float16), np.zeros((512, 256), np.float16)
+    full, _ = aligned._with_sizes((a, b, np.zeros((1000, 256), np.float16)), None)
+    assert full[2:5] == [125, 32, 64]
+    with pytest.raises(KernelRuntimeError, match="compiled for sizes that are multiples of 8"):
+        aligned._with_sizes((np.zeros((1001, 512), np.float16), b, np.zeros((1001, 256), np.float16)), None)
+
+
+def test_a_call_takes_the_aligned_form_where_its_sizes_allow(no_cache):
+    sized = example.CASES["gemm_dynamic"]["compile"]()
+    sized.general, sized._aligned = (lambda *a: "general"), (lambda *a: "aligned")
+    b = np.zeros((512, 256), np.float16)
+    assert sized(np.zeros((1000, 512), np.float16), b) == "aligned"
+    assert sized(np.zeros((1001, 512), np.float16), b) == "general"
+    assert sized(np.zeros((1000, 520), np.float16), np.zeros((520, 300), np.float16)) == "general"

@@ -32,7 +32,10 @@ class Builder:
         self.thread_scope: tuple[int, int] | None = None  # (first thread, count) inside `with T.ws(...)`
         self.workspaces: list[ir.Buffer] = []  # T.alloc_global buffers, before the kernels
         self.var_buffers: set = set()  # T.alloc_var buffers: `x = value` stores into them
-        self.dynamic_sizes: list[ir.Var] = []  # T.dynamic sizes: scalar parameters a call takes from tensors
+        # T.dynamic sizes, (name, parameter, value): a call takes the parameter from a tensor's shape;
+        # compiled for sizes that are multiples of ``size_multiple``, the value is parameter * it
+        self.dynamic_sizes: list = []
+        self.size_multiple = 1
 
     def emit(self, stmt: ir.Stmt) -> ir.Stmt:
         if not self.frames or not self.in_kernel:

@@ -112,8 +112,9 @@ class EagerParser(Parser):
         params = inputs + [var for var, _ in sizes] + outputs
         func = ir.PrimFunc(fdef.name, params, body, self.builder.launch,
                            source_file=self.file, source_line=self.first_line + fdef.lineno - 1)
-        if sizes:  # where a call finds each size: (parameter index of a tensor, its dimension)
-            func.attrs["dynamic_sizes"] = {var.name: (params.index(buf), dim) for var, (buf, dim) in sizes}
+        if sizes:  # where a call finds each size: (parameter index of a tensor, its dimension, the divisor)
+            func.attrs["dynamic_sizes"] = {var.name: (params.index(buf), dim, self.builder.size_multiple)
+                                           for var, (buf, dim) in sizes}
         return func, list(range(len(inputs) + len(sizes), len(params)))
 
     def dynamic_sizes(self, fdef, inputs, outputs) -> list:
@@ -121,13 +122,13 @@ class EagerParser(Parser):
         whose annotation has it as a whole dimension; an output's dimensions are such sizes or
         constants (a call allocates it)."""
         found = []
-        for var in self.builder.dynamic_sizes:
-            where = next(((b, i) for b in inputs for i, d in enumerate(b.shape) if d is var), None)
+        for name, var, value in self.builder.dynamic_sizes:
+            where = next(((b, i) for b in inputs for i, d in enumerate(b.shape) if d is value), None)
             if where is None:
-                raise self.error(fdef, f"T.dynamic size {var.name} is no dimension of an input tensor's "
+                raise self.error(fdef, f"T.dynamic size {name} is no dimension of an input tensor's "
                                        f"annotation: a call could not tell its value")
             found.append((var, where))
-        known = {var for var, _ in found}
+        known = {value for _, _, value in self.builder.dynamic_sizes}
         for out in outputs:
             for i, d in enumerate(out.shape):
                 if ir.const_int(d) is None and d not in known:
@@ -146,7 +147,7 @@ class EagerParser(Parser):
     def _assign(self, target, value, node):
         if isinstance(value, ConstSymbol):  # (a tuple of them comes here one by one)
             self.add_symbol(value, node)
-        if isinstance(target, ast.Name) and any(value is v for v in self.builder.dynamic_sizes):
+        if isinstance(target, ast.Name) and any(value is v for _, _, v in self.builder.dynamic_sizes):
             self.bind(target.id, value)  # a T.dynamic size: the kernel's scalar parameter itself
             return
         if isinstance(value, OutputSpec):
@@ -213,11 +214,15 @@ class EagerParser(Parser):
         self.returned = values
 
 
-def parse_eager(fn, values: dict | None = None, tensors: dict | None = None) -> EagerFunction:
+def parse_eager(fn, values: dict | None = None, tensors: dict | None = None,
+                size_multiple: int = 1) -> EagerFunction:
     """Parse ``fn`` (module doc) with ``values`` for its non-tensor parameters and T.const sizes
-    and, at a call, ``tensors``: parameter name -> (shape, dtype name) of the tensor passed."""
+    and, at a call, ``tensors``: parameter name -> (shape, dtype name) of the tensor passed.
+    ``size_multiple``: compile for ``T.dynamic`` sizes that are multiples of it (each size is then
+    a parameter times it, so the passes can prove rows aligned)."""
     source, fdef, file, first_line, closure = read_function(fn)
     parser = EagerParser(fn, source.splitlines(), file, first_line, closure, values or {}, tensors)
+    parser.builder.size_multiple = size_multiple
     func, out_idx = parser.run(fdef)
     func.attrs["source_lines"] = source.splitlines()
     return EagerFunction(func, out_idx, {n: s.value for n, s in parser.symbols.items()})

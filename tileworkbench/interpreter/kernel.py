@@ -97,11 +97,12 @@ class CpuKernel:
         args, at = list(args), {i: (name, where) for i, p in enumerate(self.params) for name, where in sizes.items()
                                 if p.name == name}
         for i in sorted(at):
-            name, (tensor, dim) = at[i]
+            name, where = at[i]
+            tensor, dim, multiple = (tuple(where) + (1,))[:3]
             if tensor >= len(args) or not hasattr(args[tensor], "shape"):
                 raise KernelRuntimeError(f"{self.name}: the size {name} comes from argument {self.params[tensor].name}, "
                                          "a tensor")
-            args.insert(i, int(args[tensor].shape[dim]))
+            args.insert(i, int(args[tensor].shape[dim]) // multiple)
         return args
 
     def _blocks(self, scalars):

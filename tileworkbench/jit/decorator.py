@@ -120,12 +120,61 @@ class JitFunction:
             kernel = compile_kernel(parsed.func, out_idx=parsed.out_idx, target=self.target,
                                     pass_configs=self.pass_configs)
             dynamic = _dynamic_dims(parsed.func)
+            if dynamic and not getattr(kernel, "interpreted", False):
+                kernel = SizedKernels(kernel, lambda m: self._aligned(values, tensors, m), _row_multiple(parsed.func))
             if dynamic:
                 self.dynamic_dims[values_key] = dynamic
                 key = ("kernel", values_key, repr(sorted(_without_dims(tensors or {}, dynamic).items())),
                        interpreted(self.target))
             self.kernels[key] = kernel
         return kernel
+
+
+    def _aligned(self, values, tensors, multiple):
+        parsed = parse_eager(self.fn, values, tensors, size_multiple=multiple)
+        return compile_kernel(parsed.func, out_idx=parsed.out_idx, target=self.target, pass_configs=self.pass_configs)
+
+
+class SizedKernels:
+    """A kernel with ``T.dynamic`` sizes, in two compiled forms that serve every size: one for any
+    sizes (partial tiles masked, rows of any alignment moved element by element), and one for sizes
+    that are multiples of ``multiple`` (16 bytes of the narrowest element), whose rows are 16-byte
+    aligned, so tiles move in 16-byte copies. A call takes the second where its sizes allow,
+    compiling it the first time."""
+
+    def __init__(self, general, compile_aligned, multiple: int):
+        self.general, self.multiple = general, multiple
+        self._compile_aligned, self._aligned = compile_aligned, None
+        self._sizes = [tuple(w)[:2] for w in general.record.get("sizes", {}).values()]
+
+    def __getattr__(self, name):  # the general form's sources, trace, params ...
+        return getattr(self.general, name)
+
+    def aligned(self):
+        if self._aligned is None:
+            self._aligned = self._compile_aligned(self.multiple)
+        return self._aligned
+
+    def __call__(self, *args, **kwargs):
+        sizes = [int(args[t].shape[d]) for t, d in self._sizes if t < len(args) and hasattr(args[t], "shape")]
+        if len(sizes) == len(self._sizes) and all(n % self.multiple == 0 for n in sizes) and \
+                all(_address(a) % 16 == 0 for a in args if hasattr(a, "shape")):
+            return self.aligned()(*args, **kwargs)
+        return self.general(*args, **kwargs)
+
+
+def _address(array) -> int:
+    """A GPU array's address (0 where it cannot be told: the launcher checks it then)."""
+    face = getattr(array, "__cuda_array_interface__", None)
+    return int(face["data"][0]) if face else 0
+
+
+def _row_multiple(func) -> int:
+    """Elements in 16 bytes of the narrowest tensor a T.dynamic size shapes."""
+    sizes = {p for p in func.params if isinstance(p, ir.Var) and p.name in func.attrs.get("dynamic_sizes", {})}
+    widths = [p.dtype.storage_bits for p in func.params if isinstance(p, ir.Buffer) and
+              any(d in sizes for d in p.shape)]
+    return max(1, 128 // min(widths)) if widths else 1
 
 
 def _dynamic_dims(func) -> dict:

@@ -36,7 +36,8 @@ class Kernel:
         self._launch = None
         self._runtime = None
         self._cubin: bytes | None = None
-        # T.dynamic sizes: scalar parameter index -> (index of the input tensor, its dimension)
+        # T.dynamic sizes: scalar parameter index -> (index of the input tensor, its dimension, the
+        # multiple the kernel is compiled for: it takes the size divided by it)
         self._sizes = {[p["name"] for p in self.params].index(name): tuple(where)
                        for name, where in record.get("sizes", {}).items()}
         self._out_forms = {} if self._sizes else {i: output_form(self.params[i]) for i in self.out_idx}
@@ -158,13 +159,16 @@ class Kernel:
         full = []
         for i, p in enumerate(self.params):
             if i in self._sizes:
-                tensor, dim = self._sizes[i]
+                tensor, dim, multiple = (tuple(self._sizes[i]) + (1,))[:3]
                 shape = getattr(full[tensor], "shape", None)
                 if shape is None or len(shape) <= dim:
                     raise KernelRuntimeError(f"{self.name}: argument {self.params[tensor]['name']} should be a tensor "
                                              f"of {len(self.params[tensor]['shape'])} dimensions, whose dimension "
                                              f"{dim} gives the size {p['name']}")
-                values[p["name"]] = int(shape[dim])
+                if int(shape[dim]) % multiple:
+                    raise KernelRuntimeError(f"{self.name} is compiled for sizes that are multiples of {multiple}; "
+                                             f"argument {self.params[tensor]['name']}'s dimension {dim} is {shape[dim]}")
+                values[p["name"]] = int(shape[dim]) // multiple
                 full.append(values[p["name"]])
             elif i in self.out_idx and len(args) < given:
                 full.append(None)
@@ -261,12 +265,23 @@ def _allocate(param: dict, like, form: tuple | None = None):
     return cupy.empty(shape, dtype=dtypes.numpy_dtype(dtypes.as_dtype(dtype)))
 
 
+def _size_name(dim):
+    """A dimension that is a size parameter (``m``), or one times a constant (``m_div8 * 8``,
+    as ``[name, 8]``), else None."""
+    if isinstance(dim, ir.Var):
+        return dim.name
+    if isinstance(dim, ir.BinOp) and dim.op == "*" and isinstance(dim.a, ir.Var) and ir.const_int(dim.b) is not None:
+        return [dim.a.name, ir.const_int(dim.b)]
+    return None
+
+
 def output_form(param: dict, sizes: dict | None = None) -> tuple:
     """(shape, dtype name) an output is allocated with (``sizes``: the ``T.dynamic`` sizes of the
     call, for the dimensions the record names): FP4's two values a byte as int8 bytes."""
     shape, dtype = tuple(param["shape"]), param["dtype"]
     if sizes is not None:
-        shape = tuple(sizes[name] if name is not None else n for n, name in zip(shape, param.get("dims", shape)))
+        shape = tuple(n if name is None else sizes[name] if isinstance(name, str) else sizes[name[0]] * name[1]
+                      for n, name in zip(shape, param.get("dims", [None] * len(shape))))
     if param.get("packed"):
         shape, dtype = shape[:-1] + (shape[-1] // 2,), "int8"
     return shape, dtype
@@ -309,8 +324,8 @@ def _record(artifact, out_idx, timings) -> dict:
         if isinstance(p, ir.Buffer):
             params.append({"name": p.name, "kind": "tensor", "shape": [ir.const_int(s) for s in p.shape],
                            "dtype": p.dtype.name, "packed": p.dtype.packed,
-                           **({"dims": [s.name if isinstance(s, ir.Var) else None for s in p.shape]}
-                              if any(isinstance(s, ir.Var) for s in p.shape) else {})})
+                           **({"dims": [_size_name(s) for s in p.shape]}
+                              if any(_size_name(s) is not None for s in p.shape) else {})})
         else:
             params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype.name})
     return {

@@ -45,14 +45,16 @@ def dynamic(names, dtype=_dt.int32):
         raise error(f"T.dynamic: sizes are integers, not {dt.name}")
     builder = _b.current()
     found = []
+    multiple = builder.size_multiple
     for n in _names(names, "T.dynamic"):
         if builder.in_kernel:
             raise error(f"T.dynamic({names!r}) inside the kernel: declare sizes before `with T.Kernel(...)`")
-        if any(v.name == n for v in builder.dynamic_sizes):
+        if any(name == n for name, _, _ in builder.dynamic_sizes):
             raise error(f"T.dynamic: the size {n} is declared twice")
-        var = ir.Var(n, dt)
-        builder.dynamic_sizes.append(var)
-        found.append(var)
+        var = ir.Var(n if multiple == 1 else f"{n}_div{multiple}", dt)
+        value = var if multiple == 1 else ir.BinOp("*", var, ir.const(multiple), dt)
+        builder.dynamic_sizes.append((n, var, value))
+        found.append(value)
     return found[0] if len(found) == 1 else tuple(found)
 
 

@@ -121,9 +121,11 @@ class CopyLowering:
             return False
         if not is_multiple_of(region.starts[-1], v):
             return False
-        if any(ir.const_int(s) is None or ir.const_int(s) % v for s in strides[:-1]):
+        # strides and a global row's length that are multiples of v: constants, or sizes a kernel is
+        # compiled for as multiples (T.dynamic's aligned form: k_div8 * 8)
+        if any(not is_multiple_of(s, v) for s in strides[:-1]):
             return False
-        if buf.scope == "global" and (ir.const_int(buf.shape[-1]) is None or ir.const_int(buf.shape[-1]) % v):
+        if buf.scope == "global" and not is_multiple_of(buf.shape[-1], v):
             return False
         if buf.scope == "global":
             buf.attrs["align_bytes"] = max(buf.attrs.get("align_bytes", 1), v * buf.dtype.storage_bits // 8)
