@@ -24,6 +24,8 @@ TOO_DEEP = ("this kernel's expressions are nested too deeply to compile; give pa
 # Display names of source files that are not files to the user: a notebook cell's code lives in
 # /tmp/ipykernel_NNNN/NNNN.py, which the user knows as "In [3]" (the %%tilekernel magic registers it).
 _SOURCE_LABELS: dict[str, str] = {}
+# Functions that name other such files (a notebook's plain cells, from IPython's own record of them).
+_LABEL_FINDERS: list = []
 
 
 def label_source(file: str, label: str) -> None:
@@ -31,13 +33,28 @@ def label_source(file: str, label: str) -> None:
     _SOURCE_LABELS[file] = label
 
 
+def add_label_finder(find) -> None:
+    """``find(file)`` gives a label for ``file`` or None (``%load_ext tileworkbench`` adds the shell's)."""
+    if find not in _LABEL_FINDERS:
+        _LABEL_FINDERS.append(find)
+
+
+def _label(file: str) -> str | None:
+    label = _SOURCE_LABELS.get(file)
+    for find in _LABEL_FINDERS if label is None else ():
+        label = find(file)
+        if label is not None:
+            break
+    return label
+
+
 def labelled(file: str) -> bool:
-    return file in _SOURCE_LABELS
+    return _label(file) is not None
 
 
 def where(file: str, line) -> str:
     """``file:line``, or ``In [3], line 10`` for a labelled notebook cell."""
-    label = _SOURCE_LABELS.get(file)
+    label = _label(file)
     return f"{label}, line {line}" if label else f"{file}:{line}"
 
 

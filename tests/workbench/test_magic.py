@@ -150,3 +150,14 @@ def test_cells_are_named_as_the_user_knows_them_not_by_their_temp_file(shell):
     with pytest.raises(CompileError) as info:
         _run(shell, "double", bad)
     assert str(info.value).startswith(f"In [{shown + 1}], line ") and "ipykernel" not in str(info.value)
+
+
+def test_a_kernel_written_in_a_plain_cell_is_named_by_its_cell_too(shell):
+    cell = PRIM_FUNC_CELL.replace("* 2.0", "* 5.0")
+    with capture_output():
+        result = shell.run_cell(cell + "\nimport tileworkbench as tw\n_art = tw.lower(double, target='sm_90a')\n")
+    result.raise_error()
+    art = shell.user_ns["_art"]
+    label = art.trace.kernel["source_label"]
+    assert label.startswith("In [") and ", line " in label and "ipykernel" not in label
+    assert f"from {label.split(', line')[0]}" in art.device_source
