@@ -24,8 +24,6 @@ TOO_DEEP = ("this kernel's expressions are nested too deeply to compile; give pa
 # Display names of source files that are not files to the user: a notebook cell's code lives in
 # /tmp/ipykernel_NNNN/NNNN.py, which the user knows as "In [3]" (the %%tilekernel magic registers it).
 _SOURCE_LABELS: dict[str, str] = {}
-# Functions that name other such files (a notebook's plain cells, from IPython's own record of them).
-_LABEL_FINDERS: list = []
 
 
 def label_source(file: str, label: str) -> None:
@@ -33,19 +31,18 @@ def label_source(file: str, label: str) -> None:
     _SOURCE_LABELS[file] = label
 
 
-def add_label_finder(find) -> None:
-    """``find(file)`` gives a label for ``file`` or None (``%load_ext tileworkbench`` adds the shell's)."""
-    if find not in _LABEL_FINDERS:
-        _LABEL_FINDERS.append(find)
-
-
 def _label(file: str) -> str | None:
-    label = _SOURCE_LABELS.get(file)
-    for find in _LABEL_FINDERS if label is None else ():
-        label = find(file)
-        if label is not None:
-            break
-    return label
+    return _SOURCE_LABELS.get(file) or _ipython_cell(file)
+
+
+def _ipython_cell(file: str) -> str | None:
+    """``In [N]`` for a plain cell of the IPython session this process runs, if any: IPython keeps
+    the number its own tracebacks show for each cell's file (nothing is imported for this)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    numbers = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    number = numbers.get(file) if isinstance(numbers, dict) else None
+    return f"In [{number}]" if number is not None else None
 
 
 def labelled(file: str) -> bool:

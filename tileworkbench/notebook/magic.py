@@ -22,7 +22,7 @@ import argparse
 import ast
 import shlex
 
-from ..errors import CompileError, add_label_finder, label_source
+from ..errors import CompileError, label_source
 from ..target import PassConfigKey, normalize_pass_configs
 from . import build
 
@@ -166,24 +166,10 @@ def tilekernel(line: str, cell: str, shell=None):
 
 
 def register_magics(ipython) -> None:
-    """Register ``%%tilekernel`` on an IPython shell, and name its plain cells as the user knows
-    them (``In [3]``) where a kernel is written in one."""
-    add_label_finder(_cell_label_finder(ipython))
+    """Register ``%%tilekernel`` on an IPython shell."""
 
     def _magic(line, cell):
         return tilekernel(line, cell, ipython)
 
     _magic.__doc__ = __doc__
     ipython.register_magic_function(_magic, magic_kind="cell", magic_name="tilekernel")
-
-
-def _cell_label_finder(shell):
-    """``In [N]`` for a file that holds one of ``shell``'s cells (IPython keeps the number its
-    tracebacks show for each cell's file), else None."""
-    numbers = getattr(shell.compile, "_filename_map", None)
-
-    def find(file: str):
-        number = numbers.get(file) if isinstance(numbers, dict) else None
-        return f"In [{number}]" if number is not None else None
-
-    return find
