@@ -102,6 +102,10 @@ export interface IKernelInfo {
   pass_configs: Record<string, unknown>;
   source_file: string | null;
   source_line: number | null;
+  /** A notebook cell's kernel as the user knows it (`In [3], line 10`), when the producer knows. */
+  source_label?: string | null;
+  /** The results come from the CPU interpreter, not a GPU. */
+  interpreted?: boolean;
 }
 
 /** One analysis of the compile's analysis stage (smem plan, barrier simulation, barrier check). */

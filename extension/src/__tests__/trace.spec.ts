@@ -301,6 +301,32 @@ describe('barrier timeline', () => {
   });
 });
 
+describe('kernel header', () => {
+  it('names a notebook cell as the user knows it, and an interpreted kernel as such', async () => {
+    const kernel = {
+      name: 'k',
+      target: { kind: 'cuda', arch: 'sm_90a' },
+      pass_configs: {},
+      source_file: '/tmp/ipykernel_1/2.py',
+      source_line: 10,
+      source_label: 'In [3], line 10',
+      interpreted: true
+    };
+    const { node } = await renderTrace(makeTrace({ kernel }));
+    const header = byTestId(node, 'tw-header').textContent!;
+    expect(header).toContain('In [3], line 10');
+    expect(header).not.toContain('ipykernel');
+    expect(header).toContain('sm_90a (run by the CPU interpreter)');
+  });
+
+  it('falls back to the file and line', async () => {
+    const kernel = { name: 'k', target: { kind: 'cuda', arch: 'sm_90a' }, pass_configs: {}, source_file: '/a/b.py',
+      source_line: 7 };
+    const { node } = await renderTrace(makeTrace({ kernel }));
+    expect(byTestId(node, 'tw-header').textContent!).toContain('/a/b.py:7');
+  });
+});
+
 describe('producer extensions to the schema', () => {
   it('shows unknown scalar event keys in the hover details and ignores the rest', async () => {
     const sim = {

@@ -8,9 +8,9 @@ export function renderHeader(trace: ITrace): HTMLElement {
   const errors = findings.filter(f => f.severity === 'error').length;
   const chip = (label: string, value: unknown): HTMLElement =>
     h('span', { class: 'tw-chip' }, h('span', { class: 'tw-chip-label' }, label), formatValue(value));
-  const where = kernel.source_file
-    ? `${kernel.source_file}${kernel.source_line ? `:${kernel.source_line}` : ''}`
-    : null;
+  const where =
+    kernel.source_label ||
+    (kernel.source_file ? `${kernel.source_file}${kernel.source_line ? `:${kernel.source_line}` : ''}` : null);
   return h(
     'div',
     { class: 'tw-header', 'data-testid': 'tw-header' },
@@ -18,7 +18,12 @@ export function renderHeader(trace: ITrace): HTMLElement {
       'div',
       { class: 'tw-title-row' },
       h('span', { class: 'tw-kernel-name', 'data-testid': 'tw-kernel-name' }, kernel.name),
-      h('span', { class: 'tw-target' }, `${kernel.target?.kind ?? '?'} ${kernel.target?.arch ?? ''}`),
+      h(
+        'span',
+        { class: 'tw-target' },
+        `${kernel.target?.kind ?? '?'} ${kernel.target?.arch ?? ''}` +
+          (kernel.interpreted ? ' (run by the CPU interpreter)' : '')
+      ),
       where ? h('span', { class: 'tw-where' }, where) : null,
       failed
         ? h('span', { class: 'tw-badge tw-failed' }, `failed in ${failed.name}`)
