@@ -249,3 +249,10 @@ mkdir -p "$SHOTS"
 
 step "done: screenshots in $SHOTS"
 ls "$SHOTS"
+# TW_README_IMAGES=1: refresh the pictures README.md shows (docs/img) from this run.
+if [ "${TW_README_IMAGES:-0}" = "1" ]; then
+  for shot in stepper-stepped stepper-side-by-side stepper-dark source smem-timeline barrier-timeline; do
+    cp "$SHOTS/$shot.png" "$REPO/docs/img/$shot.png"
+  done
+  step "README images refreshed in docs/img"
+fi
