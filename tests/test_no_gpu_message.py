@@ -19,5 +19,5 @@ def test_a_kernel_called_without_a_gpu_names_the_problem_and_the_way_out():
 
     kernel = tw.compile(double, out_idx=[1])
     assert "__global__" in kernel.get_kernel_source()
-    with pytest.raises(tw.KernelRuntimeError, match="no NVIDIA GPU was found .* tileworkbench\\[cuda13\\]"):
+    with pytest.raises(tw.KernelRuntimeError, match="no NVIDIA GPU was found .* tileworkbench\\[cuda13\\].* target=\"cpu\""):
         kernel(np.ones(128, dtype=np.float32))

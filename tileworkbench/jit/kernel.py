@@ -73,7 +73,8 @@ class Kernel:
             raise KernelRuntimeError(
                 f"{self.name} cannot run here: no NVIDIA GPU was found (or no CUDA driver). It compiled: "
                 "get_kernel_source() and .cubin hold the CUDA and the sm_90a code; run it on a CUDA machine "
-                "with tileworkbench[cuda13] installed (CuPy for CUDA 13). There is no CPU interpreter yet.")
+                "with tileworkbench[cuda13] installed (CuPy for CUDA 13), or run it on the CPU interpreter: "
+                "compile(..., target=\"cpu\") (or TILEWORKBENCH_INTERPRET=1) with numpy arrays.")
         from ..backend.runtime import Runtime, load_module
 
         start = time.perf_counter()
