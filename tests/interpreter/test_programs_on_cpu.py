@@ -129,3 +129,20 @@ def test_chunked_retention_matches_the_recurrence(rng):
         qh, kh, vh = (x[:, :, h].astype(np.float64) for x in (q, k, v))
         ref[:, :, h] = ((qh @ kh.transpose(0, 2, 1)) * D ** -0.5 * decay) @ vh
     assert _rel(out, ref) < 2e-3  # scores and state pass through float16 tiles
+
+
+def test_convolution_through_im2col_patches(rng):
+    from tileworkbench.examples.tilelang_programs import convolution
+
+    n, c, h, w, f, k, s, d, p = 2, 16, 10, 10, 32, 3, 1, 1, 1
+    kernel = convolution.convolution.compile(N=n, C=c, H=h, W=w, F=f, K=k, S=s, D=d, P=p, block_M=64, block_N=32,
+                                             block_K=32, num_stages=2, threads=128)
+    x = rng.standard_normal((n, h, w, c)).astype(np.float16)
+    wt = rng.standard_normal((k, k, c, f)).astype(np.float16)
+    out = kernel(x, wt)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (p, p), (p, p), (0, 0)))
+    ref = np.zeros((n, h, w, f))
+    for kh in range(k):
+        for kw in range(k):
+            ref += padded[:, kh:kh + h, kw:kw + w, :] @ wt[kh, kw].astype(np.float64)
+    assert _rel(out, ref) < 2e-3

@@ -43,6 +43,34 @@ class TileOps:
         return
         yield
 
+    def s_Im2Col(self, s):
+        """The image's patch tile (``ir.Im2Col.pixel`` gives each element's pixel and whether it is
+        inside), zero elsewhere; cp.async tiles land at their group's wait, as copies do."""
+        block_m, block_k = (int(ir.const_int(d)) for d in s.dst.buffer.shape[-2:])
+        i, j = ir.Var("im2col_i"), ir.Var("im2col_j")
+        (n, h, w, c), inside = s.pixel(i, j)
+        rows, cols = np.meshgrid(np.arange(block_m), np.arange(block_k), indexing="ij")
+        saved = {v: self.b.vars.get(v) for v in (i, j)}
+        self.b.vars[i], self.b.vars[j] = rows, cols
+        try:
+            index = [np.asarray(evaluate(e, self.b), np.int64) for e in (n, h, w, c)]
+            keep = np.asarray(evaluate(inside, self.b), bool)
+        finally:
+            for v, old in saved.items():
+                self.b.vars.pop(v) if old is None else self.b.vars.__setitem__(v, old)
+        image = self.b.array(s.src.buffer)
+        safe = [np.where(keep, x, 0) for x in index]
+        tile = np.where(keep, loaded(image[tuple(safe)], s.src.buffer.dtype), 0.0)
+        if s.instruction == "cp_async":
+            extents = [int(ir.const_int(e)) for e in s.dst.extents]
+            dst, src = self.b.write_index(s.dst, extents)
+            self.b.pending.append((self.b.array(s.dst.buffer), dst,
+                                   stored(shaped(tile, extents, s.dst.buffer.name), s.dst.buffer.dtype)[src]))
+            return
+        self.b.write(s.dst, tile)
+        return
+        yield
+
     def s_TmaCopy(self, s):
         values = self.b.read(s.src)
         self.b.write(s.dst, loaded(values, s.src.buffer.dtype), "the TMA load" if s.is_load else "the TMA store")
