@@ -101,7 +101,9 @@ def test_flash_attention_matches_float64(monkeypatch):
     assert np.abs(out.astype(np.float64) - ref).max() < 2e-3
 
 
-def test_a_wait_that_can_never_complete_is_named():
+def tile_by_tile(parity=lambda k: k % 2, copy_first=False):
+    """Four tiles of A through one shared tile into B: a TMA load, the arrive, the wait on
+    ``parity(k)``, the copy out (before the wait with ``copy_first``)."""
     @T.prim_func
     def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((256, 64), "float16")):
         with T.Kernel(1, threads=128):
@@ -110,10 +112,19 @@ def test_a_wait_that_can_never_complete_is_named():
             for k in T.serial(4):
                 T.tma_copy(A[k * 64, 0], s, barrier=bar)
                 T.barrier_arrive(bar)
-                T.barrier_wait(bar, (k + 1) % 2)  # the phase after the one this arrive completes
-                T.copy(s, B[k * 64, 0])
+                if copy_first:
+                    T.copy(s, B[k * 64, 0])  # the data may not be there yet
+                T.barrier_wait(bar, parity(k))
+                if not copy_first:
+                    T.copy(s, B[k * 64, 0])
 
-    kernel = tw.compile(main, target="cpu", pass_configs={"tw.barrier_check": "off"})
+    return main
+
+
+def test_a_wait_that_can_never_complete_is_named():
+    # the phase after the one this arrive completes
+    kernel = tw.compile(tile_by_tile(parity=lambda k: (k + 1) % 2), target="cpu",
+                        pass_configs={"tw.barrier_check": "off"})
     a, b = np.ones((256, 64), np.float16), np.zeros((256, 64), np.float16)
     with pytest.raises(KernelRuntimeError, match=r"deadlock in block \(0,\): the wait on bar\[0\] for parity 1 at "
                                                  r"line \d+ \(k=0\) can never complete"):
@@ -129,18 +140,7 @@ def test_wrong_arguments_are_refused():
 
 
 def test_a_read_before_the_tma_load_is_waited_for_is_a_race():
-    @T.prim_func
-    def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((256, 64), "float16")):
-        with T.Kernel(1, threads=128):
-            s = T.alloc_shared((64, 64), "float16")
-            bar = T.alloc_barrier(arrive_count=128)
-            for k in T.serial(4):
-                T.tma_copy(A[k * 64, 0], s, barrier=bar)
-                T.barrier_arrive(bar)
-                T.copy(s, B[k * 64, 0])  # the data may not be there yet
-                T.barrier_wait(bar, k % 2)
-
-    kernel = tw.compile(main, target="cpu", pass_configs={"tw.barrier_check": "off"})
+    kernel = tw.compile(tile_by_tile(copy_first=True), target="cpu", pass_configs={"tw.barrier_check": "off"})
     with pytest.raises(KernelRuntimeError, match=r"race: the read of s at line (\d+) comes before the TMA load into "
                                                  r"it at line \d+ is known to have landed: wait on bar\[0\] for its "
                                                  r"phase 0 \(parity 0\) first"):
@@ -148,20 +148,9 @@ def test_a_read_before_the_tma_load_is_waited_for_is_a_race():
 
 
 def test_the_same_kernel_waiting_first_copies_every_tile():
-    @T.prim_func
-    def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((256, 64), "float16")):
-        with T.Kernel(1, threads=128):
-            s = T.alloc_shared((64, 64), "float16")
-            bar = T.alloc_barrier(arrive_count=128)
-            for k in T.serial(4):
-                T.tma_copy(A[k * 64, 0], s, barrier=bar)
-                T.barrier_arrive(bar)
-                T.barrier_wait(bar, k % 2)
-                T.copy(s, B[k * 64, 0])
-
     a = np.random.default_rng(5).standard_normal((256, 64)).astype(np.float16)
     b = np.zeros((256, 64), np.float16)
-    tw.compile(main, target="cpu")(a, b)
+    tw.compile(tile_by_tile(), target="cpu")(a, b)
     assert np.array_equal(a, b)
 
 

@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 
+from ..dtypes import as_dtype
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .machine import Block, Blocked, Runner
@@ -43,7 +44,7 @@ class CpuKernel:
         return f"<tileworkbench CPU-interpreted kernel {self.name}>"
 
     def __call__(self, *args):
-        full, outputs, torch_like = self._bind(args)
+        full, outputs, torch_like = bind(self.name, self.params, self.out_idx, self._with_sizes(args))
         scalars = {p: v for p, v in zip(self.params, full) if isinstance(p, ir.Var)}
         arrays = {p.name: a for p, a in zip(self.params, full) if isinstance(p, ir.Buffer)}
         for block in self._blocks(scalars):
@@ -51,44 +52,9 @@ class CpuKernel:
             block.vars.update(scalars)
             for event in Runner(block).run(self.func.body):
                 raise _deadlock(self.name, event, block)
-        outs = [_as_framework(o, torch_like) for o in outputs]
-        if not outs:
-            return None
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return returned(outputs, torch_like)
 
     # ---- arguments -----------------------------------------------------------------------------
-    def _bind(self, args):
-        args = self._with_sizes(args)
-        n_in = len(self.params) - len(self.out_idx)
-        if len(args) not in (len(self.params), n_in):
-            raise KernelRuntimeError(f"{self.name} takes {n_in} inputs or all {len(self.params)} arguments; "
-                                     f"got {len(args)}")
-        torch_like = any(type(a).__module__.startswith("torch") for a in args)
-        # the scalars first: the tensors' shapes may name them
-        scalars = {p: v for p, v in zip(self.params, args) if isinstance(p, ir.Var)}
-        given = iter(args)
-        full, outputs = [], []
-        for i, p in enumerate(self.params):
-            if len(args) == n_in and i in self.out_idx:
-                arr = np.full(_shape(p, scalars), np.nan if p.dtype.is_float else 0,
-                              dtype=storage_dtype(p.dtype))
-                full.append(arr)
-                outputs.append(arr)
-                continue
-            value = next(given)
-            if isinstance(p, ir.Buffer):
-                arr = _as_array(p, value, self.name)
-                shape = _shape(p, scalars)
-                if tuple(arr.shape) != tuple(shape):
-                    raise KernelRuntimeError(f"{self.name}: argument {p.name} should have shape {tuple(shape)}, "
-                                             f"got {tuple(arr.shape)}")
-                full.append(arr)
-                if i in self.out_idx:
-                    outputs.append(arr)
-            else:
-                full.append(value)
-        return full, outputs, torch_like
-
     def _with_sizes(self, args):
         """The call's arguments with the ``T.dynamic`` sizes put in, read from the tensors."""
         sizes = self.func.attrs.get("dynamic_sizes") or {}
@@ -142,27 +108,52 @@ class CpuSequence:
         self.trace = kernels[0].trace
 
     def __call__(self, *args):
-        n_in = len(self.params) - len(self.out_idx)
-        if len(args) not in (len(self.params), n_in):
-            raise KernelRuntimeError(f"{self.name} takes {n_in} inputs or all {len(self.params)} arguments; "
-                                     f"got {len(args)}")
-        torch_like = any(type(a).__module__.startswith("torch") for a in args)
-        scalars = {p: v for p, v in zip(self.params, args) if isinstance(p, ir.Var)}
-        given, full = iter(args), []
-        for i, p in enumerate(self.params):
-            if len(args) == n_in and i in self.out_idx:
-                full.append(np.full(_shape(p, scalars), np.nan if p.dtype.is_float else 0, dtype=storage_dtype(p.dtype)))
-            else:
-                value = next(given)
-                full.append(_as_array(p, value, self.name) if isinstance(p, ir.Buffer) else value)
-        work = [np.full(_shape(w, scalars), np.nan if w.dtype.is_float else 0, dtype=storage_dtype(w.dtype))
-                for w in self.workspaces]
+        full, outputs, torch_like = bind(self.name, self.params, self.out_idx, args)
+        scalars = {p: v for p, v in zip(self.params, full) if isinstance(p, ir.Var)}
+        work = [_unwritten(w, scalars) for w in self.workspaces]
         for kernel in self.kernels:
             kernel(*full, *work)
-        outs = [_as_framework(full[i], torch_like) for i in self.out_idx]
-        if not outs:
-            return None
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return returned(outputs, torch_like)
+
+
+def bind(name: str, params, out_idx, args) -> tuple[list, list, bool]:
+    """(every argument as numpy, the outputs, whether the inputs were torch tensors) of a call that
+    passes all ``params`` or the inputs only (the ``out_idx`` outputs then allocated, unwritten)."""
+    n_in = len(params) - len(out_idx)
+    if len(args) not in (len(params), n_in):
+        raise KernelRuntimeError(f"{name} takes {n_in} inputs or all {len(params)} arguments; got {len(args)}")
+    torch_like = any(type(a).__module__.startswith("torch") for a in args)
+    # the scalars first: the tensors' shapes may name them
+    scalars = {p: v for p, v in zip(params, args) if isinstance(p, ir.Var)}
+    given = iter(args)
+    full, outputs = [], []
+    for i, p in enumerate(params):
+        if len(args) == n_in and i in out_idx:
+            full.append(_unwritten(p, scalars))
+        elif isinstance(p, ir.Buffer):
+            arr, shape = _as_array(p, next(given), name), _shape(p, scalars)
+            if tuple(arr.shape) != tuple(shape):
+                raise KernelRuntimeError(f"{name}: argument {p.name} should have shape {tuple(shape)}, "
+                                         f"got {tuple(arr.shape)}")
+            full.append(arr)
+        else:
+            full.append(next(given))
+        if i in out_idx:
+            outputs.append(full[-1])
+    return full, outputs, torch_like
+
+
+def _unwritten(p: ir.Buffer, scalars: dict) -> np.ndarray:
+    """A fresh array for an output or workspace: NaN (floats) where the kernel writes nothing."""
+    return np.full(_shape(p, scalars), np.nan if p.dtype.is_float else 0, dtype=storage_dtype(p.dtype))
+
+
+def returned(outputs: list, torch_like: bool):
+    """A call's result: None, the output, or a tuple of them, in the inputs' framework."""
+    outs = [_as_framework(o, torch_like) for o in outputs]
+    if not outs:
+        return None
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def _shape(p: ir.Buffer, scalars: dict):
@@ -175,12 +166,15 @@ def _as_array(p: ir.Buffer, value, name: str) -> np.ndarray:
         if value.device.type != "cpu":
             raise KernelRuntimeError(f"{name}: argument {p.name} is on {value.device}; the CPU interpreter takes CPU "
                                      "tensors (or numpy arrays)")
+        import torch
+
         t = value.detach()
-        want = storage_dtype(p.dtype)
-        if str(t.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):
-            raw = t.view(__import__("torch").uint8 if t.element_size() == 1 else __import__("torch").int16).numpy()
-            return raw.view(want)
-        value = t.numpy()
+        ours = {torch.bfloat16: "bfloat16", torch.float8_e4m3fn: "float8_e4m3", torch.float8_e5m2: "float8_e5m2"}
+        if t.dtype in ours:  # numpy has no such type: its bits, as ml_dtypes' (then checked like any)
+            raw = t.view(torch.uint8 if t.element_size() == 1 else torch.int16).numpy()
+            value = raw.view(storage_dtype(as_dtype(ours[t.dtype])))
+        else:
+            value = t.numpy()
     arr = np.asarray(value)
     want = storage_dtype(p.dtype)
     if arr.dtype != want:

@@ -106,8 +106,7 @@ class Block(RaceRecords):
             arr = arr.reshape(-1)
         self._check_bounds(buf, arr.shape, idx, "reads")
         if buf.scope == "shared":
-            lo = [np.min(i) if isinstance(i, np.ndarray) else i for i in idx]
-            hi = [np.max(i) if isinstance(i, np.ndarray) else i for i in idx]
+            lo, hi = _box(idx)
             if self.in_flight:
                 self.check_landed(buf, lo, hi)
             self.reading(buf, lo, hi)
@@ -122,29 +121,31 @@ class Block(RaceRecords):
             arr = arr.reshape(-1)
         if buf.scope == "local" and not isinstance(value, np.ndarray):
             value = np.broadcast_to(value, self.active.shape)  # every running thread stores it
-        vectors = any(isinstance(i, np.ndarray) for i in idx) or isinstance(value, np.ndarray)
-        if vectors:
-            shape = np.broadcast_shapes(*[np.shape(i) for i in idx], np.shape(value),
-                                        *(() if self.mask is None else (self.mask.shape,)))
-            idx = [np.broadcast_to(i, shape) for i in idx]
-            value = np.broadcast_to(value, shape)
-            if self.mask is not None:
-                keep = np.broadcast_to(self.mask, shape)
-                idx, value = [i[keep] for i in idx], value[keep]
-            idx = tuple(idx)
-        else:
-            idx = tuple(idx)
+        if any(isinstance(i, np.ndarray) for i in idx) or isinstance(value, np.ndarray):
+            idx, value = self.targets(idx, value)
+        idx = tuple(idx)
         self._check_bounds(buf, arr.shape, idx, "writes", loc)
         if buf.scope == "shared" and self.readers:
-            self.writing(buf, [int(np.min(i)) if isinstance(i, np.ndarray) else i for i in idx],
-                         [int(np.max(i)) if isinstance(i, np.ndarray) else i for i in idx], "the threads' store")
+            self.writing(buf, *_box(idx), "the threads' store")
         arr[idx] = stored(value, buf.dtype)
+
+    def targets(self, idx: list, value):
+        """The elements many iterations or threads write at once and their values: indices and
+        values broadcast to one shape, kept where the ``if`` around them holds (``mask``)."""
+        masks = () if self.mask is None else (self.mask.shape,)
+        shape = np.broadcast_shapes(*[np.shape(i) for i in idx], np.shape(value), *masks)
+        idx = [np.broadcast_to(np.asarray(i, np.int64), shape) for i in idx]
+        value = np.broadcast_to(value, shape)
+        if self.mask is not None:
+            keep = np.broadcast_to(self.mask, shape)
+            idx, value = [i[keep] for i in idx], value[keep]
+        return idx, value
 
     def _check_bounds(self, buf, shape, idx, what, loc=None):
         for d, (i, n) in enumerate(zip(idx, shape)):
-            lo, hi = (int(np.min(i)), int(np.max(i))) if isinstance(i, np.ndarray) and i.size else (i, i)
             if isinstance(i, np.ndarray) and not i.size:
                 continue
+            lo, hi = (int(np.min(i)), int(np.max(i))) if isinstance(i, np.ndarray) else (i, i)
             if lo < 0 or hi >= n:
                 raise KernelRuntimeError(f"the kernel {what} {buf.name} out of bounds: index {lo if lo < 0 else hi} "
                                          f"of dimension {d} (size {n}){_at(loc)}")
@@ -214,7 +215,7 @@ class Block(RaceRecords):
         if r.buffer.scope == "shared" and self.readers:
             starts, _ = self.region(r)
             self.writing(r.buffer, starts, [a + n - 1 for a, n in zip(starts, extents)], what)
-        self.array(r.buffer)[dst] = stored(loaded(values, _dtype_of(values, r)), r.buffer.dtype)[src]
+        self.array(r.buffer)[dst] = stored(loaded(values, r.buffer.dtype), r.buffer.dtype)[src]
 
     # ---- barriers ------------------------------------------------------------------------------
     def slot(self, ref: ir.BarrierRef) -> tuple[Slot, int]:
@@ -245,8 +246,10 @@ def _at(loc) -> str:
     return f" at line {loc.line}" if loc is not None and loc.line else ""
 
 
-def _dtype_of(values, r):
-    return r.buffer.dtype
+def _box(idx) -> tuple[list, list]:
+    """The lowest and highest index an access reaches in each dimension."""
+    return ([int(np.min(i)) if isinstance(i, np.ndarray) else i for i in idx],
+            [int(np.max(i)) if isinstance(i, np.ndarray) else i for i in idx])
 
 
 class Runner(TileOps):
@@ -431,13 +434,7 @@ class Runner(TileOps):
     def atomic(self, call, loc):
         target, value = call.args[0].args[0], evaluate(call.args[1], self.b)
         arr = self.b.array(target.buffer)
-        idx = [evaluate(i, self.b) for i in target.indices]
-        shape = np.broadcast_shapes(*[np.shape(i) for i in idx], np.shape(value))
-        idx = [np.broadcast_to(np.asarray(i, np.int64), shape) for i in idx]
-        value = np.broadcast_to(value, shape)
-        if self.b.mask is not None:
-            keep = np.broadcast_to(self.b.mask, shape)
-            idx, value = [i[keep] for i in idx], value[keep]
+        idx, value = self.b.targets([evaluate(i, self.b) for i in target.indices], value)
         self.b._check_bounds(target.buffer, arr.shape, tuple(idx), "updates", loc)
         op = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
               "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum}[call.name]

@@ -24,6 +24,14 @@ def shaped(values: np.ndarray, extents, name: str) -> np.ndarray:
 class TileOps:
     """Needs the runner's block ``b``."""
 
+    def later(self, dst: ir.Region, values):
+        """A cp.async copy of ``values`` into ``dst``: held back until a ``cp_async_wait``
+        completes its commit group (``machine.Runner.s_Evaluate``)."""
+        extents = [int(ir.const_int(e)) for e in dst.extents]
+        index, part = self.b.write_index(dst, extents)
+        self.b.pending.append((self.b.array(dst.buffer), index,
+                               stored(shaped(values, extents, dst.buffer.name), dst.buffer.dtype)[part]))
+
     def s_Fill(self, s):
         _, extents = self.b.region(s.dst)
         self.b.write(s.dst, np.full(extents, evaluate(s.value, self.b), dtype=np.float64))
@@ -33,11 +41,7 @@ class TileOps:
     def s_Copy(self, s):
         values = self.b.read(s.src)
         if s.instruction == "cp_async":  # lands when a cp_async_wait completes its group
-            extents = [int(ir.const_int(e)) for e in s.dst.extents]
-            dst, src = self.b.write_index(s.dst, extents)
-            tile = shaped(values, extents, s.dst.buffer.name)
-            self.b.pending.append((self.b.array(s.dst.buffer), dst,
-                                   stored(loaded(tile, s.src.buffer.dtype), s.dst.buffer.dtype)[src]))
+            self.later(s.dst, loaded(values, s.src.buffer.dtype))
             return
         self.b.write(s.dst, loaded(values, s.src.buffer.dtype))
         return
@@ -62,10 +66,7 @@ class TileOps:
         safe = [np.where(keep, x, 0) for x in index]
         tile = np.where(keep, loaded(image[tuple(safe)], s.src.buffer.dtype), 0.0)
         if s.instruction == "cp_async":
-            extents = [int(ir.const_int(e)) for e in s.dst.extents]
-            dst, src = self.b.write_index(s.dst, extents)
-            self.b.pending.append((self.b.array(s.dst.buffer), dst,
-                                   stored(shaped(tile, extents, s.dst.buffer.name), s.dst.buffer.dtype)[src]))
+            self.later(s.dst, tile)
             return
         self.b.write(s.dst, tile)
         return

@@ -157,9 +157,6 @@ def _call(e: ir.Call, env):
         if (at >= threads.size).any() or (threads[np.minimum(at, threads.size - 1)] != source).any():
             raise KernelRuntimeError("a warp shuffle reads a lane whose thread does not run the shuffle")
         return value[at]
-    if name == "if_then_else":
-        c, a, b = (evaluate(x, env) for x in e.args)
-        return np.where(c, a, b)
     raise Unsupported(f"the CPU interpreter does not evaluate the call {name}")
 
 

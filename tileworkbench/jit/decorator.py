@@ -111,22 +111,23 @@ class JitFunction:
         """The Kernel for these values and tensors (name -> (shape, dtype)): one per form, where a
         ``T.dynamic`` dimension of a tensor is no part of the form (one kernel serves every size)."""
         values_key = repr(sorted(values.items()))
-        dynamic = self.dynamic_dims.get(values_key, {})
-        key = ("kernel", values_key, repr(sorted(_without_dims(tensors or {}, dynamic).items())),
-               interpreted(self.target))
-        kernel = self.kernels.get(key)
+
+        def key(dynamic: dict) -> tuple:
+            forms = repr(sorted(_without_dims(tensors or {}, dynamic).items()))
+            return ("kernel", values_key, forms, interpreted(self.target))
+
+        kernel = self.kernels.get(key(self.dynamic_dims.get(values_key, {})))
         if kernel is None:
             parsed = parse_eager(self.fn, values, tensors)
             kernel = compile_kernel(parsed.func, out_idx=parsed.out_idx, target=self.target,
                                     pass_configs=self.pass_configs)
             dynamic = _dynamic_dims(parsed.func)
-            if dynamic and not getattr(kernel, "interpreted", False):
-                kernel = SizedKernels(kernel, lambda m: self._aligned(values, tensors, m), _row_multiple(parsed.func))
             if dynamic:
                 self.dynamic_dims[values_key] = dynamic
-                key = ("kernel", values_key, repr(sorted(_without_dims(tensors or {}, dynamic).items())),
-                       interpreted(self.target))
-            self.kernels[key] = kernel
+                if not getattr(kernel, "interpreted", False):
+                    kernel = SizedKernels(kernel, lambda m: self._aligned(values, tensors, m),
+                                          _row_multiple(parsed.func))
+            self.kernels[key(dynamic)] = kernel
         return kernel
 
 
