@@ -17,9 +17,10 @@ KERNELS = {
     "copy_1_gemm_0": lambda: ws.matmul_ws,
     "barrier_pipe": lambda: ws.matmul_barrier_pipe,
     "split_n": lambda: ws.matmul_split_n,
+    "loops_in_scopes": lambda: ws.matmul_loops_in_scopes,
 }
 OPTIONS = {"copy_0_gemm_1": {}, "copy_1_gemm_0": {"num_stages": 2, "producer": 1}, "barrier_pipe": {},
-           "split_n": {}}
+           "split_n": {}, "loops_in_scopes": {}}
 
 
 def _against_float64(torch, c, a, b):

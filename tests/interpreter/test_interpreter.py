@@ -79,7 +79,8 @@ def test_warp_specialisation_by_hand_and_dynamic_sizes_run(monkeypatch):
     a, b = _random(rng, (256, 256), np.float16), _random(rng, (256, 256), np.float16)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     for c in (ws.matmul_ws(a, b, 128, 128, 64), ws.matmul_ws(a, b, 128, 128, 64, num_stages=2, producer=1),
-              ws.matmul_barrier_pipe(a, b, 128, 128, 64), ws.matmul_split_n(a, b, 128, 128, 64)):
+              ws.matmul_barrier_pipe(a, b, 128, 128, 64), ws.matmul_split_n(a, b, 128, 128, 64),
+              ws.matmul_loops_in_scopes(a, b, 128, 128, 64)):  # the loader's scope runs ahead of the gemm's
         _close(c, ref, "float16")
     x, y = _random(rng, (200, 136), np.float16), _random(rng, (136, 72), np.float16)
     _close(dynamic_shape.matmul_dynamic_mnk(x, y, **dynamic_shape.CONFIG), x.astype(np.float64) @ y.astype(np.float64),
@@ -215,3 +216,60 @@ def test_jit_keeps_interpreted_and_gpu_kernels_apart(monkeypatch):
     monkeypatch.delenv("TILEWORKBENCH_INTERPRET")
     gpu = gemm.matmul.compile(M=256, N=256, K=256, block_M=128, block_N=128, block_K=32)
     assert getattr(cpu, "interpreted", False) and not getattr(gpu, "interpreted", False)
+
+
+def _spec_kernels():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "spec" / "test_tma_copy.py"
+    spec = importlib.util.spec_from_file_location("tw_spec_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("M, N", [(128, 256), (100, 224)])
+def test_fp4_tiles_go_through_tma_and_back_bit_for_bit(M, N):
+    """The spec's FP4 kernels, which the H200 cannot run (FP4 TMA is sm_100's): packed bytes in,
+    the same bytes out (a partial tile stored up to the tensor's edge); an unpacked tile loads."""
+    spec = _spec_kernels()
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (M, N // 2), dtype=np.uint8)
+    b = np.zeros_like(a)
+    tw.compile(spec.fp4_tma_copy_roundtrip(M=M, N=N), target="cpu")(a, b)
+    np.testing.assert_array_equal(b, a)
+    tw.compile(spec.fp4_tma_copy_unpacked_smem_load(M=M, N=N), target="cpu")(a)
+    with pytest.raises(KernelRuntimeError, match=r"argument A should have shape \(128, 128\) \(FP4: two values a "
+                                                 r"byte\), got \(128, 256\)"):
+        tw.compile(spec.fp4_tma_copy_roundtrip(), target="cpu")(np.zeros((128, 256), np.uint8), b)
+
+
+def test_fp4_bytes_unpack_to_their_values_low_nibble_first():
+    from tileworkbench.interpreter.values import pack_fp4, unpack_fp4
+
+    raw = np.array([[0x71, 0xF0]], np.uint8)  # (0.5, 6.0), (0.0, -6.0)
+    values = unpack_fp4(raw)
+    np.testing.assert_array_equal(values.astype(np.float32), [[0.5, 6.0, 0.0, -6.0]])
+    np.testing.assert_array_equal(pack_fp4(values), raw)
+
+
+def test_a_padded_strided_tensor_goes_through_tma_and_a_contiguous_one_is_refused():
+    """``T.StridedTensor`` rows 40 floats apart, 32 used: a TMA load reads the rows from their real
+    stride and a TMA store writes them there, leaving the padding; the wrong strides are refused, as
+    the GPU refuses them."""
+    load, store = _spec_kernels()._padded_programs()
+    rng = np.random.default_rng(6)
+    padded = rng.standard_normal((2, 40)).astype(np.float32)
+    out = np.zeros((2, 32), np.float32)
+    tw.compile(load, target="cpu")(padded[:, :32], out)
+    np.testing.assert_array_equal(out, padded[:, :32])
+    target = np.full((2, 40), -1.0, np.float32)
+    tw.compile(store, target="cpu")(out * 2, target[:, :32])
+    np.testing.assert_array_equal(target[:, :32], padded[:, :32] * 2)
+    assert (target[:, 32:] == -1.0).all()
+    with pytest.raises(KernelRuntimeError, match=r"argument A has strides \(32, 1\) \(elements\), the kernel expects "
+                                                 r"\(40, 1\)"):
+        tw.compile(load, target="cpu")(np.zeros((2, 32), np.float32), out)
+    with pytest.raises(KernelRuntimeError, match=r"argument B has strides \(1, 2\) \(elements\), the kernel expects \(32, 1\)"):
+        tw.compile(load, target="cpu")(padded[:, :32], np.zeros((32, 2), np.float32).T)

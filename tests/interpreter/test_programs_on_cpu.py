@@ -146,3 +146,56 @@ def test_convolution_through_im2col_patches(rng):
         for kw in range(k):
             ref += padded[:, kh:kh + h, kw:kw + w, :] @ wt[kh, kw].astype(np.float64)
     assert _rel(out, ref) < 2e-3
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_flash_attention_backward_matches_the_float64_gradients(rng, is_causal):
+    """The three kernels (Delta, the dK/dV loop with dQ's atomic adds, dQ's cast) against the
+    gradients of softmax attention written out in float64."""
+    from tileworkbench.examples.tilelang_programs import attention_bwd
+
+    B, H, S, D = 1, 2, 128, 64
+    q, k, v, do = (rng.standard_normal((B, H, S, D)).astype(np.float16) for _ in range(4))
+    qf, kf, vf, dof = (x.astype(np.float64) for x in (q, k, v, do))
+    s = qf @ kf.transpose(0, 1, 3, 2) / np.sqrt(D)
+    if is_causal:
+        s = np.where(np.tril(np.ones((S, S), bool)), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    lse = (m + np.log(np.exp(s - m).sum(-1, keepdims=True)))[..., 0]
+    p = np.exp(s - lse[..., None])
+    o = p @ vf
+    dv = p.transpose(0, 1, 3, 2) @ dof
+    dp = dof @ vf.transpose(0, 1, 3, 2)
+    ds = p * (dp - (dof * o).sum(-1, keepdims=True))
+    dq, dk = ds @ kf / np.sqrt(D), ds.transpose(0, 1, 3, 2) @ qf / np.sqrt(D)
+    got = attention_bwd.FlashBackward(B, H, S, D, is_causal)(q, k, v, o.astype(np.float16),
+                                                             (lse / np.log(2)).astype(np.float32), do)
+    for name, out, ref in zip(("dQ", "dK", "dV"), got, (dq, dk, dv)):
+        assert _rel(out, ref) < 1e-2, name
+
+
+def test_elementwise_and_every_gemm_form_of_the_families(rng):
+    from tileworkbench.examples.tilelang_programs import elementwise, gemm
+
+    a, b = rng.standard_normal((96, 64)).astype(np.float32), rng.standard_normal((96, 64)).astype(np.float32)
+    np.testing.assert_array_equal(elementwise.elementwise_add(a, b, 32, 32, elementwise.T.float32,
+                                                              elementwise.T.float32, 128), a + b)
+    x, y = rng.standard_normal((256, 192)).astype(np.float16), rng.standard_normal((192, 384)).astype(np.float16)
+    ref = x.astype(np.float64) @ y.astype(np.float64)
+    assert _rel(gemm.matmul(x, y, 128, 128, 32), ref) < 2e-3
+    assert _rel(gemm.matmul_nt(x, np.ascontiguousarray(y.T), 128, 128, 32), ref) < 2e-3
+    # TileLang's persistent example: 3 blocks walking 6 tiles wave by wave
+    assert _rel(gemm.matmul_persistent(x, y, 128, 128, 64, threads=256, num_stages=3, sm_num=3), ref) < 2e-3
+
+
+def test_grouped_query_attention(rng):
+    from tileworkbench.examples.tilelang_programs import attention
+
+    q = rng.standard_normal((1, 4, 128, 64)).astype(np.float16)
+    k, v = (rng.standard_normal((1, 2, 128, 64)).astype(np.float16) for _ in range(2))
+    out = attention.flash_attention(1, 4, 128, 64, False, groups=2, block_M=64, block_N=64, num_stages=2,
+                                    threads=128)(q, k, v)
+    kf, vf = (np.repeat(x.astype(np.float64), 2, axis=1) for x in (k, v))  # query heads 2h, 2h+1 share K/V head h
+    s = q.astype(np.float64) @ kf.transpose(0, 1, 3, 2) / 8.0
+    p = np.exp(s - s.max(-1, keepdims=True))
+    assert _rel(out, (p / p.sum(-1, keepdims=True)) @ vf) < 2e-3

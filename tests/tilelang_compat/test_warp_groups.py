@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.backend import nvrtc
+from tileworkbench.errors import KernelRuntimeError
 from tileworkbench.examples.tilelang_programs.warp_specialize import CASES
 from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.visitor import collect
@@ -31,8 +33,9 @@ def _this_phase(ko):  # the loader waiting for the gemm of this very iteration: 
     return ko % 2
 
 
-def loader_and_gemm(stages=0, loader_waits=_next_phase, threads=256, groups=(0, 1)):
-    """A GEMM tile loop: warpgroup ``groups[0]`` loads with TMA, ``groups[1]`` multiplies."""
+def loader_and_gemm(stages=0, loader_waits=_next_phase, threads=256, groups=(0, 1), on_own_barrier=False):
+    """A GEMM tile loop: warpgroup ``groups[0]`` loads with TMA, ``groups[1]`` multiplies; the
+    loader waits on the gemm's release (``done``), or with ``on_own_barrier`` on its own ``ready``."""
     producer, consumer = groups
 
     @T.prim_func
@@ -49,7 +52,7 @@ def loader_and_gemm(stages=0, loader_waits=_next_phase, threads=256, groups=(0, 
             for ko in T.Pipelined(8, num_stages=stages):
                 with T.ws(producer):
                     if loader_waits is not None:
-                        T.barrier_wait(done, loader_waits(ko))
+                        T.barrier_wait(ready if on_own_barrier else done, loader_waits(ko))
                     T.tma_copy(A[by * 128, ko * 64], A_s, barrier=ready)
                     T.tma_copy(B[ko * 64, bx * 128], B_s, barrier=ready)
                     T.barrier_arrive(ready)
@@ -122,9 +125,69 @@ def test_block_barriers_inside_scopes_are_named_barriers_of_their_threads():
     assert "__syncthreads" not in ws0 and "__syncthreads" not in ws1.split("}\n  }\n")[0]
 
 
-def test_the_checker_catches_a_loader_that_waits_on_the_wrong_phase():
+@pytest.mark.parametrize("stages", [0, 2])
+def test_the_checker_catches_a_loader_that_waits_on_the_wrong_phase(stages):
+    # the loader waits for the gemm of its own iteration, which waits for the loader's tiles
+    with pytest.raises(tw.CompileError, match=r"wait_never_completes, done\[0\], iteration 0\).*a circular wait"):
+        tw.lower(loader_and_gemm(stages=stages, loader_waits=_this_phase), target=SM90)
+
+
+@pytest.mark.parametrize("stages", [0, 2])
+def test_the_checker_catches_a_loader_that_waits_on_its_own_barrier(stages):
     with pytest.raises(tw.CompileError, match=r"overwrite_in_use.*overwrites A_s while the gemm at line \d+"):
-        tw.lower(loader_and_gemm(stages=2, loader_waits=_this_phase), target=SM90)
+        tw.lower(loader_and_gemm(stages=stages, on_own_barrier=True), target=SM90)
+
+
+def loops_in_scopes(loader_parity):
+    """Each warpgroup's whole loop in its own scope, the gemm's written first (two stages)."""
+    @T.prim_func
+    def main(A: T.Tensor((256, 512), "float16"), B: T.Tensor((512, 256), "float16"),
+             C: T.Tensor((256, 256), "float16")):
+        with T.Kernel(2, 2, threads=256) as (bx, by):
+            A_s = T.alloc_shared((2, 128, 64), "float16")
+            B_s = T.alloc_shared((2, 64, 128), "float16")
+            acc = T.alloc_fragment((128, 128), "float32")
+            bars = T.alloc_barrier([128] * 4)
+            with T.ws(1):
+                T.clear(acc)
+                for ko in T.serial(8):
+                    T.barrier_wait(bars[ko % 2], (ko // 2) % 2)
+                    T.gemm(A_s[ko % 2, :, :], B_s[ko % 2, :, :], acc)
+                    T.barrier_arrive(bars[ko % 2 + 2])
+            with T.ws(0):
+                for ko in T.serial(8):
+                    T.barrier_wait(bars[ko % 2 + 2], loader_parity(ko))
+                    T.tma_copy(A[by * 128, ko * 64], A_s[ko % 2, :, :], barrier=bars[ko % 2])
+                    T.tma_copy(B[ko * 64, bx * 128], B_s[ko % 2, :, :], barrier=bars[ko % 2])
+                    T.barrier_arrive(bars[ko % 2])
+            with T.ws(1):
+                T.copy(acc, C[by * 128, bx * 128])
+
+    return main
+
+
+def test_the_checker_runs_a_loader_scope_written_after_the_gemm_ahead_of_it():
+    """On the GPU the loader's threads do not wait for the gemm's scope to end: its waits pass
+    (a stage is free before its first use) and the check finds nothing."""
+    art = tw.lower(loops_in_scopes(lambda ko: ((ko // 2) % 2) ^ 1), target=SM90)
+    assert not art.trace.findings
+    waits = [e for e in art.trace.barriers["events"] if e["kind"] == "wait"]
+    assert waits and all(e["completes"] for e in waits)
+    # the first wait is the loader's, written after the gemm's (a larger line), then they alternate
+    lines = [e["line"] for e in waits]
+    assert lines[0] > lines[1] and lines[:4] == [lines[0], lines[1]] * 2
+
+
+def test_scopes_that_each_wait_on_the_other_are_found_before_launch_and_by_the_interpreter():
+    # the loader waits for a stage to be freed before its first use (the parity one phase off)
+    wrong = loops_in_scopes(lambda ko: (ko // 2) % 2)
+    with pytest.raises(tw.CompileError, match=r"wait_never_completes, bars\[0\], iteration 0\).*a circular wait"):
+        tw.lower(wrong, target=SM90)
+    kernel = tw.compile(wrong, target="cpu", pass_configs={"tw.barrier_check": "off"})
+    a = np.ones((256, 512), np.float16)
+    with pytest.raises(KernelRuntimeError, match=r"deadlock in block \(0, 0\): the wait on bars\[0\] for parity 0 "
+                                                 r"at line \d+ \(ko=0\)"):
+        kernel(a, a.T.copy(), np.zeros((256, 256), np.float16))
 
 
 def test_the_checker_follows_a_correct_protocol_without_findings():

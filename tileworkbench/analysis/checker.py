@@ -13,7 +13,7 @@ not see:
 
 Errors (definite bugs): ``wait_never_completes`` (found by the simulation; the checker adds its
 ``cause``: ``no_arrivals``, ``own_later_arrive``, ``arrive_count_unreachable``, ``tx_mismatch``,
-``wrong_parity``, or ``may_complete_later``, which is only a warning), ``uninitialized`` (the
+``wrong_parity``, ``circular_wait``, or ``may_complete_later``, which is only a warning), ``uninitialized`` (the
 simulation's), ``extra_arrivals``, ``slot_reused_before_wait``, ``tx_mismatch``,
 ``read_before_landed``, ``overwrite_in_use``, ``overwrite_in_flight``. Warnings (suspicious):
 ``store_source_reused``, ``store_unwaited_at_exit``, ``load_never_waited`` and the simulation's

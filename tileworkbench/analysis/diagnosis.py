@@ -1,7 +1,7 @@
 """How the protocol checker explains what it found: the words of its messages, the cause of
 each deadlock the simulation found (``no_arrivals``, ``own_later_arrive``,
-``arrive_count_unreachable``, ``tx_mismatch``, ``wrong_parity``, or ``may_complete_later``, which
-is only a warning), and a finding as the text and the kernel line of a ``CompileError``."""
+``arrive_count_unreachable``, ``tx_mismatch``, ``wrong_parity``, ``circular_wait`` (``T.ws``
+scopes each waiting on another), or ``may_complete_later``, which is only a warning), and a finding as the text and the kernel line of a ``CompileError``."""
 
 from __future__ import annotations
 
@@ -61,6 +61,10 @@ class Diagnosis:
                 finding["severity"] = "warning"
 
     def deadlock_cause(self, event, key, who, st) -> tuple[str, str]:
+        if event.get("circular"):
+            return "circular_wait", (f"the threads of each of the {event['circular']} `T.ws` scopes running side by "
+                                     "side here wait on a phase only another scope's threads can complete, after "
+                                     "their own waits: a circular wait")
         later = [(e, w) for e, k, w in self.arrivals if k == key and e["seq"] > event["seq"]]
         others = [e for e, w in later if (w & ~who).any()]
         if others:

@@ -215,8 +215,11 @@ class Schedule:
             self.run_call(stmt, active, frame)
 
     def run_seq(self, stmts, active, frame: Frame):
+        stmts = ir.scope_runs(stmts) if any(isinstance(s, ir.ThreadScope) for s in stmts) else stmts
         for i, s in enumerate(stmts):
-            if isinstance(s, ir.Comment) and s.text.startswith("prologue"):
+            if isinstance(s, ir.ScopeRun):  # scopes of different threads (scope_schedule)
+                self.run_scope_run(s, active, frame)
+            elif isinstance(s, ir.Comment) and s.text.startswith("prologue"):
                 # inject_software_pipeline's prologue; simplify may have unrolled its loop away.
                 k0 = next((ir.const_int(x.start) for x in stmts[i + 1:]
                            if isinstance(x, ir.For) and _steady(x)), 0)

@@ -25,6 +25,7 @@ from .lines import KernelLines
 from .observer import BarrierObserver
 from .protocol import BARRIER_OPS, Frame, ProtocolRules, SlotState, barrier_call
 from .schedule import SIMULATED_TILES, Schedule
+from .scope_schedule import ScopeSchedule
 
 MAX_EVENTS = 20000
 SOURCE = "barrier_simulation"  # the ``source`` of the findings this module produces
@@ -80,7 +81,7 @@ def _relevant(body, leaf=None) -> set:
 
 
 
-class Simulator(Schedule, ProtocolRules):
+class Simulator(Schedule, ScopeSchedule, ProtocolRules):
     """One block's simulation: the walk (``Schedule``), the slot rules (``ProtocolRules``), and
     what they record: events, findings, loops."""
 

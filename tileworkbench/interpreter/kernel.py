@@ -9,6 +9,7 @@ CPU tensors), checks them against the signature, runs the blocks one after anoth
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from ..dtypes import as_dtype
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .machine import Block, Blocked, Runner
-from .values import Unsupported, evaluate, storage_dtype
+from .values import Unsupported, evaluate, pack_fp4, storage_dtype, unpack_fp4
 
 # A persistent kernel's blocks walk the tiles; on the CPU a few blocks walk them all.
 PERSISTENT_BLOCKS = 4
@@ -44,15 +45,15 @@ class CpuKernel:
         return f"<tileworkbench CPU-interpreted kernel {self.name}>"
 
     def __call__(self, *args):
-        full, outputs, torch_like = bind(self.name, self.params, self.out_idx, self._with_sizes(args))
-        scalars = {p: v for p, v in zip(self.params, full) if isinstance(p, ir.Var)}
-        arrays = {p.name: a for p, a in zip(self.params, full) if isinstance(p, ir.Buffer)}
+        call = bind(self.name, self.params, self.out_idx, self._with_sizes(args))
+        scalars = {p: v for p, v in zip(self.params, call.full) if isinstance(p, ir.Var)}
+        arrays = {p.name: a for p, a in zip(self.params, call.full) if isinstance(p, ir.Buffer)}
         for block in self._blocks(scalars):
             block.globals_ = arrays
             block.vars.update(scalars)
             for event in Runner(block).run(self.func.body):
                 raise _deadlock(self.name, event, block)
-        return returned(outputs, torch_like)
+        return call.result()
 
     # ---- arguments -----------------------------------------------------------------------------
     def _with_sizes(self, args):
@@ -108,17 +109,50 @@ class CpuSequence:
         self.trace = kernels[0].trace
 
     def __call__(self, *args):
-        full, outputs, torch_like = bind(self.name, self.params, self.out_idx, args)
-        scalars = {p: v for p, v in zip(self.params, full) if isinstance(p, ir.Var)}
+        call = bind(self.name, self.params, self.out_idx, args)
+        scalars = {p: v for p, v in zip(self.params, call.full) if isinstance(p, ir.Var)}
         work = [_unwritten(w, scalars) for w in self.workspaces]
         for kernel in self.kernels:
-            kernel(*full, *work)
-        return returned(outputs, torch_like)
+            kernel(*call.as_passed(), *work)
+        return call.result()
 
 
-def bind(name: str, params, out_idx, args) -> tuple[list, list, bool]:
-    """(every argument as numpy, the outputs, whether the inputs were torch tensors) of a call that
-    passes all ``params`` or the inputs only (the ``out_idx`` outputs then allocated, unwritten)."""
+@dataclass
+class Call:
+    """One call's arguments as the interpreter holds them (``full``: numpy, FP4 unpacked to a
+    value an element) and how its results go back: ``packed`` are the FP4 tensors as the caller
+    passed them (bytes), written back from ``full`` after the run."""
+
+    full: list
+    outputs: list  # indices into full
+    torch_like: bool
+    packed: dict = field(default_factory=dict)  # index -> the caller's bytes
+
+    handed_on: bool = False  # the packed bytes went to the kernels of a sequence: they hold the results
+
+    def as_passed(self) -> list:
+        """The arguments as a caller passes them (FP4 packed again): for the kernels of a sequence."""
+        self._write_back()
+        self.handed_on = True
+        return [self.packed.get(i, a) for i, a in enumerate(self.full)]
+
+    def result(self):
+        """None, the output, or a tuple of them, in the inputs' framework."""
+        if not self.handed_on:
+            self._write_back()
+        outs = [_as_framework(self.packed.get(i, self.full[i]), self.torch_like) for i in self.outputs]
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _write_back(self):
+        for i, raw in self.packed.items():
+            raw.view(np.uint8)[...] = pack_fp4(self.full[i])
+
+
+def bind(name: str, params, out_idx, args) -> Call:
+    """A call that passes all ``params`` or the inputs only (the ``out_idx`` outputs then
+    allocated, unwritten), its arguments checked against the signature."""
     n_in = len(params) - len(out_idx)
     if len(args) not in (len(params), n_in):
         raise KernelRuntimeError(f"{name} takes {n_in} inputs or all {len(params)} arguments; got {len(args)}")
@@ -126,34 +160,46 @@ def bind(name: str, params, out_idx, args) -> tuple[list, list, bool]:
     # the scalars first: the tensors' shapes may name them
     scalars = {p: v for p, v in zip(params, args) if isinstance(p, ir.Var)}
     given = iter(args)
-    full, outputs = [], []
+    call = Call([], [i for i in range(len(params)) if i in out_idx], torch_like)
     for i, p in enumerate(params):
         if len(args) == n_in and i in out_idx:
-            full.append(_unwritten(p, scalars))
+            call.full.append(_unwritten(p, scalars))
+            if p.dtype.packed:
+                call.packed[i] = pack_fp4(call.full[-1])
         elif isinstance(p, ir.Buffer):
             arr, shape = _as_array(p, next(given), name), _shape(p, scalars)
+            if p.dtype.packed:  # FP4: the caller's array holds bytes, the last dimension halved
+                shape = shape[:-1] + [shape[-1] // 2]
             if tuple(arr.shape) != tuple(shape):
-                raise KernelRuntimeError(f"{name}: argument {p.name} should have shape {tuple(shape)}, "
-                                         f"got {tuple(arr.shape)}")
-            full.append(arr)
+                raise KernelRuntimeError(f"{name}: argument {p.name} should have shape {tuple(shape)}"
+                                         f"{' (FP4: two values a byte)' if p.dtype.packed else ''}, got {tuple(arr.shape)}")
+            if p.dtype.packed:
+                call.packed[i] = arr
+                arr = unpack_fp4(arr)
+            else:
+                _check_strides(name, p, arr, scalars)
+            call.full.append(arr)
         else:
-            full.append(next(given))
-        if i in out_idx:
-            outputs.append(full[-1])
-    return full, outputs, torch_like
+            call.full.append(next(given))
+    return call
+
+
+def _check_strides(name: str, p: ir.Buffer, arr: np.ndarray, scalars: dict):
+    """The GPU's rule: an array's strides are the declared ones (row-major, or ``T.StridedTensor``'s)
+    in every dimension of more than one element, so what runs here also runs there."""
+    env = Block(None, {}, (), vars=dict(scalars))
+    want = [int(evaluate(s, env)) for s in p.effective_strides()]
+    have = [s // arr.itemsize for s in arr.strides]
+    if any(h != w for h, w, n in zip(have, want, arr.shape) if n > 1):
+        raise KernelRuntimeError(f"{name}: argument {p.name} has strides {tuple(have)} (elements), the kernel expects "
+                                 f"{tuple(want)} (declare it with T.StridedTensor or pass a contiguous array)")
 
 
 def _unwritten(p: ir.Buffer, scalars: dict) -> np.ndarray:
-    """A fresh array for an output or workspace: NaN (floats) where the kernel writes nothing."""
-    return np.full(_shape(p, scalars), np.nan if p.dtype.is_float else 0, dtype=storage_dtype(p.dtype))
-
-
-def returned(outputs: list, torch_like: bool):
-    """A call's result: None, the output, or a tuple of them, in the inputs' framework."""
-    outs = [_as_framework(o, torch_like) for o in outputs]
-    if not outs:
-        return None
-    return outs[0] if len(outs) == 1 else tuple(outs)
+    """A fresh array for an output or workspace: NaN (floats that have one) where the kernel
+    writes nothing."""
+    fill = np.nan if p.dtype.is_float and not p.dtype.packed else 0
+    return np.full(_shape(p, scalars), fill, dtype=storage_dtype(p.dtype))
 
 
 def _shape(p: ir.Buffer, scalars: dict):
@@ -170,12 +216,19 @@ def _as_array(p: ir.Buffer, value, name: str) -> np.ndarray:
 
         t = value.detach()
         ours = {torch.bfloat16: "bfloat16", torch.float8_e4m3fn: "float8_e4m3", torch.float8_e5m2: "float8_e5m2"}
-        if t.dtype in ours:  # numpy has no such type: its bits, as ml_dtypes' (then checked like any)
+        if str(t.dtype) == "torch.float4_e2m1fn_x2":  # two FP4 values a byte
+            value = t.view(torch.uint8).numpy()
+        elif t.dtype in ours:  # numpy has no such type: its bits, as ml_dtypes' (then checked like any)
             raw = t.view(torch.uint8 if t.element_size() == 1 else torch.int16).numpy()
             value = raw.view(storage_dtype(as_dtype(ours[t.dtype])))
         else:
             value = t.numpy()
     arr = np.asarray(value)
+    if p.dtype.packed:
+        if arr.dtype not in (np.uint8, np.int8):
+            raise KernelRuntimeError(f"{name}: argument {p.name} should be {p.dtype.name}, two values a byte (uint8 or "
+                                     f"int8), got {arr.dtype}")
+        return arr
     want = storage_dtype(p.dtype)
     if arr.dtype != want:
         raise KernelRuntimeError(f"{name}: argument {p.name} should be {p.dtype.name} ({want}), got {arr.dtype}")
@@ -202,8 +255,8 @@ def _deadlock(name: str, event, block: Block) -> KernelRuntimeError:
     return KernelRuntimeError(
         f"{name}: deadlock in block {block.block_index}: the wait on {event.barrier}[{event.slot}] for parity "
         f"{event.parity}{line} ({loops}) can never complete: every thread that could arrive on it is waiting "
-        f"(the CPU interpreter runs `T.ws` scopes in program order and the sides of a warp-specialised "
-        f"block side by side)")
+        f"(the CPU interpreter runs the sides of a warp-specialised block, and `T.ws` scopes of different threads "
+        f"that follow one another, side by side)")
 
 
 __all__ = ["CpuKernel", "CpuSequence", "Unsupported"]

@@ -270,8 +270,13 @@ class Runner(TileOps):
 
     # ---- structure -----------------------------------------------------------------------------
     def s_SeqStmt(self, s):
-        for x in s.stmts:
-            yield from self.run(x)
+        for x in ir.scope_runs(s.stmts):
+            if isinstance(x, ir.ScopeRun):  # scopes of different threads: side by side
+                b = self.b
+                yield from run_sides(self, [_Side(self, ir.seq(scopes), (b.active >= first) & (b.active < first + n),
+                                                  label=b.side) for (first, n), scopes in x.sides])
+            else:
+                yield from self.run(x)
 
     def s_Comment(self, s):
         return
@@ -313,11 +318,12 @@ class Runner(TileOps):
             raise Unsupported(f"the CPU interpreter runs loops whose bounds every thread shares{_at(s.loc)}")
         for v in range(int(start), int(start) + int(extent)):
             self.b.vars[s.var] = v
-            self.b.loops.append((s.var.name, v))
+            loops = self.b.loops  # this side's (run_sides swaps them; a closed generator pops its own)
+            loops.append((s.var.name, v))
             try:
                 yield from self.run(s.body)
             finally:
-                self.b.loops.pop()
+                loops.pop()
 
     def s_While(self, s):
         while True:
@@ -399,7 +405,7 @@ class Runner(TileOps):
 
     def s_WarpSpecialize(self, s):
         b = self.b
-        sides = []
+        sides: list = []
         for body, lo, hi in ((s.producer, s.consumer_threads, s.consumer_threads + s.producer_threads),
                              (s.consumer, 0, s.consumer_threads)):
             sides.append(_Side(self, body, (b.active >= lo) & (b.active < hi)))
@@ -479,10 +485,12 @@ class Runner(TileOps):
 
 
 class _Side:
-    """One side of a warp-specialised block: its statements as a generator, on its threads."""
+    """One side of a warp-specialised block (or the threads of a run of ``T.ws`` scopes): its
+    statements as a generator, on its threads; ``label`` is who runs it for the race records."""
 
-    def __init__(self, runner: Runner, body, keep: np.ndarray):
+    def __init__(self, runner: Runner, body, keep: np.ndarray, label=None):
         b = runner.b
+        self.label = label if label is not None else ("role", id(self))
         self.runner, self.threads = runner, b.active[keep]
         # its own variables: the per-thread ones narrowed to its threads
         self.vars = {v: (x[keep] if isinstance(x, np.ndarray) and x.shape == b.active.shape else x)
@@ -503,19 +511,18 @@ def run_sides(runner: Runner, sides):
     b = runner.b
     outer_active, outer_loops, outer_vars = b.active, list(b.loops), b.vars
     outer_seen, outer_side = b.seen, b.side
-    states = {id(side): (side.threads, list(outer_loops), side.vars, dict(outer_seen)) for side in sides}
+    states = {id(side): (side.threads, list(outer_loops), side.vars, dict(outer_seen), side.label) for side in sides}
     while not all(side.done for side in sides):
         progressed = False
         for side in sides:
             if side.done:
                 continue
-            b.active, b.loops, b.vars, b.seen = states[id(side)]
-            b.side = ("role", id(side))
+            b.active, b.loops, b.vars, b.seen, b.side = states[id(side)]
             try:
                 event = next(side.gen)
             except StopIteration:
                 side.done, event = True, None
-            states[id(side)] = (b.active, b.loops, b.vars, b.seen)
+            states[id(side)] = (b.active, b.loops, b.vars, b.seen, b.side)
             if event is None or not (side.blocked is not None and _same_wait(side.blocked, event)):
                 progressed = True
             side.blocked = event

@@ -20,7 +20,7 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 
 # The types generated code computes a value of a given type in.
-_FLOAT_HELD = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2")
+_FLOAT_HELD = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float4_e2m1fn", "float4_e2m1_unpacked")
 _MATH = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
          "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
          "floor": np.floor, "ceil": np.ceil, "abs": np.abs, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x))}
@@ -32,15 +32,30 @@ _WAIT_GROUP = re.compile(r"^tw::cp_async_wait<(\d+)>$")
 
 
 def storage_dtype(dtype) -> np.dtype:
-    """The numpy type an array of ``dtype`` is held in (ml_dtypes for bfloat16 and FP8)."""
-    if dtype.name == "bfloat16" or dtype.name.startswith("float8"):
+    """The numpy type an array of ``dtype`` is held in (ml_dtypes for bfloat16, FP8 and FP4; an
+    FP4 array holds one value an element, packed or not: ``pack_fp4`` and ``unpack_fp4`` convert
+    at the call's edge)."""
+    if dtype.name == "bfloat16" or dtype.name.startswith(("float8", "float4")):
         import ml_dtypes
 
         return np.dtype({"bfloat16": ml_dtypes.bfloat16, "float8_e4m3": ml_dtypes.float8_e4m3fn,
-                         "float8_e5m2": ml_dtypes.float8_e5m2}[dtype.name])
-    if dtype.name.startswith("float4"):
-        raise KernelRuntimeError(f"the CPU interpreter does not run {dtype.name} tensors yet")
+                         "float8_e5m2": ml_dtypes.float8_e5m2, "float4_e2m1fn": ml_dtypes.float4_e2m1fn,
+                         "float4_e2m1_unpacked": ml_dtypes.float4_e2m1fn}[dtype.name])
     return _dt.numpy_dtype(dtype)
+
+
+def unpack_fp4(raw: np.ndarray) -> np.ndarray:
+    """Packed FP4 bytes (two values a byte, the first in the low nibble, as the GPU holds them)
+    as one ml_dtypes value an element: the last dimension doubles."""
+    b = raw.view(np.uint8)
+    nibbles = np.stack([b & 0xF, b >> 4], axis=-1).reshape(*b.shape[:-1], b.shape[-1] * 2)
+    return nibbles.astype(np.uint8).view(storage_dtype(_dt.float4_e2m1fn))
+
+
+def pack_fp4(values: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`unpack_fp4`: uint8, the last dimension halved."""
+    nibbles = values.view(np.uint8) & 0xF
+    return (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)
 
 
 def compute_dtype(dtype) -> np.dtype:
@@ -59,12 +74,12 @@ def loaded(array: np.ndarray, dtype) -> np.ndarray:
 
 
 def stored(value, dtype):
-    """A computed value rounded (floats; FP8 saturating, as ``cvt.rn.satfinite``) or wrapped
+    """A computed value rounded (floats; FP8 and FP4 saturating, as ``cvt.rn.satfinite``) or wrapped
     (integers) to ``dtype``."""
     target = storage_dtype(dtype)
     v = np.asarray(value)
-    if dtype.name.startswith("float8"):
-        limit = 448.0 if dtype.name == "float8_e4m3" else 57344.0
+    if dtype.name.startswith(("float8", "float4")):
+        limit = {"float8_e4m3": 448.0, "float8_e5m2": 57344.0}.get(dtype.name, 6.0)
         v = np.clip(v.astype(np.float32), -limit, limit)
     elif not dtype.is_float and v.dtype.kind == "f":
         v = np.trunc(v)

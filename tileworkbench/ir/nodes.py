@@ -77,5 +77,7 @@ from .stmt import (  # noqa: F401
     ThreadScope,
     TmaStoreWait,
     WarpSpecialize,
+    ScopeRun,
+    scope_runs,
     seq,
 )

@@ -380,6 +380,50 @@ HW_BLOCK = Raw("(int)blockIdx.x")
 HW_BLOCKS = Raw("(int)gridDim.x")
 
 
+@dataclass(frozen=True)
+class ScopeRun:
+    """``T.ws`` scopes on different threads that follow one another: ``sides`` holds, per thread
+    range ``(first, count)``, its scopes in program order. On the GPU each range's threads go on
+    without waiting for the others' (only the program's mbarriers order them), so a loader scope
+    may run ahead of the scope written before it."""
+
+    sides: tuple  # ((first, count), (ThreadScope, ...)), ...
+
+
+def scope_runs(stmts) -> list:
+    """``stmts`` as a block runs them: each a statement, or a :class:`ScopeRun` where scopes of
+    different threads follow one another (comments between them dropped)."""
+    out: list = []
+    scopes: list[ThreadScope] = []
+
+    def flush():
+        sides: dict = {}
+        for sc in scopes:
+            sides.setdefault((sc.first, sc.count), []).append(sc)
+        if len(sides) > 1:
+            out.append(ScopeRun(tuple((k, tuple(v)) for k, v in sides.items())))
+        else:
+            out.extend(scopes)
+        scopes.clear()
+
+    for stmt in stmts:
+        if isinstance(stmt, Comment) and scopes:
+            continue
+        if not (isinstance(stmt, ThreadScope) and all(_same_or_apart(stmt, sc) for sc in scopes)):
+            flush()
+        if isinstance(stmt, ThreadScope):
+            scopes.append(stmt)
+        else:
+            out.append(stmt)
+    flush()
+    return out
+
+
+def _same_or_apart(a: ThreadScope, b: ThreadScope) -> bool:
+    same = (a.first, a.count) == (b.first, b.count)
+    return same or a.first + a.count <= b.first or b.first + b.count <= a.first
+
+
 def seq(stmts: Sequence[Stmt | None]) -> Stmt:
     """A sequence, flattened, with empty parts dropped (a single statement stays itself)."""
     flat: list[Stmt] = []

@@ -6,6 +6,8 @@ atomic adds, and casts dQ to half at the end. TileLang's example lays dQ out in 
 (``T.annotate_layout`` on a global tensor, refused here: it would move elements in memory); this
 port keeps dQ row-major, which changes no value."""
 
+import numpy as np
+
 import tileworkbench as tilelang
 import tileworkbench.language as T
 
@@ -171,10 +173,13 @@ class FlashBackward:
         self.kernels = (self.prep, self.bwd, self.post)  # in the order a call launches them
 
     def __call__(self, q, k, v, o, lse, do):
-        import torch
         delta = self.prep(o, do)
-        dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-        dk, dv = torch.empty_like(q), torch.empty_like(q)
+        if isinstance(q, np.ndarray):  # the CPU interpreter's arrays
+            dq, dk, dv = np.zeros(q.shape, np.float32), np.empty_like(q), np.empty_like(q)
+        else:
+            import torch
+            dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+            dk, dv = torch.empty_like(q), torch.empty_like(q)
         self.bwd(q, k, v, do, lse, delta, dq, dk, dv)
         return self.post(dq), dk, dv
 

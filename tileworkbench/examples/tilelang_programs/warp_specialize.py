@@ -5,7 +5,10 @@ gemm's warpgroup arrives on a second barrier that the loader waits on before it 
 With ``num_stages=2`` the compiler gives the tiles and the barriers two versions, so the loader
 runs one tile ahead; ``matmul_barrier_pipe`` keeps the two versions itself in a list of four
 barriers. ``matmul_split_n`` has no barriers of its own: both warpgroups copy and multiply their
-half of the tile, and the compiler puts the block barriers the copies need where they go."""
+half of the tile, and the compiler puts the block barriers the copies need where they go.
+``matmul_loops_in_scopes`` (ours, not one of TileLang's GEMM examples) writes each warpgroup's
+whole loop in its own scope, the gemm's first, as TileLang's FlashMLA example writes its roles: the
+loader's scope runs ahead of the one written before it."""
 
 import tileworkbench as tilelang
 import tileworkbench.language as T
@@ -122,6 +125,42 @@ def matmul_split_n(A, B, block_M, block_N, block_K, dtype=T.float16, accum_dtype
             T.copy(C_left, C[by * block_M, bx * block_N])
         with T.ws(1):
             T.copy(C_right, C[by * block_M, bx * block_N + half])
+
+    return C
+
+
+@tilelang.jit
+def matmul_loops_in_scopes(A, B, block_M, block_N, block_K, num_stages=2, dtype=T.float16, accum_dtype=T.float32):
+    """Barriers ``0 .. num_stages - 1``: stage ``s`` loaded; ``num_stages ..``: stage ``s`` free again."""
+    M, N, K = T.const("M, N, K")
+
+    A: T.Tensor((M, K), dtype)
+    B: T.Tensor((K, N), dtype)
+    C = T.empty((M, N), dtype)
+
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+        A_shared = T.alloc_shared((num_stages, block_M, block_K), dtype)
+        B_shared = T.alloc_shared((num_stages, block_K, block_N), dtype)
+        C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+        bars = T.alloc_barrier([128] * (2 * num_stages))
+
+        with T.ws(1):
+            T.clear(C_local)
+            for ko in T.serial(T.ceildiv(K, block_K)):
+                T.barrier_wait(bars[ko % num_stages], (ko // num_stages) % 2)
+                T.gemm(A_shared[ko % num_stages, :, :], B_shared[ko % num_stages, :, :], C_local)
+                T.barrier_arrive(bars[ko % num_stages + num_stages])
+        with T.ws(0):
+            for ko in T.serial(T.ceildiv(K, block_K)):
+                # the first round of stages is free from the start: wait for the phase "before" phase 0
+                T.barrier_wait(bars[ko % num_stages + num_stages], ((ko // num_stages) % 2) ^ 1)
+                T.tma_copy(A[by * block_M, ko * block_K], A_shared[ko % num_stages, :, :],
+                           barrier=bars[ko % num_stages])
+                T.tma_copy(B[ko * block_K, bx * block_N], B_shared[ko % num_stages, :, :],
+                           barrier=bars[ko % num_stages])
+                T.barrier_arrive(bars[ko % num_stages])
+        with T.ws(1):
+            T.copy(C_local, C[by * block_M, bx * block_N])
 
     return C
 
