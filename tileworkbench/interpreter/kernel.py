@@ -16,6 +16,7 @@ import numpy as np
 from ..dtypes import as_dtype
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
+from ..ir.records import size_arguments
 from .machine import Block, Blocked, Runner
 from .values import Unsupported, evaluate, pack_fp4, storage_dtype, unpack_fp4
 
@@ -57,20 +58,15 @@ class CpuKernel:
 
     # ---- arguments -----------------------------------------------------------------------------
     def _with_sizes(self, args):
-        """The call's arguments with the ``T.dynamic`` sizes put in, read from the tensors."""
+        """The call's arguments with the ``T.dynamic`` sizes put in, read from the tensors (as
+        ``jit``'s kernels put them in); outputs left out stay left out."""
         sizes = self.func.attrs.get("dynamic_sizes") or {}
         if not sizes:
             return args
-        args, at = list(args), {i: (name, where) for i, p in enumerate(self.params) for name, where in sizes.items()
-                                if p.name == name}
-        for i in sorted(at):
-            name, where = at[i]
-            tensor, dim, multiple = (tuple(where) + (1,))[:3]
-            if tensor >= len(args) or not hasattr(args[tensor], "shape"):
-                raise KernelRuntimeError(f"{self.name}: the size {name} comes from argument {self.params[tensor].name}, "
-                                         "a tensor")
-            args.insert(i, int(args[tensor].shape[dim]) // multiple)
-        return args
+        names = [p.name for p in self.params]
+        params = [(p.name, len(p.shape) if isinstance(p, ir.Buffer) else None) for p in self.params]
+        full, _ = size_arguments(self.name, params, {names.index(n): w for n, w in sizes.items()}, self.out_idx, args)
+        return [a for i, a in enumerate(full) if not (a is None and i in self.out_idx)]
 
     def _blocks(self, scalars):
         launch = self.func.launch

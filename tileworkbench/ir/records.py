@@ -6,7 +6,10 @@
   (``ir.Gemm.plan``), which the fragment layouts and the gemm's lowering follow, and
   :func:`wgmma_functor_name`, the C++ functor of one wgmma shape (codegen emits it, the lowered
   gemm calls it);
-* :class:`LoopForm`: how the code generator writes a loop (``ir.For.form``, the codegen phase).
+* :class:`LoopForm`: how the code generator writes a loop (``ir.For.form``, the codegen phase);
+* :class:`DynamicSize`: where a call finds a ``T.dynamic`` size (the front end records it,
+  ``func.attrs["dynamic_sizes"]``), and :func:`size_arguments`, a call's arguments with the sizes
+  put in (``jit``'s kernels and the CPU interpreter's).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .. import dtypes
+from ..errors import KernelRuntimeError
 
 
 @dataclass
@@ -87,3 +91,53 @@ class LoopForm:
 
     end: object
     at_least_once: bool = False
+
+
+@dataclass(frozen=True)
+class DynamicSize:
+    """A ``T.dynamic`` size: dimension ``dim`` of the tensor at parameter index ``tensor``, divided
+    by ``multiple`` (a kernel compiled for sizes that are multiples of it takes the quotient)."""
+
+    tensor: int
+    dim: int
+    multiple: int = 1
+
+    @classmethod
+    def of(cls, where) -> "DynamicSize":
+        """From the ``(tensor, dim[, multiple])`` a trace or kernel record keeps."""
+        return where if isinstance(where, cls) else cls(*where)
+
+
+def size_arguments(kernel: str, params: list, sizes: dict, out_idx, args) -> tuple[list, dict]:
+    """Every argument of a call of a kernel with ``T.dynamic`` sizes, which the caller does not
+    pass: ``params`` are (name, tensor rank or None) in order, ``sizes`` parameter index ->
+    :class:`DynamicSize` (or its tuple). Outputs the caller leaves out are None. Returns the
+    arguments and the sizes by name."""
+    sizes = {i: DynamicSize.of(w) for i, w in sizes.items()}
+    given = len(params) - len(sizes)
+    if len(args) not in (given, given - len(out_idx)):
+        def names(keep):
+            return ", ".join(name for i, (name, _) in enumerate(params) if keep(i))
+        raise KernelRuntimeError(
+            f"{kernel} takes {given - len(out_idx)} inputs ({names(lambda i: i not in sizes and i not in out_idx)}) "
+            f"or all {given} arguments ({names(lambda i: i not in sizes)}); its T.dynamic sizes "
+            f"({names(lambda i: i in sizes)}) come from the tensors; got {len(args)}")
+    rest, values, full = iter(args), {}, []
+    for i, (name, _) in enumerate(params):
+        if i in sizes:
+            at = sizes[i]
+            shape = getattr(full[at.tensor], "shape", None)
+            if shape is None or len(shape) <= at.dim:
+                tensor, rank = params[at.tensor]
+                raise KernelRuntimeError(f"{kernel}: argument {tensor} should be a tensor of {rank} dimensions, "
+                                         f"whose dimension {at.dim} gives the size {name}")
+            if int(shape[at.dim]) % at.multiple:
+                raise KernelRuntimeError(f"{kernel} is compiled for sizes that are multiples of {at.multiple}; "
+                                         f"argument {params[at.tensor][0]}'s dimension {at.dim} is {shape[at.dim]}")
+            values[name] = int(shape[at.dim]) // at.multiple
+            full.append(values[name])
+        elif i in out_idx and len(args) < given:
+            full.append(None)
+        else:
+            full.append(next(rest))
+    return full, values

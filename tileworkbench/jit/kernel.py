@@ -14,7 +14,7 @@ from ..errors import KernelRuntimeError, where
 from ..frontend import parse
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
-from ..ir.records import TmaDescriptor
+from ..ir.records import TmaDescriptor, size_arguments
 from ..trace import Trace
 from ..target import PassContext, Target
 from . import cache
@@ -147,34 +147,8 @@ class Kernel:
         """(every argument, the outputs) of a call of a kernel with ``T.dynamic`` sizes: the
         caller passes the tensors (and scalars) but not the sizes, which come from the tensors'
         shapes; outputs not passed are allocated at those sizes."""
-        given = len(self.params) - len(self._sizes)
-        if len(args) not in (given, given - len(self.out_idx)):
-            def names(keep):
-                return ", ".join(p["name"] for i, p in enumerate(self.params) if keep(i))
-            raise KernelRuntimeError(
-                f"{self.name} takes {given - len(self.out_idx)} inputs "
-                f"({names(lambda i: i not in self._sizes and i not in self.out_idx)}) or all {given} arguments "
-                f"({names(lambda i: i not in self._sizes)}); its T.dynamic sizes "
-                f"({names(lambda i: i in self._sizes)}) come from the tensors; got {len(args)}")
-        rest, values = iter(args), {}
-        full = []
-        for i, p in enumerate(self.params):
-            if i in self._sizes:
-                tensor, dim, multiple = (tuple(self._sizes[i]) + (1,))[:3]
-                shape = getattr(full[tensor], "shape", None)
-                if shape is None or len(shape) <= dim:
-                    raise KernelRuntimeError(f"{self.name}: argument {self.params[tensor]['name']} should be a tensor "
-                                             f"of {len(self.params[tensor]['shape'])} dimensions, whose dimension "
-                                             f"{dim} gives the size {p['name']}")
-                if int(shape[dim]) % multiple:
-                    raise KernelRuntimeError(f"{self.name} is compiled for sizes that are multiples of {multiple}; "
-                                             f"argument {self.params[tensor]['name']}'s dimension {dim} is {shape[dim]}")
-                values[p["name"]] = int(shape[dim]) // multiple
-                full.append(values[p["name"]])
-            elif i in self.out_idx and len(args) < given:
-                full.append(None)
-            else:
-                full.append(next(rest))
+        params = [(p["name"], len(p["shape"]) if p["kind"] == "tensor" else None) for p in self.params]
+        full, values = size_arguments(self.name, params, self._sizes, self.out_idx, args)
         forms = {i: output_form(self.params[i], values) for i in self.out_idx}
         inputs = [a for i, a in enumerate(full) if i not in self.out_idx]
         if any(a is None for a in full):

@@ -1,0 +1,47 @@
+"""Misused constructs of TileLang's newer language (``T.ws`` warp specialisation, ``T.reinterpret``,
+``T.dynamic``): each a CompileError at the user's line saying what is wrong. (Scopes nested, in a
+block of partial warpgroups or outside the kernel, and dynamic sizes no tensor gives, are in
+tests/tilelang_compat.)"""
+
+import pytest
+
+from .harness import Bad, check_bad, check_unique, ids
+
+KERNEL = '''
+@T.prim_func
+def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "int32"), n: T.int32):
+    with T.Kernel(1, threads=256) as bx:
+        {body}
+'''
+
+
+def case(id_, body, match):
+    return Bad(id_, KERNEL.format(body=body), match)
+
+
+CASES = check_unique([
+    case("ws-no-group", "with T.ws():  # <-\n            A[0] = 1.0", r"T.ws needs the warpgroup\(s\) that run its body"),
+    case("ws-string", "with T.ws('a'):  # <-\n            A[0] = 1.0", "a warpgroup must be a number, not the string 'a'"),
+    case("ws-negative", "with T.ws(-1):  # <-\n            A[0] = 1.0", "a warpgroup is a constant number from 0, got the int -1"),
+    case("ws-float", "with T.ws(0.5):  # <-\n            A[0] = 1.0", "a warpgroup must be an integer, not the float 0.5"),
+    case("ws-runtime", "with T.ws(n):  # <-\n            A[0] = 1.0", r"a warpgroup is a constant number from 0, got a int32 "
+                                                                      r"kernel value \(n\)"),
+    case("ws-keyword", "with T.ws(0, x=1):  # <-\n            A[0] = 1.0", "unexpected keyword argument 'x'"),
+    case("reinterpret-wider", "B[0] = T.reinterpret(A[0], 'float64')  # <-", r"keeps the width: float32 is 32 bits, "
+                                                                            r"float64 64; cast first \(T.Cast\)"),
+    case("reinterpret-narrower", "B[0] = T.reinterpret(A[0], 'int16')  # <-", "float32 is 32 bits, int16 16"),
+    case("reinterpret-not-a-dtype", "B[0] = T.reinterpret(A[0], 'nope')  # <-", "must be a dtype such as T.uint32, got "
+                                                                              "the string 'nope'"),
+    case("reinterpret-nothing", "B[0] = T.reinterpret()  # <-", "missing a required argument: 'value'"),
+    case("reinterpret-no-dtype", "B[0] = T.reinterpret(A[0])  # <-", "missing a required argument: 'dtype'"),
+    case("reinterpret-a-buffer", "B[0] = T.reinterpret(A, 'int32')  # <-", "the value must be a number, not the global "
+                                                                          "buffer A"),
+    case("reinterpret-too-many", "B[0] = T.reinterpret(A[0], 'int32', 3)  # <-", "too many positional arguments"),
+    case("dynamic-in-the-kernel", "m = T.dynamic('m')  # <-\n        A[0] = 1.0", r"T.dynamic\('m'\) inside the kernel: "
+                                                                              r"declare sizes before `with T.Kernel"),
+])
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids(CASES))
+def test_misused_construct(case):
+    check_bad(case)
