@@ -108,8 +108,9 @@ class CpuSequence:
         call = bind(self.name, self.params, self.out_idx, args)
         scalars = {p: v for p, v in zip(self.params, call.full) if isinstance(p, ir.Var)}
         work = [_unwritten(w, scalars) for w in self.workspaces]
+        passed = call.as_passed()  # once: each kernel's FP4 results stay in the packed bytes for the next
         for kernel in self.kernels:
-            kernel(*call.as_passed(), *work)
+            kernel(*passed, *work)
         return call.result()
 
 
@@ -183,8 +184,7 @@ def bind(name: str, params, out_idx, args) -> Call:
 def _check_strides(name: str, p: ir.Buffer, arr: np.ndarray, scalars: dict):
     """The GPU's rule: an array's strides are the declared ones (row-major, or ``T.StridedTensor``'s)
     in every dimension of more than one element, so what runs here also runs there."""
-    env = Block(None, {}, (), vars=dict(scalars))
-    want = [int(evaluate(s, env)) for s in p.effective_strides()]
+    want = _evaluated(p.effective_strides(), scalars)
     have = [s // arr.itemsize for s in arr.strides]
     if any(h != w for h, w, n in zip(have, want, arr.shape) if n > 1):
         raise KernelRuntimeError(f"{name}: argument {p.name} has strides {tuple(have)} (elements), the kernel expects "
@@ -199,8 +199,13 @@ def _unwritten(p: ir.Buffer, scalars: dict) -> np.ndarray:
 
 
 def _shape(p: ir.Buffer, scalars: dict):
+    return _evaluated(p.shape, scalars)
+
+
+def _evaluated(exprs, scalars: dict) -> list:
+    """Integer expressions of the signature (shapes, strides) at the call's scalar arguments."""
     env = Block(None, {}, (), vars=dict(scalars))
-    return [int(evaluate(d, env)) for d in p.shape]
+    return [int(evaluate(e, env)) for e in exprs]
 
 
 def _as_array(p: ir.Buffer, value, name: str) -> np.ndarray:

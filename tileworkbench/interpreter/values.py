@@ -79,7 +79,7 @@ def stored(value, dtype):
     target = storage_dtype(dtype)
     v = np.asarray(value)
     if dtype.name.startswith(("float8", "float4")):
-        limit = {"float8_e4m3": 448.0, "float8_e5m2": 57344.0}.get(dtype.name, 6.0)
+        _, limit = _dt.value_range(dtype)
         v = np.clip(v.astype(np.float32), -limit, limit)
     elif not dtype.is_float and v.dtype.kind == "f":
         v = np.trunc(v)
