@@ -24,6 +24,10 @@ LAYOUTS = [
     BlockedLayout((1, 1024), 128), BlockedLayout((4, 1024), 128), BlockedLayout((8, 16), 128),
     BlockedLayout((128, 64), 128), BlockedLayout((2, 256), 256), BlockedLayout((16, 8), 32),
     BlockedLayout((4, 1024), 128, 4), BlockedLayout((1, 8192), 128, 8), BlockedLayout((2, 512), 64, 8),
+    # rows shorter than a sweep of runs (TileLang's layout of top-k's 64 x 128 float32 logits: a
+    # warp's runs of 4 per row, 4 rows a sweep), down to rows of one run
+    BlockedLayout((64, 128), 128, 4), BlockedLayout((4, 256), 128, 4), BlockedLayout((32, 64), 128, 8),
+    BlockedLayout((64, 8), 64, 8),
 ]
 
 
@@ -105,7 +109,9 @@ def test_a_blocked_layout_holds_every_element_once_in_runs_of_neighbours(layout)
 
 
 @pytest.mark.parametrize("layout, kept, message", [
-    (BlockedLayout((4, 256), 128, 4), (0,), "runs of 4 over 128 threads"),
+    (BlockedLayout((4, 96), 32, 4), (0,), "over 32 threads in runs of 4 \\(neither divides"),
+    (BlockedLayout((16, 24), 96, 4), (0,), "rows shared by 6 threads"),
+    (BlockedLayout((16, 8), 64, 8), (0,), "leave a sweep part-filled"),
     (BlockedLayout((4, 96), 128), (0,), "neither divides the other"),
     (BlockedLayout((4, 48), 96), (0,), "power of two"),
     (BlockedLayout((2, 4, 8), 64), (0,), "only rows of 2-D fragments"),

@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     tl.add_argument("--families", help="comma list (default: all of tileworkbench.examples.tilelang_programs)")
     tl.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
     tl.add_argument("--ours-only", action="store_true", help="do not import TileLang even where it is installed")
+    tl.add_argument("--sources", type=Path, help="also write each kernel's CUDA source from both compilers here")
     la = sub.add_parser("launch", help="host time per call of a tiny GEMM: ours, torch, CuPy, TileLang; plain "
                                        "and under CUDA graph replay")
     la.add_argument("--n", type=int, default=128, help="the GEMM's size (n x n x n, a multiple of 128; default 128)")
@@ -143,7 +144,7 @@ def run_tilelang(args) -> int:
     from .tilelang_programs import run
 
     families = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else None
-    return run(families, Path(args.out), ours_only=args.ours_only)
+    return run(families, Path(args.out), ours_only=args.ours_only, sources=args.sources)
 
 
 def run_launch(args) -> int:

@@ -1,6 +1,6 @@
 """TileLang's programs under both compilers, side by side in one process.
 
-    python -m tileworkbench.bench tilelang [--families gemm,norms] [--out DIR] [--ours-only]
+    python -m tileworkbench.bench tilelang [--families gemm,norms] [--out DIR] [--ours-only] [--sources DIR]
 
 Each module of ``tileworkbench.examples.tilelang_programs`` is loaded twice from its own file: as
 written (``import tileworkbench as tilelang``) and with its two import lines put back to
@@ -12,6 +12,8 @@ with ``profiler.do_bench`` (CUDA events after a spin kernel, the L2 flushed befo
 ``ratio`` is TileLang's time over ours: above 1 ours is faster; the issue's bar is 0.9.
 
 Writes ``<out>/tilelang-<date>-<gpu>-<commit>.json`` (its own schema, below) and prints a table.
+With ``--sources DIR`` it also writes each kernel's CUDA source from both compilers,
+``DIR/<case>.<compiler>.<n>.cu``, to read where one is faster.
 """
 
 from __future__ import annotations
@@ -89,7 +91,17 @@ def _timed_compile(make) -> tuple:
     return kernel, time.perf_counter() - start
 
 
-def run_case(name: str, ours: dict, theirs: dict | None, torch, do_bench) -> dict:
+def write_sources(kernel, case_name: str, label: str, folder: Path) -> None:
+    """The CUDA source of each kernel a case launches (one, or a callable's ``kernels``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, one in enumerate(getattr(kernel, "kernels", None) or (kernel,)):
+        try:
+            (folder / f"{case_name}.{label}.{n}.cu").write_text(one.get_kernel_source())
+        except Exception as exc:  # a source we cannot read is no reason to lose the timing
+            print(f"    no source for {case_name} ({label}): {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def run_case(name: str, ours: dict, theirs: dict | None, torch, do_bench, sources: Path | None = None) -> dict:
     row = {"case": name, "work": {k: ours[k] for k in ("bytes", "flops") if k in ours}}
     kernels = {}
     for label, case in (("tileworkbench", ours), ("tilelang", theirs)):
@@ -99,6 +111,9 @@ def run_case(name: str, ours: dict, theirs: dict | None, torch, do_bench) -> dic
             kernels[label], row[f"{label}_compile_s"] = _timed_compile(case["compile"])
         except Exception as exc:  # the other compiler's failure is a result to record, not a crash
             row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            continue
+        if sources is not None:
+            write_sources(kernels[label], name, label, sources)
     torch.manual_seed(0)
     inputs = ours["inputs"](torch)
     for label, kernel in list(kernels.items()):
@@ -143,7 +158,7 @@ def table(rows: list) -> str:
     return "\n".join(lines)
 
 
-def run(families, out: Path, ours_only: bool = False) -> int:
+def run(families, out: Path, ours_only: bool = False, sources: Path | None = None) -> int:
     import torch
 
     from ..examples.tilelang_programs import FAMILIES
@@ -182,7 +197,7 @@ def run(families, out: Path, ours_only: bool = False) -> int:
                     print(f"{family}: TileLang could not load it: {type(exc).__name__}: {exc}", file=sys.stderr)
             for name, case in ours.CASES.items():
                 print(f"[{len(rows) + 1}] {family}.{name} ...", file=sys.stderr, flush=True)
-                row = run_case(name, case, theirs.CASES[name] if theirs else None, torch, do_bench)
+                row = run_case(name, case, theirs.CASES[name] if theirs else None, torch, do_bench, sources)
                 row["family"] = family
                 rows.append(row)
                 print("    " + table([row]).splitlines()[-1], file=sys.stderr, flush=True)

@@ -102,8 +102,8 @@ class ProjectedLayout:
     :meth:`slot_of` of its base element, so a loop over ``x`` reads ``s`` from its own registers.
 
     Defined for a row (``kept == (0,)``) of a 2-D wgmma or mma.sync accumulator, and of a 2-D
-    blocked fragment whose row length divides, or is divided by, the thread count: :func:`project`
-    says why not otherwise. ``lane_masks``: the ``shfl.xor`` distances between threads that share
+    blocked fragment whose row length divides, or is divided by, one sweep of the threads (their
+    count times the run length): :func:`project` says why not otherwise. ``lane_masks``: the ``shfl.xor`` distances between threads that share
     an element within a warp; ``warp_sharers``: how many warps share one (combined through
     shared memory), ``warp_slot(tid)`` which of them a thread is in."""
 
@@ -144,13 +144,16 @@ class ProjectedLayout:
         if isinstance(b, MmaAccumLayout):
             return 2 * b.mi
         m, n = b.shape
-        return m if n % b.threads == 0 else b.local_size
+        sharers = self._blocked_row_sharers
+        return m if sharers == b.threads else -(-b.local_size // (n // sharers))
 
     @property
     def _blocked_row_sharers(self) -> int:
-        """Threads of a blocked base holding parts of one row: all of them where a row spans them."""
-        n = self.base.shape[1]
-        return n if n % self.base.threads else self.base.threads
+        """Threads of a blocked base holding parts of one row: all of them where a row is whole
+        sweeps of the threads, else the consecutive threads whose runs make up one row."""
+        b = self.base
+        n = b.shape[1]
+        return b.threads if n % (b.threads * b.vec) == 0 else n // b.vec
 
     def slot_of(self, j: ir.Expr) -> ir.Expr:
         """The slot holding the row of base element ``j`` (of the same thread). Only for the
@@ -161,8 +164,8 @@ class ProjectedLayout:
             return (j // (b.shape[1] // 2)) * 2 + (j // 2) % 2
         if isinstance(b, MmaAccumLayout):
             return (j // (4 * b.ni)) * 2 + (j // 2) % 2
-        m, n = b.shape
-        return j // (n // b.threads) if n % b.threads == 0 else j
+        # a thread holds a row's elements together: n // sharers of them (a run, or whole sweeps' worth)
+        return j // (b.shape[1] // self._blocked_row_sharers)
 
     def forward(self, tid: ir.Expr, r: ir.Expr) -> tuple[tuple, ir.Expr | None]:
         """((row,), guard) of slot ``r`` of thread ``tid``."""
@@ -176,10 +179,11 @@ class ProjectedLayout:
             row = (warp // b.warps_n) * (b.shape[0] // b.warps_m) + (r // 2) * 16 + lane // 4 + (r % 2) * 8
             return (row,), None
         m, n = b.shape
-        if n % b.threads == 0:
+        sharers = self._blocked_row_sharers
+        if sharers == b.threads:
             return (r,), None
-        row = r * (b.threads // n) + tid // n
-        return (row,), (None if (m * n) % b.threads == 0 else ir.cmp("<", row, m))
+        row = r * (b.threads // sharers) + tid // sharers
+        return (row,), (None if (m * n) % (b.threads * b.vec) == 0 else ir.cmp("<", row, m))
 
     @property
     def lane_masks(self) -> tuple:
@@ -228,14 +232,15 @@ def project(layout, kept: tuple) -> ProjectedLayout:
                          f"{tuple(layout.shape)} kept: {tuple(kept)}) are supported")
     if isinstance(layout, BlockedLayout):
         m, n = layout.shape
-        t = layout.threads
-        if n % t and t % n:
-            raise ValueError(f"a row of {n} elements over {t} threads (neither divides the other)")
-        sharers = n if n < t else t
+        t, v = layout.threads, layout.vec
+        runs = f" in runs of {v}" if v > 1 else ""
+        if n % (t * v) and ((t * v) % n or n % v):
+            raise ValueError(f"a row of {n} elements over {t} threads{runs} (neither divides the other)")
+        if v > 1 and (m * n) % (t * v):
+            raise ValueError(f"{m} x {n} elements in runs of {v} over {t} threads leave a sweep part-filled")
+        sharers = t if n % (t * v) == 0 else n // v
         if sharers & (sharers - 1):
             raise ValueError(f"rows shared by {sharers} threads (a power of two is needed)")
-        if layout.vec > 1 and n % (t * layout.vec):
-            raise ValueError(f"rows of {n} elements in runs of {layout.vec} over {t} threads")
     return ProjectedLayout(layout, tuple(kept))
 
 

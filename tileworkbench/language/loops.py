@@ -44,12 +44,13 @@ Serial = serial  # TileLang spells it both ways
 
 
 def vectorized(*args):
-    """A short per-thread loop whose iterations touch neighbouring elements: unrolled, so that
-    NVCC can merge the accesses into vector loads and stores."""
+    """A short per-thread loop whose iterations touch neighbouring elements: unrolled, and a copy
+    between a thread's array and a tensor moved in 16-byte accesses where alignment allows
+    (``passes/vectorize_loops.py``; the annotation is its ``VECTORIZED``)."""
     starts, extents = range_args(args, "T.vectorized")
     if ir.const_int(extents[0]) is None:
         raise error("T.vectorized: the extent must be a constant")
-    return LoopSpec("unrolled", extents, starts)
+    return LoopSpec("unrolled", extents, starts, annotations={"vectorized": True})
 
 
 def unroll(*args, explicit=False, unroll_factor=None):

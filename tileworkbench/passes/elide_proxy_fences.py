@@ -7,6 +7,10 @@ Guarantees: the fence is removed from such a loop when nothing in it reads share
 the generic proxy — no thread load of a shared buffer and no ``tw::gemm_ss`` (ldmatrix) — so the
 previous reads were all wgmma or TMA (async proxy), which the wgmma wait and the block barrier
 already order before the next TMA write. Loops with generic reads keep their fence.
+A kernel in which nothing uses the async proxy at all (no TMA, no wgmma: ``ASYNC_PROXY_CALLS``)
+loses every such fence: ``insert_thread_syncs`` puts one before each block barrier in case the
+reader is TMA or wgmma, and without either it orders nothing (an elementwise kernel or a
+reduction through shared memory).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from ..target import PassConfigKey
 from .manager import register
 
 FENCE = "tw::fence_proxy_async"
+ASYNC_PROXY_CALLS = ("tw::tma_", "tw::wgmma_")  # the calls whose shared-memory accesses are the async proxy's
 
 
 def _generic_shared_reads(body) -> bool:
@@ -53,8 +58,21 @@ class _Elide(IRMutator):
         return dataclasses.replace(node, body=ir.seq(stmts))
 
 
+class _DropFences(IRMutator):
+    def visit_SeqStmt(self, node: ir.SeqStmt):
+        node = self.generic_visit(node)
+        return ir.seq([s for s in node.stmts if not _is_fence(s)])
+
+
+def _uses_async_proxy(body) -> bool:
+    return any(c.name.startswith(ASYNC_PROXY_CALLS) for c in collect(body, ir.Call)) or bool(
+        collect(body, ir.TmaCopy))
+
+
 @register("elide_proxy_fences", "lower")
 def elide_proxy_fences(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     if ctx.flag(PassConfigKey.TW_KEEP_PROXY_FENCES):
         return func
+    if not _uses_async_proxy(func.body):
+        return func.with_body(_DropFences().visit(func.body))
     return func.with_body(_Elide().visit(func.body))

@@ -15,7 +15,8 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     every thread holding ``x[i, j]`` holds ``s[i]``);
   * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
     per thread where those fragments are only computed on in registers and copied to and from
-    global memory: ``BlockedLayout.vec``), decided in program order where nothing above decides
+    global memory, and every row is whole sweeps or a whole number of runs: ``BlockedLayout.vec``),
+    decided in program order where nothing above decides
     it, after which the rules above apply again.
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
 words); past ``REGISTER_LIMIT`` the kernel is refused at the fragment that crosses it: a thread has
@@ -189,8 +190,8 @@ class _Inference:
         fragments that will share it (``same``): 16 bytes of the narrowest of them where they only
         meet other fragments in T.Parallel loops and are copied only to and from global memory
         (then ``partition_parallel_loops`` moves a run with one 16-byte access, and nothing reads
-        shared memory at a stride), and every row is a whole number of sweeps of the threads;
-        else 1."""
+        shared memory at a stride), and every row is a whole number of sweeps of the threads or of
+        runs of a power-of-two number of them; else 1."""
         group, todo = {id(buf): buf}, [buf]
         while todo:
             b = todo.pop()
@@ -202,7 +203,15 @@ class _Inference:
         if any(k in self.layouts or k in self.relations.not_runs for k in group):
             return 1
         vec = 16 // min(b.dtype.storage_bits // 8 or 1 for b in group.values())
-        return vec if vec > 1 and shape[-1] % (threads * vec) == 0 else 1
+        row, sweep = shape[-1], threads * vec
+        numel = 1
+        for s in shape:
+            numel *= s
+        # every row whole sweeps, or whole runs of a power-of-two run of threads (TileLang's layout of
+        # a [64, 128] float32 tile over 128 threads: a warp's runs of 4 per row), and no partial sweep
+        sharers = row // vec
+        fits = row % sweep == 0 or (sweep % row == 0 and row % vec == 0 and sharers & (sharers - 1) == 0)
+        return vec if vec > 1 and fits and numel % sweep == 0 else 1
 
 
 @register("infer_fragment_layouts", "tile")

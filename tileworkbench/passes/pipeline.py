@@ -27,6 +27,7 @@ from . import (  # noqa: F401 - importing registers the passes
     scope_consumer_syncs,
     simplify_ir,
     stage_epilogue,
+    vectorize_loops,
     verify_tile_ops,
     warp_specialize,
 )
@@ -45,6 +46,7 @@ PIPELINE = [
     "lower_tma",  # lower: TMA copies, mbarriers -> tw:: calls; tensor-map descriptors
     "lower_tile_ops",  # lower: copy/fill/gemm/reduce -> loops and tw:: calls
     "partition_parallel_loops",  # lower: T.Parallel -> per-thread loops, fragments -> registers
+    "vectorize_loops",  # lower: T.vectorized copies between a thread's array and a tensor in 16-byte accesses
     "elide_proxy_fences",  # lower: no per-iteration proxy fence where only wgmma/TMA read tiles
     "scope_consumer_syncs",  # lower: consumer-side block barriers become named barriers
     "plan_shared_memory",  # memory: offsets and alignment in dynamic shared memory
