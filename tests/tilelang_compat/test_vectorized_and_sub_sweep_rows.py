@@ -1,0 +1,110 @@
+"""Three things TileLang's element-wise programs rely on for their speed, on the CPU: a
+``T.vectorized`` copy between a thread's array and a tensor moves 16 bytes at a time (and the
+launcher then checks the tensor's alignment), a fragment whose rows are shorter than a sweep of
+the threads' 16-byte runs keeps each row inside one warp (top-k's row max without a block
+barrier), and a kernel with neither TMA nor wgmma has no async-proxy fences. Each compiled for
+sm_90a by NVRTC; the GPU runs them in tests/gpu/test_tilelang_programs.py (hadamard, topk)."""
+
+from __future__ import annotations
+
+import pytest
+
+import tileworkbench as tilelang
+import tileworkbench.language as T
+from tileworkbench.backend import nvrtc
+from tileworkbench.examples.tilelang_programs.topk import top_k_rows
+
+SM90 = "sm_90a"
+
+
+def _kernel_part(src: str) -> str:
+    return src[src.index('extern "C" __global__'):]
+
+
+@tilelang.jit(target=SM90)
+def scaled_rows(A, per_thread, offset, scale=2.0):
+    """Each thread moves ``per_thread`` neighbours of its row through its own array, starting
+    ``offset`` elements in."""
+    n = T.const("n")
+    A: T.Tensor((n, 128 * per_thread + offset), T.float32)
+    B = T.empty((n, 128 * per_thread + offset), T.float32)
+    with T.Kernel(n, threads=128) as bx:
+        local = T.alloc_local((per_thread,), T.float32)
+        tx = T.get_thread_binding(0)
+        for i in T.vectorized(per_thread):
+            local[i] = A[bx, offset + tx * per_thread + i]
+        for i in T.serial(per_thread):
+            local[i] = local[i] * scale
+        for i in T.vectorized(per_thread):
+            B[bx, offset + tx * per_thread + i] = local[i]
+    return B
+
+
+def test_a_vectorized_copy_moves_16_bytes_per_access_and_the_launcher_checks_alignment():
+    kernel = scaled_rows.compile(n=64, per_thread=8, offset=0)
+    body = _kernel_part(kernel.get_kernel_source())
+    assert body.count("tw::copy_vec<16>") == 2  # the load and the store, two chunks of 4 floats each
+    assert "alignas(16) float local[8]" in body
+    assert kernel.get_host_source().count("align=16)") == 2  # A and B, checked at each call
+    nvrtc.compile_check(kernel.get_kernel_source(), SM90, "vectorized.cu")
+
+
+@pytest.mark.parametrize("per_thread, offset, chunk", [(2, 0, 8), (4, 2, 8), (3, 0, None), (4, 1, None)])
+def test_a_vectorized_copy_takes_the_widest_aligned_chunk_or_stays_element_wise(per_thread, offset, chunk):
+    kernel = scaled_rows.compile(n=16, per_thread=per_thread, offset=offset)
+    body = _kernel_part(kernel.get_kernel_source())
+    if chunk is None:  # 12 bytes a thread, or rows starting one float off: no aligned chunk
+        assert "copy_vec" not in body
+        assert kernel.get_host_source().count("align=1)") == 2  # A and B: nothing to check
+    else:
+        assert body.count(f"tw::copy_vec<{chunk}>") == 2 and "copy_vec<16>" not in body
+        assert kernel.get_host_source().count(f"align={chunk})") == 2
+    nvrtc.compile_check(kernel.get_kernel_source(), SM90, "vectorized.cu")
+
+
+@tilelang.jit(target=SM90)
+def vectorized_arithmetic(A):
+    n = T.const("n")
+    A: T.Tensor((n, 512), T.float32)
+    B = T.empty((n, 512), T.float32)
+    with T.Kernel(n, threads=128) as bx:
+        tx = T.get_thread_binding(0)
+        for i in T.vectorized(4):
+            B[bx, tx * 4 + i] = A[bx, tx * 4 + i] + 1.0  # not a copy: element by element
+    return B
+
+
+def test_a_vectorized_loop_that_computes_stays_an_unrolled_element_loop():
+    body = _kernel_part(vectorized_arithmetic.compile(n=8).get_kernel_source())
+    assert "copy_vec" not in body and "#pragma unroll" in body
+
+
+def test_top_k_rows_stay_inside_a_warp_with_no_block_barrier():
+    src = top_k_rows.compile(M=512, N=128, topk=4, blk_m=64).get_kernel_source()
+    body = _kernel_part(src)
+    assert "__syncthreads" not in body and "_warps" not in body  # no cross-warp scratch
+    assert "float rows[64]" in body and "float row_max[16]" in body  # 16 rows a thread, runs of 4
+    assert body.count("tw::copy_vec<16>") == 1  # the logits come in 16 bytes at a time
+    nvrtc.compile_check(src, SM90, "topk.cu")
+
+
+@tilelang.jit(target=SM90)
+def shared_round_trip(A):
+    n = T.const("n")
+    A: T.Tensor((n, 256), T.float32)
+    B = T.empty((n, 256), T.float32)
+    with T.Kernel(n, threads=128) as bx:
+        s = T.alloc_shared((1, 256), T.float32)
+        T.copy(A[bx, 0], s)
+        for i, j in T.Parallel(1, 256):
+            s[i, j] = s[i, 255 - j] * 2.0  # another thread's element: a barrier is needed
+        T.copy(s, B[bx, 0])
+    return B
+
+
+def test_block_barriers_without_tma_or_wgmma_carry_no_async_proxy_fence():
+    body = _kernel_part(shared_round_trip.compile(n=4).get_kernel_source())
+    assert "__syncthreads()" in body and "fence_proxy_async" not in body
+    keep = tilelang.jit(target=SM90, pass_configs={tilelang.PassConfigKey.TW_KEEP_PROXY_FENCES: True})(
+        shared_round_trip.fn)
+    assert "fence_proxy_async" in _kernel_part(keep.compile(n=4).get_kernel_source())
