@@ -108,3 +108,32 @@ def test_block_barriers_without_tma_or_wgmma_carry_no_async_proxy_fence():
     keep = tilelang.jit(target=SM90, pass_configs={tilelang.PassConfigKey.TW_KEEP_PROXY_FENCES: True})(
         shared_round_trip.fn)
     assert "fence_proxy_async" in _kernel_part(keep.compile(n=4).get_kernel_source())
+
+
+@tilelang.jit(target=SM90)
+def reversed_through_shared(A):
+    """Each thread's 8 neighbours go to shared memory and come back from another thread's row."""
+    n = T.const("n")
+    A: T.Tensor((n, 1024), T.float32)
+    B = T.empty((n, 1024), T.float32)
+    with T.Kernel(n, threads=128) as bx:
+        local = T.alloc_local((8,), T.float32)
+        tile = T.alloc_shared((128, 8), T.float32)
+        tx = T.get_thread_binding(0)
+        for i in T.vectorized(8):
+            local[i] = A[bx, tx * 8 + i]
+        for i in T.vectorized(8):
+            tile[tx, i] = local[i]
+        for i in T.vectorized(8):
+            local[i] = tile[127 - tx, i]
+        for i in T.vectorized(8):
+            B[bx, tx * 8 + i] = local[i]
+    return B
+
+
+def test_vectorized_copies_to_and_from_an_unswizzled_shared_tile_move_16_bytes():
+    src = reversed_through_shared.compile(n=4).get_kernel_source()
+    body = _kernel_part(src)
+    assert body.count("tw::copy_vec<16>") == 4  # each copy a loop over its two 16-byte chunks
+    assert "(&tile[" in body and "__syncthreads" in body  # the barrier between the shared write and read stays
+    nvrtc.compile_check(src, SM90, "shared.cu")

@@ -1,12 +1,14 @@
-"""vectorize_loops: a ``T.vectorized`` copy between a thread's own array and a global tensor moves
-16 bytes (or 8, or 4) per access instead of one element.
+"""vectorize_loops: a ``T.vectorized`` copy between a thread's own array and a global tensor or an
+unswizzled shared tile moves 16 bytes (or 8, or 4) per access instead of one element.
 
 Expects: lowered IR after ``partition_parallel_loops`` (fragments are per-thread ``local`` arrays);
 ``T.vectorized`` loops are unrolled loops carrying the ``vectorized`` annotation (``VECTORIZED``).
 Guarantees: such a loop whose body is one element copy, ``dst[...v...] = src[...v...]`` of one
-dtype between a ``local`` array and a global tensor, where both element offsets step by one with
-the loop variable and are otherwise a multiple of a chunk (so every chunk starts aligned; the
-launcher checks the tensor's ``align_bytes``, the array is declared ``alignas``), becomes an
+dtype between a ``local`` array and a global tensor (a kernel parameter or a view of one) or a
+shared tile that is neither swizzled nor in panels, where both element offsets step by one with
+the loop variable and are otherwise a multiple of a chunk (so every chunk starts aligned: the
+launcher checks the tensor's ``align_bytes``, shared tiles start 128-byte aligned, the array is
+declared ``alignas``), becomes an
 unrolled loop of ``tw::copy_vec<bytes>`` over the chunks: the widest of 16, 8 and 4 bytes that
 divides the loop's bytes and keeps both sides aligned. NVCC cannot merge the element accesses
 itself: it does not know the tensor's alignment. Any other ``T.vectorized`` loop stays an unrolled
@@ -54,10 +56,16 @@ def vector_copy(loop: ir.For, checked: set) -> ir.For | None:
     load = _unwrap_cast(store.value, store.buffer.dtype)
     if not isinstance(load, ir.BufferLoad) or load.dtype != store.buffer.dtype:
         return None
-    if {store.buffer.scope, load.buffer.scope} != {"local", "global"}:
-        return None
-    tensor = store.buffer if store.buffer.scope == "global" else load.buffer
-    if tensor not in checked and tensor.attrs.get("view_of") not in checked:
+    other = {store.buffer.scope: store.buffer, load.buffer.scope: load.buffer}
+    if set(other) == {"local", "global"}:
+        tensor = other["global"]
+        if tensor not in checked and tensor.attrs.get("view_of") not in checked:
+            return None
+    elif set(other) == {"local", "shared"}:
+        tile = other["shared"]
+        if tile.attrs.get("swizzle", 0) or tile.attrs.get("panel", 0):
+            return None  # a swizzled tile's neighbours are not always neighbours in memory
+    else:
         return None
     chunk = _chunk_bytes(loop, store, load)
     if chunk is None:
@@ -69,8 +77,9 @@ def vector_copy(loop: ir.For, checked: set) -> ir.For | None:
     def chunk_address(buf, indices):
         return address_of(buf, tuple(simplify(substitute(i, at)) for i in indices))
 
-    for buf in (store.buffer, load.buffer):
-        buf.attrs["align_bytes"] = max(buf.attrs.get("align_bytes", 1), chunk)
+    for buf in (store.buffer, load.buffer):  # shared tiles start 128-byte aligned (plan_shared_memory)
+        if buf.scope != "shared":
+            buf.attrs["align_bytes"] = max(buf.attrs.get("align_bytes", 1), chunk)
     move = call(f"tw::copy_vec<{chunk}>", chunk_address(store.buffer, store.indices),
                 chunk_address(load.buffer, load.indices))
     return ir.For(jv, ir.const(ir.const_int(loop.extent) // per_chunk), move, "unrolled",
