@@ -1,7 +1,8 @@
-"""``T.vectorized`` copies on the H200 (``passes/vectorize_loops.py``): 16-byte moves between a
-thread's array and a tensor or a shared tile give the same answer as element by element, on random
-inputs, and a tensor whose address breaks the 16-byte alignment the kernel relies on is refused at
-the call (never read misaligned)."""
+"""Vector moves on the H200: ``T.vectorized`` copies (``passes/vectorize_loops.py``) and element-wise
+``T.Parallel`` loops moved in runs (``passes/rules/vector_runs.py``) give the same answer as element
+by element, on random inputs (tiles that divide the problem and tiles hanging over its edge), and a
+tensor whose address breaks the 16-byte alignment the kernel relies on is refused at the call
+(never read misaligned)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import pytest
 from tileworkbench.errors import KernelRuntimeError
 from tileworkbench.testing import gpu_marks
 
-from tilelang_compat.test_vectorized_and_sub_sweep_rows import reversed_through_shared, scaled_rows
+import tileworkbench.language as T
+from tilelang_compat.test_vectorized_and_sub_sweep_rows import (reversed_through_shared, scaled_rows,
+                                                               scaled_through_shared)
 
 pytestmark = gpu_marks(9, 0)
 
@@ -34,3 +37,11 @@ def test_a_tensor_off_the_16_byte_grid_is_refused_at_the_call(torch):
     shifted = storage[1:].view(16, 1024)  # 4 bytes past a 16-byte boundary
     with pytest.raises(KernelRuntimeError, match="16-byte aligned"):
         kernel(shifted)
+
+
+@pytest.mark.parametrize("M, N, dtype", [(256, 512, T.float16), (192, 256, T.float32), (1000, 1000, T.float16)])
+def test_element_wise_runs_through_shared_memory_match_torch(torch, M, N, dtype):
+    kernel = scaled_through_shared.compile(M=M, N=N, block_M=64, block_N=64, dtype=dtype)
+    a = torch.randn(M, N, device="cuda", dtype=torch.float16 if dtype == T.float16 else torch.float32)
+    want = (a.double() * 2.0 * 2.0).to(a.dtype)  # exact: scaling by powers of two
+    torch.testing.assert_close(kernel(a), want, rtol=0, atol=0)

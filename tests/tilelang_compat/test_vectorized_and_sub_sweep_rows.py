@@ -137,3 +137,41 @@ def test_vectorized_copies_to_and_from_an_unswizzled_shared_tile_move_16_bytes()
     assert body.count("tw::copy_vec<16>") == 4  # each copy a loop over its two 16-byte chunks
     assert "(&tile[" in body and "__syncthreads" in body  # the barrier between the shared write and read stays
     nvrtc.compile_check(src, SM90, "shared.cu")
+
+
+@tilelang.jit(target=SM90)
+def scaled_through_shared(A, block_M, block_N, dtype):
+    """Element-wise T.Parallel loops with no fragment: global -> shared (scaled), shared -> global."""
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N), dtype)
+    B = T.empty((M, N), dtype)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        s = T.alloc_shared((block_M, block_N), dtype)
+        for i, j in T.Parallel(block_M, block_N):
+            s[i, j] = A[by * block_M + i, bx * block_N + j] * 2.0
+        for i, j in T.Parallel(block_M, block_N):
+            B[by * block_M + i, bx * block_N + j] = s[i, j] + s[i, j]
+    return B
+
+
+@pytest.mark.parametrize("dtype, chunk", [(T.float16, 16), (T.float32, 16)])
+def test_element_wise_parallel_loops_move_runs_of_16_bytes(dtype, chunk):
+    kernel = scaled_through_shared.compile(M=256, N=256, block_M=64, block_N=64, dtype=dtype)
+    body = _kernel_part(kernel.get_kernel_source())
+    # each loop: one vector load of its run, one vector store; s[i, j] + s[i, j] reads the run once
+    assert body.count(f"tw::copy_vec<{chunk}>") == 4
+    assert "s_run0" in body and "s_run1" not in body
+    assert kernel.get_host_source().count("align=16)") == 2
+    nvrtc.compile_check(kernel.get_kernel_source(), SM90, "runs.cu")
+
+
+def test_guarded_global_accesses_stay_element_by_element_behind_their_checks():
+    # 1000 is no multiple of 64: every access to A and B keeps its bounds check in front of it;
+    # only the unguarded store into the shared tile moves as a run
+    kernel = scaled_through_shared.compile(M=1000, N=1000, block_M=64, block_N=64, dtype=T.float16)
+    body = _kernel_part(kernel.get_kernel_source())
+    assert "A_run" not in body and "B_run" not in body and "s_run0" not in body
+    assert body.count("tw::copy_vec<16>((&s[") == 1
+    assert body.count("< 1000)") == 4  # rows and columns, for the load and for the store
+    assert kernel.get_host_source().count("align=1)") == 2
+    nvrtc.compile_check(kernel.get_kernel_source(), SM90, "guarded.cu")

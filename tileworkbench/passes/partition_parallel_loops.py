@@ -26,6 +26,9 @@ Guarantees: no parallel loop and no fragment remains.
     shared tile that reads rows of a fragment runs over the layout they are rows of.
   * A copy between a fragment held in runs (``BlockedLayout.vec``) and a global tensor moves each
     run with 16-byte accesses (``rules.fragment_runs``).
+  * An element-wise nest touching no fragment whose store or loads can move in vectors goes to the
+    threads in runs of neighbours, each run loaded and stored with one vector access
+    (``rules.vector_runs``).
   * Any other parallel nest is split round-robin: flat iteration ``it * threads + tx``.
   * Fragments become per-thread ``local`` arrays of ``local_size`` elements.
 """
@@ -41,6 +44,7 @@ from ..target import PassConfigKey
 from .manager import register
 from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, is_row, is_whole
 from .rules.fragment_runs import run_copies
+from .rules.vector_runs import vector_runs
 from .rules.result_stores import ResultStores
 from .rules.thread_scopes import ScopedThreads
 
@@ -71,6 +75,7 @@ class _Partition(ScopedThreads, ResultStores, IRMutator):
         self.conditions: list = []  # the conditions of the ifs around the statement being visited
         self.thread_index = {self.tid}  # the thread index and the kernel's names for it (tid = tx)
         self.thread_dependent = {self.tid}  # every scalar whose value may differ between threads
+        self.checked = {p for p in func.params if isinstance(p, ir.Buffer)}  # tensors the launcher checks
 
     def visit_ThreadScope(self, node: ir.ThreadScope):
         self.thread_index.add(node.var)  # the scope's index counts the threads from its first
@@ -153,6 +158,9 @@ class _Partition(ScopedThreads, ResultStores, IRMutator):
                       annotations={"layout": layout.describe()}, loc=node.loc)
 
     def round_robin(self, node, loop_vars, extents, body):
+        runs = vector_runs(loop_vars, extents, body, self.threads, self.tid, self.checked, node.loc)
+        if runs is not None:
+            return runs
         total = 1
         for e in extents:
             total *= e

@@ -1,0 +1,130 @@
+"""How ``partition_parallel_loops`` spreads an element-wise ``T.Parallel`` nest that touches no
+fragment over the threads in runs of neighbours, moving each run with one vector access.
+
+It applies to a nest whose body is one store, ``dst[...] = value``, where the store or a load in
+``value`` is *movable*: a global tensor the launcher checks (a kernel parameter or a view of one)
+or a shared tile not laid out in panels, of a dtype of at least one byte, whose element offset
+steps by one with the innermost loop variable and is otherwise a multiple of the run. A run is
+``16 // widest`` neighbours (the widest element among the movable accesses: 8 halves or 4 floats);
+the innermost extent must be a whole number of runs. Each thread then takes runs
+``it * threads + tid`` in turn (TileLang's vectorised element-wise loops, Q scaled into its shared
+tile in chunked retention): every movable load comes into a ``local`` array with one
+``tw::copy_vec`` (16 bytes or fewer), the value is computed element by element from those arrays
+(every other load read as before, at its own element), and a movable store leaves with one
+``tw::copy_vec``. A swizzled tile keeps a run contiguous: runs are at most 16 bytes and start at a
+multiple of their size, and the swizzles permute whole 16-byte units. Loads under a select (the
+bounds checks of ``guard_global_accesses``, a ``T.if_then_else``) are never moved ahead of their
+condition. Anything else is left to the element-by-element split (correct, only slower).
+"""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+from ...ir.layout import unravel
+from ...ir.printer import expr_text
+from ...ir.simplify import simplify
+from ...ir.visitor import IRMutator, IRVisitor, substitute
+from .calls import address_of, call
+from .fragment_runs import CHUNK_BYTES, _steps_by_one
+
+
+class _UnconditionalLoads(IRVisitor):
+    """The loads ``value`` always evaluates: none under a select or inside an address."""
+
+    def __init__(self):
+        self.found: list = []
+
+    def visit_Select(self, node):
+        self.visit(node.cond)  # its branches run only when chosen
+
+    def visit_Call(self, node):
+        if node.name in ("address_of", "if_then_else"):
+            return
+        self.generic_visit(node)
+
+    def visit_BufferLoad(self, node):
+        self.found.append(node)
+        self.generic_visit(node)
+
+
+class _FromRuns(IRMutator):
+    def __init__(self, temps: dict, k: ir.Var):
+        self.temps, self.k = temps, k
+
+    def visit_BufferLoad(self, node):
+        tmp = self.temps.get(id(node))
+        if tmp is not None:
+            return ir.BufferLoad(tmp, (self.k,), node.dtype)
+        return self.generic_visit(node)
+
+
+def _movable(access, last: ir.Var, checked: set) -> bool:
+    buf = access.buffer
+    if buf.dtype.packed or buf.dtype.storage_bits < 8:
+        return False
+    if buf.scope == "global":
+        return buf in checked or buf.attrs.get("view_of") in checked
+    return buf.scope == "shared" and not buf.attrs.get("panel", 0)
+
+
+def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=None) -> ir.For | None:
+    """The nest as runs of vector moves (module doc), or None where it is not such a nest."""
+    if not isinstance(body, ir.BufferStore):
+        return None
+    last = loop_vars[-1]
+    finder = _UnconditionalLoads()
+    finder.visit(body.value)
+    accesses = [a for a in [body, *finder.found] if _movable(a, last, checked)]
+    if not accesses:
+        return None
+    run = CHUNK_BYTES // max(a.buffer.dtype.storage_bits // 8 for a in accesses)
+    if run < 2 or extents[-1] % run:
+        return None
+    accesses = [a for a in accesses if _steps_by_one(a.buffer, a.indices, last, run)]
+    if not accesses:
+        return None
+    total = 1
+    for e in extents:
+        total *= e
+    runs = total // run
+    it, flat, first, k = ir.Var("it"), ir.Var("flat"), ir.Var(f"{last.name}0"), ir.Var("k")
+    start = unravel(flat, tuple(extents))
+    at_run = {last: first}
+
+    def run_address(access):
+        return address_of(access.buffer, tuple(simplify(substitute(i, at_run)) for i in access.indices))
+
+    def chunk(access) -> int:
+        return run * (access.buffer.dtype.storage_bits // 8)
+
+    lets = [ir.LetStmt(v, e) for v, e in zip(loop_vars[:-1], start[:-1])] + [ir.LetStmt(first, start[-1])]
+    stmts, temps, seen = [], {}, {}
+    for load in (a for a in accesses if isinstance(a, ir.BufferLoad)):
+        key = (id(load.buffer), expr_text(load))
+        if key not in seen:  # one array per distinct element read (s[i, j] * s[i, j] reads it once)
+            tmp = ir.Buffer(f"{load.buffer.name}_run{len(seen)}", (ir.const(run),), load.dtype, "local",
+                            attrs={"align_bytes": chunk(load)}, loc=loc)
+            stmts += [ir.Allocate(tmp), call(f"tw::copy_vec<{chunk(load)}>", address_of(tmp, (ir.const(0),)),
+                                             run_address(load))]
+            seen[key] = tmp
+        temps[id(load)] = seen[key]
+    value = _FromRuns(temps, k).visit(body.value)
+    element = ir.LetStmt(last, first + k)
+    if any(a is body for a in accesses):
+        out = ir.Buffer(f"{body.buffer.name}_run", (ir.const(run),), body.buffer.dtype, "local",
+                        attrs={"align_bytes": chunk(body)}, loc=loc)
+        compute = ir.For(k, ir.const(run), ir.seq([element, ir.BufferStore(out, (k,), value)]), "unrolled", loc=loc)
+        stmts += [ir.Allocate(out), compute,
+                  call(f"tw::copy_vec<{chunk(body)}>", run_address(body), address_of(out, (ir.const(0),)))]
+    else:
+        store = ir.BufferStore(body.buffer, body.indices, value, loc=body.loc)
+        stmts.append(ir.For(k, ir.const(run), ir.seq([element, store]), "unrolled", loc=loc))
+    for a in accesses:
+        if a.buffer.scope == "global":
+            a.buffer.attrs["align_bytes"] = max(a.buffer.attrs.get("align_bytes", 1), chunk(a))
+    iters = -(-runs // threads)
+    head = ir.LetStmt(flat, (it * threads + tid) * run)
+    inner = ir.seq(lets + stmts)
+    if runs % threads:
+        inner = ir.IfThenElse(ir.cmp("<", flat, total), inner)
+    return ir.For(it, ir.const(iters), ir.seq([head, inner]), "unrolled" if iters <= 32 else "serial", loc=loc)
