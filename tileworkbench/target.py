@@ -30,6 +30,7 @@ class PassConfigKey(str, enum.Enum):
     TW_REGISTER_EPILOGUE = "tw.register_epilogue"  # GEMMs store their result from registers, no TMA store
     TW_DISABLE_PERSISTENT = "tw.disable_persistent"  # warp-specialised GEMMs: one block per tile, no tile loop
     TW_DISABLE_MATRIX_STORES = "tw.disable_matrix_stores"  # accumulators to shared tiles by store_pair, no stmatrix
+    TW_WS_TILE_BARRIERS = "tw.ws_tile_barriers"  # a warp-specialised two-gemm loop: a full/empty pair per tile
     TW_VERIFY_IR = "tw.verify_ir"  # the IR verifier after every pass (as TILEWORKBENCH_VERIFY_IR=1)
 
     def __str__(self) -> str:

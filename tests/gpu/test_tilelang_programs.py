@@ -315,3 +315,21 @@ def test_dynamic_sizes_one_kernel_at_every_size(torch):
     assert len(added) == 1  # one kernel object: its general form, and the aligned one for the sizes it allows
     sized = added[0]
     assert sized._aligned is not None  # 4096^3 and 256 x 128 x 64 (multiples of 8) took the 16-byte form
+
+
+@pytest.mark.parametrize("family, builder, name", [("attention", "flash_attention", "attention"),
+                                                   ("attention", "flash_attention", "attention_causal"),
+                                                   ("flash_decoding", "flash_decoding", "flash_decoding")])
+def test_two_gemm_loops_with_a_barrier_pair_per_tile_match_torch(torch, monkeypatch, family, builder, name):
+    """``tw.ws_tile_barriers`` at two stages: Q @ K^T waits for K alone, P @ V for V."""
+    module = _program(family)
+    default = getattr(module, builder)
+    configs = {**(default.pass_configs or {}), tilelang.PassConfigKey.TW_WS_TILE_BARRIERS: True}
+    monkeypatch.setattr(module, builder, tilelang.jit(out_idx=default.out_idx, pass_configs=configs)(default.fn))
+    case = module.CASES[name]
+    kernel = case["compile"]()
+    source = (getattr(kernel, "kernels", None) or [kernel])[0].get_kernel_source()
+    assert "K_shared_full" in source and "V_shared_full" in source
+    torch.manual_seed(2)
+    result = check(kernel, case, case["inputs"](torch), torch)
+    assert result["correct"], result

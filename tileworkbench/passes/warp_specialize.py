@@ -26,7 +26,8 @@ Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's thread
     last slot; in a loop with other work it runs the body's statements in order, each gemm
     complete before the next statement, and releases slot ``k`` at the end of the iteration, and
     with one stage each loaded tile has a full/empty pair of its own instead (``<tile>_full``,
-    ``<tile>_empty``): the producer waits for and fills each tile in turn, the consumer waits for
+    ``<tile>_empty``; with more stages too under ``tw.ws_tile_barriers``): the producer waits
+    for and fills each tile in turn, the consumer waits for
     a tile before the first gemm that reads it and releases it after the last, so the producer
     loads K while the softmax and P @ V run. Then it runs the statements that followed the loop
     (the epilogue). An epilogue that is one ``T.copy`` of the accumulator fragment to a
@@ -164,7 +165,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         buf = versioned.get(region.buffer)
         return region if buf is None else region.in_version(buf, slot)
 
-    if not gemm_loop and s == 1:
+    if not gemm_loop and (s == 1 or ctx.flag(PassConfigKey.TW_WS_TILE_BARRIERS)):
         barriers, produce, consume = _per_tile_protocol(loads, work, tile, slot, round_, s, consumers, loop)
         drain = []
     else:
