@@ -44,7 +44,9 @@ def test_fp8_values_compute_as_float32():
         return Y
 
     src = scale.compile(N=1024, factor=0.5).get_kernel_source()
-    assert "tw::e5m2_from_float((float)((tw::e4m3_to_float(X[" in src
+    # each element through float32 (rules.vector_runs moves the FP8 bytes 16 at a time around it)
+    assert "tw::e5m2_from_float((float)((tw::e4m3_to_float(X_run0[k]) * 0.5f)))" in src
+    assert src.count("tw::copy_vec<16>((&X_run0[0]), (&X[") == 1 and "tw::copy_vec<16>((&Y[" in src
 
 
 @pytest.mark.parametrize("body, match", [
