@@ -34,6 +34,7 @@ from ..ir import nodes as ir
 from ..ir.simplify import simplify
 from ..ir.visitor import IRMutator, collect, substitute
 from .manager import register
+from .rules.versions import OnVersion
 
 
 def _flatten(stmt) -> list:
@@ -94,29 +95,12 @@ def _split_condition(body: list, loop: ir.For, written: set, outer: set) -> list
         [ir.IfThenElse(branch.cond, ir.seq(work), loc=branch.loc)]
 
 
-class _Versioner(IRMutator):
+class _Versioner(OnVersion):
     """Rewrites one statement of the loop body for iteration ``k_expr``."""
 
     def __init__(self, loop: ir.For, stages: int, buffers: dict, barriers: dict, k_expr):
-        self.loop, self.s, self.buffers, self.barriers, self.k_expr = loop, stages, buffers, barriers, k_expr
-        self.slot = simplify((loop.var - loop.start) % stages)
-
-    def visit_Region(self, r: ir.Region):
-        r = self.generic_visit(r)
-        new = self.buffers.get(r.buffer)
-        return r if new is None else r.in_version(new, self.slot)
-
-    def visit_BufferLoad(self, node: ir.BufferLoad):
-        node = self.generic_visit(node)
-        new = self.buffers.get(node.buffer)
-        return node if new is None else ir.BufferLoad(new, (self.slot,) + tuple(node.indices), node.dtype)
-
-    def visit_BufferStore(self, node: ir.BufferStore):
-        node = self.generic_visit(node)
-        new = self.buffers.get(node.buffer)
-        if new is None:
-            return node
-        return ir.BufferStore(new, (self.slot,) + tuple(node.indices), node.value, loc=node.loc)
+        super().__init__(buffers, simplify((loop.var - loop.start) % stages))
+        self.loop, self.s, self.barriers, self.k_expr = loop, stages, barriers, k_expr
 
     def visit_BarrierRef(self, ref: ir.BarrierRef):
         new = self.barriers.get(ref.buffer)

@@ -44,33 +44,16 @@ import dataclasses
 
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
-from ..ir.visitor import IRMutator, substitute
+from ..ir.visitor import substitute
 from ..target import PassConfigKey
 from .rules import epilogue as epilogue_rules
 from .rules import persistent as persistent_rules
+from .rules.versions import OnVersion
 from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_REGISTERS, PRODUCER_THREADS, consumer_registers,
                                       consumer_work_only_gemms, flatten, is_tile_load, read_buffers,
                                       smem_bytes_with_own_epilogue_tile, why_not)
 from .manager import register
 from .plan_shared_memory import smem_limit
-
-class _InVersion(IRMutator):
-    """A consumer statement's reads of the loaded tiles (the log-sum-exps attention backward reads
-    as ``lse_shared[j]``) on this stage's versions of them."""
-
-    def __init__(self, versioned: dict, slot):
-        self.versioned, self.slot = versioned, slot
-
-    def visit_Region(self, r: ir.Region):
-        r = self.generic_visit(r)
-        new = self.versioned.get(r.buffer)
-        return r if new is None else r.in_version(new, self.slot)
-
-    def visit_BufferLoad(self, node: ir.BufferLoad):
-        node = self.generic_visit(node)
-        new = self.versioned.get(node.buffer)
-        return node if new is None else ir.BufferLoad(new, (self.slot,) + tuple(node.indices), node.dtype)
-
 
 def _role_loop(loop: ir.For, body: list, role: str, stages: int) -> ir.For:
     var = ir.Var(loop.var.name)
@@ -184,7 +167,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         return region if buf is None else region.in_version(buf, slot)
 
     def in_version(stmt):
-        return _InVersion(versioned, slot).visit(stmt) if versioned else stmt
+        return OnVersion(versioned, slot).visit(stmt) if versioned else stmt
 
     if not gemm_loop and (s == 1 or ctx.flag(PassConfigKey.TW_WS_TILE_BARRIERS)):
         barriers, produce, consume = _per_tile_protocol(loads, work, tile, in_version, slot, round_, s, consumers,
