@@ -7,9 +7,9 @@ Applies to that loop when every condition below holds (otherwise the IR is uncha
 plain way): sm_90a; neither ``tl.disable_warp_specialized`` nor ``tl.disable_tma_lower`` nor debug
 mode; the kernel uses no barriers, TMA copies or other pipelined loops of its own; the block has
 whole warpgroups; ``num_stages >= 2`` (or 1 for a loop with work between its gemms); the loop body is ``T.copy`` global -> shared of whole tiles
-with constant extents, ``T.gemm`` on the wgmma path, and any other work that writes none of the
-loaded tiles (attention's softmax between its two gemms; attention backward's reads of the tiles
-of log-sum-exps it loads, and its gemm on a tile the consumers write: ``rules.warp_specialization``).
+with constant extents, ``T.gemm`` on the wgmma path reading B (and A, unless A is a fragment or a
+tile the loop does not write) from those tiles, and any other work that touches none of the loaded
+tiles (attention's softmax between its two gemms: ``rules.warp_specialization``).
 Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's threads):
   * the launch gets ``producer_threads = 128`` more threads (``tx`` in ``[C, C + 128)``); every
     layout and thread loop still uses the ``C`` consumer threads;
@@ -48,9 +48,8 @@ from ..ir.visitor import substitute
 from ..target import PassConfigKey
 from .rules import epilogue as epilogue_rules
 from .rules import persistent as persistent_rules
-from .rules.versions import OnVersion
 from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_REGISTERS, PRODUCER_THREADS, consumer_registers,
-                                      consumer_work_only_gemms, flatten, is_tile_load, read_buffers,
+                                      consumer_work_only_gemms, flatten, is_tile_load,
                                       smem_bytes_with_own_epilogue_tile, why_not)
 from .manager import register
 from .plan_shared_memory import smem_limit
@@ -74,7 +73,7 @@ def _staged_gemm(g: ir.Gemm, tile, in_flight: int) -> ir.Gemm:
     return ir.Gemm(tile(g.a), tile(g.b), g.c, g.trans_a, g.trans_b, g.clear_accum, in_flight, loc=g.loc)
 
 
-def _per_tile_protocol(loads, work, tile, in_version, slot, round_, stages, consumers, loop) -> tuple:
+def _per_tile_protocol(loads, work, tile, slot, round_, stages, consumers, loop) -> tuple:
     """(barriers, producer body, consumer body) for a loop with work between its gemms: each
     loaded tile has a full/empty pair of its own, the consumer waits for a tile just before the
     first gemm that reads it and releases it right after the last, so the producer refills K while
@@ -88,7 +87,9 @@ def _per_tile_protocol(loads, work, tile, in_version, slot, round_, stages, cons
                     ir.BarrierArrive(ir.BarrierRef(full, slot), loc=ld.loc)]
 
     def reads(x) -> list:
-        return list(dict.fromkeys(id(b) for b in read_buffers(x) if id(b) in pairs))
+        if not isinstance(x, ir.Gemm):
+            return []
+        return list(dict.fromkeys(id(r.buffer) for r in (x.a, x.b) if id(r.buffer) in pairs))
 
     first, last = {}, {}
     for i, x in enumerate(work):
@@ -102,8 +103,6 @@ def _per_tile_protocol(loads, work, tile, in_version, slot, round_, stages, cons
                     for key in tiles if first[key] == i]
         if isinstance(x, ir.Gemm):  # complete where it stands: the next statements read its result
             x = _staged_gemm(x, tile, 0)
-        else:
-            x = in_version(x)
         consume.append(x)
         consume += [ir.BarrierArrive(ir.BarrierRef(pairs[key][1], slot), loc=x.loc)
                     for key in tiles if last[key] == i]
@@ -166,12 +165,8 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         buf = versioned.get(region.buffer)
         return region if buf is None else region.in_version(buf, slot)
 
-    def in_version(stmt):
-        return OnVersion(versioned, slot).visit(stmt) if versioned else stmt
-
     if not gemm_loop and (s == 1 or ctx.flag(PassConfigKey.TW_WS_TILE_BARRIERS)):
-        barriers, produce, consume = _per_tile_protocol(loads, work, tile, in_version, slot, round_, s, consumers,
-                                                        loop)
+        barriers, produce, consume = _per_tile_protocol(loads, work, tile, slot, round_, s, consumers, loop)
         drain = []
     else:
         # One full/empty pair for the whole stage: every tile of stage k lands on it.
@@ -197,7 +192,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             # the stage is released once the iteration's last statement has run. (A pair per tile,
             # as for one stage, measured 7% slower here: 545 against 587 TFLOP/s for attention at
             # 4096 x 128, docs/experiments.md, "Barriers of a two-gemm pipeline".)
-            consume += [_staged_gemm(x, tile, 0) if isinstance(x, ir.Gemm) else in_version(x) for x in work]
+            consume += [_staged_gemm(x, tile, 0) if isinstance(x, ir.Gemm) else x for x in work]
             consume.append(ir.BarrierArrive(ir.BarrierRef(empty, slot), loc=loop.loc))
             drain = []
 

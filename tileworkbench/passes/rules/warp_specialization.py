@@ -77,18 +77,15 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
         except CompileError as err:
             return f"T.copy of {ld.src.buffer.name} cannot be a TMA copy ({err.message})"
     read = {id(r.buffer) for g in gemms for r in (g.a, g.b)}
-    read |= {id(b) for s in body if not is_tile_load(s) and not isinstance(s, ir.Gemm) for b in read_buffers(s)}
     unread = [ld.dst.buffer.name for ld in loads if id(ld.dst.buffer) not in read]
     if unread:
-        return f"the loop loads {unread[0]}, which nothing in it reads"
-    work_only_gemms = consumer_work_only_gemms(loop)
+        return f"the loop loads {unread[0]}, which no gemm reads"
     for g in gemms:
-        for operand in (g.a.buffer, g.b.buffer):
-            # a tile the consumers write themselves (attention backward's dS^T) is read by a gemm that
-            # completes where it stands; a GEMM main loop keeps its wgmma groups running, so there
-            # every shared operand must come from the producer (or be one the loop never writes)
-            if id(operand) not in loaded and operand.scope == "shared" and id(operand) in written and work_only_gemms:
-                return f"a gemm reads {operand.name}, which the loop writes in shared memory but does not load"
+        if id(g.b.buffer) not in loaded:
+            return "a gemm reads a B tile the loop does not load"
+        a = g.a.buffer
+        if id(a) not in loaded and (a.scope == "shared" and id(a) in written):
+            return f"a gemm reads {a.name}, which the loop writes in shared memory but does not load"
         plan = gemm_rules.wgmma_plan(g, func.launch.threads, ctx)
         pairs = [(ld.src, ld.dst.buffer) for ld in loads]
         if plan is None:
@@ -114,25 +111,13 @@ def written_buffers(stmt) -> list:
     return out
 
 
-def read_buffers(stmt) -> list:
-    """The buffers a tile-level statement reads (loads, copies' and reductions' sources, gemms'
-    operands)."""
-    out = [n.buffer for n in collect(stmt, ir.BufferLoad)]
-    out += [n.src.buffer for n in collect(stmt, (ir.Copy, ir.Im2Col))]
-    out += [r.buffer for n in collect(stmt, ir.Gemm) for r in (n.a, n.b)]
-    out += [n.src for n in collect(stmt, ir.Reduce)]
-    return out
-
-
 def _why_not_consumer_work(work: list, loaded: set) -> str | None:
     """None when the loop's statements besides its tile loads and gemms (attention's softmax
-    between Q @ K^T and P @ V, the log-sum-exps attention backward reads) can run on the consumer
-    side as they are: they may read the tiles the producer refills (the consumer waits for a tile
-    before it runs them and releases it after), never write them, and load nothing from global
-    memory into shared memory."""
+    between Q @ K^T and P @ V) can run on the consumer side as they are: they touch none of the
+    tiles the producer refills and load nothing from global memory into shared memory."""
     for stmt in work:
-        if any(id(b) in loaded for b in written_buffers(stmt)):
-            return "a statement besides the T.copy loads writes a tile the loop loads"
+        if any(id(b) in loaded for b in collect(stmt, ir.Buffer)):
+            return "a statement besides the T.copy loads and T.gemm uses a tile the loop loads"
         for copy in collect(stmt, (ir.Copy, ir.Im2Col)):
             if copy.src.buffer.scope == "global" and copy.dst.buffer.scope == "shared":
                 return "the loop copies global memory to shared memory other than in whole tiles"
