@@ -27,14 +27,11 @@ ASYNC_PROXY_CALLS = ("tw::tma_", "tw::wgmma_")  # the calls whose shared-memory 
 
 
 def _generic_shared_reads(body) -> bool:
-    if any(load.buffer.scope == "shared" for load in collect(body, ir.BufferLoad)
-           if not _inside_address_of(load, body)):
+    calls = collect(body, ir.Call)
+    addressed = {id(c.args[0]) for c in calls if c.name == "address_of" and c.args}  # not reads
+    if any(load.buffer.scope == "shared" and id(load) not in addressed for load in collect(body, ir.BufferLoad)):
         return True
-    return any(c.name.startswith("tw::gemm_ss<") for c in collect(body, ir.Call))
-
-
-def _inside_address_of(load, body) -> bool:
-    return any(c.name == "address_of" and c.args and c.args[0] is load for c in collect(body, ir.Call))
+    return any(c.name.startswith("tw::gemm_ss<") for c in calls)
 
 
 def _is_fence(stmt) -> bool:
