@@ -14,9 +14,8 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     (``T.reduce_*(x, s, dim=1)``), has the rows of the other's layout (``ir.layout.ProjectedLayout``:
     every thread holding ``x[i, j]`` holds ``s[i]``);
   * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
-    per thread where those fragments are only computed on in registers, copied to and from global
-    memory and met in T.Parallel loops by unswizzled shared tiles whose elements step with the
-    run, and every row is whole sweeps or a whole number of runs: ``BlockedLayout.vec``),
+    per thread where those fragments are only computed on in registers and copied to and from
+    global memory, and every row is whole sweeps or a whole number of runs: ``BlockedLayout.vec``),
     decided in program order where nothing above decides
     it, after which the rules above apply again.
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
@@ -31,7 +30,6 @@ from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, project
 from ..ir.visitor import IRVisitor, collect
-from .rules.fragment_runs import _steps_by_one
 from .rules.thread_scopes import threads_of
 from .manager import register
 
@@ -68,16 +66,6 @@ def _register_a_layout(gemm: ir.Gemm) -> WgmmaAccumLayout:
     return WgmmaAccumLayout(tuple(a.static_shape()), plan.warpgroups)
 
 
-def _run_in_shared(access, last: ir.Var, vec: int) -> bool:
-    """A thread's run of ``vec`` neighbours is ``vec`` neighbours of this unswizzled shared tile,
-    starting at a multiple of ``vec``: one aligned vector access NVCC makes of them (the tile's
-    base is 128-byte aligned), so a warp reads whole 16-byte units and no bank twice per unit."""
-    buf = access.buffer
-    if buf.attrs.get("swizzle", 0) or buf.attrs.get("panel", 0):
-        return False
-    return _steps_by_one(buf, access.indices, last, vec)
-
-
 class _Relations(IRVisitor):
     """What the program says about fragments' layouts: pairs that share one (``same``), and
     (part, whole, kept) triples where ``part`` has the rows of ``whole`` (``rows``)."""
@@ -86,8 +74,6 @@ class _Relations(IRVisitor):
         self.same: list = []  # (a, b, loc)
         self.rows: list = []  # (part, whole, kept, loc)
         self.not_runs: set = set()  # id() of fragments a thread must hold one element at a time
-        # id() of a fragment -> (shared access, innermost loop variable) of the T.Parallel loops over it
-        self.shared_steps: dict = {}
 
     def visit_For(self, node: ir.For):
         if node.kind != "parallel":
@@ -109,11 +95,8 @@ class _Relations(IRVisitor):
                 parts.append((buf, tuple(range(len(idx))), access))
         for other in whole[1:]:
             self.same.append((whole[0], other, node.loc))
-        memory = [a for a in collect(body, (ir.BufferLoad, ir.BufferStore)) if a.buffer.scope in ("shared", "global")]
-        if any(a.buffer.scope == "global" for a in memory):
+        if any(a.buffer.scope in ("shared", "global") for a in collect(body, (ir.BufferLoad, ir.BufferStore))):
             self.not_runs |= {id(b) for b in whole}
-        for b in whole:  # shared elements a thread would reach in runs: checked once the run is known
-            self.shared_steps.setdefault(id(b), []).extend((a, loop_vars[-1]) for a in memory)
         for buf, kept, access in parts:
             if whole:
                 self.rows.append((buf, whole[0], kept, node.loc))
@@ -220,8 +203,6 @@ class _Inference:
         if any(k in self.layouts or k in self.relations.not_runs for k in group):
             return 1
         vec = 16 // min(b.dtype.storage_bits // 8 or 1 for b in group.values())
-        if not all(_run_in_shared(access, last, vec) for k in group for access, last in self.relations.shared_steps.get(k, ())):
-            return 1
         row, sweep = shape[-1], threads * vec
         numel = 1
         for s in shape:
