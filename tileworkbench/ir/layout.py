@@ -103,9 +103,10 @@ class ProjectedLayout:
 
     Defined for a row (``kept == (0,)``) of a 2-D wgmma or mma.sync accumulator, and of a 2-D
     blocked fragment whose row length divides, or is divided by, one sweep of the threads (their
-    count times the run length): :func:`project` says why not otherwise. ``lane_masks``: the ``shfl.xor`` distances between threads that share
-    an element within a warp; ``warp_sharers``: how many warps share one (combined through
-    shared memory), ``warp_slot(tid)`` which of them a thread is in."""
+    count times the run length): :func:`project` says why not otherwise. ``lane_masks``: the
+    ``shfl.xor`` distances between threads that share an element within a warp; ``warp_sharers``:
+    how many warps share one (combined through shared memory), ``warp_slot(tid)`` which of them a
+    thread is in."""
 
     base: object
     kept: tuple

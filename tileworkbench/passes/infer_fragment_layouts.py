@@ -16,8 +16,8 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
   * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
     per thread where those fragments are only computed on in registers and copied to and from
     global memory, and every row is whole sweeps or a whole number of runs: ``BlockedLayout.vec``),
-    decided in program order where nothing above decides
-    it, after which the rules above apply again.
+    decided in program order where nothing above decides it, after which the rules above apply
+    again.
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
 words); past ``REGISTER_LIMIT`` the kernel is refused at the fragment that crosses it: a thread has
 255 registers, and NVRTC's time grows fast past that (8 s at 1024 words, 39 s at 2048 on the CPU
@@ -25,6 +25,8 @@ machine), so such a kernel would take minutes to compile only to spill.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..errors import CompileError
 from ..ir import nodes as ir
@@ -204,9 +206,7 @@ class _Inference:
             return 1
         vec = 16 // min(b.dtype.storage_bits // 8 or 1 for b in group.values())
         row, sweep = shape[-1], threads * vec
-        numel = 1
-        for s in shape:
-            numel *= s
+        numel = math.prod(shape)
         # every row whole sweeps, or whole runs of a power-of-two run of threads (TileLang's layout of
         # a [64, 128] float32 tile over 128 threads: a warp's runs of 4 per row), and no partial sweep
         sharers = row // vec

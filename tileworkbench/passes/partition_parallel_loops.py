@@ -44,7 +44,7 @@ from ..target import PassConfigKey
 from .manager import register
 from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, is_row, is_whole
 from .rules.fragment_runs import run_copies
-from .rules.vector_runs import vector_runs
+from .rules.vector_runs import launcher_checked, vector_runs
 from .rules.result_stores import ResultStores
 from .rules.thread_scopes import ScopedThreads
 
@@ -75,7 +75,7 @@ class _Partition(ScopedThreads, ResultStores, IRMutator):
         self.conditions: list = []  # the conditions of the ifs around the statement being visited
         self.thread_index = {self.tid}  # the thread index and the kernel's names for it (tid = tx)
         self.thread_dependent = {self.tid}  # every scalar whose value may differ between threads
-        self.checked = {p for p in func.params if isinstance(p, ir.Buffer)}  # tensors the launcher checks
+        self.checked = launcher_checked(func)
 
     def visit_ThreadScope(self, node: ir.ThreadScope):
         self.thread_index.add(node.var)  # the scope's index counts the threads from its first

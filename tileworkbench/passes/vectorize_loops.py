@@ -23,8 +23,9 @@ from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, substitute
 from ..ir.simplify import simplify
 from .manager import register
-from .rules.calls import address_of, call
-from .rules.fragment_runs import _steps_by_one, _unwrap_cast
+from .rules.calls import address_of, call, needs_alignment
+from .rules.fragment_runs import steps_by_one, unwrap_cast
+from .rules.vector_runs import alignment_checked, launcher_checked
 
 # The For annotation T.vectorized sets (language.loops.vectorized).
 VECTORIZED = "vectorized"
@@ -40,7 +41,7 @@ def _chunk_bytes(loop: ir.For, store: ir.BufferStore, load: ir.BufferLoad) -> in
         per_chunk = chunk // elem
         if per_chunk < 2 or (extent * elem) % chunk:
             continue
-        if all(_steps_by_one(buf, idx, loop.var, per_chunk)
+        if all(steps_by_one(buf, idx, loop.var, per_chunk)
                for buf, idx in ((store.buffer, store.indices), (load.buffer, load.indices))):
             return chunk
     return None
@@ -48,18 +49,16 @@ def _chunk_bytes(loop: ir.For, store: ir.BufferStore, load: ir.BufferLoad) -> in
 
 def vector_copy(loop: ir.For, checked: set) -> ir.For | None:
     """The loop as chunked copies (module doc), or None where it is not such a copy. ``checked``:
-    the global tensors whose alignment the launcher can check (the kernel's parameters and views
-    of them; a pointer the kernel loads itself has no such check)."""
+    the kernel's tensors whose alignment the launcher checks (``rules.vector_runs.launcher_checked``)."""
     store = loop.body
     if ir.const_int(loop.start) != 0 or not isinstance(store, ir.BufferStore):
         return None
-    load = _unwrap_cast(store.value, store.buffer.dtype)
+    load = unwrap_cast(store.value, store.buffer.dtype)
     if not isinstance(load, ir.BufferLoad) or load.dtype != store.buffer.dtype:
         return None
     other = {store.buffer.scope: store.buffer, load.buffer.scope: load.buffer}
     if set(other) == {"local", "global"}:
-        tensor = other["global"]
-        if tensor not in checked and tensor.attrs.get("view_of") not in checked:
+        if not alignment_checked(other["global"], checked):
             return None
     elif set(other) == {"local", "shared"}:
         tile = other["shared"]
@@ -79,7 +78,7 @@ def vector_copy(loop: ir.For, checked: set) -> ir.For | None:
 
     for buf in (store.buffer, load.buffer):  # shared tiles start 128-byte aligned (plan_shared_memory)
         if buf.scope != "shared":
-            buf.attrs["align_bytes"] = max(buf.attrs.get("align_bytes", 1), chunk)
+            needs_alignment(buf, chunk)
     move = call(f"tw::copy_vec<{chunk}>", chunk_address(store.buffer, store.indices),
                 chunk_address(load.buffer, load.indices))
     return ir.For(jv, ir.const(ir.const_int(loop.extent) // per_chunk), move, "unrolled",
@@ -103,5 +102,4 @@ class _Vectorize(IRMutator):
 
 @register("vectorize_loops", "lower")
 def vectorize_loops(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    checked = {p for p in func.params if isinstance(p, ir.Buffer)}
-    return func.with_body(_Vectorize(checked).visit(func.body))
+    return func.with_body(_Vectorize(launcher_checked(func)).visit(func.body))

@@ -29,11 +29,17 @@ def tile_column(region: ir.Region, col: int) -> ir.Call:
     return address_of(region.buffer, (*region.starts[:-1], simplify(region.starts[-1] + col)))
 
 
+def needs_alignment(buffer: ir.Buffer, nbytes: int):
+    """The kernel's vector or bulk accesses need ``buffer`` aligned to ``nbytes``: for a tensor
+    the launcher checks it (``align_bytes``), for a local array codegen declares it ``alignas``."""
+    buffer.attrs["align_bytes"] = max(buffer.attrs.get("align_bytes", 1), nbytes)
+
+
 def needs_16_byte_alignment(tensor: ir.Buffer):
     """A bulk copy's global address must be a multiple of 16 bytes: the launcher checks the tensor
     (``align_bytes``) instead of letting a misaligned one fault on the GPU."""
     if not tensor.attrs.get("device_bound"):
-        tensor.attrs["align_bytes"] = max(tensor.attrs.get("align_bytes", 1), 16)
+        needs_alignment(tensor, 16)
 
 
 def elect(threads: int) -> ir.Call:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...errors import CompileError
 from ...ir import nodes as ir
 from ...ir.simplify import interval, is_multiple_of, simplify
-from .calls import address_of, call
+from .calls import address_of, call, needs_alignment
 
 
 def non_unit(region: ir.Region) -> list[int]:
@@ -128,7 +128,7 @@ class CopyLowering:
         if buf.scope == "global" and not is_multiple_of(buf.shape[-1], v):
             return False
         if buf.scope == "global":
-            buf.attrs["align_bytes"] = max(buf.attrs.get("align_bytes", 1), v * buf.dtype.storage_bits // 8)
+            needs_alignment(buf, v * buf.dtype.storage_bits // 8)
         return True
 
     def lower(self) -> ir.Stmt:
@@ -196,7 +196,7 @@ def lower_im2col(node: ir.Im2Col) -> ir.Stmt:
     starts = node.dst.starts
     dst_idx = (*starts[:-2], starts[-2] + i, starts[-1] + q * chunk)
     src, dst = node.src.buffer, node.dst.buffer
-    src.attrs["align_bytes"] = max(src.attrs.get("align_bytes", 1), 16)
+    needs_alignment(src, 16)
     if node.instruction == "cp_async":
         body = call("tw::cp_async<16>", address_of(dst, dst_idx), address_of(src, src_idx), inside)
     else:

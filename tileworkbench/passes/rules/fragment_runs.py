@@ -15,7 +15,7 @@ from ...ir import nodes as ir
 from ...ir.layout import BlockedLayout
 from ...ir.simplify import simplify
 from ...ir.visitor import substitute
-from .calls import address_of, call
+from .calls import address_of, call, needs_alignment
 from .result_stores import unit_column
 
 CHUNK_BYTES = 16
@@ -30,11 +30,11 @@ def _unguarded(body, loop_vars, layout, ranges):
     return body
 
 
-def _unwrap_cast(value, dtype):
+def unwrap_cast(value, dtype):
     return value.value if isinstance(value, ir.Cast) and value.dtype == dtype else value
 
 
-def _steps_by_one(buf: ir.Buffer, indices, last: ir.Var, run: int) -> bool:
+def steps_by_one(buf: ir.Buffer, indices, last: ir.Var, run: int) -> bool:
     """The element offset of ``buf[indices]`` is ``last`` plus a multiple of ``run``."""
     form = unit_column(buf, indices, last)
     return form is not None and form.const % run == 0 and all(
@@ -48,7 +48,7 @@ def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> 
     body = _unguarded(body, loop_vars, layout, ranges)
     if not isinstance(body, ir.BufferStore):
         return None
-    value = _unwrap_cast(body.value, body.buffer.dtype)
+    value = unwrap_cast(body.value, body.buffer.dtype)
     if not isinstance(value, ir.BufferLoad) or value.dtype != body.buffer.dtype:
         return None
     sides = {body.buffer.scope: (body.buffer, body.indices), value.buffer.scope: (value.buffer, value.indices)}
@@ -60,7 +60,7 @@ def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> 
         return None
     elem = tensor.dtype.storage_bits // 8
     run_bytes = layout.vec * elem
-    if tensor.dtype.packed or run_bytes % CHUNK_BYTES or not _steps_by_one(tensor, tensor_idx, loop_vars[-1], layout.vec):
+    if tensor.dtype.packed or run_bytes % CHUNK_BYTES or not steps_by_one(tensor, tensor_idx, loop_vars[-1], layout.vec):
         return None
     jv = ir.Var("jv")
     start, guard = layout.forward(tid, jv * layout.vec)
@@ -70,7 +70,7 @@ def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> 
     first = tuple(substitute(i, at) for i in tensor_idx)
     local = to_local(frag)
     local.attrs["align_bytes"] = CHUNK_BYTES
-    tensor.attrs["align_bytes"] = max(tensor.attrs.get("align_bytes", 1), CHUNK_BYTES)
+    needs_alignment(tensor, CHUNK_BYTES)
     per_chunk = CHUNK_BYTES // elem
     to_registers = body.buffer is frag
     moves = []

@@ -12,6 +12,7 @@ from ...ir import nodes as ir
 from ...ir.layout import strided_offset
 from ...ir.simplify import Affine, is_multiple_of, simplify
 from ...ir.visitor import collect, substitute, uses_var
+from .calls import needs_alignment
 from .fragments import FragmentAccess
 
 
@@ -79,7 +80,7 @@ class ResultStores:
         if column is None or not is_multiple_of(simplify(strided_offset(out, first)), 2):
             return None  # the pair's two elements are not neighbours in the tensor, or not aligned
         if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
-            out.attrs["align_bytes"] = max(out.attrs.get("align_bytes", 1), out.dtype.bytes_for(2))
+            needs_alignment(out, out.dtype.bytes_for(2))
         matrices = self.matrix_stores_of(node, loop_vars, body, value, layout, column) \
             if out.dtype.bits == 16 else None  # stmatrix moves 16-bit elements
         if matrices is not None:

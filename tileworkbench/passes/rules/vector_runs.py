@@ -24,8 +24,8 @@ from ...ir.layout import unravel
 from ...ir.printer import expr_text
 from ...ir.simplify import simplify
 from ...ir.visitor import IRMutator, IRVisitor, substitute
-from .calls import address_of, call
-from .fragment_runs import CHUNK_BYTES, _steps_by_one
+from .calls import address_of, call, needs_alignment
+from .fragment_runs import CHUNK_BYTES, steps_by_one
 
 
 class _UnconditionalLoads(IRVisitor):
@@ -58,12 +58,23 @@ class _FromRuns(IRMutator):
         return self.generic_visit(node)
 
 
-def _movable(access, last: ir.Var, checked: set) -> bool:
+def launcher_checked(func: ir.PrimFunc) -> set:
+    """The tensors whose alignment the launcher can check: the kernel's tensor parameters."""
+    return {p for p in func.params if isinstance(p, ir.Buffer)}
+
+
+def alignment_checked(tensor: ir.Buffer, checked: set) -> bool:
+    """A global tensor the launcher checks (``launcher_checked``), or a view of one; a pointer the
+    kernel loads itself has no such check, so nothing may assume its alignment."""
+    return tensor in checked or tensor.attrs.get("view_of") in checked
+
+
+def _movable(access, checked: set) -> bool:
     buf = access.buffer
     if buf.dtype.packed or buf.dtype.storage_bits < 8:
         return False
     if buf.scope == "global":
-        return buf in checked or buf.attrs.get("view_of") in checked
+        return alignment_checked(buf, checked)
     return buf.scope == "shared" and not buf.attrs.get("panel", 0)
 
 
@@ -74,13 +85,13 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
     last = loop_vars[-1]
     finder = _UnconditionalLoads()
     finder.visit(body.value)
-    accesses = [a for a in [body, *finder.found] if _movable(a, last, checked)]
+    accesses = [a for a in [body, *finder.found] if _movable(a, checked)]
     if not accesses:
         return None
     run = CHUNK_BYTES // max(a.buffer.dtype.storage_bits // 8 for a in accesses)
     if run < 2 or extents[-1] % run:
         return None
-    accesses = [a for a in accesses if _steps_by_one(a.buffer, a.indices, last, run)]
+    accesses = [a for a in accesses if steps_by_one(a.buffer, a.indices, last, run)]
     if not accesses:
         return None
     total = 1
@@ -121,7 +132,7 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
         stmts.append(ir.For(k, ir.const(run), ir.seq([element, store]), "unrolled", loc=loc))
     for a in accesses:
         if a.buffer.scope == "global":
-            a.buffer.attrs["align_bytes"] = max(a.buffer.attrs.get("align_bytes", 1), chunk(a))
+            needs_alignment(a.buffer, chunk(a))
     iters = -(-runs // threads)
     head = ir.LetStmt(flat, (it * threads + tid) * run)
     inner = ir.seq(lets + stmts)
