@@ -288,7 +288,11 @@ class CudaRenderer(CStyleRenderer):
             self.rasterized_block_indices(launch)
         else:
             for v, axis in zip(launch.block_vars, "xyz"):
-                self.emit(1, f"const int {self.declare(v)} = blockIdx.{axis};")
+                if axis == "x" and launch.heaviest_first:
+                    self.emit(1, f"const int {self.declare(v)} = {ir.const_int(launch.grid[0]) - 1} - blockIdx.x;"
+                                 "  // the blocks with the longest loops first")
+                else:
+                    self.emit(1, f"const int {self.declare(v)} = blockIdx.{axis};")
         self.stmt(self.func.body, 1)
         self.emit(0, "}")
         return "\n".join(self.lines) + "\n"

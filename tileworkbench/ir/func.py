@@ -24,6 +24,9 @@ class Launch:
     # (0: hardware order). ``raster_request`` is what T.use_swizzle asked for (None: not asked).
     raster_panel: int = 0
     raster_request: int | None = None
+    # Blocks along x numbered from the last (``bx = gridDim.x - 1 - blockIdx.x``), so the blocks
+    # whose loops run longest start first (``rasterize_blocks``).
+    heaviest_first: bool = False
     # Warp specialisation adds a producer warpgroup after the ``threads`` the kernel was written
     # for; layouts and thread loops still use ``threads``, the hardware launches ``total_threads``.
     producer_threads: int = 0
