@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: every @gpu test, then the benchmarks (GEMM vs cuBLAS, TileLang's
-# programs vs TileLang, the host time per launch), then a short table.
+# programs vs TileLang, attention vs torch SDPA and TileLang, the host time per launch), then a short table.
 # Run on the H200 from the source tree:  bash scripts/gpu_check.sh  (writes under $OUT when set)
-# Knobs: SKIP_TESTS=1, SKIP_BENCH=1, SKIP_TILELANG=1, SKIP_LAUNCH=1, BENCH_ARGS="--quick",
-# TILELANG_FAMILIES=attention,gemm_fp8, *_TIMEOUT (a session's device time can split it in two calls).
+# Knobs: SKIP_TESTS=1, SKIP_BENCH=1, SKIP_TILELANG=1, SKIP_LAUNCH=1, SKIP_ATTENTION=1, BENCH_ARGS="--quick",
+# TILELANG_FAMILIES=attention,gemm_fp8, ATTENTION_ROWS=8192x128,decode, *_TIMEOUT (a session's device time can split it in two calls).
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -38,10 +38,17 @@ if [ "${SKIP_TILELANG:-0}" != "1" ]; then
     | grep -v "TileLang:tilelang" | tee "$OUT/tilelang.log"
   tl_rc=${PIPESTATUS[0]}
 fi
+attn_rc=0
+if [ "${SKIP_ATTENTION:-0}" != "1" ]; then
+  PYTHONPATH=$PYTHONPATH$TL_PATH timeout -k 10 ${ATTENTION_TIMEOUT:-420} python3 -m tileworkbench.bench attention ${ATTENTION_ROWS:+--rows $ATTENTION_ROWS} --out "$OUT" 2>&1 \
+    | grep -v "TileLang:tilelang" | tee "$OUT/attention.log"
+  attn_rc=${PIPESTATUS[0]}
+fi
 echo
 echo "== summary =="
 [ -f "$OUT/gpu_tests.log" ] && grep -E "passed|failed" "$OUT/gpu_tests.log" | tail -1
 [ -f "$OUT/table.md" ] && cat "$OUT/table.md"
 [ -f "$OUT/launch.log" ] && grep "^|" "$OUT/launch.log"
 [ -f "$OUT/tilelang.log" ] && grep "^|" "$OUT/tilelang.log"
-exit $(( tests_rc != 0 || bench_rc != 0 || tl_rc != 0 || launch_rc != 0 ))
+[ -f "$OUT/attention.log" ] && grep -E "^\||^- " "$OUT/attention.log"
+exit $(( tests_rc != 0 || bench_rc != 0 || tl_rc != 0 || launch_rc != 0 || attn_rc != 0 ))

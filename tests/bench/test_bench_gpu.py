@@ -78,3 +78,21 @@ def test_autotune_benchmarks_on_the_gpu(torch, tmp_path, monkeypatch):
     again = autotune(matmul, configs, args=(1024, 1024, 1024), kwargs={"dtype": "float16"}, out_idx=[2],
                      progress=False)
     assert again.from_memory and again.config == result.config
+
+
+def test_quick_attention_suite_end_to_end(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "tileworkbench.bench", "attention", "--quick", "--ours-only",
+                           "--out", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=580,
+                          check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (path,) = tmp_path.glob("attention-*.json")
+    record = json.loads(path.read_text())
+    assert record["complete"] and len(record["rows"]) == 3 and record["copy_gbps"] > 1000
+    for row in record["rows"]:
+        ours = row["impls"]["tileworkbench"]
+        assert ours["correct"] and ours["max_abs_err"] < 1e-2 and ours["tflops"] > 1, row
+        assert len(ours["rounds_ms"]) == 3 and ours["ms"] == statistics.median(ours["rounds_ms"])
+        assert row["sdpa_best"].startswith("sdpa_") and row["vs_sdpa"] > 0
+        assert "tilelang" not in row["impls"]
+    assert "[3/3]" in done.stderr and "Goals:" in done.stdout

@@ -5,6 +5,7 @@
     python -m tileworkbench.bench update-md [RECORD.json] [--md BENCHMARKS.md] [--results DIR]
     python -m tileworkbench.bench table RECORD.json
     python -m tileworkbench.bench tilelang [--families gemm,norms] [--out DIR] [--ours-only]
+    python -m tileworkbench.bench attention [--rows 8192x128,decode] [--quick] [--out DIR] [--ours-only]
     python -m tileworkbench.bench launch [--n 128] [--out DIR] [--ours-only]
     python -m tileworkbench.bench interpreter [--n 256]
 
@@ -48,6 +49,13 @@ def _parser() -> argparse.ArgumentParser:
     tl.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
     tl.add_argument("--ours-only", action="store_true", help="do not import TileLang even where it is installed")
     tl.add_argument("--sources", type=Path, help="also write each kernel's CUDA source from both compilers here")
+    at = sub.add_parser("attention", help="FlashAttention forward and decoding: ours vs torch SDPA's backends and "
+                                          "TileLang 0.1.15, checked against float32 and timed side by side")
+    at.add_argument("--rows", help="comma list of words; runs the rows whose names contain one (e.g. 8192x128,decode)")
+    at.add_argument("--quick", action="store_true", help="smoke run: 1x16x4096x128 causal and not, a small decode")
+    at.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
+    at.add_argument("--ours-only", action="store_true", help="do not import TileLang even where it is installed")
+    at.add_argument("--seed", type=int, default=0, help="base seed of the random inputs (row i uses seed+i)")
     la = sub.add_parser("launch", help="host time per call of a tiny GEMM: ours, torch, CuPy, TileLang; plain "
                                        "and under CUDA graph replay")
     la.add_argument("--n", type=int, default=128, help="the GEMM's size (n x n x n, a multiple of 128; default 128)")
@@ -147,17 +155,37 @@ def run_tilelang(args) -> int:
     return run(families, Path(args.out), ours_only=args.ours_only, sources=args.sources)
 
 
-def run_launch(args) -> int:
-    if args.n < 128 or args.n % 128:
-        print(f"--n must be a multiple of 128 (the GEMM's block), not {args.n}", file=sys.stderr)
-        return 2
+def _torch_gpu(what: str) -> bool:
+    """Whether torch sees a CUDA GPU; if not, says on stderr that ``what`` needs one."""
     try:
         import torch
 
         if not torch.cuda.is_available():
             raise RuntimeError("torch sees no CUDA GPU")
-    except Exception as exc:
-        print(f"the launch benchmark needs a CUDA GPU with torch: {exc}", file=sys.stderr)
+    except Exception as exc:  # ImportError or no GPU: said plainly instead of a traceback
+        print(f"{what} needs a CUDA GPU with torch: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def run_attention(args) -> int:
+    from .attention import run, select_rows
+
+    try:
+        rows = select_rows(args.rows, quick=args.quick)
+    except ValueError as exc:
+        print(f"attention: {exc}", file=sys.stderr)
+        return 2
+    if not _torch_gpu("the attention suite"):
+        return 2
+    return run(rows, Path(args.out), ours_only=args.ours_only, seed=args.seed)
+
+
+def run_launch(args) -> int:
+    if args.n < 128 or args.n % 128:
+        print(f"--n must be a multiple of 128 (the GEMM's block), not {args.n}", file=sys.stderr)
+        return 2
+    if not _torch_gpu("the launch benchmark"):
         return 2
     from .launch import run
 
@@ -173,4 +201,4 @@ def run_interpreter(args) -> int:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     return {"gemm": run_gemm, "update-md": run_update_md, "table": run_table,
-            "tilelang": run_tilelang, "launch": run_launch, "interpreter": run_interpreter}[args.command](args)
+            "tilelang": run_tilelang, "attention": run_attention, "launch": run_launch, "interpreter": run_interpreter}[args.command](args)

@@ -1,0 +1,124 @@
+"""The attention suite without a GPU: its rows, the kernels they compile (NVRTC for sm_90a, no
+spills), the goal lines and the table from rows built by the suite's own summary code, and the
+command line's refusals."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tileworkbench as tw
+from tileworkbench.backend.nvrtc import compile_check
+from tileworkbench.bench import attention
+from tileworkbench.examples.attention import PASS_CONFIGS, flash_decode, gqa_fwd, mha_fwd
+from tileworkbench.target import detect_arch
+
+REPO = Path(__file__).resolve().parents[2]
+SM90 = {"kind": "cuda", "arch": "sm_90"}
+
+
+def test_the_rows_are_the_issues():
+    names = [r.name for r in attention.ROWS]
+    for shape in ("1x16x4096x128", "1x16x8192x128", "1x16x16384x128", "1x16x8192x64", "4x32x8192x128"):
+        assert shape in names and f"{shape} causal" in names
+    assert "1x32x8192x128 gqa8" in names and "decode 64x32x1x8192x128" in names
+    full, causal = (next(r for r in attention.ROWS if r.name == n) for n in ("1x16x8192x128", "1x16x8192x128 causal"))
+    assert full.flops == 4 * 16 * 8192 * 8192 * 128 and causal.flops == full.flops / 2
+    decode = attention.ROWS[-1]
+    assert decode.decode and decode.kv_bytes == 2 * 64 * 32 * 8192 * 128 * 2
+    assert next(r for r in attention.ROWS if "gqa8" in r.name).groups == 4
+
+
+def test_rows_are_chosen_by_words_and_unknown_words_are_refused():
+    assert [r.name for r in attention.select_rows("8192x64")] == ["1x16x8192x64", "1x16x8192x64 causal"]
+    assert [r.name for r in attention.select_rows("decode")] == ["decode 64x32x1x8192x128"]
+    assert len(attention.select_rows(None, quick=True)) == 3
+    with pytest.raises(ValueError, match="no row matches 'bogus'"):
+        attention.select_rows("bogus")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: mha_fwd(1, 16, 8192, 128, False),
+    lambda: mha_fwd(1, 16, 8192, 128, True),
+    lambda: mha_fwd(1, 16, 8192, 64, False),
+    lambda: gqa_fwd(1, 32, 8, 8192, 128, True),
+    lambda: flash_decode(64, 32, 1, 8192, 128),
+], ids=["d128", "d128-causal", "d64", "gqa-causal", "decode"])
+def test_every_kernel_of_the_suite_compiles_for_sm90a_without_spills(make):
+    func = make()
+    for kernel in getattr(func, "kernels", None) or [func]:  # decoding: the split pass, then the combine
+        art = tw.lower(kernel, target=SM90, pass_configs=PASS_CONFIGS)
+        result = compile_check(art.device_source, "sm_90a", "attention.cu")
+        assert result.cubin and result.spills_bytes == 0, result
+
+
+def test_the_forward_kernel_is_warp_specialised_with_p_in_registers():
+    src = tw.lower(mha_fwd(1, 16, 8192, 128, True), target=SM90, pass_configs=PASS_CONFIGS).device_source
+    assert "// producer warpgroup" in src and "tw::setmaxnreg_inc<240>()" in src
+    assert "tw::wgmma_gemm_rs<" in src  # P @ V with P as the register operand
+    assert "const int bx = 63 - blockIdx.x;" in src  # causal: the longest query blocks first
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: mha_fwd(1, 16, 1024, 128, False, groups=3), "groups=3 must divide heads=16"),
+    (lambda: gqa_fwd(1, 32, 7, 1024, 128, False), "kv_heads=7 must divide heads=32"),
+    (lambda: flash_decode(1, 8, 1, 1000, 128), "must be a multiple of num_split"),
+])
+def test_bad_shapes_are_refused_by_name(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def _impl(ms, flops, kv_bytes, correct=True):
+    return {"ms": ms, "tflops": flops / ms / 1e9, "gbps": kv_bytes / ms / 1e6, "correct": correct, "compile_s": 0.4}
+
+
+def _row(row, ours_ms, sdpa_ms, tilelang_ms, ours_correct=True):
+    out = {"row": row.name, "shape": attention.asdict(row), "flops": row.flops, "kv_bytes": row.kv_bytes,
+           "impls": {"tileworkbench": _impl(ours_ms, row.flops, row.kv_bytes, ours_correct),
+                     "sdpa_flash": _impl(sdpa_ms * 1.5, row.flops, row.kv_bytes),
+                     "sdpa_cudnn": _impl(sdpa_ms, row.flops, row.kv_bytes),
+                     "sdpa_efficient": {"error": "RuntimeError: No available kernel"},
+                     "tilelang": _impl(tilelang_ms, row.flops, row.kv_bytes)}}
+    attention.summarise(out)
+    return out
+
+
+def test_goals_and_table_from_summarised_rows():
+    full, causal = (next(r for r in attention.ROWS if r.name == n) for n in ("1x16x8192x128", "1x16x8192x128 causal"))
+    decode = attention.ROWS[-1]
+    ms_at = full.flops / 620e9  # 620 TFLOP/s
+    rows = [_row(full, ms_at, ms_at * 1.02, ms_at * 1.2),  # beats cuDNN by 2%, TileLang by 1.2x
+            _row(causal, causal.flops / 500e9, 1.0, 1.0),  # 500 of 620: 0.806x its non-causal rate
+            _row(decode, decode.kv_bytes / 3.5e9, 2.0, 2.0)]  # 3.5 TB/s
+    assert rows[0]["sdpa_best"] == "sdpa_cudnn" and rows[0]["vs_sdpa"] == pytest.approx(1.02)
+    assert rows[0]["vs_tilelang"] == pytest.approx(1.2)
+    goals = attention.goal_checks(rows, copy_gbps=4200.0)
+    assert "1x16x8192x128: 620 TFLOP/s (goal >= 600): met" in goals
+    assert "1x16x8192x128: 1.020x the best SDPA (sdpa_cudnn; goal >= 1.0): met" in goals
+    assert "1x16x8192x128: 1.200x TileLang (goal >= 1.15): met" in goals
+    assert "1x16x8192x128 causal: 0.806x its non-causal rate (goal >= 0.9): MISSED" in goals
+    assert "decode 64x32x1x8192x128: 83% of the copy bandwidth (goal >= 80%): met" in goals
+    text = attention.table({"rows": rows, "copy_gbps": 4200.0})
+    assert "| 1x16x8192x128 | 620 | 405 | 608 | RuntimeError: No available k | 517 | 1.020x | 1.200x | 0.40 / 0.40 |" in text
+    assert "| decode 64x32x1x8192x128 | 3500 GB/s |" in text and "copy in the same run: 4200 GB/s" in text
+
+
+def test_a_wrong_kernel_is_marked_and_meets_no_goal():
+    full = next(r for r in attention.ROWS if r.name == "1x16x8192x128")
+    row = _row(full, 0.1, 1.0, 1.0, ours_correct=False)
+    assert "vs_sdpa" not in row and "vs_tilelang" not in row
+    assert attention.goal_checks([row], None) == ["1x16x8192x128: ours did not run correctly"]
+    assert " WRONG |" in attention.table({"rows": [row]})
+
+
+@pytest.mark.skipif(detect_arch() is not None, reason="checks the behaviour without a GPU")
+def test_the_command_without_a_gpu_fails_plainly_and_writes_nothing(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "tileworkbench.bench", "attention", "--quick", "--out",
+                           str(tmp_path / "out")], cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 2 and "needs a CUDA GPU" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
