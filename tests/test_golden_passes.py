@@ -22,7 +22,7 @@ import pathlib
 import pytest
 
 from tileworkbench.examples import matmul, matmul_tma_copy
-from tileworkbench.examples.edge_cases import overhanging_tiles
+from tileworkbench.examples.edge_cases import masked_scores, overhanging_tiles
 from tileworkbench.frontend import parse
 from tileworkbench.ir.printer import print_ir
 from tileworkbench.passes.manager import REGISTRY, LowerContext
@@ -39,6 +39,8 @@ PROGRAMS = {
     "ws_gemm": lambda: matmul(512, 512, 512, 128, 256, 64, "float16", "float16", 3, 256),
     # T.Parallel loops between global tensors and a fragment on tiles hanging over the tensors' edges.
     "overhanging_tiles": lambda: overhanging_tiles(200, 100, 64, 64),
+    # A causal mask through T.if_then_else: decided once per tile except on the diagonal.
+    "masked_scores": lambda: masked_scores(256, 64, ">=", 0),
 }
 
 

@@ -60,9 +60,16 @@ def _between(src: str, start: str, end: str) -> tuple[int, int]:
     return i, src.index(end, i)
 
 
+def _loop_with(src: str, body: str, after: int = 0) -> int:
+    """Where the unrolled loop whose first statement starts with ``body`` begins."""
+    m = re.compile(r"      #pragma unroll\n      for \(int (\w+) = 0;[^\n]*\n        " + re.escape(body)).search(src, after)
+    return m.start()
+
+
 def _softmax_and_finish(src: str) -> tuple[str, str]:
     """The generated loop's softmax (after Q @ K^T up to the cast) and its finish (cast, rescale)."""
-    i, j = _between(src, "      #pragma unroll\n      for (int j_5 = 0;", "      #pragma unroll\n      for (int j_19 = 0;")
+    i = _loop_with(src, "scores_max_prev[")
+    j = _loop_with(src, "acc_s_cast[", i)
     k = src.index("      tw::wgmma_gemm_rs<", j)
     return src[i:j], src[j:k]
 
@@ -124,7 +131,8 @@ def edit(src: str, tiles: int, overlap: bool, pingpong: bool) -> str:
                if pingpong else ""))
     body = body.replace("TILES", str(tiles))
 
-    start, end = _between(src, "    #pragma unroll 1\n    for (int k_1 = 0;", "    #pragma unroll\n    for (int j_21 = 0;")
+    start = src.index("    #pragma unroll 1\n    for (int k_1 = 0;")
+    end = re.compile(r"    #pragma unroll\n    for \(int \w+ = 0;[^\n]*\n      acc_o\[\w+\] = \(acc_o\[\w+\] / logsum").search(src, start).start()
     src = src[:start] + body + src[end:]
 
     # the producer: K and V each on their own barrier pair

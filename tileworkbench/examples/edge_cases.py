@@ -225,3 +225,26 @@ def collatz_steps(n=1024):
             steps[bx * 128 + tx] = count
 
     return main
+
+
+def masked_scores(n=256, block=64, op=">=", shift=0):
+    """Out[r, c] = 1 where ``r OP c + shift`` else 0, written tile by tile through a fragment with
+    ``T.if_then_else`` (causal attention's mask): most tiles decide it alike for every element,
+    which ``split_uniform_selects`` decides once per tile."""
+
+    @T.prim_func
+    def main(Out: T.Tensor((n, n), "float32")):
+        with T.Kernel(n // block, n // block, threads=128) as (bx, by):
+            s = T.alloc_fragment((block, block), "float32")
+            for i, j in T.Parallel(block, block):
+                if op == ">=":
+                    s[i, j] = T.if_then_else(bx * block + i >= by * block + j + shift, 1.0, 0.0)
+                elif op == ">":
+                    s[i, j] = T.if_then_else(bx * block + i > by * block + j + shift, 1.0, 0.0)
+                elif op == "<=":
+                    s[i, j] = T.if_then_else(bx * block + i <= by * block + j + shift, 1.0, 0.0)
+                else:
+                    s[i, j] = T.if_then_else(bx * block + i < by * block + j + shift, 1.0, 0.0)
+            T.copy(s, Out[bx * block:(bx + 1) * block, by * block:(by + 1) * block])
+
+    return main

@@ -26,6 +26,7 @@ from . import (  # noqa: F401 - importing registers the passes
     resolve_int_arithmetic,
     scope_consumer_syncs,
     simplify_ir,
+    split_uniform_selects,
     stage_epilogue,
     vectorize_loops,
     verify_tile_ops,
@@ -45,6 +46,7 @@ PIPELINE = [
     "guard_global_accesses",  # tile: T.Parallel accesses to global tensors kept inside their shapes
     "lower_tma",  # lower: TMA copies, mbarriers -> tw:: calls; tensor-map descriptors
     "lower_tile_ops",  # lower: copy/fill/gemm/reduce -> loops and tw:: calls
+    "split_uniform_selects",  # lower: a T.if_then_else decided alike for the whole tile is decided once per tile
     "partition_parallel_loops",  # lower: T.Parallel -> per-thread loops, fragments -> registers
     "vectorize_loops",  # lower: T.vectorized copies between a thread's array and a tensor in 16-byte accesses
     "elide_proxy_fences",  # lower: no per-iteration proxy fence where only wgmma/TMA read tiles

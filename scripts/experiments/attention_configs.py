@@ -1,0 +1,67 @@
+"""Experiment: which tile configuration serves each attention row best (ours), before the attention
+suite picks a configuration per head dimension.
+
+For each row (1 x 16 x 8192, head dim 128 and 64, causal and not) and each configuration that
+fits (block_M, block_N, num_stages, threads; the ones that do not compile are reported and
+skipped): the kernel is checked against a float32 reference on random inputs, then all of the
+row's kernels are timed in 3 alternating rounds of ``profiler.do_bench`` (median ms, L2 flushed).
+
+Run on the H200:
+
+    PYTHONPATH=. python3 scripts/experiments/attention_configs.py
+
+Findings: docs/experiments.md, "Attention tile configurations".
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from tileworkbench.bench.attention import check, reference
+from tileworkbench.examples.attention import compile_mha
+from tileworkbench.profiler import do_bench
+
+CONFIGS = {
+    128: [(128, 128, 2, 256), (128, 160, 2, 256), (128, 128, 1, 256), (64, 128, 2, 128)],
+    64: [(128, 128, 2, 256), (128, 192, 2, 256), (128, 256, 2, 256), (128, 128, 3, 256), (192, 128, 2, 384),
+         (64, 256, 2, 128)],
+}
+
+
+def main() -> None:
+    import torch
+
+    for dim, configs in CONFIGS.items():
+        for causal in (False, True):
+            torch.manual_seed(0)
+            q, k, v = (torch.randn(1, 16, 8192, dim, device="cuda", dtype=torch.float16) for _ in range(3))
+            want = reference(torch, q, k, v, causal)
+            kernels = {}
+            for bm, bn, stages, threads in configs:
+                name = f"{bm}x{bn} s{stages} t{threads}"
+                try:
+                    kernel = compile_mha(1, 16, 8192, dim, causal, block_M=bm, block_N=bn, num_stages=stages,
+                                         threads=threads)
+                    result = check(torch, kernel(q, k, v), want)
+                except Exception as exc:
+                    print(f"d{dim} {'causal' if causal else 'full'} {name}: {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:120]}", flush=True)
+                    continue
+                if not result["correct"]:
+                    print(f"d{dim} {'causal' if causal else 'full'} {name}: WRONG {result}", flush=True)
+                    continue
+                kernels[name] = kernel
+            flops = 4 * 16 * 8192 * 8192 * dim / (2 if causal else 1)
+            times = {name: [] for name in kernels}
+            for _ in range(3):
+                for name, kernel in kernels.items():
+                    times[name].append(do_bench(lambda kernel=kernel: kernel(q, k, v), warmup=25, rep=100,
+                                                return_mode="median"))
+            for name, samples in times.items():
+                ms = statistics.median(samples)
+                print(f"d{dim} {'causal' if causal else 'full':6s} {name:22s} {ms:.4f} ms {flops / ms / 1e9:6.1f} TFLOP/s",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
