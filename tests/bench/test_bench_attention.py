@@ -42,7 +42,7 @@ def test_rows_are_chosen_by_words_and_unknown_words_are_refused():
 @pytest.mark.parametrize("make", [
     lambda: mha_fwd(1, 16, 8192, 128, False),
     lambda: mha_fwd(1, 16, 8192, 128, True),
-    lambda: mha_fwd(1, 16, 8192, 64, False),
+    lambda: mha_fwd(1, 16, 8192, 64, False, block_N=256),
     lambda: gqa_fwd(1, 32, 8, 8192, 128, True),
     lambda: flash_decode(64, 32, 1, 8192, 128),
 ], ids=["d128", "d128-causal", "d64", "gqa-causal", "decode"])
@@ -122,3 +122,14 @@ def test_the_command_without_a_gpu_fails_plainly_and_writes_nothing(tmp_path):
                           check=False)
     assert done.returncode == 2 and "needs a CUDA GPU" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_tilelang_counts_at_the_faster_of_its_configurations():
+    d64 = next(r for r in attention.ROWS if r.name == "1x16x8192x64")
+    assert set(attention.tilelang_configs(d64)) == {"tilelang", "tilelang_alt"}  # ours differs at head dim 64
+    assert set(attention.tilelang_configs(attention.ROWS[0])) == {"tilelang"}
+    row = _row(d64, 1.0, 1.2, 1.3)
+    row["impls"]["tilelang_alt"] = _impl(1.1, d64.flops, d64.kv_bytes)
+    attention.summarise(row)
+    assert row["tilelang_best"] == "tilelang_alt" and row["vs_tilelang"] == pytest.approx(1.1)
+    assert f"| {d64.flops / 1.1 / 1e9:.0f} | 1.200x | 1.100x |" in attention.table({"rows": [row]})

@@ -21,6 +21,15 @@ from .tilelang_programs.flash_decoding import flash_decoding
 
 # TileLang's tuned configuration for its own example on the H100/H200 (the issue's baseline).
 DEFAULT_CONFIG = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
+# Ours per head dimension, the fastest of scripts/experiments/attention_configs.py on the H200
+# (docs/experiments.md, "Attention tile configurations"): with head dim 64 the K and V tiles are
+# half as large, and 256 keys a tile halve the iterations (1 x 16 x 8192 x 64: 422 -> 473 TFLOP/s).
+CONFIGS = {64: {**DEFAULT_CONFIG, "block_N": 256}}
+
+
+def best_config(dim: int) -> dict:
+    """Our configuration for this head dimension (TileLang's tuned one where we have no better)."""
+    return dict(CONFIGS.get(dim, DEFAULT_CONFIG))
 # One query a head over a long KV cache: 64-row tiles (the smallest wgmma M) over 128 keys at a
 # time, one split per (batch, head) when those alone fill the GPU.
 DECODE_CONFIG = {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128}
@@ -44,7 +53,7 @@ def gqa_fwd(batch, heads, kv_heads, seq_len, dim, is_causal, **config):
     """Grouped-query attention: ``heads`` query heads over ``kv_heads`` K/V heads."""
     if kv_heads < 1 or heads % kv_heads:
         raise ValueError(f"kv_heads={kv_heads} must divide heads={heads}")
-    return mha_fwd(batch, heads, seq_len, dim, is_causal, groups=heads // kv_heads, **{**DEFAULT_CONFIG, **config})
+    return mha_fwd(batch, heads, seq_len, dim, is_causal, groups=heads // kv_heads, **{**best_config(dim), **config})
 
 
 def flash_decode(batch, heads, seqlen_q, seqlen_kv, dim, num_split=1, block_M=64, block_N=128, num_stages=2,
@@ -66,7 +75,7 @@ def compile_mha(batch, heads, seq_len, dim, is_causal, groups=1, **config):
     """The compiled forward kernel (``kernel(q, k, v) -> o``), with the program's own pass configs."""
     from ..jit.kernel import compile as compile_kernel
 
-    func = mha_fwd(batch, heads, seq_len, dim, is_causal, groups=groups, **{**DEFAULT_CONFIG, **config})
+    func = mha_fwd(batch, heads, seq_len, dim, is_causal, groups=groups, **{**best_config(dim), **config})
     return compile_kernel(func, out_idx=[3], pass_configs=PASS_CONFIGS)
 
 
