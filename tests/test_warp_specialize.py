@@ -65,7 +65,8 @@ def test_golden_warp_specialize_3_stages():
                             "tiles": ["A_shared", "B_shared"], "barriers": ["stage_full", "stage_empty"],
                             "registers": {"producer": 24, "consumer": 240},
                             "epilogue": "shared memory + TMA store",
-                            "persistent": {"applied": False, "reason": "tw.disable_persistent is set"}}
+                            "persistent": {"applied": False, "reason": "tw.disable_persistent is set"},
+                            "gemm_overlap": False}
 
 
 def test_generated_cuda_splits_the_block_and_compiles():

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import statistics
 
-from tileworkbench.bench.attention import check, reference
-from tileworkbench.examples.attention import compile_mha
+from tileworkbench.bench.attention import check, compile_mha, reference
 from tileworkbench.profiler import do_bench
 
 CONFIGS = {

@@ -12,7 +12,7 @@ import pytest
 import tileworkbench as tw
 from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.bench import attention
-from tileworkbench.examples.attention import PASS_CONFIGS, flash_decode, gqa_fwd, mha_fwd
+from tileworkbench.examples.attention import DEFAULT_CONFIG, PASS_CONFIGS, flash_decode, gqa_fwd, mha_fwd
 from tileworkbench.target import detect_arch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,3 +133,32 @@ def test_tilelang_counts_at_the_faster_of_its_configurations():
     attention.summarise(row)
     assert row["tilelang_best"] == "tilelang_alt" and row["vs_tilelang"] == pytest.approx(1.1)
     assert f"| {d64.flops / 1.1 / 1e9:.0f} | 1.200x | 1.100x |" in attention.table({"rows": [row]})
+
+
+def _device_source(func, configs=PASS_CONFIGS):
+    src = tw.lower(func, target=SM90, pass_configs=configs).device_source
+    return src.split("\n", 1)[1]  # the first line names the file the kernel came from
+
+
+@pytest.mark.parametrize("args, config", [
+    ((1, 16, 4096, 128, False), {}),
+    ((1, 16, 4096, 128, True), {}),
+    ((1, 16, 8192, 64, False), {"block_N": 256}),
+    ((1, 32, 4096, 128, True), {"groups": 8}),
+])
+def test_ours_and_tilelang_spelling_lower_to_the_same_cuda(args, config):
+    """The suite times ``examples.attention`` against TileLang on ``tilelang_programs/attention.py``:
+    the two must be the same program, so under our compiler they give the same CUDA."""
+    from tileworkbench.examples.tilelang_programs.attention import flash_attention
+
+    full = {**DEFAULT_CONFIG, **config}
+    assert flash_attention.pass_configs == {tw.PassConfigKey.TL_ENABLE_FAST_MATH: True}
+    assert _device_source(mha_fwd(*args, **full)) == _device_source(flash_attention.fn(*args, **full))
+
+
+def test_decoding_and_its_tilelang_spelling_lower_to_the_same_cuda():
+    from tileworkbench.examples.tilelang_programs.flash_decoding import flash_decoding
+
+    ours, theirs = flash_decode(8, 32, 1, 8192, 128), flash_decoding.fn(8, 32, 1, 8192, 128, num_split=1)
+    for a, b in zip(ours.kernels, theirs.kernels, strict=True):
+        assert _device_source(a) == _device_source(b)

@@ -11,9 +11,9 @@ Per row: inputs from ``torch.randn`` (seeded); every implementation computed onc
 against a float32 reference (heads in chunks, TF32 off) with the examples' tolerance (1e-2
 absolute and relative); then all of them timed in alternating rounds with ``profiler.do_bench``
 (CUDA events after a spin kernel, L2 flushed before every call, medians). Columns: ours
-(``examples/attention.py``, the program of ``examples/tilelang_programs``, at our configuration for
-the head dimension); each SDPA backend that runs (flash, cuDNN, memory-efficient; the fastest
-correct one is the baseline); TileLang 0.1.15 on the same program file (its own example kernel,
+(``examples/attention.py``, at our configuration for the head dimension); each SDPA backend that runs (flash, cuDNN, memory-efficient; the fastest
+correct one is the baseline); TileLang 0.1.15 on the same program as TileLang spells it
+(``examples/tilelang_programs``, which lowers to the same CUDA under our compiler: its own example kernel,
 at its tuned 128 x 128, 2-stage, 256-thread config, and at ours where that differs: the faster
 counts) when TileLang is importable. Forward rows report TFLOP/s (4 b h s^2 d, half of it when causal);
 the decode row GB/s of K and V read, against the device-to-device copy bandwidth measured in the
@@ -106,9 +106,27 @@ def select_rows(text: str | None, quick: bool = False) -> list[Row]:
 
 # ---- implementations ---------------------------------------------------------------------------
 
-def ours(row: Row):
-    from ..examples.attention import compile_decode, compile_mha
+def compile_mha(batch, heads, seq_len, dim, is_causal, groups=1, pass_configs=None, **config):
+    """Our forward kernel (``kernel(q, k, v) -> o``) from ``examples.attention.mha_fwd``, at our
+    configuration for the head dimension unless ``config`` says otherwise, in fast math as the
+    program's TileLang spelling asks (``pass_configs`` added to that)."""
+    from ..examples.attention import PASS_CONFIGS, best_config, mha_fwd
+    from ..jit.kernel import compile as compile_kernel
 
+    func = mha_fwd(batch, heads, seq_len, dim, is_causal, groups=groups, **{**best_config(dim), **config})
+    return compile_kernel(func, out_idx=[3], pass_configs={**PASS_CONFIGS, **(pass_configs or {})})
+
+
+def compile_decode(batch, heads, seqlen_q, seqlen_kv, dim, num_split=1, **config):
+    """Our decoding kernels (``kernel(q, k, v) -> o``: the split pass, then the combine)."""
+    from ..examples.attention import DECODE_CONFIG, PASS_CONFIGS, flash_decode
+    from ..jit.kernel import compile as compile_kernel
+
+    func = flash_decode(batch, heads, seqlen_q, seqlen_kv, dim, num_split=num_split, **{**DECODE_CONFIG, **config})
+    return compile_kernel(func, out_idx=[3], pass_configs=PASS_CONFIGS)
+
+
+def ours(row: Row):
     if row.decode:
         return compile_decode(row.batch, row.heads, row.seq_q, row.seq_kv, row.dim)
     return compile_mha(row.batch, row.heads, row.seq_q, row.dim, row.causal, groups=row.groups)

@@ -29,7 +29,13 @@ Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's thread
     ``<tile>_empty``; with more stages too under ``tw.ws_tile_barriers``): the producer waits
     for and fills each tile in turn, the consumer waits for
     a tile before the first gemm that reads it and releases it after the last, so the producer
-    loads K while the softmax and P @ V run. Then it runs the statements that followed the loop
+    loads K while the softmax and P @ V run. With two stages, where ``rules.overlap_plan`` finds
+    the cut (attention and flash decoding: two gemms, the second accumulating with A in registers,
+    the three fragments fitting the registers), the tiles have a pair each and the consumer
+    overlaps (``_overlapped_protocol``): iteration k issues its first gemm and iteration k - 1's
+    second back to back and runs the statements between them (the softmax) while the second is
+    still running; the last second gemm runs after the loop (``tw.disable_gemm_overlap`` and
+    ``tw.ws_tile_barriers`` turn this off). Then it runs the statements that followed the loop
     (the epilogue). An epilogue that is one ``T.copy`` of the accumulator fragment to a
     16-bit global tile goes through a shared tile (over the pipeline's dead tiles, after a
     consumer barrier) and one TMA store (``tw.register_epilogue`` keeps it as stores from
@@ -43,14 +49,14 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as ir
-from ..ir.simplify import simplify
+from ..ir.simplify import interval, launch_ranges, simplify
 from ..ir.visitor import substitute
 from ..target import PassConfigKey
 from .rules import epilogue as epilogue_rules
 from .rules import persistent as persistent_rules
-from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_REGISTERS, PRODUCER_THREADS, consumer_registers,
-                                      consumer_work_only_gemms, flatten, is_tile_load,
-                                      smem_bytes_with_own_epilogue_tile, why_not)
+from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_REGISTERS, PRODUCER_THREADS, OverlapPlan,
+                                      consumer_registers, consumer_work_only_gemms, flatten, is_tile_load,
+                                      overlap_plan, smem_bytes_with_own_epilogue_tile, why_not)
 from .manager import register
 from .plan_shared_memory import smem_limit
 
@@ -73,11 +79,9 @@ def _staged_gemm(g: ir.Gemm, tile, in_flight: int) -> ir.Gemm:
     return ir.Gemm(tile(g.a), tile(g.b), g.c, g.trans_a, g.trans_b, g.clear_accum, in_flight, loc=g.loc)
 
 
-def _per_tile_protocol(loads, work, tile, slot, round_, stages, consumers, loop) -> tuple:
-    """(barriers, producer body, consumer body) for a loop with work between its gemms: each
-    loaded tile has a full/empty pair of its own, the consumer waits for a tile just before the
-    first gemm that reads it and releases it right after the last, so the producer refills K while
-    the softmax and P @ V run, and V while the next Q @ K^T runs (with one stage)."""
+def _tile_pairs_and_producer(loads, tile, slot, round_, stages, consumers, loop) -> tuple:
+    """A full/empty pair per loaded tile, and the producer body that waits for each tile's slot
+    to be empty and fills it in turn."""
     pairs = {id(ld.dst.buffer): _stage_barriers(ld.dst.buffer.name, stages, consumers, loop.loc) for ld in loads}
     produce = []
     for ld in loads:
@@ -85,6 +89,15 @@ def _per_tile_protocol(loads, work, tile, slot, round_, stages, consumers, loop)
         produce += [ir.BarrierWait(ir.BarrierRef(empty, slot), simplify((round_ + 1) % 2), loc=ld.loc),
                     ir.TmaCopy(ld.src, tile(ld.dst), ir.BarrierRef(full, slot), FULL_ARRIVALS, loc=ld.loc),
                     ir.BarrierArrive(ir.BarrierRef(full, slot), loc=ld.loc)]
+    return pairs, produce
+
+
+def _per_tile_protocol(loads, work, tile, slot, round_, stages, consumers, loop) -> tuple:
+    """(barriers, producer body, consumer body) for a loop with work between its gemms: each
+    loaded tile has a full/empty pair of its own, the consumer waits for a tile just before the
+    first gemm that reads it and releases it right after the last, so the producer refills K while
+    the softmax and P @ V run, and V while the next Q @ K^T runs (with one stage)."""
+    pairs, produce = _tile_pairs_and_producer(loads, tile, slot, round_, stages, consumers, loop)
 
     def reads(x) -> list:
         if not isinstance(x, ir.Gemm):
@@ -108,6 +121,51 @@ def _per_tile_protocol(loads, work, tile, slot, round_, stages, consumers, loop)
                     for key in tiles if last[key] == i]
     barriers = [b for pair in pairs.values() for b in pair]
     return barriers, produce, consume
+
+
+def _overlapped_protocol(plan: OverlapPlan, pairs: dict, tile, slot, round_, loop) -> tuple:
+    """(consumer body, drain) under FlashAttention-3's intra-warpgroup overlap
+    (``rules.OverlapPlan``). Iteration k:
+
+        wait K_k; before; issue S = Q K_k^T
+        k > k0: wait V_{k-1}; issue O += P V_{k-1}; wait for S     k = k0: wait for S
+        release K_k; softmax of S (P @ V still running); wait for P @ V
+        k > k0: release V_{k-1}
+        rest (P's cast, O's rescale)
+
+    and after the loop: wait V_last; O += P V_last; release V_last. Each loaded tile has its own
+    full/empty pair: K's slot is free once S is computed, V's only once the next iteration's P @ V
+    is. The statements run in the order the program gives them up to moving P @ V_{k-1} ahead of
+    iteration k's softmax, which touches neither its operands (P, O) nor its V tile, so every
+    value is what the loop as written computes. The loop keeps its iterations (the producer's),
+    as the GEMM main loop does with its one group in flight."""
+    k = loop.var
+    first_keys = [id(r.buffer) for r in (plan.first.a, plan.first.b) if id(r.buffer) in pairs]
+    second_keys = [id(r.buffer) for r in (plan.second.a, plan.second.b) if id(r.buffer) in pairs]
+
+    def waits(keys):
+        return [ir.BarrierWait(ir.BarrierRef(pairs[key][0], slot), simplify(round_ % 2), loc=loop.loc) for key in keys]
+
+    def releases(keys):
+        return [ir.BarrierArrive(ir.BarrierRef(pairs[key][1], slot), loc=loop.loc) for key in keys]
+
+    def at(stmts: list, value) -> list:
+        return [substitute(x, {k: value}) for x in stmts]
+
+    def wgmma_wait(n: int):
+        return ir.Evaluate(ir.Call(f"tw::wgmma_wait<{n}>", ()))
+
+    previous = simplify(k - 1)
+    later = ir.cmp(">", k, loop.start)
+    issue_second = at(waits(second_keys) + [_staged_gemm(plan.second, tile, 1)], previous)  # waits for S too
+    body = (waits(first_keys) + plan.before + [_staged_gemm(plan.first, tile, 1)]
+            + [ir.IfThenElse(later, ir.seq(issue_second), wgmma_wait(0), loc=loop.loc)]
+            + releases(first_keys) + plan.overlapped + [wgmma_wait(0)]
+            + [ir.IfThenElse(later, ir.seq(at(releases(second_keys), previous)), loc=loop.loc)]
+            + plan.rest)
+    last = simplify(loop.start + loop.extent - 1)
+    drain = at(waits(second_keys) + [_staged_gemm(plan.second, tile, 0)] + releases(second_keys), last)
+    return body, [ir.IfThenElse(ir.cmp(">", loop.extent, 0), ir.seq(drain), loc=loop.loc)]
 
 
 @register("warp_specialize", "tile")
@@ -165,7 +223,17 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         buf = versioned.get(region.buffer)
         return region if buf is None else region.in_version(buf, slot)
 
-    if not gemm_loop and (s == 1 or ctx.flag(PassConfigKey.TW_WS_TILE_BARRIERS)):
+    overlap = None
+    if (not gemm_loop and not persistent and s == 2 and not ctx.flag(PassConfigKey.TW_DISABLE_GEMM_OVERLAP)
+            and not ctx.flag(PassConfigKey.TW_WS_TILE_BARRIERS)):
+        overlap = overlap_plan(work, {id(ld.dst.buffer) for ld in loads}, consumers)
+    if overlap is not None:
+        pairs, produce = _tile_pairs_and_producer(loads, tile, slot, round_, s, consumers, loop)
+        barriers = [b for pair in pairs.values() for b in pair]
+        consume, drain = _overlapped_protocol(overlap, pairs, tile, slot, round_, loop)
+        if (interval(loop.extent, launch_ranges(func))[0] or 0) >= 1:
+            drain = list(drain[0].then_body.stmts)  # the loop runs at least once: no guard needed
+    elif not gemm_loop and (s == 1 or ctx.flag(PassConfigKey.TW_WS_TILE_BARRIERS)):
         barriers, produce, consume = _per_tile_protocol(loads, work, tile, slot, round_, s, consumers, loop)
         drain = []
     else:
@@ -209,9 +277,10 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     if staged is not None:
         epilogue_tile, epilogue = staged
         keep.append(ir.Allocate(epilogue_tile, loc=epilogue_tile.loc))
-    consumer += per_tile(before + [
-        ir.Comment(f"consumer: wait for stage {loop.var.name}, gemm, release the slot"),
-        _role_loop(loop, consume, "consumer", s), *drain, *epilogue])
+    what = (f"consumer: stage {loop.var.name}'s first gemm beside stage {loop.var.name} - 1's second, the work "
+            "between them while the second runs" if overlap is not None else
+            f"consumer: wait for stage {loop.var.name}, gemm, release the slot")
+    consumer += per_tile(before + [ir.Comment(what), _role_loop(loop, consume, "consumer", s), *drain, *epilogue])
     if persistent and staged is not None:
         consumer.append(ir.TmaStoreWait(read=True, loc=epilogue_tile.loc))  # the last tile read before exit
     split = ir.WarpSpecialize(
@@ -228,6 +297,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         "epilogue": "shared memory + TMA store" if staged is not None else "stores from registers",
         "persistent": {"applied": True, "tiles": persistent_rules.tile_count(func.launch)} if persistent
         else {"applied": False, "reason": not_persistent},
+        "gemm_overlap": overlap is not None,
     }
     out.attrs.setdefault("pipelines", []).append({
         "loop": loop.var.name, "stages": s, "buffers": [b.name for b in ring],

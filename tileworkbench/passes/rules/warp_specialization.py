@@ -4,6 +4,8 @@ epilogue tile of its own would take. The pass itself builds the split."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...errors import CompileError
 from ...ir import nodes as ir
 from ...ir.visitor import collect
@@ -152,3 +154,67 @@ def smem_bytes_with_own_epilogue_tile(tiles, epilogue_tile, stages: int) -> int:
     if epilogue_tile is not None:
         total += aligned(epilogue_tile.dtype.bytes_for(epilogue_tile.numel))
     return total + 2 * 8 * stages
+
+
+@dataclass
+class OverlapPlan:
+    """A two-gemm loop body (attention's) cut for FlashAttention-3's intra-warpgroup overlap:
+    iteration k issues ``first`` (S = Q @ K_k^T) and then iteration k - 1's ``second``
+    (O += P @ V_{k-1}), waits for ``first`` only, runs ``overlapped`` while ``second`` is still on
+    the tensor cores, waits for it, then runs ``rest``."""
+
+    before: list  # statements before the first gemm (S's initial value): beside the previous second gemm too
+    first: ir.Gemm
+    overlapped: list  # after the first gemm, touching neither register operand of the second (the softmax)
+    rest: list  # from the first statement that does (P's cast, O's rescale) to the second gemm
+    second: ir.Gemm
+
+
+# Registers a consumer thread needs beside the three fragments the overlap keeps alive at once
+# (addresses, loop counters, a row's max and sum): with head dim 64 and 256-key tiles the three
+# take 224 of 240 and ptxas spilled and serialised the wgmmas.
+OVERLAP_REGISTER_MARGIN = 48
+
+
+def _registers(buf: ir.Buffer, threads: int) -> int:
+    return -(-buf.dtype.bytes_for(buf.numel) // (4 * threads))
+
+
+def overlap_plan(work: list, loaded: set, threads: int) -> OverlapPlan | None:
+    """The cut of a warp-specialised loop's consumer statements (``work``: everything but the tile
+    loads, in order), or None where the schedule would change what the loop computes or gain
+    nothing. It needs: exactly two gemms, the second last, accumulating (not clearing) into a
+    fragment and reading A from a fragment (registers the in-flight wgmma reads); the two gemms
+    reading different loaded tiles (each then has its own barrier pair); nothing before the second
+    gemm but the first gemm itself touching the loaded tiles; and, between them, a first statement
+    that touches neither the second gemm's A nor its accumulator (that part runs while the
+    previous iteration's second gemm still reads and writes them). The first gemm's accumulator,
+    the second's A and its accumulator are all alive at once then, and must fit the consumer's
+    registers with ``OVERLAP_REGISTER_MARGIN`` to spare."""
+    positions = [i for i, x in enumerate(work) if isinstance(x, ir.Gemm)]
+    if len(positions) != 2 or positions[1] != len(work) - 1:
+        return None
+    first, second = work[positions[0]], work[positions[1]]
+    if second.clear_accum or second.a.buffer.scope != "fragment" or second.c.buffer.scope != "fragment":
+        return None
+    live = sum(_registers(b, threads) for b in (first.c.buffer, second.a.buffer, second.c.buffer))
+    if live + OVERLAP_REGISTER_MARGIN > consumer_registers(threads):
+        return None
+    busy = {id(second.a.buffer), id(second.c.buffer)}
+    if any(id(r.buffer) in busy for r in (first.a, first.b, first.c)):
+        return None
+    first_tiles = {id(r.buffer) for r in (first.a, first.b)} & loaded
+    second_tiles = {id(r.buffer) for r in (second.a, second.b)} & loaded
+    if not first_tiles or not second_tiles or first_tiles & second_tiles:
+        return None
+    before, between = work[:positions[0]], work[positions[0] + 1:positions[1]]
+
+    def touches(stmt) -> bool:
+        return any(id(b) in busy for b in collect(stmt, ir.Buffer))
+
+    if any(touches(x) for x in before):
+        return None
+    cut = next((i for i, x in enumerate(between) if touches(x)), len(between))
+    if cut == 0:
+        return None
+    return OverlapPlan(before, first, between[:cut], between[cut:], second)
