@@ -15,10 +15,11 @@ from tileworkbench.analysis import check, simulate
 from tileworkbench.examples.attention import PASS_CONFIGS, flash_decode, mha_fwd
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
-PLAIN = {**PASS_CONFIGS, tw.PassConfigKey.TW_DISABLE_GEMM_OVERLAP: True}
+OVERLAP = {**PASS_CONFIGS, tw.PassConfigKey.TW_GEMM_OVERLAP: True}
+PLAIN = PASS_CONFIGS
 
 
-def lowered(func, configs=PASS_CONFIGS):
+def lowered(func, configs=OVERLAP):
     return tw.lower(func, target=SM90, pass_configs=configs)
 
 
@@ -70,7 +71,7 @@ def test_overlapped_attention_computes_what_the_plain_schedule_does(causal):
     rng = np.random.default_rng(3)
     q, k, v = (rng.standard_normal((1, 2, 256, 64)).astype(np.float16) for _ in range(3))
     outs = {}
-    for name, configs in (("overlap", PASS_CONFIGS), ("plain", PLAIN)):
+    for name, configs in (("overlap", OVERLAP), ("plain", PLAIN)):
         kernel = tw.compile(func, out_idx=[3], target="cpu", pass_configs=configs)
         outs[name] = np.asarray(kernel(q, k, v), dtype=np.float64)
     s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) / 8
@@ -83,16 +84,16 @@ def test_overlapped_attention_computes_what_the_plain_schedule_does(causal):
 
 
 def test_flash_decoding_overlaps_too():
-    art = lowered(flash_decode(2, 4, 1, 1024, 128).kernels[0])
+    art = lowered(flash_decode(2, 4, 1, 1024, 128).kernels[0])  # when asked for
     assert art.func.attrs["warp_specialized"]["gemm_overlap"] is True
 
 
 @pytest.mark.parametrize("make, configs", [
-    (lambda: mha_fwd(1, 2, 1024, 64, False, block_N=256), PASS_CONFIGS),  # S, P and O would not fit in registers
-    (lambda: mha_fwd(1, 2, 1024, 128, False, num_stages=1), PASS_CONFIGS),  # one stage: a pair per tile, no overlap
-    (lambda: mha_fwd(1, 2, 1024, 128, False), PLAIN),
-    (lambda: mha_fwd(1, 2, 1024, 128, False), {**PASS_CONFIGS, tw.PassConfigKey.TW_WS_TILE_BARRIERS: True}),
-], ids=["registers", "one-stage", "switched-off", "tile-barriers"])
+    (lambda: mha_fwd(1, 2, 1024, 64, False, block_N=256), OVERLAP),  # S, P and O would not fit in registers
+    (lambda: mha_fwd(1, 2, 1024, 128, False, num_stages=1), OVERLAP),  # one stage: a pair per tile, no overlap
+    (lambda: mha_fwd(1, 2, 1024, 128, False), PLAIN),  # not asked for: the default
+    (lambda: mha_fwd(1, 2, 1024, 128, False), {**OVERLAP, tw.PassConfigKey.TW_WS_TILE_BARRIERS: True}),
+], ids=["registers", "one-stage", "default", "tile-barriers"])
 def test_loops_the_overlap_leaves_alone(make, configs):
     assert lowered(make(), configs).func.attrs["warp_specialized"]["gemm_overlap"] is False
 
@@ -136,6 +137,6 @@ def two_gemm_loop(what):
 
 @pytest.mark.parametrize("what", ["touches-p-before", "rescales-first", "clears"])
 def test_loops_whose_order_the_overlap_would_change_are_left_alone(what):
-    art = lowered(two_gemm_loop(what), {})
+    art = lowered(two_gemm_loop(what), {tw.PassConfigKey.TW_GEMM_OVERLAP: True})
     info = art.func.attrs["warp_specialized"]
     assert info["applied"] and info["gemm_overlap"] is False

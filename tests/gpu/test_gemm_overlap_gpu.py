@@ -17,7 +17,7 @@ pytestmark = gpu_marks(9, 0)
 @pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "plain"])
 @pytest.mark.parametrize("seq, causal", [(1024, False), (1024, True), (1000, False), (2048, True)])
 def test_attention_matches_torch(torch, overlap, seq, causal):
-    configs = {**PASS_CONFIGS, tw.PassConfigKey.TW_DISABLE_GEMM_OVERLAP: not overlap}
+    configs = {**PASS_CONFIGS, tw.PassConfigKey.TW_GEMM_OVERLAP: overlap}
     func = mha_fwd(2, 4, seq, 128, causal)
     kernel = tw.compile(func, out_idx=[3], pass_configs=configs)
     assert tw.lower(func, pass_configs=configs).func.attrs["warp_specialized"]["gemm_overlap"] is overlap

@@ -56,7 +56,7 @@ PASS_CONFIGS = [
     ("switch-two", "{'tl.disable_tma_lower': 2}", "is a switch"),
     ("switch-none", "{'tw.disable_persistent': None}", "is a switch"),
     ("switch-tile-barriers", "{'tw.ws_tile_barriers': 'per tile'}", "tw.ws_tile_barriers is a switch"),
-    ("switch-gemm-overlap", "{'tw.disable_gemm_overlap': 'yes'}", "tw.disable_gemm_overlap is a switch"),
+    ("switch-gemm-overlap", "{'tw.gemm_overlap': 'yes'}", "tw.gemm_overlap is a switch"),
     ("check-mode", "{'tw.barrier_check': 'loud'}", "tw.barrier_check must be 'error', 'warn' or 'off'"),
     ("check-bool", "{'tw.barrier_check': True}", "tw.barrier_check must be 'error', 'warn' or 'off'"),
     ("timeout-string", "{'tw.debug_barrier_timeout': 'soon'}", "is a time limit in seconds"),

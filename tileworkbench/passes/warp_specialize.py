@@ -29,13 +29,15 @@ Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's thread
     ``<tile>_empty``; with more stages too under ``tw.ws_tile_barriers``): the producer waits
     for and fills each tile in turn, the consumer waits for
     a tile before the first gemm that reads it and releases it after the last, so the producer
-    loads K while the softmax and P @ V run. With two stages, where ``rules.overlap_plan`` finds
-    the cut (attention and flash decoding: two gemms, the second accumulating with A in registers,
-    the three fragments fitting the registers), the tiles have a pair each and the consumer
-    overlaps (``_overlapped_protocol``): iteration k issues its first gemm and iteration k - 1's
-    second back to back and runs the statements between them (the softmax) while the second is
-    still running; the last second gemm runs after the loop (``tw.disable_gemm_overlap`` and
-    ``tw.ws_tile_barriers`` turn this off). Then it runs the statements that followed the loop
+    loads K while the softmax and P @ V run. Under ``tw.gemm_overlap``, with two stages, where
+    ``rules.overlap_plan`` finds the cut (attention and flash decoding: two gemms, the second
+    accumulating with A in registers, the three fragments fitting the registers), the tiles have
+    a pair each and the consumer overlaps (``_overlapped_protocol``): iteration k issues its first
+    gemm and iteration k - 1's second back to back and runs the statements between them (the
+    softmax) while the second is still running; the last second gemm runs after the loop. It is
+    not the default: on the H200 it ran at 0.83-0.87x of the plain schedule, where the same
+    schedule written by hand with the first iteration peeled off ran at 1.00-1.04x
+    (docs/experiments.md, "Attention: intra-warpgroup overlap"). Then it runs the statements that followed the loop
     (the epilogue). An epilogue that is one ``T.copy`` of the accumulator fragment to a
     16-bit global tile goes through a shared tile (over the pipeline's dead tiles, after a
     consumer barrier) and one TMA store (``tw.register_epilogue`` keeps it as stores from
@@ -224,7 +226,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         return region if buf is None else region.in_version(buf, slot)
 
     overlap = None
-    if (not gemm_loop and not persistent and s == 2 and not ctx.flag(PassConfigKey.TW_DISABLE_GEMM_OVERLAP)
+    if (not gemm_loop and not persistent and s == 2 and ctx.flag(PassConfigKey.TW_GEMM_OVERLAP)
             and not ctx.flag(PassConfigKey.TW_WS_TILE_BARRIERS)):
         overlap = overlap_plan(work, {id(ld.dst.buffer) for ld in loads}, consumers)
     if overlap is not None:
