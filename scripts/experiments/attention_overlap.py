@@ -17,7 +17,7 @@ Each variant is checked against a float32 reference on random inputs, then all a
 
 Run on the H200:
 
-    PYTHONPATH=. python3 scripts/experiments/attention_overlap.py [SEQ ...]
+    PYTHONPATH=. python3 scripts/experiments/attention_overlap.py [SEQ ...] [SEQc ...]   (c: causal)
 
 Findings: docs/experiments.md, "Attention: intra-warpgroup overlap and ping-pong".
 """
@@ -214,5 +214,34 @@ def main(seqs) -> None:
                   flush=True)
 
 
+def causal(seqs) -> None:
+    """Causal rows: the compiler's plain schedule against its overlap (no hand edit)."""
+    import torch
+
+    for seq in seqs:
+        kernels = {"generated": compile_mha(1, 16, seq, 128, True),
+                   "compiler overlap": compile_mha(1, 16, seq, 128, True,
+                                                   pass_configs={PassConfigKey.TW_GEMM_OVERLAP: True})}
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(1, 16, seq, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+        want = reference(torch, q, k, v, True)
+        for name, kernel in kernels.items():
+            result = check(torch, kernel(q, k, v), want)
+            if not result["correct"]:
+                raise SystemExit(f"causal seq {seq}, {name}: wrong ({result})")
+        flops = 2 * 16 * seq * seq * 128
+        times = {name: [] for name in kernels}
+        for _ in range(5):
+            for name, kernel in kernels.items():
+                times[name].append(do_bench(lambda kernel=kernel: kernel(q, k, v), warmup=25, rep=100,
+                                            return_mode="median"))
+        base_ms = statistics.median(times["generated"])
+        for name, samples in times.items():
+            ms = statistics.median(samples)
+            print(f"1x16x{seq}x128 causal {name:18s} {ms:.4f} ms  {flops / ms / 1e9:6.1f} TFLOP/s  {base_ms / ms:.3f}x",
+                  flush=True)
+
+
 if __name__ == "__main__":
-    main([int(s) for s in sys.argv[1:]] or [4096, 8192])
+    main([int(s) for s in sys.argv[1:] if not s.endswith("c")] or [4096, 8192])
+    causal([int(s[:-1]) for s in sys.argv[1:] if s.endswith("c")])

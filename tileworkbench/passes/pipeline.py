@@ -21,6 +21,7 @@ from . import (  # noqa: F401 - importing registers the passes
     linearize_accesses,
     lower_tma,
     partition_parallel_loops,
+    peel_first_iteration,
     plan_shared_memory,
     rasterize_blocks,
     resolve_int_arithmetic,
@@ -58,6 +59,7 @@ PIPELINE = [
 
 
 CODEGEN = [
+    "peel_first_iteration",  # codegen: an overlapped two-gemm consumer loop runs its first iteration ahead of the loop
     "linearize_accesses",  # codegen: every access one element offset; result stores from a hoisted base
     "resolve_int_arithmetic",  # codegen: int64 where values may pass int32, C division where exact, loop forms
 ]

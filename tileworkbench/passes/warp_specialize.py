@@ -60,12 +60,13 @@ from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_REGISTERS, PRODU
                                       consumer_registers, consumer_work_only_gemms, flatten, is_tile_load,
                                       overlap_plan, smem_bytes_with_own_epilogue_tile, why_not)
 from .manager import register
+from .peel_first_iteration import PEEL_FIRST
 from .plan_shared_memory import smem_limit
 
-def _role_loop(loop: ir.For, body: list, role: str, stages: int) -> ir.For:
+def _role_loop(loop: ir.For, body: list, role: str, stages: int, annotations: dict | None = None) -> ir.For:
     var = ir.Var(loop.var.name)
     return ir.For(var, loop.extent, substitute(ir.seq(body), {loop.var: var}), "serial", loop.start,
-                  pipeline=ir.PipelineInfo(stages, role), loc=loop.loc)
+                  annotations=dict(annotations or {}), pipeline=ir.PipelineInfo(stages, role), loc=loop.loc)
 
 
 def _stage_barriers(name: str, stages: int, consumers: int, loc) -> tuple:
@@ -282,7 +283,10 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     what = (f"consumer: stage {loop.var.name}'s first gemm beside stage {loop.var.name} - 1's second, the work "
             "between them while the second runs" if overlap is not None else
             f"consumer: wait for stage {loop.var.name}, gemm, release the slot")
-    consumer += per_tile(before + [ir.Comment(what), _role_loop(loop, consume, "consumer", s), *drain, *epilogue])
+    # the overlapped loop's first iteration issues no P @ V: peeled off in the codegen phase
+    peel = {PEEL_FIRST: True} if overlap is not None else None
+    consumer += per_tile(before + [ir.Comment(what), _role_loop(loop, consume, "consumer", s, peel), *drain,
+                                   *epilogue])
     if persistent and staged is not None:
         consumer.append(ir.TmaStoreWait(read=True, loc=epilogue_tile.loc))  # the last tile read before exit
     split = ir.WarpSpecialize(
