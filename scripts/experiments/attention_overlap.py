@@ -159,27 +159,6 @@ def edit(src: str, tiles: int, overlap: bool, pingpong: bool) -> str:
 QUICK = True  # the ping-pong variants measured 0.94-0.95x and 0.79-0.82x (docs/experiments.md): left out
 
 
-def back_to_back(src: str) -> str:
-    """The compiler's overlapped kernel with iteration k - 1's P @ V waited for right after it is
-    issued (in_flight 0), before the softmax: Q @ K^T and P @ V still go to the tensor cores back
-    to back, but the softmax no longer runs beside P @ V."""
-    issue = re.search(r"tw::wgmma_gemm_rs<([^>]*), 1>\(acc_s_cast", src)
-    return src[:issue.start()] + f"tw::wgmma_gemm_rs<{issue.group(1)}>(acc_s_cast" + src[issue.end():]
-
-
-def pinned(src: str) -> str:
-    """The compiler's overlapped kernel with register fences (``tw::pin``, CUTLASS's
-    warpgroup_fence_operand) on S after the wait for Q @ K^T and on O and P after the wait for
-    P @ V, so no access to them moves across the waits."""
-    src = src.replace("// ---- kernel ----", HELPERS + "// ---- kernel ----", 1)
-    at = src.index("      if ((k_1 > 0)) {")
-    close = src.index("      }\n", src.index("} else {", at)) + len("      }\n")
-    src = src[:close] + "      tw::pin<64>(acc_s);\n" + src[close:]
-    wait = src.index("      tw::wgmma_wait<0>();\n      if ((k_1 > 0)) {", close)
-    return src[:wait] + "      tw::wgmma_wait<0>();\n      tw::pin<64>(acc_o);\n      tw::pin<64>(acc_s_cast);\n" \
-        + src[wait + len("      tw::wgmma_wait<0>();\n"):]
-
-
 def main(seqs) -> None:
     import torch
 
@@ -187,10 +166,7 @@ def main(seqs) -> None:
         base = compile_mha(1, 16, seq, 128, False)
         src = base.get_kernel_source()
         overlapped = compile_mha(1, 16, seq, 128, False, pass_configs={PassConfigKey.TW_GEMM_OVERLAP: True})
-        kernels = {"generated": base, "compiler overlap": overlapped,
-                   "back to back": edited_kernel(overlapped, back_to_back(overlapped.get_kernel_source()),
-                                                 out_idx=(3,)),
-                   "compiler + pins": edited_kernel(overlapped, pinned(overlapped.get_kernel_source()), out_idx=(3,))}
+        kernels = {"generated": base, "compiler overlap": overlapped}
         for name, flags in (("hand overlap", (True, False)),) + (() if QUICK else (
                 ("hand pingpong", (False, True)), ("hand overlap+pingpong", (True, True)))):
             kernels[name] = edited_kernel(base, edit(src, seq // 128, *flags), smem_bytes=SMEM, out_idx=(3,))
