@@ -16,7 +16,7 @@ from tileworkbench.examples.attention import PASS_CONFIGS, flash_decode, mha_fwd
 
 SM90 = {"kind": "cuda", "arch": "sm_90"}
 OVERLAP = {**PASS_CONFIGS, tw.PassConfigKey.TW_GEMM_OVERLAP: True}
-PLAIN = PASS_CONFIGS
+PLAIN = {**PASS_CONFIGS, tw.PassConfigKey.TW_GEMM_OVERLAP: False}
 
 
 def lowered(func, configs=OVERLAP):
@@ -83,6 +83,13 @@ def test_overlapped_attention_computes_what_the_plain_schedule_does(causal):
     np.testing.assert_array_equal(outs["overlap"], outs["plain"])
 
 
+def test_loops_of_a_constant_trip_count_overlap_by_default():
+    assert lowered(mha_fwd(1, 2, 1024, 128, False), PASS_CONFIGS).func.attrs["warp_specialized"]["gemm_overlap"]
+    src = lowered(mha_fwd(1, 2, 1024, 128, False), PASS_CONFIGS).device_source
+    assert "for (int k_1 = 1; k_1 < 8; ++k_1) {" in src  # the first iteration peeled off (peel_first_iteration)
+    assert "if ((k_1 > 0))" not in src
+
+
 def test_flash_decoding_overlaps_too():
     art = lowered(flash_decode(2, 4, 1, 1024, 128).kernels[0])  # when asked for
     assert art.func.attrs["warp_specialized"]["gemm_overlap"] is True
@@ -91,9 +98,10 @@ def test_flash_decoding_overlaps_too():
 @pytest.mark.parametrize("make, configs", [
     (lambda: mha_fwd(1, 2, 1024, 64, False, block_N=256), OVERLAP),  # S, P and O would not fit in registers
     (lambda: mha_fwd(1, 2, 1024, 128, False, num_stages=1), OVERLAP),  # one stage: a pair per tile, no overlap
-    (lambda: mha_fwd(1, 2, 1024, 128, False), PLAIN),  # not asked for: the default
+    (lambda: mha_fwd(1, 2, 1024, 128, True), PASS_CONFIGS),  # causal: not by default (measured slower)
+    (lambda: mha_fwd(1, 2, 1024, 128, False), PLAIN),  # switched off
     (lambda: mha_fwd(1, 2, 1024, 128, False), {**OVERLAP, tw.PassConfigKey.TW_WS_TILE_BARRIERS: True}),
-], ids=["registers", "one-stage", "default", "tile-barriers"])
+], ids=["registers", "one-stage", "causal-default", "switched-off", "tile-barriers"])
 def test_loops_the_overlap_leaves_alone(make, configs):
     assert lowered(make(), configs).func.attrs["warp_specialized"]["gemm_overlap"] is False
 

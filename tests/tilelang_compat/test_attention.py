@@ -29,9 +29,11 @@ def _fragment(artifact, name):
 def test_p_at_v_reads_p_from_the_registers_q_at_k_left_it_in():
     art = _lower()
     src = art.device_source
+    # in the loop P @ V leaves its wgmma group running beside the softmax (the overlap); the last one after it
+    assert "tw::wgmma_gemm_rs<128, 128, 128, 2, 128, false, tw_wgmma_m64n128k16_f16_rn, 1>(acc_s_cast," in src
     assert "tw::wgmma_gemm_rs<128, 128, 128, 2, 128, false, tw_wgmma_m64n128k16_f16_rn>(acc_s_cast," in src
     # Q @ K^T: both operands K-major with rows of 256 bytes, so two 128-byte panels each
-    assert "tw::wgmma_gemm_ss<128, 128, 128, 2, 128, 128, true, tw_wgmma_m64n128k16_f16_kk>" in src
+    assert "tw::wgmma_gemm_ss<128, 128, 128, 2, 128, 128, true, tw_wgmma_m64n128k16_f16_kk, 1>" in src
     cast = _fragment(art, "acc_s_cast").attrs["layout"]
     assert cast == WgmmaAccumLayout((128, 128), 2) == _fragment(art, "acc_s").attrs["layout"]
     assert "__shared__" in src and "P_shared" not in src  # no trip through shared memory for P
