@@ -10,9 +10,10 @@ Guarantees: such a loop ``for k in [k0, k0 + n)`` becomes its body at ``k = k0``
 true), the two inside ``if n > 0`` unless ``n >= 1`` is known. Every iteration runs the statements
 it ran before, in the same order, so what the analyses found for the loop holds for the peeled
 form. Variables bound inside the body are bound afresh in the peeled copy (each loop or scalar
-variable stays bound once). Why: the same schedule with its branches in the loop ran at 0.83-0.87x
-of the plain one on the H200, written peeled by hand at 1.00-1.04x (docs/experiments.md,
-"Attention: intra-warpgroup overlap and ping-pong").
+variable stays bound once). Why: on the H200 the overlapped schedule with its branches in the loop
+ran at 0.83-0.87x of the plain one, peeled at 1.04-1.07x (docs/experiments.md, "Attention:
+intra-warpgroup overlap and ping-pong"). The analyses check the unpeeled loop because their
+simulation pairs the producer's and consumer's loops in lockstep.
 """
 
 from __future__ import annotations

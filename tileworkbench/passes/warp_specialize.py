@@ -173,7 +173,8 @@ def _overlapped_protocol(plan: OverlapPlan, pairs: dict, tile, slot, round_, loo
 def _overlap_wanted(ctx, loop: ir.For) -> bool:
     """``tw.gemm_overlap`` when given; otherwise for loops of a constant trip count. On the H200
     the overlap ran non-causal attention at 1.04-1.07x and causal attention (its trip count grows
-    with the query block) at 0.97x (docs/experiments.md, "Attention: intra-warpgroup overlap")."""
+    with the query block) at 0.97x (docs/experiments.md, "Attention: intra-warpgroup overlap and
+    ping-pong")."""
     asked = ctx.configs.get(PassConfigKey.TW_GEMM_OVERLAP.value)
     if asked is not None:
         return bool(asked)
