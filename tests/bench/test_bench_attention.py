@@ -162,3 +162,19 @@ def test_decoding_and_its_tilelang_spelling_lower_to_the_same_cuda():
     ours, theirs = flash_decode(8, 32, 1, 8192, 128), flash_decoding.fn(8, 32, 1, 8192, 128, num_split=1)
     for a, b in zip(ours.kernels, theirs.kernels, strict=True):
         assert _device_source(a) == _device_source(b)
+
+
+def test_the_attention_plot_draws_each_implementation_per_forward_row():
+    pytest.importorskip("matplotlib")
+    from tileworkbench.bench.plots import ATTENTION_SERIES, plot_attention
+
+    full, causal = (next(r for r in attention.ROWS if r.name == n) for n in ("1x16x8192x128", "1x16x8192x128 causal"))
+    rows = [_row(full, full.flops / 620e9, 1.0, 1.2), _row(causal, 1.0, 0.9, 1.1, ours_correct=False),
+            _row(attention.ROWS[-1], 1.0, 1.0, 1.0)]  # the decode row is not a forward row: left out
+    fig = plot_attention({"rows": rows, "machine": {"gpu": "NVIDIA H200", "commit": "abc1234"}})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1x16x8192x128", "1x16x8192x128 causal"]
+    assert len(ax.patches) == 2 * len(ATTENTION_SERIES)
+    ours = [p.get_height() for p in ax.patches[:2]]
+    assert ours[0] == pytest.approx(620) and ours[1] != ours[1]  # a wrong result is drawn as no bar (NaN)
+    assert [t.get_text() for t in ax.texts] == [f"{rows[0]['vs_sdpa']:.2f}x", "WRONG"]

@@ -13,7 +13,7 @@ NOTEBOOKS = sorted(glob.glob(os.path.join(REPO, "notebooks", "*.ipynb")))
 
 def test_the_notebooks_exist():
     names = [os.path.basename(p) for p in NOTEBOOKS]
-    assert names == ["01_quickstart.ipynb", "02_pipelining.ipynb", "03_benchmarks.ipynb"]
+    assert names == ["01_quickstart.ipynb", "02_pipelining.ipynb", "03_benchmarks.ipynb", "04_attention.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
@@ -39,6 +39,13 @@ def test_notebook_runs(path, monkeypatch):
         assert any("application/vnd.jupyter.widget-view+json" in d for d in bundles)  # the stepper
         text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
         assert "No NVIDIA GPU here" in text or "matches torch" in text
+    if path.endswith("04_attention.ipynb"):
+        bundles = [o["data"] for o in outputs if "data" in o]
+        assert any(TRACE_MIME in d for d in bundles)  # the overlapped kernel's workbench
+        assert any("image/png" in d for d in bundles)  # the recorded benchmark's plot
+        text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+        assert "findings: none" in text and text.count("against float64") == 4
+        assert "V_shared_empty" in text and "for (int k_1 = 1;" in text  # the overlapped loop, peeled
 
 
 def test_benchmarks_notebook_plots_recorded_results(tmp_path, monkeypatch):
