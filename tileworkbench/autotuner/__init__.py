@@ -9,7 +9,9 @@ configs for a kernel builder, in parallel processes, remembered on disk (``tuner
                       out_idx=[2])
     result.config, result.ms, result.kernel
 
-See ``tuner.py`` for the steps (parallel compile, GPU benchmark, disk memory).
+See ``tuner.py`` for the steps (parallel compile, GPU benchmark, disk memory); with
+``backend="ray"`` the compiles and the timing run on a Ray cluster instead, faults costing a config
+and not the sweep, a sweep resuming from its record (``ray_backend.py``).
 """
 
 from .decorator import AutoTuner, AutotuneResult as TunedResult, autotune

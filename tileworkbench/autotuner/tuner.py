@@ -76,10 +76,13 @@ class IncorrectResult(AssertionError):
 
 # ---- compile step ------------------------------------------------------------------------------
 
-def _compile_one(builder, args, kwargs, config: Config, target: Target, pass_configs: dict, out_idx) -> Compiled:
+def _compile_one(builder, args, kwargs, config: Config, target: Target, pass_configs: dict, out_idx,
+                 keep: bool = False):
     """Runs in a worker process; returns plain data (exceptions become strings, so nothing that
-    fails to pickle can break the pool)."""
+    fails to pickle can break the pool). With ``keep`` a pair: the ``Compiled`` and the kernel
+    (None where it did not compile)."""
     start = time.perf_counter()
+    kernel = None
     try:
         from ..backend.nvrtc import compile_check
         from ..jit.kernel import compile as tw_compile
@@ -89,12 +92,13 @@ def _compile_one(builder, args, kwargs, config: Config, target: Target, pass_con
         nv = kernel.record.get("nvrtc")  # compile() ran NVRTC (or found its result on disk)
         if nv is None:  # NVRTC could not be loaded: this raises a CompileError that says so
             nv = compile_check(kernel.get_kernel_source(), target.arch, name=f"{kernel.name}.cu").to_json()
-        return Compiled(config, True, time.perf_counter() - start, registers=nv["registers"],
+        done = Compiled(config, True, time.perf_counter() - start, registers=nv["registers"],
                         spills_bytes=nv["spills_bytes"], smem_bytes=kernel.record.get("smem_bytes"),
                         worker_pid=os.getpid())
     except Exception as exc:
-        return Compiled(config, False, time.perf_counter() - start, error=str(exc), error_type=type(exc).__name__,
-                        worker_pid=os.getpid())
+        done, kernel = Compiled(config, False, time.perf_counter() - start, error=str(exc),
+                                error_type=type(exc).__name__, worker_pid=os.getpid()), None
+    return (done, kernel) if keep else done
 
 
 _WORKER_BUILDER = None  # set in each worker by the pool initializer
@@ -244,7 +248,8 @@ class GpuBenchmark:
 def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, target="auto", pass_configs=None,
              benchmark: bool = True, timer=None, ref_program=None, max_rel_err: float = 1e-2, warmup: int = 10,
              rep: int = 50, use_memory: bool = True, max_workers: int | None = None, progress: bool = True,
-             mp_context: str | None = None) -> AutotuneResult:
+             mp_context: str | None = None, backend: str = "local", ray_address: str | None = None,
+             trial_timeout_s: float | None = None, record=None, gpus_per_trial: float = 1.0) -> AutotuneResult:
     """Find the fastest ``config`` for ``builder(*args, **kwargs, **config.as_kwargs())``.
 
     ``configs``: ``Config`` objects (default ``config_space()``). ``timer(kernel, config) -> ms``
@@ -252,6 +257,12 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
     given). ``benchmark=False`` stops after the compile step. Without a GPU (and no ``timer``)
     the compile step still runs, then ``NeedsGPUError`` is raised. The best config is remembered
     per (builder, args/kwargs, device) and reused next time (``use_memory=False`` re-tunes).
+
+    ``backend="ray"`` runs the sweep on a Ray cluster (``ray_backend.py``): compiles on CPU workers,
+    timing on workers holding ``gpus_per_trial`` GPUs each, a config that crashes its worker or
+    runs past ``trial_timeout_s`` failing alone, finished configs appended to ``record`` (a
+    JSON-lines file a later sweep resumes from). ``ray_address``: a running cluster to join
+    (default: a local one for the sweep).
 
     Example::
 
@@ -262,16 +273,28 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
     """
     from ..jit.kernel import compile as compile_kernel
 
+    if backend not in ("local", "ray"):
+        raise ValueError(f"autotune: backend must be 'local' or 'ray', not {backend!r}")
     configs = list(configs if configs is not None else config_space())
     tgt = Target.of(target)
     kwargs = dict(kwargs or {})
-    device = device_name(tgt)
-    key = memory.memory_key(builder, args, kwargs, device)
 
     def build(cfg):
         return compile_kernel(builder(*args, **kwargs, **cfg.as_kwargs()), out_idx=out_idx, target=tgt,
                           pass_configs=pass_configs)
 
+    if backend == "ray":
+        from .ray_backend import RaySweep
+
+        sweep = RaySweep(ray_address, trial_timeout_s, record, gpus_per_trial)
+        with sweep.session():
+            return _autotune_on_ray(sweep, builder, configs, args, kwargs, out_idx, tgt, pass_configs, benchmark,
+                                    timer or (GpuBenchmark(ref_program, max_rel_err, warmup, rep)
+                                              if gpus_per_trial > 0 else None),
+                                    use_memory, progress, build)
+
+    device = device_name(tgt)
+    key = memory.memory_key(builder, args, kwargs, device)
     if benchmark and use_memory:
         hit = memory.recall(key)
         if hit is not None and hit["config"] in configs:
@@ -279,15 +302,7 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
 
     compiled = compile_candidates(builder, configs, args, kwargs, out_idx, tgt, pass_configs, max_workers,
                                   progress, mp_context)
-    result = AutotuneResult(None, None, None, compiled, key=key)
-    for c in compiled:
-        if not c.ok:
-            first = (c.error or "").strip().splitlines()[0] if c.error else ""
-            result.skipped.append((c.config, f"{c.error_type}: {first}"))
-            print(f"autotune: skipped {c.config.name}: {c.error_type}: {first}", file=sys.stderr)
-    if not result.valid_configs:
-        raise ValueError(f"autotune: none of the {len(configs)} configs compiled; first error: "
-                         f"{result.skipped[0][1] if result.skipped else 'no configs given'}")
+    result = _compiled_result(compiled, key, len(configs))
     if not benchmark:
         return result
     if timer is None:
@@ -311,11 +326,110 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
                 bar.update(f"{cfg.name} failed ({type(exc).__name__})")
     finally:
         bar.close()
+    best = _best_trial(result)
+    result.config, result.ms, result.kernel = best.config, best.ms, kernels[best.config]
+    _remember(result, builder, device)
+    return result
+
+
+def _compiled_result(compiled: list, key: str, how_many: int) -> AutotuneResult:
+    """The result after the compile step: what did not compile is skipped, and said so."""
+    result = AutotuneResult(None, None, None, compiled, key=key)
+    for c in compiled:
+        if not c.ok:
+            first = (c.error or "").strip().splitlines()[0] if c.error else ""
+            result.skipped.append((c.config, f"{c.error_type}: {first}"))
+            print(f"autotune: skipped {c.config.name}: {c.error_type}: {first}", file=sys.stderr)
+    if not result.valid_configs:
+        raise ValueError(f"autotune: none of the {how_many} configs compiled; first error: "
+                         f"{result.skipped[0][1] if result.skipped else 'no configs given'}")
+    return result
+
+
+def _best_trial(result: AutotuneResult) -> Trial:
     timed = [t for t in result.trials if t.ms is not None]
     if not timed:
         raise RuntimeError(f"autotune: no config ran; first failure: {result.trials[0].error}")
-    best = min(timed, key=lambda t: t.ms)
-    result.config, result.ms, result.kernel = best.config, best.ms, kernels[best.config]
-    memory.remember(key, best.config, best.ms, builder=memory.builder_name(builder), device=device,
+    return min(timed, key=lambda t: t.ms)
+
+
+def _remember(result: AutotuneResult, builder, device: str) -> None:
+    memory.remember(result.key, result.config, result.ms, builder=memory.builder_name(builder), device=device,
                     params=[{k: p.get(k) for k in ("name", "shape", "dtype")} for p in result.kernel.params])
+
+
+def _autotune_on_ray(sweep, builder, configs, args, kwargs, out_idx, tgt, pass_configs, benchmark, timer,
+                     use_memory, progress, build) -> AutotuneResult:
+    """``autotune``'s steps with Ray doing the compiling and the timing (``ray_backend.py``)."""
+    from ..jit.kernel import Kernel
+    from .ray_backend import compile_task, time_task
+
+    gpus = sweep.gpus_per_trial
+    if benchmark and gpus > 0 and sweep.cluster_gpus() < gpus:  # its tasks would wait for GPUs forever
+        raise RuntimeError(f"the Ray cluster has {sweep.cluster_gpus():g} GPUs; each timing task needs {gpus:g}")
+    on_gpu = {"num_gpus": gpus} if gpus > 0 and sweep.cluster_gpus() >= gpus else {"num_cpus": 1}
+    device = sweep.run(device_name, [(tgt,)], on_gpu, 1)[0].value or f"unknown {tgt.arch}"
+    key = memory.memory_key(builder, args, kwargs, device)
+    if benchmark and use_memory:
+        hit = memory.recall(key)
+        if hit is not None and hit["config"] in configs:
+            return AutotuneResult(hit["config"], hit["ms"], build(hit["config"]), from_memory=True, key=key)
+    if benchmark and timer is None:
+        raise ValueError("autotune(backend='ray', gpus_per_trial=0) times on CPU workers: pass a timer=")
+
+    done = sweep.finished() if benchmark else {}  # configs a previous sweep with this record finished
+    todo = [c for c in configs if c not in done]
+    records: dict = {}
+    configs_pc = PassContext.merged_configs(pass_configs)
+    bar = _Progress(len(todo), "autotune: compile (ray)", progress)
+
+    def compiled_one(i, outcome):
+        if outcome.ok:
+            c, records[todo[i]] = outcome.value
+        else:  # the worker died or the compile ran past the time limit
+            c = Compiled(todo[i], False, error=outcome.error, error_type=outcome.error_type)
+            outcome.value = (c, None)
+        bar.update(_status(c))
+
+    try:
+        outcomes = sweep.run(compile_task, [(builder, args, kwargs, c, tgt, configs_pc, out_idx) for c in todo],
+                             {"num_cpus": 1}, sweep.cpu_slots(), compiled_one)
+    finally:
+        bar.close()
+    compiled = [o.value[0] for o in outcomes]
+    result = _compiled_result(compiled, key, len(todo)) if compiled else AutotuneResult(None, None, None, key=key)
+    for cfg, (ms, error) in done.items():
+        if cfg in configs:
+            result.trials.append(Trial(cfg, ms, error))
+            if error is not None:
+                result.skipped.append((cfg, error))
+    if not benchmark:
+        return result
+
+    valid = [c for c in result.valid_configs if c in records]
+    bar = _Progress(len(valid), "autotune: benchmark (ray)", progress)
+
+    def timed_one(i, outcome):
+        cfg = valid[i]
+        if outcome.ok:
+            result.trials.append(Trial(cfg, outcome.value))
+            bar.update(f"{cfg.name} {outcome.value:.4f} ms")
+        else:
+            reason = f"{outcome.error_type}: {outcome.error}"
+            result.trials.append(Trial(cfg, None, reason))
+            result.skipped.append((cfg, reason))
+            bar.update(f"{cfg.name} failed ({outcome.error_type})")
+        sweep.remember(cfg, result.trials[-1].ms, result.trials[-1].error)
+
+    try:
+        sweep.run(time_task, [(records[c], out_idx, c, timer, gpus > 0) for c in valid], on_gpu, sweep.gpu_slots(),
+                  timed_one)
+    finally:
+        bar.close()
+    best = _best_trial(result)
+    result.config, result.ms = best.config, best.ms
+    # the driver loads the best kernel where it has a GPU of its own (as compile(load_device=False) otherwise)
+    result.kernel = (Kernel(records[best.config], out_idx, load_device=gpu_present()) if best.config in records
+                     else build(best.config))
+    _remember(result, builder, device)
     return result
