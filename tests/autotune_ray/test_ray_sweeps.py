@@ -125,3 +125,12 @@ def test_the_public_autotune_takes_the_ray_backend(cluster):
     result = tw.autotune(ray_helpers.plain_matmul, CONFIGS[:2], out_idx=[2], target="sm_90a", backend="ray",
                          benchmark=False, progress=False)
     assert [c.ok for c in result.compiled] == [True, True]
+
+
+def test_the_sweep_reads_as_a_dataframe_fastest_first(cluster):
+    pytest.importorskip("pandas")
+    result = sweep(ray_helpers.plain_matmul, timer=ray_helpers.hanging_timer, gpus_per_trial=0, trial_timeout_s=20)
+    frame = result.to_dataframe()
+    assert list(frame["block_N"]) == [128, 128, 64] and frame["ms"].iloc[0] == result.ms
+    assert frame["compiled"].all() and frame["registers"].notna().all()
+    assert "TrialTimeout" in frame["error"].iloc[2] and frame["ms"].isna().iloc[2]

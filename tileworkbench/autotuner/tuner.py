@@ -59,6 +59,24 @@ class AutotuneResult:
     def valid_configs(self) -> list:
         return [c.config for c in self.compiled if c.ok]
 
+    def to_dataframe(self):
+        """One row per config: its fields, the compile step's verdict (registers, spills, shared
+        memory, error) and the timing (``ms``, or the error that stopped it); fastest first.
+        Needs pandas (the ``[lab]`` extra)."""
+        from ..errors import lab_dependency
+
+        pd = lab_dependency("pandas", "AutotuneResult.to_dataframe")
+        rows = {}
+        for c in self.compiled:
+            rows[c.config] = {**c.config.as_kwargs(), "compiled": c.ok, "registers": c.registers,
+                              "spills_bytes": c.spills_bytes, "smem_bytes": c.smem_bytes, "ms": None,
+                              "error": None if c.ok else f"{c.error_type}: {c.error}"}
+        for t in self.trials:
+            row = rows.setdefault(t.config, {**t.config.as_kwargs(), "compiled": True})
+            row.update(ms=t.ms, error=t.error if t.error is not None else row.get("error"))
+        frame = pd.DataFrame(list(rows.values()))
+        return frame.sort_values("ms", na_position="last").reset_index(drop=True) if len(frame) else frame
+
 
 class NeedsGPUError(RuntimeError):
     """Raised after the compile step where no GPU can benchmark; ``.result`` holds what compiled."""
