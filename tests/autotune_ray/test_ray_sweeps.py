@@ -134,3 +134,42 @@ def test_the_sweep_reads_as_a_dataframe_fastest_first(cluster):
     assert list(frame["block_N"]) == [128, 128, 64] and frame["ms"].iloc[0] == result.ms
     assert frame["compiled"].all() and frame["registers"].notna().all()
     assert "TrialTimeout" in frame["error"].iloc[2] and frame["ms"].isna().iloc[2]
+
+
+# ---- the GEMM suite on Ray (bench/gemm_ray.py) ----------------------------------------------------
+
+def test_the_gemm_suite_compiles_every_candidate_on_the_cluster(cluster):
+    from tileworkbench.bench import gemm
+    from tileworkbench.bench.gemm_ray import compile_all
+    from tileworkbench.autotuner.ray_backend import RaySweep
+
+    jobs = gemm.plan([(256, 256, 256)], ["float16"], spec=False)
+    records = compile_all(RaySweep(), jobs)
+    cands = jobs[0].candidates
+    assert set(records) == {gemm.candidate_key(c) for c in cands} and len(records) == len(cands)
+    import tileworkbench as tw
+
+    for cand in cands[:2]:  # each record is that candidate's kernel, cubin included
+        record = records[gemm.candidate_key(cand)]
+        here = tw.lower(cand.build(), pass_configs=cand.pass_configs, target="sm_90a")
+        assert record["device_source"] == here.device_source and record["cubin"]
+
+
+def test_the_gemm_suite_on_a_cluster_without_gpus_is_refused(cluster):
+    from tileworkbench.bench import gemm
+    from tileworkbench.bench.gemm_ray import run_suite_on_ray
+
+    jobs = gemm.plan([(256, 256, 256)], ["float16"], spec=False)
+    with pytest.raises(RuntimeError, match="the Ray cluster has no GPU"):
+        run_suite_on_ray(jobs, gemm.Settings(), None)
+
+
+def test_gemm_ray_command_without_gpus_fails_plainly_and_keeps_no_record(tmp_path):
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1]))
+    done = subprocess.run([sys.executable, "-m", "tileworkbench.bench", "gemm", "--quick", "--sizes", "256",
+                           "--ray", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300, env=env,
+                          check=False)
+    assert done.returncode == 2 and "gemm --ray: the Ray cluster has no GPU" in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and not list(tmp_path.glob("gemm-*.json"))

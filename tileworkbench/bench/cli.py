@@ -2,6 +2,7 @@
 
     python -m tileworkbench.bench gemm [--sizes 1024,4096x14336x4096] [--dtypes float16,bfloat16]
                                        [--quick] [--out DIR] [--warmup N] [--rep N] [--no-compile-time]
+                                       [--ray [ADDRESS]]
     python -m tileworkbench.bench update-md [RECORD.json] [--md BENCHMARKS.md] [--results DIR]
     python -m tileworkbench.bench table RECORD.json
     python -m tileworkbench.bench tilelang [--families gemm,norms] [--out DIR] [--ours-only]
@@ -39,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="base seed of the random inputs (row i uses seed+i)")
     g.add_argument("--no-spec", action="store_true", help="leave out the spec's TMA kernel rows")
     g.add_argument("--no-compile-time", action="store_true", help="skip the compile-time measurement")
+    g.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run the rows on a Ray cluster (compiles on CPU workers, a GPU per row): a running "
+                        "cluster's address, or none for a local one (needs the [ray] extra)")
     u = sub.add_parser("update-md", help="rewrite the table section of BENCHMARKS.md from a record")
     u.add_argument("record", nargs="?", type=Path, help="record JSON (default: the newest in --results)")
     u.add_argument("--md", type=Path, default=BENCHMARKS_MD)
@@ -81,14 +85,22 @@ def run_gemm(args) -> int:
     settings = gemm.Settings.for_mode(args.quick, warmup=args.warmup, rep=args.rep, seed=args.seed,
                                       compile_bench=not args.no_compile_time)
     jobs = gemm.plan(shapes, dtypes, spec=not args.no_spec)
-    try:
-        import torch
+    if args.ray is None:
+        try:
+            import torch
 
-        if not torch.cuda.is_available():
-            raise RuntimeError("torch sees no CUDA GPU")
-    except Exception as exc:  # ImportError or no GPU: say so plainly instead of a traceback
-        print(f"the GEMM suite needs a CUDA GPU with torch and CuPy: {exc}", file=sys.stderr)
-        return 2
+            if not torch.cuda.is_available():
+                raise RuntimeError("torch sees no CUDA GPU")
+        except Exception as exc:  # ImportError or no GPU: say so plainly instead of a traceback
+            print(f"the GEMM suite needs a CUDA GPU with torch and CuPy: {exc}", file=sys.stderr)
+            return 2
+    else:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            print("gemm --ray needs Ray: pip install 'tileworkbench[ray]'", file=sys.stderr)
+            return 2
+        settings.compile_bench = False  # it times this machine's compiler, not the cluster's
 
     from ..backend.timing import FLUSH_BYTES, SPIN_NS
 
@@ -96,8 +108,10 @@ def run_gemm(args) -> int:
             "head_to_head_rounds": settings.rounds, "head_to_head_rep": settings.round_rep,
             "flush_l2_bytes": FLUSH_BYTES, "spin_ns": SPIN_NS, "thresholds": gemm.THRESHOLDS,
             "float64_reference_max_flops": gemm.REF64_MAX_FLOPS,
-            "torch_fp16_reduced_precision_reduction": getattr(torch.backends.cuda.matmul,
-                                                              "allow_fp16_reduced_precision_reduction", None)}
+            "ray": args.ray}
+    if args.ray is None:
+        meta["torch_fp16_reduced_precision_reduction"] = getattr(torch.backends.cuda.matmul,
+                                                                 "allow_fp16_reduced_precision_reduction", None)
     record = schema.make_record(machine_info(), [], settings=meta, complete=False)
     name = schema.record_filename(record)
     out = Path(args.out)
@@ -108,7 +122,17 @@ def run_gemm(args) -> int:
         (out / "table.md").write_text(table.gemm_table(record))
 
     print(f"GEMM suite: {len(jobs)} rows on {record['machine']['gpu']}; record {out / name}", file=sys.stderr)
-    rows = gemm.run_suite(jobs, settings, on_row=save)
+    if args.ray is None:
+        rows = gemm.run_suite(jobs, settings, on_row=save)
+    else:
+        from .gemm_ray import run_suite_on_ray
+
+        try:
+            rows = run_suite_on_ray(jobs, settings, None if args.ray == "local" else args.ray, on_row=save)
+        except RuntimeError as exc:  # a cluster without GPUs: said plainly, nothing half-written kept
+            print(f"gemm --ray: {exc}", file=sys.stderr)
+            (out / name).unlink(missing_ok=True)
+            return 2
     if settings.compile_bench:
         print("compile time: cold / disk hit / in-process hit of the spec GEMM ...", file=sys.stderr, flush=True)
         try:

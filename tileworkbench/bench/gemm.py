@@ -202,10 +202,17 @@ def _short_error(exc: BaseException) -> str:
     return text if len(text) < 600 else text[:600] + " ..."
 
 
-class GemmRunner:
-    """Runs jobs on GPU 0. Needs torch (bf16 tensors, the reference, cuBLAS) and CuPy."""
+def candidate_key(cand: Candidate) -> str:
+    """Names one candidate kernel of one problem: its builder arguments and pass configs."""
+    return f"{cand.name}|{sorted(cand.kwargs.items())}|{sorted(cand.pass_configs.items())}"
 
-    def __init__(self, settings: Settings):
+
+class GemmRunner:
+    """Runs jobs on GPU 0. Needs torch (bf16 tensors, the reference, cuBLAS) and CuPy.
+    ``records`` (``candidate_key`` -> kernel record, cubin included) are candidates compiled
+    elsewhere (``gemm_ray``): those load from their records instead of compiling here."""
+
+    def __init__(self, settings: Settings, records: dict | None = None):
         import torch
 
         from ..backend.timing import Timer
@@ -215,6 +222,7 @@ class GemmRunner:
         self.torch = torch
         self.settings = settings
         self.timer = Timer()
+        self.records = dict(records or {})
 
     @contextlib.contextmanager
     def _exact_fp32(self):
@@ -267,12 +275,14 @@ class GemmRunner:
         return out
 
     def candidate(self, cand: Candidate, a, b, ref, threshold, flops) -> dict:
-        from ..jit.kernel import compile as compile_kernel
+        from ..jit.kernel import Kernel, compile as compile_kernel
 
         result = {"name": cand.name}
         try:
             start = time.perf_counter()
-            kernel = compile_kernel(cand.build(), out_idx=[2], pass_configs=cand.pass_configs)
+            record = self.records.get(candidate_key(cand))
+            kernel = (Kernel(record, [2]) if record is not None  # compiled on another worker: loaded only
+                      else compile_kernel(cand.build(), out_idx=[2], pass_configs=cand.pass_configs))
             result["compile_s"] = time.perf_counter() - start
             c = self.torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
             result.update(self._measure(lambda: kernel(a, b, c), c, ref, threshold, flops))
