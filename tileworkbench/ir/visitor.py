@@ -150,6 +150,32 @@ def substitute(node, var_map=None, buffer_map=None):
     return Substitute(var_map, buffer_map).visit(node)
 
 
+class _FreshBindings(IRMutator):
+    """The statement with every loop and scalar variable it binds replaced by a new one."""
+
+    def visit_For(self, node):
+        var = ir.Var(node.var.name, node.var.dtype)
+        return dataclasses.replace(node, var=var, body=self.visit(substitute(node.body, {node.var: var})))
+
+    def visit_SeqStmt(self, node):
+        # A LetStmt binds its variable for the statements after it in the sequence.
+        stmts, out = list(node.stmts), []
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, ir.LetStmt):
+                var = ir.Var(stmt.var.name, stmt.var.dtype)
+                out.append(dataclasses.replace(stmt, var=var, value=self.visit(stmt.value)))
+                stmts[i + 1:] = [substitute(x, {stmt.var: var}) for x in stmts[i + 1:]]
+            else:
+                out.append(self.visit(stmt))
+        return ir.seq(out)
+
+
+def with_fresh_bindings(stmt):
+    """``stmt`` with every loop and scalar variable it binds replaced by a new one of the same
+    name and type: a copy of a statement placed beside the original binds each variable once."""
+    return _FreshBindings().visit(stmt)
+
+
 class _Collect(IRVisitor):
     def __init__(self, kind):
         self.kind, self.found = kind, []

@@ -22,31 +22,11 @@ import dataclasses
 
 from ..ir import nodes as ir
 from ..ir.simplify import interval, launch_ranges, simplify
-from ..ir.visitor import IRMutator, substitute
+from ..ir.visitor import IRMutator, substitute, with_fresh_bindings
 from .manager import register
 from .simplify_ir import _SimplifyStmts
 
 PEEL_FIRST = "peel_first"  # the For annotation warp_specialize sets
-
-
-class _FreshBindings(IRMutator):
-    """The statement with every loop and scalar variable it binds replaced by a new one."""
-
-    def visit_For(self, node):
-        var = ir.Var(node.var.name, node.var.dtype)
-        return dataclasses.replace(node, var=var, body=self.visit(substitute(node.body, {node.var: var})))
-
-    def visit_SeqStmt(self, node):
-        # A LetStmt binds its variable for the statements after it in the sequence.
-        stmts, out = list(node.stmts), []
-        for i, stmt in enumerate(stmts):
-            if isinstance(stmt, ir.LetStmt):
-                var = ir.Var(stmt.var.name, stmt.var.dtype)
-                out.append(dataclasses.replace(stmt, var=var, value=self.visit(stmt.value)))
-                stmts[i + 1:] = [substitute(x, {stmt.var: var}) for x in stmts[i + 1:]]
-            else:
-                out.append(self.visit(stmt))
-        return ir.seq(out)
 
 
 class _Peel(IRMutator):
@@ -64,7 +44,7 @@ class _Peel(IRMutator):
         if not node.annotations.get(PEEL_FIRST):
             return node
         annotations = {k: v for k, v in node.annotations.items() if k != PEEL_FIRST}
-        first = self.decided(_FreshBindings().visit(substitute(node.body, {node.var: node.start})))
+        first = self.decided(with_fresh_bindings(substitute(node.body, {node.var: node.start})))
         rest = dataclasses.replace(node, start=simplify(node.start + 1), extent=simplify(node.extent - 1),
                                    annotations=annotations)
         rest = self.decided(rest)  # its k > k0 tests are true now

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.simplify import Affine, simplify
-from ..ir.visitor import IRMutator, collect, substitute
+from ..ir.visitor import IRMutator, collect, with_fresh_bindings
 from .manager import register
 
 COMPARISONS = ("<", "<=", ">", ">=")
@@ -130,7 +130,4 @@ class _ReplaceOne(IRMutator):
 def _replaced(nest: ir.For, select: ir.Select, value: ir.Expr) -> ir.For:
     """The nest with ``select`` replaced by ``value``, its loops binding fresh variables (each
     loop variable stays bound by exactly one loop)."""
-    loops, _ = _nest(nest)
-    fresh = {loop.var: ir.Var(loop.var.name, loop.var.dtype) for loop in loops}
-    replaced = _ReplaceOne(select, value).visit(nest)
-    return substitute(replaced, fresh)
+    return with_fresh_bindings(_ReplaceOne(select, value).visit(nest))
