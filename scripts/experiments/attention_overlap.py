@@ -1,6 +1,6 @@
 """Experiment: FlashAttention-3's two schedules, written by hand into our generated attention kernel
-(the compiler's plain schedule, the default), beside the compiler's own overlap
-(``warp_specialize``'s ``rules.OverlapPlan`` under ``tw.gemm_overlap``).
+(the compiler's plain schedule, ``tw.gemm_overlap`` False), beside the compiler's own overlap
+(``warp_specialize``'s ``rules.OverlapPlan``, ``tw.gemm_overlap`` True).
 
 * ``overlap`` (intra-warpgroup): iteration k issues S_k = Q K_k^T and O += P_{k-1} V_{k-1} back to
   back, waits for S_k only, runs the softmax of S_k while P @ V is still on the tensor cores, then
@@ -159,63 +159,53 @@ def edit(src: str, tiles: int, overlap: bool, pingpong: bool) -> str:
 QUICK = True  # the ping-pong variants measured 0.94-0.95x and 0.79-0.82x (docs/experiments.md): left out
 
 
-def main(seqs) -> None:
+def compare(kernels: dict, seq: int, causal: bool) -> None:
+    """Check every kernel against float32 on the same random inputs, then time them in 5
+    alternating rounds and print each one's TFLOP/s and its speed over the first ("generated")."""
     import torch
 
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 16, seq, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    want = reference(torch, q, k, v, causal)
+    label = f"1x16x{seq}x128{' causal' if causal else ''}"
+    for name, kernel in kernels.items():
+        result = check(torch, kernel(q, k, v), want)
+        if not result["correct"]:
+            raise SystemExit(f"{label}, {name}: wrong ({result})")
+    flops = 4 * 16 * seq * seq * 128 / (2 if causal else 1)
+    times = {name: [] for name in kernels}
+    for _ in range(5):
+        for name, kernel in kernels.items():
+            times[name].append(do_bench(lambda kernel=kernel: kernel(q, k, v), warmup=25, rep=100,
+                                        return_mode="median"))
+    base_ms = statistics.median(times["generated"])
+    for name, samples in times.items():
+        ms = statistics.median(samples)
+        print(f"{label} {name:22s} {ms:.4f} ms  {flops / ms / 1e9:6.1f} TFLOP/s  {base_ms / ms:.3f}x", flush=True)
+
+
+PLAIN = {PassConfigKey.TW_GEMM_OVERLAP: False}
+OVERLAP = {PassConfigKey.TW_GEMM_OVERLAP: True}
+
+
+def main(seqs) -> None:
+    """Non-causal rows: the plain schedule, the compiler's overlap and the hand-written variants
+    (edits of the plain kernel's source)."""
     for seq in seqs:
-        base = compile_mha(1, 16, seq, 128, False)
+        base = compile_mha(1, 16, seq, 128, False, pass_configs=PLAIN)
         src = base.get_kernel_source()
-        overlapped = compile_mha(1, 16, seq, 128, False, pass_configs={PassConfigKey.TW_GEMM_OVERLAP: True})
-        kernels = {"generated": base, "compiler overlap": overlapped}
+        kernels = {"generated": base, "compiler overlap": compile_mha(1, 16, seq, 128, False, pass_configs=OVERLAP)}
         for name, flags in (("hand overlap", (True, False)),) + (() if QUICK else (
                 ("hand pingpong", (False, True)), ("hand overlap+pingpong", (True, True)))):
             kernels[name] = edited_kernel(base, edit(src, seq // 128, *flags), smem_bytes=SMEM, out_idx=(3,))
-        torch.manual_seed(0)
-        q, k, v = (torch.randn(1, 16, seq, 128, device="cuda", dtype=torch.float16) for _ in range(3))
-        want = reference(torch, q, k, v, False)
-        for name, kernel in kernels.items():
-            result = check(torch, kernel(q, k, v), want)
-            if not result["correct"]:
-                raise SystemExit(f"seq {seq}, {name}: wrong ({result})")
-        flops = 4 * 16 * seq * seq * 128
-        times = {name: [] for name in kernels}
-        for _ in range(5):
-            for name, kernel in kernels.items():
-                times[name].append(do_bench(lambda kernel=kernel: kernel(q, k, v), warmup=25, rep=100,
-                                            return_mode="median"))
-        base_ms = statistics.median(times["generated"])
-        for name, samples in times.items():
-            ms = statistics.median(samples)
-            print(f"1x16x{seq}x128 {name:22s} {ms:.4f} ms  {flops / ms / 1e9:6.1f} TFLOP/s  {base_ms / ms:.3f}x",
-                  flush=True)
+        compare(kernels, seq, False)
 
 
 def causal(seqs) -> None:
     """Causal rows: the compiler's plain schedule against its overlap (no hand edit)."""
-    import torch
-
     for seq in seqs:
-        kernels = {"generated": compile_mha(1, 16, seq, 128, True),
-                   "compiler overlap": compile_mha(1, 16, seq, 128, True,
-                                                   pass_configs={PassConfigKey.TW_GEMM_OVERLAP: True})}
-        torch.manual_seed(0)
-        q, k, v = (torch.randn(1, 16, seq, 128, device="cuda", dtype=torch.float16) for _ in range(3))
-        want = reference(torch, q, k, v, True)
-        for name, kernel in kernels.items():
-            result = check(torch, kernel(q, k, v), want)
-            if not result["correct"]:
-                raise SystemExit(f"causal seq {seq}, {name}: wrong ({result})")
-        flops = 2 * 16 * seq * seq * 128
-        times = {name: [] for name in kernels}
-        for _ in range(5):
-            for name, kernel in kernels.items():
-                times[name].append(do_bench(lambda kernel=kernel: kernel(q, k, v), warmup=25, rep=100,
-                                            return_mode="median"))
-        base_ms = statistics.median(times["generated"])
-        for name, samples in times.items():
-            ms = statistics.median(samples)
-            print(f"1x16x{seq}x128 causal {name:18s} {ms:.4f} ms  {flops / ms / 1e9:6.1f} TFLOP/s  {base_ms / ms:.3f}x",
-                  flush=True)
+        compare({"generated": compile_mha(1, 16, seq, 128, True, pass_configs=PLAIN),
+                 "compiler overlap": compile_mha(1, 16, seq, 128, True, pass_configs=OVERLAP)}, seq, True)
 
 
 if __name__ == "__main__":
