@@ -313,10 +313,9 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
 
     device = device_name(tgt)
     key = memory.memory_key(builder, args, kwargs, device)
-    if benchmark and use_memory:
-        hit = memory.recall(key)
-        if hit is not None and hit["config"] in configs:
-            return AutotuneResult(hit["config"], hit["ms"], build(hit["config"]), from_memory=True, key=key)
+    recalled = _recalled(key, configs, build) if benchmark and use_memory else None
+    if recalled is not None:
+        return recalled
 
     compiled = compile_candidates(builder, configs, args, kwargs, out_idx, tgt, pass_configs, max_workers,
                                   progress, mp_context)
@@ -348,6 +347,14 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
     result.config, result.ms, result.kernel = best.config, best.ms, kernels[best.config]
     _remember(result, builder, device)
     return result
+
+
+def _recalled(key: str, configs: list, build) -> AutotuneResult | None:
+    """The remembered best config for ``key``, built, when it is among ``configs``; else None."""
+    hit = memory.recall(key)
+    if hit is None or hit["config"] not in configs:
+        return None
+    return AutotuneResult(hit["config"], hit["ms"], build(hit["config"]), from_memory=True, key=key)
 
 
 def _compiled_result(compiled: list, key: str, how_many: int) -> AutotuneResult:
@@ -388,10 +395,9 @@ def _autotune_on_ray(sweep, builder, configs, args, kwargs, out_idx, tgt, pass_c
     on_gpu = {"num_gpus": gpus} if gpus > 0 and sweep.cluster_gpus() >= gpus else {"num_cpus": 1}
     device = sweep.run(device_name, [(tgt,)], on_gpu, 1)[0].value or f"unknown {tgt.arch}"
     key = memory.memory_key(builder, args, kwargs, device)
-    if benchmark and use_memory:
-        hit = memory.recall(key)
-        if hit is not None and hit["config"] in configs:
-            return AutotuneResult(hit["config"], hit["ms"], build(hit["config"]), from_memory=True, key=key)
+    recalled = _recalled(key, configs, build) if benchmark and use_memory else None
+    if recalled is not None:
+        return recalled
     if benchmark and timer is None:
         raise ValueError("autotune(backend='ray', gpus_per_trial=0) times on CPU workers: pass a timer=")
 

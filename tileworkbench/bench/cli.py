@@ -86,14 +86,9 @@ def run_gemm(args) -> int:
                                       compile_bench=not args.no_compile_time)
     jobs = gemm.plan(shapes, dtypes, spec=not args.no_spec)
     if args.ray is None:
-        try:
-            import torch
-
-            if not torch.cuda.is_available():
-                raise RuntimeError("torch sees no CUDA GPU")
-        except Exception as exc:  # ImportError or no GPU: say so plainly instead of a traceback
-            print(f"the GEMM suite needs a CUDA GPU with torch and CuPy: {exc}", file=sys.stderr)
+        if not _torch_gpu("the GEMM suite", "torch and CuPy"):
             return 2
+        import torch
     else:
         try:
             import ray  # noqa: F401
@@ -179,15 +174,15 @@ def run_tilelang(args) -> int:
     return run(families, Path(args.out), ours_only=args.ours_only, sources=args.sources)
 
 
-def _torch_gpu(what: str) -> bool:
-    """Whether torch sees a CUDA GPU; if not, says on stderr that ``what`` needs one."""
+def _torch_gpu(what: str, stack: str = "torch") -> bool:
+    """Whether torch sees a CUDA GPU; if not, says on stderr that ``what`` needs one (with ``stack``)."""
     try:
         import torch
 
         if not torch.cuda.is_available():
             raise RuntimeError("torch sees no CUDA GPU")
     except Exception as exc:  # ImportError or no GPU: said plainly instead of a traceback
-        print(f"{what} needs a CUDA GPU with torch: {exc}", file=sys.stderr)
+        print(f"{what} needs a CUDA GPU with {stack}: {exc}", file=sys.stderr)
         return False
     return True
 
