@@ -125,7 +125,8 @@ def _per_tile_protocol(loads, work, tile, slot, round_, stages, consumers, loop)
     return barriers, produce, consume
 
 
-def _overlapped_protocol(plan: OverlapPlan, pairs: dict, tile, slot, round_, loop) -> tuple:
+def _overlapped_protocol(plan: OverlapPlan, pairs: dict, tile, slot, round_, loop,
+                         runs_once: bool) -> tuple:
     """(consumer body, drain) under FlashAttention-3's intra-warpgroup overlap
     (``rules.OverlapPlan``). Iteration k:
 
@@ -167,6 +168,8 @@ def _overlapped_protocol(plan: OverlapPlan, pairs: dict, tile, slot, round_, loo
             + plan.rest)
     last = simplify(loop.start + loop.extent - 1)
     drain = at(waits(second_keys) + [_staged_gemm(plan.second, tile, 0)] + releases(second_keys), last)
+    if runs_once:  # the loop runs at least once: no guard needed
+        return body, drain
     return body, [ir.IfThenElse(ir.cmp(">", loop.extent, 0), ir.seq(drain), loc=loop.loc)]
 
 
@@ -243,9 +246,8 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     if overlap is not None:
         pairs, produce = _tile_pairs_and_producer(loads, tile, slot, round_, s, consumers, loop)
         barriers = [b for pair in pairs.values() for b in pair]
-        consume, drain = _overlapped_protocol(overlap, pairs, tile, slot, round_, loop)
-        if (interval(loop.extent, launch_ranges(func))[0] or 0) >= 1:
-            drain = list(drain[0].then_body.stmts)  # the loop runs at least once: no guard needed
+        runs_once = (interval(loop.extent, launch_ranges(func))[0] or 0) >= 1
+        consume, drain = _overlapped_protocol(overlap, pairs, tile, slot, round_, loop, runs_once)
     elif not gemm_loop and (s == 1 or ctx.flag(PassConfigKey.TW_WS_TILE_BARRIERS)):
         barriers, produce, consume = _per_tile_protocol(loads, work, tile, slot, round_, s, consumers, loop)
         drain = []
