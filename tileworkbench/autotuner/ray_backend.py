@@ -95,12 +95,15 @@ class RaySweep:
 
     @contextlib.contextmanager
     def session(self):
-        """Ray initialised for the sweep: joined at ``address``, or a local cluster started (and
-        stopped afterwards) when none is running."""
+        """Ray initialised for the sweep: joined at ``address``, or, without one, a new local
+        cluster started (and stopped afterwards; ``address="local"``, so a ``RAY_ADDRESS`` or an
+        earlier ``ray start`` is not joined by surprise). Where Ray is initialised already, that
+        connection is used."""
         ray = _ray()
         started = False
         if not ray.is_initialized():
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(address=self.address or "local", include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
             started = True
         try:
             yield ray
@@ -149,7 +152,9 @@ class RaySweep:
         return results
 
     def cpu_slots(self) -> int:
-        return max(1, int(_ray().available_resources().get("CPU", 1)))
+        # the cluster's CPUs, not those free this instant (a task just finished may not have
+        # given its CPU back yet, which cost a compile slot)
+        return max(1, int(_ray().cluster_resources().get("CPU", 1)))
 
     def gpu_slots(self) -> int:
         if self.gpus_per_trial == 0:

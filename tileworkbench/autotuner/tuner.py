@@ -54,6 +54,7 @@ class AutotuneResult:
     skipped: list = field(default_factory=list)  # (Config, reason): did not compile, or failed to run/check
     from_memory: bool = False
     key: str = ""
+    phase_s: dict = field(default_factory=dict)  # wall seconds of the steps that ran: "compile", "benchmark"
 
     @property
     def valid_configs(self) -> list:
@@ -317,9 +318,12 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
     if recalled is not None:
         return recalled
 
+    start = time.perf_counter()
     compiled = compile_candidates(builder, configs, args, kwargs, out_idx, tgt, pass_configs, max_workers,
                                   progress, mp_context)
+    compile_s = time.perf_counter() - start
     result = _compiled_result(compiled, key, len(configs))
+    result.phase_s["compile"] = compile_s
     if not benchmark:
         return result
     if timer is None:
@@ -328,6 +332,7 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
         timer = GpuBenchmark(ref_program, max_rel_err, warmup, rep)
 
     kernels = {}
+    start = time.perf_counter()
     bar = _Progress(len(result.valid_configs), "autotune: benchmark", progress)
     try:
         for cfg in result.valid_configs:
@@ -343,6 +348,7 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
                 bar.update(f"{cfg.name} failed ({type(exc).__name__})")
     finally:
         bar.close()
+    result.phase_s["benchmark"] = time.perf_counter() - start
     best = _best_trial(result)
     result.config, result.ms, result.kernel = best.config, best.ms, kernels[best.config]
     _remember(result, builder, device)
@@ -406,6 +412,7 @@ def _autotune_on_ray(sweep, builder, configs, args, kwargs, out_idx, tgt, pass_c
     records: dict = {}
     configs_pc = PassContext.merged_configs(pass_configs)
     bar = _Progress(len(todo), "autotune: compile (ray)", progress)
+    start = time.perf_counter()
 
     def compiled_one(i, outcome):
         if outcome.ok:
@@ -420,8 +427,10 @@ def _autotune_on_ray(sweep, builder, configs, args, kwargs, out_idx, tgt, pass_c
                              {"num_cpus": 1}, sweep.cpu_slots(), compiled_one)
     finally:
         bar.close()
+    compile_s = time.perf_counter() - start
     compiled = [o.value[0] for o in outcomes]
     result = _compiled_result(compiled, key, len(todo)) if compiled else AutotuneResult(None, None, None, key=key)
+    result.phase_s["compile"] = compile_s
     for cfg, (ms, error) in done.items():
         if cfg in configs:
             result.trials.append(Trial(cfg, ms, error))
@@ -445,11 +454,13 @@ def _autotune_on_ray(sweep, builder, configs, args, kwargs, out_idx, tgt, pass_c
             bar.update(f"{cfg.name} failed ({outcome.error_type})")
         sweep.remember(cfg, result.trials[-1].ms, result.trials[-1].error)
 
+    start = time.perf_counter()
     try:
         sweep.run(time_task, [(records[c], out_idx, c, timer, gpus > 0) for c in valid], on_gpu, sweep.gpu_slots(),
                   timed_one)
     finally:
         bar.close()
+    result.phase_s["benchmark"] = time.perf_counter() - start
     best = _best_trial(result)
     result.config, result.ms = best.config, best.ms
     # the driver loads the best kernel where it has a GPU of its own (as compile(load_device=False) otherwise)
