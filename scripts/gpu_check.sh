@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: every @gpu test, then the benchmarks (GEMM vs cuBLAS, TileLang's
-# programs vs TileLang, attention vs torch SDPA and TileLang, the host time per launch), then a short table.
+# programs vs TileLang, attention vs torch SDPA and TileLang, the host time per launch, what a measured timeline
+# costs), then a short table.
 # Run on the H200 from the source tree:  bash scripts/gpu_check.sh  (writes under $OUT when set)
-# Knobs: SKIP_TESTS=1, SKIP_BENCH=1, SKIP_TILELANG=1, SKIP_LAUNCH=1, SKIP_ATTENTION=1, BENCH_ARGS="--quick",
+# Knobs: SKIP_TESTS=1, SKIP_BENCH=1, SKIP_TILELANG=1, SKIP_LAUNCH=1, SKIP_ATTENTION=1, SKIP_TIMELINE=1, BENCH_ARGS="--quick",
 # TILELANG_FAMILIES=attention,gemm_fp8, ATTENTION_ROWS=8192x128,decode, *_TIMEOUT (a session's device time can split it in two calls).
 set -u
 cd "$(dirname "$0")/.."
@@ -44,6 +45,11 @@ if [ "${SKIP_ATTENTION:-0}" != "1" ]; then
     | grep -v "TileLang:tilelang" | tee "$OUT/attention.log"
   attn_rc=${PIPESTATUS[0]}
 fi
+timeline_rc=0
+if [ "${SKIP_TIMELINE:-0}" != "1" ]; then
+  timeout -k 10 ${TIMELINE_TIMEOUT:-300} python3 -m tileworkbench.bench timeline --out "$OUT" 2>&1 | tee "$OUT/timeline.log"
+  timeline_rc=${PIPESTATUS[0]}
+fi
 echo
 echo "== summary =="
 [ -f "$OUT/gpu_tests.log" ] && grep -E "passed|failed" "$OUT/gpu_tests.log" | tail -1
@@ -51,4 +57,5 @@ echo "== summary =="
 [ -f "$OUT/launch.log" ] && grep "^|" "$OUT/launch.log"
 [ -f "$OUT/tilelang.log" ] && grep "^|" "$OUT/tilelang.log"
 [ -f "$OUT/attention.log" ] && grep -E "^\||^- " "$OUT/attention.log"
-exit $(( tests_rc != 0 || bench_rc != 0 || tl_rc != 0 || launch_rc != 0 || attn_rc != 0 ))
+[ -f "$OUT/timeline.log" ] && grep "^|" "$OUT/timeline.log"
+exit $(( tests_rc != 0 || bench_rc != 0 || tl_rc != 0 || launch_rc != 0 || attn_rc != 0 || timeline_rc != 0 ))

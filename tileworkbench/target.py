@@ -32,6 +32,8 @@ class PassConfigKey(str, enum.Enum):
     TW_DISABLE_MATRIX_STORES = "tw.disable_matrix_stores"  # accumulators to shared tiles by store_pair, no stmatrix
     TW_WS_TILE_BARRIERS = "tw.ws_tile_barriers"  # a warp-specialised two-gemm loop: a full/empty pair per tile
     TW_GEMM_OVERLAP = "tw.gemm_overlap"  # two-gemm loops: the softmax beside the previous P @ V (default: constant trip counts)
+    TW_TIMELINE = "tw.timeline"  # True or k: the kernel records a measured timeline in every (k-th) block
+    TW_TIMELINE_CAPACITY = "tw.timeline_capacity"  # events each recording thread keeps (default 2048)
     TW_VERIFY_IR = "tw.verify_ir"  # the IR verifier after every pass (as TILEWORKBENCH_VERIFY_IR=1)
 
     def __str__(self) -> str:
@@ -55,6 +57,14 @@ def _config_value_problem(name: str, value) -> str | None:
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
             return "is a time limit in seconds (0, False or None switch debug mode off)"
         return None
+    if name == PassConfigKey.TW_TIMELINE.value:
+        if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value >= 0):
+            return None
+        return "is True (every block records), k (every k-th block) or False"
+    if name == PassConfigKey.TW_TIMELINE_CAPACITY.value:
+        if not isinstance(value, bool) and isinstance(value, numbers.Integral) and 1 <= value <= 1 << 20:
+            return None
+        return "is the number of events each recording thread keeps (1 to 1048576)"
     if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value in (0, 1)):
         return None
     return "is a switch: True or False"

@@ -45,6 +45,8 @@ class Trace:
                                                      "smem_bytes": None, "threads": None, "grid": None})
     findings: list = field(default_factory=list)
     analyses: list = field(default_factory=list)  # AnalysisSnapshot, in the order they ran
+    # tw.timeline: {"plan": TimelinePlan.to_json(), "measured": what kernel.timeline() read, or None}
+    timeline: dict | None = None
 
     def pass_names(self) -> list[str]:
         return [p.name for p in self.passes]
@@ -68,6 +70,7 @@ class Trace:
             "resources": self.resources,
             "findings": self.findings,
             "analyses": [asdict(a) for a in self.analyses],
+            **({"timeline": self.timeline} if self.timeline is not None else {}),
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -79,7 +82,8 @@ class Trace:
             raise ValueError(f"not a {SCHEMA} v{SCHEMA_VERSION} document")
         return Trace(doc["kernel"], [PassSnapshot(**p) for p in doc["passes"]], doc["sources"], doc["smem"],
                      doc["barriers"], doc["tma_descriptors"], doc["resources"], doc["findings"],
-                     [AnalysisSnapshot(**a) for a in doc.get("analyses", [])])  # traces before the stage had none
+                     [AnalysisSnapshot(**a) for a in doc.get("analyses", [])],  # traces before the stage had none
+                     doc.get("timeline"))
 
     def summary(self) -> str:
         """One line a pass (index, name, phase, changed, time), then one an analysis."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import KernelRuntimeError
+from .timeline_buffers import TimelineBuffers, read_after
 from .tensors import TensorView, view_of
 
 _BYTE_DTYPES = ("int8", "uint8")
@@ -48,7 +49,7 @@ def balanced_blocks(tiles: int, resident: int) -> int:
     return -(-tiles // rounds)
 
 
-class Runtime:
+class Runtime(TimelineBuffers):
     """One per compiled kernel: holds the loaded module and a cache of encoded tensor maps."""
 
     def __init__(self, module, smem_bytes: int):
@@ -69,6 +70,7 @@ class Runtime:
         self.site_lines: dict = {}
         self.source_file: str | None = None
         self.check_each_launch = True
+        self.timelines: dict = {}  # tw.timeline: kernel -> (buffer, grid) of its last launch
 
     def begin_call(self):
         """Read the current device for the call about to be checked and launched."""
@@ -260,7 +262,7 @@ class Runtime:
 
     def _raise_if_timed_out(self, kernel_name, record, barriers, timeout_s, stream=0):
         try:
-            words = [int(w) for w in _read_after(record, stream)]  # waits for the kernel
+            words = [int(w) for w in read_after(record, stream)]  # waits for the kernel
         except Exception as exc:  # the kernel itself failed (a CUDA error surfaces here)
             raise KernelRuntimeError(f"{kernel_name} failed: {exc}") from exc
         if not words[0]:
@@ -278,15 +280,6 @@ class Runtime:
             "parity (the compile-time barrier check, tw.barrier_check, finds most such bugs)")
         err.record = info
         raise err
-
-
-def _read_after(record, stream: int):
-    """The record's words, read once the work queued on ``stream`` before now is done."""
-    if stream:
-        import cupy
-
-        cupy.cuda.runtime.streamSynchronize(stream)
-    return record.get()
 
 
 def _no_device():

@@ -9,6 +9,9 @@
     python -m tileworkbench.bench attention [--rows 8192x128,decode] [--quick] [--out DIR] [--ours-only]
     python -m tileworkbench.bench launch [--n 128] [--out DIR] [--ours-only]
     python -m tileworkbench.bench interpreter [--n 256]
+    python -m tileworkbench.bench timeline [--quick] [--out DIR]
+    python -m tileworkbench.bench sweep [--size 4096x4096x4096] [--dtype float16] [--configs 64]
+                                        [--ray [ADDRESS]] [--no-local] [--compile-only] [--out DIR]
 
 ``gemm`` writes ``<out>/gemm-<date>-<gpu>-<commit>.json`` (rewritten after every row, so a run
 cut short keeps its rows) and ``<out>/table.md``, shows one progress line per row on stderr, and
@@ -67,6 +70,29 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument("--ours-only", action="store_true", help="do not import TileLang even where it is installed")
     it = sub.add_parser("interpreter", help="the CPU interpreter's time per kernel (no GPU needed)")
     it.add_argument("--n", type=int, default=256, help="the GEMMs' size (n x n x n; default 256)")
+    sw = sub.add_parser("sweep", help="one autotuning sweep of the GEMM, on this machine and on a Ray cluster: "
+                                      "wall, compile and timing seconds, the speed-up")
+    sw.add_argument("--size", default="4096x4096x4096",
+                    help="the GEMM: N (square) or MxNxK (default 4096x4096x4096)")
+    sw.add_argument("--dtype", default="float16", help="float16 or bfloat16 (default float16)")
+    sw.add_argument("--configs", type=int, default=64, help="how many configs of the space (bench/sweep.py) to "
+                                                            "sweep, at most 72 (default 64)")
+    sw.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                    help="also sweep on a Ray cluster: a running cluster's address, or none to start a local one "
+                         "(needs the [ray] extra)")
+    sw.add_argument("--no-local", action="store_true", help="leave out the sweep on this machine's process pool")
+    sw.add_argument("--compile-only", action="store_true", help="stop each sweep after its compile step (no GPU "
+                                                                "needed)")
+    sw.add_argument("--target", default="sm_90a", help="the arch compiled for (default sm_90a)")
+    sw.add_argument("--warmup", type=int, default=10, help="warm-up calls per config (default 10)")
+    sw.add_argument("--rep", type=int, default=50, help="timed calls per config (default 50)")
+    sw.add_argument("--trial-timeout", type=float, help="Ray: seconds a compile or timing task may run (default "
+                                                        "600)")
+    sw.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
+    tm = sub.add_parser("timeline", help="what recording a measured timeline (tw.timeline) costs: the 8192^3 GEMM, "
+                                         "the spec kernels and attention, plain and instrumented")
+    tm.add_argument("--quick", action="store_true", help="smoke run: 4096^3, fewer kernels and repetitions")
+    tm.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
     t = sub.add_parser("table", help="print the markdown table of a record")
     t.add_argument("record", type=Path)
     return p
@@ -217,7 +243,46 @@ def run_interpreter(args) -> int:
     return run(args.n)
 
 
+def run_sweep(args) -> int:
+    from . import sweep
+
+    try:
+        M, N, K = sweep.parse_size(args.size)
+        configs = sweep.sweep_configs(args.configs)
+        if args.dtype not in sweep.DTYPES:
+            raise ValueError(f"--dtype must be one of {', '.join(sweep.DTYPES)}, not {args.dtype!r}")
+        if args.no_local and args.ray is None:
+            raise ValueError("--no-local leaves nothing to run without --ray")
+        if args.trial_timeout is not None and not args.trial_timeout > 0:
+            raise ValueError(f"--trial-timeout must be positive seconds, not {args.trial_timeout:g}")
+    except ValueError as exc:
+        print(f"sweep: {exc}", file=sys.stderr)
+        return 2
+    if args.ray is not None:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            print("sweep --ray needs Ray: pip install 'tileworkbench[ray]'", file=sys.stderr)
+            return 2
+    # the local run times on this machine's GPU (a Ray-only run on the cluster's, which it checks)
+    timed_here = not args.compile_only and not args.no_local
+    if timed_here and not _torch_gpu("timing the sweep (--compile-only skips it)"):
+        return 2
+    settings = sweep.SweepSettings(M, N, K, args.dtype, args.target, args.compile_only, args.warmup, args.rep,
+                                   args.trial_timeout)
+    return sweep.run(configs, settings, Path(args.out), local=not args.no_local, ray=args.ray)
+
+
+def run_timeline(args) -> int:
+    if not _torch_gpu("the timeline benchmark"):
+        return 2
+    from .timeline import run
+
+    return run(Path(args.out), quick=args.quick)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     return {"gemm": run_gemm, "update-md": run_update_md, "table": run_table,
-            "tilelang": run_tilelang, "attention": run_attention, "launch": run_launch, "interpreter": run_interpreter}[args.command](args)
+            "tilelang": run_tilelang, "attention": run_attention, "launch": run_launch, "interpreter": run_interpreter,
+            "sweep": run_sweep, "timeline": run_timeline}[args.command](args)

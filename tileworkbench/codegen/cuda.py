@@ -13,6 +13,11 @@ becomes ``bar.wait_debug(..., tw_debug, ...);`` (bounded by the timeout; a threa
 exits from inside it); block barriers stay ``__syncthreads()`` (a thread that left releases
 them); see tw/sync.h for why no thread is left waiting. Without debug mode the output is exactly what it always was
 (the header's debug sections are stripped).
+
+Timeline mode (pass config ``tw.timeline``, ``func.attrs["timeline"]``, placed by the pass
+``instrument_timeline``): the kernel takes a last parameter ``unsigned int* tw_timeline`` (the
+buffer the host allocates), declares ``tw::Timeline<CAPACITY, STREAMS> tw_tl`` first, and
+inlines ``tw/timeline.h``; without it neither the header nor the parameter is there.
 """
 
 from __future__ import annotations
@@ -40,13 +45,15 @@ _RASTER_NAMES = ("tw_block", "tw_panel_first", "tw_panel_rows", "tw_in_panel")
 
 _DEBUG_SECTION = re.compile(r"^[ \t]*// >>> debug mode.*?^[ \t]*// <<< debug mode[^\n]*\n", re.MULTILINE | re.DOTALL)
 DEBUG_PARAM = "tw_debug"  # the debug record parameter (last)
+TIMELINE_PARAM = "tw_timeline"  # the timeline buffer parameter (last)
+TIMELINE_HEADER = "timeline.h"  # inlined only in timeline mode
 
 
-def inlined_headers(debug: bool = False) -> str:
+def inlined_headers(debug: bool = False, timeline: bool = False) -> str:
     """Our headers, concatenated, with their local #includes and #pragma once removed (and their
-    debug-mode sections unless ``debug``)."""
+    debug-mode sections unless ``debug``; the timeline header only with ``timeline``)."""
     parts = []
-    for name in HEADER_ORDER:
+    for name in HEADER_ORDER + ((TIMELINE_HEADER,) if timeline else ()):
         text = (HEADER_DIR / name).read_text()
         if not debug:
             text = _DEBUG_SECTION.sub("", text)
@@ -251,6 +258,9 @@ class CudaRenderer(CStyleRenderer):
         if self.debug_ns:
             self.taken.add(DEBUG_PARAM)
             out.append(f"unsigned int* __restrict__ {DEBUG_PARAM}")
+        if self.func.attrs.get("timeline") is not None:
+            self.taken.update((TIMELINE_PARAM, "tw_tl"))
+            out.append(f"unsigned int* __restrict__ {TIMELINE_PARAM}")
         return out
 
     def rasterized_block_indices(self, launch):
@@ -282,6 +292,10 @@ class CudaRenderer(CStyleRenderer):
         if self.func.attrs.get("smem_bytes", 0):
             self.emit(1, "extern __shared__ __align__(1024) unsigned char tw_smem[];")
         self.emit(1, f"const int {self.declare(launch.thread_var)} = threadIdx.x;")
+        timeline = self.func.attrs.get("timeline")
+        if timeline is not None:
+            self.emit(1, f"tw::Timeline<{timeline.capacity}, {len(timeline.recorders)}> tw_tl({TIMELINE_PARAM}, "
+                         f"{timeline.every});  // tw.timeline: every {timeline.every} block(s) record")
         if launch.persistent_tiles:
             pass  # the kernel's tile loops bind the block indices, one tile at a time
         elif rasterized:
@@ -336,4 +350,7 @@ def generate_cuda(func: ir.PrimFunc, kernel_name: str, target, debug_timeout_s: 
     if debug_timeout_s:
         banner += (f"// Debug mode: every mbarrier wait gives up after {debug_timeout_s:g} s and reports "
                    "where (tw.debug_barrier_timeout).\n")
-    return banner + "\n" + inlined_headers(bool(debug_timeout_s)) + "\n// ---- kernel ----\n" + body
+    timeline = func.attrs.get("timeline") is not None
+    if timeline:
+        banner += "// Timeline mode: the kernel records its barrier, TMA, wgmma and store events (tw.timeline).\n"
+    return banner + "\n" + inlined_headers(bool(debug_timeout_s), timeline) + "\n// ---- kernel ----\n" + body

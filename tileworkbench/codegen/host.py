@@ -11,6 +11,10 @@ call builds nothing it built before (microsecond launches, issue 18).
 In debug mode (``debug_timeout_s``) the launcher also passes a zeroed debug record as the
 kernel's last argument and, after the launch, has ``rt`` read it: a wait that timed out becomes a
 ``KernelRuntimeError`` naming the barrier, slot, parity, block, thread and kernel line.
+
+In timeline mode (``timeline``, the kernel's ``ir.records.TimelinePlan``) the launcher passes a
+zeroed buffer sized for the launch's grid (``rt.timeline_buffer``), which ``kernel.timeline()``
+reads after the call.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from ..dtypes import TMA_TYPE_NAMES
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
 from ..ir.visitor import collect, substitute
-from .cuda import DEBUG_PARAM, barrier_names
+from .cuda import DEBUG_PARAM, TIMELINE_PARAM, barrier_names
 
 _SWIZZLE = {0: "NONE", 1: "32B", 2: "64B", 3: "128B"}
 _L2 = {0: "NONE", 1: "64B", 2: "128B", 3: "256B"}
@@ -41,7 +45,7 @@ def _tuple(items, renamed: dict | None = None) -> str:
 
 # Names the launcher itself uses: a kernel parameter or descriptor of the same name gets another.
 _LAUNCHER_NAMES = {"rt", "grid", "launch", "stream", "KERNEL", "PARAMS", "BLOCK", "GRID", "SMEM_BYTES",
-                   "DEBUG_TIMEOUT_S", "DEBUG_BARRIERS", DEBUG_PARAM}
+                   "DEBUG_TIMEOUT_S", "DEBUG_BARRIERS", DEBUG_PARAM, "TIMELINE", TIMELINE_PARAM}
 
 
 def _local_names(func: ir.PrimFunc) -> dict:
@@ -80,7 +84,8 @@ def _fields_lines(d, renamed, indent: str) -> list:
     ]
 
 
-def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeout_s: float | None = None) -> str:
+def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeout_s: float | None = None,
+                  timeline=None) -> str:
     launch = func.launch
     grid = list(launch.grid) + [ir.const(1)] * (3 - len(launch.grid))
     local = _local_names(func)
@@ -107,6 +112,9 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
             f"DEBUG_TIMEOUT_S = {float(debug_timeout_s)!r}  # tw.debug_barrier_timeout: waits give up after this",
             f"DEBUG_BARRIERS = {tuple(barrier_names(func))!r}  # barrier ids of the debug record",
         ]
+    if timeline is not None:
+        lines.append(f"TIMELINE = ({timeline.every}, {len(timeline.recorders)}, {timeline.stream_words})"
+                     "  # tw.timeline: every k-th block records, streams per block, words per stream")
     for d in descriptors:
         if d.name in static_fields:
             lines += ["", f"# {d.name}: cuTensorMapEncodeTiled's fields but the tensor's address",
@@ -150,6 +158,10 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
         lines.append(f"    grid = (rt.persistent_blocks(KERNEL, {launch.persistent_tiles}, BLOCK, SMEM_BYTES), 1, 1)")
     elif not static_grid:
         lines.append(f"    grid = ({', '.join(_py(g, renamed) for g in grid)})")
+    if timeline is not None:
+        lines.append(f"    {TIMELINE_PARAM} = rt.timeline_buffer(KERNEL, {'GRID' if static_grid else 'grid'}, TIMELINE, "
+                     "stream)  # zeroed; kernel.timeline() reads it")
+        args.append(TIMELINE_PARAM)
     lines.append(f"    rt.launch(KERNEL, {'GRID' if static_grid else 'grid'}, BLOCK, SMEM_BYTES, "
                  f"({', '.join(args)}{',' if len(args) == 1 else ''}), stream)")
     if debug_timeout_s:

@@ -9,7 +9,10 @@
 * :class:`LoopForm`: how the code generator writes a loop (``ir.For.form``, the codegen phase);
 * :class:`DynamicSize`: where a call finds a ``T.dynamic`` size (the front end records it,
   ``func.attrs["dynamic_sizes"]``), and :func:`size_arguments`, a call's arguments with the sizes
-  put in (``jit``'s kernels and the CPU interpreter's).
+  put in (``jit``'s kernels and the CPU interpreter's);
+* :class:`TimelinePlan` and :class:`TimelineSite`: what ``instrument_timeline`` records in a kernel
+  compiled with ``tw.timeline`` (``func.attrs["timeline"]``), which the code generator, the host
+  launcher (the buffer's size) and ``analysis.timeline`` (decoding the buffer) read.
 """
 
 from __future__ import annotations
@@ -141,3 +144,51 @@ def size_arguments(kernel: str, params: list, sizes: dict, out_idx, args) -> tup
         else:
             full.append(next(rest))
     return full, values
+
+
+# Event kinds a timeline site records (analysis/timeline.py decodes them by these names).
+TIMELINE_KINDS = ("wait_begin", "wait_end", "arrive", "expect_tx", "tma_issue", "wgmma_issue", "wgmma_wait",
+                  "store_issue", "store_wait")
+
+
+@dataclass(frozen=True)
+class TimelineSite:
+    """One place in the kernel that records an event: its kind (``TIMELINE_KINDS``), the role of
+    the threads running it (``producer``, ``consumer``, ``block``, ``ws(0)``...), the barrier it
+    names (None for wgmma and stores), the kernel line and the statement as the IR prints it."""
+
+    kind: str
+    role: str
+    barrier: str | None
+    line: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class TimelinePlan:
+    """Timeline mode (``tw.timeline``): every ``every``-th block (in launch order) records; in it,
+    stream ``i`` is written by thread ``recorders[i]`` (the first thread of each warpgroup of a
+    role) with at most ``capacity`` events of 8 bytes (the low 32 bits of ``clock64`` and the site,
+    slot and parity) after a header of ``HEADER_WORDS`` words (``%globaltimer`` and ``clock64`` at
+    the stream's open and close, the event count, the SM, the block)."""
+
+    every: int
+    capacity: int
+    recorders: tuple  # block thread index writing each stream
+    roles: tuple  # the role each stream records
+    sites: tuple  # TimelineSite per site id
+
+    HEADER_WORDS = 16
+
+    @property
+    def stream_words(self) -> int:
+        return self.HEADER_WORDS + 2 * self.capacity
+
+    def buffer_words(self, blocks: int) -> int:
+        """32-bit words of the buffer a launch of ``blocks`` blocks writes."""
+        sampled = -(-blocks // self.every)
+        return sampled * len(self.recorders) * self.stream_words
+
+    def to_json(self) -> dict:
+        return {"every": self.every, "capacity": self.capacity, "recorders": list(self.recorders),
+                "roles": list(self.roles), "sites": [asdict(s) for s in self.sites]}

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..version import __version__
-from ..codegen.cuda import HEADER_DIR, HEADER_ORDER
+from ..codegen.cuda import HEADER_DIR, HEADER_ORDER, TIMELINE_HEADER
 
 MEMORY: dict = {}
 _HEADERS_HASH: str | None = None
@@ -53,7 +53,7 @@ def headers_hash() -> str:
     global _HEADERS_HASH
     if _HEADERS_HASH is None:
         h = hashlib.sha256()
-        for name in HEADER_ORDER:
+        for name in HEADER_ORDER + (TIMELINE_HEADER,):
             h.update((HEADER_DIR / name).read_bytes())
         _HEADERS_HASH = h.hexdigest()
     return _HEADERS_HASH

@@ -104,10 +104,13 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
     debug = debug_timeout(configs)
     with internal_errors("code generation", SourceLocation(src.source_file, src.source_line)):
         device = generate_cuda(printed, kernel_name, tgt, debug_timeout_s=debug)
-        host = generate_host(lowered, kernel_name, out_idx, debug_timeout_s=debug)
+        host = generate_host(lowered, kernel_name, out_idx, debug_timeout_s=debug,
+                             timeline=printed.attrs.get("timeline"))
     device_compile = (_start_device_compile(device, tgt.arch, f"{src.name}.cu", nvrtc_extra_options(configs))
                       if enable_device_compile else None)
     trace.sources = {"device": device, "host": host}
+    if printed.attrs.get("timeline") is not None:
+        trace.timeline = {"plan": printed.attrs["timeline"].to_json(), "measured": None}
     descs = lowered.attrs.get("tma_descriptors", [])
     trace.tma_descriptors = [d.to_json() for d in descs]
     trace.resources.update({"smem_bytes": lowered.attrs.get("smem_bytes", 0), "threads": lowered.launch.threads,

@@ -15,6 +15,7 @@ from . import (  # noqa: F401 - importing registers the passes
     guard_global_accesses,
     infer_fragment_layouts,
     inline_index_lets,
+    instrument_timeline,
     inject_software_pipeline,
     insert_thread_syncs,
     lower_tile_ops,
@@ -70,4 +71,6 @@ def pass_list(configs: dict) -> list[str]:
 
 
 def codegen_pass_list(configs: dict) -> list[str]:
-    return list(CODEGEN)
+    # instrument_timeline (tw.timeline) runs last and only when asked for: other kernels' traces and
+    # sources stay as they were.
+    return list(CODEGEN) + (["instrument_timeline"] if instrument_timeline.timeline_every(configs) else [])

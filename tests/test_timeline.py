@@ -1,0 +1,248 @@
+"""Timeline mode without a GPU (issue 20): the pass ``instrument_timeline`` (where records go, who
+records, the plan), the generated sources (byte-identical without the config, NVRTC-compiled for
+sm_90a with it), the host launcher's buffer, config errors, and the decoding of a buffer laid out
+as ``tw/timeline.h`` writes it (an encoder here mirrors the header) into events and derived numbers."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+import tileworkbench as tw
+from tileworkbench.analysis.timeline import HEADER_WORDS, decode, pipeline_order, summary, waits
+from tileworkbench.examples.gemm import matmul, matmul_tma_copy
+from tileworkbench.ir.records import TimelinePlan
+
+
+def _ws_gemm(n=1024):
+    return matmul(n, n, n, 128, 256, 64, num_stages=3, threads=256)
+
+
+def test_without_the_config_nothing_changes():
+    plain = tw.lower(_ws_gemm())
+    off = tw.lower(_ws_gemm(), pass_configs={"tw.timeline": False})
+    assert plain.device_source == off.device_source and plain.host_source == off.host_source
+    assert "tw_tl" not in plain.device_source and "Timeline" not in plain.device_source
+    assert "instrument_timeline" not in plain.trace.pass_names() and plain.trace.timeline is None
+    assert "timeline" not in plain.trace.to_dict()
+
+
+def test_records_surround_the_plan_events():
+    art = tw.lower(_ws_gemm(), pass_configs={"tw.timeline": 4})
+    plan = art.trace.timeline["plan"]
+    assert plan["every"] == 4 and plan["recorders"] == [0, 128, 256]
+    assert plan["roles"] == ["consumer", "consumer", "producer"]
+    kinds = [(s["role"], s["kind"], s["barrier"]) for s in plan["sites"]]
+    assert ("producer", "wait_begin", "stage_empty") in kinds and ("producer", "tma_issue", "stage_full") in kinds
+    assert ("consumer", "wait_end", "stage_full") in kinds and ("consumer", "wgmma_issue", None) in kinds
+    assert ("consumer", "store_issue", None) in kinds
+    src = art.device_source
+    # a consumer wait: its begin recorded right before it, its end right after it
+    begin = next(i for i, s in enumerate(plan["sites"]) if s["role"] == "consumer" and s["kind"] == "wait_begin")
+    lines = src.splitlines()
+    at = next(i for i, line in enumerate(lines) if f"tw_tl.record({begin}," in line)
+    assert "stage_full[" in lines[at + 1] and ".wait(" in lines[at + 1]
+    assert f"tw_tl.record({begin + 1}," in lines[at + 2]
+    # every stream opened before the body and closed after it, by its thread
+    for i, tx in enumerate((0, 128, 256)):
+        assert src.index(f"tw_tl.open<{tx}, {i}>();") < src.index("stage_full[0].init") < \
+            src.index(f"tw_tl.close<{tx}, {i}>();")
+    # the producer's elected TMA issue is recorded before the election; an arrival before it happens
+    issue = next(i for i, s in enumerate(plan["sites"]) if s["kind"] == "tma_issue")
+    assert src.index(f"tw_tl.record({issue},") < src.index("if (tw::shuffle_elect<32>())") < src.index("tw::tma_load(")
+    arrive = next(i for i, s in enumerate(plan["sites"]) if s["kind"] == "arrive" and s["role"] == "producer")
+    arrival = re.search(r"stage_full\[[^]]*\]\.arrive\(\);", src)
+    assert arrival and src.index(f"tw_tl.record({arrive},") < arrival.start()
+    assert "unsigned int* __restrict__ tw_timeline" in src and "tw::Timeline<2048, 3> tw_tl(tw_timeline, 4)" in src
+    assert "TIMELINE = (4, 3, 4112)" in art.host_source
+    assert "rt.timeline_buffer(KERNEL, grid, TIMELINE, stream)" in art.host_source  # a persistent grid
+    assert art.trace.pass_names()[-1] == "instrument_timeline"
+
+
+def test_instrumented_kernels_compile_for_sm90a_without_spills():
+    for func, configs in ((_ws_gemm(), {}), (matmul_tma_copy(1024, 1024, 1024, 128, 128, 32, "float16", "float16",
+                                                             "float32", 128, 2),
+                                             {"tl.disable_warp_specialized": True})):
+        art = tw.lower(func, pass_configs={**configs, "tw.timeline": True}, enable_device_compile=True)
+        assert art.nvrtc.cubin and art.nvrtc.spills_bytes == 0
+
+
+@pytest.mark.parametrize("value", ["yes", -1, 2.5])
+def test_bad_timeline_values_are_refused(value):
+    with pytest.raises(tw.CompileError, match="tw.timeline"):
+        tw.lower(_ws_gemm(), pass_configs={"tw.timeline": value})
+
+
+def test_timeline_and_debug_mode_are_refused_together():
+    with pytest.raises(tw.CompileError, match="cannot be combined"):
+        tw.lower(_ws_gemm(), pass_configs={"tw.timeline": True, "tw.debug_barrier_timeout": 1.0})
+
+
+def test_capacity_is_checked():
+    with pytest.raises(tw.CompileError, match="timeline_capacity"):
+        tw.lower(_ws_gemm(), pass_configs={"tw.timeline": True, "tw.timeline_capacity": 0})
+    art = tw.lower(_ws_gemm(), pass_configs={"tw.timeline": True, "tw.timeline_capacity": 64})
+    assert art.trace.timeline["plan"]["capacity"] == 64
+
+
+# ---- decoding a buffer as tw/timeline.h lays it out -----------------------------------------------
+SITES = [("wait_begin", "producer", "empty"), ("wait_end", "producer", "empty"), ("tma_issue", "producer", "full"),
+         ("arrive", "producer", "full"), ("wait_begin", "consumer", "full"), ("wait_end", "consumer", "full"),
+         ("arrive", "consumer", "empty")]
+
+
+def _plan(every=1, capacity=64):
+    sites = tuple(tw.ir.records.TimelineSite(k, r, b, 10 + i, "") for i, (k, r, b) in enumerate(SITES))
+    return TimelinePlan(every, capacity, (0, 128), ("consumer", "producer"), sites).to_json()
+
+
+def _encode(plan, blocks, streams_events, clock_start=(1 << 32) - 500, ghz=2.0):
+    """Words as the kernel writes them: ``streams_events[block][stream]`` = [(cycles after open, site,
+    slot, parity)]; each stream opens at global time 1000 + block * 10000 ns."""
+    words_per_stream = HEADER_WORDS + 2 * plan["capacity"]
+    sampled = -(-blocks // plan["every"])
+    w = np.zeros((sampled, len(plan["recorders"]), words_per_stream), dtype=np.uint32)
+    for sb in range(sampled):
+        for s in range(len(plan["recorders"])):
+            events = streams_events[sb][s]
+            gt0 = 1000 + sb * 10000
+            last = max((e[0] for e in events), default=0) + 100
+            h = w[sb, s]
+            for at, v in ((0, gt0), (2, clock_start), (4, gt0 + int(last / ghz)), (6, clock_start + last)):
+                h[at], h[at + 1] = v & 0xFFFFFFFF, v >> 32
+            h[8], h[9], h[10], h[11], h[12] = len(events), 3 + sb, sb * plan["every"], plan["recorders"][s], 1
+            for i, (cycles, site, slot, parity) in enumerate(events[:plan["capacity"]]):
+                h[HEADER_WORDS + 2 * i] = (clock_start + cycles) & 0xFFFFFFFF
+                h[HEADER_WORDS + 2 * i + 1] = site | slot << 16 | parity << 31
+    return w.reshape(-1)
+
+
+def _pipeline(iterations=6, slots=2, consumer_start=300):
+    """A producer that loads slot k % slots once the consumer released it, and a consumer that waits
+    for each load and releases its slot (cycles after each stream's open)."""
+    producer, consumer, released = [], [], []
+    p, c = 0, consumer_start
+    for k in range(iterations):  # producer k needs the release of k - slots, consumer k the load of k
+        end = max(p, released[k - slots] + 1) if k >= slots else p
+        producer += [(p, 0, k % slots, 0), (end, 1, k % slots, 0), (end + 5, 2, k % slots, 0),
+                     (end + 6, 3, k % slots, 0)]
+        p = end + 20
+        done = max(c, end + 15)
+        consumer += [(c, 4, k % slots, (k // slots) % 2), (done, 5, k % slots, (k // slots) % 2),
+                     (done + 60, 6, k % slots, 0)]
+        released.append(done + 60)
+        c = done + 65
+    return [consumer, producer]
+
+
+def test_decode_puts_events_on_one_clock_across_the_32_bit_wrap():
+    plan = _plan()
+    words = _encode(plan, 2, [_pipeline(), _pipeline()])
+    columns, facts = decode(words, (2, 1, 1), plan)
+    assert facts["cycles_per_ns"] == pytest.approx(2.0, rel=1e-2)
+    assert facts["unclosed_streams"] == 0 and facts["dropped_events"] == 0 and facts["recorded_blocks"] == 2
+    first = (columns["block"] == 0) & (columns["stream"] == 1)
+    assert columns["t_ns"][first][:4] == pytest.approx([0, 0, 2.5, 3], abs=0.1)  # cycles / 2 GHz, past the wrap
+    second = (columns["block"] == 1) & (columns["stream"] == 1)
+    assert columns["t_ns"][second][0] == pytest.approx(10000, abs=1)
+    assert set(columns["role"][columns["stream"] == 0]) == {"consumer"}
+    assert list(columns["line"][:3]) == [14, 15, 16]
+
+
+def test_pipeline_order_and_protocol_checks():
+    plan = _plan()
+    consumer, producer = _pipeline(consumer_start=0)
+    columns, facts = decode(_encode(plan, 1, [[consumer, producer]]), (1, 1, 1), plan)
+    order = pipeline_order(columns)
+    assert order["violations"] == [] and order["waits_checked"] == 6
+    assert order["lead_stages_median"] >= 1  # the load was issued when each wait began
+    s = summary(columns, facts)
+    assert s["events"] == 6 * 7 and s["sm_busy"]["sms"] == 1
+    slot0 = next(e for e in s["wait_by_slot"] if e["role"] == "consumer" and e["slot"] == 0)
+    waited = sum(consumer[3 * k + 1][0] - consumer[3 * k][0] for k in (0, 2, 4)) / 2.0  # cycles at 2 GHz
+    assert waited > 0 and slot0["waits"] == 3 and slot0["total_ns"] == pytest.approx(waited, abs=0.5)
+    w = waits(columns)
+    assert len(w["begin_ns"]) == 12 and (w["end_ns"] >= w["begin_ns"]).all()
+
+
+def test_a_wait_that_ends_before_its_load_is_a_violation():
+    plan = _plan()
+    consumer, producer = _pipeline()
+    consumer[0] = (0, *consumer[0][1:])
+    consumer[1] = (1, *consumer[1][1:])  # the first wait ends before the producer issued its load
+    columns, _ = decode(_encode(plan, 1, [[consumer, producer]]), (1, 1, 1), plan)
+    violations = pipeline_order(columns)["violations"]
+    assert violations and violations[0]["what"] == "wait ended before its load was issued"
+
+
+def test_dropped_events_and_unclosed_streams_are_counted():
+    plan = _plan(capacity=4)
+    words = _encode(plan, 1, [_pipeline(iterations=2), _pipeline(iterations=2)])
+    columns, facts = decode(words, (1, 1, 1), plan)
+    assert facts["dropped_events"] == (6 - 4) + (8 - 4)
+    assert len(columns["kind"]) == 8
+    words = words.copy()
+    words[12] = 0  # stream 0 never closed: a kernel cut short
+    _, facts = decode(words, (1, 1, 1), plan)
+    assert facts["unclosed_streams"] == 1
+
+
+def test_sampling_every_kth_block():
+    plan = _plan(every=3)
+    blocks = 7  # blocks 0, 3 and 6 record
+    words = _encode(plan, blocks, [_pipeline(2)] * 3)
+    columns, facts = decode(words, (7, 1, 1), plan)
+    assert sorted(set(columns["block"].tolist())) == [0, 3, 6] and facts["recorded_blocks"] == 3
+
+
+def test_frame_views(tmp_path):
+    pd = pytest.importorskip("pandas")
+    from tileworkbench.analysis.timeline_frame import MeasuredTimeline
+
+    plan = _plan()
+    frame = MeasuredTimeline.of(*decode(_encode(plan, 2, [_pipeline(), _pipeline()]), (2, 1, 1), plan))
+    assert isinstance(frame, pd.DataFrame) and len(frame) == 2 * 42
+    assert isinstance(frame[frame["block"] == 1], MeasuredTimeline)  # slices keep the class
+    assert frame.waits()["wait_ns"].min() >= 0
+    doc = frame.to_chrome_trace(tmp_path / "t.json")
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"}
+    assert "block 1 (SM 4)" in names and "producer (thread 128)" in names
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == 2 * 12 and all(e["dur"] >= 0 for e in spans)
+    assert json.loads((tmp_path / "t.json").read_text())["displayTimeUnit"] == "ns"
+    measured = frame.to_trace_json(block=1)
+    assert measured["block"] == 1 and measured["sm"] == 4 and measured["events"][0]["t_ns"] >= 0
+    assert json.dumps(measured)  # plain JSON
+    with pytest.raises(ValueError, match="did not record"):
+        frame.to_trace_json(block=5)
+
+
+# ---- the cost benchmark's record and refusal --------------------------------------------------------
+def test_the_recorded_cost_benchmark_reads_back():
+    from pathlib import Path
+
+    from tileworkbench.bench.timeline import GOAL_COST, table
+
+    records = sorted(Path(__file__).resolve().parents[1].glob("benchmarks/results/timeline-*.json"))
+    assert records, "no timeline record under benchmarks/results"
+    record = json.loads(records[-1].read_text())
+    text = table(record)
+    assert text.count("\n") == 1 + sum(len(r["variants"]) for r in record["rows"])
+    for row in record["rows"]:
+        plain, *instrumented = row["variants"]
+        assert plain["every"] is None and plain["correct"]
+        for v in instrumented:  # what the run measured, read back: correct, ordered, its cost against plain
+            assert v["correct"] and v["timeline"]["violations"] == 0
+            assert v["cost"] == pytest.approx(v["ms"] / plain["ms"])
+    assert GOAL_COST == 1.05
+
+
+def test_the_cost_benchmark_needs_a_gpu(capsys, monkeypatch):
+    from tileworkbench.bench import cli
+
+    monkeypatch.setattr(cli, "_torch_gpu", lambda what, stack="torch": print(f"{what} needs a CUDA GPU") or False)
+    assert cli.main(["timeline"]) == 2
+    assert "the timeline benchmark needs a CUDA GPU" in capsys.readouterr().out

@@ -1,0 +1,213 @@
+"""instrument_timeline: a kernel compiled with ``tw.timeline`` records what it really does.
+
+Phase: codegen, last (it runs only when ``tw.timeline`` is set; the analyses never see it).
+Expects: the codegen phase's IR; pass configs ``tw.timeline`` (True: every block records, k:
+every k-th block in launch order) and ``tw.timeline_capacity`` (events per recording thread).
+Guarantees: the events the compiler's plan already names are recorded where they happen: an
+mbarrier wait's begin and end, arrivals, expect-tx, a TMA load's issue, a wgmma's issue and the
+wait for it, a TMA store's issue and the wait for it. Each is a statement
+``tw_tl.record(site, slot, parity)`` before the operation (issues, arrivals, a wait's begin) or
+after it (a wait's end, a wgmma or store wait's end): a cause is recorded before it happens and
+an effect after, so an order the timeline shows is one that happened. Every thread running a site
+executes its record; the first thread of each warpgroup of a role (``tw_tl.open<TX, STREAM>()``
+before the body, ``close`` after it: ``%globaltimer`` and ``clock64`` at both ends, to put the
+events on one clock) stores it, by a predicated store (no branch, so warps do not diverge). What
+runs on one thread (a branch on an elected thread or on ``tx == c``) is recorded just before that
+branch by the threads around it, since each recorder counts its events in a register of its own. ``func.attrs["timeline"]`` is the
+``ir.records.TimelinePlan``: streams, sites, sampling, capacity. The operations themselves and
+their order are unchanged; without the config this pass does not run and the device source is
+byte-identical to a build without it.
+"""
+
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..ir import nodes as ir
+from ..ir.printer import expr_text
+from ..ir.records import TimelinePlan, TimelineSite
+from ..target import PassConfigKey
+from .manager import register
+
+WARPGROUP = 128
+DEFAULT_CAPACITY = 2048
+TIMELINE_VAR = "tw_tl"  # the kernel's tw::Timeline (codegen/cuda.py declares it)
+
+
+def timeline_every(configs: dict) -> int:
+    """Every how many blocks one records (0: timeline mode is off)."""
+    value = configs.get(PassConfigKey.TW_TIMELINE.value)
+    if value is None or value is False:
+        return 0
+    return 1 if value is True else int(value)
+
+
+def _thread_bound(cond, tid):
+    """``(lo, hi)`` for a condition ``tid < c``, ``tid >= c``... (either side), ``(c, c + 1)`` for
+    ``tid == c``, intersected over ``and``; None when it is not such a test."""
+    if isinstance(cond, ir.BinOp) and cond.op == "and":
+        a, b = _thread_bound(cond.a, tid), _thread_bound(cond.b, tid)
+        if a is None or b is None:
+            return None
+        return max(a[0], b[0]), min(a[1], b[1])
+    if not isinstance(cond, ir.BinOp) or cond.op not in ("<", "<=", ">", ">=", "=="):
+        return None
+    op, a, b = cond.op, cond.a, cond.b
+    if b is tid and isinstance(a, ir.Const):
+        op, a, b = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}[op], b, a
+    if a is not tid or not isinstance(b, ir.Const):
+        return None
+    c = int(b.value)
+    return {"<": (0, c), "<=": (0, c + 1), ">": (c + 1, 1 << 30), ">=": (c, 1 << 30), "==": (c, c + 1)}[op]
+
+
+def _one_thread(cond, tid) -> bool:
+    """A branch taken by one thread (per warp at most): an election or ``tid == c``."""
+    if isinstance(cond, ir.Call) and cond.name.startswith("tw::shuffle_elect"):
+        return True
+    bound = _thread_bound(cond, tid)
+    return bound is not None and bound[1] - bound[0] == 1
+
+
+def _event(call: ir.Call):
+    """(kinds before, kinds after, barrier ref or None) for an operation the timeline records."""
+    name = call.name
+    ref = next((a for a in call.args if isinstance(a, ir.BarrierRef)), None)
+    if name == ".wait":
+        return ("wait_begin",), ("wait_end",), ref
+    # An arrival is recorded before it: the wait it completes ends after the record (a cause is
+    # recorded before it happens and an effect after, so a measured order is one that happened).
+    if name == ".arrive" or name == ".arrive_and_expect_tx":
+        return ("arrive",), (), ref
+    if name == ".expect_transaction":
+        return ("expect_tx",), (), ref
+    if name.startswith("tw::tma_load"):
+        return ("tma_issue",), (), ref
+    if name.startswith("tw::wgmma_gemm"):
+        return ("wgmma_issue",), (), None
+    if name.startswith("tw::wgmma_wait"):
+        return (), ("wgmma_wait",), None
+    if name == "tw::tma_store":
+        return ("store_issue",), (), None
+    if name.startswith("tw::tma_store_wait"):
+        return (), ("store_wait",), None
+    return None
+
+
+class _Instrument:
+    """Walks the body knowing which threads run each statement and in which role."""
+
+    def __init__(self, func: ir.PrimFunc):
+        self.tid = func.launch.thread_var
+        self.total = func.launch.total_threads
+        self.sites: list[TimelineSite] = []
+        self.streams: dict[int, str] = {}  # recorder thread -> role of its stream (first seen)
+
+    def recorders(self, lo: int, hi: int) -> list[int]:
+        hi = min(hi, self.total)
+        return [max(lo, g * WARPGROUP) for g in range(lo // WARPGROUP, -(-hi // WARPGROUP))]
+
+    def records(self, kinds, stmt, call, ref, span, role) -> list:
+        out = []
+        for kind in kinds:
+            site = len(self.sites)
+            line = stmt.loc.line if stmt.loc is not None else None
+            self.sites.append(TimelineSite(kind, role, ref.buffer.name if ref is not None else None, line,
+                                           expr_text(call)[:160]))
+            slot = ref.index if ref is not None else ir.const(0)
+            parity = call.args[1] if call.name == ".wait" else ir.const(0)
+            for tx in self.recorders(*span):
+                self.streams.setdefault(tx, role)
+            out.append(ir.Evaluate(ir.Call(f"{TIMELINE_VAR}.record", (ir.const(site), slot, parity))))
+        return out
+
+    def hoisted(self, body, span, role) -> list:
+        """Records, before a one-thread branch, of the issues inside it (TMA loads and stores)."""
+        out = []
+        for stmt in _flat(body):
+            if isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call):
+                event = _event(stmt.call)
+                if event is not None and event[0] and event[0][0] in ("tma_issue", "store_issue"):
+                    out += self.records(event[0], stmt, stmt.call, event[2], span, role)
+        return out
+
+    def visit(self, s, span, role):
+        if isinstance(s, ir.SeqStmt):
+            return ir.seq([self.visit(c, span, role) for c in s.stmts])
+        if isinstance(s, ir.Evaluate) and isinstance(s.call, ir.Call):
+            event = _event(s.call)
+            if event is None:
+                return s
+            before, after, ref = event
+            return ir.seq(self.records(before, s, s.call, ref, span, role) + [s]
+                          + self.records(after, s, s.call, ref, span, role))
+        if isinstance(s, ir.WarpSpecialize):
+            consumer = self.visit(s.consumer, (0, s.consumer_threads), "consumer")
+            producer = self.visit(s.producer, (s.consumer_threads, s.consumer_threads + s.producer_threads),
+                                  "producer")
+            return _replace(s, producer=producer, consumer=consumer)
+        if isinstance(s, ir.ThreadScope):
+            scope = f"ws({', '.join(map(str, s.warpgroups))})"
+            return _replace(s, body=self.visit(s.body, (s.first, s.first + s.count), scope))
+        if isinstance(s, ir.IfThenElse):
+            if _one_thread(s.cond, self.tid):
+                return ir.seq(self.hoisted(s.then_body, span, role) + [s])
+            bound = _thread_bound(s.cond, self.tid)
+            inner = span if bound is None else (max(span[0], bound[0]), min(span[1], bound[1]))
+            then_body = self.visit(s.then_body, inner, role) if inner[0] < inner[1] else s.then_body
+            else_body = self.visit(s.else_body, span, role) if s.else_body is not None and bound is None \
+                else s.else_body
+            return _replace(s, then_body=then_body, else_body=else_body)
+        if isinstance(s, (ir.For, ir.While)):
+            return _replace(s, body=self.visit(s.body, span, role))
+        return s
+
+
+def _flat(s):
+    if isinstance(s, ir.SeqStmt):
+        for c in s.stmts:
+            yield from _flat(c)
+    elif s is not None:
+        yield s
+
+
+def _replace(node, **changes):
+    import dataclasses
+
+    return dataclasses.replace(node, **changes)
+
+
+def _check_configs(configs: dict):
+    if configs.get(PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT.value):
+        raise CompileError("pass configs tw.timeline and tw.debug_barrier_timeout cannot be combined: debug mode's "
+                           "bounded waits would be timed instead of the kernel's own; compile the kernel once with each")
+
+
+@register("instrument_timeline", "codegen")
+def instrument_timeline(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    every = timeline_every(ctx.configs)
+    if not every:
+        return func
+    _check_configs(ctx.configs)
+    capacity = int(ctx.configs.get(PassConfigKey.TW_TIMELINE_CAPACITY.value, DEFAULT_CAPACITY))
+    walker = _Instrument(func)
+    body = walker.visit(func.body, (0, walker.total), "block")
+    for tx in walker.recorders(0, walker.total):  # every warpgroup keeps its begin and end at least
+        walker.streams.setdefault(tx, _role_of(func.body, tx) or "block")
+    recorders = tuple(sorted(walker.streams))
+    streams = {tx: i for i, tx in enumerate(recorders)}
+    plan = TimelinePlan(every=every, capacity=capacity, recorders=recorders,
+                        roles=tuple(walker.streams[tx] for tx in recorders),
+                        sites=tuple(walker.sites))
+    opens = [ir.Evaluate(ir.Call(f"{TIMELINE_VAR}.open<{tx}, {streams[tx]}>", ())) for tx in recorders]
+    closes = [ir.Evaluate(ir.Call(f"{TIMELINE_VAR}.close<{tx}, {streams[tx]}>", ())) for tx in recorders]
+    out = func.with_body(ir.seq(opens + [body] + closes))
+    out.attrs["timeline"] = plan
+    return out
+
+
+def _role_of(body, tx: int) -> str | None:
+    """The role thread ``tx`` has in the kernel's warp specialisation, if any."""
+    for s in _flat(body):
+        if isinstance(s, ir.WarpSpecialize):
+            return "consumer" if tx < s.consumer_threads else "producer"
+    return None
