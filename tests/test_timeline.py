@@ -215,7 +215,20 @@ def test_frame_views(tmp_path):
     assert json.loads((tmp_path / "t.json").read_text())["displayTimeUnit"] == "ns"
     measured = frame.to_trace_json(block=1)
     assert measured["block"] == 1 and measured["sm"] == 4 and measured["events"][0]["t_ns"] >= 0
-    assert json.dumps(measured)  # plain JSON
+    assert json.dumps(measured, allow_nan=False) and json.dumps(doc, allow_nan=False)  # strict JSON for browsers
+
+
+def test_events_without_a_barrier_export_as_null():
+    from tileworkbench.analysis.timeline_frame import MeasuredTimeline
+
+    sites = (tw.ir.records.TimelineSite("wgmma_issue", "consumer", None, None, ""),
+             tw.ir.records.TimelineSite("wait_begin", "consumer", "full", 3, ""))
+    plan = TimelinePlan(1, 64, (0,), ("consumer",), sites).to_json()
+    frame = MeasuredTimeline.of(*decode(_encode(plan, 1, [[[(0, 0, 0, 0), (5, 1, 0, 0)]]]), (1, 1, 1), plan))
+    events = frame.to_trace_json()["events"]
+    assert [e["barrier"] for e in events] == [None, "full"] and events[0]["line"] is None
+    names = [e["name"] for e in frame.to_chrome_trace()["traceEvents"] if e["ph"] == "i"]
+    assert names == ["wgmma_issue"]
     with pytest.raises(ValueError, match="did not record"):
         frame.to_trace_json(block=5)
 

@@ -161,3 +161,14 @@ def test_a_kernel_written_in_a_plain_cell_is_named_by_its_cell_too(shell):
     label = art.trace.kernel["source_label"]
     assert label.startswith("In [") and ", line " in label and "ipykernel" not in label
     assert f"from {label.split(', line')[0]}" in art.device_source
+
+
+def test_timeline_flag_compiles_a_recording_kernel(shell):
+    _, cap = _run(shell, "matmul 256 256 256 --timeline --name mm_tl --out-idx 2 --target sm_90", BUILDER_CELL)
+    kernel = shell.user_ns["mm_tl"]
+    assert isinstance(kernel, Kernel)
+    plan = kernel.trace.timeline["plan"]
+    assert plan["every"] == 1 and {s["kind"] for s in plan["sites"]} >= {"wait_begin", "wait_end", "tma_issue"}
+    assert "tw_tl.record(" in kernel.get_kernel_source()
+    html = cap.outputs[0].data["text/html"]
+    assert "kernel.timeline()</code> fills this section" in html

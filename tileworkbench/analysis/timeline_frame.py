@@ -18,10 +18,16 @@ MAX_TRACE_EVENTS = 6000  # events of one block the trace document keeps for the 
 MAX_TRACE_BLOCKS = 4096  # blocks whose SM and times it keeps
 
 
+def _barrier(value):
+    """A barrier name, or None for an event without one (pandas holds those as a missing value)."""
+    return value if isinstance(value, str) else None
+
+
 class MeasuredTimeline(pd.DataFrame):
     """One row per recorded event (``block``, ``sm``, ``stream``, ``thread``, ``role``, ``seq``,
-    ``site``, ``kind``, ``barrier``, ``slot``, ``parity``, ``line``, ``t_ns``); ``facts`` holds what
-    the decoding found (dropped events, streams that did not close, each block's SM and times)."""
+    ``site``, ``kind``, ``barrier`` (missing for wgmma and store events), ``slot``, ``parity``,
+    ``line`` (-1 where unknown), ``t_ns``); ``facts`` holds what the decoding found (dropped events,
+    streams that did not close, each block's SM and times)."""
 
     _metadata = ["facts", "_summary"]
 
@@ -72,7 +78,7 @@ class MeasuredTimeline(pd.DataFrame):
                            "args": {"parity": int(r.parity), "line": int(r.line)}})
         rest = self[~self["kind"].isin(["wait_begin", "wait_end"])]
         for r in rest.itertuples(index=False):
-            name = r.kind if r.barrier is None else f"{r.kind} {r.barrier}[{r.slot}]"
+            name = r.kind if _barrier(r.barrier) is None else f"{r.kind} {r.barrier}[{r.slot}]"
             events.append({"ph": "i", "s": "t", "name": name, "cat": r.kind, "pid": int(r.block),
                            "tid": int(r.stream), "ts": r.t_ns / 1e3, "args": {"line": int(r.line)}})
         doc = {"traceEvents": events, "displayTimeUnit": "ns",
@@ -94,7 +100,7 @@ class MeasuredTimeline(pd.DataFrame):
                              f"block, {len(blocks)} of them)")
         origin = self.facts["blocks"][block][1]
         mine = self[self["block"] == block]
-        events = [{"stream": int(r.stream), "role": r.role, "kind": r.kind, "barrier": r.barrier,
+        events = [{"stream": int(r.stream), "role": r.role, "kind": r.kind, "barrier": _barrier(r.barrier),
                    "slot": int(r.slot), "parity": int(r.parity), "line": int(r.line) if r.line >= 0 else None,
                    "t_ns": float(r.t_ns - origin)}
                   for r in mine.head(MAX_TRACE_EVENTS).itertuples(index=False)]

@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true",
                    help=f"bounded barrier waits: a hang becomes an error after {DEBUG_TIMEOUT_S:g} s "
                         "(tw.debug_barrier_timeout)")
+    p.add_argument("--timeline", action="store_true",
+                   help="record a measured timeline (tw.timeline): call the kernel, then kernel.timeline(), and "
+                        "display the kernel again to see it over the plan")
     p.add_argument("--no-display", action="store_true", help="compile and bind, show nothing")
     return p
 
@@ -135,6 +138,8 @@ def tilekernel(line: str, cell: str, shell=None):
         configs = normalize_pass_configs(build.parse_pass_configs(opts.pass_config))
         if opts.debug:  # an explicit --pass-config tw.debug_barrier_timeout=... wins
             configs.setdefault(PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT.value, DEBUG_TIMEOUT_S)
+        if opts.timeline:  # an explicit --pass-config tw.timeline=k wins
+            configs.setdefault(PassConfigKey.TW_TIMELINE.value, True)
         out_idx = build.parse_out_idx(opts.out_idx)
     except ValueError as err:
         raise UsageError(f"%%tilekernel: {err}") from None

@@ -13,6 +13,7 @@ import json
 import uuid
 from html import escape
 
+from .timeline_svg import measured_svg
 from .svg import barriers_svg, smem_svg
 
 SECTIONS = ("summary", "findings", "pass-list", "passes", "device-source", "host-source", "smem",
@@ -213,6 +214,42 @@ def _barriers(doc: dict) -> str:
             f'{barriers_svg(sim, doc.get("findings"))}</div>' + table)
 
 
+def _measured(doc: dict) -> str:
+    """The measured timeline over the plan's rows and what it shows (``tw.timeline``)."""
+    timeline = doc.get("timeline") or {}
+    measured = timeline.get("measured")
+    if not measured:
+        return ('<p class="tw-note">This kernel records a timeline (tw.timeline); call it, then '
+                "<code>kernel.timeline()</code> fills this section.</p>")
+    s = measured.get("summary") or {}
+    p = s.get("pipeline") or {}
+    fraction = s.get("consumer_wait_on_loads_fraction")
+    head = (f"<p>Block {measured['block']} on SM {measured['sm']}, as it ran (one of {s.get('recorded_blocks')} "
+            f"recorded blocks, every {(timeline.get('plan') or {}).get('every', '?')}-th). Rows are the planned "
+            "timeline's barrier slots, then each recording warpgroup; hover a mark for its details.</p>")
+    facts = [
+        ("producer's lead (loads issued when a wait began; the plan's lockstep order: 1)",
+         f"median {p.get('lead_stages_median')}, min {p.get('lead_stages_min')}"),
+        ("waits ahead of the plan's lockstep order", _percent(p.get("ahead_of_lockstep"))),
+        ("consumers' time waiting for loads (bubbles)", _percent(fraction)),
+        ("load issued to wait ended (median)", f"{p.get('load_to_wait_end_ns_median') or 0:.0f} ns"),
+        ("protocol violations (a wait ended before its load or arrival)",
+         f"{len(p.get('violations') or [])} of {p.get('waits_checked')} waits checked"),
+        ("SMs busy / span", f"{(s.get('sm_busy') or {}).get('sms')} SMs over {(s.get('span_ns') or 0) / 1e3:.1f} us"),
+        ("dropped events / streams not closed", f"{s.get('dropped_events')} / {s.get('unclosed_streams')}"),
+    ]
+    slots = [(escape(e["role"]), escape(f"{e['barrier']}[{e['slot']}]"), str(e["waits"]),
+              f"{e['per_block_ns'] / 1e3:.2f}") for e in s.get("wait_by_slot", [])]
+    return (head + f'<div class="tw-scroll" data-tw="measured-timeline">{measured_svg(doc.get("barriers"), measured)}'
+            "</div>" + _table(["measured", "value"], [(escape(a), escape(str(b))) for a, b in facts])
+            + "<details><summary>time waiting per barrier slot</summary>"
+            + _table(["role", "slot", "waits", "us per block"], slots) + "</details>")
+
+
+def _percent(value) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
 def _compare(doc: dict) -> str:
     cmp = doc.get("compare")
     if not cmp:
@@ -266,6 +303,7 @@ def render_fragment(doc: dict, uid: str | None = None) -> str:
                  f"{code_html(sources.get('host'), 'host')}</details>", uid),
         _section("smem", "Shared memory", _smem(doc), uid),
         _section("barriers", "mbarrier protocol", _barriers(doc), uid),
+        *([_section("measured", "Measured timeline (tw.timeline)", _measured(doc), uid)] if doc.get("timeline") else []),
         _section("tma", "TMA descriptors", _tma(doc), uid),
     ]
     if doc.get("compare"):

@@ -91,7 +91,9 @@ def smem_svg(smem: dict | None) -> str:
 # ---- barriers --------------------------------------------------------------------------------
 
 
-def _lanes(sim: dict) -> list:
+def barrier_lanes(sim: dict) -> list:
+    """The barrier timeline's lanes: every slot of every barrier, in declaration order, then any slot
+    only an event names (the measured timeline draws on the same rows)."""
     lanes, seen = [], set()
     for bar in sim.get("barriers", []):
         for slot in range(bar.get("slots") or 0):
@@ -143,7 +145,7 @@ def barriers_svg(sim: dict | None, findings: list | None = None) -> str:
         return '<p class="tw-empty">No mbarrier operations.</p>'
     findings = findings or []
     events = sim["events"][:MAX_EVENTS_DRAWN]
-    lanes = _lanes(sim)
+    lanes = barrier_lanes(sim)
     row = {lane: i for i, lane in enumerate(lanes)}
     step, lane_h, left, top = 18, 40, 120, 42
     width = left + step * (len(events) + 1) + 20

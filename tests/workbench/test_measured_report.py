@@ -1,0 +1,63 @@
+"""The HTML report's measured-timeline section (``tw.timeline``), on a timeline recorded on the H200
+(tests/fixtures/trace_timeline.json, scripts/record_timeline_trace.py): drawn on the planned
+barrier timeline's rows, every wait a bar, the summary's numbers in its table."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+from tileworkbench.report.html import render_fragment
+from tileworkbench.report.svg import barrier_lanes
+from tileworkbench.report.timeline_svg import MAX_DRAWN, measured_lanes, measured_svg
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trace_timeline.json"
+
+
+def _doc():
+    return json.loads(FIXTURE.read_text())
+
+
+def test_the_measured_rows_are_the_plans_rows_first():
+    doc = _doc()
+    measured = doc["timeline"]["measured"]
+    lanes = measured_lanes(doc["barriers"], measured)
+    planned = barrier_lanes(doc["barriers"])
+    assert [(a, b) for kind, a, b in lanes if kind == "slot"][:len(planned)] == planned
+    assert [a for kind, a, _ in lanes if kind == "stream"] == [
+        f"{s['role']} (thread {s['thread']})" for s in measured["streams"]]
+    svg = measured_svg(doc["barriers"], measured)
+    labels = re.findall(r'class="tw-svg-label">([^<]+)</text>', svg)
+    assert labels[:len(planned)] == [f"{name}[{slot}]" for name, slot in planned]
+
+
+def test_every_wait_is_a_bar_and_every_other_event_a_mark():
+    doc = _doc()
+    measured = doc["timeline"]["measured"]
+    svg = measured_svg(doc["barriers"], measured)
+    assert svg.count('class="tw-measured-wait"') == min(len(measured["waits"]), MAX_DRAWN)
+    marks = [e for e in measured["events"] if e["kind"] not in ("wait_begin", "wait_end")]
+    assert svg.count('class="tw-measured-mark"') == len(marks) + 7  # and the legend's seven
+    assert svg.count('data-role="producer"') == sum(w["role"] == "producer" for w in measured["waits"])
+
+
+def test_the_report_shows_the_summary():
+    doc = _doc()
+    html = render_fragment(doc, uid="t")
+    section = html[html.index('data-tw="measured"'):]
+    s = doc["timeline"]["measured"]["summary"]
+    assert f"{len(s['pipeline']['violations'])} of {s['pipeline']['waits_checked']} waits checked" in section
+    assert f"{s['consumer_wait_on_loads_fraction']:.1%}" in section
+    assert f"{s['sm_busy']['sms']} SMs" in section
+
+
+def test_sections_follow_the_trace():
+    doc = _doc()
+    waiting = copy.deepcopy(doc)
+    waiting["timeline"]["measured"] = None
+    assert "kernel.timeline()</code> fills this section" in render_fragment(waiting, uid="t")
+    plain = copy.deepcopy(doc)
+    del plain["timeline"]
+    assert 'data-tw="measured"' not in render_fragment(plain, uid="t")
