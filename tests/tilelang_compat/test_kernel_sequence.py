@@ -90,3 +90,12 @@ def test_a_workspace_of_a_bad_shape_is_refused_at_its_line(shape, match):
             with T.Kernel(1, threads=128):
                 A[0] = w[0]
     assert "T.alloc_global(shape, T.float32)" in info.value.loc.text
+
+
+def test_each_part_of_a_sequence_records_its_own_timeline():
+    kernel = tw.compile(two_steps(1024), out_idx=[1], load_device=False, pass_configs={"tw.timeline": True})
+    assert all(k.trace.timeline["plan"]["every"] == 1 for k in kernel.kernels)
+    with pytest.raises(tw.KernelRuntimeError, match="has not run yet"):
+        kernel.timeline(part=1)
+    with pytest.raises(tw.KernelRuntimeError, match="part is 0 to 1, not 2"):
+        kernel.timeline(part=2)

@@ -39,6 +39,11 @@ def test_notebook_runs(path, monkeypatch):
         assert any("application/vnd.jupyter.widget-view+json" in d for d in bundles)  # the stepper
         text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
         assert "No NVIDIA GPU here" in text or "matches torch" in text
+    if path.endswith("02_pipelining.ipynb"):  # the measured timeline: this GPU's, or the recorded one
+        bundles = [o["data"] for o in outputs if "data" in o]
+        assert any('data-tw="measured-timeline"' in d.get("text/html", "") for d in bundles)
+        text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+        assert "protocol violations: 0 of" in text
     if path.endswith("04_attention.ipynb"):
         bundles = [o["data"] for o in outputs if "data" in o]
         assert any(TRACE_MIME in d for d in bundles)  # the overlapped kernel's workbench

@@ -59,6 +59,15 @@ class KernelSequence:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
+    def timeline(self, block=None, part: int = 0):
+        """The measured timeline of kernel ``part`` in the last call (``Kernel.timeline``): each part
+        compiled with ``tw.timeline`` records its own."""
+        if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < len(self.kernels):
+            raise KernelRuntimeError(f"{self.name} runs {len(self.kernels)} kernel(s) ("
+                                     f"{', '.join(k.name for k in self.kernels)}): part is 0 to {len(self.kernels) - 1}, "
+                                     f"not {part!r}")
+        return self.kernels[part].timeline(block)
+
     def get_profiler(self, tensor_supply_type=None):
         from .profiler import Profiler
 
