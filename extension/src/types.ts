@@ -61,6 +61,126 @@ export interface IBarrierSim {
   events: IBarrierEvent[];
 }
 
+/** A `tw.timeline` kernel's recording plan (`TimelinePlan.to_json()`); the views read little of it. */
+export interface ITimelinePlan {
+  /** Every k-th block records. */
+  every?: number;
+  capacity?: number;
+  recorders?: number[];
+  roles?: string[];
+  sites?: { kind: string; role: string; barrier: string | null; line: number | null; text: string }[];
+}
+
+export type TimelineEventKind =
+  | 'wait_begin'
+  | 'wait_end'
+  | 'arrive'
+  | 'expect_tx'
+  | 'tma_issue'
+  | 'wgmma_issue'
+  | 'wgmma_wait'
+  | 'store_issue'
+  | 'store_wait';
+
+/** One recorded event of the shown block; `t_ns` counts from the launch's earliest recorded open. */
+export interface ITimelineEvent {
+  stream: number;
+  role: string;
+  kind: TimelineEventKind | string;
+  barrier: string | null;
+  slot: number | null;
+  parity: number | null;
+  line: number | null;
+  t_ns: number;
+}
+
+/** A wait as an interval: a `wait_begin` and the `wait_end` after it in its stream. */
+export interface ITimelineWait {
+  stream: number;
+  role: string;
+  barrier: string;
+  slot: number | null;
+  parity: number | null;
+  begin_ns: number;
+  end_ns: number;
+}
+
+/** A recording warpgroup: its stream index, role and first thread. */
+export interface ITimelineStream {
+  stream: number;
+  role: string;
+  thread: number;
+}
+
+export interface ITimelineSlotWait {
+  role: string;
+  barrier: string;
+  slot: number;
+  waits: number;
+  total_ns: number;
+  per_block_ns: number;
+}
+
+export interface ITimelineViolation {
+  block?: number;
+  stream?: number;
+  barrier?: string;
+  iteration?: number;
+  what?: string;
+  cause_ns?: number;
+  wait_end_ns?: number;
+}
+
+export interface ITimelinePipeline {
+  waits_checked: number | null;
+  violations: ITimelineViolation[];
+  lead_stages_median: number | null;
+  lead_stages_min: number | null;
+  /** Share of the checked waits where the producer was more than one stage ahead. */
+  ahead_of_lockstep: number | null;
+  load_to_wait_end_ns_median: number | null;
+}
+
+/** One SM's recorded blocks and their busy time (`busy_fraction`: of the launch's span). */
+export interface ITimelineSmBusy {
+  sm: number;
+  blocks: number;
+  busy_ns: number;
+  busy_fraction: number;
+}
+
+export interface ITimelineSummary {
+  events: number | null;
+  recorded_blocks: number | null;
+  span_ns: number | null;
+  dropped_events: number | null;
+  unclosed_streams: number | null;
+  cycles_per_ns: number | null;
+  wait_by_slot: ITimelineSlotWait[];
+  consumer_wait_on_loads_fraction: number | null;
+  pipeline: ITimelinePipeline | null;
+  sm_busy: { sms: number | null; per_sm: ITimelineSmBusy[] } | null;
+}
+
+/** What `kernel.timeline()` read: one block's events in full, facts about every recorded block. */
+export interface IMeasuredTimeline {
+  block: number | null;
+  sm: number | null;
+  events: ITimelineEvent[];
+  truncated: boolean;
+  waits: ITimelineWait[];
+  streams: ITimelineStream[];
+  /** `[block, sm, open_ns, close_ns]` per recorded block. */
+  blocks: [number, number, number, number][];
+  summary: ITimelineSummary | null;
+}
+
+/** `tw.timeline`: the plan always; the measurement once `kernel.timeline()` has read one. */
+export interface ITimeline {
+  plan: ITimelinePlan | null;
+  measured: IMeasuredTimeline | null;
+}
+
 export interface ITmaDescriptor {
   name: string;
   buffer: string;
@@ -130,6 +250,8 @@ export interface ITrace {
   findings: IFinding[];
   /** Absent in traces written before the analysis stage existed. */
   analyses?: IAnalysisSnapshot[];
+  /** Only for a kernel compiled with `tw.timeline`; the parser makes it null when absent or unreadable. */
+  timeline?: ITimeline | null;
   /** Not part of the compiler output: a bundle may attach a second kernel to diff against. */
   compare?: { label: string; trace: ITrace };
 }

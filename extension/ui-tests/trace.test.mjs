@@ -7,6 +7,8 @@
  *   TW_NOTEBOOK     notebook path relative to the server root
  *   TW_FIXTURE      (self-contained mode) the trace JSON the notebook displays,
  *                   so counts can be checked exactly
+ *   TW_TIMELINE_FIXTURE  (self-contained mode) the trace with a measured timeline
+ *                   (tw.timeline) the notebook displays after the others
  *   TW_SCREENSHOTS  directory for PNGs
  *   TW_CHROMIUM     browser executable (default /usr/bin/chromium)
  *
@@ -24,6 +26,9 @@ const LAB_URL = required('TW_LAB_URL');
 const NOTEBOOK = required('TW_NOTEBOOK');
 const SHOTS = process.env.TW_SCREENSHOTS || path.resolve('ui-tests/screenshots');
 const FIXTURE = process.env.TW_FIXTURE ? JSON.parse(fs.readFileSync(process.env.TW_FIXTURE, 'utf8')) : null;
+const TIMELINE_FIXTURE = process.env.TW_TIMELINE_FIXTURE
+  ? JSON.parse(fs.readFileSync(process.env.TW_TIMELINE_FIXTURE, 'utf8'))
+  : null;
 const CHROMIUM = process.env.TW_CHROMIUM || '/usr/bin/chromium';
 
 const KERNEL_TIMEOUT = 120_000;
@@ -81,9 +86,9 @@ const shot = (locator, name) => locator.screenshot({ path: path.join(SHOTS, name
 
 /** Run a test body; on failure keep a full-page screenshot to see what the page showed. */
 function withFailureShot(name, body) {
-  return async () => {
+  return async t => {
     try {
-      await body();
+      await body(t);
     } catch (err) {
       await page
         ?.screenshot({ path: path.join(SHOTS, `FAILED-${name}.png`), fullPage: true })
@@ -292,6 +297,74 @@ test(
       await shot(page.locator('[data-testid="tw-bench"]').first(), 'bench-plot.png');
     }
 
+    assert.deepEqual(pageErrors.map(String), [], 'no uncaught page errors');
+  })
+);
+
+test(
+  'the measured timeline (tw.timeline) is drawn on the planned barrier rows',
+  { timeout: 120_000 },
+  withFailureShot('measured-timeline', async t => {
+    // The trace outputs that carry a timeline; the self-contained notebook displays one last.
+    const traces = page
+      .locator('[data-testid="tw-trace"]')
+      .filter({ has: page.locator('[data-testid="tw-tab-timeline"]') });
+    if (!TIMELINE_FIXTURE && (await traces.count()) === 0) {
+      t.skip(`${NOTEBOOK} displays no trace with a timeline`);
+      return;
+    }
+    assert.ok((await traces.count()) >= 1, 'a trace output with a "Measured timeline" tab');
+    const trace = traces.last();
+    await trace.scrollIntoViewIfNeeded();
+    await trace.locator('[data-testid="tw-tab-timeline"]').click();
+    const measured = trace.locator('[data-testid="tw-measured-timeline"]');
+    await measured.waitFor({ state: 'visible' });
+    const data = TIMELINE_FIXTURE?.timeline?.measured;
+    if (TIMELINE_FIXTURE) {
+      assert.ok(data, 'the timeline fixture holds a measurement');
+    }
+    if (!(await measured.locator('[data-testid="tw-measured-note"]').count())) {
+      // Rows: the planned barrier view's lanes in its order, then one per recording warpgroup.
+      const text = els => els.map(el => el.textContent);
+      const planned = await trace
+        .locator('[data-testid="tw-barrier-timeline"] .tw-lane-labels .tw-lane-label')
+        .evaluateAll(text);
+      const slots = await measured
+        .locator('[data-testid="tw-measured-lane"][data-kind="slot"]')
+        .evaluateAll(text);
+      assert.deepEqual(slots.slice(0, planned.length), planned, 'slot lanes follow the planned timeline');
+      const bars = measured.locator('[data-testid="tw-measured-wait"]');
+      if (data) {
+        const streams = await measured
+          .locator('[data-testid="tw-measured-lane"][data-kind="stream"]')
+          .evaluateAll(text);
+        assert.deepEqual(
+          streams,
+          data.streams.map(s => `${s.role} (thread ${s.thread})`),
+          'one lane per recording stream'
+        );
+        assert.equal(await bars.count(), data.waits.length, 'one bar per measured wait');
+        const fraction = data.summary.consumer_wait_on_loads_fraction;
+        assert.equal(
+          await measured.locator('tr[data-fact="bubbles"] td').nth(1).innerText(),
+          `${(fraction * 100).toFixed(1)}%`,
+          "consumers' time waiting for loads"
+        );
+        assert.equal(
+          await measured.locator('[data-testid="tw-measured-slot-row"]').count(),
+          data.summary.wait_by_slot.length,
+          'a row per (role, barrier slot) in the waiting table'
+        );
+      }
+      const barCount = await bars.count();
+      assert.ok(barCount > 0, 'wait bars are drawn');
+      // The bars are really laid out (non-zero boxes) and hovering one explains it.
+      const box = await bars.nth(Math.floor(barCount / 2)).boundingBox();
+      assert.ok(box && box.width > 0 && box.height > 0, 'a wait bar has a visible box');
+      await bars.nth(Math.floor(barCount / 2)).hover();
+      assert.match(await measured.locator('[data-testid="tw-hover-detail"]').innerText(), /waited on .+\[/);
+    }
+    await shot(measured, 'measured-timeline.png');
     assert.deepEqual(pageErrors.map(String), [], 'no uncaught page errors');
   })
 );

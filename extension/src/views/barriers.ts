@@ -16,15 +16,19 @@ const MARGIN = { left: 12, right: 20, top: 30, bottom: 28 };
 const LABEL_WIDTH = 110;
 const RADIUS = 6;
 
-interface ILane {
+export interface ILane {
   barrier: string;
   slot: number | null;
 }
 
-const laneKey = (barrier: string, slot: number | null): string => `${barrier}[${slot ?? '*'}]`;
+/** A lane's key and label: `barrier[slot]` (`[*]` for an event of no particular slot). */
+export const laneKey = (barrier: string, slot: number | null): string => `${barrier}[${slot ?? '*'}]`;
 
-/** Lanes for every declared slot, plus any (barrier, slot) only seen in events. */
-function lanesOf(sim: IBarrierSim): ILane[] {
+/**
+ * Lanes for every declared slot, plus any (barrier, slot) only seen in events. The measured
+ * timeline (measured.ts) starts from the same lanes so its rows line up with these.
+ */
+export function lanesOf(sim: IBarrierSim): ILane[] {
   const lanes: ILane[] = [];
   const seen = new Set<string>();
   const add = (barrier: string, slot: number | null): void => {
@@ -49,6 +53,31 @@ function lanesOf(sim: IBarrierSim): ILane[] {
 const HEADLINE_KEYS = new Set(['seq', 'kind', 'barrier', 'slot', 'finding']);
 /** Facts in reading order; other scalar keys a producer adds follow them. */
 const FACT_ORDER = ['iteration', 'stage', 'scope', 'bytes', 'count', 'parity', 'phase', 'line'];
+
+/** A lane chart's two SVGs: the lane labels (``labelWidth`` wide, kept in view) and the chart. */
+export function laneCharts(
+  labelWidth: number,
+  width: number,
+  height: number,
+  chartClass: string,
+  ariaLabel: string
+): { labels: SVGElement; svg: SVGElement } {
+  const labels = s('svg', {
+    class: 'tw-chart tw-lane-labels',
+    viewBox: `0 0 ${labelWidth} ${height}`,
+    width: labelWidth,
+    height
+  });
+  const svg = s('svg', {
+    class: `tw-chart ${chartClass}`,
+    viewBox: `0 0 ${width} ${height}`,
+    width,
+    height,
+    role: 'img',
+    'aria-label': ariaLabel
+  });
+  return { labels, svg };
+}
 
 export function describeEvent(ev: IBarrierEvent, findings: IFinding[]): string {
   const parts = [`#${ev.seq} ${ev.kind} on ${laneKey(ev.barrier, ev.slot)}`];
@@ -166,20 +195,8 @@ function chart(sim: IBarrierSim, findings: IFinding[], hover: HoverDetail): HTML
     lanes.map((lane, i) => [laneKey(lane.barrier, lane.slot), MARGIN.top + (i + 0.5) * LANE])
   );
 
-  const labels = s('svg', {
-    class: 'tw-chart tw-lane-labels',
-    viewBox: `0 0 ${LABEL_WIDTH} ${height}`,
-    width: LABEL_WIDTH,
-    height
-  });
-  const svg = s('svg', {
-    class: 'tw-chart tw-barrier-chart',
-    viewBox: `0 0 ${width} ${height}`,
-    width,
-    height,
-    role: 'img',
-    'aria-label': 'Barrier events per slot over sequence'
-  });
+  const { labels, svg } = laneCharts(LABEL_WIDTH, width, height, 'tw-barrier-chart',
+    'Barrier events per slot over sequence');
   svg.appendChild(stageBands(sim.events, x, height));
   lanes.forEach(lane => {
     const y = laneY.get(laneKey(lane.barrier, lane.slot))!;

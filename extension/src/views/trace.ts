@@ -3,11 +3,12 @@ import type { ITrace } from '../types';
 import { h, segmented } from '../dom';
 import { renderBarriers } from './barriers';
 import { renderFindings, renderHeader, renderTma } from './details';
+import { renderMeasured } from './measured';
 import { renderSmem } from './smem';
 import { SourceView } from './source';
 import { PassStepper } from './stepper';
 
-export type TraceTab = 'passes' | 'source' | 'smem' | 'barriers' | 'tma' | 'findings';
+export type TraceTab = 'passes' | 'source' | 'smem' | 'barriers' | 'timeline' | 'tma' | 'findings';
 
 export class TraceView {
   readonly node: HTMLElement;
@@ -19,14 +20,21 @@ export class TraceView {
     this.stepper = new PassStepper(trace.passes);
     // Every panel is built up front: traces are small, and hidden panels keep
     // their state (selected pass, source tab) when the user switches back.
+    // The measured timeline (tw.timeline) only exists for kernels that record one.
+    const timeline = trace.timeline ?? null;
     this.panels = new Map<TraceTab, HTMLElement>([
       ['passes', this.stepper.node],
       ['source', new SourceView(trace).node],
       ['smem', renderSmem(trace.smem)],
       ['barriers', renderBarriers(trace.barriers, trace.findings)],
+      ...(timeline
+        ? [['timeline', renderMeasured(timeline, trace.barriers)] as [TraceTab, HTMLElement]]
+        : []),
       ['tma', renderTma(trace.tma_descriptors)],
       ['findings', renderFindings(trace.findings)]
     ]);
+    // A tab kept from an earlier render may not exist in this trace.
+    tab = this.panels.has(tab) ? tab : 'passes';
     this._tab = tab;
     const events = trace.barriers?.events.length ?? 0;
     const tabs = [
@@ -34,6 +42,7 @@ export class TraceView {
       { key: 'source', label: 'Source' },
       { key: 'smem', label: 'Shared memory' },
       { key: 'barriers', label: `Barriers (${events})` },
+      ...(timeline ? [{ key: 'timeline', label: 'Measured timeline' }] : []),
       { key: 'tma', label: `TMA (${trace.tma_descriptors.length})` },
       { key: 'findings', label: `Findings (${trace.findings.length})` }
     ].map(t => ({ ...t, testid: `tw-tab-${t.key}` }));
