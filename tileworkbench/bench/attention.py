@@ -2,6 +2,7 @@
 ``scaled_dot_product_attention`` backends and TileLang 0.1.15, all in one process.
 
     python -m tileworkbench.bench attention [--rows 8192x128,decode] [--quick] [--out DIR] [--ours-only]
+                                            [--ray [ADDRESS]]
 
 Rows (batch x heads x seq x dim, fp16; each forward shape causal and not): 1x16x4096x128,
 1x16x8192x128, 1x16x16384x128, 1x16x8192x64, 4x32x8192x128; grouped-query attention 1x32x8192x128
@@ -20,7 +21,8 @@ the decode row GB/s of K and V read, against the device-to-device copy bandwidth
 same run. Cold compile times (our disk cache off) are in the record.
 
 Writes ``<out>/attention-<date>-<gpu>-<commit>.json`` (rewritten after every row; schema below)
-and prints a table with the issue's goals checked.
+and prints a table with the issue's goals checked. With ``--ray`` the rows run on a Ray cluster
+(``attention_ray``: our kernels compiled on CPU workers, each row on a GPU worker).
 """
 
 from __future__ import annotations
@@ -106,30 +108,33 @@ def select_rows(text: str | None, quick: bool = False) -> list[Row]:
 
 # ---- implementations ---------------------------------------------------------------------------
 
-def compile_mha(batch, heads, seq_len, dim, is_causal, groups=1, pass_configs=None, **config):
+def compile_mha(batch, heads, seq_len, dim, is_causal, groups=1, pass_configs=None, load_device=None, **config):
     """Our forward kernel (``kernel(q, k, v) -> o``) from ``examples.attention.mha_fwd``, at our
     configuration for the head dimension unless ``config`` says otherwise, in fast math as the
-    program's TileLang spelling asks (``pass_configs`` added to that)."""
+    program's TileLang spelling asks (``pass_configs`` added to that). ``load_device=False``:
+    compiled (cubin included) but not loaded, as on a CPU worker (``attention_ray``)."""
     from ..examples.attention import PASS_CONFIGS, best_config, mha_fwd
     from ..jit.kernel import compile as compile_kernel
 
     func = mha_fwd(batch, heads, seq_len, dim, is_causal, groups=groups, **{**best_config(dim), **config})
-    return compile_kernel(func, out_idx=[3], pass_configs={**PASS_CONFIGS, **(pass_configs or {})})
+    return compile_kernel(func, out_idx=[3], pass_configs={**PASS_CONFIGS, **(pass_configs or {})},
+                          load_device=load_device)
 
 
-def compile_decode(batch, heads, seqlen_q, seqlen_kv, dim, num_split=1, **config):
+def compile_decode(batch, heads, seqlen_q, seqlen_kv, dim, num_split=1, load_device=None, **config):
     """Our decoding kernels (``kernel(q, k, v) -> o``: the split pass, then the combine)."""
     from ..examples.attention import DECODE_CONFIG, PASS_CONFIGS, flash_decode
     from ..jit.kernel import compile as compile_kernel
 
     func = flash_decode(batch, heads, seqlen_q, seqlen_kv, dim, num_split=num_split, **{**DECODE_CONFIG, **config})
-    return compile_kernel(func, out_idx=[3], pass_configs=PASS_CONFIGS)
+    return compile_kernel(func, out_idx=[3], pass_configs=PASS_CONFIGS, load_device=load_device)
 
 
-def ours(row: Row):
+def ours(row: Row, load_device=None):
     if row.decode:
-        return compile_decode(row.batch, row.heads, row.seq_q, row.seq_kv, row.dim)
-    return compile_mha(row.batch, row.heads, row.seq_q, row.dim, row.causal, groups=row.groups)
+        return compile_decode(row.batch, row.heads, row.seq_q, row.seq_kv, row.dim, load_device=load_device)
+    return compile_mha(row.batch, row.heads, row.seq_q, row.dim, row.causal, groups=row.groups,
+                       load_device=load_device)
 
 
 def tilelang_configs(row: Row) -> dict:
@@ -208,7 +213,9 @@ def check(torch, result, want) -> dict:
 
 # ---- one row -----------------------------------------------------------------------------------
 
-def run_row(row: Row, torch, do_bench, programs: dict | None, seed: int) -> dict:
+def run_row(row: Row, torch, do_bench, programs: dict | None, seed: int, make_ours=None) -> dict:
+    """One row on this machine's GPU. ``make_ours()``: our kernel from elsewhere (``attention_ray``
+    loads it from the record a CPU worker compiled) instead of ``ours(row)`` compiled here."""
     out = {"row": row.name, "shape": asdict(row), "flops": row.flops, "kv_bytes": row.kv_bytes, "impls": {}}
     impls = out["impls"]
     calls = {}
@@ -218,7 +225,7 @@ def run_row(row: Row, torch, do_bench, programs: dict | None, seed: int) -> dict
     v = torch.randn_like(k)
     want = reference(torch, q, k, v, row.causal)
 
-    compilers = [("tileworkbench", lambda: ours(row))]
+    compilers = [("tileworkbench", make_ours or (lambda: ours(row)))]
     if programs is not None:
         compilers += [(label, lambda config=config: tilelang_kernel(row, programs, config))
                       for label, config in tilelang_configs(row).items()]
@@ -365,6 +372,31 @@ def load_tilelang_programs() -> dict | None:
     return {family: load_program(family, "tilelang", workdir) for family in ("attention", "flash_decoding")}
 
 
+def new_record(machine: dict, tilelang_version: str | None, seed: int) -> dict:
+    """The record before its rows (``rows`` filled in as they finish, ``complete`` set by ``finish``)."""
+    return {"schema": SCHEMA, "version": VERSION, "suite": "attention", "complete": False,
+            "machine": machine, "tilelang": tilelang_version, "torch_sdpa_backends": list(SDPA_BACKENDS),
+            "settings": {"rounds": ROUNDS, "warmup_ms": 25, "rep_ms": 100, "tolerance": TOLERANCE, "seed": seed,
+                         "goals": GOALS}, "rows": []}
+
+
+def progress_line(i: int, n: int, result: dict, seconds: float) -> str:
+    return f"[{i}/{n}] " + table({"rows": [result]}).splitlines()[2] + f" ({seconds:.0f} s)"
+
+
+def finish(record: dict, out: Path, name: str) -> int:
+    """Goals checked, the record written complete, the table and goals printed; the exit status."""
+    from . import schema
+
+    record["goals"] = goal_checks(record["rows"], record.get("copy_gbps"))
+    record["complete"] = True
+    path = schema.write_record(record, out, name)
+    print(table(record))
+    print("\n".join(["", "Goals:"] + [f"- {line}" for line in record["goals"]]))
+    print(f"wrote {path}", file=sys.stderr)
+    return 0 if all(r["impls"].get("tileworkbench", {}).get("correct") for r in record["rows"]) else 1
+
+
 def run(rows: list[Row], out: Path, ours_only: bool = False, seed: int = 0) -> int:
     import torch
 
@@ -379,10 +411,7 @@ def run(rows: list[Row], out: Path, ours_only: bool = False, seed: int = 0) -> i
         import tilelang
 
         tilelang_version = getattr(tilelang, "__version__", "unknown")
-    record = {"schema": SCHEMA, "version": VERSION, "suite": "attention", "complete": False,
-              "machine": machine_info(), "tilelang": tilelang_version, "torch_sdpa_backends": list(SDPA_BACKENDS),
-              "settings": {"rounds": ROUNDS, "warmup_ms": 25, "rep_ms": 100, "tolerance": TOLERANCE, "seed": seed,
-                           "goals": GOALS}, "rows": []}
+    record = new_record(machine_info(), tilelang_version, seed)
     name = schema.record_filename(record)
     print(f"attention suite: {len(rows)} rows on {record['machine']['gpu']}; record {out / name}", file=sys.stderr)
     if any(r.decode for r in rows):
@@ -393,13 +422,6 @@ def run(rows: list[Row], out: Path, ours_only: bool = False, seed: int = 0) -> i
         result = run_row(row, torch, do_bench, programs, seed + i)
         record["rows"].append(result)
         schema.write_record(record, out, name)
-        print(f"[{i}/{len(rows)}] " + table({"rows": [result]}).splitlines()[2]
-              + f" ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+        print(progress_line(i, len(rows), result, time.perf_counter() - start), file=sys.stderr, flush=True)
         torch.cuda.empty_cache()
-    record["goals"] = goal_checks(record["rows"], record.get("copy_gbps"))
-    record["complete"] = True
-    path = schema.write_record(record, out, name)
-    print(table(record))
-    print("\n".join(["", "Goals:"] + [f"- {line}" for line in record["goals"]]))
-    print(f"wrote {path}", file=sys.stderr)
-    return 0 if all(r["impls"].get("tileworkbench", {}).get("correct") for r in record["rows"]) else 1
+    return finish(record, out, name)

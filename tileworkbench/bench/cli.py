@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     at.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"output folder (default {RESULTS_DIR})")
     at.add_argument("--ours-only", action="store_true", help="do not import TileLang even where it is installed")
     at.add_argument("--seed", type=int, default=0, help="base seed of the random inputs (row i uses seed+i)")
+    at.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                    help="run the rows on a Ray cluster (our compiles on CPU workers, a GPU per row): a running "
+                         "cluster's address, or none for a local one (needs the [ray] extra)")
     la = sub.add_parser("launch", help="host time per call of a tiny GEMM: ours, torch, CuPy, TileLang; plain "
                                        "and under CUDA graph replay")
     la.add_argument("--n", type=int, default=128, help="the GEMM's size (n x n x n, a multiple of 128; default 128)")
@@ -221,6 +224,20 @@ def run_attention(args) -> int:
     except ValueError as exc:
         print(f"attention: {exc}", file=sys.stderr)
         return 2
+    if args.ray is not None:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            print("attention --ray needs Ray: pip install 'tileworkbench[ray]'", file=sys.stderr)
+            return 2
+        from .attention_ray import run_on_ray
+
+        try:
+            return run_on_ray(rows, Path(args.out), None if args.ray == "local" else args.ray,
+                              ours_only=args.ours_only, seed=args.seed)
+        except (RuntimeError, ConnectionError) as exc:  # a cluster without GPUs, or none there: said plainly
+            print(f"attention --ray: {exc}", file=sys.stderr)
+            return 2
     if not _torch_gpu("the attention suite"):
         return 2
     return run(rows, Path(args.out), ours_only=args.ours_only, seed=args.seed)
