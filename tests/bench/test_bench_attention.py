@@ -67,8 +67,9 @@ def test_the_forward_kernel_is_warp_specialised_with_p_in_registers():
     (lambda: flash_decode(1, 8, 1, 1000, 128), "must be a multiple of num_split"),
 ])
 def test_bad_shapes_are_refused_by_name(call, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(tw.CompileError, match=message) as caught:
         call()
+    assert caught.value.loc.file.endswith("examples/attention.py")  # the builder's line that refused it, with a caret
 
 
 def _impl(ms, flops, kv_bytes, correct=True):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tileworkbench.report.html import render_fragment
 from tileworkbench.report.svg import barrier_lanes
-from tileworkbench.report.timeline_svg import MAX_DRAWN, measured_lanes, measured_svg
+from tileworkbench.report.timeline_svg import MAX_DRAWN, measured_lanes, measured_svg, sm_activity_svg
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trace_timeline.json"
 
@@ -61,3 +61,14 @@ def test_sections_follow_the_trace():
     plain = copy.deepcopy(doc)
     del plain["timeline"]
     assert 'data-tw="measured"' not in render_fragment(plain, uid="t")
+
+
+def test_per_sm_activity_has_a_row_per_sm_and_a_bar_per_block():
+    measured = _doc()["timeline"]["measured"]
+    svg = sm_activity_svg(measured)
+    blocks = measured["blocks"]
+    assert svg.count('class="tw-sm-block"') == len(blocks)
+    assert f"{len({b[1] for b in blocks})} SMs" in svg
+    first = blocks[0]
+    assert f"block {first[0]} on SM {first[1]}: {first[2] / 1e3:.1f}-{first[3] / 1e3:.1f} us" in svg
+    assert 'data-tw="sm-activity"' in render_fragment(_doc(), uid="t")

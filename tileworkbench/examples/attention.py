@@ -19,6 +19,7 @@ Tensors are (batch, heads, seq, dim), fp16; scores are scaled by 1/sqrt(dim).
 # locals (shapes, dtypes), which the front end can only see when Python evaluates them.
 import tileworkbench.language as T
 
+from ..errors import user_error
 from ..target import PassConfigKey
 
 # TileLang's tuned configuration for its own example on the H100/H200 (the issue's baseline).
@@ -74,7 +75,7 @@ def mha_fwd(batch, heads, seq_len, dim, is_causal, block_M=128, block_N=128, num
     O's the fourth parameter (compile with ``out_idx=[3]``). ``groups > 1``: grouped-query
     attention, ``groups`` query heads sharing each K/V head."""
     if groups < 1 or heads % groups:
-        raise ValueError(f"groups={groups} must divide heads={heads} (each KV head serves `groups` query heads)")
+        raise user_error(f"groups={groups} must divide heads={heads} (each KV head serves `groups` query heads)")
     scale = (1.0 / dim) ** 0.5 * LOG2E  # softmax in base 2: exp(x / sqrt(d)) = exp2(x * scale)
     q_shape = [batch, heads, seq_len, dim]
     kv_shape = [batch, heads // groups, seq_len, dim]
@@ -141,7 +142,7 @@ def gqa_fwd(batch, heads, kv_heads, seq_len, dim, is_causal, **config):
     """Grouped-query attention: ``heads`` query heads over ``kv_heads`` K/V heads, at our
     configuration for the head dimension unless ``config`` says otherwise."""
     if kv_heads < 1 or heads % kv_heads:
-        raise ValueError(f"kv_heads={kv_heads} must divide heads={heads}")
+        raise user_error(f"kv_heads={kv_heads} must divide heads={heads}")
     return mha_fwd(batch, heads, seq_len, dim, is_causal, groups=heads // kv_heads, **{**best_config(dim), **config})
 
 
@@ -152,7 +153,7 @@ def flash_decode(batch, heads, seqlen_q, seqlen_kv, dim, num_split=1, block_M=64
     kernel in the same prim_func weighs the splits together. ``seqlen_kv`` a multiple of
     ``num_split * block_N``."""
     if seqlen_kv % (num_split * block_N):
-        raise ValueError(f"seqlen_kv={seqlen_kv} must be a multiple of num_split * block_N = {num_split * block_N}")
+        raise user_error(f"seqlen_kv={seqlen_kv} must be a multiple of num_split * block_N = {num_split * block_N}")
     scale = (1.0 / dim) ** 0.5 * LOG2E
     q_shape = [batch, heads, seqlen_q, dim]
     kv_shape = [batch, heads, seqlen_kv, dim]

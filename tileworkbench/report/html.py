@@ -13,7 +13,7 @@ import json
 import uuid
 from html import escape
 
-from .timeline_svg import measured_svg
+from .timeline_svg import measured_svg, sm_activity_svg
 from .svg import barriers_svg, smem_svg
 
 SECTIONS = ("summary", "findings", "pass-list", "passes", "device-source", "host-source", "smem",
@@ -243,7 +243,9 @@ def _measured(doc: dict) -> str:
     return (head + f'<div class="tw-scroll" data-tw="measured-timeline">{measured_svg(doc.get("barriers"), measured)}'
             "</div>" + _table(["measured", "value"], [(escape(a), escape(str(b))) for a, b in facts])
             + "<details><summary>time waiting per barrier slot</summary>"
-            + _table(["role", "slot", "waits", "us per block"], slots) + "</details>")
+            + _table(["role", "slot", "waits", "us per block"], slots) + "</details>"
+            + "<details><summary>per-SM activity (the recorded blocks)</summary>"
+            + f'<div class="tw-scroll" data-tw="sm-activity">{sm_activity_svg(measured)}</div></details>')
 
 
 def _percent(value) -> str:

@@ -107,3 +107,30 @@ def measured_svg(sim: dict | None, measured: dict | None) -> str:
     return (f'<svg class="tw-measured-svg" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" role="img" aria-label="measured timeline">' + "".join(parts)
             + "</svg>" + note)
+
+
+def sm_activity_svg(measured: dict | None) -> str:
+    """Per-SM activity over the launch: one row per SM that ran a recorded block, a bar per block
+    from its first stream's open to its last close (times from the launch's first open)."""
+    blocks = (measured or {}).get("blocks") or []
+    if not blocks:
+        return '<p class="tw-empty">No recorded blocks.</p>'
+    sms = sorted({b[1] for b in blocks})
+    row = {sm: i for i, sm in enumerate(sms)}
+    end_ns = max(b[3] for b in blocks) or 1
+    width, left, right, top, row_h = 1180, 170, 20, 24, max(3, min(12, 480 // len(sms)))
+    plot_w = width - left - right
+    height = top + row_h * len(sms) + 20
+    x = lambda t: left + plot_w * t / end_ns
+    parts = [_el("text", "time from the launch's first block (us)", x=left, y=12, class_="tw-svg-small")]
+    for tick in range(11):
+        t = end_ns * tick / 10
+        parts.append(_el("line", x1=x(t), y1=top, x2=x(t), y2=top + row_h * len(sms), stroke="#e5e7eb"))
+        parts.append(_el("text", f"{t / 1e3:.0f}", x=x(t), y=height - 6, text_anchor="middle", class_="tw-svg-small"))
+    parts.append(_el("text", f"{len(sms)} SMs", x=left - 8, y=top + 10, text_anchor="end", class_="tw-svg-label"))
+    for block, sm, lo, hi in blocks:
+        parts.append(f'<g class="tw-sm-block">{_title(f"block {block} on SM {sm}: {lo / 1e3:.1f}-{hi / 1e3:.1f} us")}'
+                     + _el("rect", x=x(lo), y=top + row_h * row[sm], width=max(x(hi) - x(lo), 1.0),
+                           height=max(row_h - 1, 2), fill="#60a5fa") + "</g>")
+    return (f'<svg class="tw-sm-svg" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="per-SM activity">' + "".join(parts) + "</svg>")
