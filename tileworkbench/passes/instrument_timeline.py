@@ -21,6 +21,8 @@ byte-identical to a build without it.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
@@ -144,10 +146,10 @@ class _Instrument:
             consumer = self.visit(s.consumer, (0, s.consumer_threads), "consumer")
             producer = self.visit(s.producer, (s.consumer_threads, s.consumer_threads + s.producer_threads),
                                   "producer")
-            return _replace(s, producer=producer, consumer=consumer)
+            return dataclasses.replace(s, producer=producer, consumer=consumer)
         if isinstance(s, ir.ThreadScope):
             scope = f"ws({', '.join(map(str, s.warpgroups))})"
-            return _replace(s, body=self.visit(s.body, (s.first, s.first + s.count), scope))
+            return dataclasses.replace(s, body=self.visit(s.body, (s.first, s.first + s.count), scope))
         if isinstance(s, ir.IfThenElse):
             if _one_thread(s.cond, self.tid):
                 return ir.seq(self.hoisted(s.then_body, span, role) + [s])
@@ -156,9 +158,9 @@ class _Instrument:
             then_body = self.visit(s.then_body, inner, role) if inner[0] < inner[1] else s.then_body
             else_body = self.visit(s.else_body, span, role) if s.else_body is not None and bound is None \
                 else s.else_body
-            return _replace(s, then_body=then_body, else_body=else_body)
+            return dataclasses.replace(s, then_body=then_body, else_body=else_body)
         if isinstance(s, (ir.For, ir.While)):
-            return _replace(s, body=self.visit(s.body, span, role))
+            return dataclasses.replace(s, body=self.visit(s.body, span, role))
         return s
 
 
@@ -168,12 +170,6 @@ def _flat(s):
             yield from _flat(c)
     elif s is not None:
         yield s
-
-
-def _replace(node, **changes):
-    import dataclasses
-
-    return dataclasses.replace(node, **changes)
 
 
 def _check_configs(configs: dict):
