@@ -173,3 +173,24 @@ def test_gemm_ray_command_without_gpus_fails_plainly_and_keeps_no_record(tmp_pat
                           check=False)
     assert done.returncode == 2 and "gemm --ray: the Ray cluster has no GPU" in done.stderr, done.stderr[-2000:]
     assert "Traceback" not in done.stderr and not list(tmp_path.glob("gemm-*.json"))
+
+
+def test_a_worker_keeps_one_timer_for_its_trials_of_a_sweep(cluster):
+    configs = [Config(m, n, 32, stages, 128) for m in (64, 128) for n in (64, 128) for stages in (2, 3)]
+
+    def trials():
+        result = autotune(ray_helpers.plain_matmul, configs, out_idx=[2], target="sm_90a", backend="ray",
+                          use_memory=False, progress=False, timer=ray_helpers.CountingTimer(), gpus_per_trial=0)
+        per_worker: dict = {}
+        for trial in sorted(result.trials, key=lambda t: t.ms):
+            count, pid = round(trial.ms), round((trial.ms - round(trial.ms)) * 1e9)
+            per_worker.setdefault(pid, []).append(count)
+        return per_worker
+
+    first = trials()
+    assert sum(len(v) for v in first.values()) == len(configs)
+    for counts in first.values():  # each worker counted its own trials of this sweep: 1, 2, 3...
+        assert counts == list(range(1, len(counts) + 1))
+    assert len(first) < len(configs)  # 8 trials on 4 CPU slots: some worker timed more than one
+    again = trials()  # a new sweep: every worker starts from a fresh timer
+    assert all(counts[0] == 1 for counts in again.values())

@@ -69,10 +69,22 @@ def compile_task(builder, args, kwargs, config, target, pass_configs, out_idx):
     return compiled, (kernel.record if kernel is not None else None)
 
 
-def time_task(record, out_idx, config, timer, load_device: bool):
-    """Milliseconds of one compiled config, on a worker holding its GPU(s)."""
+# The timer each worker process keeps for the sweep it is timing (sweep id -> timer): a worker times
+# trial after trial of one sweep, and the default timer (GpuBenchmark) makes its inputs and its
+# CUDA timer on its first trial. Kept, later trials reuse them as one machine's sweep does; a task
+# would otherwise get a fresh copy of the driver's timer each time and make them again.
+_WORKER_TIMERS: dict = {}
+
+
+def time_task(record, out_idx, config, timer, load_device: bool, sweep_id: str | None = None):
+    """Milliseconds of one compiled config, on a worker holding its GPU(s); with ``sweep_id``, the
+    timer this worker kept from its earlier trials of that sweep (the one before is let go)."""
     from ..jit.kernel import Kernel
 
+    if sweep_id is not None:
+        if sweep_id not in _WORKER_TIMERS:
+            _WORKER_TIMERS.clear()  # another sweep's inputs would hold GPU memory for nothing
+        timer = _WORKER_TIMERS.setdefault(sweep_id, timer)
     return float(timer(Kernel(record, list(out_idx) if out_idx is not None else None, load_device=load_device),
                        config))
 

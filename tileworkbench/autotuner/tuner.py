@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import sys
 import time
+import uuid
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
@@ -456,8 +457,9 @@ def _autotune_on_ray(sweep, builder, configs, args, kwargs, out_idx, tgt, pass_c
 
     start = time.perf_counter()
     try:
-        sweep.run(time_task, [(records[c], out_idx, c, timer, gpus > 0) for c in valid], on_gpu, sweep.gpu_slots(),
-                  timed_one)
+        sweep_id = uuid.uuid4().hex  # each worker keeps one timer for this sweep's trials (ray_backend)
+        sweep.run(time_task, [(records[c], out_idx, c, timer, gpus > 0, sweep_id) for c in valid], on_gpu,
+                  sweep.gpu_slots(), timed_one)
     finally:
         bar.close()
     result.phase_s["benchmark"] = time.perf_counter() - start
