@@ -259,3 +259,32 @@ def test_the_cost_benchmark_needs_a_gpu(capsys, monkeypatch):
     monkeypatch.setattr(cli, "_torch_gpu", lambda what, stack="torch": print(f"{what} needs a CUDA GPU") or False)
     assert cli.main(["timeline"]) == 2
     assert "the timeline benchmark needs a CUDA GPU" in capsys.readouterr().out
+
+
+# ---- kernels of other shapes ---------------------------------------------------------------------
+def test_user_warp_specialised_scopes_record_as_their_roles():
+    from tests.tilelang_compat.test_warp_groups import loader_and_gemm
+
+    art = tw.lower(loader_and_gemm(stages=2), pass_configs={"tw.timeline": True}, enable_device_compile=True)
+    plan = art.trace.timeline["plan"]
+    assert plan["recorders"] == [0, 128] and plan["roles"] == ["ws(0)", "ws(1)"]
+    loader = {s["kind"] for s in plan["sites"] if s["role"] == "ws(0)"}
+    gemm = {s["kind"] for s in plan["sites"] if s["role"] == "ws(1)"}
+    assert {"wait_begin", "wait_end", "tma_issue", "arrive"} <= loader
+    assert {"wait_begin", "wait_end", "wgmma_issue", "arrive"} <= gemm
+    assert art.nvrtc.cubin and art.nvrtc.spills_bytes == 0
+
+
+def test_a_kernel_without_barriers_records_each_warpgroups_span():
+    from tileworkbench.examples.elementwise import elementwise_add
+
+    art = tw.lower(elementwise_add(4096, 4096, 128, 128, "float16", 256), pass_configs={"tw.timeline": 2},
+                   enable_device_compile=True)
+    plan = art.trace.timeline["plan"]
+    assert plan["sites"] == [] and plan["recorders"] == [0, 128] and plan["roles"] == ["block", "block"]
+    assert art.device_source.count("tw_tl.open<") == 2 and art.nvrtc.cubin
+    words = _encode(plan, 4, [[[], []]] * 2)  # 4 blocks, every 2nd records: two blocks' open and close
+    columns, facts = decode(words, (4, 1, 1), plan)
+    assert len(columns["kind"]) == 0 and facts["recorded_blocks"] == 2
+    s = summary(columns, facts)
+    assert s["events"] == 0 and s["sm_busy"]["sms"] == 2 and s["pipeline"]["waits_checked"] == 0
