@@ -19,6 +19,7 @@ import { h, s, svgTitle, table } from '../dom';
 import { linear, niceTicks } from './axis';
 import { laneCharts, laneKey, lanesOf } from './barriers';
 import { HoverDetail } from './hover';
+import { renderSmActivity } from './smactivity';
 
 /** Waits, and marks, drawn at most; the rest are counted in a note under the chart. */
 export const MAX_DRAWN = 3000;
@@ -463,5 +464,6 @@ export function renderMeasured(timeline: ITimeline | null, sim: IBarrierSim | nu
   if (summary) {
     root.appendChild(facts(summary, every));
   }
+  root.appendChild(renderSmActivity(measured.blocks));
   return root;
 }
