@@ -288,3 +288,40 @@ def test_a_kernel_without_barriers_records_each_warpgroups_span():
     assert len(columns["kind"]) == 0 and facts["recorded_blocks"] == 2
     s = summary(columns, facts)
     assert s["events"] == 0 and s["sm_busy"]["sms"] == 2 and s["pipeline"]["waits_checked"] == 0
+
+
+def test_a_cost_row_compiles_each_variant_with_room_for_its_events():
+    from types import SimpleNamespace
+
+    from tileworkbench.bench.timeline import DEFAULT_CAPACITY, VARIANTS, _row
+
+    compiled = []
+
+    class FakeKernel:
+        def __init__(self, configs):
+            self.configs = configs
+            self.ms = 2.0 if configs.get("tw.timeline") else 1.6
+            capacity = configs.get("tw.timeline_capacity", DEFAULT_CAPACITY)
+            self.trace = SimpleNamespace(timeline={"plan": {"capacity": capacity}})
+            compiled.append(configs)
+
+        def __call__(self):  # its "output" is the kernel itself, so the fake timer can read its time
+            return self
+
+        def timeline(self):
+            summary = {"events": 10, "recorded_blocks": 2, "span_ns": 5.0, "dropped_events": 0, "unclosed_streams": 0,
+                       "consumer_wait_on_loads_fraction": 0.25,
+                       "pipeline": {"violations": [], "lead_stages_median": 1.0, "waits_checked": 4}}
+            return SimpleNamespace(facts={"max_events_per_stream": DEFAULT_CAPACITY + 10}, summary=lambda: summary)
+
+    timer = SimpleNamespace(time=lambda fn, warmup, rep: SimpleNamespace(ms=fn().ms, ms_min=fn().ms))
+    row = _row("fake", FakeKernel, lambda k: k(), lambda out: {"correct": isinstance(out, FakeKernel)}, 3.2e9, timer, 3)
+    assert [v["variant"] for v in row["variants"]] == [label for label, _ in VARIANTS]
+    plain, *recorded = row["variants"]
+    assert plain["ms"] == 1.6 and plain["cost"] == 1.0 and plain["tflops"] == pytest.approx(2.0)
+    for v in recorded:
+        assert v["cost"] == pytest.approx(2.0 / 1.6) and v["capacity"] == DEFAULT_CAPACITY + 10
+        assert v["timeline"]["violations"] == 0 and v["timeline"]["pipeline"]["lead_stages_median"] == 1.0
+    # each recording variant: once at the default capacity, once with room for every event
+    assert compiled == [{}, {"tw.timeline": True}, {"tw.timeline": True, "tw.timeline_capacity": DEFAULT_CAPACITY + 10},
+                        {"tw.timeline": 8}, {"tw.timeline": 8, "tw.timeline_capacity": DEFAULT_CAPACITY + 10}]

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-HEADER_WORDS = 16
+from ..ir.records import TIMELINE_HEADER_WORDS, timeline_sampled_blocks, timeline_stream_words
+
+HEADER_WORDS = TIMELINE_HEADER_WORDS
 _GT_OPEN, _CLOCK_OPEN, _GT_CLOSE, _CLOCK_CLOSE, _COUNT, _SM, _BLOCK, _THREAD, _CLOSED = 0, 2, 4, 6, 8, 9, 10, 11, 12
 COLUMNS = ("block", "sm", "stream", "thread", "role", "seq", "site", "kind", "barrier", "slot", "parity", "line",
            "t_ns")
@@ -35,9 +37,8 @@ def _u64(h, at):
 def stream_headers(words, grid, plan: dict) -> dict:
     """Per recorded stream: its block, SM, thread, open/close times and event count (arrays)."""
     streams = len(plan["recorders"])
-    stream_words = HEADER_WORDS + 2 * plan["capacity"]
-    blocks = int(np.prod(grid))
-    sampled = -(-blocks // plan["every"])
+    stream_words = timeline_stream_words(plan["capacity"])
+    sampled = timeline_sampled_blocks(int(np.prod(grid)), plan["every"])
     w = np.asarray(words, dtype=np.uint32).reshape(sampled, streams, stream_words)
     h = w[:, :, :HEADER_WORDS].reshape(-1, HEADER_WORDS)
     index = np.arange(sampled * streams)

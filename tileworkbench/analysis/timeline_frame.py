@@ -82,7 +82,7 @@ class MeasuredTimeline(pd.DataFrame):
             events.append({"ph": "i", "s": "t", "name": name, "cat": r.kind, "pid": int(r.block),
                            "tid": int(r.stream), "ts": r.t_ns / 1e3, "args": {"line": int(r.line)}})
         doc = {"traceEvents": events, "displayTimeUnit": "ns",
-               "otherData": {"source": "tileworkbench tw.timeline", **_plain(self.facts, blocks=False)}}
+               "otherData": {"source": "tileworkbench tw.timeline", **_plain({k: v for k, v in self.facts.items() if k != "blocks"})}}
         if path is not None:
             with open(path, "w") as f:
                 json.dump(doc, f)
@@ -118,10 +118,10 @@ class MeasuredTimeline(pd.DataFrame):
                 "summary": _plain(self.summary())}
 
 
-def _plain(value, blocks: bool = True):
-    """JSON values (NumPy scalars and arrays as Python's), without the per-block table unless asked."""
+def _plain(value):
+    """JSON values (NumPy scalars and arrays as Python's)."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items() if blocks or k != "blocks"}
+        return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, np.generic):

@@ -5,6 +5,7 @@ methods; the generated launcher calls ``rt.timeline_buffer``."""
 from __future__ import annotations
 
 from ..errors import KernelRuntimeError
+from ..ir.records import timeline_sampled_blocks
 
 
 class TimelineBuffers:
@@ -26,7 +27,7 @@ class TimelineBuffers:
                                      "tw.timeline for graphs")
         every, streams, words = layout
         blocks = int(grid[0]) * int(grid[1]) * int(grid[2])
-        size = -(-blocks // every) * streams * words
+        size = timeline_sampled_blocks(blocks, every) * streams * words
         previous = self.timelines.get(kernel_name)
         buffer = previous[0] if previous is not None and previous[0].size == size else None
         if buffer is None:

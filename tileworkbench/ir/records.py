@@ -164,13 +164,28 @@ class TimelineSite:
     text: str
 
 
+TIMELINE_HEADER_WORDS = 16  # tw/timeline.h's HEADER
+
+
+def timeline_stream_words(capacity: int) -> int:
+    """32-bit words of one recording thread's stream: its header, then two words an event."""
+    return TIMELINE_HEADER_WORDS + 2 * capacity
+
+
+def timeline_sampled_blocks(blocks: int, every: int) -> int:
+    """Blocks of a launch of ``blocks`` that record (block 0, every, 2 * every, ...)."""
+    return -(-blocks // every)
+
+
 @dataclass(frozen=True)
 class TimelinePlan:
     """Timeline mode (``tw.timeline``): every ``every``-th block (in launch order) records; in it,
     stream ``i`` is written by thread ``recorders[i]`` (the first thread of each warpgroup of a
     role) with at most ``capacity`` events of 8 bytes (the low 32 bits of ``clock64`` and the site,
-    slot and parity) after a header of ``HEADER_WORDS`` words (``%globaltimer`` and ``clock64`` at
-    the stream's open and close, the event count, the SM, the block)."""
+    slot and parity) after a header of ``TIMELINE_HEADER_WORDS`` words (``%globaltimer`` and
+    ``clock64`` at the stream's open and close, the event count, the SM, the block). The buffer of a
+    launch is ``timeline_sampled_blocks`` x streams x ``timeline_stream_words``, which the
+    launcher, the runtime and ``analysis.timeline`` all compute with these functions."""
 
     every: int
     capacity: int
@@ -178,16 +193,9 @@ class TimelinePlan:
     roles: tuple  # the role each stream records
     sites: tuple  # TimelineSite per site id
 
-    HEADER_WORDS = 16
-
     @property
     def stream_words(self) -> int:
-        return self.HEADER_WORDS + 2 * self.capacity
-
-    def buffer_words(self, blocks: int) -> int:
-        """32-bit words of the buffer a launch of ``blocks`` blocks writes."""
-        sampled = -(-blocks // self.every)
-        return sampled * len(self.recorders) * self.stream_words
+        return timeline_stream_words(self.capacity)
 
     def to_json(self) -> dict:
         return {"every": self.every, "capacity": self.capacity, "recorders": list(self.recorders),
