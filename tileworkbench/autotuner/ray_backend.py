@@ -126,6 +126,15 @@ class RaySweep:
     def cluster_gpus(self) -> float:
         return float(_ray().cluster_resources().get("GPU", 0))
 
+    def require_gpus(self, suite: str) -> float:
+        """The cluster's GPUs; a RuntimeError (the benchmark commands' one-line refusal) where it
+        has none, since each of ``suite``'s rows needs one."""
+        gpus = self.cluster_gpus()
+        if gpus < 1:
+            raise RuntimeError(f"the Ray cluster has no GPU: the {suite}'s rows each need one "
+                               "(its compiles alone would run on CPU workers)")
+        return gpus
+
     # ---- running tasks ----
 
     def run(self, fn, payloads: list, resources: dict, slots: int, on_done=None) -> list:

@@ -139,15 +139,6 @@ def compile_rows(sweep, rows: list[Row], arch: str | None = None, log=None) -> l
     return shipped
 
 
-def check_cluster(sweep) -> float:
-    """The cluster's GPUs; a RuntimeError (the CLI's one-line refusal) where it has none."""
-    gpus = sweep.cluster_gpus()
-    if gpus < 1:
-        raise RuntimeError("the Ray cluster has no GPU: the attention suite's rows each need one "
-                           "(its compiles alone would run on CPU workers)")
-    return gpus
-
-
 def run_on_ray(rows: list[Row], out: Path, address: str | None, ours_only: bool = False, seed: int = 0,
                row_timeout_s: float = ROW_TIMEOUT_S, log=None) -> int:
     """The suite's rows on a Ray cluster (module doc), written to ``out`` as ``attention.run``
@@ -161,7 +152,7 @@ def run_on_ray(rows: list[Row], out: Path, address: str | None, ours_only: bool 
     log = log or sys.stderr
     sweep = RaySweep(address, row_timeout_s, gpus_per_trial=1)
     with sweep.session():
-        gpus = check_cluster(sweep)
+        gpus = sweep.require_gpus("attention suite")
         sweep.timeout = COMPILE_TIMEOUT_S
         (probe,) = sweep.run(probe_gpu, [()], {"num_gpus": 1}, 1)
         if not probe.ok:

@@ -67,10 +67,7 @@ def run_suite_on_ray(jobs: list, settings: Settings, address: str | None, on_row
 
     sweep = RaySweep(address, row_timeout_s, gpus_per_trial=1)
     with sweep.session():
-        gpus = sweep.cluster_gpus()
-        if gpus < 1:
-            raise RuntimeError("the Ray cluster has no GPU: the GEMM suite's rows each need one "
-                               "(its compiles alone would run on CPU workers)")
+        gpus = sweep.require_gpus("GEMM suite")
         print(f"GEMM suite on Ray: {len(jobs)} rows over {gpus:g} GPU(s)", file=log or sys.stderr, flush=True)
         records = compile_all(sweep, jobs, log)
         rows: list = [None] * len(jobs)
