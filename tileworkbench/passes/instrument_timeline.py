@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import CompileError
+from ..errors import user_error
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
 from ..ir.records import TimelinePlan, TimelineSite
@@ -174,7 +174,7 @@ def _flat(s):
 
 def _check_configs(configs: dict):
     if configs.get(PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT.value):
-        raise CompileError("pass configs tw.timeline and tw.debug_barrier_timeout cannot be combined: debug mode's "
+        raise user_error("pass configs tw.timeline and tw.debug_barrier_timeout cannot be combined: debug mode's "
                            "bounded waits would be timed instead of the kernel's own; compile the kernel once with each")
 
 
