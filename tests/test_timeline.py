@@ -51,13 +51,19 @@ def test_records_surround_the_plan_events():
         assert src.index(f"tw_tl.open<{tx}, {i}>();") < src.index("stage_full[0].init") < \
             src.index(f"tw_tl.close<{tx}, {i}>();")
     # the producer's elected TMA issue is recorded before the election; an arrival before it happens
+    # (both by the record of the wait's end before them: nothing between them waits)
     issue = next(i for i, s in enumerate(plan["sites"]) if s["kind"] == "tma_issue")
-    assert src.index(f"tw_tl.record({issue},") < src.index("if (tw::shuffle_elect<32>())") < src.index("tw::tma_load(")
+    record = plan["sites"][issue]["recorded_by"]
+    assert plan["sites"][record]["kind"] == "wait_end" and plan["sites"][record]["role"] == "producer"
+    assert src.index(f"tw_tl.record({record},") < src.index("if (tw::shuffle_elect<32>())") < src.index("tw::tma_load(")
     arrive = next(i for i, s in enumerate(plan["sites"]) if s["kind"] == "arrive" and s["role"] == "producer")
     arrival = re.search(r"stage_full\[[^]]*\]\.arrive\(\);", src)
-    assert arrival and src.index(f"tw_tl.record({arrive},") < arrival.start()
-    assert "unsigned int* __restrict__ tw_timeline" in src and "tw::Timeline<2048, 3> tw_tl(tw_timeline, 4)" in src
-    assert "TIMELINE = (4, 3, 4112)" in art.host_source
+    assert plan["sites"][arrive]["recorded_by"] == record
+    assert arrival and src.index(f"tw_tl.record({record},") < arrival.start()
+    # a persistent kernel samples tiles: every block opens its streams and records every 4th tile
+    assert plan["unit"] == "tile" and plan["block_every"] == 1
+    assert "unsigned int* __restrict__ tw_timeline" in src and "tw::Timeline<2048, 3> tw_tl(tw_timeline, 1, 4)" in src
+    assert "TIMELINE = (1, 3, 4112)" in art.host_source
     assert "rt.timeline_buffer(KERNEL, grid, TIMELINE, stream)" in art.host_source  # a persistent grid
     assert art.trace.pass_names()[-1] == "instrument_timeline"
 
@@ -196,6 +202,65 @@ def test_sampling_every_kth_block():
     words = _encode(plan, blocks, [_pipeline(2)] * 3)
     columns, facts = decode(words, (7, 1, 1), plan)
     assert sorted(set(columns["block"].tolist())) == [0, 3, 6] and facts["recorded_blocks"] == 3
+
+
+def test_a_shared_record_is_a_row_per_site_it_stands_for():
+    site = tw.ir.records.TimelineSite
+    sites = (site("wait_begin", "consumer", "full", 3, ""), site("wait_end", "consumer", "full", 3, ""),
+             site("wgmma_issue", "consumer", None, 4, "", recorded_by=1), site("arrive", "consumer", "empty", 5, ""),
+             site("tma_issue", "consumer", "full", 6, "", recorded_by=3))
+    plan = TimelinePlan(1, 64, (0,), ("consumer",), sites).to_json()
+    words = _encode(plan, 1, [[[(0, 0, 1, 1), (40, 1, 1, 1), (90, 3, 2, 0)]]])
+    columns, _ = decode(words, (1, 1, 1), plan)
+    assert columns["site"].tolist() == [0, 1, 2, 3, 4] and columns["seq"].tolist() == [0, 1, 2, 3, 4]
+    assert columns["kind"].tolist() == ["wait_begin", "wait_end", "wgmma_issue", "arrive", "tma_issue"]
+    t = columns["t_ns"]
+    assert t[1] == t[2] and t[3] == t[4] and t[0] < t[1] < t[3]
+    assert columns["slot"].tolist() == [1, 1, 0, 2, 2]  # a site without a barrier has no slot
+    assert columns["parity"].tolist() == [1, 1, 0, 0, 0]  # nor one that does not wait a parity
+
+
+def _spec(n=1024):
+    return matmul_tma_copy(n, n, n, 128, 128, 32, "float16", "float16", "float32", 128, 2)
+
+
+def test_records_are_shared_only_where_nothing_waits_between():
+    art = tw.lower(_spec(), pass_configs={"tl.disable_warp_specialized": True, "tw.timeline": True})
+    sites = art.trace.timeline["plan"]["sites"]
+    src = art.device_source
+    heads = {i for i, s in enumerate(sites) if s["recorded_by"] is None}
+    assert {f"tw_tl.record({i}," in src for i in range(len(sites))} == {True, False}
+    assert all((f"tw_tl.record({i}," in src) == (i in heads) for i in range(len(sites)))
+    loop = src[src.index("for (int k = 0;"):src.index("tw::fence_proxy_async();\n  __syncthreads();")]
+    # in the steady-state loop: the next stage's two loads and arrivals share the record before the
+    # first load; the end of A's wait and the begin of B's, the end of B's and the wgmma issue share one
+    assert loop.count("tw_tl.record(") == 4 and loop.count(".wait(") == 2
+    recorded = [int(m) for m in re.findall(r"tw_tl\.record\((\d+),", loop)]
+    members = {h: [sites[h]["kind"]] + [s["kind"] for s in sites if s["recorded_by"] == h] for h in recorded}
+    assert [members[h] for h in recorded] == [["tma_issue", "arrive", "tma_issue", "arrive"], ["wait_begin"],
+                                              ["wait_end", "wait_begin"], ["wait_end", "wgmma_issue"]]
+    # between a record and the next one a wait follows only when the record's last site begins it
+    pieces = loop.split("tw_tl.record(")[1:]
+    for h, piece in zip(recorded, pieces):
+        assert (".wait(" in piece) == (members[h][-1] == "wait_begin")
+
+
+def test_sampled_units_run_the_plain_code():
+    plain = tw.lower(_spec(), pass_configs={"tl.disable_warp_specialized": True}).device_source
+    every8 = tw.lower(_spec(), pass_configs={"tl.disable_warp_specialized": True, "tw.timeline": 8})
+    src = every8.device_source
+    assert every8.trace.timeline["plan"]["unit"] == "block" and "tw_tl(tw_timeline, 8)" in src
+    sampled, rest = src.split("if (tw_tl.samples_block()) {", 1)[1].split("} else {", 1)
+    plain_copy = rest[:rest.index("tw_tl.close<")]
+    assert "tw_tl.record(" in sampled and "tw_tl." not in plain_copy
+    body = plain[plain.index("__syncthreads();"):]
+    for op in (".wait(", "tw::tma_load(", "tw::wgmma_gemm_ss<", ".arrive();", "tw::tma_store("):
+        assert plain_copy.count(op) == body.count(op) == sampled.count(op)
+    # a persistent kernel samples tiles: each tile loop keeps its body twice, the copy without records
+    ws = tw.lower(_ws_gemm(), pass_configs={"tw.timeline": 2}).device_source
+    assert ws.count("if (tw_tl.samples_tile(tile_iter") == 2
+    every = tw.lower(_ws_gemm(), pass_configs={"tw.timeline": True}).device_source
+    assert "samples_" not in every.split("// ---- kernel ----")[1]
 
 
 def test_frame_views(tmp_path):

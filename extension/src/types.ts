@@ -63,12 +63,21 @@ export interface IBarrierSim {
 
 /** A `tw.timeline` kernel's recording plan (`TimelinePlan.to_json()`); the views read little of it. */
 export interface ITimelinePlan {
-  /** Every k-th block records. */
+  /** Every k-th unit records: a block, or (`unit` "tile") a tile of each block of a persistent kernel. */
   every?: number;
+  unit?: 'block' | 'tile';
   capacity?: number;
   recorders?: number[];
   roles?: string[];
-  sites?: { kind: string; role: string; barrier: string | null; line: number | null; text: string }[];
+  /** `recorded_by`: the site whose record stands for this one too (null: its own). */
+  sites?: {
+    kind: string;
+    role: string;
+    barrier: string | null;
+    line: number | null;
+    text: string;
+    recorded_by?: number | null;
+  }[];
 }
 
 export type TimelineEventKind =

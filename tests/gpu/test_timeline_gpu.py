@@ -43,7 +43,7 @@ def _gemm_inputs(torch, n, seed):
 
 @pytest.mark.parametrize("every", [1, 3])
 def test_warp_specialized_gemm_timeline(torch, every, tmp_path):
-    n = 2048
+    n = 4096  # 512 tiles on a persistent grid: several tiles per block
     kernel = tw.compile(matmul(n, n, n, 128, 256, 64, num_stages=3, threads=256), out_idx=[2],
                         pass_configs={"tw.timeline": every})
     a, b, want = _gemm_inputs(torch, n, every)
@@ -51,22 +51,26 @@ def test_warp_specialized_gemm_timeline(torch, every, tmp_path):
     assert float((c.float() - want).norm() / want.norm()) < 1e-3
     frame = kernel.timeline()
     summary = _assert_well_formed(frame)
-    blocks = (n // 128) * (n // 256)
-    assert sorted(frame["block"].unique()) == list(range(0, blocks, every))
+    grid, tiles = frame.facts["grid"][0], (n // 128) * (n // 256)
+    assert frame.facts["unit"] == ("tile" if every > 1 else "block") and frame.facts["recorded_blocks"] == grid
+    # block b runs tiles b, b + grid, ...; it records its tile_iter-th when (tile_iter + b) % every == 0
+    recorded = {b: sum((t + b) % every == 0 for t in range(-(-(tiles - b) // grid))) for b in range(grid)}
     assert set(frame["role"]) == {"producer", "consumer"}
     iterations = n // 64
     consumer = frame[(frame["role"] == "consumer") & (frame["kind"] == "wait_end")
                      & (frame["barrier"] == "stage_full")]
-    assert (consumer.groupby(["block", "stream"]).size() == iterations).all()
+    per_stream = consumer.groupby(["block", "stream"]).size()
+    assert all(count == iterations * recorded[b] for (b, _), count in per_stream.items())
+    assert sorted(consumer["block"].unique()) == [b for b in range(grid) if recorded[b]]
     producer_loads = frame[(frame["role"] == "producer") & (frame["kind"] == "tma_issue")]
-    assert (producer_loads.groupby("block").size() == 2 * iterations).all()  # A and B per stage
+    assert all(count == 2 * iterations * recorded[b]  # A and B per stage
+               for b, count in producer_loads.groupby("block").size().items())
     # a 3-stage ring lets the producer run ahead of the plan's lockstep order
     assert summary["pipeline"]["lead_stages_median"] >= 1
     doc = frame.to_chrome_trace(tmp_path / "trace.json")
     assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"] == doc["traceEvents"]
     measured = kernel.trace.timeline["measured"]
-    assert measured["block"] == 0 and measured["events"] and measured["summary"]["recorded_blocks"] == len(
-        frame["block"].unique())
+    assert measured["block"] == 0 and measured["events"] and measured["summary"]["recorded_blocks"] == grid
 
 
 def test_spec_kernel_timeline(torch):

@@ -38,12 +38,13 @@ def stream_headers(words, grid, plan: dict) -> dict:
     """Per recorded stream: its block, SM, thread, open/close times and event count (arrays)."""
     streams = len(plan["recorders"])
     stream_words = timeline_stream_words(plan["capacity"])
-    sampled = timeline_sampled_blocks(int(np.prod(grid)), plan["every"])
+    every = _block_every(plan)
+    sampled = timeline_sampled_blocks(int(np.prod(grid)), every)
     w = np.asarray(words, dtype=np.uint32).reshape(sampled, streams, stream_words)
     h = w[:, :, :HEADER_WORDS].reshape(-1, HEADER_WORDS)
     index = np.arange(sampled * streams)
     return {"words": w.reshape(-1, stream_words), "stream": index % streams,
-            "block": (index // streams) * plan["every"], "sm": h[:, _SM].astype(np.int64),
+            "block": (index // streams) * every, "sm": h[:, _SM].astype(np.int64),
             "thread": h[:, _THREAD].astype(np.int64), "count": h[:, _COUNT].astype(np.int64),
             "closed": h[:, _CLOSED] == 1, "gt_open": _u64(h, _GT_OPEN), "gt_close": _u64(h, _GT_CLOSE),
             "clock_open": _u64(h, _CLOCK_OPEN), "clock_close": _u64(h, _CLOCK_CLOSE)}
@@ -64,6 +65,9 @@ def decode(words, grid, plan: dict) -> tuple[dict, dict]:
     barriers = np.array([s["barrier"] for s in sites] or [None], dtype=object)
     lines = np.array([s["line"] if s["line"] is not None else -1 for s in sites] or [-1], dtype=np.int64)
     roles = np.array([s["role"] for s in sites] or [""], dtype=object)
+    has_slot = np.array([s["barrier"] is not None for s in sites] or [False])
+    is_wait = np.isin(kinds, ("wait_begin", "wait_end"))
+    shared = _SharedRecords(sites)
     parts = []
     dropped = 0
     for i in np.flatnonzero(closed):
@@ -78,12 +82,13 @@ def decode(words, grid, plan: dict) -> tuple[dict, dict]:
         clock = start + np.cumsum(steps)
         t = (int(hd["gt_open"][i]) - t0) + (clock - start) / cycles_per_ns
         info = ev[:, 1].astype(np.int64)
-        site = info & 0xFFFF
-        parts.append({"block": np.full(n, hd["block"][i]), "sm": np.full(n, hd["sm"][i]),
-                      "stream": np.full(n, hd["stream"][i]), "thread": np.full(n, hd["thread"][i]),
-                      "role": roles[site], "seq": np.arange(n), "site": site, "kind": kinds[site],
-                      "barrier": barriers[site], "slot": (info >> 16) & 0x7FFF, "parity": (info >> 31) & 1,
-                      "line": lines[site], "t_ns": t})
+        record, site = shared.rows(info & 0xFFFF)  # a shared record is a row per site it stands for
+        info, t, rows = info[record], t[record], len(site)
+        parts.append({"block": np.full(rows, hd["block"][i]), "sm": np.full(rows, hd["sm"][i]),
+                      "stream": np.full(rows, hd["stream"][i]), "thread": np.full(rows, hd["thread"][i]),
+                      "role": roles[site], "seq": np.arange(rows), "site": site, "kind": kinds[site],
+                      "barrier": barriers[site], "slot": ((info >> 16) & 0x7FFF) * has_slot[site],
+                      "parity": ((info >> 31) & 1) * is_wait[site], "line": lines[site], "t_ns": t})
     columns = {c: (np.concatenate([p[c] for p in parts]) if parts else np.array([])) for c in COLUMNS}
     blocks = {}
     for i in np.flatnonzero(closed):
@@ -96,8 +101,35 @@ def decode(words, grid, plan: dict) -> tuple[dict, dict]:
     facts = {"unclosed_streams": int((~closed).sum()), "dropped_events": dropped,
              "max_events_per_stream": int(hd["count"][closed].max()) if closed.any() else 0, "cycles_per_ns": cycles_per_ns,
              "span_ns": max((v[2] for v in blocks.values()), default=0), "blocks": blocks,
-             "recorded_blocks": len(blocks), "every": plan["every"], "grid": [int(g) for g in grid]}
+             "recorded_blocks": len(blocks), "every": plan["every"], "unit": plan.get("unit", "block"),
+             "grid": [int(g) for g in grid]}
     return columns, facts
+
+
+def _block_every(plan: dict) -> int:
+    """Every how many blocks opened streams (a plan recorded before tile sampling has only ``every``)."""
+    return int(plan.get("block_every", plan["every"]))
+
+
+class _SharedRecords:
+    """The sites each record stands for (``TimelineSite.recorded_by``): itself, then the sites
+    whose record it is, in site order."""
+
+    def __init__(self, sites: list):
+        groups = [[i] for i in range(len(sites))]
+        for i, s in enumerate(sites):
+            if s.get("recorded_by") is not None:
+                groups[s["recorded_by"]].append(i)
+        self.size = np.array([len(g) for g in groups] or [1], dtype=np.int64)
+        self.first = np.concatenate(([0], np.cumsum(self.size)[:-1]))
+        self.members = np.array([m for g in groups for m in g] or [0], dtype=np.int64)
+
+    def rows(self, head):
+        """(index of each row's record, each row's site) for records of sites ``head``."""
+        counts = self.size[head]
+        record = np.repeat(np.arange(len(head)), counts)
+        within = np.arange(len(record)) - np.repeat(np.cumsum(counts) - counts, counts)
+        return record, self.members[self.first[head][record] + within]
 
 
 def waits(columns: dict) -> dict:

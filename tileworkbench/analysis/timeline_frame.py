@@ -96,8 +96,9 @@ class MeasuredTimeline(pd.DataFrame):
         if block is None:
             block = blocks[0] if blocks else 0
         if block not in self.facts["blocks"]:
+            unit = "tile of each block" if self.facts.get("unit") == "tile" else "block"
             raise ValueError(f"block {block} did not record a timeline (recorded: every {self.facts['every']}-th "
-                             f"block, {len(blocks)} of them)")
+                             f"{unit}, {len(blocks)} blocks)")
         origin = self.facts["blocks"][block][1]
         mine = self[self["block"] == block]
         events = [{"stream": int(r.stream), "role": r.role, "kind": r.kind, "barrier": _barrier(r.barrier),

@@ -113,7 +113,7 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
             f"DEBUG_BARRIERS = {tuple(barrier_names(func))!r}  # barrier ids of the debug record",
         ]
     if timeline is not None:
-        lines.append(f"TIMELINE = ({timeline.every}, {len(timeline.recorders)}, {timeline.stream_words})"
+        lines.append(f"TIMELINE = ({timeline.block_every}, {len(timeline.recorders)}, {timeline.stream_words})"
                      "  # tw.timeline: every k-th block records, streams per block, words per stream")
     for d in descriptors:
         if d.name in static_fields:

@@ -155,13 +155,16 @@ TIMELINE_KINDS = ("wait_begin", "wait_end", "arrive", "expect_tx", "tma_issue", 
 class TimelineSite:
     """One place in the kernel that records an event: its kind (``TIMELINE_KINDS``), the role of
     the threads running it (``producer``, ``consumer``, ``block``, ``ws(0)``...), the barrier it
-    names (None for wgmma and stores), the kernel line and the statement as the IR prints it."""
+    names (None for wgmma and stores), the kernel line and the statement as the IR prints it.
+    ``recorded_by``: the site whose record stands for this one too (None: its own record). Sites
+    with nothing that waits between them share one record (``passes/instrument_timeline.py``)."""
 
     kind: str
     role: str
     barrier: str | None
     line: int | None
     text: str
+    recorded_by: int | None = None
 
 
 TIMELINE_HEADER_WORDS = 16  # tw/timeline.h's HEADER
@@ -179,12 +182,15 @@ def timeline_sampled_blocks(blocks: int, every: int) -> int:
 
 @dataclass(frozen=True)
 class TimelinePlan:
-    """Timeline mode (``tw.timeline``): every ``every``-th block (in launch order) records; in it,
+    """Timeline mode (``tw.timeline``): every ``every``-th unit records, a unit being a block (in
+    launch order; ``unit`` "block") or, in a persistent kernel, a tile of each block's tile loop
+    (``unit`` "tile": every block opens its streams, ``block_every`` 1, and records its every
+    ``every``-th tile). In a recording block
     stream ``i`` is written by thread ``recorders[i]`` (the first thread of each warpgroup of a
     role) with at most ``capacity`` events of 8 bytes (the low 32 bits of ``clock64`` and the site,
     slot and parity) after a header of ``TIMELINE_HEADER_WORDS`` words (``%globaltimer`` and
     ``clock64`` at the stream's open and close, the event count, the SM, the block). The buffer of a
-    launch is ``timeline_sampled_blocks`` x streams x ``timeline_stream_words``, which the
+    launch is ``timeline_sampled_blocks`` (of ``block_every``) x streams x ``timeline_stream_words``, which the
     launcher, the runtime and ``analysis.timeline`` all compute with these functions."""
 
     every: int
@@ -192,11 +198,17 @@ class TimelinePlan:
     recorders: tuple  # block thread index writing each stream
     roles: tuple  # the role each stream records
     sites: tuple  # TimelineSite per site id
+    unit: str = "block"  # what ``every`` samples: blocks, or each block's tiles in a persistent kernel
 
     @property
     def stream_words(self) -> int:
         return timeline_stream_words(self.capacity)
 
+    @property
+    def block_every(self) -> int:
+        """Every how many blocks open streams (all of them when tiles are sampled)."""
+        return self.every if self.unit == "block" else 1
+
     def to_json(self) -> dict:
-        return {"every": self.every, "capacity": self.capacity, "recorders": list(self.recorders),
-                "roles": list(self.roles), "sites": [asdict(s) for s in self.sites]}
+        return {"every": self.every, "unit": self.unit, "block_every": self.block_every, "capacity": self.capacity,
+                "recorders": list(self.recorders), "roles": list(self.roles), "sites": [asdict(s) for s in self.sites]}

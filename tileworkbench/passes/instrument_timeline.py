@@ -13,10 +13,21 @@ executes its record; the first thread of each warpgroup of a role (``tw_tl.open<
 before the body, ``close`` after it: ``%globaltimer`` and ``clock64`` at both ends, to put the
 events on one clock) stores it, by a predicated store (no branch, so warps do not diverge). What
 runs on one thread (a branch on an elected thread or on ``tx == c``) is recorded just before that
-branch by the threads around it, since each recorder counts its events in a register of its own. ``func.attrs["timeline"]`` is the
-``ir.records.TimelinePlan``: streams, sites, sampling, capacity. The operations themselves and
-their order are unchanged; without the config this pass does not run and the device source is
-byte-identical to a build without it.
+branch by the threads around it, since each recorder counts its events in a register of its own.
+
+Sites share a record where that keeps the order true: records with nothing between them, and a
+cause's record with the previous record when only causes (issues, expect-tx, arrivals, and
+one-thread branches of those) lie between, provided they name the same barrier slot and parity.
+The shared record is taken where the first of them stood: still before each cause and after each
+effect (``TimelineSite.recorded_by``; the decoder gives each site its row).
+
+Sampling (``tw.timeline`` k > 1) samples units of work: blocks, or in a persistent kernel (a tile
+loop, ``ir.TILE_LOOP``) each block's every k-th tile. A unit that does not record runs the plain
+code: the unit's body is kept twice, ``if (sampled) { instrumented } else { plain }``.
+
+``func.attrs["timeline"]`` is the ``ir.records.TimelinePlan``: streams, sites, sampling,
+capacity. The operations themselves and their order are unchanged; without the config this pass
+does not run and the device source is byte-identical to a build without it.
 """
 
 from __future__ import annotations
@@ -27,12 +38,20 @@ from ..errors import user_error
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
 from ..ir.records import TimelinePlan, TimelineSite
+from ..ir.stmt import TILE_LOOP
 from ..target import PassConfigKey
 from .manager import register
 
 WARPGROUP = 128
 DEFAULT_CAPACITY = 2048
 TIMELINE_VAR = "tw_tl"  # the kernel's tw::Timeline (codegen/cuda.py declares it)
+RECORD = f"{TIMELINE_VAR}.record"
+# Kinds recorded before their operation (causes); the others (wait_end, wgmma_wait, store_wait)
+# are recorded after it (effects).
+CAUSES = frozenset({"wait_begin", "arrive", "expect_tx", "tma_issue", "wgmma_issue", "store_issue"})
+# Operations a cause's record may be moved up past (it then still comes before its cause): they
+# wait for nothing. A wgmma issue is not one: it waits for the group before it.
+_PASSABLE = frozenset({"arrive", "expect_tx", "tma_issue", "store_issue"})
 
 
 def timeline_every(configs: dict) -> int:
@@ -98,9 +117,10 @@ def _event(call: ir.Call):
 class _Instrument:
     """Walks the body knowing which threads run each statement and in which role."""
 
-    def __init__(self, func: ir.PrimFunc):
+    def __init__(self, func: ir.PrimFunc, sample_tiles: bool):
         self.tid = func.launch.thread_var
         self.total = func.launch.total_threads
+        self.sample_tiles = sample_tiles  # persistent and sampled: a tile loop's body is kept twice
         self.sites: list[TimelineSite] = []
         self.streams: dict[int, str] = {}  # recorder thread -> role of its stream (first seen)
 
@@ -119,7 +139,7 @@ class _Instrument:
             parity = call.args[1] if call.name == ".wait" else ir.const(0)
             for tx in self.recorders(*span):
                 self.streams.setdefault(tx, role)
-            out.append(ir.Evaluate(ir.Call(f"{TIMELINE_VAR}.record", (ir.const(site), slot, parity))))
+            out.append(ir.Evaluate(ir.Call(RECORD, (ir.const(site), slot, parity))))
         return out
 
     def hoisted(self, body, span, role) -> list:
@@ -159,9 +179,69 @@ class _Instrument:
             else_body = self.visit(s.else_body, span, role) if s.else_body is not None and bound is None \
                 else s.else_body
             return dataclasses.replace(s, then_body=then_body, else_body=else_body)
+        if isinstance(s, ir.For) and self.sample_tiles and TILE_LOOP in s.annotations:
+            sampled = ir.Call(f"{TIMELINE_VAR}.samples_tile", (s.var,), ir.dtypes.boolean)
+            return dataclasses.replace(s, body=ir.IfThenElse(sampled, self.visit(s.body, span, role), s.body))
         if isinstance(s, (ir.For, ir.While)):
             return dataclasses.replace(s, body=self.visit(s.body, span, role))
         return s
+
+    # ---- sharing records ----------------------------------------------------------------------
+    def _site_of(self, s) -> int | None:
+        if isinstance(s, ir.Evaluate) and isinstance(s.call, ir.Call) and s.call.name == RECORD:
+            return int(s.call.args[0].value)
+        return None
+
+    def _passable(self, s) -> bool:
+        """A statement a cause's record may move up past: operations that wait for nothing, and
+        one-thread branches of them."""
+        if isinstance(s, ir.Evaluate) and isinstance(s.call, ir.Call):
+            event = _event(s.call)
+            return self._site_of(s) is not None or (
+                event is not None and not event[1] and all(k in _PASSABLE for k in event[0]))
+        if isinstance(s, ir.IfThenElse) and s.else_body is None and _one_thread(s.cond, self.tid):
+            return all(self._passable(c) for c in _flat(s.then_body))
+        return False
+
+    def share(self, s):
+        """``s`` with records merged as the module docstring says, in every statement list."""
+        if isinstance(s, ir.SeqStmt):
+            return ir.seq(self._share_list([self.share(c) for c in _flat(s)]))
+        changes = {f.name: self.share(getattr(s, f.name)) for f in dataclasses.fields(s)
+                   if isinstance(getattr(s, f.name), ir.Stmt)}
+        return dataclasses.replace(s, **changes) if changes else s
+
+    def _share_list(self, stmts: list) -> list:
+        out: list = []
+        group = None  # [index in out of the shared record, slot, parity] (None: no barrier / not a wait)
+        adjacent = passable = False  # since the group's last record: nothing / only passable statements
+        for s in stmts:
+            site = self._site_of(s)
+            if site is None:
+                out.append(s)
+                adjacent, passable = False, passable and self._passable(s)
+                continue
+            info = self.sites[site]
+            slot = s.call.args[1] if info.barrier is not None else None
+            parity = s.call.args[2] if info.kind in ("wait_begin", "wait_end") else None
+            if group is not None and (adjacent or (passable and info.kind in CAUSES)) \
+                    and _agrees(group[1], slot) and _agrees(group[2], parity):
+                head = self._site_of(out[group[0]])
+                self.sites[site] = dataclasses.replace(info, recorded_by=head)
+                group[1] = slot if group[1] is None else group[1]
+                group[2] = parity if group[2] is None else group[2]
+                out[group[0]] = ir.Evaluate(ir.Call(RECORD, (ir.const(head), *(ir.const(0) if e is None else e
+                                                                               for e in group[1:]))))
+            else:
+                group = [len(out), slot, parity]
+                out.append(s)
+            adjacent = passable = True
+        return out
+
+
+def _agrees(a, b) -> bool:
+    """Two records' slots (or parities) can be one: the same expression, or one of them unused."""
+    return a is None or b is None or expr_text(a) == expr_text(b)
 
 
 def _flat(s):
@@ -185,20 +265,30 @@ def instrument_timeline(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         return func
     _check_configs(ctx.configs)
     capacity = int(ctx.configs.get(PassConfigKey.TW_TIMELINE_CAPACITY.value, DEFAULT_CAPACITY))
-    walker = _Instrument(func)
-    body = walker.visit(func.body, (0, walker.total), "block")
+    unit = "tile" if every > 1 and _has_tile_loop(func.body) else "block"
+    walker = _Instrument(func, sample_tiles=unit == "tile")
+    body = walker.share(walker.visit(func.body, (0, walker.total), "block"))
+    if every > 1 and unit == "block":  # blocks that do not record run the plain body
+        body = ir.IfThenElse(ir.Call(f"{TIMELINE_VAR}.samples_block", (), ir.dtypes.boolean), body, func.body)
     for tx in walker.recorders(0, walker.total):  # every warpgroup keeps its begin and end at least
         walker.streams.setdefault(tx, _role_of(func.body, tx) or "block")
     recorders = tuple(sorted(walker.streams))
     streams = {tx: i for i, tx in enumerate(recorders)}
     plan = TimelinePlan(every=every, capacity=capacity, recorders=recorders,
                         roles=tuple(walker.streams[tx] for tx in recorders),
-                        sites=tuple(walker.sites))
+                        sites=tuple(walker.sites), unit=unit)
     opens = [ir.Evaluate(ir.Call(f"{TIMELINE_VAR}.open<{tx}, {streams[tx]}>", ())) for tx in recorders]
     closes = [ir.Evaluate(ir.Call(f"{TIMELINE_VAR}.close<{tx}, {streams[tx]}>", ())) for tx in recorders]
     out = func.with_body(ir.seq(opens + [body] + closes))
     out.attrs["timeline"] = plan
     return out
+
+
+def _has_tile_loop(s) -> bool:
+    if isinstance(s, ir.For) and TILE_LOOP in s.annotations:
+        return True
+    return any(_has_tile_loop(getattr(s, f.name)) for f in dataclasses.fields(s) if isinstance(getattr(s, f.name), ir.Stmt)) \
+        or (isinstance(s, ir.SeqStmt) and any(_has_tile_loop(c) for c in s.stmts))
 
 
 def _role_of(body, tx: int) -> str | None:

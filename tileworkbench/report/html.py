@@ -224,8 +224,11 @@ def _measured(doc: dict) -> str:
     s = measured.get("summary") or {}
     p = s.get("pipeline") or {}
     fraction = s.get("consumer_wait_on_loads_fraction")
+    plan = timeline.get("plan") or {}
+    every = plan.get("every", "?")
+    sampled = f"each block's every {every}-th tile" if plan.get("unit") == "tile" else f"every {every}-th block"
     head = (f"<p>Block {measured['block']} on SM {measured['sm']}, as it ran (one of {s.get('recorded_blocks')} "
-            f"recorded blocks, every {(timeline.get('plan') or {}).get('every', '?')}-th). Rows are the planned "
+            f"recorded blocks, {sampled}). Rows are the planned "
             "timeline's barrier slots, then each recording warpgroup; hover a mark for its details.</p>")
     facts = [
         ("producer's lead (loads issued when a wait began; the plan's lockstep order: 1)",

@@ -4,7 +4,7 @@
  */
 import { parseTimeline, parseTrace } from '../schema';
 import type { IMeasuredTimeline, ITimelineEvent, ITimelineWait, ITrace } from '../types';
-import { formatPercent, MARK_KINDS, MAX_DRAWN } from '../views/measured';
+import { formatPercent, MARK_KINDS, MAX_DRAWN, sampling } from '../views/measured';
 import { TraceView } from '../views/trace';
 import { all, byTestId, loadFixture, makeTrace, renderTrace } from './helpers';
 
@@ -323,5 +323,13 @@ describe('large and unusual measurements', () => {
   it('formats fractions as percentages', () => {
     expect(formatPercent(0.19983620321296588)).toBe('20.0%');
     expect(formatPercent(null)).toBe('—');
+  });
+
+  it('says which units record: blocks, or tiles of each block of a persistent kernel', () => {
+    expect(sampling(1, undefined)).toBe(' (every block)');
+    expect(sampling(4, 'block')).toBe(' (every 4th)');
+    expect(sampling(2, 'tile')).toBe(' (every 2nd tile of each block)');
+    expect(sampling(1, 'tile')).toBe(' (every tile of each block)');
+    expect(sampling(undefined, 'tile')).toBe('');
   });
 });

@@ -312,7 +312,18 @@ function legend(): HTMLElement {
 }
 
 /** What the measurement shows against the plan, one row per fact (`data-fact` names it). */
-function facts(summary: ITimelineSummary, every: number | undefined): HTMLElement {
+/** Which units record: "every block", "every 4th block", "every 4th tile of each block". */
+export function sampling(every: number | undefined, unit: string | undefined): string {
+  if (!every) {
+    return '';
+  }
+  if (unit === 'tile') {
+    return ` (every ${every === 1 ? 'tile' : `${ordinal(every)} tile`} of each block)`;
+  }
+  return ` (every ${every === 1 ? 'block' : ordinal(every)})`;
+}
+
+function facts(summary: ITimelineSummary, every: number | undefined, unit?: string): HTMLElement {
   const p = summary.pipeline;
   const violations = p?.violations ?? [];
   const busy = summary.sm_busy;
@@ -351,7 +362,7 @@ function facts(summary: ITimelineSummary, every: number | undefined): HTMLElemen
       'events',
       'events recorded',
       `${formatNumber(summary.events)} from ${formatNumber(summary.recorded_blocks)} block(s)` +
-        (every ? ` (every ${every === 1 ? 'block' : ordinal(every)})` : '')
+        sampling(every, unit)
     ],
     [
       'dropped',
@@ -462,7 +473,7 @@ export function renderMeasured(timeline: ITimeline | null, sim: IBarrierSim | nu
     }
   }
   if (summary) {
-    root.appendChild(facts(summary, every));
+    root.appendChild(facts(summary, every, timeline?.plan?.unit));
   }
   root.appendChild(renderSmActivity(measured.blocks));
   return root;

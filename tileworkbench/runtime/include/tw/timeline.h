@@ -26,10 +26,23 @@ struct Timeline {
   unsigned int* streams;  // this block's streams; null in a block that does not record
   unsigned int* mine;     // this thread's stream: null but in a recording thread of a recording block
   unsigned int n;         // events this thread has come to (a recorder's count of its events)
+  unsigned int tile_every;  // a persistent kernel's blocks record their every tile_every-th tile
 
-  __device__ __forceinline__ Timeline(unsigned int* buffer, unsigned int every) : mine(nullptr), n(0) {
+  // BLOCK_EVERY: every how many blocks record; TILE_EVERY: in a persistent kernel, every how many
+  // of a block's tiles (1 when blocks are sampled).
+  __device__ __forceinline__ Timeline(unsigned int* buffer, unsigned int block_every, unsigned int tile_every = 1)
+      : mine(nullptr), n(0), tile_every(tile_every) {
     const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    streams = block % every == 0 ? buffer + (unsigned long long)(block / every) * STREAMS * STREAM_WORDS : nullptr;
+    streams = block % block_every == 0
+        ? buffer + (unsigned long long)(block / block_every) * STREAMS * STREAM_WORDS : nullptr;
+  }
+
+  // Whether this block records (the pass keeps a plain copy of the body for blocks that do not).
+  __device__ __forceinline__ bool samples_block() const { return streams != nullptr; }
+  // Whether this block records its tile_iter-th tile: staggered by block, so that the tiles
+  // recorded at one time are spread over the grid.
+  __device__ __forceinline__ bool samples_tile(int tile_iter) const {
+    return ((unsigned int)tile_iter + blockIdx.x) % tile_every == 0;
   }
 
   static __device__ __forceinline__ unsigned long long clock() {
