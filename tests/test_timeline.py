@@ -379,11 +379,21 @@ def test_a_cost_row_compiles_each_variant_with_room_for_its_events():
                        "pipeline": {"violations": [], "lead_stages_median": 1.0, "waits_checked": 4}}
             return SimpleNamespace(facts={"max_events_per_stream": DEFAULT_CAPACITY + 10}, summary=lambda: summary)
 
-    timer = SimpleNamespace(time=lambda fn, warmup, rep: SimpleNamespace(ms=fn().ms, ms_min=fn().ms))
-    row = _row("fake", FakeKernel, lambda k: k(), lambda out: {"correct": isinstance(out, FakeKernel)}, 3.2e9, timer, 3)
+    turns = []
+
+    def time(fn, warmup, rep):
+        kernel = fn()
+        turns.append(kernel.configs.get("tw.timeline"))
+        return SimpleNamespace(ms=kernel.ms, times=(kernel.ms,) * rep)
+
+    row = _row("fake", FakeKernel, lambda k: k(), lambda out: {"correct": isinstance(out, FakeKernel)}, 3.2e9,
+               SimpleNamespace(time=time), 6, rounds=3)
     assert [v["variant"] for v in row["variants"]] == [label for label, _ in VARIANTS]
+    # the variants take turns, the order rotated each round
+    assert turns == [None, True, 8, True, 8, None, 8, None, True]
     plain, *recorded = row["variants"]
     assert plain["ms"] == 1.6 and plain["cost"] == 1.0 and plain["tflops"] == pytest.approx(2.0)
+    assert plain["round_ms"] == [1.6] * 3 and row["plain_spread"] == 0
     for v in recorded:
         assert v["cost"] == pytest.approx(2.0 / 1.6) and v["capacity"] == DEFAULT_CAPACITY + 10
         assert v["timeline"]["violations"] == 0 and v["timeline"]["pipeline"]["lead_stages_median"] == 1.0

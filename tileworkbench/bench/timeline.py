@@ -16,6 +16,7 @@ Writes ``<out>/timeline-<date>-<gpu>-<commit>.json`` and prints a table.
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -55,21 +56,42 @@ def sized(make, call, every):
     return kernel if most <= DEFAULT_CAPACITY else make({"tw.timeline": every, "tw.timeline_capacity": most})
 
 
-def _row(name, make, call, check, flops, timer, rep):
+ROUNDS = 5  # the variants take turns this many times (see _row)
+
+
+def _row(name, make, call, check, flops, timer, rep, rounds=ROUNDS):
     """One kernel's variants: ``make(extra_configs)`` compiles it, ``call(kernel)`` runs it on the
-    row's inputs, ``check(output)`` compares with the float32 reference."""
+    row's inputs, ``check(output)`` compares with the float32 reference. The correct variants are
+    timed in ``rounds`` turns of ``rep / rounds`` calls each, in an order rotated each round, so
+    that the GPU's clock drifting over the run (it warms) falls on every variant alike; each
+    variant's median is over all its calls, and ``round_ms`` keeps each turn's median (the spread
+    of plain's turns is the noise a cost is read against)."""
     row = {"kernel": name, "variants": []}
-    plain_ms = None
+    kernels = []
     for label, every in VARIANTS:
         kernel = sized(make, call, every)
-        variant = {"variant": label, "every": every, **check(call(kernel))}
-        if variant["correct"]:
-            t = timer.time(lambda: call(kernel), warmup=5, rep=rep)
-            variant.update(ms=t.ms, ms_min=t.ms_min, tflops=flops / (t.ms * 1e-3) / 1e12)
-            plain_ms = t.ms if every is None else plain_ms
-            if plain_ms:
-                variant["cost"] = t.ms / plain_ms
-        if every is not None:
+        row["variants"].append({"variant": label, "every": every, **check(call(kernel))})
+        kernels.append(kernel)
+    timed = [(v, k) for v, k in zip(row["variants"], kernels) if v["correct"]]
+    samples = {id(v): [] for v, _ in timed}
+    for turn in range(rounds if timed else 0):
+        shift = turn % len(timed)
+        for variant, kernel in timed[shift:] + timed[:shift]:
+            t = timer.time(lambda k=kernel: call(k), warmup=2, rep=max(1, rep // rounds))
+            samples[id(variant)].extend(t.times)
+            variant.setdefault("round_ms", []).append(t.ms)
+    for variant, _ in timed:
+        times = samples[id(variant)]
+        ms = statistics.median(times)
+        variant.update(ms=ms, ms_min=min(times), tflops=flops / (ms * 1e-3) / 1e12)
+    plain = row["variants"][0]
+    if "ms" in plain:
+        row["plain_spread"] = (max(plain["round_ms"]) - min(plain["round_ms"])) / plain["ms"]
+        for variant in row["variants"]:
+            if "ms" in variant:
+                variant["cost"] = variant["ms"] / plain["ms"]
+    for variant, kernel in zip(row["variants"], kernels):
+        if variant["every"] is not None:
             call(kernel)
             s = kernel.timeline().summary()
             variant["capacity"] = kernel.trace.timeline["plan"]["capacity"]
@@ -77,8 +99,7 @@ def _row(name, make, call, check, flops, timer, rep):
                                                      "unclosed_streams", "consumer_wait_on_loads_fraction")}
             variant["timeline"]["pipeline"] = {k: v for k, v in s["pipeline"].items() if k != "violations"}
             variant["timeline"]["violations"] = len(s["pipeline"]["violations"])
-        row["variants"].append(variant)
-        print(f"  {name} / {label}: {variant.get('ms', float('nan')):.3f} ms"
+        print(f"  {name} / {variant['variant']}: {variant.get('ms', float('nan')):.3f} ms"
               f"{'  x%.3f' % variant['cost'] if 'cost' in variant else ''}", file=sys.stderr, flush=True)
     return row
 
@@ -94,7 +115,7 @@ def run(out: Path, quick: bool = False) -> int:
 
     torch.manual_seed(0)
     timer = Timer()
-    rep = 10 if quick else 30
+    rep = 10 if quick else 40  # calls per variant, over ROUNDS turns
     rows = []
     n, cases = _gemm_cases(quick)
     a = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -135,6 +156,8 @@ def table(record: dict) -> str:
             lead = tl.get("lead_stages_median", (tl.get("pipeline") or {}).get("lead_stages_median"))
             wait = tl.get("consumer_wait_on_loads_fraction")
             cost = f"{v['cost']:.3f}x" if "cost" in v and v["every"] is not None else ""
+            if v["every"] is None and "plain_spread" in r:
+                cost = f"(turns spread {r['plain_spread']:.1%})"
             ms = f"{v['ms']:.3f}" if "ms" in v else ("wrong result" if not v["correct"] else "")
             lines.append(f"| {r['kernel']} | {v['variant']} | {ms} | {cost} | {tl.get('events', '')} | "
                          f"{'' if lead is None else f'{lead:g}'} | {'' if wait is None else f'{wait:.1%}'} |")
