@@ -384,7 +384,7 @@ def test_a_cost_row_compiles_each_variant_with_room_for_its_events():
     def time(fn, warmup, rep):
         kernel = fn()
         turns.append(kernel.configs.get("tw.timeline"))
-        return SimpleNamespace(ms=kernel.ms, times=(kernel.ms,) * rep)
+        return SimpleNamespace(ms=kernel.ms, samples=(kernel.ms,) * rep)
 
     row = _row("fake", FakeKernel, lambda k: k(), lambda out: {"correct": isinstance(out, FakeKernel)}, 3.2e9,
                SimpleNamespace(time=time), 6, rounds=3)

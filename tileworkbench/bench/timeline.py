@@ -78,7 +78,7 @@ def _row(name, make, call, check, flops, timer, rep, rounds=ROUNDS):
         shift = turn % len(timed)
         for variant, kernel in timed[shift:] + timed[:shift]:
             t = timer.time(lambda k=kernel: call(k), warmup=2, rep=max(1, rep // rounds))
-            samples[id(variant)].extend(t.times)
+            samples[id(variant)].extend(t.samples)
             variant.setdefault("round_ms", []).append(t.ms)
     for variant, _ in timed:
         times = samples[id(variant)]

@@ -1,0 +1,111 @@
+"""Experiment: what a timeline record costs, part by part (issue 20).
+
+Compiles the spec's ``matmul_tma_copy`` (8192^3 fp16, 2 stages, no warp specialisation) and the
+warp-specialised 8192^3 GEMM with ``tw.timeline`` (every block, and every 8th unit; the shipped
+record also every 64th) under forms of
+``tw::Timeline::record`` written into a copy of the headers:
+
+- ``full``: the record as shipped (clock, predicated 8-byte store, capacity check);
+- ``empty``: the record only counts (no clock, no store): what the instrumented structure costs
+  without records (the streams' open and close, the sampled copy of the body, the count);
+- ``no clock``: the store without the clock read (the count in its place);
+- ``ring``: no capacity check (the index wraps, at a power-of-two capacity).
+
+Every result is checked against float32 first; the variants are timed in turns (rotated each
+round, as ``bench timeline`` does) so the GPU's clock drift falls on all alike. Prints a table of
+each variant's median and cost over plain. Needs a GPU:
+
+    PYTHONPATH=. python3 scripts/experiments/timeline_record_forms.py
+"""
+
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ["TILEWORKBENCH_DISABLE_CACHE"] = "1"  # the header differs under one cache key
+
+import tileworkbench as tw  # noqa: E402
+from tileworkbench.backend.timing import Timer  # noqa: E402
+from tileworkbench.codegen import cuda as cuda_codegen  # noqa: E402
+from tileworkbench.examples.gemm import matmul, matmul_tma_copy  # noqa: E402
+from tileworkbench.jit import cache  # noqa: E402
+
+N, ROUNDS, REP, CAPACITY = 8192, 5, 8, 4096
+SHIPPED = cuda_codegen.HEADER_DIR
+RECORD = re.compile(r"  __device__ __forceinline__ void record\(.*?\n  }\n", re.S)
+
+
+def form_text(form: str) -> str:
+    text = (SHIPPED / "timeline.h").read_text()
+    body = RECORD.search(text).group(0)
+    if form == "empty":
+        new = "  __device__ __forceinline__ void record(unsigned int, int, int) { ++n; }\n"
+    elif form == "no clock":
+        new = body.replace('"r"((unsigned int)clock())', '"r"(n)')
+    elif form == "ring":
+        new = body.replace("mine != nullptr && n < CAPACITY", "mine != nullptr").replace(
+            "HEADER + 2 * n", "HEADER + 2 * (n % CAPACITY)")
+    else:
+        new = body
+    assert form == "full" or new != body, form
+    return text.replace(body, new)
+
+
+def compile_with(form: str, build, configs):
+    folder = Path(tempfile.mkdtemp())
+    for f in SHIPPED.iterdir():
+        shutil.copy(f, folder / f.name)
+    (folder / "timeline.h").write_text(form_text(form))
+    cuda_codegen.HEADER_DIR = folder
+    cache.MEMORY.clear()  # this process's kernels are keyed without the header's text
+    try:
+        return tw.compile(build(), out_idx=[2], pass_configs=configs)
+    finally:
+        cuda_codegen.HEADER_DIR = SHIPPED
+
+
+def main() -> int:
+    import torch
+
+    torch.manual_seed(0)
+    a, b = (torch.randn(N, N, device="cuda", dtype=torch.float16) for _ in range(2))
+    want = a.float() @ b.float()
+    timer = Timer()
+    kernels = {
+        "spec matmul_tma_copy s2": (lambda: matmul_tma_copy(N, N, N, 128, 128, 32, "float16", "float16", "float32",
+                                                            128, 2), {"tl.disable_warp_specialized": True}),
+        "ws gemm 128x256x64 s3": (lambda: matmul(N, N, N, 128, 256, 64, num_stages=3, threads=256), {}),
+    }
+    print("| kernel | form | every | ms | cost | plain's turns spread |\n|---|---|---|---|---|---|")
+    for name, (build, configs) in kernels.items():
+        variants = [("plain", None, compile_with("full", build, configs))]
+        for form, every in [(f, e) for f in ("full", "empty", "no clock", "ring") for e in (True, 8)] + [("full", 64)]:
+            variants.append((form, every, compile_with(form, build, {**configs, "tw.timeline": every,
+                                                                      "tw.timeline_capacity": CAPACITY})))
+        for form, every, kernel in variants:
+            err = float((kernel(a, b).float() - want).norm() / want.norm())
+            assert err < 1e-3, (name, form, every, err)
+        samples = {i: [] for i in range(len(variants))}
+        turns = {i: [] for i in range(len(variants))}
+        for turn in range(ROUNDS):
+            order = list(range(len(variants)))
+            order = order[turn % len(order):] + order[:turn % len(order)]
+            for i in order:
+                t = timer.time(lambda k=variants[i][2]: k(a, b), warmup=2, rep=REP)
+                samples[i].extend(t.samples)
+                turns[i].append(t.ms)
+        plain = statistics.median(samples[0])
+        spread = (max(turns[0]) - min(turns[0])) / plain
+        for i, (form, every, _) in enumerate(variants):
+            ms = statistics.median(samples[i])
+            print(f"| {name} | {form} | {every if every is not None else ''} | {ms:.3f} | {ms / plain:.3f}x | "
+                  f"{spread:.1%} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
