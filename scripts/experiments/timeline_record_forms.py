@@ -9,7 +9,9 @@ record also every 64th) under forms of
 - ``empty``: the record only counts (no clock, no store): what the instrumented structure costs
   without records (the streams' open and close, the sampled copy of the body, the count);
 - ``no clock``: the store without the clock read (the count in its place);
-- ``ring``: no capacity check (the index wraps, at a power-of-two capacity).
+- ``ring``: no capacity check (the index wraps, at a power-of-two capacity);
+- ``lanes``: the recording warp holds 32 events, one per lane (a predicated move each), and the
+  warp stores them at once every 32 records (one coalesced 256-byte store), and at the close.
 
 Every result is checked against float32 first; the variants are timed in turns (rotated each
 round, as ``bench timeline`` does) so the GPU's clock drift falls on all alike. Prints a table of
@@ -39,9 +41,45 @@ SHIPPED = cuda_codegen.HEADER_DIR
 RECORD = re.compile(r"  __device__ __forceinline__ void record\(.*?\n  }\n", re.S)
 
 
+LANES = {  # the recording warp buffers 32 events, one per lane, and stores them in one go
+    "  unsigned int n;": "  unsigned int held_clock, held_info;  // this lane's buffered event\n  unsigned int n;",
+    "    if (threadIdx.x == TX && streams != nullptr) {\n      mine = streams + STREAM * STREAM_WORDS;":
+        "    if ((threadIdx.x >> 5) == (TX >> 5) && streams != nullptr) mine = streams + STREAM * STREAM_WORDS;\n"
+        "    if (threadIdx.x == TX && streams != nullptr) {",
+    "    if (threadIdx.x == TX && mine != nullptr) {\n      put64(mine + CLOCK_CLOSE":
+        "    if ((threadIdx.x >> 5) == (TX >> 5) && mine != nullptr) flush(n & ~31u, n & 31u);\n"
+        "    if (threadIdx.x == TX && mine != nullptr) {\n      put64(mine + CLOCK_CLOSE",
+}
+LANES_RECORD = """  __device__ __forceinline__ void flush(unsigned int first, unsigned int lanes) {
+    const unsigned int lane = threadIdx.x & 31u;
+    const unsigned int on = mine != nullptr && lane < lanes && first + lane < CAPACITY;
+    unsigned int* e = mine + HEADER + 2 * (first + lane);
+    asm volatile(
+        "{\\n .reg .pred p;\\n setp.ne.u32 p, %3, 0;\\n @p st.global.v2.u32 [%0], {%1, %2};\\n}\\n" ::"l"(e),
+        "r"(held_clock), "r"(held_info), "r"(on));
+  }
+  __device__ __forceinline__ void record(unsigned int site, int slot, int parity) {
+    const unsigned int info = site | ((unsigned int)slot & 0x7fffu) << 16 | ((unsigned int)parity & 1u) << 31;
+    const unsigned int t = (unsigned int)clock();
+    const unsigned int at = n & 31u;
+    if ((threadIdx.x & 31u) == at) {
+      held_clock = t;
+      held_info = info;
+    }
+    if (at == 31u) flush(n - 31u, 32u);
+    ++n;
+  }
+"""
+
+
 def form_text(form: str) -> str:
     text = (SHIPPED / "timeline.h").read_text()
     body = RECORD.search(text).group(0)
+    if form == "lanes":
+        for old, new in LANES.items():
+            assert old in text, old
+            text = text.replace(old, new)
+        return text.replace(body, LANES_RECORD)
     if form == "empty":
         new = "  __device__ __forceinline__ void record(unsigned int, int, int) { ++n; }\n"
     elif form == "no clock":
@@ -83,7 +121,7 @@ def main() -> int:
     print("| kernel | form | every | ms | cost | plain's turns spread |\n|---|---|---|---|---|---|")
     for name, (build, configs) in kernels.items():
         variants = [("plain", None, compile_with("full", build, configs))]
-        for form, every in [(f, e) for f in ("full", "empty", "no clock", "ring") for e in (True, 8)] + [("full", 64)]:
+        for form, every in [(f, e) for f in ("full", "empty", "lanes") for e in (True, 8)] + [("full", 64)]:
             variants.append((form, every, compile_with(form, build, {**configs, "tw.timeline": every,
                                                                       "tw.timeline_capacity": CAPACITY})))
         for form, every, kernel in variants:
