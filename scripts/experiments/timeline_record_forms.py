@@ -11,7 +11,9 @@ record also every 64th) under forms of
 - ``no clock``: the store without the clock read (the count in its place);
 - ``ring``: no capacity check (the index wraps, at a power-of-two capacity);
 - ``lanes``: the recording warp holds 32 events, one per lane (a predicated move each), and the
-  warp stores them at once every 32 records (one coalesced 256-byte store), and at the close.
+  warp stores them at once every 32 records (one coalesced 256-byte store), and at the close;
+- ``lanes, guarded``: as lanes, but a sampled kernel keeps one body (the pass's ``SAMPLED_COPY``
+  off) and a block that does not record skips each record by a branch uniform in the block.
 
 Every result is checked against float32 first; the variants are timed in turns (rotated each
 round, as ``bench timeline`` does) so the GPU's clock drift falls on all alike. Prints a table of
@@ -35,6 +37,7 @@ from tileworkbench.backend.timing import Timer  # noqa: E402
 from tileworkbench.codegen import cuda as cuda_codegen  # noqa: E402
 from tileworkbench.examples.gemm import matmul, matmul_tma_copy  # noqa: E402
 from tileworkbench.jit import cache  # noqa: E402
+from tileworkbench.passes import instrument_timeline  # noqa: E402
 
 N, ROUNDS, REP, CAPACITY = 8192, 5, 8, 4096
 SHIPPED = cuda_codegen.HEADER_DIR
@@ -75,11 +78,15 @@ LANES_RECORD = """  __device__ __forceinline__ void flush(unsigned int first, un
 def form_text(form: str) -> str:
     text = (SHIPPED / "timeline.h").read_text()
     body = RECORD.search(text).group(0)
-    if form == "lanes":
+    if form.startswith("lanes"):
         for old, new in LANES.items():
             assert old in text, old
             text = text.replace(old, new)
-        return text.replace(body, LANES_RECORD)
+        record = LANES_RECORD
+        if form == "lanes, guarded":  # one body: a block that does not record skips each record
+            record = record.replace("    const unsigned int t = (unsigned int)clock();",
+                                    "    if (streams == nullptr) return;\n    const unsigned int t = (unsigned int)clock();")
+        return text.replace(body, record)
     if form == "empty":
         new = "  __device__ __forceinline__ void record(unsigned int, int, int) { ++n; }\n"
     elif form == "no clock":
@@ -94,6 +101,14 @@ def form_text(form: str) -> str:
 
 
 def compile_with(form: str, build, configs):
+    instrument_timeline.SAMPLED_COPY = form != "lanes, guarded"
+    try:
+        return _compile_with(form, build, configs)
+    finally:
+        instrument_timeline.SAMPLED_COPY = True
+
+
+def _compile_with(form: str, build, configs):
     folder = Path(tempfile.mkdtemp())
     for f in SHIPPED.iterdir():
         shutil.copy(f, folder / f.name)
@@ -121,7 +136,8 @@ def main() -> int:
     print("| kernel | form | every | ms | cost | plain's turns spread |\n|---|---|---|---|---|---|")
     for name, (build, configs) in kernels.items():
         variants = [("plain", None, compile_with("full", build, configs))]
-        for form, every in [(f, e) for f in ("full", "empty", "lanes") for e in (True, 8)] + [("full", 64)]:
+        for form, every in [(f, e) for f in ("full", "empty", "lanes") for e in (True, 8)] + [("lanes, guarded", 8),
+                                                                                       ("lanes", 64)]:
             variants.append((form, every, compile_with(form, build, {**configs, "tw.timeline": every,
                                                                       "tw.timeline_capacity": CAPACITY})))
         for form, every, kernel in variants:

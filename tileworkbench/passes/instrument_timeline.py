@@ -44,6 +44,9 @@ from .manager import register
 
 WARPGROUP = 128
 DEFAULT_CAPACITY = 2048
+# False: a sampled kernel keeps one body, its records run in every unit (for measuring what the
+# plain copy buys; scripts/experiments/timeline_record_forms.py)
+SAMPLED_COPY = True
 TIMELINE_VAR = "tw_tl"  # the kernel's tw::Timeline (codegen/cuda.py declares it)
 RECORD = f"{TIMELINE_VAR}.record"
 # Kinds recorded before their operation (causes); the others (wait_end, wgmma_wait, store_wait)
@@ -179,7 +182,7 @@ class _Instrument:
             else_body = self.visit(s.else_body, span, role) if s.else_body is not None and bound is None \
                 else s.else_body
             return dataclasses.replace(s, then_body=then_body, else_body=else_body)
-        if isinstance(s, ir.For) and self.sample_tiles and TILE_LOOP in s.annotations:
+        if isinstance(s, ir.For) and self.sample_tiles and SAMPLED_COPY and TILE_LOOP in s.annotations:
             sampled = ir.Call(f"{TIMELINE_VAR}.samples_tile", (s.var,), ir.dtypes.boolean)
             return dataclasses.replace(s, body=ir.IfThenElse(sampled, self.visit(s.body, span, role), s.body))
         if isinstance(s, (ir.For, ir.While)):
@@ -268,7 +271,7 @@ def instrument_timeline(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     unit = "tile" if every > 1 and _has_tile_loop(func.body) else "block"
     walker = _Instrument(func, sample_tiles=unit == "tile")
     body = walker.share(walker.visit(func.body, (0, walker.total), "block"))
-    if every > 1 and unit == "block":  # blocks that do not record run the plain body
+    if every > 1 and unit == "block" and SAMPLED_COPY:  # blocks that do not record run the plain body
         body = ir.IfThenElse(ir.Call(f"{TIMELINE_VAR}.samples_block", (), ir.dtypes.boolean), body, func.body)
     for tx in walker.recorders(0, walker.total):  # every warpgroup keeps its begin and end at least
         walker.streams.setdefault(tx, _role_of(func.body, tx) or "block")
