@@ -1,19 +1,18 @@
 """Experiment: what a timeline record costs, part by part (issue 20).
 
 Compiles the spec's ``matmul_tma_copy`` (8192^3 fp16, 2 stages, no warp specialisation) and the
-warp-specialised 8192^3 GEMM with ``tw.timeline`` (every block, and every 8th unit; the shipped
-record also every 64th) under forms of
-``tw::Timeline::record`` written into a copy of the headers:
+warp-specialised 8192^3 GEMM with ``tw.timeline`` under forms of ``tw::Timeline::record`` written
+into a copy of the headers:
 
-- ``full``: the record as shipped (clock, predicated 8-byte store, capacity check);
+- ``lanes``: the record as shipped (the recording warp holds 32 events, one per lane, and stores
+  them in one coalesced store every 32 records), every block, every 8th unit and every 64th;
 - ``empty``: the record only counts (no clock, no store): what the instrumented structure costs
   without records (the streams' open and close, the sampled copy of the body, the count);
-- ``no clock``: the store without the clock read (the count in its place);
-- ``ring``: no capacity check (the index wraps, at a power-of-two capacity);
-- ``lanes``: the recording warp holds 32 events, one per lane (a predicated move each), and the
-  warp stores them at once every 32 records (one coalesced 256-byte store), and at the close;
-- ``lanes, guarded``: as lanes, but a sampled kernel keeps one body (the pass's ``SAMPLED_COPY``
-  off) and a block that does not record skips each record by a branch uniform in the block.
+- ``lanes, guarded``: a sampled kernel keeps one body (the pass's ``SAMPLED_COPY`` off) and a
+  block that does not record skips each record by a branch uniform in the block.
+
+(Forms measured before the lanes form shipped, a store per record with and without the clock
+read and the capacity check, are in docs/experiments.md, "Measured timelines".)
 
 Every result is checked against float32 first; the variants are timed in turns (rotated each
 round, as ``bench timeline`` does) so the GPU's clock drift falls on all alike. Prints a table of
@@ -44,60 +43,18 @@ SHIPPED = cuda_codegen.HEADER_DIR
 RECORD = re.compile(r"  __device__ __forceinline__ void record\(.*?\n  }\n", re.S)
 
 
-LANES = {  # the recording warp buffers 32 events, one per lane, and stores them in one go
-    "  unsigned int n;": "  unsigned int held_clock, held_info;  // this lane's buffered event\n  unsigned int n;",
-    "    if (threadIdx.x == TX && streams != nullptr) {\n      mine = streams + STREAM * STREAM_WORDS;":
-        "    if ((threadIdx.x >> 5) == (TX >> 5) && streams != nullptr) mine = streams + STREAM * STREAM_WORDS;\n"
-        "    if (threadIdx.x == TX && streams != nullptr) {",
-    "    if (threadIdx.x == TX && mine != nullptr) {\n      put64(mine + CLOCK_CLOSE":
-        "    if ((threadIdx.x >> 5) == (TX >> 5) && mine != nullptr) flush(n & ~31u, n & 31u);\n"
-        "    if (threadIdx.x == TX && mine != nullptr) {\n      put64(mine + CLOCK_CLOSE",
-}
-LANES_RECORD = """  __device__ __forceinline__ void flush(unsigned int first, unsigned int lanes) {
-    const unsigned int lane = threadIdx.x & 31u;
-    const unsigned int on = mine != nullptr && lane < lanes && first + lane < CAPACITY;
-    unsigned int* e = mine + HEADER + 2 * (first + lane);
-    asm volatile(
-        "{\\n .reg .pred p;\\n setp.ne.u32 p, %3, 0;\\n @p st.global.v2.u32 [%0], {%1, %2};\\n}\\n" ::"l"(e),
-        "r"(held_clock), "r"(held_info), "r"(on));
-  }
-  __device__ __forceinline__ void record(unsigned int site, int slot, int parity) {
-    const unsigned int info = site | ((unsigned int)slot & 0x7fffu) << 16 | ((unsigned int)parity & 1u) << 31;
-    const unsigned int t = (unsigned int)clock();
-    const unsigned int at = n & 31u;
-    if ((threadIdx.x & 31u) == at) {
-      held_clock = t;
-      held_info = info;
-    }
-    if (at == 31u) flush(n - 31u, 32u);
-    ++n;
-  }
-"""
-
-
 def form_text(form: str) -> str:
     text = (SHIPPED / "timeline.h").read_text()
     body = RECORD.search(text).group(0)
-    if form.startswith("lanes"):
-        for old, new in LANES.items():
-            assert old in text, old
-            text = text.replace(old, new)
-        record = LANES_RECORD
-        if form == "lanes, guarded":  # one body: a block that does not record skips each record
-            record = record.replace("    const unsigned int t = (unsigned int)clock();",
-                                    "    if (streams == nullptr) return;\n    const unsigned int t = (unsigned int)clock();")
-        return text.replace(body, record)
     if form == "empty":
-        new = "  __device__ __forceinline__ void record(unsigned int, int, int) { ++n; }\n"
-    elif form == "no clock":
-        new = body.replace('"r"((unsigned int)clock())', '"r"(n)')
-    elif form == "ring":
-        new = body.replace("mine != nullptr && n < CAPACITY", "mine != nullptr").replace(
-            "HEADER + 2 * n", "HEADER + 2 * (n % CAPACITY)")
-    else:
-        new = body
-    assert form == "full" or new != body, form
-    return text.replace(body, new)
+        return text.replace(body, "  __device__ __forceinline__ void record(unsigned int, int, int) { ++n; }\n")
+    if form == "lanes, guarded":  # one body: a block that does not record skips each record
+        new = body.replace("    const unsigned int t = (unsigned int)clock();",
+                           "    if (first == NONE) return;\n    const unsigned int t = (unsigned int)clock();")
+        assert new != body
+        return text.replace(body, new)
+    assert form == "lanes", form
+    return text
 
 
 def compile_with(form: str, build, configs):
@@ -135,9 +92,9 @@ def main() -> int:
     }
     print("| kernel | form | every | ms | cost | plain's turns spread |\n|---|---|---|---|---|---|")
     for name, (build, configs) in kernels.items():
-        variants = [("plain", None, compile_with("full", build, configs))]
-        for form, every in [(f, e) for f in ("full", "empty", "lanes") for e in (True, 8)] + [("lanes, guarded", 8),
-                                                                                       ("lanes", 64)]:
+        variants = [("plain", None, compile_with("lanes", build, configs))]
+        for form, every in [("lanes", True), ("lanes", 8), ("lanes", 64), ("empty", True), ("empty", 8),
+                                 ("lanes, guarded", 8)]:
             variants.append((form, every, compile_with(form, build, {**configs, "tw.timeline": every,
                                                                       "tw.timeline_capacity": CAPACITY})))
         for form, every, kernel in variants:

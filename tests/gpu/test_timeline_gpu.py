@@ -22,7 +22,7 @@ pytestmark = gpu_marks(9, 0)
 
 def _assert_well_formed(frame):
     facts = frame.facts
-    assert facts["unclosed_streams"] == 0 and facts["dropped_events"] == 0
+    assert facts["unclosed_streams"] == 0 and facts["dropped_events"] == 0 and facts["diverged_streams"] == 0
     for _, rows in frame.groupby(["block", "stream"]):
         t = rows["t_ns"].to_numpy()
         assert (np.diff(t) >= 0).all(), "times go back within one recording warpgroup"

@@ -25,7 +25,8 @@ import numpy as np
 from ..ir.records import TIMELINE_HEADER_WORDS, timeline_sampled_blocks, timeline_stream_words
 
 HEADER_WORDS = TIMELINE_HEADER_WORDS
-_GT_OPEN, _CLOCK_OPEN, _GT_CLOSE, _CLOCK_CLOSE, _COUNT, _SM, _BLOCK, _THREAD, _CLOSED = 0, 2, 4, 6, 8, 9, 10, 11, 12
+_GT_OPEN, _CLOCK_OPEN, _GT_CLOSE, _CLOCK_CLOSE, _COUNT, _SM, _BLOCK, _THREAD, _CLOSED, _DIVERGED = \
+    0, 2, 4, 6, 8, 9, 10, 11, 12, 13
 COLUMNS = ("block", "sm", "stream", "thread", "role", "seq", "site", "kind", "barrier", "slot", "parity", "line",
            "t_ns")
 
@@ -46,13 +47,15 @@ def stream_headers(words, grid, plan: dict) -> dict:
     return {"words": w.reshape(-1, stream_words), "stream": index % streams,
             "block": (index // streams) * every, "sm": h[:, _SM].astype(np.int64),
             "thread": h[:, _THREAD].astype(np.int64), "count": h[:, _COUNT].astype(np.int64),
-            "closed": h[:, _CLOSED] == 1, "gt_open": _u64(h, _GT_OPEN), "gt_close": _u64(h, _GT_CLOSE),
+            "closed": h[:, _CLOSED] == 1, "diverged": h[:, _DIVERGED] == 1, "gt_open": _u64(h, _GT_OPEN), "gt_close": _u64(h, _GT_CLOSE),
             "clock_open": _u64(h, _CLOCK_OPEN), "clock_close": _u64(h, _CLOCK_CLOSE)}
 
 
 def decode(words, grid, plan: dict) -> tuple[dict, dict]:
     """(columns, facts): one row per event (``COLUMNS``), in stream order; facts: the streams that
-    did not close (a kernel cut short), events dropped past the capacity, cycles per ns, the
+    did not close (a kernel cut short), the streams whose recording warp's lanes did not run the
+    same records (their events are left out: never seen in a kernel the pass instrumented, but
+    checked), events dropped past the capacity, cycles per ns, the
     launch's span and each recorded block's SM and open/close times."""
     hd = stream_headers(words, grid, plan)
     closed = hd["closed"]
@@ -70,7 +73,7 @@ def decode(words, grid, plan: dict) -> tuple[dict, dict]:
     shared = _SharedRecords(sites)
     parts = []
     dropped = 0
-    for i in np.flatnonzero(closed):
+    for i in np.flatnonzero(closed & ~hd["diverged"]):  # a diverged warp's events are not to be trusted
         n = min(int(hd["count"][i]), plan["capacity"])
         dropped += int(hd["count"][i]) - n
         if n == 0:
@@ -98,7 +101,8 @@ def decode(words, grid, plan: dict) -> tuple[dict, dict]:
             blocks[b] = (blocks[b][0], min(blocks[b][1], lo), max(blocks[b][2], hi))
         else:
             blocks[b] = (int(hd["sm"][i]), lo, hi)
-    facts = {"unclosed_streams": int((~closed).sum()), "dropped_events": dropped,
+    facts = {"unclosed_streams": int((~closed).sum()), "diverged_streams": int((closed & hd["diverged"]).sum()),
+             "dropped_events": dropped,
              "max_events_per_stream": int(hd["count"][closed].max()) if closed.any() else 0, "cycles_per_ns": cycles_per_ns,
              "span_ns": max((v[2] for v in blocks.values()), default=0), "blocks": blocks,
              "recorded_blocks": len(blocks), "every": plan["every"], "unit": plan.get("unit", "block"),
@@ -265,7 +269,8 @@ def summary(columns: dict, facts: dict) -> dict:
     consumer_span = _role_span(columns, "consumer")
     return {"events": int(len(columns["kind"])), "recorded_blocks": facts["recorded_blocks"],
             "span_ns": facts["span_ns"], "dropped_events": facts["dropped_events"],
-            "unclosed_streams": facts["unclosed_streams"], "cycles_per_ns": facts["cycles_per_ns"],
+            "unclosed_streams": facts["unclosed_streams"], "diverged_streams": facts.get("diverged_streams", 0),
+            "cycles_per_ns": facts["cycles_per_ns"],
             "wait_by_slot": sorted(by_slot.values(), key=lambda e: (e["role"], str(e["barrier"]), e["slot"])),
             "consumer_wait_on_loads_fraction": consumer_wait / consumer_span if consumer_span else None,
             "pipeline": pipeline_order(columns), "sm_busy": _sm_busy(facts)}

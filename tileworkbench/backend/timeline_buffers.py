@@ -19,15 +19,19 @@ class TimelineBuffers:
         the size stays, not zeroed again: every stream's header is rewritten by the launch (its
         open marks it not closed), so a call costs no memset. Not inside a CUDA graph capture: it
         is read on the host."""
+        every, streams, words = layout
+        blocks = int(grid[0]) * int(grid[1]) * int(grid[2])
+        size = timeline_sampled_blocks(blocks, every) * streams * words
+        if size >= 1 << 32:  # tw/timeline.h addresses the buffer by 32-bit word offsets
+            raise KernelRuntimeError(f"{kernel_name}'s timeline buffer would hold {size} words, more than the 2^32 "
+                                     "a kernel addresses: record fewer blocks (tw.timeline k) or lower "
+                                     "tw.timeline_capacity")
         import cupy
 
         if stream and cupy.cuda.runtime.streamIsCapturing(stream):
             raise KernelRuntimeError(f"{kernel_name} records a timeline (tw.timeline) and cannot be captured in a "
                                      "CUDA graph: its buffer is read back after each call. Compile it without "
                                      "tw.timeline for graphs")
-        every, streams, words = layout
-        blocks = int(grid[0]) * int(grid[1]) * int(grid[2])
-        size = timeline_sampled_blocks(blocks, every) * streams * words
         previous = self.timelines.get(kernel_name)
         buffer = previous[0] if previous is not None and previous[0].size == size else None
         if buffer is None:

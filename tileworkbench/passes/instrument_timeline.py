@@ -2,7 +2,7 @@
 
 Phase: codegen, last (it runs only when ``tw.timeline`` is set; the analyses never see it).
 Expects: the codegen phase's IR; pass configs ``tw.timeline`` (True: every block records, k:
-every k-th block in launch order) and ``tw.timeline_capacity`` (events per recording thread).
+every k-th unit, below) and ``tw.timeline_capacity`` (events per recording thread).
 Guarantees: the events the compiler's plan already names are recorded where they happen: an
 mbarrier wait's begin and end, arrivals, expect-tx, a TMA load's issue, a wgmma's issue and the
 wait for it, a TMA store's issue and the wait for it. Each is a statement
@@ -11,9 +11,10 @@ after it (a wait's end, a wgmma or store wait's end): a cause is recorded before
 an effect after, so an order the timeline shows is one that happened. Every thread running a site
 executes its record; the first thread of each warpgroup of a role (``tw_tl.open<TX, STREAM>()``
 before the body, ``close`` after it: ``%globaltimer`` and ``clock64`` at both ends, to put the
-events on one clock) stores it, by a predicated store (no branch, so warps do not diverge). What
+events on one clock) keeps it: its warp holds the events, one per lane, and stores 32 at a time
+(``tw/timeline.h``), so no record is inside a branch that splits a warp. What
 runs on one thread (a branch on an elected thread or on ``tx == c``) is recorded just before that
-branch by the threads around it, since each recorder counts its events in a register of its own.
+branch by the threads around it, since the lanes count their events alike.
 
 Sites share a record where that keeps the order true: records with nothing between them, and a
 cause's record with the previous record when only causes (issues, expect-tx, arrivals, and
@@ -41,8 +42,10 @@ from ..ir.records import TimelinePlan, TimelineSite
 from ..ir.stmt import TILE_LOOP
 from ..target import PassConfigKey
 from .manager import register
+from .rules.uniformity import Variance
 
 WARPGROUP = 128
+WARP = 32
 DEFAULT_CAPACITY = 2048
 # False: a sampled kernel keeps one body, its records run in every unit (for measuring what the
 # plain copy buys; scripts/experiments/timeline_record_forms.py)
@@ -67,7 +70,8 @@ def timeline_every(configs: dict) -> int:
 
 def _thread_bound(cond, tid):
     """``(lo, hi)`` for a condition ``tid < c``, ``tid >= c``... (either side), ``(c, c + 1)`` for
-    ``tid == c``, intersected over ``and``; None when it is not such a test."""
+    ``tid == c``, intersected over ``and``; None when it is not such a test. ``tid``: the thread
+    index and the scalars that copy it."""
     if isinstance(cond, ir.BinOp) and cond.op == "and":
         a, b = _thread_bound(cond.a, tid), _thread_bound(cond.b, tid)
         if a is None or b is None:
@@ -76,9 +80,9 @@ def _thread_bound(cond, tid):
     if not isinstance(cond, ir.BinOp) or cond.op not in ("<", "<=", ">", ">=", "=="):
         return None
     op, a, b = cond.op, cond.a, cond.b
-    if b is tid and isinstance(a, ir.Const):
+    if b in tid and isinstance(a, ir.Const):
         op, a, b = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}[op], b, a
-    if a is not tid or not isinstance(b, ir.Const):
+    if a not in tid or not isinstance(b, ir.Const):
         return None
     c = int(b.value)
     return {"<": (0, c), "<=": (0, c + 1), ">": (c + 1, 1 << 30), ">=": (c, 1 << 30), "==": (c, c + 1)}[op]
@@ -121,7 +125,8 @@ class _Instrument:
     """Walks the body knowing which threads run each statement and in which role."""
 
     def __init__(self, func: ir.PrimFunc, sample_tiles: bool):
-        self.tid = func.launch.thread_var
+        self.tid = _thread_index_copies(func)
+        self.variance = Variance(func)
         self.total = func.launch.total_threads
         self.sample_tiles = sample_tiles  # persistent and sampled: a tile loop's body is kept twice
         self.sites: list[TimelineSite] = []
@@ -178,13 +183,20 @@ class _Instrument:
                 return ir.seq(self.hoisted(s.then_body, span, role) + [s])
             bound = _thread_bound(s.cond, self.tid)
             inner = span if bound is None else (max(span[0], bound[0]), min(span[1], bound[1]))
-            then_body = self.visit(s.then_body, inner, role) if inner[0] < inner[1] else s.then_body
+            # a recording warp's lanes hold its events, so they must run every record together:
+            # nothing is recorded inside a branch that may split a warp (one on the thread index
+            # that is not along warps, or on anything else that may differ between threads)
+            whole_warps = inner[0] % WARP == 0 and (inner[1] % WARP == 0 or inner[1] >= self.total) \
+                if bound is not None else self.variance.is_uniform(s.cond)
+            then_body = self.visit(s.then_body, inner, role) if inner[0] < inner[1] and whole_warps else s.then_body
             else_body = self.visit(s.else_body, span, role) if s.else_body is not None and bound is None \
                 else s.else_body
             return dataclasses.replace(s, then_body=then_body, else_body=else_body)
         if isinstance(s, ir.For) and self.sample_tiles and SAMPLED_COPY and TILE_LOOP in s.annotations:
             sampled = ir.Call(f"{TIMELINE_VAR}.samples_tile", (s.var,), ir.dtypes.boolean)
             return dataclasses.replace(s, body=ir.IfThenElse(sampled, self.visit(s.body, span, role), s.body))
+        if isinstance(s, ir.While) and not self.variance.is_uniform(s.cond):
+            return s  # a loop the threads of a warp may leave apart: as a branch that splits a warp
         if isinstance(s, (ir.For, ir.While)):
             return dataclasses.replace(s, body=self.visit(s.body, span, role))
         return s
@@ -242,6 +254,27 @@ class _Instrument:
         return out
 
 
+def _thread_index_copies(func: ir.PrimFunc) -> set:
+    """The thread index and the scalars declared as a copy of it (``tx_1 = tx``)."""
+    tids = {func.launch.thread_var}
+    for s in _walk(func.body):
+        if isinstance(s, ir.LetStmt) and isinstance(s.value, ir.Var) and s.value in tids:
+            tids.add(s.var)
+    return tids
+
+
+def _walk(s):
+    """Every statement under ``s``, in order."""
+    if isinstance(s, ir.SeqStmt):
+        for c in s.stmts:
+            yield from _walk(c)
+        return
+    yield s
+    for f in dataclasses.fields(s):
+        if isinstance(getattr(s, f.name), ir.Stmt):
+            yield from _walk(getattr(s, f.name))
+
+
 def _agrees(a, b) -> bool:
     """Two records' slots (or parities) can be one: the same expression, or one of them unused."""
     return a is None or b is None or expr_text(a) == expr_text(b)
@@ -287,11 +320,8 @@ def instrument_timeline(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     return out
 
 
-def _has_tile_loop(s) -> bool:
-    if isinstance(s, ir.For) and TILE_LOOP in s.annotations:
-        return True
-    return any(_has_tile_loop(getattr(s, f.name)) for f in dataclasses.fields(s) if isinstance(getattr(s, f.name), ir.Stmt)) \
-        or (isinstance(s, ir.SeqStmt) and any(_has_tile_loop(c) for c in s.stmts))
+def _has_tile_loop(body) -> bool:
+    return any(isinstance(s, ir.For) and TILE_LOOP in s.annotations for s in _walk(body))
 
 
 def _role_of(body, tx: int) -> str | None:
