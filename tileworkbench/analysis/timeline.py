@@ -4,10 +4,11 @@
 ``plan`` is ``TimelinePlan.to_json()``, as the trace keeps it) into columns of NumPy arrays, one
 row per event, on one clock: each stream's ``clock64`` values are put on ``%globaltimer``'s
 nanoseconds by the cycles per nanosecond of the whole launch (every stream's clock and global
-timer between its open and close; one clock rate for the chip) and the stream's own offset at its
-open. ``t_ns`` counts from the earliest open. ``%globaltimer`` ticks in steps of up to a
-microsecond on some GPUs, so times between SMs agree to about that; within a block every stream
-runs on one SM's clock and their order is exact.
+timer between its open and close; one clock rate for the chip) and the global time and clock of
+its block's first stream at its open. ``t_ns`` counts from the earliest open. ``%globaltimer``
+ticks in steps of up to a microsecond on some GPUs, so times between SMs agree to about that;
+within a block every stream runs on one SM's clock, read through one offset, and their order is
+exact.
 
 ``summary(events, plan)`` derives what the plan cannot know: the time each role waits on each
 barrier slot, the producer's lead over the consumers (in pipeline stages and nanoseconds),
@@ -71,6 +72,12 @@ def decode(words, grid, plan: dict) -> tuple[dict, dict]:
     has_slot = np.array([s["barrier"] is not None for s in sites] or [False])
     is_wait = np.isin(kinds, ("wait_begin", "wait_end"))
     shared = _SharedRecords(sites)
+    # The streams of a block run on one SM's clock: each is put on the nanosecond axis through the
+    # block's first stream's open (its global time and clock), so that their order is the clocks'
+    # own, exact; a stream's own global time would add the timer's coarse steps between them.
+    reference = {}
+    for i in np.flatnonzero(closed):
+        reference.setdefault(int(hd["block"][i]), i)
     parts = []
     dropped = 0
     for i in np.flatnonzero(closed & ~hd["diverged"]):  # a diverged warp's events are not to be trusted
@@ -83,7 +90,8 @@ def decode(words, grid, plan: dict) -> tuple[dict, dict]:
         start = int(hd["clock_open"][i])
         steps = np.diff(np.concatenate(([start & 0xFFFFFFFF], low))) % (1 << 32)  # clock64's low bits, unwrapped
         clock = start + np.cumsum(steps)
-        t = (int(hd["gt_open"][i]) - t0) + (clock - start) / cycles_per_ns
+        ref = reference[int(hd["block"][i])]
+        t = (int(hd["gt_open"][ref]) - t0) + (clock - int(hd["clock_open"][ref])) / cycles_per_ns
         info = ev[:, 1].astype(np.int64)
         record, site = shared.rows(info & 0xFFFF)  # a shared record is a row per site it stands for
         info, t, rows = info[record], t[record], len(site)
