@@ -60,7 +60,7 @@ def _config_value_problem(name: str, value) -> str | None:
     if name == PassConfigKey.TW_TIMELINE.value:
         if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value >= 0):
             return None
-        return "is True (every block records), k (every k-th block) or False"
+        return "is True (every block records), k (every k-th block, or tile of a persistent kernel) or False"
     if name == PassConfigKey.TW_TIMELINE_CAPACITY.value:
         if not isinstance(value, bool) and isinstance(value, numbers.Integral) and 1 <= value <= 1 << 20:
             return None

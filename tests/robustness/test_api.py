@@ -62,8 +62,8 @@ PASS_CONFIGS = [
     ("timeout-string", "{'tw.debug_barrier_timeout': 'soon'}", "is a time limit in seconds"),
     ("timeout-negative", "{'tw.debug_barrier_timeout': -1}", "is a time limit in seconds"),
     ("timeout-true", "{'tw.debug_barrier_timeout': True}", "is a time limit in seconds"),
-    ("timeline-string", "{'tw.timeline': 'all'}", "tw.timeline is True .every block records., k .every k-th block. "
-                                                   "or False, not 'all'"),
+    ("timeline-string", "{'tw.timeline': 'all'}", "tw.timeline is True .every block records., k .every k-th block, "
+                                                   "or tile of a persistent kernel. or False, not 'all'"),
     ("timeline-negative", "{'tw.timeline': -2}", "tw.timeline is True"),
     ("timeline-capacity-zero", "{'tw.timeline': True, 'tw.timeline_capacity': 0}",
      "tw.timeline_capacity is the number of events each recording thread keeps"),

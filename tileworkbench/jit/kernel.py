@@ -168,14 +168,14 @@ class Kernel:
 
     def timeline(self, block=None):
         """The events the last call recorded (a kernel compiled with ``pass_configs={"tw.timeline":
-        True}`` or every k-th block with k), as a DataFrame (``analysis.timeline_frame``): one row
+        True}`` or every k-th block, or persistent tile, with k), as a DataFrame (``analysis.timeline_frame``): one row
         an event, on one clock; ``.waits()``, ``.summary()``, ``.to_chrome_trace(path)``. The trace
         (``kernel.trace.timeline["measured"]``) keeps ``block``'s events (the first recorded block
         unless given) and the summary, for the workbench views. Waits for the call to finish."""
         plan = (self.trace.timeline or {}).get("plan")
         if plan is None:
             raise KernelRuntimeError(f"{self.name} records no timeline: compile it with pass_configs="
-                                     "{'tw.timeline': True} (or k: every k-th block)")
+                                     "{'tw.timeline': True} (or k: every k-th block, or tile of a persistent kernel)")
         last = self._runtime.timeline_words(self.name) if self._runtime is not None else None
         if last is None:
             raise KernelRuntimeError(f"{self.name} has not run yet: call it, then read its timeline")
