@@ -59,6 +59,18 @@ def test_the_examples_match_numpy():
     _close(ragged(x, y), x.astype(np.float64) @ y.astype(np.float64), "bfloat16")
 
 
+def test_a_timeline_kernel_runs_and_says_the_interpreter_records_no_timeline():
+    from tileworkbench.examples.gemm import matmul
+
+    rng = np.random.default_rng(3)
+    kernel = tw.compile(matmul(256, 256, 256, 128, 128, 64, num_stages=2, threads=128), out_idx=[2], target="cpu",
+                        pass_configs={"tw.timeline": True})
+    a, b = (_random(rng, (256, 256), np.float16) for _ in range(2))
+    _close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")
+    with pytest.raises(KernelRuntimeError, match="CPU interpreter, which records no timeline.*GPU"):
+        kernel.timeline()
+
+
 def test_the_interpreter_is_chosen_by_the_environment_and_takes_torch_cpu_tensors(monkeypatch):
     torch = pytest.importorskip("torch", reason="torch is not installed")
     monkeypatch.setenv("TILEWORKBENCH_INTERPRET", "1")

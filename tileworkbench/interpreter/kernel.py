@@ -45,6 +45,10 @@ class CpuKernel:
     def __repr__(self) -> str:
         return f"<tileworkbench CPU-interpreted kernel {self.name}>"
 
+    def timeline(self, block=None):
+        """No timeline here: ``tw.timeline`` instruments the GPU code, which the interpreter does not run."""
+        raise no_timeline(self.name)
+
     def __call__(self, *args):
         call = bind(self.name, self.params, self.out_idx, self._with_sizes(args))
         scalars = {p: v for p, v in zip(self.params, call.full) if isinstance(p, ir.Var)}
@@ -103,6 +107,10 @@ class CpuSequence:
         self.name, self.kernels, self.out_idx = seq.name, kernels, list(out_idx)
         self.params, self.workspaces = seq.params, seq.workspaces
         self.trace = kernels[0].trace
+
+    def timeline(self, part: int = 0, block=None):
+        """No timeline here: ``tw.timeline`` instruments the GPU code, which the interpreter does not run."""
+        raise no_timeline(self.name)
 
     def __call__(self, *args):
         call = bind(self.name, self.params, self.out_idx, args)
@@ -246,6 +254,12 @@ def _as_framework(arr: np.ndarray, torch_like: bool):
         return raw.view({"bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn,
                          "float8_e5m2": torch.float8_e5m2}[arr.dtype.name])
     return torch.from_numpy(arr)
+
+
+def no_timeline(name: str) -> KernelRuntimeError:
+    return KernelRuntimeError(f"{name} runs on the CPU interpreter, which records no timeline: tw.timeline "
+                              "instruments the kernel's GPU code; compile it for the GPU (target \"cuda\") to "
+                              "record one")
 
 
 def _deadlock(name: str, event, block: Block) -> KernelRuntimeError:
