@@ -255,7 +255,7 @@ def test_nothing_is_recorded_inside_a_branch_that_splits_a_warp():
         art = tw.lower(kernel(lo, hi), pass_configs={"tw.timeline": True})
         return [s["kind"] for s in art.trace.timeline["plan"]["sites"]], art.device_source.count("tw_tl.record(")
 
-    assert records(32, 64) == (["arrive", "wait_begin", "wait_end"], 2)  # one whole warp records
+    assert records(32, 64) == (["arrive", "wait_begin", "wait_end"], 3)  # one whole warp records
     assert records(8, 24) == ([], 0)  # half of two warps: nothing is recorded there
 
 
@@ -306,6 +306,26 @@ def test_records_are_shared_only_where_nothing_waits_between():
     pieces = loop.split("tw_tl.record(")[1:]
     for h, piece in zip(recorded, pieces):
         assert (".wait(" in piece) == (members[h][-1] == "wait_begin")
+
+
+def test_a_wait_begin_is_never_recorded_earlier_than_where_it_stands():
+    from tileworkbench.examples.attention import PASS_CONFIGS, mha_fwd
+
+    art = tw.lower(mha_fwd(1, 4, 1024, 128, False), pass_configs={**PASS_CONFIGS, "tw.timeline": True})
+    sites = art.trace.timeline["plan"]["sites"]
+    src = art.device_source
+    for i, s in enumerate(sites):
+        if s["kind"] == "wait_begin" and s["recorded_by"] is not None:
+            # shared only with the record right before it: the end of the wait before
+            head = s["recorded_by"]
+            after = src[src.index(f"tw_tl.record({head},"):]
+            assert sites[head]["kind"] == "wait_end" and ".wait(" in after.splitlines()[1]
+    # the producer's wait for a V slot begins after its K loads: its own record, after them
+    producer = [s for s in sites if s["role"] == "producer"]
+    v_wait = next(i for i, s in enumerate(sites) if s["role"] == "producer" and s["kind"] == "wait_begin"
+                  and s["barrier"] == "V_shared_empty")
+    assert sites[v_wait]["recorded_by"] is None and len(producer) == 10
+    assert src.index("tw::tma_load(K_desc") < src.index(f"tw_tl.record({v_wait},")
 
 
 def test_sampled_units_run_the_plain_code():

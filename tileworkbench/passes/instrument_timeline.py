@@ -16,9 +16,10 @@ events on one clock) keeps it: its warp holds the events, one per lane, and stor
 runs on one thread (a branch on an elected thread or on ``tx == c``) is recorded just before that
 branch by the threads around it, since the lanes count their events alike.
 
-Sites share a record where that keeps the order true: records with nothing between them, and a
-cause's record with the previous record when only causes (issues, expect-tx, arrivals, and
-one-thread branches of those) lie between, provided they name the same barrier slot and parity.
+Sites share a record where that keeps the order true: records with nothing between them, and an
+issue's or arrival's record with the previous record when only issues, expect-tx and arrivals
+(and one-thread branches of those) lie between, provided they name the same barrier slot and
+parity (a wait's begin is never taken earlier: that would lengthen the wait).
 The shared record is taken where the first of them stood: still before each cause and after each
 effect (``TimelineSite.recorded_by``; the decoder gives each site its row).
 
@@ -52,9 +53,10 @@ DEFAULT_CAPACITY = 2048
 SAMPLED_COPY = True
 TIMELINE_VAR = "tw_tl"  # the kernel's tw::Timeline (codegen/cuda.py declares it)
 RECORD = f"{TIMELINE_VAR}.record"
-# Kinds recorded before their operation (causes); the others (wait_end, wgmma_wait, store_wait)
-# are recorded after it (effects).
-CAUSES = frozenset({"wait_begin", "arrive", "expect_tx", "tma_issue", "wgmma_issue", "store_issue"})
+# Kinds whose record may be taken earlier than where it stands, past operations that wait for
+# nothing: issues and arrivals (a cause recorded earlier is still recorded before it happens). A
+# wait's begin is not one: taken earlier, it would lengthen the wait it begins.
+EARLY_RECORD_OK = frozenset({"arrive", "expect_tx", "tma_issue", "wgmma_issue", "store_issue"})
 # Operations a cause's record may be moved up past (it then still comes before its cause): they
 # wait for nothing. A wgmma issue is not one: it waits for the group before it.
 _PASSABLE = frozenset({"arrive", "expect_tx", "tma_issue", "store_issue"})
@@ -239,7 +241,7 @@ class _Instrument:
             info = self.sites[site]
             slot = s.call.args[1] if info.barrier is not None else None
             parity = s.call.args[2] if info.kind in ("wait_begin", "wait_end") else None
-            if group is not None and (adjacent or (passable and info.kind in CAUSES)) \
+            if group is not None and (adjacent or (passable and info.kind in EARLY_RECORD_OK)) \
                     and _agrees(group[1], slot) and _agrees(group[2], parity):
                 head = self._site_of(out[group[0]])
                 self.sites[site] = dataclasses.replace(info, recorded_by=head)
