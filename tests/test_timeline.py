@@ -471,10 +471,10 @@ def test_a_cost_row_compiles_each_variant_with_room_for_its_events():
         return SimpleNamespace(ms=kernel.ms, samples=(kernel.ms,) * rep)
 
     row = _row("fake", FakeKernel, lambda k: k(), lambda out: {"correct": isinstance(out, FakeKernel)}, 3.2e9,
-               SimpleNamespace(time=time), 6, rounds=3)
+               SimpleNamespace(time=time), 8, rounds=3)
     assert [v["variant"] for v in row["variants"]] == [label for label, _ in VARIANTS]
     # the variants take turns, the order rotated each round
-    assert turns == [None, True, 8, True, 8, None, 8, None, True]
+    assert turns == [None, True, 8, 64, True, 8, 64, None, 8, 64, None, True]
     plain, *recorded = row["variants"]
     assert plain["ms"] == 1.6 and plain["cost"] == 1.0 and plain["tflops"] == pytest.approx(2.0)
     assert plain["round_ms"] == [1.6] * 3 and row["plain_spread"] == 0
@@ -482,5 +482,7 @@ def test_a_cost_row_compiles_each_variant_with_room_for_its_events():
         assert v["cost"] == pytest.approx(2.0 / 1.6) and v["capacity"] == DEFAULT_CAPACITY + 10
         assert v["timeline"]["violations"] == 0 and v["timeline"]["pipeline"]["lead_stages_median"] == 1.0
     # each recording variant: once at the default capacity, once with room for every event
-    assert compiled == [{}, {"tw.timeline": True}, {"tw.timeline": True, "tw.timeline_capacity": DEFAULT_CAPACITY + 10},
-                        {"tw.timeline": 8}, {"tw.timeline": 8, "tw.timeline_capacity": DEFAULT_CAPACITY + 10}]
+    room = DEFAULT_CAPACITY + 10
+    assert compiled == [{}, {"tw.timeline": True}, {"tw.timeline": True, "tw.timeline_capacity": room},
+                        {"tw.timeline": 8}, {"tw.timeline": 8, "tw.timeline_capacity": room},
+                        {"tw.timeline": 64}, {"tw.timeline": 64, "tw.timeline_capacity": room}]

@@ -1,13 +1,14 @@
 """What recording a timeline costs (issue 20): each kernel timed plain and compiled with
-``tw.timeline`` (every block, and every 8th), same inputs, one process.
+``tw.timeline`` (every block, every 8th unit and every 64th: a unit is a block, or in a persistent
+kernel each block's tile), same inputs, one process.
 
     python -m tileworkbench.bench timeline [--out DIR] [--quick]
 
 Rows: the 8192^3 warp-specialised GEMM at the suite's configuration (128x256x64, 3 stages, 256
 threads), the spec's four TMA GEMMs at 8192^3 (their bodies unchanged), and FlashAttention forward
 1x16x8192x128. Every variant's result is checked against float32 first (on ``torch.randn``
-inputs); times are the GEMM suite's method (``backend.timing.Timer``: L2 flushed, CUDA events,
-median of ``rep``). ``cost`` is the instrumented median over the plain one. Each instrumented
+inputs); times are the GEMM suite's method (``backend.timing.Timer``: L2 flushed, CUDA events),
+the variants taking turns (``_row``), medians. ``cost`` is the instrumented median over the plain one. Each instrumented
 row also reads its timeline once and reports what it shows (events, the producer's lead,
 the consumers' share of time waiting for loads, protocol violations: there must be none).
 
@@ -25,8 +26,9 @@ from ..passes.instrument_timeline import DEFAULT_CAPACITY
 SCHEMA = "tileworkbench.timeline"
 VERSION = 1
 GOAL_COST = 1.05  # the issue: at most 5% slower
-# every 8th unit: a block, or in a persistent kernel each block's every 8th tile
-VARIANTS = (("plain", None), ("timeline, every block", True), ("timeline, every 8th unit", 8))
+# every k-th unit: a block, or in a persistent kernel each block's every k-th tile
+VARIANTS = (("plain", None), ("timeline, every block", True), ("timeline, every 8th unit", 8),
+            ("timeline, every 64th unit", 64))
 
 
 def _gemm_cases(quick: bool):
