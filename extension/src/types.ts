@@ -164,6 +164,8 @@ export interface ITimelineSummary {
   span_ns: number | null;
   dropped_events: number | null;
   unclosed_streams: number | null;
+  /** Streams whose recording warp's lanes diverged (left out); absent in older traces. */
+  diverged_streams?: number | null;
   cycles_per_ns: number | null;
   wait_by_slot: ITimelineSlotWait[];
   consumer_wait_on_loads_fraction: number | null;

@@ -51,6 +51,10 @@ def test_the_report_shows_the_summary():
     assert f"{len(s['pipeline']['violations'])} of {s['pipeline']['waits_checked']} waits checked" in section
     assert f"{s['consumer_wait_on_loads_fraction']:.1%}" in section
     assert f"{s['sm_busy']['sms']} SMs" in section
+    assert "streams left out" in section and f"{s['dropped_events']} / {s['unclosed_streams']} / 0" in section
+    s["diverged_streams"] = 2  # a stream whose warp's lanes diverged is counted where it shows
+    html = render_fragment(doc, uid="t")
+    assert f"{s['dropped_events']} / {s['unclosed_streams']} / 2" in html[html.index('data-tw="measured"'):]
 
 
 def test_sections_follow_the_trace():

@@ -239,7 +239,8 @@ def _measured(doc: dict) -> str:
         ("protocol violations (a wait ended before its load or arrival)",
          f"{len(p.get('violations') or [])} of {p.get('waits_checked')} waits checked"),
         ("SMs busy / span", f"{(s.get('sm_busy') or {}).get('sms')} SMs over {(s.get('span_ns') or 0) / 1e3:.1f} us"),
-        ("dropped events / streams not closed", f"{s.get('dropped_events')} / {s.get('unclosed_streams')}"),
+        ("dropped events / streams not closed / streams left out (their warp's lanes diverged)",
+         f"{s.get('dropped_events')} / {s.get('unclosed_streams')} / {s.get('diverged_streams', 0)}"),
     ]
     slots = [(escape(e["role"]), escape(f"{e['barrier']}[{e['slot']}]"), str(e["waits"]),
               f"{e['per_block_ns'] / 1e3:.2f}") for e in s.get("wait_by_slot", [])]

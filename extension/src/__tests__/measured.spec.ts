@@ -134,6 +134,7 @@ describe('the recorded fixture', () => {
     expect(fact(timeline, 'events')).toBe(`${s.events} from ${s.recorded_blocks} block(s) (every 4th)`);
     expect(fact(timeline, 'dropped')).toBe('0');
     expect(fact(timeline, 'unclosed')).toBe('0');
+    expect(fact(timeline, 'diverged')).toBe('0'); // the fixture predates the count: read as none
     expect(all(timeline, '[data-testid="tw-measured-violation"]')).toHaveLength(0);
 
     const rows = all(timeline, '[data-testid="tw-measured-slot-row"]');

@@ -375,6 +375,12 @@ function facts(summary: ITimelineSummary, every: number | undefined, unit?: stri
       'streams not closed (kernel cut short)',
       formatNumber(summary.unclosed_streams),
       summary.unclosed_streams ? 'tw-warning-text' : undefined
+    ],
+    [
+      'diverged',
+      'streams left out (their warp’s lanes did not record together)',
+      formatNumber(summary.diverged_streams ?? 0),
+      summary.diverged_streams ? 'tw-warning-text' : undefined
     ]
   ];
   const factTable = table(
