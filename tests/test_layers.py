@@ -16,7 +16,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tileworkbench"
 # Lowest first. A unit (a top-level module or subpackage of tileworkbench) may import units of
 # lower layers only; the package root (__init__.py, the public API) may import any.
 LAYERS = [
-    ["version", "errors"],
+    ["version", "errors", "not_here", "math"],
     ["dtypes", "target", "trace", "mime"],
     ["ir"],
     ["frontend"],
@@ -24,7 +24,7 @@ LAYERS = [
     ["examples", "codegen", "analysis"],
     ["backend", "interpreter"],
     ["jit"],
-    ["report", "autotuner", "testing", "profiler", "utils"],
+    ["report", "autotuner", "testing", "profiler", "utils", "transform"],
     ["bench"],
     ["notebook"],
     ["cli"],

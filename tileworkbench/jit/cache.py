@@ -78,8 +78,21 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TILEWORKBENCH_CACHE_DIR", Path.home() / ".cache" / "tileworkbench"))
 
 
+_enabled = True  # tileworkbench.disable_cache() / enable_cache(): TileLang's switch for its kernel cache
+
+
+def set_enabled(on: bool) -> None:
+    """Turn both caches on or off for this process (``tileworkbench.disable_cache()``)."""
+    global _enabled
+    _enabled = bool(on)
+
+
+def memory_enabled() -> bool:
+    return _enabled
+
+
 def disk_enabled() -> bool:
-    return os.environ.get("TILEWORKBENCH_DISABLE_CACHE", "") not in ("1", "true")
+    return _enabled and os.environ.get("TILEWORKBENCH_DISABLE_CACHE", "") not in ("1", "true")
 
 
 def load(key: str) -> dict | None:

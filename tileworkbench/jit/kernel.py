@@ -365,7 +365,7 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     key = cache.cache_key(print_ir(src) + "\n# " + where(src.source_file, src.source_line), tgt, configs, out_idx)
     if load_device is None:
         load_device = _gpu_present()
-    hit = cache.MEMORY.get(key)
+    hit = cache.MEMORY.get(key) if cache.memory_enabled() else None
     if hit is not None:
         return hit
     record = cache.load(key)
@@ -387,7 +387,8 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     kernel = Kernel(record, out_idx, load_device=load_device)
     kernel.timings["cache"] = source
     kernel.timings["compile_s"] = time.perf_counter() - start
-    cache.MEMORY[key] = kernel
+    if cache.memory_enabled():
+        cache.MEMORY[key] = kernel
     return kernel
 
 

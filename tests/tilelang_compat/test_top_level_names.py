@@ -1,0 +1,80 @@
+"""TileLang's top-level names under ``import tileworkbench as tilelang``: the ones we have behave as
+TileLang's (the cache switches, ``next_power_of_2``, ``JITKernel``, ``Profiler``,
+``tilelang.transform.PassConfigKey``), and the ones we do not (TVM's, other targets', TileLang's
+tools) are an ``ImportError`` that says so, as an attribute and as an import at any depth, never an
+``AttributeError`` or a bare "No module named"."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import tileworkbench as tilelang
+from tileworkbench.jit import cache
+from tileworkbench.not_here import NOT_HERE
+
+
+@pytest.mark.parametrize("name", sorted(NOT_HERE))
+def test_what_we_lack_says_it_is_not_supported(name):
+    with pytest.raises(ImportError, match=rf"tileworkbench\.{name} is not supported: \w"):
+        getattr(tilelang, name)
+    with pytest.raises(ImportError, match=rf"tileworkbench\.{name} is not supported"):
+        importlib.import_module(f"tileworkbench.{name}.something.deeper")
+    with pytest.raises(ImportError, match=rf"tileworkbench\.{name} is not supported"):
+        exec(f"from tileworkbench import {name}", {})
+
+
+def test_the_table_shadows_none_of_our_modules():
+    import pkgutil
+
+    ours = {m.name for m in pkgutil.iter_modules(tilelang.__path__)}
+    assert not ours & set(NOT_HERE), "a name both ours and refused"
+    importlib.import_module("tileworkbench.testing")  # ours, untouched by the finder
+
+
+def test_transform_has_pass_config_key_and_refuses_tvm_passes():
+    from tileworkbench.transform import PassConfigKey
+
+    assert PassConfigKey is tilelang.PassConfigKey and PassConfigKey.TL_DISABLE_TMA_LOWER.value == "tl.disable_tma_lower"
+    with pytest.raises(ImportError, match="transform.Simplify is not supported.*TVM"):
+        exec("from tileworkbench.transform import Simplify", {})
+    assert not hasattr(tilelang.transform, "__path__")  # tools probing a module get AttributeError
+
+
+def test_math_helpers():
+    assert [tilelang.next_power_of_2(x) for x in (0, 1, 2, 3, 5, 8, 1000)] == [1, 1, 2, 4, 8, 8, 1024]
+    assert tilelang.cdiv(7, 2) == 4 and tilelang.math.cdiv(8, 2) == 4
+    assert tilelang.JITKernel is tilelang.Kernel and tilelang.Profiler is tilelang.profiler.Profiler
+
+
+def test_disable_cache_compiles_afresh_and_writes_nothing(tmp_path, monkeypatch):
+    from tileworkbench.examples.elementwise import elementwise_add
+
+    monkeypatch.setenv("TILEWORKBENCH_CACHE_DIR", str(tmp_path))
+    cache.MEMORY.clear()
+    try:
+        tilelang.disable_cache()
+        assert not tilelang.is_cache_enabled()
+        first = tilelang.compile(elementwise_add(256, 256, 128, 128, "float16", 128), load_device=False)
+        second = tilelang.compile(elementwise_add(256, 256, 128, 128, "float16", 128), load_device=False)
+        assert first is not second and second.timings["cache"] == "lowered"
+        assert not list(tmp_path.glob("*.json")) and not cache.MEMORY
+    finally:
+        tilelang.enable_cache()
+    assert tilelang.is_cache_enabled()
+    again = tilelang.compile(elementwise_add(256, 256, 128, 128, "float16", 128), load_device=False)
+    assert list(tmp_path.glob("*.json")) and tilelang.compile(
+        elementwise_add(256, 256, 128, 128, "float16", 128), load_device=False) is again
+    cache.MEMORY.clear()
+
+
+def test_set_log_level_sets_our_logger():
+    import logging
+
+    before = logging.getLogger("tileworkbench").level
+    try:
+        tilelang.set_log_level("WARNING")
+        assert logging.getLogger("tileworkbench").level == logging.WARNING
+    finally:
+        logging.getLogger("tileworkbench").setLevel(before)

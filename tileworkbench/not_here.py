@@ -1,0 +1,64 @@
+"""TileLang's top-level names and modules that tileworkbench does not have, each with why.
+
+``import tileworkbench as tilelang`` runs TileLang programs unchanged where they use what we
+support (docs/tilelang.md). What they may also reach for, TVM and TileLang's other targets and
+tools, is refused by name: ``tileworkbench.<name>`` (an attribute) and ``import
+tileworkbench.<name>...`` (a module, at any depth) raise an ``ImportError`` that says it is not
+supported and why, never an ``AttributeError`` or a bare "No module named". The package's
+``__getattr__`` and ``NotHereFinder`` (on ``sys.meta_path``) read this table.
+"""
+
+from __future__ import annotations
+
+_TVM = "tileworkbench has no TVM underneath: it compiles its own IR to CUDA"
+_TARGET = ("tileworkbench compiles for NVIDIA Hopper (sm_90a) only, and runs kernels on the CPU with its own "
+           "interpreter (compile(..., target=\"cpu\")); TileLang's per-target modules are not available")
+
+NOT_HERE = {
+    # TVM and what TileLang builds on it
+    "tvm": _TVM + ". Write kernels with tileworkbench.language (T.*); TVM's own APIs (tvm.tir, tvm.IRModule, ...) "
+           "are not available",
+    "tir": "tileworkbench has no TVM TIR; kernels are written with tileworkbench.language (T.*)",
+    "DataType": _TVM + "; dtypes are strings (\"float16\") or T.float16 ...",
+    "engine": _TVM + "; tileworkbench.lower(func) gives the generated sources and the pass trace",
+    "tileop": _TVM + "; tile operators are T.copy, T.gemm, T.reduce_* ... in tileworkbench.language",
+    "register_cuda_postproc": _TVM + "; there is no hook into its code generation",
+    "register_hip_postproc": _TVM + "; there is no hook into its code generation",
+    "register_c_postproc": _TVM + "; there is no hook into its code generation",
+    # other targets
+    "cpu": _TARGET, "cuda": _TARGET, "rocm": _TARGET, "metal": _TARGET, "webgpu": _TARGET, "ascend": _TARGET,
+    # tools around TileLang's own compiler
+    "carver": "TileLang's hint generator is not available: tune with tileworkbench.autotune(configs=...); the SM "
+              "count is torch.cuda.get_device_properties(0).multi_processor_count",
+    "contrib": "TileLang's contrib (nvcc, hipcc, ... wrappers) is not available: tileworkbench compiles with NVRTC; "
+               "the GPU's compute capability is torch.cuda.get_device_capability()",
+    "tools": "TileLang's tools (lowering traces, plotting) are not available: tileworkbench.lower(func).trace and "
+             "the workbench (%%tilekernel, the HTML report) show every pass",
+    "instrumentation": "TileLang's instrumentation is not available: pass_configs={\"tw.timeline\": True} records "
+                       "what a kernel did (kernel.timeline())",
+    "autodd": "TileLang's autodd is not available",
+    "env": "TileLang's environment object is not available: tileworkbench reads TILEWORKBENCH_CACHE_DIR, "
+           "TILEWORKBENCH_DISABLE_CACHE and TILEWORKBENCH_INTERPRET; disable_cache() / enable_cache() are here",
+    "par_compile": "TileLang's par_compile is not available: tileworkbench.autotune compiles configs in parallel "
+                   "processes (or on Ray)",
+    "Layout": "TileLang's layout objects are not available: the compiler lays out every tile itself; "
+              "T.annotate_layout takes tileworkbench.layout.make_swizzled_layout as a hint",
+    "Fragment": "TileLang's layout objects are not available: the compiler lays out every fragment itself",
+    "get_runtime_library_dirs": "TileLang's runtime libraries are not part of tileworkbench",
+    "prepend_dll_search_path": "TileLang's runtime libraries are not part of tileworkbench",
+}
+
+
+def not_supported(name: str) -> ImportError:
+    return ImportError(f"tileworkbench.{name} is not supported: {NOT_HERE[name]}", name=f"tileworkbench.{name}")
+
+
+class NotHereFinder:
+    """A ``sys.meta_path`` finder: ``import tileworkbench.<name>`` of a name in ``NOT_HERE`` (or a
+    module under it) raises its ``ImportError``; every other import it leaves to the others."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        parts = fullname.split(".")
+        if len(parts) >= 2 and parts[0] == "tileworkbench" and parts[1] in NOT_HERE:
+            raise not_supported(parts[1])
+        return None
