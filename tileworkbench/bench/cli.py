@@ -119,10 +119,7 @@ def run_gemm(args) -> int:
             return 2
         import torch
     else:
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            print("gemm --ray needs Ray: pip install 'tileworkbench[ray]'", file=sys.stderr)
+        if not _ray_present("gemm"):
             return 2
         settings.compile_bench = False  # it times this machine's compiler, not the cluster's
 
@@ -216,6 +213,16 @@ def _torch_gpu(what: str, stack: str = "torch") -> bool:
     return True
 
 
+def _ray_present(suite: str) -> bool:
+    """Whether Ray can be imported; if not, says on stderr that ``suite --ray`` needs it."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        print(f"{suite} --ray needs Ray: pip install 'tileworkbench[ray]'", file=sys.stderr)
+        return False
+    return True
+
+
 def run_attention(args) -> int:
     from .attention import run, select_rows
 
@@ -225,10 +232,7 @@ def run_attention(args) -> int:
         print(f"attention: {exc}", file=sys.stderr)
         return 2
     if args.ray is not None:
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            print("attention --ray needs Ray: pip install 'tileworkbench[ray]'", file=sys.stderr)
+        if not _ray_present("attention"):
             return 2
         from .attention_ray import run_on_ray
 
@@ -275,12 +279,8 @@ def run_sweep(args) -> int:
     except ValueError as exc:
         print(f"sweep: {exc}", file=sys.stderr)
         return 2
-    if args.ray is not None:
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            print("sweep --ray needs Ray: pip install 'tileworkbench[ray]'", file=sys.stderr)
-            return 2
+    if args.ray is not None and not _ray_present("sweep"):
+        return 2
     # the local run times on this machine's GPU (a Ray-only run on the cluster's, which it checks)
     timed_here = not args.compile_only and not args.no_local
     if timed_here and not _torch_gpu("timing the sweep (--compile-only skips it)"):
