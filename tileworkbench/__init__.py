@@ -12,6 +12,7 @@ from .errors import CompileError, KernelRuntimeError, SourceLocation, Tileworkbe
 from .target import PassConfigKey, PassContext, Target  # noqa: E402
 from .jit.lower import Artifact, lower  # noqa: E402
 from .jit.kernel import Kernel, compile  # noqa: E402,A004
+from .jit import cache as _cache  # noqa: E402
 from .jit.decorator import JitFunction, jit  # noqa: E402
 from .jit.profiler import TensorSupplyType  # noqa: E402
 from . import language  # noqa: E402
@@ -32,24 +33,18 @@ if not any(isinstance(f, NotHereFinder) for f in sys.meta_path):
 def disable_cache():
     """TileLang's ``tilelang.disable_cache()``: ``compile`` (and ``@jit``'s compiles) neither read nor
     write the compile caches, in this process or on disk, until ``enable_cache()``."""
-    from .jit import cache
-
-    cache.set_enabled(False)
+    _cache.set_enabled(False)
 
 
 def enable_cache():
     """TileLang's ``tilelang.enable_cache()``: the compile caches are used again (the default)."""
-    from .jit import cache
-
-    cache.set_enabled(True)
+    _cache.set_enabled(True)
 
 
 def is_cache_enabled() -> bool:
     """TileLang's ``tilelang.is_cache_enabled()``: whether ``compile`` uses its caches (the disk cache
     also needs ``TILEWORKBENCH_DISABLE_CACHE`` unset)."""
-    from .jit import cache
-
-    return cache.memory_enabled()
+    return _cache.memory_enabled()
 
 
 def set_log_level(level):

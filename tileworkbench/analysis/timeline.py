@@ -48,7 +48,8 @@ def stream_headers(words, grid, plan: dict) -> dict:
     return {"words": w.reshape(-1, stream_words), "stream": index % streams,
             "block": (index // streams) * every, "sm": h[:, _SM].astype(np.int64),
             "thread": h[:, _THREAD].astype(np.int64), "count": h[:, _COUNT].astype(np.int64),
-            "closed": h[:, _CLOSED] == 1, "diverged": h[:, _DIVERGED] == 1, "gt_open": _u64(h, _GT_OPEN), "gt_close": _u64(h, _GT_CLOSE),
+            "closed": h[:, _CLOSED] == 1, "diverged": h[:, _DIVERGED] == 1,
+            "gt_open": _u64(h, _GT_OPEN), "gt_close": _u64(h, _GT_CLOSE),
             "clock_open": _u64(h, _CLOCK_OPEN), "clock_close": _u64(h, _CLOCK_CLOSE)}
 
 

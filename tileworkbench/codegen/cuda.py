@@ -294,12 +294,12 @@ class CudaRenderer(CStyleRenderer):
         self.emit(1, f"const int {self.declare(launch.thread_var)} = threadIdx.x;")
         timeline = self.func.attrs.get("timeline")
         if timeline is not None:
-            if timeline.unit == "tile":
-                self.emit(1, f"tw::Timeline<{timeline.capacity}, {len(timeline.recorders)}> tw_tl({TIMELINE_PARAM}, 1, "
-                             f"{timeline.every});  // tw.timeline: every block records every {timeline.every} tile(s)")
-            else:
-                self.emit(1, f"tw::Timeline<{timeline.capacity}, {len(timeline.recorders)}> tw_tl({TIMELINE_PARAM}, "
-                             f"{timeline.every});  // tw.timeline: every {timeline.every} block(s) record")
+            tiles = timeline.unit == "tile"  # every block opens its streams and samples its tiles
+            sampling = f"{timeline.block_every}, {timeline.every}" if tiles else f"{timeline.every}"
+            says = (f"every block records every {timeline.every} tile(s)" if tiles
+                    else f"every {timeline.every} block(s) record")
+            self.emit(1, f"tw::Timeline<{timeline.capacity}, {len(timeline.recorders)}> tw_tl({TIMELINE_PARAM}, "
+                         f"{sampling});  // tw.timeline: {says}")
         if launch.persistent_tiles:
             pass  # the kernel's tile loops bind the block indices, one tile at a time
         elif rasterized:
