@@ -15,8 +15,8 @@ row whose worker dies or that runs past the time limit is recorded with that err
 go on (``autotuner.ray_backend.RaySweep``). Our ``compile_s`` is the cold compile on the CPU
 worker (``compiled_on`` names it); ``load_s`` the module load on the GPU worker.
 
-Written and tested on CPU workers (the compile step, the streaming of failed rows, the refusals);
-the GPU rows have not run on a GPU yet (issue 22).
+Tested on CPU workers (the compile step, the streaming of failed rows, the refusals); the GPU rows
+ran on one H200 with ``--quick`` (BENCHMARKS.md, issue 22), not yet on a cluster of several GPUs.
 """
 
 from __future__ import annotations
