@@ -77,3 +77,20 @@ def test_rasterized_gemm_with_a_short_last_panel(torch):
     a = torch.randn(1920, 512, device="cuda", dtype=torch.float16)
     b = torch.randn(512, 1152, device="cuda", dtype=torch.float16)
     assert rel_err(kernel(a, b), a.double() @ b.double()) < 2e-3
+
+
+@pytest.mark.parametrize("trans_B", [False, True])
+@pytest.mark.parametrize("shape", [(1000, 1030, 770), (512, 768, 1024)])
+def test_mma_sync_gemm_with_wide_rows(torch, trans_B, shape):
+    # block_K = block_N = 128: A and B tiles of 256-byte rows, swizzled by row (choose_shared_layouts)
+    # where threads fill them; ldmatrix reads them plain and transposed
+    M, N, K = shape
+    program = matmul(M, N, K, 128, 128, 128, num_stages=2, trans_B=trans_B)
+    kernel = tw.compile(program, out_idx=[2], pass_configs={tw.PassConfigKey.TW_DISABLE_WGMMA: True})
+    src = kernel.get_kernel_source()
+    assert "tw::wgmma_gemm_ss" not in src and "swizzled<tw::half, 256>" in src
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.float16) if trans_B else torch.randn(K, N, device="cuda",
+                                                                                          dtype=torch.float16)
+    ref = a.double() @ (b.double().T if trans_B else b.double())
+    assert rel_err(kernel(a, b), ref) < 2e-3

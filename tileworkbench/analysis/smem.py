@@ -15,11 +15,14 @@ DEFAULT_LIMIT = 232448  # sm_90: 227 KB of dynamic shared memory per block
 
 
 def swizzle_name(value) -> str:
-    """``"128B"``, ``"64B"``, ``"32B"`` or ``"none"`` from the pass's byte span (or a name)."""
+    """``"128B"``, ``"64B"``, ``"32B"`` or ``"none"`` from the pass's byte span (or a name); a
+    wide row's span (256 to 2048, ``choose_shared_layouts``) is ``"128B by 256-byte rows"``."""
     if value in (None, 0, "none", "0"):
         return "none"
     if isinstance(value, str):
-        return value if value.endswith("B") else f"{value}B"
+        return value if value.endswith("B") or " by " in value else f"{value}B"
+    if int(value) > 128:
+        return f"128B by {int(value)}-byte rows"
     return f"{int(value)}B"
 
 

@@ -15,8 +15,12 @@ Guarantees:
     bytes (an epilogue tile, say), 128-byte panels with the 128B swizzle where TMA can move
     them so; every other tile stays unswizzled, so contiguous TMA copies into it can be
     descriptorless bulk copies;
-  * ``attrs["swizzle"]`` (bytes: 0, 32, 64, 128) and ``attrs["panel"]`` (elements, 0: none) are
-    set on every shared buffer. TMA, threads and tensor cores all use the one layout chosen here.
+  * an mma.sync operand tile that threads fill (not TMA) and whose rows are a power of two wider
+    than 128 bytes gets the wide-row swizzle (``attrs["swizzle"]`` = its row bytes, 256 to 2048:
+    each 16-byte chunk XOR its row's low three bits, ``tw::swizzle``), so ldmatrix reads it
+    without bank conflicts;
+  * ``attrs["swizzle"]`` (bytes: 0, 32, 64, 128, or a wide row's 256 to 2048) and
+    ``attrs["panel"]`` (elements, 0: none) are set on every shared buffer. TMA, threads and tensor cores all use the one layout chosen here.
 """
 
 from __future__ import annotations
@@ -52,6 +56,27 @@ def _wide_tile_panel(buf: ir.Buffer) -> int:
         return 0
     row_bytes = buf.dtype.bytes_for(shape[1])
     return 128 * 8 // buf.dtype.bits if row_bytes > 128 and row_bytes % 128 == 0 else 0
+
+
+def _wide_row_swizzle(buf: ir.Buffer) -> int:
+    """The row bytes of an mma.sync operand tile whose rows are a power of two wider than 128
+    bytes (256 to 2048) and whose rows come in whole groups of 8, else 0: threads fill it (not TMA) and ldmatrix reads it, so it takes
+    ``tw::swizzle``'s wide-row pattern (each 16-byte chunk XOR its row's low three bits). Without
+    a swizzle the 8 rows one ldmatrix phase reads sit on one bank group (an eight-way conflict:
+    the convolution's 32 x 128 fp16 filter tile spent most of its time there)."""
+    shape = tma_rules.tile_shape(buf)
+    rows = 1
+    for extent in shape[:-1]:
+        rows *= extent
+    # whole groups of 8 rows (gemm operands always are: 16-row mma tiles): the swizzle leaves a
+    # stage's base where it is, as the gemm takes the stage's swizzled base and swizzles from there
+    if len(shape) < 2 or buf.dtype.bits not in (8, 16, 32) or rows % 8:
+        return 0
+    row_bytes = buf.dtype.bytes_for(shape[-1])
+    return row_bytes if row_bytes in WIDE_ROW_SPANS else 0
+
+
+WIDE_ROW_SPANS = (256, 512, 1024, 2048)  # tw::swizzle's wide-row spans (runtime/include/tw/common.h)
 
 
 def _accumulator_layout(plan):
@@ -123,11 +148,14 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             wanted.add(id(buf))  # a descriptor is needed anyway: give it the fast layout
     # mma.sync reads its operand tiles with a plain row stride (a swizzle, but never panels)
     operands = {id(r.buffer) for gemm in collect(func.body, ir.Gemm) for r in (gemm.a, gemm.b)}
+    tma_filled = {id(buf) for _, buf in pairs}
     for buf in shared:
         if id(buf) in layout:
             buf.attrs["swizzle"], buf.attrs["panel"] = layout[id(buf)]
         elif id(buf) in wanted:
             buf.attrs["swizzle"], buf.attrs["panel"] = tma_rules.swizzle_for_tile(buf), 0
+            if not buf.attrs["swizzle"] and id(buf) in operands and id(buf) not in tma_filled:
+                buf.attrs["swizzle"] = _wide_row_swizzle(buf)
             panel = 0 if id(buf) in operands else _wide_tile_panel(buf)
             if not buf.attrs["swizzle"] and panel and gemm_rules.panels_fit(buf, panel, pairs):
                 buf.attrs["swizzle"], buf.attrs["panel"] = 128, panel

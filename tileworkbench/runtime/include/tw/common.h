@@ -114,15 +114,26 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf
 __device__ __forceinline__ int floordiv(int a, int b) { int q = a / b; return (q * b > a) ? q - 1 : q; }
 __device__ __forceinline__ int floormod(int a, int b) { int r = a % b; return (r < 0) ? r + b : r; }
 
-// Byte offset -> swizzled byte offset, the pattern TMA writes for CU_TENSOR_MAP_SWIZZLE_{32,64,128}B
-// (bits [4, 4+log2(span/16)) XOR bits [7, 7+...)). SPAN is the swizzle span in bytes (0: none).
+// Byte offset -> swizzled byte offset. SPAN is the swizzle span in bytes (0: none):
+//  * 32, 64, 128: the pattern TMA writes for CU_TENSOR_MAP_SWIZZLE_{32,64,128}B (bits [4,
+//    4+log2(span/16)) XOR bits [7, 7+...));
+//  * a power of two above 128: a tile whose rows are SPAN bytes, only threads and mma.sync
+//    touch it (TMA cannot write this): the 16-byte chunk bits [4, 7) XOR the row's low three
+//    bits, so the same chunk of 8 consecutive rows (what one ldmatrix phase reads) falls on 8
+//    different bank groups, where TMA's 128B pattern, keyed by 128-byte line, would put them
+//    on 4 (a two-way conflict) and no swizzle on 1 (eight-way).
 template <int SPAN>
 __device__ __forceinline__ unsigned int swizzle(unsigned int byte_offset) {
   if constexpr (SPAN == 0) {
     return byte_offset;
-  } else {
+  } else if constexpr (SPAN <= 128) {
     constexpr unsigned int mask = (SPAN / 16 - 1) << 4;
     return byte_offset ^ ((byte_offset >> 3) & mask);
+  } else {
+    static_assert((SPAN & (SPAN - 1)) == 0, "a wide-row swizzle keys on rows of a power-of-two bytes");
+    constexpr int row_shift = SPAN == 256 ? 8 : SPAN == 512 ? 9 : SPAN == 1024 ? 10 : SPAN == 2048 ? 11 : -1;
+    static_assert(row_shift > 0, "wide-row swizzle: rows of 256 to 2048 bytes");
+    return byte_offset ^ (((byte_offset >> row_shift) & 7u) << 4);
   }
 }
 
