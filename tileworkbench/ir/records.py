@@ -186,8 +186,8 @@ class TimelinePlan:
     launch order; ``unit`` "block") or, in a persistent kernel, a tile of each block's tile loop
     (``unit`` "tile": every block opens its streams, ``block_every`` 1, and records its every
     ``every``-th tile). In a recording block
-    stream ``i`` is written by the warp of thread ``recorders[i]`` (the first thread of each
-    warpgroup of a role), or where ``spread[i]`` by the warpgroup's warp ``block % 4``, with at most ``capacity`` events of 8 bytes (the low 32 bits of ``clock64`` and the site,
+    stream ``i`` is written by thread ``recorders[i]`` (the first thread of each warpgroup of a
+    role) with at most ``capacity`` events of 8 bytes (the low 32 bits of ``clock64`` and the site,
     slot and parity) after a header of ``TIMELINE_HEADER_WORDS`` words (``%globaltimer`` and
     ``clock64`` at the stream's open and close, the event count, the SM, the block). The buffer of a
     launch is ``timeline_sampled_blocks`` (of ``block_every``) x streams x ``timeline_stream_words``, which the
@@ -199,9 +199,6 @@ class TimelinePlan:
     roles: tuple  # the role each stream records
     sites: tuple  # TimelineSite per site id
     unit: str = "block"  # what ``every`` samples: blocks, or each block's tiles in a persistent kernel
-    # per stream: its every record runs on the whole warpgroup, so warp block % 4 of it records
-    # (tw/timeline.h ``open``: the blocks' recording warps spread over an SM's schedulers)
-    spread: tuple = ()
 
     @property
     def stream_words(self) -> int:
@@ -214,5 +211,4 @@ class TimelinePlan:
 
     def to_json(self) -> dict:
         return {"every": self.every, "unit": self.unit, "block_every": self.block_every, "capacity": self.capacity,
-                "recorders": list(self.recorders), "roles": list(self.roles), "spread": list(self.spread),
-                "sites": [asdict(s) for s in self.sites]}
+                "recorders": list(self.recorders), "roles": list(self.roles), "sites": [asdict(s) for s in self.sites]}

@@ -9,13 +9,10 @@ wait for it, a TMA store's issue and the wait for it. Each is a statement
 ``tw_tl.record(site, slot, parity)`` before the operation (issues, arrivals, a wait's begin) or
 after it (a wait's end, a wgmma or store wait's end): a cause is recorded before it happens and
 an effect after, so an order the timeline shows is one that happened. Every thread running a site
-executes its record; one stream per warpgroup of a role (``tw_tl.open<TX, STREAM>()`` before the
-body, ``close`` after it: ``%globaltimer`` and ``clock64`` at both ends, to put the events on one
-clock) keeps it: the warp of the group's first thread TX, or, where a whole warpgroup runs every
-record of the stream (``TimelinePlan.spread``: ``open<TX, STREAM, true>``), the group's warp
-``block % 4``, so the blocks an SM runs do not all record on one of its four schedulers. The
-recording warp holds the events, one per lane, and stores 32 at a time (``tw/timeline.h``); the
-other warps leave each record at once. So no record is inside a branch that splits a warp. What
+executes its record; the first thread of each warpgroup of a role (``tw_tl.open<TX, STREAM>()``
+before the body, ``close`` after it: ``%globaltimer`` and ``clock64`` at both ends, to put the
+events on one clock) keeps it: its warp holds the events, one per lane, and stores 32 at a time
+(``tw/timeline.h``), so no record is inside a branch that splits a warp. What
 runs on one thread (a branch on an elected thread or on ``tx == c``) is recorded just before that
 branch by the threads around it, since the lanes count their events alike.
 
@@ -136,16 +133,10 @@ class _Instrument:
         self.sample_tiles = sample_tiles  # persistent and sampled: a tile loop's body is kept twice
         self.sites: list[TimelineSite] = []
         self.streams: dict[int, str] = {}  # recorder thread -> role of its stream (first seen)
-        self.narrow: set[int] = set()  # recorders with a record that not all of their warpgroup runs
 
     def recorders(self, lo: int, hi: int) -> list[int]:
         hi = min(hi, self.total)
         return [max(lo, g * WARPGROUP) for g in range(lo // WARPGROUP, -(-hi // WARPGROUP))]
-
-    def spreads(self, tx: int) -> bool:
-        """Stream ``tx`` may be written by any warp of its warpgroup (``TimelinePlan.spread``):
-        a whole warpgroup of the block runs every one of its records."""
-        return tx % WARPGROUP == 0 and tx + WARPGROUP <= self.total and tx not in self.narrow
 
     def records(self, kinds, stmt, call, ref, span, role) -> list:
         out = []
@@ -158,8 +149,6 @@ class _Instrument:
             parity = call.args[1] if call.name == ".wait" else ir.const(0)
             for tx in self.recorders(*span):
                 self.streams.setdefault(tx, role)
-                if tx % WARPGROUP or span[0] > tx or span[1] < min(tx + WARPGROUP, self.total):
-                    self.narrow.add(tx)
             out.append(ir.Evaluate(ir.Call(RECORD, (ir.const(site), slot, parity))))
         return out
 
@@ -323,13 +312,11 @@ def instrument_timeline(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         walker.streams.setdefault(tx, _role_of(func.body, tx) or "block")
     recorders = tuple(sorted(walker.streams))
     streams = {tx: i for i, tx in enumerate(recorders)}
-    spread = tuple(walker.spreads(tx) for tx in recorders)
     plan = TimelinePlan(every=every, capacity=capacity, recorders=recorders,
                         roles=tuple(walker.streams[tx] for tx in recorders),
-                        sites=tuple(walker.sites), unit=unit, spread=spread)
-    forms = [f"<{tx}, {streams[tx]}{', true' if spreads else ''}>" for tx, spreads in zip(recorders, spread)]
-    opens = [ir.Evaluate(ir.Call(f"{TIMELINE_VAR}.open{form}", ())) for form in forms]
-    closes = [ir.Evaluate(ir.Call(f"{TIMELINE_VAR}.close{form}", ())) for form in forms]
+                        sites=tuple(walker.sites), unit=unit)
+    opens = [ir.Evaluate(ir.Call(f"{TIMELINE_VAR}.open<{tx}, {streams[tx]}>", ())) for tx in recorders]
+    closes = [ir.Evaluate(ir.Call(f"{TIMELINE_VAR}.close<{tx}, {streams[tx]}>", ())) for tx in recorders]
     out = func.with_body(ir.seq(opens + [body] + closes))
     out.attrs["timeline"] = plan
     return out

@@ -3,14 +3,14 @@
 // tw.timeline include this header (passes/instrument_timeline.py places the records).
 //
 // The buffer (the kernel's last parameter, zeroed by the host) holds, for every BLOCK_EVERY-th
-// block in launch order, one stream per warpgroup of a role (written by one warp of it, ``open``):
-// HEADER words, then at most CAPACITY events of two words each: the low 32 bits of clock64
+// block in launch order, one stream per recording thread (the first thread of each warpgroup of a
+// role): HEADER words, then at most CAPACITY events of two words each: the low 32 bits of clock64
 // and site | slot << 16 | parity << 31. The header keeps %globaltimer and clock64 when the stream
 // opens and closes (the host puts every SM's clock64 on the global timer's nanoseconds with them),
 // the number of events the thread tried to record (more than CAPACITY: the rest were dropped),
-// the SM, the block and the recording warp's first thread.
+// the SM, the block and the thread.
 //
-// The recording warp keeps the events: event i is held in lane i % 32's registers (a
+// The recording thread's warp keeps the events: event i is held in lane i % 32's registers (a
 // predicated move), and every 32 events the warp stores the 32 at once, one coalesced 256-byte
 // store, so that a record costs no store of its own (a store before an arrival, which releases the
 // thread's writes, held the arrival back: docs/experiments.md, "Measured timelines"). The lanes of
@@ -66,29 +66,22 @@ struct Timeline {
     at[1] = (unsigned int)(v >> 32);
   }
 
-  // Stream STREAM (of a recording block) is written by one warp of thread TX's warpgroup: TX's own
-  // warp, or with SPREAD (every record of the stream runs on the whole warpgroup) warp
-  // block % 4 of it, so that the recording warps of the blocks an SM runs fall on its four
-  // schedulers alike rather than all on one (a warpgroup's warp w runs on scheduler w). That
-  // warp's first lane writes the header now, the warp its events from here on.
-  template <int TX, int STREAM, bool SPREAD = false>
+  // Thread TX's warp writes stream STREAM (of a recording block): TX its header now, the warp its
+  // events from here on.
+  template <int TX, int STREAM>
   __device__ __forceinline__ void open() {
-    static_assert(!SPREAD || TX % 128 == 0, "a spread stream belongs to a whole warpgroup");
-    if (first == NONE) return;
-    const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    const unsigned int warp = (TX >> 5) + (SPREAD ? block % 4u : 0u);
-    if ((threadIdx.x >> 5) == warp) {
+    if ((threadIdx.x >> 5) == (TX >> 5) && first != NONE) {
       at = first + STREAM * STREAM_WORDS;
     }
-    if (threadIdx.x == warp * 32u) {
+    if (threadIdx.x == TX && first != NONE) {
       unsigned int* mine = buffer + at;
       unsigned int sm;
       asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
       put64(mine + GT_OPEN, global_ns());
       put64(mine + CLOCK_OPEN, clock());
       mine[SM] = sm;
-      mine[BLOCK] = block;
-      mine[THREAD] = threadIdx.x;
+      mine[BLOCK] = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+      mine[THREAD] = TX;
       mine[CLOSED] = 0u;  // the buffer is zeroed once, not per launch: a stream counts once this launch closes it
     }
   }
@@ -104,12 +97,10 @@ struct Timeline {
         "r"(held_clock), "r"(held_info), "r"(on));
   }
 
-  // Every thread running the site comes here, the lanes of a warp together. A warp that does not
-  // record leaves at once (a branch the warp takes as one: its scheduler issues one instruction,
-  // not the record's dozen). In the recording warp lane n % 32 takes the event (no branch, no
-  // store), and the 32nd event of a run has the warp store the run.
+  // Every thread running the site comes here, the lanes of a warp together: lane n % 32 takes the
+  // event (no branch, no store), and the 32nd event of a run has the warp store the run (a branch
+  // the warp takes as one). Outside a recording warp the moves go nowhere and nothing is stored.
   __device__ __forceinline__ void record(unsigned int site, int slot, int parity) {
-    if (at == NONE) return;
     const unsigned int info = site | ((unsigned int)slot & 0x7fffu) << 16 | ((unsigned int)parity & 1u) << 31;
     const unsigned int t = (unsigned int)clock();
     const unsigned int at = n & 31u;
@@ -121,13 +112,13 @@ struct Timeline {
     ++n;
   }
 
-  template <int TX, int STREAM, bool SPREAD = false>
+  template <int TX, int STREAM>
   __device__ __forceinline__ void close() {
-    if (at != NONE) {  // the stream's recording warp (open)
+    if ((threadIdx.x >> 5) == (TX >> 5) && at != NONE) {
       store_held(n & ~31u, n & 31u);  // the last, partial run
       const unsigned int warp = __activemask();
-      const bool diverged = warp != 0xffffffffu || !__all_sync(warp, __shfl_sync(warp, n, 0) == n);
-      if ((threadIdx.x & 31u) == 0u) {
+      const bool diverged = warp != 0xffffffffu || !__all_sync(warp, __shfl_sync(warp, n, TX & 31) == n);
+      if (threadIdx.x == TX) {
         unsigned int* mine = buffer + at;
         put64(mine + CLOCK_CLOSE, clock());
         put64(mine + GT_CLOSE, global_ns());
