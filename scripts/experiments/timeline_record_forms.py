@@ -10,23 +10,13 @@ into a copy of the headers:
   without records (the streams' open and close, the sampled copy of the body, the count);
 - ``lanes, guarded``: a sampled kernel keeps one body (the pass's ``SAMPLED_COPY`` off) and a
   block that does not record skips each record by a branch uniform in the block;
-- ``before skip``: the lanes form as it was before a warp that does not record left each record
-  at once (every warp ran the record, its store switched off), and before the recording warp was
-  spread by block (warp 0 of the warpgroup always recorded);
-- ``skip only``: the warps that do not record leave at once, but warp 0 always records.
+- ``skip``: a warp that does not record leaves each record at once (a branch uniform in the
+  warp) instead of running it with its store switched off.
 
 ``python3 timeline_record_forms.py`` runs the first three forms (as docs/experiments.md
-reports them); ``python3 timeline_record_forms.py skip`` runs the shipped form against the
-two earlier ones.
-
-(Forms measured before the lanes form shipped, a store per record with and without the clock
-read and the capacity check, are in docs/experiments.md, "Measured timelines".)
-
-Every result is checked against float32 first; the variants are timed in turns (rotated each
-round, as ``bench timeline`` does) so the GPU's clock drift falls on all alike. Prints a table of
-each variant's median and cost over plain. Needs a GPU:
-
-    PYTHONPATH=. python3 scripts/experiments/timeline_record_forms.py
+reports them); ``python3 timeline_record_forms.py skip`` the shipped form against ``skip``.
+(At e0081aa the header also spread the recording warp over the warpgroup by block, and this
+command compared that with the form before it: docs/experiments.md, "Measured timelines".)
 """
 
 import os
@@ -61,12 +51,10 @@ def form_text(form: str) -> str:
                            "    if (first == NONE) return;\n    const unsigned int t = (unsigned int)clock();")
         assert new != body
         return text.replace(body, new)
-    skip = "    if (at == NONE) return;\n"
-    spread = "(SPREAD ? block % 4u : 0u)"
-    if form in ("before skip", "skip only"):
-        assert spread in text and skip in text
-        text = text.replace(spread, "0u")
-        return text.replace(skip, "") if form == "before skip" else text
+    if form == "skip":
+        start = "    const unsigned int info"
+        assert body.count(start) == 1
+        return text.replace(body, body.replace(start, "    if (at == NONE) return;\n" + start))
     assert form == "lanes", form
     return text
 
@@ -109,8 +97,7 @@ def main() -> int:
         variants = [("plain", None, compile_with("lanes", build, configs))]
         forms = [("lanes", True), ("lanes", 8), ("lanes", 64), ("empty", True), ("empty", 8), ("lanes, guarded", 8)]
         if sys.argv[1:] == ["skip"]:
-            forms = [("lanes", True), ("lanes", 8), ("before skip", True), ("before skip", 8), ("skip only", True),
-                     ("skip only", 8)]
+            forms = [("lanes", True), ("lanes", 8), ("skip", True), ("skip", 8)]
         for form, every in forms:
             variants.append((form, every, compile_with(form, build, {**configs, "tw.timeline": every,
                                                                       "tw.timeline_capacity": CAPACITY})))
