@@ -20,7 +20,8 @@ Guarantees:
     each 16-byte chunk XOR its row's low three bits, ``tw::swizzle``), so ldmatrix reads it
     without bank conflicts;
   * ``attrs["swizzle"]`` (bytes: 0, 32, 64, 128, or a wide row's 256 to 2048) and
-    ``attrs["panel"]`` (elements, 0: none) are set on every shared buffer. TMA, threads and tensor cores all use the one layout chosen here.
+    ``attrs["panel"]`` (elements, 0: none) are set on every shared buffer. TMA, threads and
+    tensor cores all use the one layout chosen here.
 """
 
 from __future__ import annotations
@@ -58,10 +59,13 @@ def _wide_tile_panel(buf: ir.Buffer) -> int:
     return 128 * 8 // buf.dtype.bits if row_bytes > 128 and row_bytes % 128 == 0 else 0
 
 
+WIDE_ROW_SPANS = (256, 512, 1024, 2048)  # tw::swizzle's wide-row spans (runtime/include/tw/common.h)
+
+
 def _wide_row_swizzle(buf: ir.Buffer) -> int:
     """The row bytes of an mma.sync operand tile whose rows are a power of two wider than 128
-    bytes (256 to 2048) and whose rows come in whole groups of 8, else 0: threads fill it (not TMA) and ldmatrix reads it, so it takes
-    ``tw::swizzle``'s wide-row pattern (each 16-byte chunk XOR its row's low three bits). Without
+    bytes (256 to 2048) and come in whole groups of 8, else 0: threads fill it (not TMA) and
+    ldmatrix reads it, so it takes ``tw::swizzle``'s wide-row pattern (each 16-byte chunk XOR its row's low three bits). Without
     a swizzle the 8 rows one ldmatrix phase reads sit on one bank group (an eight-way conflict:
     the convolution's 32 x 128 fp16 filter tile spent most of its time there)."""
     shape = tma_rules.tile_shape(buf)
@@ -74,9 +78,6 @@ def _wide_row_swizzle(buf: ir.Buffer) -> int:
         return 0
     row_bytes = buf.dtype.bytes_for(shape[-1])
     return row_bytes if row_bytes in WIDE_ROW_SPANS else 0
-
-
-WIDE_ROW_SPANS = (256, 512, 1024, 2048)  # tw::swizzle's wide-row spans (runtime/include/tw/common.h)
 
 
 def _accumulator_layout(plan):
