@@ -22,12 +22,13 @@ def _int(expr) -> int:
     return value.value
 
 
-@pytest.mark.parametrize("shape, warpgroups", [((64, 32), 1), ((128, 64), 2), ((128, 48), 1)])
-def test_stmatrix_puts_every_element_where_the_layout_says(shape, warpgroups):
+@pytest.mark.parametrize("shape, warpgroups, n_groups", [((64, 32), 1, 1), ((128, 64), 2, 1), ((128, 48), 1, 1),
+                                                       ((64, 128), 1, 2), ((64, 256), 1, 2), ((128, 128), 2, 2)])
+def test_stmatrix_puts_every_element_where_the_layout_says(shape, warpgroups, n_groups):
     """Replay stmatrix.x4 for every warp and store group: lane l addresses row l % 8 of matrix
     l / 8 (matrix_row), and lane l's register k (its elements 8 g + 2k, 8 g + 2k + 1) lands in
     row l / 4, columns 2 (l % 4) + e of matrix k. That must be where forward() puts them."""
-    layout = WgmmaAccumLayout(shape, warpgroups)
+    layout = WgmmaAccumLayout(shape, warpgroups, n_groups)
     assert layout.matrix_groups == layout.local_size // 8
     for warp in range(layout.threads // 32):
         for group in range(layout.matrix_groups):

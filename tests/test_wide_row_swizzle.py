@@ -1,7 +1,8 @@
 """Shared tiles with rows wider than 128 bytes that mma.sync reads and threads fill (not TMA): the
 wide-row swizzle (``choose_shared_layouts``; ``tw::swizzle`` for spans 256 to 2048), so ldmatrix
 reads 8 rows' same chunk from 8 bank groups instead of one. The convolution's 32 x 128 fp16
-filter tile was the case that found it (its 256-byte rows unswizzled: eight-way conflicts)."""
+filter tile was the case that found it (its 256-byte rows unswizzled: eight-way conflicts), before
+its gemm moved to wgmma."""
 
 import tileworkbench as tw
 from tileworkbench.analysis.smem import smem_plan, swizzle_name
@@ -16,8 +17,10 @@ def swizzles(art) -> dict:
     return {b["name"]: b["swizzle"] for b in smem_plan(art)["buffers"]}
 
 
-def test_the_convolutions_filter_tile_takes_the_wide_row_swizzle():
-    kernel = convolution.compile(N=2, C=128, H=16, W=16, F=128, K=3, S=1, D=1, P=1, block_M=64, block_N=128,
+def test_the_convolutions_filter_tile_takes_the_wide_row_swizzle_on_mma_sync():
+    # (with wgmma, as it compiles by default, its two warpgroups split N: tests/test_wgmma_n_split.py)
+    on_mma_sync = tw.jit(pass_configs=MMA_SYNC)(convolution.fn)
+    kernel = on_mma_sync.compile(N=2, C=128, H=16, W=16, F=128, K=3, S=1, D=1, P=1, block_M=64, block_N=128,
                                  block_K=32, num_stages=3, threads=256)
     src = kernel.get_kernel_source()
     # the cp.async writes and the gemm's ldmatrix reads use the one pattern

@@ -1,9 +1,12 @@
 """Issue-2 kernels on the GPU, each against a float32 torch reference on fresh random data."""
 
+import re
+
 import pytest
 
 import tileworkbench as tw
 from tileworkbench.examples import elementwise_add, matmul, row_sum
+from tileworkbench.examples.gemm import gemm_row_max
 from tileworkbench.testing import gpu_marks
 
 pytestmark = gpu_marks(9, 0)
@@ -94,3 +97,29 @@ def test_mma_sync_gemm_with_wide_rows(torch, trans_B, shape):
                                                                                           dtype=torch.float16)
     ref = a.double() @ (b.double().T if trans_B else b.double())
     assert rel_err(kernel(a, b), ref) < 2e-3
+
+
+@pytest.mark.parametrize("trans_A, trans_B, block_N", [(False, False, 128), (False, False, 256), (False, True, 64),
+                                                       (False, True, 128), (True, False, 128), (True, True, 128)])
+@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (1000, 1030, 770)])
+def test_wgmma_with_warpgroups_side_by_side_along_n(torch, shape, trans_A, trans_B, block_N):
+    # 64-row tiles on 256 threads: each warpgroup computes 64 x block_N / 2 (rules.gemm._warpgroup_split)
+    M, N, K = shape
+    kernel = tw.compile(matmul(M, N, K, 64, block_N, 64, num_stages=3, threads=256, trans_A=trans_A,
+                               trans_B=trans_B), out_idx=[2])
+    assert re.search(r"tw::wgmma_gemm_ss<64, \d+, 64, 1, [^>]*, 2>\(", kernel.get_kernel_source())
+    a = torch.randn(K, M, device="cuda", dtype=torch.float16) if trans_A else torch.randn(M, K, device="cuda",
+                                                                                          dtype=torch.float16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.float16) if trans_B else torch.randn(K, N, device="cuda",
+                                                                                          dtype=torch.float16)
+    ref = (a.double().T if trans_A else a.double()) @ (b.double().T if trans_B else b.double())
+    assert rel_err(kernel(a, b), ref) < 2e-3
+
+
+def test_row_max_of_an_accumulator_split_along_n(torch):
+    kernel = tw.compile(gemm_row_max(512, 512, 256), out_idx=[2])
+    assert ", 2>(" in kernel.get_kernel_source()
+    a = torch.randn(512, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 512, device="cuda", dtype=torch.float16)
+    ref = (a.float() @ b.float()).reshape(512, 4, 128).amax(dim=2)
+    torch.testing.assert_close(kernel(a, b), ref, rtol=1e-3, atol=1e-3)

@@ -20,6 +20,8 @@ SM90 = "sm_90a"
 
 LAYOUTS = [
     WgmmaAccumLayout((64, 64), 1), WgmmaAccumLayout((128, 128), 1), WgmmaAccumLayout((128, 256), 2),
+    # warpgroups side by side along N (a 64-row tile on two or four warpgroups)
+    WgmmaAccumLayout((64, 128), 1, 2), WgmmaAccumLayout((64, 256), 1, 4), WgmmaAccumLayout((128, 128), 2, 2),
     MmaAccumLayout((64, 64), 2, 2), MmaAccumLayout((128, 128), 2, 2), MmaAccumLayout((64, 128), 1, 4),
     BlockedLayout((1, 1024), 128), BlockedLayout((4, 1024), 128), BlockedLayout((8, 16), 128),
     BlockedLayout((128, 64), 128), BlockedLayout((2, 256), 256), BlockedLayout((16, 8), 32),

@@ -36,6 +36,32 @@ def matmul(M, N, K, block_M, block_N, block_K, dtype="float16", out_dtype=None, 
     return main
 
 
+def gemm_row_max(M, N, K, block_M=64, block_N=128, block_K=64, threads=256, num_stages=2):
+    """The row maxima of each block column of A @ B: ``R[i, j] = max(A @ B)[i, j*block_N:(j+1)*block_N]``
+    (a gemm whose accumulator rows are reduced, as attention's softmax reduces its scores). With
+    64-row tiles on 256 threads the two warpgroups split N, so each row's maximum is combined
+    across them through shared memory."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             R: T.Tensor((M, T.ceildiv(N, block_N)), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), "float16")
+            B_shared = T.alloc_shared((block_K, block_N), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            row_max = T.alloc_fragment((block_M,), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, acc)
+            T.reduce_max(acc, row_max, dim=1)
+            for i in T.Parallel(block_M):
+                R[by * block_M + i, bx] = row_max[i]
+
+    return main
+
+
 def lower_triangular_matmul(M, N, block_M=128, block_N=256, block_K=64, dtype="float16", num_stages=3,
                             threads=256):
     """C = A @ B for a lower-triangular A (M x M): row block ``by`` reads A's columns up to the end

@@ -117,7 +117,7 @@ class ProjectedLayout:
         scores and the output of attention: 64 x 64 and 64 x 256), so those compare equal."""
         b = self.base
         if isinstance(b, WgmmaAccumLayout):
-            return ("wgmma", b.shape[0], b.warpgroups, self.kept)
+            return ("wgmma", b.shape[0], b.warpgroups, b.n_groups, self.kept)
         if isinstance(b, MmaAccumLayout):
             return ("mma", b.shape[0], b.warps_m, b.warps_n, self.kept)
         return ("base", b, self.kept)
@@ -162,7 +162,7 @@ class ProjectedLayout:
         that fragment's own projection (``rules.fragments.FragmentAccess``)."""
         b = self.base
         if isinstance(b, WgmmaAccumLayout):
-            return (j // (b.shape[1] // 2)) * 2 + (j // 2) % 2
+            return (j // (b.group_columns // 2)) * 2 + (j // 2) % 2
         if isinstance(b, MmaAccumLayout):
             return (j // (4 * b.ni)) * 2 + (j // 2) % 2
         # a thread holds a row's elements together: n // sharers of them (a run, or whole sweeps' worth)
@@ -172,8 +172,8 @@ class ProjectedLayout:
         """((row,), guard) of slot ``r`` of thread ``tid``."""
         b = self.base
         if isinstance(b, WgmmaAccumLayout):
-            group, warp, lane = tid // 128, (tid % 128) // 32, tid % 32
-            row = group * (b.shape[0] // b.warpgroups) + (r // 2) * 64 + warp * 16 + lane // 4 + (r % 2) * 8
+            (gm, _), warp, lane = b.group_of(tid), (tid % 128) // 32, tid % 32
+            row = gm * (b.shape[0] // b.warpgroups) + (r // 2) * 64 + warp * 16 + lane // 4 + (r % 2) * 8
             return (row,), None
         if isinstance(b, MmaAccumLayout):
             warp, lane = tid // 32, tid % 32
@@ -197,7 +197,7 @@ class ProjectedLayout:
     def warp_sharers(self) -> int:
         b = self.base
         if isinstance(b, WgmmaAccumLayout):
-            return 1
+            return b.n_groups  # warp w of each warpgroup along N holds the same rows
         if isinstance(b, MmaAccumLayout):
             return b.warps_n
         return max(1, self._blocked_row_sharers // 32)
@@ -205,6 +205,8 @@ class ProjectedLayout:
     def warp_slot(self, tid: ir.Expr) -> ir.Expr:
         """Which of the ``warp_sharers`` warps that share its elements thread ``tid`` is in."""
         b = self.base
+        if isinstance(b, WgmmaAccumLayout):
+            return b.group_of(tid)[1] if b.n_groups > 1 else ir.const(0)
         if isinstance(b, MmaAccumLayout):
             return (tid // 32) % b.warps_n
         return (tid % self._blocked_row_sharers) // 32
@@ -273,13 +275,16 @@ def choose_warp_grid(m: int, n: int, warps: int) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class WgmmaAccumLayout:
-    """The accumulator layout of ``tw::wgmma_gemm_ss``: warpgroup ``g`` owns rows
-    ``[g*M/G, (g+1)*M/G)`` in blocks of 64 (one ``wgmma.m64nNk16`` each); inside a block warp ``w``
-    holds rows ``16w .. 16w+15``. Thread element ``j = mi*N/2 + ni*4 + h*2 + e`` is
-    row ``g*M/G + 64 mi + 16 w + lane/4 + 8 h``, column ``8 ni + 2 (lane % 4) + e``."""
+    """The accumulator layout of ``tw::wgmma_gemm_ss``: ``warpgroups`` along M times ``n_groups``
+    along N; warpgroup ``g`` (``gm = g // n_groups``, ``gn = g % n_groups``) owns rows
+    ``[gm*M/G, (gm+1)*M/G)`` in blocks of 64 (one ``wgmma.m64nNk16`` each, N' = N / n_groups
+    columns from ``gn*N'``); inside a block warp ``w`` holds rows ``16w .. 16w+15``. Thread element
+    ``j = mi*N'/2 + ni*4 + h*2 + e`` is row ``gm*M/G + 64 mi + 16 w + lane/4 + 8 h``, column
+    ``gn*N' + 8 ni + 2 (lane % 4) + e``."""
 
     shape: tuple  # (M, N)
-    warpgroups: int
+    warpgroups: int  # along M
+    n_groups: int = 1  # along N
 
     # Elements 2m and 2m + 1 of a thread are neighbours in one row (column e = j % 2), so a
     # 16-bit result can be stored two at a time.
@@ -287,27 +292,37 @@ class WgmmaAccumLayout:
 
     @property
     def threads(self) -> int:
-        return 128 * self.warpgroups
+        return 128 * self.warpgroups * self.n_groups
 
     @property
     def local_size(self) -> int:
         return self.shape[0] * self.shape[1] // self.threads
 
+    @property
+    def group_columns(self) -> int:
+        """N': the columns one warpgroup holds."""
+        return self.shape[1] // self.n_groups
+
+    def group_of(self, tid: ir.Expr) -> tuple:
+        """(gm, gn): thread ``tid``'s warpgroup's place along M and along N (gn None: one along N)."""
+        group = tid // 128
+        return (group, None) if self.n_groups == 1 else (group // self.n_groups, group % self.n_groups)
+
     def forward(self, tid: ir.Expr, j: ir.Expr) -> tuple[tuple, None]:
-        m, n = self.shape
+        m, n = self.shape[0], self.group_columns
         per_group = m // self.warpgroups
-        group, warp, lane = tid // 128, (tid % 128) // 32, tid % 32
+        (gm, gn), warp, lane = self.group_of(tid), (tid % 128) // 32, tid % 32
         e, h = j % 2, (j // 2) % 2
         ni, mi = (j // 4) % (n // 8), j // (n // 2)
-        row = group * per_group + mi * 64 + warp * 16 + lane // 4 + h * 8
+        row = gm * per_group + mi * 64 + warp * 16 + lane // 4 + h * 8
         col = ni * 8 + (lane % 4) * 2 + e
-        return (row, col), None
+        return (row, col if self.n_groups == 1 else gn * n + col), None
 
     @property
     def matrix_groups(self) -> int | None:
         """How many ``stmatrix.x4`` stores hold a thread's elements (four pairs each), or None
-        where a group of four pairs would not be four whole 8x8 matrices (N not a multiple of 16)."""
-        return self.local_size // 8 if self.shape[1] % 16 == 0 else None
+        where a group of four pairs would not be four whole 8x8 matrices (N' not a multiple of 16)."""
+        return self.local_size // 8 if self.group_columns % 16 == 0 else None
 
     def matrix_row(self, tid: ir.Expr, group: ir.Expr) -> tuple:
         """(row, col) where thread ``tid``'s lane ``l`` points ``stmatrix`` for store ``group``:
@@ -318,17 +333,18 @@ class WgmmaAccumLayout:
         ``q < 4``, share ``mi`` and an even-odd pair of ``ni``), so an unrolled loop over groups
         adds a constant to one per-thread offset. ``col`` is always a multiple of 8 (a row of a
         matrix starts a 16-byte chunk), which ``partition_parallel_loops`` relies on."""
-        m, n = self.shape
+        m, n = self.shape[0], self.group_columns
         per_group = m // self.warpgroups
         groups_per_row_block = n // 16  # groups of four pairs in one 64-row block of the tile
-        warpgroup, warp, lane = tid // 128, (tid % 128) // 32, tid % 32
+        (gm, gn), warp, lane = self.group_of(tid), (tid % 128) // 32, tid % 32
         q = lane // 8  # the matrix this lane addresses: pair 4 group + q, its h = q % 2, its ni odd when q >= 2
-        row = warpgroup * per_group + (group // groups_per_row_block) * 64 + warp * 16 + lane % 8 + (q % 2) * 8
+        row = gm * per_group + (group // groups_per_row_block) * 64 + warp * 16 + lane % 8 + (q % 2) * 8
         col = (group % groups_per_row_block) * 16 + (q // 2) * 8
-        return row, col
+        return row, (col if self.n_groups == 1 else gn * n + col)
 
     def describe(self) -> str:
-        return f"wgmma_accum({self.warpgroups} warpgroup(s), {self.local_size} per thread)"
+        split = "" if self.n_groups == 1 else f" x {self.n_groups} along N"
+        return f"wgmma_accum({self.warpgroups} warpgroup(s){split}, {self.local_size} per thread)"
 
 
 def strided_offset(buf: ir.Buffer, indices) -> ir.Expr:

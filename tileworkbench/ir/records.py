@@ -72,6 +72,14 @@ class WgmmaPlan:
     a_k_major: bool = True  # False: A stored K x M (transpose_A), M-major for wgmma
     a_panel: int = 0  # elements per 128-byte panel of an A whose rows are wider than 128 bytes (0: none)
     a_registers: bool = False  # A is a fragment in the accumulator layout (attention's P @ V)
+    # warpgroups side by side along N (TileLang's split of a 64-row tile over two warpgroups):
+    # warpgroup g computes rows of g // n_groups and columns of g % n_groups
+    n_groups: int = 1
+
+    @property
+    def n_per_group(self) -> int:
+        """Columns each warpgroup computes: the N of its wgmma instructions."""
+        return self.n // self.n_groups
 
 
 def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True,

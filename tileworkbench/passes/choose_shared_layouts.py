@@ -81,7 +81,7 @@ def _wide_row_swizzle(buf: ir.Buffer) -> int:
 
 
 def _accumulator_layout(plan):
-    return None if plan is None else (plan.m, plan.n, plan.warpgroups)
+    return None if plan is None else (plan.m, plan.n, plan.warpgroups, plan.n_groups)
 
 
 def _agreeing_plans(gemms, plans: dict) -> dict:

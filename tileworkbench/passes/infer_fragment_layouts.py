@@ -52,7 +52,7 @@ def _gemm_layout(gemm: ir.Gemm, threads: int):
     if plan is None and grid is None:
         raise CompileError(f"T.gemm: a {m}x{n} accumulator cannot be split over {threads // 32} warps "
                            "in 16x8 mma tiles; use tile sizes that are multiples of 16 per warp", gemm.loc)
-    return WgmmaAccumLayout((m, n), plan.warpgroups) if plan else MmaAccumLayout((m, n), *grid)
+    return WgmmaAccumLayout((m, n), plan.warpgroups, plan.n_groups) if plan else MmaAccumLayout((m, n), *grid)
 
 
 def _register_a_layout(gemm: ir.Gemm) -> WgmmaAccumLayout:

@@ -2,7 +2,9 @@
 
 ``wgmma_plan`` returns a :class:`WgmmaPlan` when the Hopper path applies — sm_90a, fp16/bf16
 tiles in shared memory (or A in a fragment: register-A wgmma; or FP8 tiles, both K-major), float32 accumulator, whole
-warpgroups, tile sizes wgmma can take, and operand tiles whose layout wgmma can read (A K-major,
+warpgroups (along M, whole 64-row blocks each; or, for a tile of fewer 64-row blocks than
+warpgroups, side by side along N, ``WgmmaPlan.n_groups``: 16-bit A in shared memory, an N-major B
+split on its 128-byte panels), tile sizes wgmma can take, and operand tiles whose layout wgmma can read (A K-major,
 or M-major for ``transpose_A``; B K-major or N-major; swizzled, and in 128-byte panels where
 their rows are wider) — else None, and the gemm stays on the ``mma.sync`` path.
 ``choose_shared_layouts`` (swizzle and panels of the operand tiles), ``infer_fragment_layouts``
@@ -12,6 +14,8 @@ an operand tile stored in 128-byte panels, ``plan_fits`` whether it can fill bot
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ...ir import nodes as ir
 from ...ir.records import WgmmaPlan
@@ -70,10 +74,44 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     k, m = a_shape if gemm.trans_a else a_shape[::-1]
     n = b_shape[0] if gemm.trans_b else b_shape[1]
     warpgroups = threads // 128
-    if m % (64 * warpgroups) or k % 16 or n % 8 or not 8 <= n <= 256 or m % 8:
+    split = _warpgroup_split(m, n, warpgroups)
+    if split is None or k % 16:
         return None
+    warpgroups, n_groups = split  # from here on warpgroups counts those along M
+    if n_groups > 1 and (a_registers or a.dtype.name in FP8_TYPES):
+        return None  # a register A is read per M block by every warpgroup; FP8 kept to one form
     if a.dtype.name in FP8_TYPES:
         return _fp8_plan(gemm, m, n, k, warpgroups)
+    plan = _plan(gemm, m, n, k, warpgroups, a_registers)
+    if plan is None or n_groups == 1:
+        return plan
+    # N-major B: each warpgroup's columns must be whole 128-byte panels (a descriptor starts a panel)
+    if not plan.b_k_major and (not plan.b_panel or (n // n_groups) % plan.b_panel):
+        return None
+    return dataclasses.replace(plan, n_groups=n_groups)
+
+
+def _warpgroup_split(m: int, n: int, warpgroups: int) -> tuple[int, int] | None:
+    """(warpgroups along M, along N): all along M where each takes whole 64-row blocks, else, for a
+    tile of fewer 64-row blocks than warpgroups, one block row per warpgroup along M and the
+    rest side by side along N (a 64 x 128 tile on two warpgroups: 64 x 64 each, as TileLang's
+    gemm splits it); None where wgmma cannot cover the tile."""
+    if m % 64 or n % 8:
+        return None
+    if m % (64 * warpgroups) == 0:
+        return (warpgroups, 1) if 8 <= n <= 256 else None
+    along_m = m // 64
+    if warpgroups % along_m:
+        return None
+    along_n = warpgroups // along_m
+    per_group = n // along_n
+    if n % along_n or per_group % 8 or not 8 <= per_group <= 256:
+        return None
+    return along_m, along_n
+
+
+def _plan(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int, a_registers: bool) -> WgmmaPlan | None:
+    """The 16-bit plan: A's and B's layouts (module doc)."""
     if a_registers:  # the fragment holds A in the accumulator layout (infer_fragment_layouts)
         a_form = {"a_registers": True}
         a_span = 0

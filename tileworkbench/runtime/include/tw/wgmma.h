@@ -43,18 +43,34 @@ __device__ __forceinline__ unsigned long long wgmma_b_desc(unsigned int b_base, 
   }
 }
 
+// The byte offset in B of the columns n0 .. of warpgroups side by side along N (wgmma_gemm_ss's
+// NG): K-major, rows n0 .. of every K panel; N-major, the panel column n0 starts (n0 a whole
+// number of panels: a descriptor starts at a panel).
+template <int K, int SWB, bool B_K_MAJOR, int EB>
+__device__ __forceinline__ unsigned int wgmma_b_columns(int n0) {
+  if constexpr (B_K_MAJOR) {
+    return n0 * SWB;
+  } else {
+    return (n0 / (SWB / EB)) * (K * SWB);
+  }
+}
+
 // M x K (A: K-major rows of SWA bytes, in panels of SWA bytes when K is wider than one row, or
 // with A_K_MAJOR false stored K x M: M-major rows of 128 bytes, each 64-row block of M one panel of
-// K rows) times K x N (B: see wgmma_b_desc). Warpgroup g computes rows [g*M/WG, (g+1)*M/WG) in
-// 64-row blocks; each wgmma takes 32 bytes of K (16 16-bit or 32 FP8 elements).
+// K rows) times K x N (B: see wgmma_b_desc). The warpgroups are WG along M times NG along N:
+// warpgroup g computes rows [gm*M/WG, (gm+1)*M/WG) in 64-row blocks (gm = g / NG) and columns
+// [gn*N/NG, (gn+1)*N/NG) (gn = g % NG; Mma is the m64n(N/NG) instruction); each wgmma takes 32
+// bytes of K (16 16-bit or 32 FP8 elements).
 // IN_FLIGHT: wgmma groups this thread may leave running on return (0: all of them are done).
 template <int M, int N, int K, int WG, int SWA, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0,
-          bool A_K_MAJOR = true, typename T>
+          bool A_K_MAJOR = true, int NG = 1, typename T>
 __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, float* acc, int thread) {
-  constexpr int EB = sizeof(T), K_STEP = 32 / EB;
+  constexpr int EB = sizeof(T), K_STEP = 32 / EB, NW = N / NG;
   constexpr int ROWS_PER_GROUP = M / WG, MI = ROWS_PER_GROUP / 64, A_PANEL = SWA / EB;
-  const int group = thread / 128;
-  const unsigned int a_base = smem_addr(A), b_base = smem_addr(B);
+  static_assert(NG == 1 || B_K_MAJOR || NW % (SWB / EB) == 0, "each warpgroup's columns of an N-major B are whole panels");
+  const int group = thread / 128 / NG;
+  const unsigned int a_base = smem_addr(A);
+  const unsigned int b_base = smem_addr(B) + (NG == 1 ? 0u : wgmma_b_columns<K, SWB, B_K_MAJOR, EB>((thread / 128 % NG) * NW));
   wgmma_fence();
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
@@ -68,7 +84,7 @@ __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, float* acc
         // M-major: rows m0 .. m0+63 are panel m0/64 (K rows of 128 bytes); 16 K-rows from row kk.
         da = wgmma_desc<SWA>(a_base + (m0 / 64) * (K * SWA) + kk * SWA, K * SWA, 8 * SWA);
       }
-      Mma::mma(acc + mi * (N / 2), da, wgmma_b_desc<N, K, SWB, B_K_MAJOR, EB>(b_base, kk));
+      Mma::mma(acc + mi * (NW / 2), da, wgmma_b_desc<N, K, SWB, B_K_MAJOR, EB>(b_base, kk));
     }
   }
   wgmma_commit();
