@@ -80,6 +80,30 @@ def _compile_with(form: str, build, configs):
         cuda_codegen.HEADER_DIR = SHIPPED
 
 
+def cost_rows(name: str, variants: list, run, timer) -> list[str]:
+    """Table rows ``| name | form | every | ms | cost | plain's turns spread |`` of ``variants``
+    ((form, every, kernel), plain first), timed in ROUNDS turns of REP calls of ``run(kernel)``, the
+    order rotated each round so that the GPU's clock drift falls on every variant alike; cost is
+    each median over plain's."""
+    samples = {i: [] for i in range(len(variants))}
+    turns = {i: [] for i in range(len(variants))}
+    for turn in range(ROUNDS):
+        order = list(range(len(variants)))
+        order = order[turn % len(order):] + order[:turn % len(order)]
+        for i in order:
+            t = timer.time(lambda k=variants[i][2]: run(k), warmup=2, rep=REP)
+            samples[i].extend(t.samples)
+            turns[i].append(t.ms)
+    plain = statistics.median(samples[0])
+    spread = (max(turns[0]) - min(turns[0])) / plain
+    rows = []
+    for i, (form, every, _) in enumerate(variants):
+        ms = statistics.median(samples[i])
+        rows.append(f"| {name} | {form} | {every if every is not None else ''} | {ms:.3f} | {ms / plain:.3f}x | "
+                    f"{spread:.1%} |")
+    return rows
+
+
 def main() -> int:
     import torch
 
@@ -104,21 +128,8 @@ def main() -> int:
         for form, every, kernel in variants:
             err = float((kernel(a, b).float() - want).norm() / want.norm())
             assert err < 1e-3, (name, form, every, err)
-        samples = {i: [] for i in range(len(variants))}
-        turns = {i: [] for i in range(len(variants))}
-        for turn in range(ROUNDS):
-            order = list(range(len(variants)))
-            order = order[turn % len(order):] + order[:turn % len(order)]
-            for i in order:
-                t = timer.time(lambda k=variants[i][2]: k(a, b), warmup=2, rep=REP)
-                samples[i].extend(t.samples)
-                turns[i].append(t.ms)
-        plain = statistics.median(samples[0])
-        spread = (max(turns[0]) - min(turns[0])) / plain
-        for i, (form, every, _) in enumerate(variants):
-            ms = statistics.median(samples[i])
-            print(f"| {name} | {form} | {every if every is not None else ''} | {ms:.3f} | {ms / plain:.3f}x | "
-                  f"{spread:.1%} |", flush=True)
+        for row in cost_rows(name, variants, lambda k: k(a, b), timer):
+            print(row, flush=True)
     return 0
 
 

@@ -20,7 +20,6 @@ the last one ends. Every result is checked against float32 first; the variants t
 """
 
 import importlib.util
-import statistics
 import sys
 from pathlib import Path
 
@@ -33,7 +32,7 @@ _spec = importlib.util.spec_from_file_location("forms", Path(__file__).with_name
 forms = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(forms)
 
-N, ROUNDS, REP, CAPACITY = 8192, 5, 8, 4096
+N, CAPACITY = 8192, 4096  # rounds and calls per turn: timeline_record_forms.cost_rows
 CONSTRUCTOR = "first = block % block_every == 0 ? block / block_every * STREAMS * STREAM_WORDS : NONE;"
 
 
@@ -92,21 +91,7 @@ def main() -> int:
                 print(f"{name} {form} every {every}: {len(took)} blocks recorded, each {np.median(took) / 1e3:.1f} us "
                       f"(median; max {took.max() / 1e3:.1f}); the last ends at {spans[:, 1].max() / 1e3:.1f} us",
                       flush=True)
-        samples = {i: [] for i in range(len(variants))}
-        turns = {i: [] for i in range(len(variants))}
-        for turn in range(ROUNDS):
-            order = list(range(len(variants)))
-            order = order[turn % len(order):] + order[:turn % len(order)]
-            for i in order:
-                t = timer.time(lambda k=variants[i][2]: k(a, b), warmup=2, rep=REP)
-                samples[i].extend(t.samples)
-                turns[i].append(t.ms)
-        plain = statistics.median(samples[0])
-        spread = (max(turns[0]) - min(turns[0])) / plain
-        for i, (form, every, _) in enumerate(variants):
-            ms = statistics.median(samples[i])
-            rows.append(f"| {name} | {form} | {every if every is not None else ''} | {ms:.3f} | {ms / plain:.3f}x | "
-                        f"{spread:.1%} |")
+        rows += forms.cost_rows(name, variants, lambda k: k(a, b), timer)
     print("| kernel | form | every | ms | cost | plain's turns spread |\n|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 0
