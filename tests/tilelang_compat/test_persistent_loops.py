@@ -36,14 +36,28 @@ def test_the_walk_covers_every_tile_once():
         assert sorted(seen) == [(i, j) for i in range(domain[0]) for j in range(domain[1])]
 
 
-def test_a_persistent_gemm_binds_its_tile_coordinates_per_wave():
-    kernel = matmul_persistent.compile(M=2048, N=3072, K=512, block_M=128, block_N=256, block_K=64, threads=256,
-                                       num_stages=3, sm_num=16)
-    code = kernel.get_kernel_source().split("// ---- kernel ----")[1]
+def test_a_persistent_walk_binds_its_tile_coordinates_per_wave():
+    @T.prim_func
+    def tiles(A: T.Tensor((2048, 3072), "float16"), B: T.Tensor((2048, 3072), "float16")):
+        with T.Kernel(16, threads=256) as block_id:
+            for bx, by in T.Persistent([16, 12], 16, block_id):  # no pipelined loop: the walk stays
+                for i, j in T.Parallel(128, 256):
+                    B[bx * 128 + i, by * 256 + j] = A[bx * 128 + i, by * 256 + j] + 1.0
+
+    code = tw.lower(tiles, target="sm_90a").device_source.split("// ---- kernel ----")[1]
     # 16 x 12 tiles in groups of 8 along N: 2 x 16 x 8 = 256 places, 16 waves of 16 blocks
     assert "for (int w = 0; w < 16; ++w) {" in code
     # the tile's column (its group's first plus its place in the group) inside the 12 there are
     assert "if ((((((w * 2) / 16) * 8) + (block_id % 8)) < 12)) {" in code
+
+
+def test_tilelangs_persistent_gemm_runs_as_a_grid_of_its_tiles():
+    # a GEMM walk whose tiles share nothing: the compiler's own persistence walks them
+    # (tests/test_unwrap_persistent_walk.py)
+    kernel = matmul_persistent.compile(M=2048, N=3072, K=512, block_M=128, block_N=256, block_K=64, threads=256,
+                                       num_stages=3, sm_num=16)
+    assert "with T.Kernel(12, 16, threads=256) as (by, bx):" in kernel.trace.ir_after("unwrap_persistent_walk")
+    assert "for (int w = 0;" not in kernel.get_kernel_source()
 
 
 def test_a_persistent_domain_and_its_names_must_agree():

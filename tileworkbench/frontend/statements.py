@@ -12,6 +12,7 @@ import ast
 from .. import dtypes as _dt
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
+from ..ir.records import PersistentWalk
 from ..ir.visitor import collect
 from . import builder as _b
 from .regions import subscript_buffer
@@ -306,4 +307,7 @@ def _persistent_loop(self, node, tiles, names):
     body = ir.IfThenElse(ir.cmp("<", coord_vars[-1], ir.const(tiles.domain[-1])), self.builder.pop())
     body = ir.seq([ir.LetStmt(v, c) for v, c in zip(coord_vars, coords)] + [body])
     body = ir.IfThenElse(ir.cmp("<", tile, ir.const(tiles.places())), body)
-    self.builder.emit(ir.For(wave, ir.const(tiles.waves()), body, "serial", loc=self.loc(node)))
+    walk = PersistentWalk(tuple(ir.const_int(d) for d in tiles.domain), ir.const_int(tiles.wave_size), tiles.index,
+                          tuple(coord_vars))
+    self.builder.emit(ir.For(wave, ir.const(tiles.waves()), body, "serial", annotations={ir.PERSISTENT_WALK: walk},
+                             loc=self.loc(node)))

@@ -69,6 +69,7 @@ from .stmt import (  # noqa: F401
     Stmt,
     SyncThreads,
     TILE_LOOP,
+    PERSISTENT_WALK,
     TILE_OPS,
     ATOMIC_ADD,
     ATOMIC_UPDATES,

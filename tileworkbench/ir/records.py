@@ -7,6 +7,8 @@
   :func:`wgmma_functor_name`, the C++ functor of one wgmma shape (codegen emits it, the lowered
   gemm calls it);
 * :class:`LoopForm`: how the code generator writes a loop (``ir.For.form``, the codegen phase);
+* :class:`PersistentWalk`: a user's ``T.Persistent`` loop, which the front end marks
+  (``ir.PERSISTENT_WALK``) and ``unwrap_persistent_walk`` may turn into a grid;
 * :class:`DynamicSize`: where a call finds a ``T.dynamic`` size (the front end records it,
   ``func.attrs["dynamic_sizes"]``), and :func:`size_arguments`, a call's arguments with the sizes
   put in (``jit``'s kernels and the CPU interpreter's);
@@ -102,6 +104,21 @@ class LoopForm:
 
     end: object
     at_least_once: bool = False
+
+
+@dataclass(frozen=True, repr=False)
+class PersistentWalk:
+    """A ``T.Persistent(domain, wave_size, index)`` loop as the front end wrote it (the loop over
+    waves, ``ir.PERSISTENT_WALK``): ``coords`` are the loop's names, bound per tile inside it (one
+    per domain dimension, slowest first), ``index`` the block's place in a wave."""
+
+    domain: tuple  # ints, slowest first
+    wave_size: int
+    index: object  # ir.Expr
+    coords: tuple  # ir.Vars
+
+    def __repr__(self) -> str:  # short: the printed IR shows it on the loop
+        return f"PersistentWalk(domain={self.domain}, wave_size={self.wave_size})"
 
 
 @dataclass(frozen=True)

@@ -373,6 +373,9 @@ REINTERPRET = "tw::reinterpret"
 
 # The annotation of a persistent kernel's tile loop (its value: how many tiles the grid has).
 TILE_LOOP = "persistent_tiles"
+# The annotation of a user's ``T.Persistent`` loop over waves (its value: the walk, an
+# ``ir.records.PersistentWalk``), which ``unwrap_persistent_walk`` may turn into a grid.
+PERSISTENT_WALK = "persistent_walk"
 # The hardware block index and block count a persistent kernel's tile loop reads (its grid is
 # one-dimensional), signed like every index they meet. The simplifier knows their ranges and the
 # barrier simulation binds their texts like variables.

@@ -30,6 +30,7 @@ from . import (  # noqa: F401 - importing registers the passes
     simplify_ir,
     split_uniform_selects,
     stage_epilogue,
+    unwrap_persistent_walk,
     vectorize_loops,
     verify_tile_ops,
     warp_specialize,
@@ -37,6 +38,7 @@ from . import (  # noqa: F401 - importing registers the passes
 
 PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
+    "unwrap_persistent_walk",  # tile: a T.Persistent GEMM walk becomes a grid (made persistent again below)
     "inline_index_lets",  # tile: names for tile offsets (m0 = by * 128, kk = k * 64) replaced by their values
     "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse
     "warp_specialize",  # tile: producer warpgroup + full/empty mbarriers for a TMA/wgmma GEMM loop

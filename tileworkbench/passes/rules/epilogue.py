@@ -10,7 +10,32 @@ from __future__ import annotations
 
 from ...errors import CompileError
 from ...ir import nodes as ir
+from ...ir.visitor import collect
 from . import tma as tma_rules
+
+
+def shared_round_trip(epilogue: list, top: list) -> tuple[list, ir.Buffer] | None:
+    """``T.copy(fragment, S); T.copy(S, global tile)``, a result staged through a shared tile ``S`` of
+    the global tensor's type that no other statement of ``top`` (the kernel's top level) names (TileLang's examples stage their
+    TMA store so): ``([the one T.copy(fragment, global tile) it amounts to], S)``, else None.
+    Both convert the fragment's values to the tensor's type once, so the stores are the same;
+    ``staged_store`` then stages the one copy through a tile of its own (swizzled, and placed where
+    the kernel's schedule allows), and the caller drops ``S``'s allocation."""
+    if len(epilogue) != 2 or not all(isinstance(x, ir.Copy) and x.instruction is None for x in epilogue):
+        return None
+    into, out = epilogue
+    tile = into.dst.buffer
+    if into.src.buffer.scope != "fragment" or tile.scope != "shared" or not into.dst.is_full:
+        return None
+    if out.src.buffer is not tile or not out.src.is_full or out.dst.buffer.scope != "global":
+        return None
+    if tile.dtype != out.dst.buffer.dtype:
+        return None  # a round trip through another type rounds where the one copy would not
+    rest = [x for x in top if all(x is not y for y in epilogue)
+            and not (isinstance(x, ir.Allocate) and x.buffer is tile)]
+    if any(b is tile for x in rest for b in collect(x, ir.Buffer)):
+        return None
+    return [ir.Copy(into.src, out.dst, loc=out.loc)], tile
 
 
 def staged_store(epilogue: list, available_bytes: int | None, mode: str) -> tuple[ir.Buffer, list] | None:
