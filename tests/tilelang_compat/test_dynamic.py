@@ -154,3 +154,39 @@ def test_a_call_takes_the_aligned_form_where_its_sizes_allow(no_cache):
     assert sized(np.zeros((1000, 512), np.float16), b) == "aligned"
     assert sized(np.zeros((1001, 512), np.float16), b) == "general"
     assert sized(np.zeros((1000, 520), np.float16), np.zeros((520, 300), np.float16)) == "general"
+
+
+def test_the_general_forms_guarded_copies_unroll_by_four_and_fit_the_registers(no_cache):
+    # element by element behind bounds checks, unrolled in full the two 32-iteration copies held
+    # 64 loads a stage: 255 registers and 2 KB of spills (resolve_int_arithmetic.GUARDED_UNROLL)
+    from tileworkbench.backend.nvrtc import compile_check
+
+    general = example.CASES["gemm_dynamic"]["compile"]().general
+    code = kernel_part(general.get_kernel_source())
+    assert code.count("#pragma unroll 4\n") == 4  # A's and B's copies, in the prologue and the steady state
+    assert "if (((((by * 128) + i0) < m) && (((k_prologue * 32) + i1) < k))) {" in code  # still guarded
+    built = compile_check(general.get_kernel_source(), "sm_90a", "gemm_dynamic.cu")
+    assert built.spills_bytes == 0 and built.registers < 255
+    # the aligned form's copies are 16-byte cp.async moves: unrolled in full as before
+    aligned = kernel_part(example.CASES["gemm_dynamic"]["compile"]().aligned().get_kernel_source())
+    assert "#pragma unroll 4" not in aligned
+
+
+def test_loops_whose_guards_simplify_away_or_that_index_thread_arrays_unroll_in_full():
+    from tileworkbench.examples import ALL_EXAMPLES
+
+    # elementwise_add's bounds checks are proven true once its threads are placed
+    code = kernel_part(tilelang.lower(ALL_EXAMPLES["elementwise_add"](), target="sm_90a").device_source)
+    assert "#pragma unroll 4" not in code and "for (int it = 0; it < 32; ++it) {" in code
+
+    @T.prim_func
+    def ragged_rows(A: T.Tensor((1000, 64), "float32"), B: T.Tensor((1000, 64), "float32")):
+        with T.Kernel(8, threads=128) as bx:
+            frag = T.alloc_fragment((128, 64), "float32")
+            T.copy(A[bx * 128, 0], frag)  # the last block's rows hang over: guarded loads into registers
+            for i, j in T.Parallel(128, 64):
+                frag[i, j] = frag[i, j] * 2.0
+            T.copy(frag, B[bx * 128, 0])
+
+    code = kernel_part(tilelang.lower(ragged_rows, target="sm_90a").device_source)
+    assert "#pragma unroll 4" not in code  # a thread's array indexed by a loop not unrolled would leave registers

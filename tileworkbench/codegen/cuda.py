@@ -174,7 +174,7 @@ class CudaRenderer(CStyleRenderer):
             # for instruction the same loop (scripts/experiments/zero_trip_loops.py).
             return "#pragma unroll 1"
         if s.kind == "unrolled":
-            return "#pragma unroll"
+            return f"#pragma unroll {s.form.unroll_by}" if s.form.unroll_by else "#pragma unroll"
         if s.pipeline is not None and s.pipeline.steady:
             return "#pragma unroll 1"
         return None

@@ -100,10 +100,12 @@ class LoopForm:
     """How a loop is written: ``end`` is the bound its variable runs up to (``start + extent``,
     simplified); ``at_least_once``: a do-while (a loop around a wgmma gemm whose trip count is not a
     constant but provably at least one: written as a for loop, which ptxas must allow to run zero
-    times, such a loop ran 16-18% slower, scripts/experiments/zero_trip_loops.py)."""
+    times, such a loop ran 16-18% slower, scripts/experiments/zero_trip_loops.py); ``unroll_by``: an
+    unrolled loop written ``#pragma unroll N`` (``passes.resolve_int_arithmetic.GUARDED_UNROLL``)."""
 
     end: object
     at_least_once: bool = False
+    unroll_by: int = 0  # an unrolled loop unrolled this many iterations at a time (0: in full)
 
 
 @dataclass(frozen=True, repr=False)
