@@ -54,3 +54,23 @@ def exprs(draw, depth=3):
 def test_simplify_preserves_value(e, kv, tv):
     env = {k: kv, t: tv}
     assert _evaluate(simplify(e, {t: (0, 31), k: (0, 100)}), env) == _evaluate(e, env)
+
+
+def test_a_mod_of_a_multiple_is_a_multiple_below_the_divisor():
+    from tileworkbench.ir.simplify import interval
+
+    ranges = {t: (0, 1023)}
+    assert interval((t * 4) % 128, ranges) == (0, 124)
+    assert interval((t * 6 + 2) % 128, ranges) == (0, 126)  # even: at most 126
+    assert interval((t * 3) % 128, ranges) == (0, 127)  # nothing shared with 128
+    assert simplify(ir.cmp("<", (t * 4) % 128 + k % 4, 128), ranges).value is True
+
+
+@settings(max_examples=300, deadline=None)
+@given(exprs(), st.integers(-100, 100), st.integers(0, 31))
+def test_intervals_hold_every_value(e, kv, tv):
+    from tileworkbench.ir.simplify import interval
+
+    lo, hi = interval(e, {t: (0, 31), k: (-100, 100)})
+    value = _evaluate(e, {k: kv, t: tv})
+    assert (lo is None or lo <= value) and (hi is None or value <= hi)

@@ -51,17 +51,23 @@ def interval(e: ir.Expr, ranges: dict) -> Interval:
         if e.op in ("//", "truncdiv") and b[0] is not None and b[0] == b[1] and b[0] > 0:
             return (None if a[0] is None else a[0] // b[0], None if a[1] is None else a[1] // b[0])
         if e.op in ("%", "truncmod") and b[0] is not None and b[0] == b[1] and b[0] > 0:
-            if a[0] is not None and a[0] >= 0:
-                if a[1] is not None and a[1] < b[0]:
-                    return a
-                return (0, b[0] - 1)
-            return (0, b[0] - 1)  # floor-mod by a positive constant
+            if a[0] is not None and a[0] >= 0 and a[1] is not None and a[1] < b[0]:
+                return a
+            # floor-mod by a positive constant: a multiple of what the dividend and the divisor share
+            # (``(tx * 4) % 128`` is at most 124)
+            return (0, b[0] - math.gcd(_common_factor(e.a), b[0]))
         if e.op in ("min", "max") and None not in a + b:
             f = min if e.op == "min" else max
             return (f(a[0], b[0]), f(a[1], b[1]))
         if e.op in ir.COMPARISONS or e.op in ir.LOGICAL:
             return (0, 1)
     return (None, None)
+
+
+def _common_factor(e: ir.Expr) -> int:
+    """A factor every value of ``e`` has: the gcd of its affine coefficients and constant."""
+    aff = Affine.of(e)
+    return math.gcd(aff.const, *(coef for _, coef in aff.terms.values()))
 
 
 def _add(x, y):
