@@ -175,3 +175,16 @@ def test_guarded_global_accesses_stay_element_by_element_behind_their_checks():
     assert body.count("< 1000)") == 4  # rows and columns, for the load and for the store
     assert kernel.get_host_source().count("align=1)") == 2
     nvrtc.compile_check(kernel.get_kernel_source(), SM90, "guarded.cu")
+
+
+def test_a_fragment_met_by_an_unswizzled_shared_tile_is_held_in_runs_of_its_elements():
+    """rms_norm_splitk's A_local[1, 512] over 128 threads: each thread holds 4 neighbours, the ones
+    it copied into the shared tile itself, which NVCC reads back with one 16-byte shared load."""
+    from tileworkbench.examples.tilelang_programs.norms import rms_norm_splitk
+
+    src = rms_norm_splitk.compile(M=256, N=8192, blk_m=1, blk_k=512).get_kernel_source()
+    body = _kernel_part(src)
+    assert "float A_local[4]" in body
+    assert body.count("((tx * 4) + j_") == 2  # the sum of squares and the scaling, each over its own run
+    assert "* 128) + tx)" not in body  # not one element every 128 threads any more
+    nvrtc.compile_check(src, SM90, "rms_norm_splitk.cu")

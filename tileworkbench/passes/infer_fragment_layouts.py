@@ -14,10 +14,11 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     (``T.reduce_*(x, s, dim=1)``), has the rows of the other's layout (``ir.layout.ProjectedLayout``:
     every thread holding ``x[i, j]`` holds ``s[i]``);
   * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
-    per thread where those fragments are only computed on in registers and copied to and from
-    global memory, and every row is whole sweeps or a whole number of runs: ``BlockedLayout.vec``),
-    decided in program order where nothing above decides it, after which the rules above apply
-    again.
+    per thread where those fragments are only computed on in registers, copied to and from global
+    memory and met in T.Parallel loops by unswizzled shared tiles whose elements step with the
+    run, and every row is whole sweeps or a whole number of runs: ``BlockedLayout.vec``),
+    decided in program order where nothing above decides
+    it, after which the rules above apply again.
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
 words); past ``REGISTER_LIMIT`` the kernel is refused at the fragment that crosses it: a thread has
 255 registers, and NVRTC's time grows fast past that (8 s at 1024 words, 39 s at 2048 on the CPU
@@ -32,6 +33,7 @@ from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, project
 from ..ir.visitor import IRVisitor, collect
+from .rules.fragment_runs import steps_by_one
 from .rules.thread_scopes import threads_of
 from .manager import register
 
@@ -68,6 +70,21 @@ def _register_a_layout(gemm: ir.Gemm) -> WgmmaAccumLayout:
     return WgmmaAccumLayout(tuple(a.static_shape()), plan.warpgroups)
 
 
+def _run_in_shared(access, last: ir.Var, vec: int) -> bool:
+    """A thread's run of ``vec`` neighbours is 16 bytes of this unswizzled shared tile, starting at
+    a multiple of ``vec``: one aligned vector access NVCC makes of them (the tile's base is 128-byte
+    aligned), the unit a 16-byte ``T.copy`` fills the tile in, so each thread reads back what it
+    copied in and ``elide_private_syncs`` can drop the barrier between. (Runs of fewer bytes than
+    the copy's, LayerNorm's 4 bf16, kept the barrier and ran slower: docs/experiments.md, "Norms'
+    fragments in runs over shared memory".)"""
+    buf = access.buffer
+    if buf.attrs.get("swizzle", 0) or buf.attrs.get("panel", 0):
+        return False
+    if vec * buf.dtype.storage_bits != 128:
+        return False
+    return steps_by_one(buf, access.indices, last, vec)
+
+
 class _Relations(IRVisitor):
     """What the program says about fragments' layouts: pairs that share one (``same``), and
     (part, whole, kept) triples where ``part`` has the rows of ``whole`` (``rows``)."""
@@ -76,6 +93,8 @@ class _Relations(IRVisitor):
         self.same: list = []  # (a, b, loc)
         self.rows: list = []  # (part, whole, kept, loc)
         self.not_runs: set = set()  # id() of fragments a thread must hold one element at a time
+        # id() of a fragment -> (shared access, innermost loop variable) of the T.Parallel loops over it
+        self.shared_steps: dict = {}
 
     def visit_For(self, node: ir.For):
         if node.kind != "parallel":
@@ -97,8 +116,11 @@ class _Relations(IRVisitor):
                 parts.append((buf, tuple(range(len(idx))), access))
         for other in whole[1:]:
             self.same.append((whole[0], other, node.loc))
-        if any(a.buffer.scope in ("shared", "global") for a in collect(body, (ir.BufferLoad, ir.BufferStore))):
+        memory = [a for a in collect(body, (ir.BufferLoad, ir.BufferStore)) if a.buffer.scope in ("shared", "global")]
+        if any(a.buffer.scope == "global" for a in memory):
             self.not_runs |= {id(b) for b in whole}
+        for b in whole:  # shared elements a thread would reach in runs: checked once the run is known
+            self.shared_steps.setdefault(id(b), []).extend((a, loop_vars[-1]) for a in memory)
         for buf, kept, access in parts:
             if whole:
                 self.rows.append((buf, whole[0], kept, node.loc))
@@ -205,6 +227,8 @@ class _Inference:
         if any(k in self.layouts or k in self.relations.not_runs for k in group):
             return 1
         vec = 16 // min(b.dtype.storage_bits // 8 or 1 for b in group.values())
+        if not all(_run_in_shared(access, last, vec) for k in group for access, last in self.relations.shared_steps.get(k, ())):
+            return 1
         row, sweep = shape[-1], threads * vec
         numel = math.prod(shape)
         # every row whole sweeps, or whole runs of a power-of-two run of threads (TileLang's layout of

@@ -11,6 +11,7 @@ from __future__ import annotations
 from . import (  # noqa: F401 - importing registers the passes
     carry_stage_counters,
     choose_shared_layouts,
+    elide_private_syncs,
     elide_proxy_fences,
     guard_global_accesses,
     infer_fragment_layouts,
@@ -57,6 +58,7 @@ PIPELINE = [
     "scope_consumer_syncs",  # lower: consumer-side block barriers become named barriers
     "plan_shared_memory",  # memory: offsets and alignment in dynamic shared memory
     "simplify",  # lower: index arithmetic canonicalised, decided branches dropped
+    "elide_private_syncs",  # lower: no block barrier where each thread meets only its own elements across it
     "carry_stage_counters",  # lower: a 3-stage ring's slot/phase carried across iterations, not divided out
 ]
 
