@@ -14,24 +14,16 @@ from tileworkbench.examples.tilelang_programs import norms
 from tileworkbench.ir import nodes as ir
 from tileworkbench.passes.elide_private_syncs import _Access, _Owner
 
+from tests.test_thread_syncs import _loop_bodies
+
 
 def kernel_code(source: str) -> str:
     return source.split("// ---- kernel ----")[1]
 
 
 def loop_bodies(code: str) -> list:
-    """The text of each top-level `for (int k...` loop of the kernel (its split-K steps)."""
-    out, lines = [], code.splitlines()
-    for n, line in enumerate(lines):
-        if line.startswith("  for (int k"):
-            depth, body = 0, []
-            for inner in lines[n:]:
-                depth += inner.count("{") - inner.count("}")
-                body.append(inner)
-                if depth == 0:
-                    break
-            out.append("\n".join(body))
-    return out
+    """The text of each split-K step loop (``for (int k...``) of the kernel, in order."""
+    return [body for var, body in _loop_bodies(code).items() if var.startswith("k")]
 
 
 def test_rms_norm_splitk_reads_back_its_own_runs_with_no_barrier():
