@@ -115,13 +115,3 @@ def test_accesses_given_one_run_never_share_an_element_between_threads(step, for
         start = step * thread + b * uv + c * step * THREADS * vv + d
         for element in range(start, start + w):
             assert touched.setdefault(element, thread) == thread
-
-
-def test_layernorm_reads_its_bf16_row_back_in_the_copys_16_byte_units():
-    code = kernel_code(norms.CASES["layernorm"]["compile"]().get_kernel_source())
-    # each thread reads back the 8 bf16 it copied in (a float32 run of 8), and writes them so for the copy out
-    assert "int j_1 = ((((j / 8) * 2048) + (tx * 8)) + (j % 8));" in code
-    # the two barriers left stand between lane 0's partial sums and everyone's reads of them
-    assert code.count("__syncthreads") == 2
-    for part in code.split("__syncthreads();")[:-1]:
-        assert part.rstrip().endswith("}") and "_warps[((tx / 32)" in part[-200:]

@@ -76,7 +76,7 @@ def _run_in_shared(access, last: ir.Var, vec: int) -> bool:
     aligned), the unit a 16-byte ``T.copy`` fills the tile in, so each thread reads back what it
     copied in and ``elide_private_syncs`` can drop the barrier between. (Runs of fewer bytes than
     the copy's, LayerNorm's 4 bf16, kept the barrier and ran slower: docs/experiments.md, "Norms'
-    fragments in runs over shared memory"; so a float32 fragment met by a bf16 tile takes runs of 8.)"""
+    fragments in runs over shared memory".)"""
     buf = access.buffer
     if buf.attrs.get("swizzle", 0) or buf.attrs.get("panel", 0):
         return False
@@ -227,11 +227,7 @@ class _Inference:
         if any(k in self.layouts or k in self.relations.not_runs for k in group):
             return 1
         vec = 16 // min(b.dtype.storage_bits // 8 or 1 for b in group.values())
-        steps = [step for k in group for step in self.relations.shared_steps.get(k, ())]
-        widths = {access.buffer.dtype.storage_bits for access, _ in steps}
-        if len(widths) == 1:  # a run is the 16 bytes of the shared tile its T.copy moves (8 bf16 a float32 run)
-            vec = max(vec, 128 // widths.pop())
-        if not all(_run_in_shared(access, last, vec) for access, last in steps):
+        if not all(_run_in_shared(access, last, vec) for k in group for access, last in self.relations.shared_steps.get(k, ())):
             return 1
         row, sweep = shape[-1], threads * vec
         numel = math.prod(shape)
