@@ -131,3 +131,53 @@ def test_a_walk_run_on_the_cpu_matches_numpy_as_a_grid_and_as_waves():
         c = np.zeros((256, 512), np.float16)
         tw.compile(func, target="cpu")(a, b, c)
         np.testing.assert_allclose(c.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_a_walk_reading_the_block_index_itself_keeps_its_waves():
+    M, N, K = 256, 512, 128
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16"),
+             Who: T.Tensor((8,), "int32")):
+        with T.Kernel(3, threads=256) as block_id:
+            A_shared = T.alloc_shared((128, 64), "float16")
+            B_shared = T.alloc_shared((64, 128), "float16")
+            C_local = T.alloc_fragment((128, 128), "float32")
+            for bx, by in T.Persistent([M // 128, N // 128], 3, block_id):
+                T.clear(C_local)
+                for k in T.Pipelined(K // 64, num_stages=2):
+                    T.copy(A[bx * 128, k * 64], A_shared)
+                    T.copy(B[k * 64, by * 128], B_shared)
+                    T.gemm(A_shared, B_shared, C_local)
+                T.copy(C_local, C[bx * 128, by * 128])
+                Who[bx * 4 + by] = block_id  # which block ran the tile: the walk's own answer
+
+    info = tw.lower(main, target="sm_90a").func.attrs["persistent_walk"]
+    assert not info["applied"] and "block index" in info["reason"]
+
+
+def test_a_staging_tile_read_elsewhere_stays_the_users():
+    M, N, K = 256, 512, 128
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16"),
+             D: T.Tensor((M, N), "float16")):
+        with T.Kernel(3, threads=256) as block_id:
+            A_shared = T.alloc_shared((128, 64), "float16")
+            B_shared = T.alloc_shared((64, 128), "float16")
+            C_local = T.alloc_fragment((128, 128), "float32")
+            C_shared = T.alloc_shared((128, 128), "float16")
+            for bx, by in T.Persistent([M // 128, N // 128], 3, block_id):
+                T.clear(C_local)
+                for k in T.Pipelined(K // 64, num_stages=2):
+                    T.copy(A[bx * 128, k * 64], A_shared)
+                    T.copy(B[k * 64, by * 128], B_shared)
+                    T.gemm(A_shared, B_shared, C_local)
+                T.copy(C_local, C_shared)
+                T.copy(C_shared, C[bx * 128, by * 128])
+                T.copy(C_shared, D[bx * 128, by * 128])  # a second reader: no single copy stands for these
+
+    art = tw.lower(main, target="sm_90a")
+    assert art.func.attrs["persistent_walk"]["applied"]
+    assert "C_shared" in kernel_code(art.device_source)
+    assert not art.func.attrs["warp_specialized"]["persistent"]["applied"]

@@ -4,9 +4,9 @@ Phase: lower, after ``simplify`` (thread-level code, indices simplified, shared 
 Expects: the block barriers ``insert_thread_syncs`` (and the reduction rules) placed while the
 threads' mapping was not known yet: a ``T.copy`` into a shared tile and a ``T.Parallel`` loop over
 it got a barrier between them because some thread might read what another wrote.
-Applies to kernels of plain loads and stores, 16-byte vector copies (``tw::copy_vec``,
-``tw::zero_vec``), warp shuffles and arithmetic (``_pure_call``): no TMA, mbarrier, cp.async,
-tensor-core or matrix instruction, swizzled tile, atomic, warp specialisation or ``T.ws`` scope.
+Applies to kernels of plain loads and stores, vector copies (``tw::copy_vec``, ``tw::zero_vec``),
+warp shuffles and arithmetic (``_pure_call``): no TMA, mbarrier, cp.async, tensor-core or matrix
+instruction, swizzled tile, atomic, raw CUDA text, warp specialisation or ``T.ws`` scope (``why_not``).
 Guarantees: a block-wide ``T.sync_threads()`` is removed only when, for every buffer (shared or
 global) written on one side of it and read or written on the other, each element both sides may
 touch is touched by the same thread on both. The sides are every access that can run between the
