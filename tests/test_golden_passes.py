@@ -22,8 +22,7 @@ import pathlib
 import pytest
 
 from tileworkbench.examples import matmul, matmul_tma_copy
-from tileworkbench.examples.edge_cases import masked_scores, overhanging_tiles
-import tileworkbench.language as T
+from tileworkbench.examples.edge_cases import masked_scores, overhanging_tiles, persistent_walk_gemm
 from tileworkbench.frontend import parse
 from tileworkbench.ir.printer import print_ir
 from tileworkbench.passes.manager import REGISTRY, LowerContext
@@ -43,28 +42,9 @@ PROGRAMS = {
     # A causal mask through T.if_then_else: decided once per tile except on the diagonal.
     "masked_scores": lambda: masked_scores(256, 64, ">=", 0),
     # TileLang's persistent GEMM: a T.Persistent walk that becomes a grid, its result staged by the user.
-    "persistent_walk": lambda: persistent_walk_gemm(),
+    "persistent_walk": lambda: persistent_walk_gemm(),  # examples.edge_cases
 }
 
-
-def persistent_walk_gemm(M=256, N=512, K=128, sm_num=3):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(sm_num, threads=256) as block_id:
-            A_shared = T.alloc_shared((128, 64), "float16")
-            B_shared = T.alloc_shared((64, 128), "float16")
-            C_local = T.alloc_fragment((128, 128), "float32")
-            C_shared = T.alloc_shared((128, 128), "float16")
-            for bx, by in T.Persistent([M // 128, N // 128], sm_num, block_id):
-                T.clear(C_local)
-                for k in T.Pipelined(K // 64, num_stages=2):
-                    T.copy(A[bx * 128, k * 64], A_shared)
-                    T.copy(B[k * 64, by * 128], B_shared)
-                    T.gemm(A_shared, B_shared, C_local)
-                T.copy(C_local, C_shared)
-                T.copy(C_shared, C[bx * 128, by * 128])
-
-    return main
 
 
 def golden_path(program: str, index: int, name: str) -> pathlib.Path:

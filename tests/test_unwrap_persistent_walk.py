@@ -8,6 +8,7 @@ import pytest
 import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.examples import matmul
+from tileworkbench.examples.edge_cases import persistent_walk_gemm
 from tileworkbench.examples.tilelang_programs.gemm import matmul_persistent
 from tileworkbench.ir import nodes as ir
 from tileworkbench.passes.unwrap_persistent_walk import stale_read
@@ -15,30 +16,6 @@ from tileworkbench.passes.unwrap_persistent_walk import stale_read
 
 def kernel_code(source: str) -> str:
     return source.split("// ---- kernel ----")[1]
-
-
-def walk_gemm(sm_num=16, clear=True, wave_size=None, stage_type="float16"):
-    """TileLang's persistent GEMM at 256 x 512 x 128, with the knobs the tests below turn."""
-    M, N, K = 256, 512, 128
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(sm_num, threads=256) as block_id:
-            A_shared = T.alloc_shared((128, 64), "float16")
-            B_shared = T.alloc_shared((64, 128), "float16")
-            C_local = T.alloc_fragment((128, 128), "float32")
-            C_shared = T.alloc_shared((128, 128), stage_type)
-            for bx, by in T.Persistent([M // 128, N // 128], wave_size or sm_num, block_id):
-                if clear:
-                    T.clear(C_local)
-                for k in T.Pipelined(K // 64, num_stages=2):
-                    T.copy(A[bx * 128, k * 64], A_shared)
-                    T.copy(B[k * 64, by * 128], B_shared)
-                    T.gemm(A_shared, B_shared, C_local)
-                T.copy(C_local, C_shared)
-                T.copy(C_shared, C[bx * 128, by * 128])
-
-    return main
 
 
 def test_tilelangs_persistent_gemm_lowers_to_our_own_persistent_gemm():
@@ -57,7 +34,7 @@ def test_tilelangs_persistent_gemm_lowers_to_our_own_persistent_gemm():
 
 
 def test_a_walk_becomes_the_domain_grid_and_keeps_the_persistence_of_warp_specialisation():
-    art = tw.lower(walk_gemm(), target="sm_90a")
+    art = tw.lower(persistent_walk_gemm(), target="sm_90a")
     assert art.func.attrs["persistent_walk"] == {"applied": True, "grid": [4, 2]}
     ws = art.func.attrs["warp_specialized"]
     assert ws["applied"] and ws["persistent"] == {"applied": True, "tiles": 8}
@@ -69,7 +46,7 @@ def test_a_walk_becomes_the_domain_grid_and_keeps_the_persistence_of_warp_specia
     (dict(sm_num=6, wave_size=3), "as many blocks as a wave"),
 ])
 def test_a_walk_whose_tiles_could_differ_as_a_grid_keeps_its_waves(knobs, reason):
-    art = tw.lower(walk_gemm(**knobs), target="sm_90a")
+    art = tw.lower(persistent_walk_gemm(**knobs), target="sm_90a")
     info = art.func.attrs["persistent_walk"]
     assert not info["applied"] and reason in info["reason"]
     assert "for (int w = 0; w < 3; ++w) {" in kernel_code(art.device_source)  # 8 tiles, 3 waves of 3
@@ -90,7 +67,7 @@ def test_a_walk_without_a_pipelined_loop_keeps_its_waves():
 def test_a_staging_tile_of_another_type_stays_the_users():
     # only a tile of the tensor's type folds into one copy (through float16 to a float32 tensor the
     # values would round where one copy does not): this one stays, and with it the user's epilogue
-    art = tw.lower(walk_gemm(stage_type="float32"), target="sm_90a")
+    art = tw.lower(persistent_walk_gemm(stage_type="float32"), target="sm_90a")
     assert art.func.attrs["persistent_walk"]["applied"]
     ws = art.func.attrs["warp_specialized"]
     assert ws["applied"] and not ws["persistent"]["applied"]
@@ -126,58 +103,20 @@ def test_a_walk_run_on_the_cpu_matches_numpy_as_a_grid_and_as_waves():
     b = rng.standard_normal((128, 512)).astype(np.float16)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     for knobs, applied in ((dict(sm_num=3), True), (dict(sm_num=6, wave_size=3), False)):
-        func = walk_gemm(**knobs)
+        func = persistent_walk_gemm(**knobs)
         assert tw.lower(func, target="sm_90a").func.attrs["persistent_walk"]["applied"] is applied
-        c = np.zeros((256, 512), np.float16)
-        tw.compile(func, target="cpu")(a, b, c)
+        c, d = np.zeros((256, 512), np.float16), np.zeros((256, 512), np.float16)
+        tw.compile(func, target="cpu")(a, b, c, d)
         np.testing.assert_allclose(c.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
 
 
 def test_a_walk_reading_the_block_index_itself_keeps_its_waves():
-    M, N, K = 256, 512, 128
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16"),
-             Who: T.Tensor((8,), "int32")):
-        with T.Kernel(3, threads=256) as block_id:
-            A_shared = T.alloc_shared((128, 64), "float16")
-            B_shared = T.alloc_shared((64, 128), "float16")
-            C_local = T.alloc_fragment((128, 128), "float32")
-            for bx, by in T.Persistent([M // 128, N // 128], 3, block_id):
-                T.clear(C_local)
-                for k in T.Pipelined(K // 64, num_stages=2):
-                    T.copy(A[bx * 128, k * 64], A_shared)
-                    T.copy(B[k * 64, by * 128], B_shared)
-                    T.gemm(A_shared, B_shared, C_local)
-                T.copy(C_local, C[bx * 128, by * 128])
-                Who[bx * 4 + by] = block_id  # which block ran the tile: the walk's own answer
-
-    info = tw.lower(main, target="sm_90a").func.attrs["persistent_walk"]
+    info = tw.lower(persistent_walk_gemm(extra="block_ids"), target="sm_90a").func.attrs["persistent_walk"]
     assert not info["applied"] and "block index" in info["reason"]
 
 
 def test_a_staging_tile_read_elsewhere_stays_the_users():
-    M, N, K = 256, 512, 128
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16"),
-             D: T.Tensor((M, N), "float16")):
-        with T.Kernel(3, threads=256) as block_id:
-            A_shared = T.alloc_shared((128, 64), "float16")
-            B_shared = T.alloc_shared((64, 128), "float16")
-            C_local = T.alloc_fragment((128, 128), "float32")
-            C_shared = T.alloc_shared((128, 128), "float16")
-            for bx, by in T.Persistent([M // 128, N // 128], 3, block_id):
-                T.clear(C_local)
-                for k in T.Pipelined(K // 64, num_stages=2):
-                    T.copy(A[bx * 128, k * 64], A_shared)
-                    T.copy(B[k * 64, by * 128], B_shared)
-                    T.gemm(A_shared, B_shared, C_local)
-                T.copy(C_local, C_shared)
-                T.copy(C_shared, C[bx * 128, by * 128])
-                T.copy(C_shared, D[bx * 128, by * 128])  # a second reader: no single copy stands for these
-
-    art = tw.lower(main, target="sm_90a")
+    art = tw.lower(persistent_walk_gemm(extra="second_reader"), target="sm_90a")
     assert art.func.attrs["persistent_walk"]["applied"]
-    assert "C_shared" in kernel_code(art.device_source)
+    assert "C_shared" in kernel_code(art.device_source)  # a second reader: no single copy stands for these
     assert not art.func.attrs["warp_specialized"]["persistent"]["applied"]

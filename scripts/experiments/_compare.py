@@ -64,3 +64,15 @@ def race_persistent_variants(make_variants, argv, rounds: int = 9):
             same = {name: torch.equal(k(a, b), ref) for name, k in kernels.items()}
             print(f"{n} {dtype}: same bits as the compiler's: {same}", flush=True)
             race(kernels, n, dtype, rounds=rounds)
+
+
+def alternating_medians(calls: dict, rounds: int = 5) -> dict:
+    """Each call (name -> no-argument function) timed with ``profiler.do_bench`` in ``rounds``
+    alternating rounds (so clocks and neighbours affect all alike): name -> median milliseconds."""
+    from tileworkbench.profiler import do_bench
+
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            times[name].append(do_bench(call, warmup=25, rep=100, return_mode="median"))
+    return {name: statistics.median(samples) for name, samples in times.items()}

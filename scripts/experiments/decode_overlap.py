@@ -18,7 +18,7 @@ pays even at 8 iterations a block, so the default stays; flash decoding's gap to
 elsewhere (docs/experiments.md, "Kernel by kernel").
 """
 
-import statistics
+from _compare import alternating_medians
 
 
 def main():
@@ -26,7 +26,6 @@ def main():
 
     from tileworkbench.examples.tilelang_programs import flash_decoding as example
     from tileworkbench.jit.kernel import compile as compile_kernel
-    from tileworkbench.profiler import do_bench
 
     args = (1, 32, 128, 8192, 128)
     config = dict(num_split=8, block_M=64, block_N=128, num_stages=2, threads=128)
@@ -40,13 +39,9 @@ def main():
     ref = example.decoding_reference(q, k, v)
     for label, kernel in kernels.items():
         torch.testing.assert_close(kernel(q, k, v).float(), ref, rtol=1e-2, atol=1e-2)
-    times = {label: [] for label in kernels}
-    for _ in range(5):
-        for label, kernel in kernels.items():
-            times[label].append(do_bench(lambda f=kernel: f(q, k, v), warmup=25, rep=100, return_mode="median"))
-    base = statistics.median(times["overlap (default)"])
-    for label, samples in times.items():
-        ms = statistics.median(samples)
+    medians = alternating_medians({label: (lambda f=kernel: f(q, k, v)) for label, kernel in kernels.items()})
+    base = medians["overlap (default)"]
+    for label, ms in medians.items():
         print(f"{label}: {ms * 1000:.1f} us, {base / ms:.3f}x the default")
 
 

@@ -20,10 +20,10 @@ So the code generator now unrolls such loops by four (``passes/resolve_int_arith
 """
 
 import re
-import statistics
 import sys
 import time
 
+from _compare import alternating_medians
 from _edited import edited_kernel
 
 
@@ -39,7 +39,6 @@ def main():
 
     from tileworkbench.backend.nvrtc import compile_check
     from tileworkbench.examples.tilelang_programs.dynamic_shape import CONFIG, matmul_dynamic_mnk
-    from tileworkbench.profiler import do_bench
 
     size = int(sys.argv[1]) if len(sys.argv) > 1 else 4095
     general = matmul_dynamic_mnk.compile(**CONFIG).general
@@ -61,13 +60,9 @@ def main():
         results[label] = kernel(a, b)
         torch.testing.assert_close(results[label].float(), ref, rtol=1e-2, atol=1e-2)
     same = torch.equal(*results.values())
-    times = {label: [] for label in kernels}
-    for _ in range(5):
-        for label, kernel in kernels.items():
-            times[label].append(do_bench(lambda k=kernel: k(a, b), warmup=25, rep=100, return_mode="median"))
-    base = statistics.median(times["in full"])
-    for label, samples in times.items():
-        ms = statistics.median(samples)
+    medians = alternating_medians({label: (lambda k=kernel: k(a, b)) for label, kernel in kernels.items()})
+    base = medians["in full"]
+    for label, ms in medians.items():
         print(f"{label}: {ms:.4f} ms, {2 * size ** 3 / ms / 1e9:.0f} TFLOP/s, {base / ms:.3f}x; same bits: {same}")
 
 

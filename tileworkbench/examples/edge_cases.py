@@ -6,7 +6,8 @@ synchronous TMA copy that a mask skips in some iterations (its wait took the pha
 iteration index and passed on an old phase); a one-stage warp-specialised loop with work after its
 gemm, whose tiles the epilogue's shared-memory budget counted as none; ``T.Parallel`` loops
 reading and writing global tensors on tiles that hang over the tensors' edges (the last blocks
-wrote past the end of the output)."""
+wrote past the end of the output); TileLang's persistent GEMM walk in the forms that may and may not
+become a grid of its tiles."""
 
 import tileworkbench.language as T
 
@@ -246,5 +247,39 @@ def masked_scores(n=256, block=64, op=">=", shift=0):
                 else:
                     s[i, j] = T.if_then_else(bx * block + i < by * block + j + shift, 1.0, 0.0)
             T.copy(s, Out[bx * block:(bx + 1) * block, by * block:(by + 1) * block])
+
+    return main
+
+
+def persistent_walk_gemm(M=256, N=512, K=128, sm_num=3, wave_size=None, clear=True, stage_type="float16",
+                         extra=None):
+    """TileLang's persistent GEMM at a small size (a ``T.Persistent`` walk over 128 x 128 tiles on
+    ``sm_num`` blocks, the result staged through a shared tile), with the knobs that decide whether
+    ``unwrap_persistent_walk`` may make it a grid: ``wave_size`` (other than the grid: some tiles
+    another block's), ``clear=False`` (a tile adds onto the previous tile's accumulator),
+    ``stage_type`` (the staging tile's type), ``extra``: ``"block_ids"`` (each tile's block index
+    written to ``D[0, tile]``) or ``"second_reader"`` (the staged tile copied to ``D`` too)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16"),
+             D: T.Tensor((M, N), "float16")):
+        with T.Kernel(sm_num, threads=256) as block_id:
+            A_shared = T.alloc_shared((128, 64), "float16")
+            B_shared = T.alloc_shared((64, 128), "float16")
+            C_local = T.alloc_fragment((128, 128), "float32")
+            C_shared = T.alloc_shared((128, 128), stage_type)
+            for bx, by in T.Persistent([M // 128, N // 128], wave_size or sm_num, block_id):
+                if clear:
+                    T.clear(C_local)
+                for k in T.Pipelined(K // 64, num_stages=2):
+                    T.copy(A[bx * 128, k * 64], A_shared)
+                    T.copy(B[k * 64, by * 128], B_shared)
+                    T.gemm(A_shared, B_shared, C_local)
+                T.copy(C_local, C_shared)
+                T.copy(C_shared, C[bx * 128, by * 128])
+                if extra == "block_ids":
+                    D[0, bx * (N // 128) + by] = T.cast(block_id, "float16")
+                if extra == "second_reader":
+                    T.copy(C_shared, D[bx * 128, by * 128])
 
     return main
