@@ -15,10 +15,10 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     every thread holding ``x[i, j]`` holds ``s[i]``);
   * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
     per thread where those fragments are only computed on in registers, copied to and from global
-    memory and met in T.Parallel loops by unswizzled shared tiles whose elements step with the
-    run, and every row is whole sweeps or a whole number of runs: ``BlockedLayout.vec``),
-    decided in program order where nothing above decides
-    it, after which the rules above apply again.
+    memory and met in T.Parallel loops by unswizzled shared tiles whose elements step with the run,
+    a run being 16 bytes of the tile too (``_run_in_shared``), and every row is whole sweeps or a
+    whole number of runs: ``BlockedLayout.vec``), decided in program order where nothing above
+    decides it, after which the rules above apply again.
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
 words); past ``REGISTER_LIMIT`` the kernel is refused at the fragment that crosses it: a thread has
 255 registers, and NVRTC's time grows fast past that (8 s at 1024 words, 39 s at 2048 on the CPU
