@@ -115,3 +115,37 @@ def test_accesses_given_one_run_never_share_an_element_between_threads(step, for
         start = step * thread + b * uv + c * step * THREADS * vv + d
         for element in range(start, start + w):
             assert touched.setdefault(element, thread) == thread
+
+
+def _kernel(body) -> ir.PrimFunc:
+    tx = ir.Var("tx")
+    launch = ir.Launch(grid=(ir.const(1),), threads=128, block_vars=(ir.Var("bx"),), thread_var=tx)
+    return ir.PrimFunc("k", [], body(tx), launch)
+
+
+def _elided(func) -> int:
+    from tileworkbench.passes.elide_private_syncs import elide_private_syncs
+
+    return elide_private_syncs(func, None).attrs.get("elided_syncs", 0)
+
+
+def test_what_decides_a_branch_or_a_loop_counts_on_its_side_of_the_barrier():
+    s = ir.Buffer("s", (ir.const(128),), ir.dtypes.float32, "shared", attrs={"offset": 0})
+
+    def own(tx):  # each thread writes its own element: nothing to order
+        return ir.seq([ir.BufferStore(s, (tx,), ir.const(1.0)), ir.SyncThreads(), ir.BufferStore(s, (tx,), ir.const(2.0))])
+
+    def flag_in_condition(tx):  # every thread reads s[0] to decide, then thread 0 writes it past the barrier
+        write = ir.IfThenElse(ir.cmp("==", tx, 0), ir.BufferStore(s, (ir.const(0),), ir.const(0.0)))
+        return ir.IfThenElse(ir.cmp(">", ir.BufferLoad(s, (ir.const(0),), ir.dtypes.float32), ir.const(0.0)),
+                             ir.seq([ir.SyncThreads(), write]))
+
+    def flag_in_bound(tx):  # a loop whose trip count every thread reads from s[0], re-written inside
+        k = ir.Var("k")
+        n = ir.cast(ir.BufferLoad(s, (ir.const(0),), ir.dtypes.float32), ir.dtypes.int32)
+        write = ir.IfThenElse(ir.cmp("==", tx, 0), ir.BufferStore(s, (ir.const(0),), ir.const(0.0)))
+        return ir.For(k, n, ir.seq([write, ir.SyncThreads()]))
+
+    assert _elided(_kernel(own)) == 1
+    assert _elided(_kernel(flag_in_condition)) == 0
+    assert _elided(_kernel(flag_in_bound)) == 0
