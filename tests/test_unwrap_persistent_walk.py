@@ -120,3 +120,4 @@ def test_a_staging_tile_read_elsewhere_stays_the_users():
     assert art.func.attrs["persistent_walk"]["applied"]
     assert "C_shared" in kernel_code(art.device_source)  # a second reader: no single copy stands for these
     assert not art.func.attrs["warp_specialized"]["persistent"]["applied"]
+

@@ -81,4 +81,6 @@ from .stmt import (  # noqa: F401
     ScopeRun,
     scope_runs,
     seq,
+    statements,
+    heads_and_bodies,
 )

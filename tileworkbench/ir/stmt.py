@@ -427,6 +427,25 @@ def _same_or_apart(a: ThreadScope, b: ThreadScope) -> bool:
     return same or a.first + a.count <= b.first or b.first + b.count <= a.first
 
 
+def statements(stmt: Stmt) -> list:
+    """A sequence's statements, or the one statement (a body as a list)."""
+    return list(stmt.stmts) if isinstance(stmt, SeqStmt) else [stmt]
+
+
+def heads_and_bodies(stmt: Stmt) -> tuple[list, list]:
+    """What a loop, branch or ``T.ws`` scope evaluates to decide whether its body runs (a loop's
+    start and extent, a condition), and its bodies; ([], []) for any other statement."""
+    if isinstance(stmt, For):
+        return [stmt.start, stmt.extent], [stmt.body]
+    if isinstance(stmt, While):
+        return [stmt.cond], [stmt.body]
+    if isinstance(stmt, IfThenElse):
+        return [stmt.cond], [b for b in (stmt.then_body, stmt.else_body) if b is not None]
+    if isinstance(stmt, ThreadScope):
+        return [], [stmt.body]
+    return [], []
+
+
 def seq(stmts: Sequence[Stmt | None]) -> Stmt:
     """A sequence, flattened, with empty parts dropped (a single statement stays itself)."""
     flat: list[Stmt] = []

@@ -24,6 +24,7 @@ block barrier between (``docs/experiments.md``, "Norms' fragments in runs over s
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from ..ir import nodes as ir
@@ -78,10 +79,10 @@ class _Accesses:
 
     def __init__(self, func: ir.PrimFunc):
         lets = collect(func.body, ir.LetStmt)
-        bound = [let.var for let in lets]
+        bindings = Counter(id(let.var) for let in lets)
         # a name bound twice or re-assigned has no one value: it stays a name (and proves nothing)
-        unclear = reassigned_vars(func.body) | {v for v in bound if sum(b is v for b in bound) > 1}
-        self.names = {let.var: let.value for let in lets if let.var not in unclear}
+        reassigned = reassigned_vars(func.body)
+        self.names = {let.var: let.value for let in lets if bindings[id(let.var)] == 1 and let.var not in reassigned}
 
     def resolved(self, e: ir.Expr) -> ir.Expr:
         for _ in range(32):  # names defined by names
@@ -126,10 +127,6 @@ class _Frame:
     index: int
 
 
-def _flatten(stmt) -> list:
-    return list(stmt.stmts) if isinstance(stmt, ir.SeqStmt) else [stmt]
-
-
 def _is_barrier(stmt) -> bool:
     return isinstance(stmt, ir.SyncThreads) and stmt.threads is None
 
@@ -139,13 +136,8 @@ def _barriers(frame: _Frame):
     for i, stmt in enumerate(frame.stmts):
         if _is_barrier(stmt):
             yield stmt, frame, i
-        bodies = []
-        if isinstance(stmt, (ir.For, ir.While)):
-            bodies = [stmt.body]
-        elif isinstance(stmt, ir.IfThenElse):
-            bodies = [b for b in (stmt.then_body, stmt.else_body) if b is not None]
-        for body in bodies:
-            yield from _barriers(_Frame(_flatten(body), stmt, frame, i))
+        for body in ir.heads_and_bodies(stmt)[1]:
+            yield from _barriers(_Frame(ir.statements(body), stmt, frame, i))
 
 
 class _Sides:
@@ -163,11 +155,7 @@ class _Sides:
 
     def heads(self, owner) -> list:
         """What a loop or branch reads to decide whether its body runs (its condition, its bounds)."""
-        if isinstance(owner, ir.For):
-            return self.accesses.of(ir.Evaluate(ir.Call("bounds", (owner.start, owner.extent))))
-        if isinstance(owner, (ir.While, ir.IfThenElse)):
-            return self.accesses.of(ir.Evaluate(ir.Call("condition", (owner.cond,))))
-        return []
+        return [access for head in ir.heads_and_bodies(owner)[0] for access in self.accesses.of(head)]
 
     def after(self, frame: _Frame, start: int) -> list:
         out, met = self._stmts(frame.stmts[start:])
@@ -239,6 +227,13 @@ def _overlap(a: ir.Buffer, b: ir.Buffer) -> bool:
 
 def _needed(before: list, after: list, owner: _Owner) -> bool:
     """Some element written on one side and touched on the other by another thread, as far as can be told."""
+    runs: dict = {}  # id(access) -> its run, each worked out once
+
+    def run(access):
+        if id(access) not in runs:
+            runs[id(access)] = owner.run(access)
+        return runs[id(access)]
+
     for p in before:
         for q in after:
             if not (p.write or q.write):
@@ -247,8 +242,7 @@ def _needed(before: list, after: list, owner: _Owner) -> bool:
                 if _overlap(p.buffer, q.buffer):
                     return True
                 continue
-            run = owner.run(p)
-            if run is None or owner.run(q) != run:
+            if run(p) is None or run(q) != run(p):
                 return True
     return False
 
@@ -274,7 +268,7 @@ def elide_private_syncs(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     owner = _Owner(func, accesses)
     removed = 0
     while True:
-        root = _Frame(_flatten(out.body), None, None, 0)
+        root = _Frame(ir.statements(out.body), None, None, 0)
         sides = _Sides(accesses)
         for barrier, frame, i in _barriers(root):
             if not _needed(sides.before(frame, i), sides.after(frame, i + 1), owner):

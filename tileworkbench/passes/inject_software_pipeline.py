@@ -37,10 +37,6 @@ from .manager import register
 from .rules.versions import OnVersion
 
 
-def _flatten(stmt) -> list:
-    return list(stmt.stmts) if isinstance(stmt, ir.SeqStmt) else [stmt]
-
-
 def _is_global_to_shared_copy(s) -> bool:
     s = _guarded_copy(s)
     return (isinstance(s, (ir.Copy, ir.Im2Col)) and s.instruction in (None, "cp_async")
@@ -83,7 +79,7 @@ def _split_condition(body: list, loop: ir.For, written: set, outer: set) -> list
     if len(stmts) != 1 or not isinstance(stmts[0], ir.IfThenElse) or stmts[0].else_body is not None:
         return body
     branch = stmts[0]
-    inner = [x for x in _flatten(branch.then_body) if not isinstance(x, ir.Comment)]
+    inner = [x for x in ir.statements(branch.then_body) if not isinstance(x, ir.Comment)]
     copies = [x for x in inner if _is_global_to_shared_copy(x)]
     work = [x for x in inner if not any(x is c for c in copies)]
     if not copies or not work or collect(branch.then_body, ir.TmaCopy) or \
@@ -144,7 +140,7 @@ class _Pipeline(IRMutator):
     def pipeline(self, loop: ir.For, s: int) -> ir.Stmt:
         if collect(loop.body, ir.ThreadScope):
             return self.versions_only(loop, s)
-        body = _split_condition(_flatten(loop.body), loop, self.written, self.outer - {loop.var})
+        body = _split_condition(ir.statements(loop.body), loop, self.written, self.outer - {loop.var})
         tma_loads = [x for x in body if isinstance(x, ir.TmaCopy) and x.is_load]
         thread_loads = [x for x in body if _is_global_to_shared_copy(x)]
         arrived = {id(a.barrier.buffer): a.barrier.buffer for a in collect(loop.body, ir.BarrierArrive)}

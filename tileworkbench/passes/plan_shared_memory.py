@@ -44,7 +44,7 @@ def _size_of(buf: ir.Buffer) -> int:
 
 def _top_level_uses(body) -> tuple[list, dict]:
     """The top-level statements and, per buffer, the indices of those that use it."""
-    stmts = list(body.stmts) if isinstance(body, ir.SeqStmt) else [body]
+    stmts = ir.statements(body)
     uses: dict = {}
     for i, s in enumerate(stmts):
         if isinstance(s, ir.Allocate):

@@ -39,7 +39,7 @@ def stage_epilogue(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         return out
     if ctx.flag(PassConfigKey.TL_DISABLE_TMA_LOWER) or ctx.flag(PassConfigKey.TW_REGISTER_EPILOGUE):
         return out
-    top = list(func.body.stmts) if isinstance(func.body, ir.SeqStmt) else [func.body]
+    top = ir.statements(func.body)
     loops = [i for i, s in enumerate(top) if isinstance(s, ir.For) and s.kind == "pipelined"]
     if len(loops) != 1 or loops[0] != len(top) - 2:
         return out

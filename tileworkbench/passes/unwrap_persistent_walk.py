@@ -33,17 +33,13 @@ from ..ir.visitor import collect, uses_var
 from .manager import register
 
 
-def _flatten(stmt) -> list:
-    return list(stmt.stmts) if isinstance(stmt, ir.SeqStmt) else [stmt]
-
-
 def _loads(node) -> list:
     return [load.buffer for load in collect(node, ir.BufferLoad)]
 
 
 def _reads(stmt) -> list:
     """The buffers a leaf tile-level statement reads (a kind not named here: every buffer it names)."""
-    if isinstance(stmt, ir.Copy):
+    if isinstance(stmt, (ir.Copy, ir.Im2Col)):
         return [stmt.src.buffer] + _loads(stmt)
     if isinstance(stmt, ir.Fill):
         return _loads(stmt)
@@ -53,8 +49,6 @@ def _reads(stmt) -> list:
         return [stmt.src] + ([] if stmt.clear else [stmt.dst]) + _loads(stmt)
     if isinstance(stmt, (ir.BufferStore, ir.Assign, ir.LetStmt)):
         return _loads(stmt)
-    if isinstance(stmt, ir.Im2Col):
-        return [stmt.src.buffer] + _loads(stmt)
     return collect(stmt, ir.Buffer)
 
 
@@ -71,22 +65,10 @@ def _written_whole(stmt) -> list:
     return []
 
 
-def _heads_and_bodies(stmt) -> tuple[list, list]:
-    """(the expressions a loop or branch evaluates before its body, its bodies)."""
-    if isinstance(stmt, ir.For):
-        return [stmt.start, stmt.extent], [stmt.body]
-    if isinstance(stmt, ir.While):
-        return [stmt.cond], [stmt.body]
-    if isinstance(stmt, ir.IfThenElse):
-        return [stmt.cond], [b for b in (stmt.then_body, stmt.else_body) if b is not None]
-    return [], [stmt.body]  # a T.ws scope
-
-
 def stale_read(stmts: list, carried: set) -> ir.Buffer | None:
     """The first buffer of ``carried`` (ids) that ``stmts``, run in order, read before writing it
     whole, else None. Conservative: a write counts only where it runs unconditionally at this
     level (not inside a loop or a branch), and a loop's body is read as its first iteration."""
-    written: set = set()
 
     def walk(stmts: list, written: set) -> ir.Buffer | None:
         for stmt in stmts:
@@ -95,10 +77,10 @@ def stale_read(stmts: list, carried: set) -> ir.Buffer | None:
             elif isinstance(stmt, (ir.Comment, ir.Allocate)):
                 continue
             elif isinstance(stmt, (ir.For, ir.While, ir.IfThenElse, ir.ThreadScope)):
-                heads, bodies = _heads_and_bodies(stmt)
+                heads, bodies = ir.heads_and_bodies(stmt)
                 found = next((b for h in heads for b in _loads(h) if id(b) in carried and id(b) not in written), None)
                 for body in bodies:  # what a loop or a branch writes does not count after it
-                    found = found or walk(_flatten(body), set(written))
+                    found = found or walk(ir.statements(body), set(written))
             else:
                 found = next((b for b in _reads(stmt) if id(b) in carried and id(b) not in written), None)
                 written |= {id(b) for b in _written_whole(stmt)}
@@ -106,27 +88,28 @@ def stale_read(stmts: list, carried: set) -> ir.Buffer | None:
                 return found
         return None
 
-    return walk(stmts, written)
+    return walk(stmts, set())
 
 
-def _walk_parts(loop: ir.For):
-    """(the coordinates' lets, the user's body) of a walk as the front end builds it, else None."""
+def _user_body(loop: ir.For) -> list | None:
+    """The user's body of a walk as the front end builds it (inside the coordinates' lets and the
+    two guards), else None."""
     walk = loop.annotations[ir.PERSISTENT_WALK]
     outer = loop.body
     if not isinstance(outer, ir.IfThenElse) or outer.else_body is not None:
         return None
-    inner = _flatten(outer.then_body)
+    inner = ir.statements(outer.then_body)
     lets, guard = inner[:-1], inner[-1]
     if [x.var for x in lets if isinstance(x, ir.LetStmt)] != list(walk.coords) or len(lets) != len(walk.coords):
         return None
     if not isinstance(guard, ir.IfThenElse) or guard.else_body is not None:
         return None
-    return lets, _flatten(guard.then_body)
+    return ir.statements(guard.then_body)
 
 
 def why_not(func: ir.PrimFunc) -> tuple[str | None, ir.For | None, list]:
     """(None, the walk, the user's body) when the walk can become a grid, else (why not, ...)."""
-    top = [x for x in _flatten(func.body) if not isinstance(x, ir.Comment)]
+    top = [x for x in ir.statements(func.body) if not isinstance(x, ir.Comment)]
     walks = [x for x in top if isinstance(x, ir.For) and x.annotations.get(ir.PERSISTENT_WALK)]
     if not walks:
         return "no T.Persistent loop", None, []
@@ -141,16 +124,15 @@ def why_not(func: ir.PrimFunc) -> tuple[str | None, ir.For | None, list]:
         return "the walk's index is not the block index", loop, []
     if len(walk.domain) > 2:
         return "the domain has more than two dimensions", loop, []
-    parts = _walk_parts(loop)
-    if parts is None:
+    body = _user_body(loop)
+    if body is None:
         return "the walk's loop is not in the front end's form", loop, []
-    lets, body = parts
     if not any(isinstance(x, ir.For) and x.kind == "pipelined" for x in body):
         return "the body has no T.Pipelined loop at its top level", loop, []
     if any(uses_var(x, v) for x in body + top[:-1] for v in (loop.var, launch.block_vars[0])):
         return "the kernel reads the wave or block index other than through the tile's coordinates", loop, []
-    carried = {id(x.buffer): x.buffer for x in top[:-1] if isinstance(x, ir.Allocate) and x.buffer.scope != "global"}
-    stale = stale_read(body, set(carried))
+    carried = {id(x.buffer) for x in top[:-1] if isinstance(x, ir.Allocate) and x.buffer.scope != "global"}
+    stale = stale_read(body, carried)
     if stale is not None:
         return (f"{stale.name} may be read before the tile writes it, so a tile could see the previous tile's "
                 "values"), loop, []
@@ -167,7 +149,7 @@ def unwrap_persistent_walk(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         out.attrs["persistent_walk"] = {"applied": False, "reason": reason}
         return out
     walk = loop.annotations[ir.PERSISTENT_WALK]
-    top = [x for x in _flatten(func.body) if x is not loop]
+    top = [x for x in ir.statements(func.body) if x is not loop]
     out = func.with_body(ir.seq(top + body))
     # the last coordinate along x (TileLang's GEMMs put N's blocks there), the first along y
     out.launch = dataclasses.replace(func.launch, grid=tuple(ir.const(d) for d in reversed(walk.domain)),

@@ -56,7 +56,7 @@ from ..target import PassConfigKey
 from .rules import epilogue as epilogue_rules
 from .rules import persistent as persistent_rules
 from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_REGISTERS, PRODUCER_THREADS, OverlapPlan,
-                                      consumer_registers, consumer_work_only_gemms, flatten, is_tile_load,
+                                      consumer_registers, consumer_work_only_gemms, is_tile_load,
                                       overlap_plan, smem_bytes_with_own_epilogue_tile, why_not)
 from .manager import register
 from .peel_first_iteration import PEEL_FIRST
@@ -191,12 +191,12 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         out = func.with_body(func.body)
         out.attrs["warp_specialized"] = {"applied": False, "reason": reason}
         return out
-    top = flatten(func.body)
+    top = ir.statements(func.body)
     at = next(i for i, s in enumerate(top) if isinstance(s, ir.For) and s.kind == "pipelined")
     loop = top[at]
     s = loop.pipeline.stages
     consumers = func.launch.threads
-    body = [x for x in flatten(loop.body) if not isinstance(x, ir.Comment)]
+    body = [x for x in ir.statements(loop.body) if not isinstance(x, ir.Comment)]
     loads = [x for x in body if is_tile_load(x)]
     work = [x for x in body if not is_tile_load(x)]  # the gemms and what runs between them, in order
     gemm_loop = consumer_work_only_gemms(loop)

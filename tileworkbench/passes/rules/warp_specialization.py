@@ -19,10 +19,6 @@ REGISTER_FILE = 65536
 FULL_ARRIVALS = 32  # the producer warp arrives on ``full``; one lane adds the expected bytes
 
 
-def flatten(stmt) -> list:
-    return list(stmt.stmts) if isinstance(stmt, ir.SeqStmt) else [stmt]
-
-
 def is_tile_load(s) -> bool:
     return (isinstance(s, ir.Copy) and s.instruction is None and s.src.buffer.scope == "global"
             and s.dst.buffer.scope == "shared" and s.src.static_extents() is not None
@@ -58,9 +54,9 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     loop = loops[0]
     if loop.pipeline.stages < 2 and consumer_work_only_gemms(loop):
         return "num_stages < 2 (the producer could not run ahead)"
-    if not any(s is loop for s in flatten(func.body)):
+    if not any(s is loop for s in ir.statements(func.body)):
         return "the pipelined loop is nested in another statement"
-    body = [s for s in flatten(loop.body) if not isinstance(s, ir.Comment)]
+    body = [s for s in ir.statements(loop.body) if not isinstance(s, ir.Comment)]
     loads = [s for s in body if is_tile_load(s)]
     gemms = [s for s in body if isinstance(s, ir.Gemm)]
     if not loads or not gemms:
@@ -129,7 +125,7 @@ def _why_not_consumer_work(work: list, loaded: set) -> str | None:
 def consumer_work_only_gemms(loop: ir.For) -> bool:
     """The loop body is only tile loads and gemms (a GEMM main loop): the consumer may keep a gemm's
     wgmma group running into the next iteration. Otherwise each gemm completes where it stands."""
-    return all(is_tile_load(s) or isinstance(s, (ir.Gemm, ir.Comment)) for s in flatten(loop.body))
+    return all(is_tile_load(s) or isinstance(s, (ir.Gemm, ir.Comment)) for s in ir.statements(loop.body))
 
 
 # Below this many bytes of K per stage (block_K = 32 of 16-bit types) the plain pipeline is faster:
