@@ -121,3 +121,26 @@ def test_a_staging_tile_read_elsewhere_stays_the_users():
     assert "C_shared" in kernel_code(art.device_source)  # a second reader: no single copy stands for these
     assert not art.func.attrs["warp_specialized"]["persistent"]["applied"]
 
+
+def test_a_float32_result_staged_by_the_user_keeps_the_users_tile():
+    # our staging takes 16-bit (and FP8) results only: a float32 one keeps the user's shared round trip
+    M, N, K = 256, 256, 128
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // 128, M // 128, threads=256) as (bx, by):
+            A_shared = T.alloc_shared((128, 64), "float16")
+            B_shared = T.alloc_shared((64, 128), "float16")
+            C_local = T.alloc_fragment((128, 128), "float32")
+            C_shared = T.alloc_shared((128, 128), "float32")
+            T.clear(C_local)
+            for k in T.Pipelined(K // 64, num_stages=2):
+                T.copy(A[by * 128, k * 64], A_shared)
+                T.copy(B[k * 64, bx * 128], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C_shared)
+            T.copy(C_shared, C[by * 128, bx * 128])
+
+    art = tw.lower(main, target="sm_90a")
+    assert art.func.attrs["warp_specialized"]["applied"]
+    assert "C_shared" in kernel_code(art.device_source)

@@ -216,8 +216,10 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             before.append(x)
     epilogue = top[at + 1:]
     register_epilogue = ctx.flag(PassConfigKey.TW_REGISTER_EPILOGUE)
+    users = epilogue, keep
     round_trip = None if register_epilogue else epilogue_rules.shared_round_trip(epilogue, top)
-    if round_trip is not None:  # the user's own staging tile: ours takes its place (and its bytes)
+    if round_trip is not None and epilogue_rules.staged_store(round_trip[0], None, "persistent") is not None:
+        # the user's own staging tile: ours takes its place (and its bytes) where ours can stage it
         epilogue = round_trip[0]
         keep = [x for x in keep if not (isinstance(x, ir.Allocate) and x.buffer is round_trip[1])]
     staged = None if register_epilogue else epilogue_rules.staged_store(epilogue, None, "persistent")
@@ -230,6 +232,8 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     if not persistent and not register_epilogue:
         staged = epilogue_rules.staged_store(epilogue, sum(t.dtype.bytes_for(t.numel) for t in ring),
                                              "consumers")
+        if staged is None:  # no room for ours over the pipeline's tiles: the user's staging stays
+            epilogue, keep = users
     tile_iter = ir.Var("tile_iter") if persistent else None
 
     # The stage counter: iteration k of this block's tile_iter-th tile is stage

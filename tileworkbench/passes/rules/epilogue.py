@@ -18,9 +18,10 @@ def shared_round_trip(epilogue: list, top: list) -> tuple[list, ir.Buffer] | Non
     """``T.copy(fragment, S); T.copy(S, global tile)``, a result staged through a shared tile ``S`` of
     the global tensor's type that no other statement of ``top`` (the kernel's top level) names (TileLang's examples stage their
     TMA store so): ``([the one T.copy(fragment, global tile) it amounts to], S)``, else None.
-    Both convert the fragment's values to the tensor's type once, so the stores are the same;
-    ``staged_store`` then stages the one copy through a tile of its own (swizzled, and placed where
-    the kernel's schedule allows), and the caller drops ``S``'s allocation."""
+    Both convert the fragment's values to the tensor's type once, so the stores are the same. The
+    caller takes it only where ``staged_store`` stages the one copy through a tile of its own
+    (swizzled, and placed where the kernel's schedule allows), and then drops ``S``'s allocation;
+    elsewhere the user's staging stays as written."""
     if len(epilogue) != 2 or not all(isinstance(x, ir.Copy) and x.instruction is None for x in epilogue):
         return None
     into, out = epilogue
