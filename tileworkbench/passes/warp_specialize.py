@@ -217,12 +217,13 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     epilogue = top[at + 1:]
     register_epilogue = ctx.flag(PassConfigKey.TW_REGISTER_EPILOGUE)
     users = epilogue, keep
-    round_trip = None if register_epilogue else epilogue_rules.shared_round_trip(epilogue, top)
-    if round_trip is not None and epilogue_rules.staged_store(round_trip[0], None, "persistent") is not None:
-        # the user's own staging tile: ours takes its place (and its bytes) where ours can stage it
-        epilogue = round_trip[0]
-        keep = [x for x in keep if not (isinstance(x, ir.Allocate) and x.buffer is round_trip[1])]
     staged = None if register_epilogue else epilogue_rules.staged_store(epilogue, None, "persistent")
+    round_trip = None if register_epilogue or staged else epilogue_rules.shared_round_trip(epilogue, top)
+    if round_trip is not None:
+        staged = epilogue_rules.staged_store(round_trip[0], None, "persistent")
+        if staged is not None:  # the user's own staging tile: ours takes its place (and its bytes)
+            epilogue = round_trip[0]
+            keep = [x for x in keep if not (isinstance(x, ir.Allocate) and x.buffer is round_trip[1])]
     own_bytes = smem_bytes_with_own_epilogue_tile(ring, staged[0] if staged else None, s)
     per_tile_stmts = before + ([] if staged else epilogue)  # the staged epilogue's tile is its own
     block_lets = [x for x in keep if isinstance(x, ir.LetStmt)]
