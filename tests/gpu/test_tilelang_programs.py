@@ -276,6 +276,23 @@ def test_atomic_max_and_min_of_floats_of_either_sign_and_of_integers(torch):
     assert torch.equal(ihi, ints.max(dim=1).values)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_atomic_adds_of_an_accumulator_two_at_a_time_or_one_add_up(torch, transposed):
+    """Pairs of float32 sums go out with one 8-byte atomic (tw::atomic_add_pair); each block adds its
+    product into C over C's random start, so a lost or misplaced half shows."""
+    from tests.tilelang_compat.test_atomics import _accumulate_gemm
+
+    kernel = _accumulate_gemm(transposed)
+    a, b = (torch.randn(128, 64, device="cuda", dtype=torch.float16), torch.randn(64, 128, device="cuda",
+                                                                                   dtype=torch.float16))
+    c = torch.randn(128, 128, device="cuda")
+    product = a.double() @ b.double()
+    expected = c.double() + 3 * (product.T if transposed else product)
+    for _ in range(3):  # every call adds the product once more
+        kernel(a, b, c)
+    torch.testing.assert_close(c.double(), expected, rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("src, bits", [("float32", "int32"), ("float16", "int16"), ("bfloat16", "int16")])
 def test_reinterpret_gives_the_bits_torch_views(torch, src, bits):
     """T.reinterpret agrees bit for bit with torch's ``Tensor.view(dtype)``, both ways."""

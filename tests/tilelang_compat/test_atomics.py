@@ -80,3 +80,45 @@ def test_an_integer_max_is_cudas_own_and_a_shared_one_is_ordered_as_a_write():
     body = body[body.find('extern "C"'):]
     update, read = body.index("atomicMax((&acc["), body.index("A[t] = ")
     assert "__syncthreads" in body[update:read]  # the read after the update waits for every thread's
+
+
+def _accumulate_gemm(transposed: bool):
+    """C (float32) += A @ B by atomic adds from a wgmma accumulator, straight or into C's transpose."""
+
+    @tilelang.jit(target=SM90)
+    def k(A, B, C):
+        M, N, K = T.const("M, N, K")
+        A: T.Tensor((M, K), T.float16)
+        B: T.Tensor((K, N), T.float16)
+        C: T.Tensor((M, N), T.float32)
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 64), T.float16)
+            B_s = T.alloc_shared((64, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            T.copy(A[by * 64, 0], A_s)
+            T.copy(B[0, bx * 64], B_s)
+            T.gemm(A_s, B_s, acc, clear_accum=True)
+            for i, j in T.Parallel(64, 64):
+                if transposed:
+                    T.atomic_add(C[bx * 64 + j, by * 64 + i], acc[i, j])
+                else:
+                    T.atomic_add(C[by * 64 + i, bx * 64 + j], acc[i, j])
+
+    return k.compile(M=128, N=128, K=64)
+
+
+def test_neighbouring_float32_atomic_adds_from_an_accumulator_go_two_at_a_time():
+    from tileworkbench.backend import nvrtc
+
+    kernel = _accumulate_gemm(transposed=False)
+    src = kernel.get_kernel_source()
+    assert src.count("tw::atomic_add_pair(") == 1 and "atomicAdd((&C[" not in src
+    assert "atomicAdd(reinterpret_cast<float2*>(p)" in src  # the 8-byte atomic of sm_90
+    assert nvrtc.compile_check(src, SM90, kernel.name).spills_bytes == 0
+    # the pair is one 8-byte access: the launcher checks C's alignment for it
+    assert "rt.tensor('C', C, shape=(128, 128), dtype='float32', strides=(128, 1), align=8)" in kernel.get_host_source()
+
+
+def test_atomic_adds_whose_pair_is_not_neighbours_in_the_tensor_stay_one_element_each():
+    src = _accumulate_gemm(transposed=True).get_kernel_source()
+    assert "tw::atomic_add_pair((" not in src and "atomicAdd((&C[" in src

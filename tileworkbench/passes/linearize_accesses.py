@@ -12,7 +12,7 @@ Guarantees:
     it is (``rules.codegen_ranges``); inside the offset of a tensor with 2^31 elements or more,
     arithmetic of unknown range is ``int64`` (``rules.int_width``); barrier slots are simplified
     likewise;
-  * a loop of 16-bit result stores (``tw::store_pair`` or ``tw::store_matrix_x4``, annotated
+  * a loop of result stores (``tw::store_pair``, ``tw::store_matrix_x4`` or ``tw::atomic_add_pair``, annotated
     ``pairs`` / ``matrices`` by ``partition_parallel_loops``) indexes from a ``BaseOffset``
     declared before it: the part of the offset that does not depend on the loop variable, as a
     pointer into a global tensor or an element offset into a shared tile (whose swizzle applies
@@ -34,7 +34,7 @@ from .rules.codegen_ranges import CodegenWalk
 from .rules.int_width import wide_tensor, widened
 
 _FLAT_SCOPES = ("global", "shared", "local")
-_RESULT_STORES = ("tw::store_pair", "tw::store_matrix_x4")
+_RESULT_STORES = ("tw::store_pair", "tw::store_matrix_x4", "tw::atomic_add_pair")
 
 
 class _Linearize(CodegenWalk):

@@ -10,7 +10,9 @@ Guarantees: no parallel loop and no fragment remains.
     keeps element pairs ``(2m, 2m + 1)`` side by side in a row, and the store's indices provably
     put them side by side in the tensor too (the simplifier must reduce the distance to 1), the
     loop runs over pairs and each thread stores both with one 32-bit ``tw::store_pair`` (the
-    tensor must be 4-byte aligned: the launcher checks ``align_bytes``).
+    tensor must be 4-byte aligned: the launcher checks ``align_bytes``). A nest that only
+    ``T.atomic_add``s fp32 fragment values into a float32 global tensor, pairs likewise side by
+    side, adds both with one 8-byte ``tw::atomic_add_pair`` (sm_90's float2 atomic; 8-byte aligned).
     Into a shared tile on sm_90+ from a wgmma accumulator, whose pairs are 8x8 matrices across a
     warp, four pairs go out with one ``tw::store_matrix_x4`` (``stmatrix``) instead: a quarter of
     the store instructions, and a quarter of the unrolled address arithmetic NVVM and ptxas

@@ -1,7 +1,9 @@
 """16-bit and FP8 results stored from a fragment two or eight at a time, for
 ``partition_parallel_loops``: :meth:`ResultStores.paired_stores` (one 32-bit ``tw::store_pair``,
 or a 16-bit ``tw::store_pair_e4m3``/``_e5m2``, per element pair where the layout and the store's
-indices keep pairs side by side) and
+indices keep pairs side by side; likewise a float32 ``T.atomic_add`` into a global tensor, one
+8-byte ``tw::atomic_add_pair`` per pair: half the atomics, which the L2 serves one instruction at
+a time, for FlashAttention backward's dQ) and
 :meth:`ResultStores.matrix_stores_of` (``stmatrix``, four 8x8 matrices per
 ``tw::store_matrix_x4``, into a shared tile from a wgmma accumulator, where every condition
 around the store is the same for a whole warp: :meth:`ResultStores.warp_uniform`)."""
@@ -30,6 +32,26 @@ def unit_column(buf: ir.Buffer, indices, column: ir.Var) -> Affine | None:
 # two 16-bit values, or one 16-bit store of two FP8 values.
 PAIR_STORES = {"float16": "tw::store_pair", "bfloat16": "tw::store_pair", "float8_e4m3": "tw::store_pair_e4m3",
                "float8_e5m2": "tw::store_pair_e5m2"}
+ATOMIC_ADD_PAIR = "tw::atomic_add_pair"  # two neighbouring float32 sums with one 8-byte atomic (sm_90)
+
+
+def pair_target(body):
+    """``(out, indices, value, call)`` of a nest's one store or float32 atomic add, the call that
+    writes a pair of them; None for any other body."""
+    if isinstance(body, ir.BufferStore):
+        out = body.buffer
+        if out.scope not in ("global", "shared") or out.dtype.name not in PAIR_STORES:
+            return None
+        value = body.value.value if isinstance(body.value, ir.Cast) and body.value.dtype == out.dtype else body.value
+        return out, body.indices, value, PAIR_STORES[out.dtype.name]
+    call = body.call if isinstance(body, ir.Evaluate) else None
+    if not (isinstance(call, ir.Call) and call.name == ir.ATOMIC_ADD):
+        return None
+    target = call.args[0].args[0]  # address_of(out[...])
+    out = target.buffer
+    if out.scope != "global" or out.dtype.name != "float32":
+        return None
+    return out, target.indices, call.args[1], ATOMIC_ADD_PAIR
 
 
 class ResultStores:
@@ -52,18 +74,16 @@ class ResultStores:
 
     def paired_stores(self, node, loop_vars, body, layout):
         """``for jj in T.unroll(local_size / 2): tw::store_pair(&out[...], lo, hi)``, or None
-        where the nest is not a plain fp32-fragment -> 16-bit global store (module doc)."""
+        where the nest is not a plain fp32-fragment -> 16-bit store or float32 atomic add (module doc)."""
         if isinstance(body, ir.IfThenElse) and body.else_body is None:  # a bounds check, if always true
             ranges = {**self.ranges, **{v: (0, n - 1) for v, n in zip(loop_vars, layout.shape)}}
             if not isinstance(cond := simplify(body.cond, ranges), ir.Const) or not cond.value:
                 return None
             body = body.then_body
-        if not (getattr(layout, "adjacent_pairs", False) and isinstance(body, ir.BufferStore)):
+        target = pair_target(body) if getattr(layout, "adjacent_pairs", False) else None
+        if target is None or layout.local_size % 2:
             return None
-        out = body.buffer
-        if out.scope not in ("global", "shared") or out.dtype.name not in PAIR_STORES or layout.local_size % 2:
-            return None
-        value = body.value.value if isinstance(body.value, ir.Cast) and body.value.dtype == out.dtype else body.value
+        out, out_indices, value, writer = target
         if value.dtype.name != "float32" or collect(value, ir.Call):
             return None
         jj = ir.Var("jj")
@@ -74,19 +94,19 @@ class ResultStores:
                 return None
             bind = dict(zip(loop_vars, indices))
             local = FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(value)
-            halves.append((tuple(substitute(i, bind) for i in body.indices), substitute(local, bind)))
+            halves.append((tuple(substitute(i, bind) for i in out_indices), substitute(local, bind)))
         (first, lo), (_, hi) = halves
-        column = unit_column(out, body.indices, loop_vars[-1])
+        column = unit_column(out, out_indices, loop_vars[-1])
         if column is None or not is_multiple_of(simplify(strided_offset(out, first)), 2):
             return None  # the pair's two elements are not neighbours in the tensor, or not aligned
         if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
             needs_alignment(out, out.dtype.bytes_for(2))
         matrices = self.matrix_stores_of(node, loop_vars, body, value, layout, column) \
-            if out.dtype.bits == 16 else None  # stmatrix moves 16-bit elements
+            if out.dtype.bits == 16 and writer != ATOMIC_ADD_PAIR else None  # stmatrix moves 16-bit elements
         if matrices is not None:
             return matrices
         address = ir.Call("address_of", (ir.BufferLoad(out, first, out.dtype),), ir.dtypes.handle)
-        store = ir.Evaluate(ir.Call(PAIR_STORES[out.dtype.name], (address, lo, hi)))
+        store = ir.Evaluate(ir.Call(writer, (address, lo, hi)))
         return ir.For(jj, ir.const(layout.local_size // 2), store, "unrolled",
                       annotations={"layout": layout.describe(), "pairs": True}, loc=node.loc)
 

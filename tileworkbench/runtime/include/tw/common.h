@@ -97,6 +97,17 @@ __device__ __forceinline__ void store_pair(T* p, float lo, float hi) {
   *reinterpret_cast<unsigned int*>(p) = pack2(T{}, lo, hi);
 }
 
+// Two neighbouring float32 sums added with one 8-byte atomic (p 8-byte aligned): sm_90 adds a
+// float2 in one L2 operation, half the atomic instructions of two scalar adds.
+__device__ __forceinline__ void atomic_add_pair(float* p, float lo, float hi) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(p), make_float2(lo, hi));
+#else
+  atomicAdd(p, lo);
+  atomicAdd(p + 1, hi);
+#endif
+}
+
 // Four 8x8 matrices of 16-bit results with one stmatrix (sm_90), a warp-wide instruction every
 // lane of the warp must execute. Lane l gives the address where row l % 8 of matrix l / 8 goes (8
 // contiguous elements, 16-byte aligned) and holds, of each matrix k, row l / 4, columns
