@@ -74,3 +74,17 @@ def test_intervals_hold_every_value(e, kv, tv):
     lo, hi = interval(e, {t: (0, 31), k: (-100, 100)})
     value = _evaluate(e, {k: kv, t: tv})
     assert (lo is None or lo <= value) and (hi is None or value <= hi)
+
+
+def test_a_loop_from_a_block_index_to_a_constant_end_ranges_over_what_it_can_reach():
+    """A causal loop ``for i in range(by, 16)`` is For(start=by, extent=16 - by): its variable
+    stays within 0..15 for every block, though neither its start nor its extent is constant."""
+    from tileworkbench.ir.simplify import loop_range
+
+    by, i = ir.Var("by"), ir.Var("i")
+    body = ir.Evaluate(ir.Call("noop", (), ir.dtypes.int32))
+    causal = ir.For(i, 16 - by, body, start=by)
+    assert loop_range(causal, {by: (0, 15)}) == (0, 15)
+    assert simplify(ir.cmp("<", i * 64 + t, 1024), {by: (0, 15), t: (0, 63), i: loop_range(causal, {by: (0, 15)})}).value
+    unknown_end = ir.For(i, k - by, body, start=by)
+    assert loop_range(unknown_end, {by: (0, 15)}) == (0, None)

@@ -163,6 +163,18 @@ class Affine:
         return out
 
 
+def loop_range(node: ir.For, ranges: dict) -> Interval:
+    """Inclusive bounds of a loop's variable over the iterations it runs, from the least start to
+    the greatest last value ``start + extent - 1``, simplified first so that a start the extent
+    subtracts cancels (a causal loop from ``by`` with extent ``16 - by`` stays within 0..15)."""
+    start, extent = ir.const_int(node.start), ir.const_int(node.extent)
+    if start is not None and extent is not None:
+        return (start, start + extent - 1)
+    int32 = ir.dtypes.int32
+    last = simplify(ir.BinOp("-", ir.BinOp("+", node.start, node.extent, int32), ir.const(1), int32), ranges)
+    return (interval(node.start, ranges)[0], interval(last, ranges)[1])
+
+
 def _key(e: ir.Expr) -> str:
     if isinstance(e, ir.Var):
         return f"var:{id(e)}"
@@ -179,10 +191,9 @@ class RangeTracker:
     reassigned: set | None
 
     def track_loop(self, node: ir.For):
-        start, extent = ir.const_int(node.start), ir.const_int(node.extent)
-        if start is not None:
-            hi = start + extent - 1 if extent is not None else None
-            self.ranges[node.var] = (start, hi)
+        lo, hi = loop_range(node, self.ranges)
+        if lo is not None and (hi is None or lo <= hi):
+            self.ranges[node.var] = (lo, hi)
 
     def track_let(self, node: ir.LetStmt):
         if not node.var.dtype.is_float and node.var not in (self.reassigned or ()):

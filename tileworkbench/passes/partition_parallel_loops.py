@@ -40,7 +40,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import ProjectedLayout, unravel
-from ..ir.simplify import launch_ranges
+from ..ir.simplify import launch_ranges, loop_range
 from ..ir.visitor import IRMutator, collect, uses_var
 from ..target import PassConfigKey
 from .manager import register
@@ -129,10 +129,10 @@ class _Partition(ScopedThreads, ResultStores, IRMutator):
 
     def within_loop(self, node: ir.For):
         """A serial loop's body, its variable's range known (a bounds check on it may be proven)."""
-        start, extent = ir.const_int(node.start), ir.const_int(node.extent)
-        if start is None or extent is None or extent < 1 or node.var in self.ranges:
+        lo, hi = loop_range(node, self.ranges)
+        if lo is None or hi is None or hi < lo or node.var in self.ranges:
             return self.generic_visit(node)
-        self.ranges[node.var] = (start, start + extent - 1)
+        self.ranges[node.var] = (lo, hi)
         try:
             return self.generic_visit(node)
         finally:
