@@ -293,6 +293,17 @@ def test_atomic_adds_of_an_accumulator_two_at_a_time_or_one_add_up(torch, transp
     torch.testing.assert_close(c.double(), expected, rtol=1e-4, atol=1e-3)
 
 
+def test_results_stored_in_float32_pairs_and_rounded_runs_of_four(torch):
+    from tests.tilelang_compat.test_result_runs import doubled_rows, float32_product
+
+    a, b = torch.randn(192, 96, device="cuda", dtype=torch.float16), torch.randn(128, 96, device="cuda",
+                                                                                  dtype=torch.float16)
+    c = float32_product.compile(M=192, N=128, K=96)(a, b)
+    torch.testing.assert_close(c.double(), a.double() @ b.double().T, rtol=1e-4, atol=1e-3)
+    x = torch.randn(256, 128, device="cuda") * 100
+    torch.testing.assert_close(doubled_rows(x), (x * 2).half(), rtol=0, atol=0)  # the same rounding as torch's
+
+
 @pytest.mark.parametrize("src, bits", [("float32", "int32"), ("float16", "int16"), ("bfloat16", "int16")])
 def test_reinterpret_gives_the_bits_torch_views(torch, src, bits):
     """T.reinterpret agrees bit for bit with torch's ``Tensor.view(dtype)``, both ways."""

@@ -40,8 +40,8 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import ProjectedLayout, unravel
-from ..ir.simplify import launch_ranges, loop_range
-from ..ir.visitor import IRMutator, collect, uses_var
+from ..ir.simplify import RangeTracker, launch_ranges, loop_range
+from ..ir.visitor import IRMutator, collect, reassigned_vars, uses_var
 from ..target import PassConfigKey
 from .manager import register
 from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, is_row, is_whole
@@ -67,12 +67,13 @@ def _nest(loop: ir.For):
     return loops, body
 
 
-class _Partition(ScopedThreads, ResultStores, IRMutator):
+class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
     def __init__(self, func: ir.PrimFunc, to_local, matrix_stores: bool):
         self.threads = func.launch.threads
         self.tid = func.launch.thread_var
         self.to_local = to_local
         self.ranges = launch_ranges(func)
+        self.reassigned = reassigned_vars(func.body)
         self.matrix_stores = matrix_stores
         self.conditions: list = []  # the conditions of the ifs around the statement being visited
         self.thread_index = {self.tid}  # the thread index and the kernel's names for it (tid = tx)
@@ -89,6 +90,7 @@ class _Partition(ScopedThreads, ResultStores, IRMutator):
             self.thread_index.add(node.var)
         if any(uses_var(node.value, v) for v in self.thread_dependent):
             self.thread_dependent.add(node.var)
+        self.track_let(node)  # a bounds check on it may be proven (sid = bz)
         return self.generic_visit(node)
 
     def visit_IfThenElse(self, node: ir.IfThenElse):

@@ -6,6 +6,8 @@ It applies to a nest whose body is one element copy between the fragment, indexe
 variables, and a global tensor of the same dtype whose element offset steps by one with the last
 loop variable and is otherwise a multiple of the run (so every run starts 16-byte aligned: the
 launcher checks the tensor's ``align_bytes``), with no bounds guard left after simplification.
+A float32 fragment stored rounded to a 16-bit tensor (``T.copy(acc, Out[...])``) goes likewise,
+4 elements of a run per ``tw::store_rounded4`` (one 8-byte store of the converted values).
 Anything else keeps one access per element (correct, only slower).
 """
 
@@ -41,6 +43,10 @@ def steps_by_one(buf: ir.Buffer, indices, last: ir.Var, run: int) -> bool:
         coef % run == 0 for atom, coef in form.terms.values() if atom is not last)
 
 
+def _loop_indexed(frag_idx, loop_vars) -> bool:
+    return len(frag_idx) == len(loop_vars) and all(i is v for i, v in zip(frag_idx, loop_vars))
+
+
 def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> ir.Stmt | None:
     """The nest as copies of whole runs (module doc), or None where it is not such a copy."""
     if not isinstance(layout, BlockedLayout) or layout.vec == 1:
@@ -49,14 +55,16 @@ def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> 
     if not isinstance(body, ir.BufferStore):
         return None
     value = unwrap_cast(body.value, body.buffer.dtype)
-    if not isinstance(value, ir.BufferLoad) or value.dtype != body.buffer.dtype:
+    if not isinstance(value, ir.BufferLoad):
         return None
+    if value.dtype != body.buffer.dtype:
+        return rounded_run_stores(node, loop_vars, body, value, layout, tid, to_local)
     sides = {body.buffer.scope: (body.buffer, body.indices), value.buffer.scope: (value.buffer, value.indices)}
     if set(sides) != {"fragment", "global"}:
         return None
     frag, frag_idx = sides["fragment"]
     tensor, tensor_idx = sides["global"]
-    if len(frag_idx) != len(loop_vars) or any(i is not v for i, v in zip(frag_idx, loop_vars)):
+    if not _loop_indexed(frag_idx, loop_vars):
         return None
     elem = tensor.dtype.storage_bits // 8
     run_bytes = layout.vec * elem
@@ -79,4 +87,32 @@ def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> 
         reg = address_of(local, (jv * layout.vec + k * per_chunk,))
         moves.append(call(f"tw::copy_vec<{CHUNK_BYTES}>", *((reg, mem) if to_registers else (mem, reg))))
     return ir.For(jv, ir.const(layout.local_size // layout.vec), ir.seq(moves), "unrolled",
+                  annotations={"layout": layout.describe(), "vector": layout.vec}, loc=node.loc)
+
+
+ROUNDED_RUN = 4  # elements per tw::store_rounded4: 8 bytes of a 16-bit tensor
+
+
+def rounded_run_stores(node: ir.For, loop_vars, body: ir.BufferStore, value: ir.BufferLoad, layout, tid,
+                       to_local) -> ir.Stmt | None:
+    """``Out[...] = acc[i, j]`` from a float32 fragment in runs (of a multiple of 4) into a
+    float16/bfloat16 global tensor, as one ``tw::store_rounded4`` per 4 elements of a run, or None
+    where the nest is not such a store."""
+    tensor, frag = body.buffer, value.buffer
+    if not (tensor.scope == "global" and tensor.dtype.name in ("float16", "bfloat16")
+            and frag.scope == "fragment" and frag.dtype.name == "float32" and _loop_indexed(value.indices, loop_vars)):
+        return None
+    if layout.vec % ROUNDED_RUN or not steps_by_one(tensor, body.indices, loop_vars[-1], ROUNDED_RUN):
+        return None
+    jv = ir.Var("jv")
+    start, guard = layout.forward(tid, jv * layout.vec)
+    if guard is not None:
+        return None
+    first = tuple(substitute(i, dict(zip(loop_vars, start))) for i in body.indices)
+    local = to_local(frag)
+    needs_alignment(tensor, tensor.dtype.bytes_for(ROUNDED_RUN))
+    stores = [call("tw::store_rounded4", address_of(tensor, first[:-1] + (simplify(first[-1] + k),)),
+                   address_of(local, (jv * layout.vec + k,)))
+              for k in range(0, layout.vec, ROUNDED_RUN)]
+    return ir.For(jv, ir.const(layout.local_size // layout.vec), ir.seq(stores), "unrolled",
                   annotations={"layout": layout.describe(), "vector": layout.vec}, loc=node.loc)

@@ -1,4 +1,4 @@
-"""16-bit and FP8 results stored from a fragment two or eight at a time, for
+"""16-bit, FP8 and float32 results stored from a fragment two or eight at a time, for
 ``partition_parallel_loops``: :meth:`ResultStores.paired_stores` (one 32-bit ``tw::store_pair``,
 or a 16-bit ``tw::store_pair_e4m3``/``_e5m2``, per element pair where the layout and the store's
 indices keep pairs side by side; likewise a float32 ``T.atomic_add`` into a global tensor, one
@@ -29,9 +29,9 @@ def unit_column(buf: ir.Buffer, indices, column: ir.Var) -> Affine | None:
 
 
 # The call that stores two neighbouring float32 results rounded to each type: one 32-bit store of
-# two 16-bit values, or one 16-bit store of two FP8 values.
+# two 16-bit values, one 16-bit store of two FP8 values, or one 64-bit store of two float32 values.
 PAIR_STORES = {"float16": "tw::store_pair", "bfloat16": "tw::store_pair", "float8_e4m3": "tw::store_pair_e4m3",
-               "float8_e5m2": "tw::store_pair_e5m2"}
+               "float8_e5m2": "tw::store_pair_e5m2", "float32": "tw::store_pair"}
 ATOMIC_ADD_PAIR = "tw::atomic_add_pair"  # two neighbouring float32 sums with one 8-byte atomic (sm_90)
 
 
@@ -42,6 +42,8 @@ def pair_target(body):
         out = body.buffer
         if out.scope not in ("global", "shared") or out.dtype.name not in PAIR_STORES:
             return None
+        if out.dtype.name == "float32" and out.scope != "global":
+            return None  # into shared memory a pair of float32 meets the same banks as two stores
         value = body.value.value if isinstance(body.value, ir.Cast) and body.value.dtype == out.dtype else body.value
         return out, body.indices, value, PAIR_STORES[out.dtype.name]
     call = body.call if isinstance(body, ir.Evaluate) else None

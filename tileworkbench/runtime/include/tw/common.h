@@ -97,6 +97,18 @@ __device__ __forceinline__ void store_pair(T* p, float lo, float hi) {
   *reinterpret_cast<unsigned int*>(p) = pack2(T{}, lo, hi);
 }
 
+// Four neighbouring float32 results rounded to 16 bits and stored with one 8-byte access (p 8-byte
+// aligned): a fragment held in runs written to a 16-bit tensor.
+template <typename T>
+__device__ __forceinline__ void store_rounded4(T* p, const float* v) {
+  *reinterpret_cast<uint2*>(p) = make_uint2(pack2(T{}, v[0], v[1]), pack2(T{}, v[2], v[3]));
+}
+
+// Two neighbouring float32 results with one 64-bit store (p 8-byte aligned).
+__device__ __forceinline__ void store_pair(float* p, float lo, float hi) {
+  *reinterpret_cast<float2*>(p) = make_float2(lo, hi);
+}
+
 // Two neighbouring float32 sums added with one 8-byte atomic (p 8-byte aligned): sm_90 adds a
 // float2 in one L2 operation, half the atomic instructions of two scalar adds.
 __device__ __forceinline__ void atomic_add_pair(float* p, float lo, float hi) {
