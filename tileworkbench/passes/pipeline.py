@@ -24,7 +24,6 @@ from . import (  # noqa: F401 - importing registers the passes
     lower_tma,
     partition_parallel_loops,
     peel_first_iteration,
-    peel_last_iteration,
     plan_shared_memory,
     rasterize_blocks,
     resolve_int_arithmetic,
@@ -66,7 +65,6 @@ PIPELINE = [
 
 CODEGEN = [
     "peel_first_iteration",  # codegen: an overlapped two-gemm consumer loop runs its first iteration ahead of the loop
-    "peel_last_iteration",  # codegen: a loop whose branches differ only on its last iteration runs that one after it
     "linearize_accesses",  # codegen: every access one element offset; result stores from a hoisted base
     "resolve_int_arithmetic",  # codegen: int64 where values may pass int32, C division where exact, loop forms
 ]
