@@ -137,3 +137,41 @@ def test_uniformity_follows_scalars_fragments_and_indices():
     variance = Variance(main)
     uniform = [variance.is_uniform(s.cond) for s in collect(main.body, ir.IfThenElse)]
     assert uniform == [True, False, True, False, False, False, True]
+
+
+def chained_tiles():
+    """Retention's shape: each iteration fills ``a`` (scaled, element by element) and ``b`` (a copy)
+    from global memory, multiplies them, stages the product in ``t`` and ends with a gemm that reads
+    ``t`` and ``b``; ``b``'s next fill must wait for that last read, ``a``'s need not (its last
+    reader is before the barrier ``t`` needs)."""
+    @T.prim_func
+    def main(A: T.Tensor((512, 64), "float16"), B: T.Tensor((512, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((64, 64), "float16")
+            b = T.alloc_shared((64, 64), "float16")
+            t = T.alloc_shared((64, 64), "float16")
+            s = T.alloc_fragment((64, 64), "float32")
+            state = T.alloc_fragment((64, 64), "float32")
+            T.clear(state)
+            for i in T.serial(8):
+                for r, c in T.Parallel(64, 64):
+                    a[r, c] = A[i * 64 + r, c] * 0.5
+                T.copy(B[i * 64, 0], b)
+                T.gemm(a, b, s, clear_accum=True)
+                T.copy(s, t)
+                T.gemm(t, b, state)
+            T.copy(state, C)
+    return main
+
+
+def test_a_barrier_for_the_last_iterations_reads_goes_on_top_when_that_costs_none():
+    """The barrier ``b``'s fill needs (after the previous iteration's last gemm) stands at the top of
+    the body, before ``a``'s fill: both tiles' global loads are then in flight together, and the
+    body still has three barriers (the others before each gemm)."""
+    body = _loop_bodies(tw.lower(chained_tiles(), target=SM90).device_source)["i"]
+    lines = [x.strip() for x in body.splitlines()]
+    syncs = [n for n, x in enumerate(lines) if x == "__syncthreads();"]
+    loads = [n for n, x in enumerate(lines) if "(&A[" in x or "(&B[" in x]
+    gemms = [n for n, x in enumerate(lines) if "wgmma_gemm" in x]
+    assert len(syncs) == 3 and len(gemms) == 2 and len(loads) == 2, body
+    assert syncs[0] < min(loads) and max(loads) < syncs[1] < gemms[0] < syncs[2] < gemms[1], body

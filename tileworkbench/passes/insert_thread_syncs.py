@@ -16,7 +16,10 @@ against other atomic adds (they commute: threads may add in any order); ``T.atom
 are ordered as writes. A shared buffer that
 different iterations of a serial loop touch only at different elements (``A_s[k]``, ``B_s[tx, k]``
 in ``for k``) carries no hazard from one iteration to the next; a sync needed only because of what
-came before a loop goes before it, not into every iteration.
+came before a loop goes before it, not into every iteration. Each sync stands right before the
+statement that needs it, except that a loop body's first sync moves to the top of the body when
+the statements it passes fill tiles from global memory and the body needs no more syncs for it
+(``_sync_on_top``: those loads then overlap the ones after it).
 Inside a ``WarpSpecialize`` only the consumer side gets syncs (the producer side is TMA only).
 Inside a ``T.ws`` scope (``ThreadScope``) the syncs between its own threads' accesses stand inside
 it (``scope_consumer_syncs`` makes them barriers of its threads only); see ``_thread_scope`` for
@@ -281,6 +284,35 @@ def _thread_scope(s: ir.ThreadScope, state: _State, variance: Variance, out: lis
     return state.merge(end)
 
 
+def _loads_tiles(stmt) -> bool:
+    """Whether ``stmt`` fills a shared tile from global memory with the threads' own loads (a
+    ``T.copy`` that is not TMA, or a ``T.Parallel`` store of global loads)."""
+    for copy in collect(stmt, ir.Copy):
+        if copy.instruction != "tma" and copy.src.buffer.scope == "global" and copy.dst.buffer.scope == "shared":
+            return True
+    return any(store.buffer.scope == "shared" and any(ld.buffer.scope == "global" for ld in collect(store.value, ir.BufferLoad))
+               for store in collect(stmt, ir.BufferStore))
+
+
+def _sync_on_top(source, body, end: _State, role, variance: Variance):
+    """A loop body whose first sync waits for what the previous iteration left (a write after its
+    reads) behind statements that fill tiles from global memory: the same number of syncs with one
+    at the top of the body instead, when that is all it takes, so those loads and the ones after the
+    old sync are in flight together (retention's q, k and v tiles: one memory latency an iteration,
+    not two). Else the body as it was."""
+    stmts = body.stmts if isinstance(body, ir.SeqStmt) else [body]
+    first = next((i for i, x in enumerate(stmts) if _syncs(x)), 0)
+    if first == 0 or not isinstance(stmts[first], ir.SyncThreads) \
+            or not any(_loads_tiles(x) for x in stmts[:first]):
+        return body, end
+    top, top_end = _block(source, _State(role=role), variance)
+    if _syncs(top) + 1 > _syncs(body):
+        return body, end
+    synced: list = []
+    _sync(synced)
+    return ir.seq(synced + [top]), top_end
+
+
 def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
     out: list = []
     stmts = stmt.stmts if isinstance(stmt, ir.SeqStmt) else [stmt]
@@ -299,6 +331,8 @@ def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
                     # Only what came before the loop needs this one: a sync before it, not one per iteration.
                     _sync(out)
                     body, end = carried, carried_end
+            if _syncs(body) and s.kind != "unrolled":
+                body, end = _sync_on_top(s.body, body, end, state.role, variance)
             out.append(dataclasses.replace(s, body=body))
             state = state.merge(end)
         elif isinstance(s, ir.WarpSpecialize):
