@@ -147,11 +147,9 @@ def chained_tiles():
     @T.prim_func
     def main(A: T.Tensor((512, 64), "float16"), B: T.Tensor((512, 64), "float16"), C: T.Tensor((64, 64), "float32")):
         with T.Kernel(1, threads=128):
-            a = T.alloc_shared((64, 64), "float16")
-            b = T.alloc_shared((64, 64), "float16")
-            t = T.alloc_shared((64, 64), "float16")
-            s = T.alloc_fragment((64, 64), "float32")
-            state = T.alloc_fragment((64, 64), "float32")
+            a, b, t = T.alloc_shared((64, 64), "float16"), T.alloc_shared((64, 64), "float16"), \
+                T.alloc_shared((64, 64), "float16")
+            s, state = T.alloc_fragment((64, 64), "float32"), T.alloc_fragment((64, 64), "float32")
             T.clear(state)
             for i in T.serial(8):
                 for r, c in T.Parallel(64, 64):
