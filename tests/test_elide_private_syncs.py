@@ -149,3 +149,40 @@ def test_what_decides_a_branch_or_a_loop_counts_on_its_side_of_the_barrier():
     assert _elided(_kernel(own)) == 1
     assert _elided(_kernel(flag_in_condition)) == 0
     assert _elided(_kernel(flag_in_bound)) == 0
+
+
+def test_a_quotient_and_remainder_of_one_index_are_put_back_together():
+    """``(x // b) * b c + (x % b) * c`` is ``x * c``: a copy that splits its flat index into a row
+    and a column of 16-byte pieces still gives each thread its own run."""
+    from tileworkbench.ir.printer import expr_text
+    from tileworkbench.passes.elide_private_syncs import _recombined
+
+    tx, it = ir.Var("tx"), ir.Var("it")
+    flat = it * 128 + tx
+    form = _recombined(flat // 8 * 32 + flat % 8 * 4 + 7)
+    assert {expr_text(a): c for a, c in form.terms.values()} == {"it": 512, "tx": 4} and form.const == 7
+    unrelated = _recombined(tx // 8 * 32 + tx % 8 * 3)  # 32 is not 8 * 3: left as it is
+    assert {expr_text(a) for a, _ in unrelated.terms.values()} == {"tx // 8", "tx % 8"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-300, 300), st.sampled_from([2, 4, 8, 32]), st.integers(-5, 5), st.integers(-9, 9))
+def test_putting_a_quotient_and_remainder_back_keeps_the_value(x, b, c, k):
+    from tileworkbench.passes.elide_private_syncs import _recombined
+
+    v = ir.Var("v")
+    form = _recombined(v // b * (b * c) + v % b * c + k)
+    assert all(atom is v for atom, _ in form.terms.values())  # put back together: v alone
+    value = form.const + sum(coef * x for _, coef in form.terms.values())
+    assert value == (x // b) * (b * c) + (x % b) * c + k  # Python's // and % are floor division's
+
+
+def test_elementwise_add_through_shared_tiles_needs_no_barrier():
+    """TileLang's elementwise example copies A and B into shared tiles, adds them into a fragment,
+    copies that into a third tile and out: with the fragment in the copies' 16-byte runs each thread
+    meets only what it copied itself, so neither barrier stays."""
+    from tileworkbench.examples.tilelang_programs import elementwise
+
+    code = kernel_code(elementwise.CASES["elementwise_add"]["compile"]().get_kernel_source())
+    assert "__syncthreads" not in code and code.count("tw::copy_vec<16>") == 3
+    assert "int x = (((tx * 4) % 32) + (j % 4));" in code  # four neighbours a thread

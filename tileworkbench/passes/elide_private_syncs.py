@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..ir import nodes as ir
+from ..ir.printer import expr_text
 from ..ir.simplify import Affine, interval, launch_ranges, simplify
 from ..ir.visitor import IRMutator, collect, reassigned_vars, substitute
 from .manager import register
@@ -180,6 +181,34 @@ class _Sides:
         return out
 
 
+_DIV_MOD = {"//": "%", "truncdiv": "truncmod"}  # a quotient's op -> its remainder's
+
+
+def _recombined(e: ir.Expr) -> Affine:
+    """``e`` as an affine form in which ``(x // b) * b c + (x % b) * c`` is ``x * c`` again: a copy's
+    thread split into rows and columns (``i0 = flat / 8``, ``i1 = flat % 8``, offset ``i0 * 32 +
+    i1 * 4``) touches ``4 * flat`` (exact for floor division, and for C's where ``x >= 0``, which
+    the simplifier's ``truncdiv`` already means)."""
+    form = Affine.of(e)
+    while True:
+        quotients = {}
+        for key, (atom, coef) in form.terms.items():
+            if isinstance(atom, ir.BinOp) and atom.op in _DIV_MOD and ir.const_int(atom.b):
+                quotients[(_DIV_MOD[atom.op], expr_text(atom.a), ir.const_int(atom.b))] = (key, coef)
+        pair = None
+        for key, (atom, coef) in form.terms.items():
+            if isinstance(atom, ir.BinOp) and ir.const_int(atom.b):
+                found = quotients.get((atom.op, expr_text(atom.a), ir.const_int(atom.b)))
+                if found is not None and found[1] == coef * ir.const_int(atom.b):
+                    pair = (found[0], key, atom.a, coef)
+                    break
+        if pair is None:
+            return form
+        quotient, remainder, x, c = pair
+        rest = Affine({k: v for k, v in form.terms.items() if k not in (quotient, remainder)}, form.const)
+        form = rest.plus(Affine.of(simplify(x * c)))
+
+
 class _Owner:
     """Which thread an access gives each element to (module doc), or None where it cannot tell."""
 
@@ -194,7 +223,7 @@ class _Owner:
 
     def run(self, access: _Access) -> int | None:
         """``S``: the access touches elements of thread ``tx``'s own run of ``S`` in each period of ``S * threads``."""
-        form = Affine.of(simplify(access.offset, self.ranges))
+        form = _recombined(simplify(access.offset, self.ranges))
         steps = [coef for atom, coef in form.terms.values() if atom is self.tx]
         if len(steps) != 1 or steps[0] <= 0:
             return None

@@ -15,8 +15,9 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     every thread holding ``x[i, j]`` holds ``s[i]``);
   * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
     per thread where those fragments are only computed on in registers, copied to and from global
-    memory and met in T.Parallel loops by unswizzled shared tiles whose elements step with the run,
-    a run being 16 bytes of the tile too (``_run_in_shared``), and every row is whole sweeps or a
+    memory, met in T.Parallel loops by unswizzled shared tiles whose elements step with the run,
+    a run being 16 bytes of the tile too (``_run_in_shared``), or copied to and from such a tile of
+    their own shape (``_elementwise_step``), and every row is whole sweeps or a
     whole number of runs: ``BlockedLayout.vec``), decided in program order where nothing above
     decides it, after which the rules above apply again.
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
@@ -85,6 +86,18 @@ def _run_in_shared(access, last: ir.Var, vec: int) -> bool:
     return steps_by_one(buf, access.indices, last, vec)
 
 
+def _elementwise_step(frag: ir.Region, other: ir.Region):
+    """For a copy between a fragment and a shared tile region of the same shape: the tile's access
+    in the loop nest the copy lowers to (``rules.copies``: element ``[s + i, t + j]`` for the
+    fragment's ``[i, j]``) and that nest's innermost variable, as ``_run_in_shared`` checks a
+    T.Parallel loop's; None for any other copy."""
+    if other.buffer.scope != "shared" or other.static_extents() != tuple(frag.buffer.static_shape()):
+        return None
+    loop_vars = [ir.Var(f"i{d}") for d in range(len(other.extents))]
+    indices = tuple(start + v for start, v in zip(other.starts, loop_vars))
+    return ir.BufferLoad(other.buffer, indices, other.buffer.dtype), loop_vars[-1]
+
+
 class _Relations(IRVisitor):
     """What the program says about fragments' layouts: pairs that share one (``same``), and
     (part, whole, kept) triples where ``part`` has the rows of ``whole`` (``rows``)."""
@@ -131,7 +144,12 @@ class _Relations(IRVisitor):
         if src.scope == "fragment" and dst.scope == "fragment":
             self.same.append((src, dst, node.loc))
         elif "fragment" in (src.scope, dst.scope) and "global" not in (src.scope, dst.scope):
-            self.not_runs |= {id(b) for b in (src, dst) if b.scope == "fragment"}
+            frag, other = (node.src, node.dst) if src.scope == "fragment" else (node.dst, node.src)
+            step = _elementwise_step(frag, other)
+            if step is None:
+                self.not_runs.add(id(frag.buffer))
+            else:  # a shared tile of the fragment's shape: its runs are checked like a T.Parallel loop's
+                self.shared_steps.setdefault(id(frag.buffer), []).append(step)
 
     def visit_Gemm(self, node: ir.Gemm):
         self.not_runs |= {id(r.buffer) for r in (node.a, node.b, node.c) if r.buffer.scope == "fragment"}
