@@ -67,9 +67,14 @@ def test_a_gemm_into_part_of_an_accumulator_is_refused():
 
 
 def test_offsets_past_2_to_the_31_are_64_bit():
-    code = kernel_part(tw.lower(big_tensor_copy(65536), target=SM90))
+    # the threads' copy in and out (TMA lowering off: by default the copy out is a TMA store,
+    # whose coordinates are per dimension and stay 32-bit)
+    threads_only = {"tl.disable_tma_lower": True}
+    code = kernel_part(tw.lower(big_tensor_copy(65536), target=SM90, pass_configs=threads_only))
     assert "(&A[(((((long long)(by) * 8388608) + (i0 * 65536)) + (bx * 128)) + (i1 * 8))])" in code
     assert "(&B[(((((long long)(by) * 8388608) + (i0_1 * 65536)) + (bx * 128)) + (i1_1 * 8))])" in code
+    by_tma = kernel_part(tw.lower(big_tensor_copy(65536), target=SM90))
+    assert "(&A[(((((long long)(by) * 8388608)" in by_tma and "tw::tma_store(B_desc, (&s[0]), (bx * 128), (by * 128));" in by_tma
     small = kernel_part(tw.lower(big_tensor_copy(4096), target=SM90))
     assert "long long" not in small and "(&A[((((by * 524288) + (i0 * 4096))" in small
 

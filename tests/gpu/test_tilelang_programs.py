@@ -304,6 +304,20 @@ def test_results_stored_in_float32_pairs_and_rounded_runs_of_four(torch):
     torch.testing.assert_close(doubled_rows(x), (x * 2).half(), rtol=0, atol=0)  # the same rounding as torch's
 
 
+@pytest.mark.parametrize("n", [256, 248])
+def test_a_last_tile_stored_by_tma_matches_and_clips_at_the_tensors_end(torch, n):
+    """248 = 7 tiles of 32 and a partial one: the tensor map clips the last tiles' rows and columns
+    (its rows are 992 bytes, a multiple of TMA's 16)."""
+    from tests.test_store_last_tile_by_tma import staged_sum
+
+    kernel = tilelang.compile(staged_sum(n=n))
+    assert "tw::tma_store(C_desc" in kernel.get_kernel_source()
+    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    c = torch.full((n, n), float("nan"), device="cuda")  # an element left unwritten stays NaN
+    kernel(a, b, c)
+    assert torch.equal(c, a + b)
+
+
 @pytest.mark.parametrize("src, bits", [("float32", "int32"), ("float16", "int16"), ("bfloat16", "int16")])
 def test_reinterpret_gives_the_bits_torch_views(torch, src, bits):
     """T.reinterpret agrees bit for bit with torch's ``Tensor.view(dtype)``, both ways."""

@@ -102,12 +102,22 @@ def shared_round_trip(A):
     return B
 
 
-def test_block_barriers_without_tma_or_wgmma_carry_no_async_proxy_fence():
+def test_block_barriers_carry_an_async_proxy_fence_only_where_tma_reads_after_them():
+    """The copy out is a TMA bulk store (``store_last_tile_by_tma``): the barrier before it needs the
+    fence that makes the threads' writes visible to TMA; the barrier between the copy in and the
+    loop orders threads only, and no wgmma or TMA load reads anything, so it carries none. Without
+    TMA lowering, no barrier carries one."""
     body = _kernel_part(shared_round_trip.compile(n=4).get_kernel_source())
-    assert "__syncthreads()" in body and "fence_proxy_async" not in body
+    assert body.count("__syncthreads()") == 2 and body.count("fence_proxy_async") == 1
+    assert body.index("fence_proxy_async") > body.index("__syncthreads()")  # the second barrier's only
+    assert body.index("fence_proxy_async") < body.index("tw::tma_store(")
+    plain = tilelang.jit(target=SM90, pass_configs={tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True})(
+        shared_round_trip.fn)
+    plain_body = _kernel_part(plain.compile(n=4).get_kernel_source())
+    assert "__syncthreads()" in plain_body and "fence_proxy_async" not in plain_body and "tma_store" not in plain_body
     keep = tilelang.jit(target=SM90, pass_configs={tilelang.PassConfigKey.TW_KEEP_PROXY_FENCES: True})(
         shared_round_trip.fn)
-    assert "fence_proxy_async" in _kernel_part(keep.compile(n=4).get_kernel_source())
+    assert _kernel_part(keep.compile(n=4).get_kernel_source()).count("fence_proxy_async") == 2
 
 
 @tilelang.jit(target=SM90)

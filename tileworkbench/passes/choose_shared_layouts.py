@@ -10,7 +10,8 @@ Guarantees:
     tile wants the same layout of it: where two would disagree (one accumulator fed by a wgmma
     and an mma.sync gemm, or by two wgmma forms; one tile read K-major by one gemm and N-major by
     another), the gemms involved take the mma.sync path, whose layouts always agree;
-  * other gemm operand tiles and tiles moved by a descriptor TMA get the swizzle their inner
+  * other gemm operand tiles and tiles moved by a descriptor TMA (but for the tile of a final
+    store, ``rules.tma.STORE_ONLY``) get the swizzle their inner
     dimension allows (``rules.tma.swizzle_for_tile``), or, when their rows are wider than 128
     bytes (an epilogue tile, say), 128-byte panels with the 128B swizzle where TMA can move
     them so; every other tile stays unswizzled, so contiguous TMA copies into it can be
@@ -145,6 +146,8 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         else:
             wanted.update(id(r.buffer) for r in (gemm.a, gemm.b) if r.buffer.scope == "shared")
     for g_region, buf in pairs:
+        if buf.attrs.get(tma_rules.STORE_ONLY):
+            continue  # the layout its writers want (a tensor map of any swizzle stores it)
         if not tma_rules.is_contiguous(g_region) or tma_rules.region_bytes(g_region) % 16:
             wanted.add(id(buf))  # a descriptor is needed anyway: give it the fast layout
     # mma.sync reads its operand tiles with a plain row stride (a swizzle, but never panels)

@@ -10,7 +10,10 @@ already order before the next TMA write. Loops with generic reads keep their fen
 A kernel in which nothing uses the async proxy at all (no TMA, no wgmma: ``ASYNC_PROXY_CALLS``)
 loses every such fence: ``insert_thread_syncs`` puts one before each block barrier in case the
 reader is TMA or wgmma, and without either it orders nothing (an elementwise kernel or a
-reduction through shared memory).
+reduction through shared memory). A kernel whose only async-proxy work is TMA stores
+(``store_last_tile_by_tma``'s result tile) keeps only the fence ``lower_tma`` puts before each
+store's barrier: that fence orders every write its thread made before it, which is all a store
+reads; the others order nothing any async-proxy read needs.
 """
 
 from __future__ import annotations
@@ -61,6 +64,43 @@ class _DropFences(IRMutator):
         return ir.seq([s for s in node.stmts if not _is_fence(s)])
 
 
+def _only_tma_stores(body) -> bool:
+    names = [c.name for c in collect(body, ir.Call) if c.name.startswith(ASYNC_PROXY_CALLS)]
+    return bool(names) and all(n.startswith(("tw::tma_store<", "tw::tma_store_")) or n == "tw::tma_store"
+                               for n in names) and not collect(body, ir.TmaCopy)
+
+
+def _stores(stmt) -> int:
+    return sum(c.name == "tw::tma_store" for c in collect(stmt, ir.Call))
+
+
+def _issue(stmt) -> bool:
+    """``lower_tma``'s issue of a store: one thread's ``if`` around the stores and their commit,
+    nothing else (no loop, barrier or other work the fence before it would have to cover)."""
+    return isinstance(stmt, ir.IfThenElse) and stmt.else_body is None and _stores(stmt) > 0 and all(
+        isinstance(x, ir.Evaluate) for x in ir.statements(stmt.then_body))
+
+
+class _StoreFencesOnly(IRMutator):
+    """Every fence but those right before a barrier that a TMA store follows; ``fenced`` counts
+    the stores behind a kept fence (the caller checks it is every store)."""
+
+    def __init__(self):
+        self.fenced = 0
+
+    def visit_SeqStmt(self, node: ir.SeqStmt):
+        node = self.generic_visit(node)
+        stmts, kept = node.stmts, []
+        for i, s in enumerate(stmts):
+            before_store = i + 2 < len(stmts) and isinstance(stmts[i + 1], ir.SyncThreads) and _issue(stmts[i + 2])
+            if not _is_fence(s):
+                kept.append(s)
+            elif before_store:
+                kept.append(s)
+                self.fenced += _stores(stmts[i + 2])
+        return ir.seq(kept)
+
+
 def _uses_async_proxy(body) -> bool:
     return any(c.name.startswith(ASYNC_PROXY_CALLS) for c in collect(body, ir.Call)) or bool(
         collect(body, ir.TmaCopy))
@@ -72,4 +112,10 @@ def elide_proxy_fences(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         return func
     if not _uses_async_proxy(func.body):
         return func.with_body(_DropFences().visit(func.body))
+    if _only_tma_stores(func.body):
+        pruned = _StoreFencesOnly()
+        body = pruned.visit(func.body)
+        if pruned.fenced == _stores(func.body):  # every store still behind its fence, else keep them all
+            return func.with_body(body)
+        return func
     return func.with_body(_Elide().visit(func.body))

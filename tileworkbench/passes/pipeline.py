@@ -31,6 +31,7 @@ from . import (  # noqa: F401 - importing registers the passes
     simplify_ir,
     split_uniform_selects,
     stage_epilogue,
+    store_last_tile_by_tma,
     unwrap_persistent_walk,
     vectorize_loops,
     verify_tile_ops,
@@ -44,6 +45,7 @@ PIPELINE = [
     "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse
     "warp_specialize",  # tile: producer warpgroup + full/empty mbarriers for a TMA/wgmma GEMM loop
     "stage_epilogue",  # tile: any other pipelined GEMM stores its result through shared memory + TMA
+    "store_last_tile_by_tma",  # tile: a kernel's last copy of a whole shared tile to global memory is one TMA store
     "inject_software_pipeline",  # tile: T.Pipelined -> prologue/steady/epilogue, versioned buffers
     "choose_shared_layouts",  # tile: swizzle of every shared tile
     "insert_thread_syncs",  # tile: __syncthreads between threads' shared-memory accesses

@@ -18,6 +18,9 @@ from ...ir import nodes as ir
 from ...ir.records import TmaDescriptor
 
 SWIZZLE_CODES = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
+# Buffer attr: a tile whose only TMA is the store of its threads' result (store_last_tile_by_tma),
+# so choose_shared_layouts gives it the layout the threads writing it want, not a swizzle for TMA.
+STORE_ONLY = "tma_store_only"
 SWIZZLE_NAMES = {0: "none", 32: "32B", 64: "64B", 128: "128B"}
 DEVICE_BOUND_ERROR = "bound inside the device function body"
 
