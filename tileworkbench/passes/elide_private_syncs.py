@@ -5,8 +5,10 @@ Expects: the block barriers ``insert_thread_syncs`` (and the reduction rules) pl
 threads' mapping was not known yet: a ``T.copy`` into a shared tile and a ``T.Parallel`` loop over
 it got a barrier between them because some thread might read what another wrote.
 Applies to kernels of plain loads and stores, vector copies (``tw::copy_vec``, ``tw::zero_vec``),
-warp shuffles and arithmetic (``_pure_call``): no TMA, mbarrier, cp.async, tensor-core or matrix
-instruction, swizzled tile, atomic, raw CUDA text, warp specialisation or ``T.ws`` scope (``why_not``).
+warp shuffles and arithmetic (``_pure_call``), and TMA stores of tiles (``store_last_tile_by_tma``'s:
+modelled as an unknown thread reading the whole tile and writing the global region, so the barrier
+before one always stays): no TMA load, mbarrier, cp.async, tensor-core or matrix instruction,
+swizzled tile, atomic, other raw CUDA text, warp specialisation or ``T.ws`` scope (``why_not``).
 Guarantees: a block-wide ``T.sync_threads()`` is removed only when, for every buffer (shared or
 global) written on one side of it and read or written on the other, each element both sides may
 touch is touched by the same thread on both. The sides are every access that can run between the
@@ -48,12 +50,23 @@ def _pure_call(call: ir.Call) -> bool:
             or name.startswith(_PURE_PREFIXES))
 
 
+# A TMA store of a tile (``store_last_tile_by_tma``), its commit and wait, the elect that issues it
+# and the proxy fence before it: the store counts as one unknown thread reading the whole tile and
+# writing the global region (``_Accesses.store_accesses``), so the barrier before it always stays.
+_STORE_CALLS = ("tw::tma_store", "tw::tma_store_arrive")
+_STORE_PREFIXES = ("tw::tma_store_wait<", "tw::shuffle_elect<", "tw::fence_proxy_async")
+
+
+def _store_call(call: ir.Call) -> bool:
+    return call.name in _STORE_CALLS or call.name.startswith(_STORE_PREFIXES)
+
+
 def why_not(func: ir.PrimFunc) -> str | None:
     """None when the kernel is of the kind this pass reasons about, else why not."""
     if func.launch.producer_threads:
         return "the kernel is warp-specialised"
     for call in collect(func.body, ir.Call):
-        if not _pure_call(call):
+        if not (_pure_call(call) or _store_call(call)):
             return f"the kernel calls {call.name}"
     if collect(func.body, (ir.ThreadScope, ir.WarpSpecialize, ir.TmaCopy, ir.BarrierWait, ir.BarrierArrive)):
         return "the kernel has T.ws scopes, warp specialisation, TMA or mbarriers"
@@ -62,9 +75,14 @@ def why_not(func: ir.PrimFunc) -> str | None:
     if any(not isinstance(e.call, ir.Call) for e in collect(func.body, ir.Evaluate)):
         return "the kernel evaluates an expression that is no call"
     known = {ir.HW_BLOCK.text, ir.HW_BLOCKS.text, FULL_WARP.text}  # block indices, a shuffle's lane mask
+    known |= {d.name for d in func.attrs.get("tma_descriptors") or ()}  # a store's tensor map
     if any(raw.text not in known for raw in collect(func.body, ir.Raw)):
         return "the kernel holds raw CUDA text"
     return None
+
+
+class _Unmodelled(Exception):
+    """A TMA store whose global tensor the pass cannot name: the kernel is left as it is."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +97,9 @@ class _Accesses:
     """Every memory access under a statement, its offset with the kernel's scalar names put in."""
 
     def __init__(self, func: ir.PrimFunc):
+        params = {p.name: p for p in func.params if isinstance(p, ir.Buffer)}
+        # tensor map -> the global tensor it describes (a descriptor TMA store names only the map)
+        self.described = {d.name: params.get(d.buffer) for d in func.attrs.get("tma_descriptors") or ()}
         lets = collect(func.body, ir.LetStmt)
         bindings = Counter(id(let.var) for let in lets)
         # a name bound twice or re-assigned has no one value: it stays a name (and proves nothing)
@@ -98,10 +119,32 @@ class _Accesses:
             offset = offset + self.resolved(i) * stride
         return offset
 
+    def store_accesses(self, call: ir.Call, addresses: set) -> list:
+        """A TMA store's accesses: the whole shared tile read and the global tensor written, each
+        at an offset without the thread index (so no thread owns them: every barrier between them
+        and the threads' accesses stays). ``addresses`` collects the address arguments' loads,
+        which are no reads of their own."""
+        out = []
+        for arg in call.args:
+            if isinstance(arg, ir.Call) and arg.name == "address_of":
+                load = arg.args[0]
+                addresses.add(id(load))
+                buf = load.buffer
+                out.append(_Access(buf, ir.const(0), buf.numel if buf.scope == "shared" else 1 << 62, buf.scope != "shared"))
+            elif isinstance(arg, ir.Raw) and arg.text in self.described:
+                tensor = self.described[arg.text]
+                if tensor is None:  # a map of something not a parameter: treat every shared tile as read
+                    raise _Unmodelled(arg.text)
+                out.append(_Access(tensor, ir.const(0), 1 << 62, True))
+        return out
+
     def of(self, stmt) -> list:
         out = []
         vector_targets = set()
         for call in collect(stmt, ir.Call):
+            if call.name == "tw::tma_store":
+                out.extend(self.store_accesses(call, vector_targets))
+                continue
             if call.name.startswith(("tw::copy_vec<", "tw::zero_vec<")):
                 nbytes = int(call.name.split("<")[1].rstrip(">"))
                 for n, arg in enumerate(call.args):
@@ -296,16 +339,19 @@ def elide_private_syncs(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     accesses = _Accesses(func)
     owner = _Owner(func, accesses)
     removed = 0
-    while True:
-        root = _Frame(ir.statements(out.body), None, None, 0)
-        sides = _Sides(accesses)
-        for barrier, frame, i in _barriers(root):
-            if not _needed(sides.before(frame, i), sides.after(frame, i + 1), owner):
-                out = out.with_body(_Drop(barrier).visit(out.body))
-                removed += 1
+    try:
+        while True:
+            root = _Frame(ir.statements(out.body), None, None, 0)
+            sides = _Sides(accesses)
+            for barrier, frame, i in _barriers(root):
+                if not _needed(sides.before(frame, i), sides.after(frame, i + 1), owner):
+                    out = out.with_body(_Drop(barrier).visit(out.body))
+                    removed += 1
+                    break
+            else:
                 break
-        else:
-            break
+    except _Unmodelled:
+        return func.with_body(func.body)
     if removed:
         out.attrs["elided_syncs"] = removed
     return out
