@@ -88,3 +88,19 @@ def test_a_loop_from_a_block_index_to_a_constant_end_ranges_over_what_it_can_rea
     assert simplify(ir.cmp("<", i * 64 + t, 1024), {by: (0, 15), t: (0, 63), i: loop_range(causal, {by: (0, 15)})}).value
     unknown_end = ir.For(i, k - by, body, start=by)
     assert loop_range(unknown_end, {by: (0, 15)}) == (0, None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-3, 3), st.integers(-20, 20), st.integers(-20, 40), st.integers(-3, 3), st.integers(0, 15))
+def test_a_loops_range_holds_every_value_it_takes(a, b, c, d, block):
+    """``for i in range(a*by + b, (a*by + b) + (c - d*by))``: for every block ``by`` in 0..15 whose loop
+    runs at all, each ``i`` it takes lies inside ``loop_range``; bounds checks are dropped on it."""
+    from tileworkbench.ir.simplify import loop_range
+
+    by, i = ir.Var("by"), ir.Var("i")
+    start, extent = by * a + b, ir.const(c) - by * d
+    loop = ir.For(i, extent, ir.Evaluate(ir.Call("noop", (), ir.dtypes.int32)), start=start)
+    lo, hi = loop_range(loop, {by: (0, 15)})
+    first, count = a * block + b, c - d * block
+    for value in range(first, first + max(count, 0)):
+        assert (lo is None or lo <= value) and (hi is None or value <= hi)
