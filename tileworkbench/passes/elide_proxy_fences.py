@@ -64,10 +64,14 @@ class _DropFences(IRMutator):
         return ir.seq([s for s in node.stmts if not _is_fence(s)])
 
 
+STORE_CALLS = ("tw::tma_store", "tw::tma_store_arrive")  # and tw::tma_store_wait<read>
+
+
 def _only_tma_stores(body) -> bool:
-    names = [c.name for c in collect(body, ir.Call) if c.name.startswith(ASYNC_PROXY_CALLS)]
-    return bool(names) and all(n.startswith(("tw::tma_store<", "tw::tma_store_")) or n == "tw::tma_store"
-                               for n in names) and not collect(body, ir.TmaCopy)
+    """Whether the kernel's async-proxy work is TMA stores alone (no TMA load, no wgmma)."""
+    names = {c.name for c in collect(body, ir.Call) if c.name.startswith(ASYNC_PROXY_CALLS)}
+    return bool(names) and not collect(body, ir.TmaCopy) and all(
+        n in STORE_CALLS or n.startswith("tw::tma_store_wait<") for n in names)
 
 
 def _stores(stmt) -> int:
