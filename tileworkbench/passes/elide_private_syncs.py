@@ -34,6 +34,7 @@ from ..ir.printer import expr_text
 from ..ir.simplify import Affine, interval, launch_ranges, simplify
 from ..ir.visitor import IRMutator, collect, reassigned_vars, substitute
 from .manager import register
+from .rules import tma as tma_rules
 from .rules.reductions import FULL_WARP
 
 _PURE_PREFIXES = ("tw::from_float", "tw::to_float", "__shfl", "__int_as_float", "__float_as_int")
@@ -53,12 +54,12 @@ def _pure_call(call: ir.Call) -> bool:
 # A TMA store of a tile (``store_last_tile_by_tma``), its commit and wait, the elect that issues it
 # and the proxy fence before it: the store counts as one unknown thread reading the whole tile and
 # writing the global region (``_Accesses.store_accesses``), so the barrier before it always stays.
-_STORE_CALLS = ("tw::tma_store", "tw::tma_store_arrive")
-_STORE_PREFIXES = ("tw::tma_store_wait<", "tw::shuffle_elect<", "tw::fence_proxy_async")
+_STORE_ISSUE = ("tw::shuffle_elect<", "tw::fence_proxy_async")
+WHOLE = 1 << 62  # the width of an access to every element of a global tensor
 
 
 def _store_call(call: ir.Call) -> bool:
-    return call.name in _STORE_CALLS or call.name.startswith(_STORE_PREFIXES)
+    return tma_rules.is_store_call(call.name) or call.name.startswith(_STORE_ISSUE)
 
 
 def why_not(func: ir.PrimFunc) -> str | None:
@@ -130,12 +131,12 @@ class _Accesses:
                 load = arg.args[0]
                 addresses.add(id(load))
                 buf = load.buffer
-                out.append(_Access(buf, ir.const(0), buf.numel if buf.scope == "shared" else 1 << 62, buf.scope != "shared"))
+                out.append(_Access(buf, ir.const(0), buf.numel if buf.scope == "shared" else WHOLE, buf.scope != "shared"))
             elif isinstance(arg, ir.Raw) and arg.text in self.described:
                 tensor = self.described[arg.text]
-                if tensor is None:  # a map of something not a parameter: treat every shared tile as read
+                if tensor is None:  # a map of something not a parameter: the kernel is left alone
                     raise _Unmodelled(arg.text)
-                out.append(_Access(tensor, ir.const(0), 1 << 62, True))
+                out.append(_Access(tensor, ir.const(0), WHOLE, True))
         return out
 
     def of(self, stmt) -> list:

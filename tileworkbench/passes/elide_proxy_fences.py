@@ -24,6 +24,7 @@ from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, collect
 from ..target import PassConfigKey
 from .manager import register
+from .rules import tma as tma_rules
 
 FENCE = "tw::fence_proxy_async"
 ASYNC_PROXY_CALLS = ("tw::tma_", "tw::wgmma_")  # the calls whose shared-memory accesses are the async proxy's
@@ -64,14 +65,10 @@ class _DropFences(IRMutator):
         return ir.seq([s for s in node.stmts if not _is_fence(s)])
 
 
-STORE_CALLS = ("tw::tma_store", "tw::tma_store_arrive")  # and tw::tma_store_wait<read>
-
-
 def _only_tma_stores(body) -> bool:
     """Whether the kernel's async-proxy work is TMA stores alone (no TMA load, no wgmma)."""
     names = {c.name for c in collect(body, ir.Call) if c.name.startswith(ASYNC_PROXY_CALLS)}
-    return bool(names) and not collect(body, ir.TmaCopy) and all(
-        n in STORE_CALLS or n.startswith("tw::tma_store_wait<") for n in names)
+    return bool(names) and not collect(body, ir.TmaCopy) and all(tma_rules.is_store_call(n) for n in names)
 
 
 def _stores(stmt) -> int:

@@ -300,7 +300,7 @@ def _sync_on_top(source, body, end: _State, role, variance: Variance):
     at the top of the body instead, when that is all it takes, so those loads and the ones after the
     old sync are in flight together (retention's q, k and v tiles: one memory latency an iteration,
     not two). Else the body as it was."""
-    stmts = body.stmts if isinstance(body, ir.SeqStmt) else [body]
+    stmts = ir.statements(body)
     first = next((i for i, x in enumerate(stmts) if _syncs(x)), 0)
     if first == 0 or not isinstance(stmts[first], ir.SyncThreads) \
             or not any(_loads_tiles(x) for x in stmts[:first]):

@@ -38,14 +38,14 @@ def _tma_store(copy, ranges: dict) -> list | None:
     src, dst = copy.src, copy.dst
     if src.buffer.scope != "shared" or dst.buffer.scope != "global" or not src.is_full:
         return None
-    if CopyLowering(copy, ranges).vector_width() * src.buffer.dtype.storage_bits != 128:
-        return None  # the threads' copy would not move 16 bytes at a time: TMA would ask more of the tensor
     if src.buffer.dtype != dst.buffer.dtype or src.buffer.attrs.get("versions", 1) > 1 or dst.static_extents() is None:
         return None
     if [e for e in dst.static_extents() if e != 1] != [n for n in src.buffer.static_shape() if n != 1]:
         return None
     if any(ir.const_int(s) is None for s in dst.buffer.effective_strides()[:-1]):
         return None  # a row stride known only at run time may be no multiple of TMA's 16 bytes
+    if CopyLowering(copy, ranges).vector_width() * src.buffer.dtype.storage_bits != 128:
+        return None  # the threads' copy would not move 16 bytes at a time: TMA would ask more of the tensor
     try:
         tma_rules.build_descriptor(dst, src.buffer, copy.loc)
     except CompileError:

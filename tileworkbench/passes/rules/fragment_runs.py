@@ -47,6 +47,17 @@ def _loop_indexed(frag_idx, loop_vars) -> bool:
     return len(frag_idx) == len(loop_vars) and all(i is v for i, v in zip(frag_idx, loop_vars))
 
 
+def _run_start(layout, tid, loop_vars, indices):
+    """``(jv, indices at the first element of the thread's run jv)``, or None where the layout
+    guards the run (not every thread holds it)."""
+    jv = ir.Var("jv")
+    start, guard = layout.forward(tid, jv * layout.vec)
+    if guard is not None:
+        return None
+    at = dict(zip(loop_vars, start))
+    return jv, tuple(substitute(i, at) for i in indices)
+
+
 def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> ir.Stmt | None:
     """The nest as copies of whole runs (module doc), or None where it is not such a copy."""
     if not isinstance(layout, BlockedLayout) or layout.vec == 1:
@@ -70,12 +81,10 @@ def run_copies(node: ir.For, loop_vars, body, layout, tid, to_local, ranges) -> 
     run_bytes = layout.vec * elem
     if tensor.dtype.packed or run_bytes % CHUNK_BYTES or not steps_by_one(tensor, tensor_idx, loop_vars[-1], layout.vec):
         return None
-    jv = ir.Var("jv")
-    start, guard = layout.forward(tid, jv * layout.vec)
-    if guard is not None:
+    run = _run_start(layout, tid, loop_vars, tensor_idx)
+    if run is None:
         return None
-    at = dict(zip(loop_vars, start))
-    first = tuple(substitute(i, at) for i in tensor_idx)
+    jv, first = run
     local = to_local(frag)
     local.attrs["align_bytes"] = CHUNK_BYTES
     needs_alignment(tensor, CHUNK_BYTES)
@@ -104,11 +113,10 @@ def rounded_run_stores(node: ir.For, loop_vars, body: ir.BufferStore, value: ir.
         return None
     if layout.vec % ROUNDED_RUN or not steps_by_one(tensor, body.indices, loop_vars[-1], ROUNDED_RUN):
         return None
-    jv = ir.Var("jv")
-    start, guard = layout.forward(tid, jv * layout.vec)
-    if guard is not None:
+    run = _run_start(layout, tid, loop_vars, body.indices)
+    if run is None:
         return None
-    first = tuple(substitute(i, dict(zip(loop_vars, start))) for i in body.indices)
+    jv, first = run
     local = to_local(frag)
     needs_alignment(tensor, tensor.dtype.bytes_for(ROUNDED_RUN))
     stores = [call("tw::store_rounded4", address_of(tensor, first[:-1] + (simplify(first[-1] + k),)),

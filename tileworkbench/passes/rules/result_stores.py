@@ -104,7 +104,7 @@ class ResultStores:
         if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
             needs_alignment(out, out.dtype.bytes_for(2))
         matrices = self.matrix_stores_of(node, loop_vars, body, value, layout, column) \
-            if out.dtype.bits == 16 and writer != ATOMIC_ADD_PAIR else None  # stmatrix moves 16-bit elements
+            if out.dtype.bits == 16 else None  # stmatrix moves 16-bit elements
         if matrices is not None:
             return matrices
         address = ir.Call("address_of", (ir.BufferLoad(out, first, out.dtype),), ir.dtypes.handle)

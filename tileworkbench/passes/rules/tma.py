@@ -21,6 +21,13 @@ SWIZZLE_CODES = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
 # Buffer attr: a tile whose only TMA is the store of its threads' result (store_last_tile_by_tma),
 # so choose_shared_layouts gives it the layout the threads writing it want, not a swizzle for TMA.
 STORE_ONLY = "tma_store_only"
+# The calls a lowered TMA store is made of (``lower_tma``): the store, its commit, and its wait.
+STORE_CALLS = ("tw::tma_store", "tw::tma_store_arrive")
+STORE_WAIT_PREFIX = "tw::tma_store_wait<"
+
+
+def is_store_call(name: str) -> bool:
+    return name in STORE_CALLS or name.startswith(STORE_WAIT_PREFIX)
 SWIZZLE_NAMES = {0: "none", 32: "32B", 64: "64B", 128: "128B"}
 DEVICE_BOUND_ERROR = "bound inside the device function body"
 
