@@ -7,11 +7,15 @@ The problem is an ``n`` x ``n`` x ``n`` float16 GEMM, the same program for us an
 (``examples/tilelang_programs/gemm.py``, block 128 x 128 x 32, 2 stages). Every implementation's
 result is checked against float32 first. ``us_per_call`` is host time: the median over rounds of
 100 calls each, synchronised between rounds (not timed), so the launch queue never fills and the
-GPU's own time does not show. Graph rows capture 100 calls in one ``torch.cuda.CUDAGraph``:
+GPU's own time does not show; the implementations take turns round by round (``host_us_in_turns``),
+so a lent host whose speed drifts during the run weighs on all of them alike. Graph rows capture 100 calls in one ``torch.cuda.CUDAGraph``:
 ``us_per_call`` is the host time of a replay per call, ``wall_us_per_call`` the time until the
-GPU is done per call (what GPU-bound speed is). ``driver floor`` is our launcher's last step
-alone (the parameters packed, ``cuLaunchKernel``): what no Python launch path through the driver
-goes below.
+GPU is done per call (what GPU-bound speed is). Ours runs twice: through the C launch path
+(``backend/fastcall.py``, what a call takes where it is built; ``launch_path`` in the record says
+whether it was) and through the generated Python launcher alone. ``driver floor`` is the Python
+launcher's last step alone (the parameters packed, ``cuLaunchKernel`` through cuda-bindings);
+``c_floor_us`` the driver from C (the C path's last launch made again, one per call of
+``repeat_last(1)``): what no launch path goes below on this host.
 
 Writes ``<out>/launch-<date>-<gpu>-<commit>.json`` (schema below) and prints a table with each
 implementation's time over ours.
@@ -19,6 +23,7 @@ implementation's time over ours.
 
 from __future__ import annotations
 
+import copy
 import statistics
 import sys
 import tempfile
@@ -44,6 +49,27 @@ def host_us(fn, sync, calls: int = CALLS, rounds: int = ROUNDS) -> float:
         samples.append((time.perf_counter() - start) / calls * 1e6)
         sync()
     return statistics.median(samples)
+
+
+def host_us_in_turns(fns: dict, sync, calls: int = CALLS, rounds: int = ROUNDS) -> dict:
+    """``host_us`` of each of ``fns`` (name -> call), the calls taking turns: every round runs each
+    one's ``calls`` calls, in an order rotated from round to round, so that a host that slows down
+    or speeds up during the run (lent machines do, by 10-30% over seconds) weighs on all alike."""
+    names = list(fns)
+    for name in names:
+        for _ in range(3 * calls):
+            fns[name]()
+    sync()
+    samples: dict = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = fns[name]
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - start) / calls * 1e6)
+            sync()
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def wall_us(fn, sync, calls: int, rounds: int = 5) -> float:
@@ -76,21 +102,47 @@ def _graph_of(torch, call, count: int = CALLS):
     return graph
 
 
-def _driver_floor(kernel, a, b, c, sync) -> float:
-    """Host time of the launcher's last step alone, with the arguments a call of ``kernel`` hands it."""
-    rt = kernel._runtime
+def _without_c_path(kernel):
+    """The same kernel, every call through the generated Python launcher (for the comparison)."""
+    python_only = copy.copy(kernel)
+    python_only._fast = None
+    return python_only
+
+
+def _launch_path(kernel) -> str:
+    from ..backend import fastcall
+
+    return "C" if kernel._fast is not None else f"Python ({fastcall.why_not() or 'no fast-call plan'})"
+
+
+def _floor_calls(kernel, python_only, a, b, c) -> dict:
+    """The driver alone, as calls to time with the others: ``driver floor`` is the Python
+    launcher's last step (the parameters packed, ``cuLaunchKernel`` through cuda-bindings) with the
+    arguments a call of ``python_only`` hands it; ``C floor`` (where the C path is on) a C launcher's
+    launch of (a, b, c) made again from C (``repeat_last``), once a call."""
+    rt = python_only._runtime
     seen = {}
     real = rt.launch
     rt.launch = lambda name, grid, block, smem, args, stream: seen.update(
         name=name, grid=grid, block=block, smem=smem, args=args, stream=stream)
     try:
-        kernel(a, b, c)
+        python_only(a, b, c)
     finally:
         rt.launch = real
-    real(seen["name"], seen["grid"], seen["block"], seen["smem"], seen["args"], seen["stream"])  # builds the launcher
-    launcher = next(iter(rt._launchers.values()))
     args = (seen["name"], seen["grid"], seen["block"], seen["smem"], seen["args"], seen["stream"])
-    return host_us(lambda: launcher(*args), sync)
+    real(*args)  # builds the launcher
+    launcher = rt._launchers[(seen["name"], rt.device)]
+    calls = {"driver floor": lambda: launcher(*args)}
+    if kernel._fast is not None:
+        # A launcher of its own, whose last launch is always this (a, b, c), which outlive the run
+        # (the kernel's own may last have launched on an output freed since).
+        from ..jit.kernel import _c_launcher
+
+        own = _c_launcher(kernel, kernel._runtime)
+        own(a, b, c)
+        repeat = own.repeat_last
+        calls["C floor"] = lambda: repeat(1)
+    return calls
 
 
 def run(out: Path, n: int = 128, ours_only: bool = False) -> int:
@@ -107,8 +159,11 @@ def run(out: Path, n: int = 128, ours_only: bool = False) -> int:
     shape = dict(M=n, N=n, K=n, block_M=128, block_N=128, block_K=32, num_stages=2)
     workdir = Path(tempfile.mkdtemp())
     ours = load_program("gemm", "tileworkbench", workdir).matmul.compile(**shape)
+    python_only = _without_c_path(ours)
     impls = {"tileworkbench kernel(a, b)": lambda: ours(a, b),
              "tileworkbench kernel(a, b, c)": lambda: ours(a, b, c),
+             "tileworkbench kernel(a, b), Python launcher": lambda: python_only(a, b),
+             "tileworkbench kernel(a, b, c), Python launcher": lambda: python_only(a, b, c),
              "torch.matmul(a, b)": lambda: torch.matmul(a, b),
              "torch.matmul(a, b, out=c)": lambda: torch.matmul(a, b, out=c)}
     try:
@@ -135,12 +190,17 @@ def run(out: Path, n: int = 128, ours_only: bool = False) -> int:
         sync()
         result = c if result is None else torch.as_tensor(result, device="cuda")  # CuPy's through DLPack
         err = _rel_err(torch, result, ref)
-        row = {"implementation": name, "mode": "plain", "rel_err": err, "correct": err < 2e-3}
+        rows.append({"implementation": name, "mode": "plain", "rel_err": err, "correct": err < 2e-3})
+    # Timed in turns (host_us_in_turns), the correct ones only; the driver alone, from Python and
+    # from C, in the same turns.
+    timed = {r["implementation"]: impls[r["implementation"]] for r in rows if r["correct"]}
+    floors = _floor_calls(ours, python_only, a, b, c)
+    us = host_us_in_turns({**timed, **floors}, sync)
+    for row in rows:
         if row["correct"]:
-            row["us_per_call"] = host_us(call, sync)
-        rows.append(row)
-        print(f"  {name}: {row.get('us_per_call', float('nan')):.2f} us per call (err {err:.1e})", file=sys.stderr,
-              flush=True)
+            row["us_per_call"] = us[row["implementation"]]
+        print(f"  {row['implementation']}: {row.get('us_per_call', float('nan')):.2f} us per call "
+              f"(err {row['rel_err']:.1e})", file=sys.stderr, flush=True)
     for name in ("tileworkbench kernel(a, b, c)", "torch.matmul(a, b, out=c)"):
         c.zero_()
         graph = _graph_of(torch, impls[name])
@@ -155,10 +215,11 @@ def run(out: Path, n: int = 128, ours_only: bool = False) -> int:
     loop = {"implementation": "tileworkbench kernel(a, b, c)", "mode": "loop", "correct": True,
             "wall_us_per_call": wall_us(lambda: [ours(a, b, c) for _ in range(2000)], sync, 2000)}
     rows.append(loop)
-    floor = _driver_floor(ours, a, b, c, sync)
     record = {"schema": SCHEMA, "version": VERSION, "suite": "launch", "machine": machine_info(),
-              "tilelang": tilelang_version, "settings": {"n": n, "calls": CALLS, "rounds": ROUNDS, **shape},
-              "goal_us": GOAL_US, "driver_floor_us": floor, "rows": rows}
+              "tilelang": tilelang_version, "settings": {"n": n, "calls": CALLS, "rounds": ROUNDS, "turns": True,
+                                                         **shape},
+              "goal_us": GOAL_US, "launch_path": _launch_path(ours), "driver_floor_us": us["driver floor"],
+              "c_floor_us": us.get("C floor"), "rows": rows}
     path = schema.write_record(record, out, schema.record_filename(record))
     print(table(record))
     print(f"wrote {path}", file=sys.stderr)
@@ -178,4 +239,7 @@ def table(record: dict) -> str:
         lines.append(f"| {r['implementation']} | {r['mode']} | {us:.2f} | {ratio} | {wall} |" if us else
                      f"| {r['implementation']} | {r['mode']} | {'wrong result' if not r['correct'] else ''} | | {wall} |")
     lines.append(f"| driver floor (packed parameters + cuLaunchKernel) | plain | {record['driver_floor_us']:.2f} | | |")
+    if record.get("c_floor_us"):
+        lines.append(f"| the driver from C (the C path's cuLaunchKernel alone) | plain | {record['c_floor_us']:.2f} | | |")
+    lines.append(f"\nours launched through: {record.get('launch_path', 'Python')}")
     return "\n".join(lines)

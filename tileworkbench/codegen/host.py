@@ -125,19 +125,15 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
         f"def launch(rt, {', '.join(names)}, stream=0):",
     ]
     args = []
-    views: dict = {}  # T.Tensor(shape, dtype, p.data) views of each parameter: their alignment is p's
-    for alloc in collect(func.body, ir.Allocate):
-        if alloc.buffer.attrs.get("view_of") is not None:
-            views.setdefault(alloc.buffer.attrs["view_of"], []).append(alloc.buffer)
+    aligns = _alignments(func)
     if any(isinstance(p, ir.Buffer) for p in func.params):
         lines.append("    # each tensor checked against the kernel's signature; what comes back is its device pointer")
     for p in func.params:
         name = local[p.name]
         if isinstance(p, ir.Buffer):
             strides = _tuple(p.effective_strides(), renamed)
-            align = max([p.attrs.get("align_bytes", 1)] + [v.attrs.get("align_bytes", 1) for v in views.get(p, ())])
             lines.append(f"    {name} = rt.tensor({p.name!r}, {name}, shape={_tuple(p.shape, renamed)}, "
-                         f"dtype={p.dtype.name!r}, strides={strides}, align={align})")
+                         f"dtype={p.dtype.name!r}, strides={strides}, align={aligns[p.name]})")
         else:
             lines.append(f"    {name} = rt.scalar({p.name!r}, {name}, dtype={p.dtype.name!r})")
         args.append(name)
@@ -167,3 +163,45 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
     if debug_timeout_s:
         lines.append(f"    rt.check_debug_record(KERNEL, {DEBUG_PARAM}, DEBUG_BARRIERS, DEBUG_TIMEOUT_S, stream)")
     return "\n".join(lines) + "\n"
+
+
+def _alignments(func: ir.PrimFunc) -> dict:
+    """Each tensor parameter's alignment in bytes: the largest its own accesses or those of its
+    views (``T.Tensor(shape, dtype, p.data)``) need."""
+    views: dict = {}
+    for alloc in collect(func.body, ir.Allocate):
+        if alloc.buffer.attrs.get("view_of") is not None:
+            views.setdefault(alloc.buffer.attrs["view_of"], []).append(alloc.buffer)
+    return {p.name: max([p.attrs.get("align_bytes", 1)] + [v.attrs.get("align_bytes", 1) for v in views.get(p, ())])
+            for p in func.params if isinstance(p, ir.Buffer)}
+
+
+def fast_call_plan(func: ir.PrimFunc, debug_timeout_s: float | None = None, timeline=None) -> dict | None:
+    """What the C launch path (``backend/fastcall.c``) needs to check and launch a call of this
+    kernel, or None where it cannot: it takes kernels whose parameters are all tensors of fixed
+    shape and strides (and the TMA tensor maps of them), launched on a fixed grid with no debug
+    record or timeline buffer. The checks are the generated launcher's (``generate_host``), as
+    plain numbers: ``{"grid", "block", "smem_bytes", "params": [{"name", "dtype", "shape",
+    "strides", "align"}], "maps": [{"name", "tensor": its tensor's index, "fields": the name of
+    the launcher's constant that holds its other encoding fields}]}``."""
+    launch = func.launch
+    grid = [ir.const_int(g) for g in list(launch.grid) + [ir.const(1)] * (3 - len(launch.grid))]
+    if debug_timeout_s or timeline is not None or launch.persistent_tiles or None in grid or not func.params:
+        return None
+    aligns = _alignments(func)
+    params = []
+    for p in func.params:
+        if not isinstance(p, ir.Buffer) or p.dtype.packed:
+            return None
+        shape = [ir.const_int(s) for s in p.shape]
+        strides = [ir.const_int(s) for s in p.effective_strides()]
+        if None in shape or None in strides:
+            return None
+        params.append({"name": p.name, "dtype": p.dtype.name, "shape": shape, "strides": strides,
+                       "align": aligns[p.name]})
+    local = _local_names(func)
+    names = [p.name for p in func.params]
+    maps = [{"name": d.name, "tensor": names.index(d.buffer), "fields": local[d.name + "_FIELDS"]}
+            for d in func.attrs.get("tma_descriptors", [])]
+    return {"grid": grid, "block": [launch.total_threads, 1, 1], "smem_bytes": func.attrs.get("smem_bytes", 0),
+            "params": params, "maps": maps}

@@ -35,6 +35,7 @@ class Kernel:
         self.timings = dict(record.get("timings", {}))
         self._launch = None
         self._runtime = None
+        self._fast = None  # the C launch path (backend/fastcall.py) on the device it loaded on, or None
         self._cubin: bytes | None = None
         # T.dynamic sizes: scalar parameter index -> (index of the input tensor, its dimension, the
         # multiple the kernel is compiled for: it takes the size divided by it)
@@ -94,6 +95,7 @@ class Kernel:
         runtime.function(self.name)  # gets the kernel, sets the shared-memory limit
         self.timings["module_load_s"] = time.perf_counter() - module_start
         self.bind_runtime(runtime)
+        self._fast = _c_launcher(self, runtime)
         self.timings["load_s"] = time.perf_counter() - start
 
     def bind_runtime(self, runtime):
@@ -104,11 +106,17 @@ class Kernel:
         namespace: dict = {}
         exec(builtins.compile(self.record["host_source"], f"<tileworkbench host launcher {self.name}>", "exec"), namespace)
         self._runtime, self._launch = runtime, namespace["launch"]
+        self._host_namespace = namespace  # the launcher's constants (tensor maps' fields) for the C path
 
     def __call__(self, *args, stream=None, **keywords):
         """Launch with ``args`` (all parameters, or the inputs: ``out_idx`` outputs are then
         allocated in the framework of the inputs) on ``stream``: the current stream of that
         framework unless given (a ``torch.cuda.Stream``, ``cupy.cuda.Stream`` or int handle)."""
+        fast = self._fast
+        if fast is not None and stream is None and not keywords:
+            result = fast(*args)  # NotImplemented: not what the C path takes; the Python launcher decides
+            if result is not NotImplemented:
+                return result
         if keywords:
             raise KernelRuntimeError(f"{self.name} takes its arguments by position "
                                      f"({', '.join(p['name'] for p in self.params)}), not by keyword "
@@ -283,6 +291,34 @@ def output_form(param: dict, sizes: dict | None = None) -> tuple:
     return shape, dtype
 
 
+def _c_launcher(kernel: Kernel, runtime):
+    """The C launch path for ``kernel`` on the device ``runtime`` loaded it on
+    (``backend/fastcall.py``), or None: a kernel without a fast-call plan, no torch, or no C
+    module here (``fastcall.why_not()`` says why). Either way every call is checked alike."""
+    plan = kernel.record.get("fast_plan")
+    if plan is None or kernel._sizes:
+        return None
+    try:
+        import torch  # noqa: F401  (the C path takes torch tensors only)
+    except ImportError:
+        return None
+    from ..backend import fastcall
+
+    mod = fastcall.module(cache.cache_dir())
+    if mod is None:
+        return None
+    encoders = [_map_encoder(runtime, m["name"], kernel._host_namespace[m["fields"]]) for m in plan["maps"]]
+    return fastcall.launcher(mod, kernel.name, runtime.function(kernel.name).ptr, plan, runtime.device,
+                             [_torch_dtype(p["dtype"]) for p in plan["params"]], set(kernel.out_idx), encoders,
+                             KernelRuntimeError)
+
+
+def _map_encoder(runtime, name: str, fields: dict):
+    """address -> tensor map ``name``'s 128 bytes, encoded (and kept) by the runtime as the Python
+    launcher's ``rt.encode_tiled`` does."""
+    return lambda address: runtime.encode_tiled(name, address, fields).tobytes()
+
+
 _TORCH_DTYPE_OF: dict = {}
 
 
@@ -326,7 +362,8 @@ def _record(artifact, out_idx, timings) -> dict:
             params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype.name})
     return {
         "kernel_name": artifact.kernel_name, "device_source": artifact.device_source,
-        "host_source": artifact.host_source, "params": params, "target": artifact.target.to_json(),
+        "host_source": artifact.host_source, "fast_plan": artifact.fast_plan, "params": params,
+        "target": artifact.target.to_json(),
         "smem_bytes": artifact.func.attrs.get("smem_bytes", 0), "trace": artifact.trace.to_dict(),
         "tma_descriptors": [d.to_json() for d in artifact.tma_descriptors.values()], "timings": timings,
         **({"sizes": {k: list(v) for k, v in artifact.func.attrs["dynamic_sizes"].items()}}

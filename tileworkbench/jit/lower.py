@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..version import __version__
 from ..analysis.stage import run_analyses
 from ..codegen.cuda import generate_cuda
-from ..codegen.host import generate_host
+from ..codegen.host import fast_call_plan, generate_host
 from ..errors import CompileError, SourceLocation, internal_errors, labelled, user_error, where
 from ..frontend import parse
 from ..frontend.parser import deep_recursion
@@ -39,6 +39,9 @@ class Artifact:
     # waited for it after its own work (NVRTC runs in a thread while the analyses run).
     nvrtc: object = None  # backend.nvrtc.NvrtcResult
     nvrtc_wait_s: float = 0.0
+    # What the C launch path checks and launches (codegen.host.fast_call_plan); None: calls take
+    # the Python launcher.
+    fast_plan: dict | None = None
 
     @property
     def kernel_source(self) -> str:
@@ -106,6 +109,7 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
         device = generate_cuda(printed, kernel_name, tgt, debug_timeout_s=debug)
         host = generate_host(lowered, kernel_name, out_idx, debug_timeout_s=debug,
                              timeline=printed.attrs.get("timeline"))
+        fast_plan = fast_call_plan(lowered, debug_timeout_s=debug, timeline=printed.attrs.get("timeline"))
     device_compile = (_start_device_compile(device, tgt.arch, f"{src.name}.cu", nvrtc_extra_options(configs))
                       if enable_device_compile else None)
     trace.sources = {"device": device, "host": host}
@@ -115,7 +119,8 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
     trace.tma_descriptors = [d.to_json() for d in descs]
     trace.resources.update({"smem_bytes": lowered.attrs.get("smem_bytes", 0), "threads": lowered.launch.threads,
                             "grid": [ir.const_int(g) for g in lowered.launch.grid]})
-    artifact = Artifact(lowered, src, kernel_name, device, host, trace, tgt, configs, {d.name: d for d in descs})
+    artifact = Artifact(lowered, src, kernel_name, device, host, trace, tgt, configs, {d.name: d for d in descs},
+                        fast_plan=fast_plan)
     run_analyses(artifact)  # the analysis stage: smem plan, barrier simulation and check (analysis/stage.py)
     if device_compile is not None:
         wait_start = time.perf_counter()

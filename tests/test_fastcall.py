@@ -1,0 +1,330 @@
+"""The C launch path (backend/fastcall.c, issue 18) without a GPU: the module builds, and a dry
+launcher (function 0: it keeps each call's stream and parameter values instead of launching)
+accepts exactly the tensors the Python launcher's fast branch accepts and hands everything else
+back (NotImplemented) to it. A stand-in tensor type plays torch's part; the GPU tests
+(tests/gpu/test_fastcall_gpu.py) run the same against torch and the driver."""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tileworkbench.backend import fastcall
+from tileworkbench.errors import KernelRuntimeError
+
+needs_compiler = pytest.mark.skipif(
+    shutil.which("cc") is None and shutil.which("gcc") is None
+    or not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists(),
+    reason="no C compiler or no Python.h here: the C launch path is off and calls take the Python launcher")
+
+HALF, FLOAT = object(), object()  # stand-ins for torch.float16 and torch.float32
+
+
+class FakeTensor:
+    """What the C path reads of a torch tensor: dtype, shape, stride(), get_device(), data_ptr(),
+    and new_empty(shape, dtype=) for the outputs it makes."""
+
+    made: list = []
+
+    def __init__(self, shape, dtype=HALF, strides=None, device=0, ptr=0x10000):
+        self.dtype, self.shape, self.device, self.ptr = dtype, tuple(shape), device, ptr
+        self.strides = strides if strides is not None else tuple(
+            _prod(shape[i + 1:]) for i in range(len(shape)))
+
+    def stride(self):
+        return self.strides
+
+    def get_device(self):
+        return self.device
+
+    def is_contiguous(self):
+        return self.strides == tuple(_prod(self.shape[i + 1:]) for i in range(len(self.shape)))
+
+    def data_ptr(self):
+        return self.ptr
+
+    def new_empty(self, shape, dtype):
+        out = FakeTensor(shape, dtype, device=self.device, ptr=0x90000 + 0x1000 * len(FakeTensor.made))
+        FakeTensor.made.append(out)
+        return out
+
+
+class Broken(FakeTensor):
+    pass
+
+
+def _prod(items):
+    out = 1
+    for x in items:
+        out *= x
+    return out
+
+
+@pytest.fixture(scope="module")
+def mod(tmp_path_factory):
+    fastcall._state.clear()
+    loaded = fastcall.module(tmp_path_factory.mktemp("build"))
+    assert loaded is not None, fastcall.why_not()
+    yield loaded
+    fastcall._state.clear()
+
+
+def dry_launcher(mod, outputs=(2,), device=0, align=16, tensor_type=FakeTensor, maps=()):
+    specs = tuple((FLOAT if i == 2 else HALF, (128, 64), (64, 1), align, i in outputs, None) for i in range(3))
+    return mod.Launcher("main_kernel", 0, (4, 1, 1), (128, 1, 1), 1024, device, specs, maps, tensor_type,
+                        lambda: 0, lambda d: 0x5000 + d, KernelRuntimeError, None)
+
+
+@needs_compiler
+def test_builds_once_and_reuses_the_module(tmp_path):
+    fastcall._state.clear()
+    first = fastcall.module(tmp_path)
+    built = list((tmp_path / "fastcall").iterdir())
+    assert first is not None and len(built) == 1 and built[0].name.startswith("tileworkbench_fastcall-")
+    mtime = built[0].stat().st_mtime_ns
+    fastcall._state.clear()
+    assert fastcall.module(tmp_path) is not None
+    assert built[0].stat().st_mtime_ns == mtime  # loaded, not built again
+    fastcall._state.clear()
+
+
+def test_switched_off_by_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEWORKBENCH_FASTCALL", "0")
+    fastcall._state.clear()
+    assert fastcall.module(tmp_path) is None
+    assert fastcall.why_not() == "TILEWORKBENCH_FASTCALL=0"
+    fastcall._state.clear()
+
+
+def test_no_compiler_means_the_python_launcher(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    fastcall._state.clear()
+    assert fastcall.module(tmp_path) is None
+    assert "could not build" in fastcall.why_not()
+    fastcall._state.clear()
+
+
+@needs_compiler
+def test_every_argument_passed(mod):
+    launch = dry_launcher(mod)
+    a, b, c = FakeTensor((128, 64), ptr=0x1000), FakeTensor((128, 64), ptr=0x2000), FakeTensor((128, 64), FLOAT,
+                                                                                                ptr=0x3000)
+    assert launch(a, b, c) is c
+    assert launch.last_launch == (0x5000, (0x1000, 0x2000, 0x3000))
+
+
+@needs_compiler
+def test_outputs_made_like_the_first_input(mod):
+    launch = dry_launcher(mod)
+    FakeTensor.made.clear()
+    a, b = FakeTensor((128, 64), ptr=0x1000, device=0), FakeTensor((128, 64), ptr=0x2000)
+    out = launch(a, b)
+    assert FakeTensor.made == [out] and out.dtype is FLOAT and out.shape == (128, 64)
+    assert launch.last_launch == (0x5000, (0x1000, 0x2000, out.ptr))
+
+
+@needs_compiler
+def test_outputs_made_from_a_template_where_the_plan_gives_one(mod):
+    FakeTensor.made.clear()
+    template = FakeTensor((128, 64), FLOAT, strides=(0, 0))
+
+    def empty_like(t):
+        assert t is template
+        return t.new_empty(t.shape, t.dtype)
+
+    specs = tuple((FLOAT if i == 2 else HALF, (128, 64), (64, 1), 16, i == 2, template if i == 2 else None)
+                  for i in range(3))
+    launch = mod.Launcher("k", 0, (1, 1, 1), (32, 1, 1), 0, 0, specs, (), FakeTensor, lambda: 0, lambda d: 7,
+                          KernelRuntimeError, empty_like)
+    out = launch(FakeTensor((128, 64)), FakeTensor((128, 64)))
+    assert FakeTensor.made == [out] and launch.last_launch[1][2] == out.ptr
+
+
+@needs_compiler
+def test_row_major_tensors_are_checked_by_is_contiguous(mod):
+    class Contiguous(FakeTensor):
+        def stride(self):
+            raise AssertionError("a row-major parameter's strides are read through is_contiguous()")
+
+        def is_contiguous(self):
+            return self.strides == (64, 1)
+
+    launch = dry_launcher(mod, tensor_type=Contiguous)
+    a, b = Contiguous((128, 64)), Contiguous((128, 64))
+    assert launch(a, b, Contiguous((128, 64), FLOAT)) is not NotImplemented
+    assert launch(Contiguous((128, 64), strides=(1, 128)), b, Contiguous((128, 64), FLOAT)) is NotImplemented
+
+
+@needs_compiler
+def test_other_strides_are_compared_one_by_one(mod):
+    specs = ((HALF, (128, 64), (1, 128), 16, False, None),)  # a column-major parameter
+    launch = mod.Launcher("k", 0, (1, 1, 1), (32, 1, 1), 0, 0, specs, (), FakeTensor, lambda: 0, lambda d: 7,
+                          KernelRuntimeError, None)
+    assert launch(FakeTensor((128, 64), strides=(1, 128))) is None
+    assert launch(FakeTensor((128, 64))) is NotImplemented
+
+
+@needs_compiler
+def test_outputs_in_the_middle_and_several(mod):
+    launch = dry_launcher(mod, outputs=(0, 2))
+    FakeTensor.made.clear()
+    b = FakeTensor((128, 64), ptr=0x2000)
+    first, last = launch(b)
+    assert [first, last] == FakeTensor.made and first.dtype is HALF and last.dtype is FLOAT
+    assert launch.last_launch[1] == (first.ptr, 0x2000, last.ptr)
+    assert launch(first, b, last) == (first, last)
+
+
+@needs_compiler
+@pytest.mark.parametrize("bad", [
+    dict(dtype=FLOAT), dict(shape=(128, 32)), dict(shape=(128, 64, 1)), dict(strides=(1, 128)), dict(device=1),
+    dict(device=-1), dict(ptr=0x1008)])
+def test_anything_else_goes_back_to_the_python_launcher(mod, bad):
+    launch = dry_launcher(mod)
+    fields = dict(shape=(128, 64), dtype=HALF, ptr=0x1000)
+    fields.update(bad)
+    a, b = FakeTensor(**fields), FakeTensor((128, 64), ptr=0x2000)
+    assert launch(a, b) is NotImplemented
+    assert launch(b, a) is NotImplemented
+    assert launch.last_launch is None  # nothing launched
+
+
+@needs_compiler
+def test_other_types_counts_keywords_and_devices_go_back(mod):
+    launch = dry_launcher(mod)
+    a, b = FakeTensor((128, 64)), FakeTensor((128, 64))
+    assert launch(Broken((128, 64)), b) is NotImplemented  # a subclass: the Python launcher decides
+    assert launch(a) is NotImplemented
+    assert launch(a, b, b, b) is NotImplemented
+    assert launch(a, b, stream=1) is NotImplemented
+    other_device = dry_launcher(mod, device=1)
+    assert other_device(FakeTensor((128, 64), device=1), FakeTensor((128, 64), device=1)) is NotImplemented
+    assert launch.last_launch is None
+
+
+@needs_compiler
+def test_an_attribute_that_raises_goes_back(mod):
+    class Odd(FakeTensor):
+        def data_ptr(self):
+            raise RuntimeError("a meta tensor has no data")
+
+    launch = dry_launcher(mod, tensor_type=Odd)
+    assert launch(Odd((128, 64)), Odd((128, 64))) is NotImplemented
+
+
+@needs_compiler
+def test_outputs_without_an_input_to_follow_must_be_passed(mod):
+    specs = ((FLOAT, (8,), (1,), 4, True, None),)
+    launch = mod.Launcher("k", 0, (1, 1, 1), (32, 1, 1), 0, 0, specs, (), FakeTensor, lambda: 0, lambda d: 7,
+                          KernelRuntimeError, None)
+    assert launch() is NotImplemented
+    out = FakeTensor((8,), FLOAT, ptr=0x40)
+    assert launch(out) is out and launch.last_launch == (7, (0x40,))
+
+
+@needs_compiler
+def test_malformed_plans_are_refused(mod):
+    def make(grid=(1, 1, 1), specs=(), maps=()):
+        return mod.Launcher("k", 0, grid, (32, 1, 1), 0, 0, specs, maps, FakeTensor, int, int, KernelRuntimeError,
+                            None)
+
+    one = (HALF, (8,), (1,), 1, False, None)
+    with pytest.raises(ValueError):
+        make(grid=(1, 1))
+    with pytest.raises(ValueError):  # shape and strides of different lengths
+        make(specs=((HALF, (8, 8), (1,), 1, False, None),))
+    with pytest.raises(ValueError):  # more parameters than a launcher holds
+        make(specs=(one,) * 33)
+    with pytest.raises(ValueError):  # a map of a tensor the kernel does not take
+        make(specs=(one,), maps=((1, bytes),))
+    assert make(specs=(one,), maps=((0, bytes),)) is not None
+
+
+@needs_compiler
+def test_a_tensor_map_is_encoded_again_only_when_its_address_changes(mod):
+    asked = []
+
+    def encode(address):
+        asked.append(address)
+        return address.to_bytes(8, "little") * 16
+
+    launch = dry_launcher(mod, maps=((2, encode),))
+    a, b = FakeTensor((128, 64), ptr=0x1000), FakeTensor((128, 64), ptr=0x2000)
+    c, d = FakeTensor((128, 64), FLOAT, ptr=0x3000), FakeTensor((128, 64), FLOAT, ptr=0x4000)
+    for out in (c, c, d, d, c):
+        assert launch(a, b, out) is out
+        assert launch.last_launch[1] == (0x1000, 0x2000, out.ptr, out.ptr.to_bytes(8, "little") * 16)
+    assert asked == [0x3000, 0x4000, 0x3000]
+
+
+@needs_compiler
+def test_the_encoders_error_is_the_calls_error(mod):
+    def refuse(address):
+        raise KernelRuntimeError(f"argument 'C' starts at address {address:#x}, which is not a multiple of 16 bytes")
+
+    launch = dry_launcher(mod, maps=((2, refuse),))
+    FakeTensor.made.clear()
+    with pytest.raises(KernelRuntimeError, match="not a multiple of 16 bytes"):
+        launch(FakeTensor((128, 64)), FakeTensor((128, 64)))
+    assert launch.last_launch is None
+    short = dry_launcher(mod, maps=((2, lambda address: b"too short"),))
+    with pytest.raises(TypeError, match="128 bytes"):
+        short(FakeTensor((128, 64)), FakeTensor((128, 64)), FakeTensor((128, 64), FLOAT))
+
+
+# ---- the plan codegen hands the C path ----------------------------------------------------------
+
+def test_plan_holds_the_generated_launchers_checks():
+    import tileworkbench as tw
+    from tileworkbench.examples import matmul
+
+    art = tw.lower(matmul(256, 128, 64, 128, 128, 32, "float16", "float32", 2, 128), out_idx=[2])
+    plan = art.fast_plan
+    assert plan["grid"] == [1, 2, 1] and plan["block"] == [128, 1, 1]
+    assert plan["smem_bytes"] == art.func.attrs["smem_bytes"] > 0
+    assert [(p["name"], p["dtype"], p["shape"], p["strides"]) for p in plan["params"]] == [
+        ("A", "float16", [256, 64], [64, 1]), ("B", "float16", [64, 128], [128, 1]),
+        ("C", "float32", [256, 128], [128, 1])]
+    for p in plan["params"]:  # the same numbers the Python launcher checks
+        assert (f"rt.tensor({p['name']!r}, {p['name']}, shape=({p['shape'][0]}, {p['shape'][1]}), "
+                f"dtype={p['dtype']!r}, strides=({p['strides'][0]}, {p['strides'][1]}), align={p['align']})"
+                in art.host_source)
+
+
+def test_a_plan_names_each_tensor_map_and_its_fields():
+    import tileworkbench as tw
+    from tileworkbench.examples.gemm import matmul_tma_copy
+
+    art = tw.lower(matmul_tma_copy(256, 256, 256, 128, 128, 32, "float16", "float16", "float32", 128, 2))
+    maps = art.fast_plan["maps"]
+    assert [m["name"] for m in maps] == [d.name for d in art.func.attrs["tma_descriptors"]] and maps
+    names = [p["name"] for p in art.fast_plan["params"]]
+    for m in maps:  # what the launcher encodes it with: its tensor, and its fields' constant
+        assert (f"{m['name']} = rt.encode_tiled({m['name']!r}, {names[m['tensor']]}, {m['fields']})"
+                in art.host_source)
+
+
+def test_no_plan_where_the_c_path_cannot_launch():
+    import tileworkbench as tw
+
+    from tileworkbench.examples import matmul
+
+    debug = tw.lower(matmul(256, 128, 64, 128, 128, 32, "float16", "float32", 2, 128),
+                     pass_configs={"tw.debug_barrier_timeout": 1.0})
+    assert debug.fast_plan is None
+
+
+def test_no_plan_for_scalar_parameters():
+    import tileworkbench as tw
+    import tileworkbench.language as T
+
+    @T.prim_func
+    def scale(A: T.Tensor((256,), "float32"), s: T.float32):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                A[bx * 128 + i] = A[bx * 128 + i] * s
+
+    assert tw.lower(scale).fast_plan is None

@@ -1,0 +1,508 @@
+/* tileworkbench's C launch path (issue 18): one call of a kernel whose parameters are all tensors,
+ * checked and launched without a Python frame per argument.
+ *
+ * backend/fastcall.py compiles this file with the system's C compiler on first use (as Triton
+ * builds its launchers) and keeps the module in the compile cache. A Launcher is made per
+ * (kernel, device) from the kernel's fast-call plan (codegen/host.py: shapes, strides, dtypes,
+ * alignments, grid, block, shared memory) and called with the call's arguments:
+ *
+ *   - every argument must be a torch.Tensor (that exact type) with the plan's dtype, shape and
+ *     strides, on the launcher's device (which must be the current one), its address aligned as
+ *     the plan says: the checks the generated Python launcher's fast branch makes (Runtime.tensor);
+ *   - the outputs may be left out: each is then made by `empty_like(template)` (a template the
+ *     plan gives: an expanded scalar of the output's dtype, shape and device, which holds no
+ *     memory) or else `like.new_empty(shape, dtype=...)` with `like` the first input, on torch's
+ *     current stream (the one the launch goes on), and checked like the others;
+ *   - each TMA tensor map the kernel takes (after its tensors) is the one `encode(address)` gave
+ *     for the address of the tensor it describes: encoded again only when that address changes
+ *     (Runtime.encode_tiled, which keeps them, does the encoding and its checks);
+ *   - the launch goes on torch's current stream of the device (`get_stream(device)`).
+ *
+ * Anything else (another array type, a wrong dtype, shape, stride, device or alignment, keyword
+ * arguments, another argument count, an exception from an attribute) returns NotImplemented and
+ * the Python launcher runs instead: it accepts what it can (CuPy arrays, strides that differ only
+ * in dimensions of one element) and raises its own message for the rest. So this path changes
+ * how fast a call is, never what it accepts or which error it gives. A launch the driver refuses
+ * raises `error_type` here, as the Python launcher's does.
+ *
+ * libcuda is opened with dlopen, so the module builds without the CUDA toolkit. A Launcher whose
+ * function is 0 launches nothing: it keeps each call's stream and parameter values in
+ * `last_launch` (the CPU tests check the checks that way).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TW_MAX_PARAMS 32
+#define TW_MAX_DIMS 8
+#define TW_MAP_BYTES 128 /* a CUtensorMap */
+
+typedef int (*launch_fn)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                         void**, void**);
+typedef int (*error_name_fn)(int, const char**);
+static launch_fn cu_launch = NULL;
+static error_name_fn cu_error_name = NULL;
+
+static PyObject *s_dtype, *s_shape, *s_stride, *s_is_contiguous, *s_get_device, *s_data_ptr, *s_new_empty;
+static PyObject* kw_dtype; /* ("dtype",): new_empty's keyword */
+
+typedef struct {
+  PyObject* dtype;  /* the torch dtype the tensor must have (a strong reference) */
+  PyObject* shape;  /* the shape as a tuple, for new_empty */
+  int ndim;
+  long long sizes[TW_MAX_DIMS];
+  long long strides[TW_MAX_DIMS];
+  unsigned long long align;
+  int output;
+  int contiguous;     /* the strides are the row-major ones: `is_contiguous()` checks them (no tuple) */
+  PyObject* template; /* outputs: what empty_like makes the output from, or NULL */
+} Spec;
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* name;
+  unsigned long long function; /* CUfunction; 0: a dry launcher */
+  unsigned grid[3], block[3], smem;
+  long device;
+  PyObject* device_obj; /* the device as a Python int, for get_stream */
+  int nparams, ninputs, nout, like_at; /* nparams: the tensors (the call's arguments) */
+  int out_at[TW_MAX_PARAMS];
+  Spec spec[TW_MAX_PARAMS];
+  int nmaps;                                  /* tensor maps, parameters nparams .. nparams + nmaps - 1 */
+  int map_of[TW_MAX_PARAMS];                  /* the tensor each map describes */
+  PyObject* encode[TW_MAX_PARAMS];            /* address -> the map's 128 bytes */
+  unsigned long long map_address[TW_MAX_PARAMS]; /* the address each slot's map was encoded for (0: none) */
+  unsigned char* map_slots;                   /* nmaps * TW_MAP_BYTES, 128-byte aligned */
+  PyObject *tensor_type, *get_device, *get_stream, *error_type, *empty_like;
+  unsigned long long values[TW_MAX_PARAMS];
+  void* params[TW_MAX_PARAMS];
+  unsigned long long last_stream;
+  PyObject* last_launch; /* dry launchers: (stream, (values...)) of the last call */
+} Launcher;
+
+/* 1: the ints of `seq` (a tuple, torch.Size included) are want[0..n); 0: they are not; -1: error. */
+static int same_ints(PyObject* seq, const long long* want, int n) {
+  if (!PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != n) return 0;
+  for (int i = 0; i < n; ++i) {
+    long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (x != want[i]) return 0;
+  }
+  return 1;
+}
+
+/* 1: `obj` is the tensor spec `s` asks for (its address in *ptr); 0: it is not; -1: error. */
+static int check_tensor(Launcher* self, PyObject* obj, const Spec* s, unsigned long long* ptr) {
+  if (Py_TYPE(obj) != (PyTypeObject*)self->tensor_type) return 0;
+  PyObject* v = PyObject_GetAttr(obj, s_dtype);
+  if (v == NULL) return -1;
+  int ok = v == s->dtype;
+  Py_DECREF(v);
+  if (!ok) return 0;
+  v = PyObject_GetAttr(obj, s_shape);
+  if (v == NULL) return -1;
+  ok = same_ints(v, s->sizes, s->ndim);
+  Py_DECREF(v);
+  if (ok <= 0) return ok;
+  if (s->contiguous) { /* row-major but in dimensions of one element, which the full check accepts too */
+    v = PyObject_CallMethodNoArgs(obj, s_is_contiguous);
+    if (v == NULL) return -1;
+    ok = v == Py_True;
+  } else {
+    v = PyObject_CallMethodNoArgs(obj, s_stride);
+    if (v == NULL) return -1;
+    ok = same_ints(v, s->strides, s->ndim);
+  }
+  Py_DECREF(v);
+  if (ok <= 0) return ok;
+  v = PyObject_CallMethodNoArgs(obj, s_get_device);
+  if (v == NULL) return -1;
+  long device = PyLong_AsLong(v);
+  Py_DECREF(v);
+  if (device == -1 && PyErr_Occurred()) return -1;
+  if (device != self->device) return 0;
+  v = PyObject_CallMethodNoArgs(obj, s_data_ptr);
+  if (v == NULL) return -1;
+  *ptr = PyLong_AsUnsignedLongLong(v);
+  Py_DECREF(v);
+  if (PyErr_Occurred()) return -1;
+  return *ptr % s->align == 0;
+}
+
+static PyObject* not_handled(void) {
+  PyErr_Clear();
+  Py_RETURN_NOTIMPLEMENTED;
+}
+
+static long current_device(Launcher* self) {
+  PyObject* d = PyObject_CallNoArgs(self->get_device);
+  if (d == NULL) return -2;
+  long device = PyLong_AsLong(d);
+  Py_DECREF(d);
+  return device;
+}
+
+static int launch(Launcher* self, unsigned long long stream) {
+  if (self->function == 0) {
+    PyObject* values = PyTuple_New(self->nparams + self->nmaps);
+    if (values == NULL) return -1;
+    for (int i = 0; i < self->nparams; ++i) PyTuple_SET_ITEM(values, i, PyLong_FromUnsignedLongLong(self->values[i]));
+    for (int m = 0; m < self->nmaps; ++m)
+      PyTuple_SET_ITEM(values, self->nparams + m,
+                       PyBytes_FromStringAndSize((const char*)self->map_slots + m * TW_MAP_BYTES, TW_MAP_BYTES));
+    PyObject* last = Py_BuildValue("(KN)", stream, values);
+    if (last == NULL) return -1;
+    Py_XSETREF(self->last_launch, last);
+    return 0;
+  }
+  int err;
+  Py_BEGIN_ALLOW_THREADS
+  err = cu_launch((void*)self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0], self->block[1],
+                  self->block[2], self->smem, (void*)stream, self->params, NULL);
+  Py_END_ALLOW_THREADS
+  if (err != 0) {
+    const char* name = "an unknown error";
+    if (cu_error_name != NULL) cu_error_name(err, &name);
+    PyErr_Format(self->error_type,
+                 "launching %U failed: %s (grid (%u, %u, %u), block (%u, %u, %u), %u bytes of shared memory)",
+                 self->name, name, self->grid[0], self->grid[1], self->grid[2], self->block[0], self->block[1],
+                 self->block[2], self->smem);
+    return -1;
+  }
+  return 0;
+}
+
+/* Each tensor map re-encoded where its tensor's address changed since the last call. 0, or -1
+ * with the encoder's exception set. */
+static int update_maps(Launcher* self) {
+  for (int m = 0; m < self->nmaps; ++m) {
+    unsigned long long address = self->values[self->map_of[m]];
+    if (address == self->map_address[m]) continue;
+    PyObject* arg = PyLong_FromUnsignedLongLong(address);
+    if (arg == NULL) return -1;
+    PyObject* map = PyObject_CallOneArg(self->encode[m], arg);
+    Py_DECREF(arg);
+    if (map == NULL) return -1;
+    if (!PyBytes_Check(map) || PyBytes_GET_SIZE(map) != TW_MAP_BYTES) {
+      Py_DECREF(map);
+      PyErr_SetString(PyExc_TypeError, "a tensor map encoder must return 128 bytes");
+      return -1;
+    }
+    memcpy(self->map_slots + m * TW_MAP_BYTES, PyBytes_AS_STRING(map), TW_MAP_BYTES);
+    Py_DECREF(map);
+    self->map_address[m] = address;
+  }
+  return 0;
+}
+
+static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  Launcher* self = (Launcher*)callable;
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) return not_handled();
+  if (n != self->nparams && n != self->ninputs) return not_handled();
+  if (current_device(self) != self->device) return not_handled();
+  PyObject* full[TW_MAX_PARAMS];
+  int made = n != self->nparams; /* the outputs are ours to make */
+  for (int i = 0, j = 0; i < self->nparams; ++i) {
+    if (made && self->spec[i].output) {
+      full[i] = NULL;
+    } else {
+      full[i] = args[j++];
+      int ok = check_tensor(self, full[i], &self->spec[i], &self->values[i]);
+      if (ok <= 0) return not_handled();
+    }
+  }
+  if (made) {
+    PyObject* like = full[self->like_at];
+    for (int i = 0; i < self->nparams; ++i) {
+      if (!self->spec[i].output) continue;
+      PyObject* out;
+      if (self->spec[i].template != NULL) {
+        out = PyObject_CallOneArg(self->empty_like, self->spec[i].template);
+      } else { /* like.new_empty(shape, dtype=dtype) */
+        PyObject* call_args[4] = {NULL, like, self->spec[i].shape, self->spec[i].dtype};
+        out = PyObject_VectorcallMethod(s_new_empty, call_args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_dtype);
+      }
+      full[i] = out;
+      if (out == NULL || check_tensor(self, out, &self->spec[i], &self->values[i]) <= 0) {
+        for (int k = 0; k <= i; ++k)
+          if (self->spec[k].output) Py_XDECREF(full[k]);
+        return not_handled();
+      }
+    }
+  }
+  PyObject* result = NULL;
+  if (update_maps(self) < 0) goto done; /* the encoder's error (an unaligned tensor, ...) is raised */
+  PyObject* stream_obj = PyObject_CallOneArg(self->get_stream, self->device_obj);
+  unsigned long long stream = 0;
+  if (stream_obj != NULL) {
+    stream = PyLong_AsUnsignedLongLong(stream_obj);
+    Py_DECREF(stream_obj);
+  }
+  if (stream_obj == NULL || PyErr_Occurred()) goto done; /* an error from torch: raised as it is */
+  self->last_stream = stream;
+  if (launch(self, stream) < 0) goto done;
+  if (self->nout == 0) {
+    result = Py_NewRef(Py_None);
+  } else if (self->nout == 1) {
+    result = Py_NewRef(full[self->out_at[0]]);
+  } else {
+    result = PyTuple_New(self->nout);
+    if (result != NULL)
+      for (int k = 0; k < self->nout; ++k) PyTuple_SET_ITEM(result, k, Py_NewRef(full[self->out_at[k]]));
+  }
+done:
+  if (made)
+    for (int i = 0; i < self->nparams; ++i)
+      if (self->spec[i].output) Py_DECREF(full[i]);
+  return result;
+}
+
+static int read_ints(PyObject* seq, long long* out, int max, const char* what) {
+  PyObject* fast = PySequence_Fast(seq, what);
+  if (fast == NULL) return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  if (n > max) {
+    Py_DECREF(fast);
+    PyErr_Format(PyExc_ValueError, "%s: more than %d items", what, max);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    out[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+    if (out[i] == -1 && PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return -1;
+    }
+  }
+  Py_DECREF(fast);
+  return (int)n;
+}
+
+/* Launcher(name, function, grid, block, smem, device, specs, maps, tensor_type, get_device, get_stream,
+ *          error_type, empty_like)
+ * specs: one (dtype, shape, strides, align, is_output, template or None) per tensor parameter;
+ * maps: one (index of the tensor it describes, encode) per tensor map parameter, in parameter order
+ * after the tensors. */
+static int launcher_init(PyObject* op, PyObject* args, PyObject* kwargs) {
+  Launcher* self = (Launcher*)op;
+  PyObject *name, *grid, *block, *specs, *maps, *tensor_type, *get_device, *get_stream, *error_type, *empty_like;
+  unsigned long long function;
+  unsigned smem;
+  long device;
+  if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
+    PyErr_SetString(PyExc_TypeError, "Launcher takes its arguments by position");
+    return -1;
+  }
+  if (!PyArg_ParseTuple(args, "UKOOIlOOOOOOO", &name, &function, &grid, &block, &smem, &device, &specs, &maps,
+                        &tensor_type, &get_device, &get_stream, &error_type, &empty_like))
+    return -1;
+  if (self->name != NULL) {
+    PyErr_SetString(PyExc_TypeError, "a Launcher is made once");
+    return -1;
+  }
+  long long g[3], b[3];
+  if (read_ints(grid, g, 3, "grid") != 3 || read_ints(block, b, 3, "block") != 3) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "grid and block have three dimensions each");
+    return -1;
+  }
+  if (!PyTuple_Check(specs) || PyTuple_GET_SIZE(specs) > TW_MAX_PARAMS) {
+    PyErr_Format(PyExc_ValueError, "specs: a tuple of at most %d parameters", TW_MAX_PARAMS);
+    return -1;
+  }
+  for (int k = 0; k < 3; ++k) {
+    self->grid[k] = (unsigned)g[k];
+    self->block[k] = (unsigned)b[k];
+  }
+  self->function = function;
+  self->smem = smem;
+  self->device = device;
+  self->device_obj = PyLong_FromLong(device);
+  if (self->device_obj == NULL) return -1;
+  self->nparams = (int)PyTuple_GET_SIZE(specs);
+  self->like_at = -1;
+  for (int i = 0; i < self->nparams; ++i) {
+    Spec* s = &self->spec[i];
+    PyObject *dtype, *shape, *strides, *template;
+    unsigned long long align;
+    int output;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs, i), "OOOKpO", &dtype, &shape, &strides, &align, &output, &template))
+      return -1;
+    s->ndim = read_ints(shape, s->sizes, TW_MAX_DIMS, "shape");
+    if (s->ndim < 0 || read_ints(strides, s->strides, TW_MAX_DIMS, "strides") != s->ndim) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "shape and strides differ in length");
+      return -1;
+    }
+    s->dtype = Py_NewRef(dtype);
+    s->shape = PySequence_Tuple(shape);
+    if (s->shape == NULL) return -1;
+    s->align = align ? align : 1;
+    s->output = output;
+    long long row_major = 1;
+    s->contiguous = 1;
+    for (int d = s->ndim - 1; d >= 0; --d) {
+      s->contiguous &= s->strides[d] == row_major;
+      row_major *= s->sizes[d];
+    }
+    s->template = output && template != Py_None ? Py_NewRef(template) : NULL;
+    self->params[i] = &self->values[i];
+    if (output) {
+      self->out_at[self->nout++] = i;
+    } else if (self->like_at < 0) {
+      self->like_at = i;
+    }
+  }
+  if (!PyTuple_Check(maps) || PyTuple_GET_SIZE(maps) + self->nparams > TW_MAX_PARAMS) {
+    PyErr_Format(PyExc_ValueError, "maps: a tuple; at most %d parameters in all", TW_MAX_PARAMS);
+    return -1;
+  }
+  self->nmaps = (int)PyTuple_GET_SIZE(maps);
+  if (self->nmaps > 0) {
+    void* slots = NULL;
+    if (posix_memalign(&slots, 128, (size_t)self->nmaps * TW_MAP_BYTES) != 0) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    memset(slots, 0, (size_t)self->nmaps * TW_MAP_BYTES);
+    self->map_slots = slots;
+  }
+  for (int m = 0; m < self->nmaps; ++m) {
+    int tensor;
+    PyObject* encode;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(maps, m), "iO", &tensor, &encode)) return -1;
+    if (tensor < 0 || tensor >= self->nparams) {
+      PyErr_Format(PyExc_ValueError, "map %d describes tensor %d of %d", m, tensor, self->nparams);
+      return -1;
+    }
+    self->map_of[m] = tensor;
+    self->encode[m] = Py_NewRef(encode);
+    self->params[self->nparams + m] = self->map_slots + m * TW_MAP_BYTES;
+  }
+  self->ninputs = self->nparams - self->nout;
+  if (self->nout > 0 && self->like_at < 0) self->ninputs = -1; /* nothing to make outputs like: pass them */
+  self->name = Py_NewRef(name);
+  self->tensor_type = Py_NewRef(tensor_type);
+  self->get_device = Py_NewRef(get_device);
+  self->get_stream = Py_NewRef(get_stream);
+  self->error_type = Py_NewRef(error_type);
+  self->empty_like = Py_NewRef(empty_like);
+  self->vectorcall = launcher_call;
+  return 0;
+}
+
+static void launcher_dealloc(PyObject* op) {
+  Launcher* self = (Launcher*)op;
+  for (int i = 0; i < self->nparams; ++i) {
+    Py_XDECREF(self->spec[i].dtype);
+    Py_XDECREF(self->spec[i].shape);
+    Py_XDECREF(self->spec[i].template);
+  }
+  for (int m = 0; m < self->nmaps; ++m) Py_XDECREF(self->encode[m]);
+  free(self->map_slots);
+  Py_XDECREF(self->name);
+  Py_XDECREF(self->device_obj);
+  Py_XDECREF(self->tensor_type);
+  Py_XDECREF(self->get_device);
+  Py_XDECREF(self->get_stream);
+  Py_XDECREF(self->error_type);
+  Py_XDECREF(self->empty_like);
+  Py_XDECREF(self->last_launch);
+  Py_TYPE(op)->tp_free(op);
+}
+
+/* repeat_last(n): the last call's launch made n times more, from C; nanoseconds per launch. What
+ * the driver alone costs here (the benchmark's floor), with the same function, stream and values:
+ * the tensors of that call must still be alive (a made output the caller dropped is not). */
+static PyObject* launcher_repeat_last(PyObject* op, PyObject* arg) {
+  Launcher* self = (Launcher*)op;
+  long n = PyLong_AsLong(arg);
+  if (n == -1 && PyErr_Occurred()) return NULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long i = 0; i < n; ++i)
+    if (launch(self, self->last_stream) < 0) return NULL;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+  return PyFloat_FromDouble(n > 0 ? ns / (double)n : 0.0);
+}
+
+static PyObject* launcher_last_launch(PyObject* op, void* closure) {
+  Launcher* self = (Launcher*)op;
+  (void)closure;
+  return Py_NewRef(self->last_launch ? self->last_launch : Py_None);
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"repeat_last", launcher_repeat_last, METH_O, "Launch the last call's launch n more times; ns per launch."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef launcher_getset[] = {
+    {"last_launch", launcher_last_launch, NULL, "A dry launcher's last (stream, parameter values).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tileworkbench_fastcall.Launcher",
+    .tp_basicsize = sizeof(Launcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A kernel's C launch path: checks torch tensors and launches, or returns NotImplemented.",
+    .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = PyType_GenericNew,
+    .tp_init = launcher_init,
+    .tp_dealloc = launcher_dealloc,
+    .tp_methods = launcher_methods,
+    .tp_getset = launcher_getset,
+};
+
+/* bind(): open libcuda; None on success, else why not (a str). Dry launchers need no driver. */
+static PyObject* module_bind(PyObject* mod, PyObject* unused) {
+  (void)mod;
+  (void)unused;
+  if (cu_launch != NULL) Py_RETURN_NONE;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (lib == NULL) return PyUnicode_FromFormat("libcuda.so.1 could not be opened: %s", dlerror());
+  cu_launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
+  cu_error_name = (error_name_fn)dlsym(lib, "cuGetErrorName");
+  if (cu_launch == NULL) return PyUnicode_FromString("libcuda.so.1 has no cuLaunchKernel");
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"bind", module_bind, METH_NOARGS, "Open libcuda; None, or why it could not be opened."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "tileworkbench_fastcall",
+    .m_doc = "tileworkbench's C launch path (backend/fastcall.c).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit_tileworkbench_fastcall(void) {
+  if (PyType_Ready(&LauncherType) < 0) return NULL;
+  s_dtype = PyUnicode_InternFromString("dtype");
+  s_shape = PyUnicode_InternFromString("shape");
+  s_stride = PyUnicode_InternFromString("stride");
+  s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+  s_get_device = PyUnicode_InternFromString("get_device");
+  s_data_ptr = PyUnicode_InternFromString("data_ptr");
+  s_new_empty = PyUnicode_InternFromString("new_empty");
+  kw_dtype = PyTuple_Pack(1, s_dtype);
+  PyObject* m = PyModule_Create(&module_def);
+  if (m == NULL) return NULL;
+  Py_INCREF(&LauncherType);
+  if (PyModule_AddObject(m, "Launcher", (PyObject*)&LauncherType) < 0) {
+    Py_DECREF(&LauncherType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}

@@ -1,0 +1,135 @@
+"""The C launch path (issue 18): ``fastcall.c`` built on first use and a ``Launcher`` per kernel.
+
+A call through the generated Python launcher costs about 8 us on the H200's host, of which the
+driver's ``cuLaunchKernel`` from C is 3-4 (``scripts/experiments/launch_floor.py``): the rest is
+Python frames and attribute reads. ``fastcall.c`` makes the checks of the launcher's fast branch
+(``Runtime.tensor``) and the launch in one C call, for kernels whose parameters are all tensors
+of fixed shapes (``codegen.host.fast_call_plan``); anything it does not accept falls back to the
+Python launcher, which decides and words every error (``fastcall.c``'s header says what exactly).
+
+The module is compiled with the system's C compiler (``cc``; ``CC`` overrides) against Python's
+headers, once per source text, Python version and platform, into the compile cache's folder
+(``<cache>/fastcall/``), the way Triton builds its launchers. Where that cannot be done (no
+compiler, no ``Python.h``, ``TILEWORKBENCH_FASTCALL=0``), ``module()`` returns None, ``why_not()``
+says why, and every call takes the Python launcher: slower, never different.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("fastcall.c")
+MODULE_NAME = "tileworkbench_fastcall"
+
+_state: dict = {}  # "module": the loaded module or None, "why_not": the reason it is None
+
+
+def module(build_dir: Path):
+    """The compiled ``tileworkbench_fastcall`` module (built into ``build_dir`` if not there yet),
+    or None where it cannot be built or loaded (``why_not()`` says why). Decided once a process."""
+    if "module" not in _state:
+        try:
+            _state["module"], _state["why_not"] = _load(Path(build_dir)), None
+        except _Unavailable as exc:
+            _state["module"], _state["why_not"] = None, str(exc)
+    return _state["module"]
+
+
+def why_not() -> str | None:
+    """Why the C launch path is off in this process (None: it is on, or not asked for yet)."""
+    return _state.get("why_not")
+
+
+class _Unavailable(Exception):
+    pass
+
+
+def _load(build_dir: Path):
+    if os.environ.get("TILEWORKBENCH_FASTCALL", "1") == "0":
+        raise _Unavailable("TILEWORKBENCH_FASTCALL=0")
+    text = SOURCE.read_bytes()
+    tag = hashlib.sha256(text + sys.version.encode() + sysconfig.get_platform().encode()).hexdigest()[:16]
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    target = build_dir / "fastcall" / f"{MODULE_NAME}-{tag}{suffix}"
+    if not target.exists():
+        _build(target)
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, target)
+    try:
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+    except ImportError as exc:
+        raise _Unavailable(f"the built module {target} does not load: {exc}") from exc
+    return loaded
+
+
+def _build(target: Path) -> None:
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        raise _Unavailable("no C compiler (cc, gcc or clang) on the PATH")
+    include = sysconfig.get_paths()["include"]
+    if not (Path(include) / "Python.h").exists():
+        raise _Unavailable(f"no Python.h in {include} (install Python's development headers)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Built under a temporary name and renamed: processes building at once each leave a whole file.
+    with tempfile.TemporaryDirectory(dir=target.parent) as work:
+        built = Path(work) / target.name
+        command = [compiler, "-O2", "-shared", "-fPIC", f"-I{include}", str(SOURCE), "-o", str(built), "-ldl"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise _Unavailable(f"{compiler} could not build {SOURCE.name}: {exc}") from exc
+        if done.returncode != 0:
+            raise _Unavailable(f"{compiler} could not build {SOURCE.name}: {done.stderr.strip()[-2000:]}")
+        os.replace(built, target)
+
+
+def launcher(mod, name: str, function: int, plan: dict, device: int, torch_dtypes: list, outputs, encoders: list,
+             error_type):
+    """A ``Launcher`` for one kernel on ``device`` (``function``: its ``CUfunction`` there), from
+    its fast-call plan, each tensor's torch dtype, the indices of the outputs (``out_idx``) and
+    each tensor map's encoder (address -> its 128 bytes); None where libcuda cannot be opened
+    (``why_not()``). Calls go on torch's current stream of the device."""
+    import torch
+
+    reason = mod.bind()
+    if reason is not None:
+        _state["why_not"] = reason
+        return None
+    specs = tuple((dtype, tuple(p["shape"]), tuple(p["strides"]), p["align"], i in outputs,
+                   _template(torch, p, dtype, device) if i in outputs else None)
+                  for i, (p, dtype) in enumerate(zip(plan["params"], torch_dtypes)))
+    current_device = _cupy_get_device()
+    maps = tuple((m["tensor"], encode) for m, encode in zip(plan["maps"], encoders))
+    return mod.Launcher(name, function, tuple(plan["grid"]), tuple(plan["block"]), plan["smem_bytes"], device, specs,
+                        maps, torch.Tensor, current_device, torch._C._cuda_getCurrentRawStream, error_type,
+                        torch.empty_like)
+
+
+def _template(torch, param: dict, dtype, device: int):
+    """What ``torch.empty_like`` makes an output from: one element of its dtype on its device seen
+    at its shape (an expanded view: no memory held), so the new tensor is row-major (torch lays out
+    what is not dense that way); None where the output's strides are not row-major (``new_empty``
+    then makes it, and the check hands what does not fit back to the Python launcher)."""
+    shape, row_major = list(param["shape"]), []
+    step = 1
+    for size in reversed(shape):
+        row_major.insert(0, step)
+        step *= size
+    if list(param["strides"]) != row_major:
+        return None
+    return torch.empty((), dtype=dtype, device=f"cuda:{device}").expand(shape)
+
+
+def _cupy_get_device():
+    import cupy
+
+    return cupy.cuda.runtime.getDevice
