@@ -206,6 +206,18 @@ def test_other_types_counts_keywords_and_devices_go_back(mod):
 
 
 @needs_compiler
+def test_an_explicit_stream_handle_with_every_argument(mod):
+    launch = dry_launcher(mod)
+    a, b, c = FakeTensor((128, 64), ptr=0x1000), FakeTensor((128, 64), ptr=0x2000), FakeTensor((128, 64), FLOAT)
+    assert launch(a, b, c, stream=0x77) is c and launch.last_launch[0] == 0x77
+    assert launch(a, b, c, stream=None) is NotImplemented  # Kernel.__call__ passes no stream= for None
+    assert launch(a, b, c, stream=object()) is NotImplemented  # a stream object: the Python launcher reads it
+    assert launch(a, b, c, other=1) is NotImplemented
+    assert launch(a, b, stream=0x77) is NotImplemented  # an output to make: made for the stream in Python
+    assert launch.last_launch[0] == 0x77
+
+
+@needs_compiler
 def test_an_attribute_that_raises_goes_back(mod):
     class Odd(FakeTensor):
         def data_ptr(self):

@@ -183,6 +183,20 @@ def test_the_c_path_hands_bad_arguments_to_the_python_checks(torch, gemm, c_path
         gemm(wrong, b)
 
 
+def test_the_c_path_launches_on_a_stream_handle(torch, gemm, c_path):
+    a, b = _inputs(torch)
+    fresh = torch.randn(N, N, device="cuda", dtype=torch.float16)
+    c = torch.full((N, N), float("nan"), device="cuda", dtype=torch.float16)
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(20_000_000)
+        a.copy_(fresh)
+    assert c_path(a, b, c, stream=side.cuda_stream) is c  # taken: the handle is an int
+    side.synchronize()
+    assert _close(torch, c, fresh, b)
+
+
 def test_cupy_arrays_take_the_python_launcher(gemm, c_path):
     cupy = pytest.importorskip("cupy")
     a, b = (cupy.random.standard_normal((N, N), dtype=cupy.float32).astype(cupy.float16) for _ in range(2))

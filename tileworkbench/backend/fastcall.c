@@ -18,8 +18,10 @@
  *     (Runtime.encode_tiled, which keeps them, does the encoding and its checks);
  *   - the launch goes on torch's current stream of the device (`get_stream(device)`).
  *
- * Anything else (another array type, a wrong dtype, shape, stride, device or alignment, keyword
- * arguments, another argument count, an exception from an attribute) returns NotImplemented and
+ * `stream=` an int handle sends the launch there instead, when every argument is given (outputs
+ * made here would belong to torch's current stream). Anything else (another array type, a wrong
+ * dtype, shape, stride, device or alignment, another keyword or stream, another argument count, an
+ * exception from an attribute) returns NotImplemented and
  * the Python launcher runs instead: it accepts what it can (CuPy arrays, strides that differ only
  * in dimensions of one element) and raises its own message for the rest. So this path changes
  * how fast a call is, never what it accepts or which error it gives. A launch the driver refuses
@@ -203,7 +205,18 @@ static int update_maps(Launcher* self) {
 static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   Launcher* self = (Launcher*)callable;
   Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-  if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) return not_handled();
+  int explicit_stream = 0; /* stream=<an int handle>: the launch goes there (only with every argument given) */
+  unsigned long long stream = 0;
+  if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+    PyObject* value = args[n];
+    if (PyTuple_GET_SIZE(kwnames) != 1 || !PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0)) ||
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "stream") != 0 || n != self->nparams ||
+        !PyLong_CheckExact(value))
+      return not_handled();
+    stream = PyLong_AsUnsignedLongLong(value);
+    if (PyErr_Occurred()) return not_handled();
+    explicit_stream = 1;
+  }
   if (n != self->nparams && n != self->ninputs) return not_handled();
   if (current_device(self) != self->device) return not_handled();
   PyObject* full[TW_MAX_PARAMS];
@@ -238,13 +251,13 @@ static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t
   }
   PyObject* result = NULL;
   if (update_maps(self) < 0) goto done; /* the encoder's error (an unaligned tensor, ...) is raised */
-  PyObject* stream_obj = PyObject_CallOneArg(self->get_stream, self->device_obj);
-  unsigned long long stream = 0;
-  if (stream_obj != NULL) {
+  if (!explicit_stream) {
+    PyObject* stream_obj = PyObject_CallOneArg(self->get_stream, self->device_obj);
+    if (stream_obj == NULL) goto done; /* an error from torch: raised as it is */
     stream = PyLong_AsUnsignedLongLong(stream_obj);
     Py_DECREF(stream_obj);
+    if (PyErr_Occurred()) goto done;
   }
-  if (stream_obj == NULL || PyErr_Occurred()) goto done; /* an error from torch: raised as it is */
   self->last_stream = stream;
   if (launch(self, stream) < 0) goto done;
   if (self->nout == 0) {

@@ -113,8 +113,9 @@ class Kernel:
         allocated in the framework of the inputs) on ``stream``: the current stream of that
         framework unless given (a ``torch.cuda.Stream``, ``cupy.cuda.Stream`` or int handle)."""
         fast = self._fast
-        if fast is not None and stream is None and not keywords:
-            result = fast(*args)  # NotImplemented: not what the C path takes; the Python launcher decides
+        if fast is not None and not keywords:
+            # NotImplemented: not what the C path takes (backend/fastcall.c); the Python launcher decides
+            result = fast(*args) if stream is None else fast(*args, stream=stream)
             if result is not NotImplemented:
                 return result
         if keywords:
