@@ -62,7 +62,9 @@ def test_two_streams_ordered_by_an_event(torch, gemm):
     assert _close(torch, c, a, b) and _close(torch, d, c, b)
 
 
-def test_an_explicit_stream_wins_over_the_current_one(torch, gemm):
+def _late_copy_on_a_side_stream(torch):
+    """(a, b, fresh, c, side): ``a`` becomes ``fresh`` on ``side`` well after any launch elsewhere
+    would have run; ``c`` is NaN."""
     a, b = _inputs(torch)
     fresh = torch.randn(N, N, device="cuda", dtype=torch.float16)
     c = torch.full((N, N), float("nan"), device="cuda", dtype=torch.float16)
@@ -71,6 +73,11 @@ def test_an_explicit_stream_wins_over_the_current_one(torch, gemm):
     with torch.cuda.stream(side):
         torch.cuda._sleep(20_000_000)
         a.copy_(fresh)
+    return a, b, fresh, c, side
+
+
+def test_an_explicit_stream_wins_over_the_current_one(torch, gemm):
+    a, b, fresh, c, side = _late_copy_on_a_side_stream(torch)
     gemm(a, b, c, stream=side)  # the current stream is the default one; the kernel waits on side's queue
     out = gemm(a, b, stream=side)  # its output allocated for side, where it is written
     side.synchronize()
@@ -184,14 +191,7 @@ def test_the_c_path_hands_bad_arguments_to_the_python_checks(torch, gemm, c_path
 
 
 def test_the_c_path_launches_on_a_stream_handle(torch, gemm, c_path):
-    a, b = _inputs(torch)
-    fresh = torch.randn(N, N, device="cuda", dtype=torch.float16)
-    c = torch.full((N, N), float("nan"), device="cuda", dtype=torch.float16)
-    side = torch.cuda.Stream()
-    torch.cuda.synchronize()
-    with torch.cuda.stream(side):
-        torch.cuda._sleep(20_000_000)
-        a.copy_(fresh)
+    a, b, fresh, c, side = _late_copy_on_a_side_stream(torch)
     assert c_path(a, b, c, stream=side.cuda_stream) is c  # taken: the handle is an int
     side.synchronize()
     assert _close(torch, c, fresh, b)
