@@ -91,6 +91,16 @@ def test_builds_once_and_reuses_the_module(tmp_path):
     fastcall._state.clear()
 
 
+@needs_compiler
+def test_prepared_in_a_thread_and_waited_for(tmp_path):
+    fastcall._state.clear()
+    fastcall.prepare(tmp_path)
+    fastcall.prepare(tmp_path)  # under way: nothing more
+    assert fastcall.module(tmp_path) is not None  # waits for the thread's build
+    assert len(list((tmp_path / "fastcall").glob("*.so"))) == 1
+    fastcall._state.clear()
+
+
 def test_switched_off_by_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEWORKBENCH_FASTCALL", "0")
     fastcall._state.clear()

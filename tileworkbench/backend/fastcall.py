@@ -25,23 +25,36 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("fastcall.c")
 MODULE_NAME = "tileworkbench_fastcall"
 
 _state: dict = {}  # "module": the loaded module or None, "why_not": the reason it is None
+_lock = threading.Lock()  # one build at a time: prepare()'s thread and module() wait for each other
 
 
 def module(build_dir: Path):
     """The compiled ``tileworkbench_fastcall`` module (built into ``build_dir`` if not there yet),
     or None where it cannot be built or loaded (``why_not()`` says why). Decided once a process."""
-    if "module" not in _state:
-        try:
-            _state["module"], _state["why_not"] = _load(Path(build_dir)), None
-        except _Unavailable as exc:
-            _state["module"], _state["why_not"] = None, str(exc)
-    return _state["module"]
+    with _lock:
+        if "module" not in _state:
+            try:
+                _state["module"], _state["why_not"] = _load(Path(build_dir)), None
+            except _Unavailable as exc:
+                _state["module"], _state["why_not"] = None, str(exc)
+        return _state["module"]
+
+
+def prepare(build_dir: Path) -> None:
+    """Start deciding ``module(build_dir)`` in a thread (a first build on a machine takes a few
+    tenths of a second of ``cc``), so that it runs while the kernel being compiled is in NVRTC and
+    is ready when the kernel loads; nothing if it is decided or under way."""
+    if "module" in _state or _state.get("preparing"):
+        return
+    _state["preparing"] = True
+    threading.Thread(target=module, args=(build_dir,), name="tileworkbench-fastcall-build").start()
 
 
 def why_not() -> str | None:

@@ -403,6 +403,10 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     key = cache.cache_key(print_ir(src) + "\n# " + where(src.source_file, src.source_line), tgt, configs, out_idx)
     if load_device is None:
         load_device = _gpu_present()
+    if load_device:  # the C launch path, built (once a machine) while this kernel compiles
+        from ..backend import fastcall
+
+        fastcall.prepare(cache.cache_dir())
     hit = cache.MEMORY.get(key) if cache.memory_enabled() else None
     if hit is not None:
         return hit
