@@ -204,3 +204,39 @@ def test_cupy_arrays_take_the_python_launcher(gemm, c_path):
     c = gemm(a, b)
     ref = a.astype(cupy.float32) @ b.astype(cupy.float32)
     assert float(cupy.linalg.norm(c.astype(cupy.float32) - ref) / cupy.linalg.norm(ref)) < 2e-3
+
+
+@pytest.mark.parametrize("framework", ["torch", "cupy"])
+def test_threads_launching_the_same_kernel_keep_their_own_arguments(torch, gemm, framework):
+    """Both launch paths let the GIL go in the driver call while another thread may pack its own
+    arguments for the same kernel: each thread's results must be its own (torch: the C path; CuPy:
+    the Python launcher)."""
+    import threading
+
+    if framework == "cupy":
+        cupy = pytest.importorskip("cupy")
+    work = []
+    for _ in range(4):
+        a, b = _inputs(torch)
+        c = torch.full((N, N), float("nan"), device="cuda", dtype=torch.float16)
+        work.append((a, b, c) if framework == "torch" else tuple(cupy.asarray(t) for t in (a, b, c)))
+    torch.cuda.synchronize()
+    errors = []
+
+    def hammer(args):
+        try:
+            for _ in range(300):
+                gemm(*args)
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(args,)) for args in work]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torch.cuda.synchronize()
+    assert not errors
+    for a, b, c in work:
+        a, b, c = (torch.as_tensor(t, device="cuda") for t in (a, b, c))
+        assert _close(torch, c, a, b)

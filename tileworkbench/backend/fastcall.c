@@ -81,8 +81,7 @@ typedef struct {
   unsigned long long map_address[TW_MAX_PARAMS]; /* the address each slot's map was encoded for (0: none) */
   unsigned char* map_slots;                   /* nmaps * TW_MAP_BYTES, 128-byte aligned */
   PyObject *tensor_type, *get_device, *get_stream, *error_type, *empty_like;
-  unsigned long long values[TW_MAX_PARAMS];
-  void* params[TW_MAX_PARAMS];
+  unsigned long long values[TW_MAX_PARAMS]; /* the call's tensor addresses (copied out before a launch) */
   unsigned long long last_stream;
   PyObject* last_launch; /* dry launchers: (stream, (values...)) of the last call */
 } Launcher;
@@ -162,10 +161,24 @@ static int launch(Launcher* self, unsigned long long stream) {
     Py_XSETREF(self->last_launch, last);
     return 0;
   }
+  /* The call's parameters copied to this stack frame before the GIL is let go: another thread may
+   * call the same launcher meanwhile and rewrite its values and map slots (cuLaunchKernel has read
+   * the parameters when it returns). */
+  unsigned long long values[TW_MAX_PARAMS];
+  unsigned char maps[TW_MAX_PARAMS * TW_MAP_BYTES] __attribute__((aligned(128)));
+  void* params[TW_MAX_PARAMS];
+  for (int i = 0; i < self->nparams; ++i) {
+    values[i] = self->values[i];
+    params[i] = &values[i];
+  }
+  for (int m = 0; m < self->nmaps; ++m) {
+    memcpy(maps + m * TW_MAP_BYTES, self->map_slots + m * TW_MAP_BYTES, TW_MAP_BYTES);
+    params[self->nparams + m] = maps + m * TW_MAP_BYTES;
+  }
   int err;
   Py_BEGIN_ALLOW_THREADS
   err = cu_launch((void*)self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0], self->block[1],
-                  self->block[2], self->smem, (void*)stream, self->params, NULL);
+                  self->block[2], self->smem, (void*)stream, params, NULL);
   Py_END_ALLOW_THREADS
   if (err != 0) {
     const char* name = "an unknown error";
@@ -362,7 +375,6 @@ static int launcher_init(PyObject* op, PyObject* args, PyObject* kwargs) {
       row_major *= s->sizes[d];
     }
     s->template = output && template != Py_None ? Py_NewRef(template) : NULL;
-    self->params[i] = &self->values[i];
     if (output) {
       self->out_at[self->nout++] = i;
     } else if (self->like_at < 0) {
@@ -393,7 +405,6 @@ static int launcher_init(PyObject* op, PyObject* args, PyObject* kwargs) {
     }
     self->map_of[m] = tensor;
     self->encode[m] = Py_NewRef(encode);
-    self->params[self->nparams + m] = self->map_slots + m * TW_MAP_BYTES;
   }
   self->ninputs = self->nparams - self->nout;
   if (self->nout > 0 && self->like_at < 0) self->ninputs = -1; /* nothing to make outputs like: pass them */

@@ -17,6 +17,7 @@ of that moment go.
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
 
@@ -138,19 +139,23 @@ class DriverLauncher:
         self._stream_type = driver.CUstream
         self._streams: dict = {}
         self._last_stream, self._last_handle = None, None
+        self._lock = threading.Lock()
         self.params = ParamBuffer(count)
 
     def __call__(self, kernel_name: str, grid, block, smem_bytes: int, args, stream: int) -> None:
-        self.params.pack(args)
-        if stream != self._last_stream:  # a CUstream wrapper per handle, made once
-            handle = self._streams.get(stream)
-            if handle is None:
-                if len(self._streams) > 64:  # streams come and go: keep the table small
-                    self._streams.clear()
-                handle = self._streams[stream] = self._stream_type(stream)
-            self._last_stream, self._last_handle = stream, handle
-        (err,) = self._launch(self._handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem_bytes,
-                              self._last_handle, self.params.address, 0)
+        # One call at a time: the driver call lets the GIL go, and another thread's pack into the
+        # same buffer must not land between this pack and the driver's read of it.
+        with self._lock:
+            self.params.pack(args)
+            if stream != self._last_stream:  # a CUstream wrapper per handle, made once
+                handle = self._streams.get(stream)
+                if handle is None:
+                    if len(self._streams) > 64:  # streams come and go: keep the table small
+                        self._streams.clear()
+                    handle = self._streams[stream] = self._stream_type(stream)
+                self._last_stream, self._last_handle = stream, handle
+            (err,) = self._launch(self._handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem_bytes,
+                                  self._last_handle, self.params.address, 0)
         if err is not self._success:
             raise KernelRuntimeError(f"launching {kernel_name} failed: {err.name} (grid {tuple(grid)}, block "
                                      f"{tuple(block)}, {smem_bytes} bytes of shared memory)")
