@@ -46,11 +46,24 @@
 typedef int (*launch_fn)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
                          void**, void**);
 typedef int (*error_name_fn)(int, const char**);
+typedef int (*ctx_get_fn)(void**);
+typedef int (*ctx_set_fn)(void*);
 static launch_fn cu_launch = NULL;
 static error_name_fn cu_error_name = NULL;
+static ctx_get_fn cu_ctx_get_current = NULL;
+static ctx_set_fn cu_ctx_set_current = NULL;
 
 static PyObject *s_dtype, *s_shape, *s_stride, *s_is_contiguous, *s_get_device, *s_data_ptr, *s_new_empty;
 static PyObject* kw_dtype; /* ("dtype",): new_empty's keyword */
+
+/* One call's parameters. A call keeps them on its thread's stack (declared 128-byte aligned, for
+ * the tensor maps): a launcher may be called from several threads at once, and a check or an
+ * allocation can let the GIL go (torch's ops do), so nothing of a call lives in the launcher until
+ * the launch has read it. */
+typedef struct {
+  unsigned long long values[TW_MAX_PARAMS];          /* the tensors' addresses */
+  unsigned char maps[TW_MAX_PARAMS * TW_MAP_BYTES]; /* the tensor maps (offset 256: aligned as the Call) */
+} Call;
 
 typedef struct {
   PyObject* dtype;  /* the torch dtype the tensor must have (a strong reference) */
@@ -81,7 +94,8 @@ typedef struct {
   unsigned long long map_address[TW_MAX_PARAMS]; /* the address each slot's map was encoded for (0: none) */
   unsigned char* map_slots;                   /* nmaps * TW_MAP_BYTES, 128-byte aligned */
   PyObject *tensor_type, *get_device, *get_stream, *error_type, *empty_like;
-  unsigned long long values[TW_MAX_PARAMS]; /* the call's tensor addresses (copied out before a launch) */
+  void* context; /* the CUcontext the function belongs to (current where the launcher was made) */
+  Call last;     /* the last launch's parameters (repeat_last) */
   unsigned long long last_stream;
   PyObject* last_launch; /* dry launchers: (stream, (values...)) of the last call */
 } Launcher;
@@ -148,33 +162,35 @@ static long current_device(Launcher* self) {
   return device;
 }
 
-static int launch(Launcher* self, unsigned long long stream) {
+/* Whether the calling thread can launch the function. A thread that has run no CUDA yet has no
+ * current context (the driver would refuse a tensor map's encoding and the launch): it gets the
+ * launcher's, its device's primary context, as the CUDA runtime gives a thread on its first call
+ * there. 0: it can; 1: another context is current (not ours to launch from). */
+static int own_context(Launcher* self) {
+  if (self->function == 0) return 0; /* a dry launcher needs none */
+  void* current = NULL;
+  if (cu_ctx_get_current(&current) != 0) return 1;
+  if (current == NULL) return cu_ctx_set_current(self->context) != 0;
+  return current != self->context;
+}
+
+/* The launch on `stream`. 0: launched; -1: the driver refused (an exception is set). */
+static int launch(Launcher* self, unsigned long long stream, Call* call) {
   if (self->function == 0) {
     PyObject* values = PyTuple_New(self->nparams + self->nmaps);
     if (values == NULL) return -1;
-    for (int i = 0; i < self->nparams; ++i) PyTuple_SET_ITEM(values, i, PyLong_FromUnsignedLongLong(self->values[i]));
+    for (int i = 0; i < self->nparams; ++i) PyTuple_SET_ITEM(values, i, PyLong_FromUnsignedLongLong(call->values[i]));
     for (int m = 0; m < self->nmaps; ++m)
       PyTuple_SET_ITEM(values, self->nparams + m,
-                       PyBytes_FromStringAndSize((const char*)self->map_slots + m * TW_MAP_BYTES, TW_MAP_BYTES));
+                       PyBytes_FromStringAndSize((const char*)call->maps + m * TW_MAP_BYTES, TW_MAP_BYTES));
     PyObject* last = Py_BuildValue("(KN)", stream, values);
     if (last == NULL) return -1;
     Py_XSETREF(self->last_launch, last);
     return 0;
   }
-  /* The call's parameters copied to this stack frame before the GIL is let go: another thread may
-   * call the same launcher meanwhile and rewrite its values and map slots (cuLaunchKernel has read
-   * the parameters when it returns). */
-  unsigned long long values[TW_MAX_PARAMS];
-  unsigned char maps[TW_MAX_PARAMS * TW_MAP_BYTES] __attribute__((aligned(128)));
   void* params[TW_MAX_PARAMS];
-  for (int i = 0; i < self->nparams; ++i) {
-    values[i] = self->values[i];
-    params[i] = &values[i];
-  }
-  for (int m = 0; m < self->nmaps; ++m) {
-    memcpy(maps + m * TW_MAP_BYTES, self->map_slots + m * TW_MAP_BYTES, TW_MAP_BYTES);
-    params[self->nparams + m] = maps + m * TW_MAP_BYTES;
-  }
+  for (int i = 0; i < self->nparams; ++i) params[i] = &call->values[i];
+  for (int m = 0; m < self->nmaps; ++m) params[self->nparams + m] = call->maps + m * TW_MAP_BYTES;
   int err;
   Py_BEGIN_ALLOW_THREADS
   err = cu_launch((void*)self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0], self->block[1],
@@ -192,12 +208,17 @@ static int launch(Launcher* self, unsigned long long stream) {
   return 0;
 }
 
-/* Each tensor map re-encoded where its tensor's address changed since the last call. 0, or -1
- * with the encoder's exception set. */
-static int update_maps(Launcher* self) {
+/* The call's tensor maps: the launcher's kept map where its tensor's address is the one it was
+ * encoded for, else `encode(address)` (kept for the next call). 0, or -1 with the encoder's
+ * exception set. */
+static int call_maps(Launcher* self, Call* call) {
   for (int m = 0; m < self->nmaps; ++m) {
-    unsigned long long address = self->values[self->map_of[m]];
-    if (address == self->map_address[m]) continue;
+    unsigned long long address = call->values[self->map_of[m]];
+    unsigned char* slot = self->map_slots + m * TW_MAP_BYTES;
+    if (address == self->map_address[m]) { /* no Python runs between the test and the copy */
+      memcpy(call->maps + m * TW_MAP_BYTES, slot, TW_MAP_BYTES);
+      continue;
+    }
     PyObject* arg = PyLong_FromUnsignedLongLong(address);
     if (arg == NULL) return -1;
     PyObject* map = PyObject_CallOneArg(self->encode[m], arg);
@@ -208,9 +229,10 @@ static int update_maps(Launcher* self) {
       PyErr_SetString(PyExc_TypeError, "a tensor map encoder must return 128 bytes");
       return -1;
     }
-    memcpy(self->map_slots + m * TW_MAP_BYTES, PyBytes_AS_STRING(map), TW_MAP_BYTES);
-    Py_DECREF(map);
+    memcpy(call->maps + m * TW_MAP_BYTES, PyBytes_AS_STRING(map), TW_MAP_BYTES);
+    memcpy(slot, PyBytes_AS_STRING(map), TW_MAP_BYTES);
     self->map_address[m] = address;
+    Py_DECREF(map);
   }
   return 0;
 }
@@ -231,7 +253,8 @@ static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t
     explicit_stream = 1;
   }
   if (n != self->nparams && n != self->ninputs) return not_handled();
-  if (current_device(self) != self->device) return not_handled();
+  if (current_device(self) != self->device || own_context(self) != 0) return not_handled();
+  Call call __attribute__((aligned(128)));
   PyObject* full[TW_MAX_PARAMS];
   int made = n != self->nparams; /* the outputs are ours to make */
   for (int i = 0, j = 0; i < self->nparams; ++i) {
@@ -239,7 +262,7 @@ static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t
       full[i] = NULL;
     } else {
       full[i] = args[j++];
-      int ok = check_tensor(self, full[i], &self->spec[i], &self->values[i]);
+      int ok = check_tensor(self, full[i], &self->spec[i], &call.values[i]);
       if (ok <= 0) return not_handled();
     }
   }
@@ -255,7 +278,7 @@ static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t
         out = PyObject_VectorcallMethod(s_new_empty, call_args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_dtype);
       }
       full[i] = out;
-      if (out == NULL || check_tensor(self, out, &self->spec[i], &self->values[i]) <= 0) {
+      if (out == NULL || check_tensor(self, out, &self->spec[i], &call.values[i]) <= 0) {
         for (int k = 0; k <= i; ++k)
           if (self->spec[k].output) Py_XDECREF(full[k]);
         return not_handled();
@@ -263,7 +286,8 @@ static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t
     }
   }
   PyObject* result = NULL;
-  if (update_maps(self) < 0) goto done; /* the encoder's error (an unaligned tensor, ...) is raised */
+  int launched = -1;
+  if (call_maps(self, &call) < 0) goto done; /* the encoder's error (an unaligned tensor, ...) is raised */
   if (!explicit_stream) {
     PyObject* stream_obj = PyObject_CallOneArg(self->get_stream, self->device_obj);
     if (stream_obj == NULL) goto done; /* an error from torch: raised as it is */
@@ -271,8 +295,11 @@ static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t
     Py_DECREF(stream_obj);
     if (PyErr_Occurred()) goto done;
   }
+  launched = launch(self, stream, &call);
+  if (launched < 0) goto done;
+  memcpy(self->last.values, call.values, sizeof(call.values)); /* for repeat_last */
+  memcpy(self->last.maps, call.maps, (size_t)self->nmaps * TW_MAP_BYTES);
   self->last_stream = stream;
-  if (launch(self, stream) < 0) goto done;
   if (self->nout == 0) {
     result = Py_NewRef(Py_None);
   } else if (self->nout == 1) {
@@ -345,6 +372,16 @@ static int launcher_init(PyObject* op, PyObject* args, PyObject* kwargs) {
     self->block[k] = (unsigned)b[k];
   }
   self->function = function;
+  if (function != 0) {
+    if (cu_launch == NULL) {
+      PyErr_SetString(PyExc_RuntimeError, "bind() first: libcuda is not open");
+      return -1;
+    }
+    if (cu_ctx_get_current(&self->context) != 0 || self->context == NULL) {
+      PyErr_SetString(PyExc_RuntimeError, "no current CUDA context to launch the function in");
+      return -1;
+    }
+  }
   self->smem = smem;
   self->device = device;
   self->device_obj = PyLong_FromLong(device);
@@ -445,10 +482,16 @@ static PyObject* launcher_repeat_last(PyObject* op, PyObject* arg) {
   Launcher* self = (Launcher*)op;
   long n = PyLong_AsLong(arg);
   if (n == -1 && PyErr_Occurred()) return NULL;
+  Call call __attribute__((aligned(128)));
+  memcpy(&call, &self->last, sizeof(Call));
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (own_context(self) != 0) {
+    PyErr_SetString(PyExc_RuntimeError, "another CUDA context is current on this thread");
+    return NULL;
+  }
   for (long i = 0; i < n; ++i)
-    if (launch(self, self->last_stream) < 0) return NULL;
+    if (launch(self, self->last_stream, &call) < 0) return NULL;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
   return PyFloat_FromDouble(n > 0 ? ns / (double)n : 0.0);
@@ -493,7 +536,12 @@ static PyObject* module_bind(PyObject* mod, PyObject* unused) {
   if (lib == NULL) return PyUnicode_FromFormat("libcuda.so.1 could not be opened: %s", dlerror());
   cu_launch = (launch_fn)dlsym(lib, "cuLaunchKernel");
   cu_error_name = (error_name_fn)dlsym(lib, "cuGetErrorName");
-  if (cu_launch == NULL) return PyUnicode_FromString("libcuda.so.1 has no cuLaunchKernel");
+  cu_ctx_get_current = (ctx_get_fn)dlsym(lib, "cuCtxGetCurrent");
+  cu_ctx_set_current = (ctx_set_fn)dlsym(lib, "cuCtxSetCurrent");
+  if (cu_launch == NULL || cu_ctx_get_current == NULL || cu_ctx_set_current == NULL) {
+    cu_launch = NULL;
+    return PyUnicode_FromString("libcuda.so.1 lacks cuLaunchKernel, cuCtxGetCurrent or cuCtxSetCurrent");
+  }
   Py_RETURN_NONE;
 }
 

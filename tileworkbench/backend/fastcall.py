@@ -122,9 +122,13 @@ def launcher(mod, name: str, function: int, plan: dict, device: int, torch_dtype
                   for i, (p, dtype) in enumerate(zip(plan["params"], torch_dtypes)))
     current_device = _cupy_get_device()
     maps = tuple((m["tensor"], encode) for m, encode in zip(plan["maps"], encoders))
-    return mod.Launcher(name, function, tuple(plan["grid"]), tuple(plan["block"]), plan["smem_bytes"], device, specs,
-                        maps, torch.Tensor, current_device, torch._C._cuda_getCurrentRawStream, error_type,
-                        torch.empty_like)
+    try:
+        return mod.Launcher(name, function, tuple(plan["grid"]), tuple(plan["block"]), plan["smem_bytes"], device,
+                            specs, maps, torch.Tensor, current_device, torch._C._cuda_getCurrentRawStream,
+                            error_type, torch.empty_like)
+    except RuntimeError as exc:  # no current context on this thread: calls take the Python launcher
+        _state["why_not"] = str(exc)
+        return None
 
 
 def _template(torch, param: dict, dtype, device: int):

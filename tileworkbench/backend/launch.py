@@ -159,3 +159,32 @@ class DriverLauncher:
         if err is not self._success:
             raise KernelRuntimeError(f"launching {kernel_name} failed: {err.name} (grid {tuple(grid)}, block "
                                      f"{tuple(block)}, {smem_bytes} bytes of shared memory)")
+
+
+_THREAD = threading.local()  # has_context: this thread has a current CUDA context (checked once)
+
+
+def current_context() -> int:
+    """The calling thread's current CUDA context (``CUcontext`` as an int; 0: none, or no driver
+    to ask)."""
+    try:
+        from cuda.bindings import driver
+
+        err, context = driver.cuCtxGetCurrent()
+    except Exception:  # no libcuda here (the CPU tests' stand-in runtimes)
+        return 0
+    return int(context) if int(err) == 0 and context is not None else 0
+
+
+def adopt_context(context: int) -> None:
+    """Before a thread's first call: a thread that has run no CUDA yet has no current context, and
+    the driver would refuse the call's tensor-map encoding and launch; it gets ``context`` (where
+    the kernel was loaded: its device's primary context, as the CUDA runtime gives a thread on its
+    first call there). A thread with a context keeps it. Checked once a thread."""
+    if getattr(_THREAD, "has_context", False):
+        return
+    if context and not current_context():
+        from cuda.bindings import driver
+
+        driver.cuCtxSetCurrent(driver.CUcontext(context))
+    _THREAD.has_context = True

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import KernelRuntimeError
+from .launch import adopt_context, current_context
 from .timeline_buffers import TimelineBuffers, read_after
 from .tensors import TensorView, view_of
 
@@ -71,9 +72,14 @@ class Runtime(TimelineBuffers):
         self.source_file: str | None = None
         self.check_each_launch = True
         self.timelines: dict = {}  # tw.timeline: kernel -> (buffer, grid) of its last launch
+        # The CUDA context the module was loaded in (0 where there is none to ask: a dry run)
+        self.context = current_context() if self.device is not None else 0
 
     def begin_call(self):
-        """Read the current device for the call about to be checked and launched."""
+        """Read the current device for the call about to be checked and launched (on a thread's
+        first call, give it the kernel's context if it has none: ``launch.adopt_context``)."""
+        if self.context:
+            adopt_context(self.context)
         self.device = _GET_DEVICE()
 
     # ---- arguments --------------------------------------------------------------------------
