@@ -350,3 +350,13 @@ def test_no_plan_for_scalar_parameters():
                 A[bx * 128 + i] = A[bx * 128 + i] * s
 
     assert tw.lower(scale).fast_plan is None
+
+
+def test_a_persistent_kernels_plan_leaves_the_grid_to_the_runtime():
+    import tileworkbench as tw
+    from tileworkbench.examples import matmul
+
+    art = tw.lower(matmul(1024, 1024, 1024, 128, 256, 64, "float16", "float16", 3, 256), target="sm_90a")
+    tiles = art.func.launch.persistent_tiles
+    assert tiles == 32 and art.fast_plan["grid"] is None and art.fast_plan["persistent_tiles"] == tiles
+    assert f"rt.persistent_blocks(KERNEL, {tiles}, BLOCK, SMEM_BYTES)" in art.host_source

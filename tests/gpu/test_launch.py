@@ -240,3 +240,13 @@ def test_threads_launching_the_same_kernel_keep_their_own_arguments(torch, gemm,
     for a, b, c in work:
         a, b, c = (torch.as_tensor(t, device="cuda") for t in (a, b, c))
         assert _close(torch, c, a, b)
+
+
+def test_the_c_path_launches_a_persistent_kernel_on_the_runtimes_blocks(torch, c_path):
+    persistent = tw.compile(matmul(1024, 1024, 1024, 128, 256, 64, "float16", "float16", 3, 256), out_idx=[2])
+    assert persistent.record["fast_plan"]["grid"] is None and persistent._fast is not None
+    a, b = (torch.randn(1024, 1024, device="cuda", dtype=torch.float16) for _ in range(2))
+    out = persistent._fast(a, b)
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float()
+    assert float((out.float() - ref).norm() / ref.norm()) < 2e-3

@@ -16,7 +16,11 @@
  *   - each TMA tensor map the kernel takes (after its tensors) is the one `encode(address)` gave
  *     for the address of the tensor it describes: encoded again only when that address changes
  *     (Runtime.encode_tiled, which keeps them, does the encoding and its checks);
- *   - the launch goes on torch's current stream of the device (`get_stream(device)`).
+ *   - the launch goes on torch's current stream of the device (`get_stream(device)`), from a
+ *     thread whose current CUDA context is the one the kernel was loaded in (a thread with none
+ *     yet is given it, as the CUDA runtime would give it; one with another takes the Python path);
+ *   - a call's addresses and maps stay on its own stack until the launch has read them, so
+ *     threads may call one launcher at once.
  *
  * `stream=` an int handle sends the launch there instead, when every argument is given (outputs
  * made here would belong to torch's current stream). Anything else (another array type, a wrong

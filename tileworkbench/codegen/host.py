@@ -181,12 +181,19 @@ def fast_call_plan(func: ir.PrimFunc, debug_timeout_s: float | None = None, time
     kernel, or None where it cannot: it takes kernels whose parameters are all tensors of fixed
     shape and strides (and the TMA tensor maps of them), launched on a fixed grid with no debug
     record or timeline buffer. The checks are the generated launcher's (``generate_host``), as
-    plain numbers: ``{"grid", "block", "smem_bytes", "params": [{"name", "dtype", "shape",
-    "strides", "align"}], "maps": [{"name", "tensor": its tensor's index, "fields": the name of
-    the launcher's constant that holds its other encoding fields}]}``."""
+    plain numbers: ``{"grid", "persistent_tiles", "block", "smem_bytes", "params": [{"name",
+    "dtype", "shape", "strides", "align"}], "maps": [{"name", "tensor": its tensor's index,
+    "fields": the name of the launcher's constant that holds its other encoding fields}]}``. A
+    persistent kernel's grid is None: ``persistent_tiles`` tiles over the blocks the runtime picks
+    for the device (as its launcher asks ``rt.persistent_blocks``)."""
     launch = func.launch
-    grid = [ir.const_int(g) for g in list(launch.grid) + [ir.const(1)] * (3 - len(launch.grid))]
-    if debug_timeout_s or timeline is not None or launch.persistent_tiles or None in grid or not func.params:
+    if launch.persistent_tiles:  # the runtime picks the blocks per device, once (Runtime.persistent_blocks)
+        grid = None
+    else:
+        grid = [ir.const_int(g) for g in list(launch.grid) + [ir.const(1)] * (3 - len(launch.grid))]
+        if None in grid:
+            return None
+    if debug_timeout_s or timeline is not None or not func.params:
         return None
     aligns = _alignments(func)
     params = []
@@ -203,5 +210,5 @@ def fast_call_plan(func: ir.PrimFunc, debug_timeout_s: float | None = None, time
     names = [p.name for p in func.params]
     maps = [{"name": d.name, "tensor": names.index(d.buffer), "fields": local[d.name + "_FIELDS"]}
             for d in func.attrs.get("tma_descriptors", [])]
-    return {"grid": grid, "block": [launch.total_threads, 1, 1], "smem_bytes": func.attrs.get("smem_bytes", 0),
-            "params": params, "maps": maps}
+    return {"grid": grid, "persistent_tiles": launch.persistent_tiles or None, "block": [launch.total_threads, 1, 1],
+            "smem_bytes": func.attrs.get("smem_bytes", 0), "params": params, "maps": maps}

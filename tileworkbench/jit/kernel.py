@@ -309,6 +309,10 @@ def _c_launcher(kernel: Kernel, runtime):
     if mod is None:
         return None
     encoders = [_map_encoder(runtime, m["name"], kernel._host_namespace[m["fields"]]) for m in plan["maps"]]
+    if plan["grid"] is None:  # persistent: the blocks its launcher would ask for, on this device
+        blocks = runtime.persistent_blocks(kernel.name, plan["persistent_tiles"], tuple(plan["block"]),
+                                           plan["smem_bytes"])
+        plan = {**plan, "grid": [blocks, 1, 1]}
     return fastcall.launcher(mod, kernel.name, runtime.function(kernel.name).ptr, plan, runtime.device,
                              [_torch_dtype(p["dtype"]) for p in plan["params"]], set(kernel.out_idx), encoders,
                              KernelRuntimeError)
