@@ -6,7 +6,8 @@ Each module of ``tileworkbench.examples.tilelang_programs`` is loaded twice from
 written (``import tileworkbench as tilelang``) and with its two import lines put back to
 ``import tilelang`` / ``import tilelang.language as T``, nothing else changed, when TileLang is
 importable. For every case: the cold compile time of each (our disk cache off; the first compile
-of that kernel in the process), one call on fresh random inputs checked against the case's torch
+of that kernel in the process; after a full garbage collection, with the collector's time during
+the compile kept as ``<compiler>_compile_gc_s``), one call on fresh random inputs checked against the case's torch
 reference with the example's tolerances, then both timed in alternating rounds on the same inputs
 with ``profiler.do_bench`` (CUDA events after a spin kernel, the L2 flushed before every call).
 ``ratio`` is TileLang's time over ours: above 1 ours is faster; the issue's bar is 0.9.
@@ -18,6 +19,7 @@ With ``--sources DIR`` it also writes each kernel's CUDA source from both compil
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import statistics
@@ -86,9 +88,26 @@ def check(kernel, case: dict, inputs: tuple, torch) -> dict:
 
 
 def _timed_compile(make) -> tuple:
-    start = time.perf_counter()
-    kernel = make()
-    return kernel, time.perf_counter() - start
+    """(the kernel, its compile's seconds, of them the seconds Python's garbage collector ran).
+    Timed after a full collection: the two compilers run in one process, one case after the other,
+    and a collection the other's objects (or the last case's) made due should land on neither."""
+    gc.collect()
+    collecting = []  # [start, seconds so far]
+
+    def clock_collections(phase, info):
+        if phase == "start":
+            collecting[:1] = [time.perf_counter()]
+        elif collecting:
+            collecting.append(time.perf_counter() - collecting[0])
+
+    gc.callbacks.append(clock_collections)
+    try:
+        start = time.perf_counter()
+        kernel = make()
+        seconds = time.perf_counter() - start
+    finally:
+        gc.callbacks.remove(clock_collections)
+    return kernel, seconds, sum(collecting[1:])
 
 
 def write_sources(kernel, case_name: str, label: str, folder: Path) -> None:
@@ -108,7 +127,7 @@ def run_case(name: str, ours: dict, theirs: dict | None, torch, do_bench, source
         if case is None:
             continue
         try:
-            kernels[label], row[f"{label}_compile_s"] = _timed_compile(case["compile"])
+            kernels[label], row[f"{label}_compile_s"], row[f"{label}_compile_gc_s"] = _timed_compile(case["compile"])
         except Exception as exc:  # the other compiler's failure is a result to record, not a crash
             row[f"{label}_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             continue
