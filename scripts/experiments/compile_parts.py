@@ -8,6 +8,11 @@ library) land on none of them; the pass pipeline and each NVRTC call are timed w
 more to PTX alone.
 
     PYTHONPATH=. python3 scripts/experiments/compile_parts.py [family.case ...]
+    PYTHONPATH=. python3 scripts/experiments/compile_parts.py --with-option=--Ofast-compile=min [family.case ...]
+
+With ``--with-option=OPT`` each kernel is instead compiled with our NVRTC options and again with
+``OPT`` added: seconds, ptxas's registers and spill bytes, and whether the cubin is the same
+(docs/experiments.md: ``-Ofast-compile`` was tried this way).
 
 Without arguments: the cases whose cold compile passed 0.5 s on the H200 at ``81dce62``
 (BENCHMARKS.md, "Where each case stands"). Findings (CPU machine, 2026-12-04): lowering
@@ -83,5 +88,59 @@ def main(cases):
               f"{' + '.join(f'{ptx_seconds(src):.3f}' for _, src in nvrtc)} |", flush=True)
 
 
+def compare_option(option: str, cases) -> None:
+    """Each kernel of ``cases`` compiled with our options and with ``option`` added."""
+    import re
+
+    from cuda.bindings import nvrtc
+
+    os.environ["TILEWORKBENCH_DISABLE_CACHE"] = "1"
+    from tileworkbench.backend import nvrtc as backend
+
+    sources, real = [], backend.compile_check
+
+    def keep(source, *args, **kwargs):
+        sources.append((current[0], source, kwargs.get("extra_options", ())))
+        return real(source, *args, **kwargs)
+
+    backend.compile_check, current = keep, [None]
+    for name in cases:
+        family, case = name.split(".")
+        current[0] = name
+        importlib.import_module(f"tileworkbench.examples.tilelang_programs.{family}").CASES[case]["compile"]()
+
+    def compiled(source, options):
+        _, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernel.cu", 0, [], [])
+        start = time.perf_counter()
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
+        seconds = time.perf_counter() - start
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        if int(status) != 0:
+            raise SystemExit(f"NVRTC refused {options[-1]}: {log.decode(errors='replace').strip()[:300]}")
+        _, size = nvrtc.nvrtcGetCUBINSize(prog)
+        cubin = b" " * size
+        nvrtc.nvrtcGetCUBIN(prog, cubin)
+        nvrtc.nvrtcDestroyProgram(prog)
+        text = log.decode(errors="replace")
+        return (seconds, cubin, re.findall(r"Used (\d+) registers", text),
+                re.findall(r"(\d+) bytes spill stores", text))
+
+    print(f"| kernel | s | s with {option} | registers | spill bytes | same cubin |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, source, extra in sources:
+        base = list(backend.nvrtc_options("sm_90a", tuple(extra)))
+        t0, c0, r0, s0 = compiled(source, base)
+        t1, c1, r1, s1 = compiled(source, base + [option])
+        print(f"| {name} | {t0:.3f} | {t1:.3f} | {','.join(r0)} -> {','.join(r1)} | {','.join(s0)} -> "
+              f"{','.join(s1)} | {c0 == c1} |", flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:] or DEFAULT)
+    options = [a for a in sys.argv[1:] if a.startswith("--with-option=")]
+    names = [a for a in sys.argv[1:] if not a.startswith("--with-option=")]
+    if options:
+        compare_option(options[0].split("=", 1)[1], names or DEFAULT)
+    else:
+        main(names or DEFAULT)
