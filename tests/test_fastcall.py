@@ -360,3 +360,38 @@ def test_a_persistent_kernels_plan_leaves_the_grid_to_the_runtime():
     tiles = art.func.launch.persistent_tiles
     assert tiles == 32 and art.fast_plan["grid"] is None and art.fast_plan["persistent_tiles"] == tiles
     assert f"rt.persistent_blocks(KERNEL, {tiles}, BLOCK, SMEM_BYTES)" in art.host_source
+
+
+
+# ---- a Kernel with a (dry) C path --------------------------------------------------------------
+
+@needs_compiler
+def test_a_kernel_call_goes_to_its_c_path_first_and_to_the_launcher_for_the_rest(mod):
+    import tileworkbench as tw
+    from tileworkbench.examples import matmul
+    from tileworkbench.jit.kernel import _map_encoder
+
+    from tests.robustness.harness import DryRuntime, FakeGpuArray
+
+    kernel = tw.compile(matmul(1024, 1024, 1024, 128, 128, 32, "float16", "float16", 2, 128), out_idx=[2],
+                        target="sm_90a", load_device=False)
+    runtime = DryRuntime(kernel.record["smem_bytes"])
+    kernel.bind_runtime(runtime)
+    plan = kernel.record["fast_plan"]
+    assert plan["maps"], "the example stores C by TMA: a tensor map the C path encodes through the runtime"
+    encoders = [_map_encoder(runtime, m["name"], kernel._host_namespace[m["fields"]]) for m in plan["maps"]]
+    specs, maps = fastcall.plan_arguments(plan, [HALF, HALF, HALF], {2}, encoders, lambda p, dtype: None)
+    kernel._fast = mod.Launcher(kernel.name, 0, tuple(plan["grid"]), tuple(plan["block"]), plan["smem_bytes"], 0,
+                                specs, maps, FakeTensor, lambda: 0, lambda d: 0x5000, KernelRuntimeError, None)
+    a, b, c = (FakeTensor((1024, 1024), ptr=(i + 1) << 30) for i in range(3))
+    assert kernel(a, b, c) is c and not runtime.packed  # the C path took it
+    stream, values = kernel._fast.last_launch
+    assert stream == 0x5000 and values[:3] == (a.ptr, b.ptr, c.ptr) and values[3] == bytes(128)
+    assert kernel(a, b, c, stream=0x9000) is c and kernel._fast.last_launch[0] == 0x9000
+    made = kernel(a, b)  # made by new_empty (no template here), launched by C
+    assert made.shape == (1024, 1024) and kernel._fast.last_launch[1][2] == made.ptr and not runtime.packed
+    arrays = [FakeGpuArray((1024, 1024), ptr=(i + 1) << 30) for i in range(3)]
+    kernel(*arrays)  # not torch tensors: the generated launcher, on the dry runtime
+    assert len(runtime.packed) == 1
+    with pytest.raises(KernelRuntimeError, match="has shape"):  # its checks and messages, unchanged
+        kernel(FakeGpuArray((1024, 512), ptr=1 << 30), *arrays[1:])

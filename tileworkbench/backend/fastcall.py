@@ -117,18 +117,25 @@ def launcher(mod, name: str, function: int, plan: dict, device: int, torch_dtype
     if reason is not None:
         _state["why_not"] = reason
         return None
-    specs = tuple((dtype, tuple(p["shape"]), tuple(p["strides"]), p["align"], i in outputs,
-                   _template(torch, p, dtype, device) if i in outputs else None)
-                  for i, (p, dtype) in enumerate(zip(plan["params"], torch_dtypes)))
-    current_device = _cupy_get_device()
-    maps = tuple((m["tensor"], encode) for m, encode in zip(plan["maps"], encoders))
+    specs, maps = plan_arguments(plan, torch_dtypes, outputs, encoders,
+                                 lambda p, dtype: _template(torch, p, dtype, device))
     try:
         return mod.Launcher(name, function, tuple(plan["grid"]), tuple(plan["block"]), plan["smem_bytes"], device,
-                            specs, maps, torch.Tensor, current_device, torch._C._cuda_getCurrentRawStream,
+                            specs, maps, torch.Tensor, _cupy_get_device(), torch._C._cuda_getCurrentRawStream,
                             error_type, torch.empty_like)
     except RuntimeError as exc:  # no current context on this thread: calls take the Python launcher
         _state["why_not"] = str(exc)
         return None
+
+
+def plan_arguments(plan: dict, dtypes: list, outputs, encoders: list, template) -> tuple:
+    """(specs, maps): what ``Launcher`` takes for the plan's tensors (each one's dtype object from
+    ``dtypes``; ``template(param, dtype)`` for each output) and tensor maps (with ``encoders``)."""
+    specs = tuple((dtype, tuple(p["shape"]), tuple(p["strides"]), p["align"], i in outputs,
+                   template(p, dtype) if i in outputs else None)
+                  for i, (p, dtype) in enumerate(zip(plan["params"], dtypes)))
+    maps = tuple((m["tensor"], encode) for m, encode in zip(plan["maps"], encoders))
+    return specs, maps
 
 
 def _template(torch, param: dict, dtype, device: int):
