@@ -27,11 +27,11 @@ block barrier between (``docs/experiments.md``, "Norms' fragments in runs over s
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
-from ..ir.simplify import Affine, interval, launch_ranges, simplify
+from ..ir.simplify import Affine, interval, launch_ranges, loop_range, simplify
 from ..ir.visitor import IRMutator, collect, reassigned_vars, substitute
 from .manager import register
 from .rules import tma as tma_rules
@@ -261,9 +261,10 @@ class _Owner:
         self.threads = func.launch.threads
         self.ranges = launch_ranges(func)
         for loop in collect(func.body, ir.For):  # outer loops first: their ranges bound the inner ones
-            lo = interval(simplify(accesses.resolved(loop.start), self.ranges), self.ranges)[0]
-            hi = interval(simplify(accesses.resolved(loop.start + loop.extent - 1), self.ranges), self.ranges)[1]
-            self.ranges[loop.var] = (lo, hi)
+            # the bounds in the names the accesses are written in (lets resolved), start simplified first
+            start = simplify(accesses.resolved(loop.start), self.ranges)
+            self.ranges[loop.var] = loop_range(replace(loop, start=start, extent=accesses.resolved(loop.extent)),
+                                               self.ranges)
 
     def run(self, access: _Access) -> int | None:
         """``S``: the access touches elements of thread ``tx``'s own run of ``S`` in each period of ``S * threads``."""
