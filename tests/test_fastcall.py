@@ -101,6 +101,43 @@ def test_prepared_in_a_thread_and_waited_for(tmp_path):
     fastcall._state.clear()
 
 
+@needs_compiler
+def test_a_process_forked_while_the_build_holds_the_lock_builds_for_itself(tmp_path):
+    import os
+
+    fastcall._state.clear()
+    fastcall._lock.acquire()  # as prepare()'s thread holds it during a build
+    fastcall._state["preparing"] = True
+    try:
+        child = os.fork()
+        if child == 0:  # the child: no thread of its own will release the copy it got
+            code = 0 if fastcall.module(tmp_path) is not None else 1
+            os._exit(code)
+        status = _wait(child, seconds=30)
+    finally:
+        fastcall._lock.release()
+        fastcall._state.clear()
+    assert status is not None, "the forked process hung on the lock it inherited"
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _wait(pid: int, seconds: float):
+    """The exit status of ``pid``, or None (and the process killed) if it runs past ``seconds``."""
+    import os
+    import signal
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
 def test_switched_off_by_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEWORKBENCH_FASTCALL", "0")
     fastcall._state.clear()

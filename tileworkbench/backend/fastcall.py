@@ -35,6 +35,18 @@ _state: dict = {}  # "module": the loaded module or None, "why_not": the reason 
 _lock = threading.Lock()  # one build at a time: prepare()'s thread and module() wait for each other
 
 
+def _after_fork_in_child() -> None:
+    """A process forked while prepare()'s thread built (autotuning forks its workers) holds a copy
+    of the lock that no thread of its own will release, and no build under way: it starts afresh."""
+    global _lock
+    _lock = threading.Lock()
+    if "module" not in _state:
+        _state.pop("preparing", None)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def module(build_dir: Path):
     """The compiled ``tileworkbench_fastcall`` module (built into ``build_dir`` if not there yet),
     or None where it cannot be built or loaded (``why_not()`` says why). Decided once a process."""
