@@ -146,11 +146,13 @@ def test_switched_off_by_the_environment(tmp_path, monkeypatch):
     fastcall._state.clear()
 
 
-def test_no_compiler_means_the_python_launcher(tmp_path, monkeypatch):
+def test_no_compiler_means_the_python_launcher(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     fastcall._state.clear()
-    assert fastcall.module(tmp_path) is None
+    with caplog.at_level("INFO", logger="tileworkbench"):
+        assert fastcall.module(tmp_path) is None
     assert "could not build" in fastcall.why_not()
+    assert "the C launch path is off" in caplog.text and "could not build" in caplog.text
     fastcall._state.clear()
 
 

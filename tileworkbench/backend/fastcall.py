@@ -11,7 +11,8 @@ The module is compiled with the system's C compiler (``cc``; ``CC`` overrides) a
 headers, once per source text, Python version and platform, into the compile cache's folder
 (``<cache>/fastcall/``), the way Triton builds its launchers. Where that cannot be done (no
 compiler, no ``Python.h``, ``TILEWORKBENCH_FASTCALL=0``), ``module()`` returns None, ``why_not()``
-says why, and every call takes the Python launcher: slower, never different.
+says why (and the ``tileworkbench`` logger, at INFO), and every call takes the Python launcher:
+slower, never different.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
@@ -56,6 +58,9 @@ def module(build_dir: Path):
                 _state["module"], _state["why_not"] = _load(Path(build_dir)), None
             except _Unavailable as exc:
                 _state["module"], _state["why_not"] = None, str(exc)
+                logging.getLogger("tileworkbench").info(
+                    "the C launch path is off (%s): calls take the Python launcher, checked alike, about twice "
+                    "the host time", exc)
         return _state["module"]
 
 
