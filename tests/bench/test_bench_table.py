@@ -125,3 +125,21 @@ def test_head_to_head_rows_say_which_cublas_path_and_how_it_was_timed(record):
     text = table.gemm_table(record)
     assert "| 700.0 (torch; selection: torch 763.5, cupy 723.4) |" in text
     assert "our two fastest candidates and cuBLAS timed in turn in 6 rounds of 20 runs" in text
+
+
+def test_the_launch_table_shows_ratios_floors_and_a_call_that_failed():
+    from tileworkbench.bench.launch import table
+
+    record = {"rows": [
+        {"implementation": "tileworkbench kernel(a, b)", "mode": "plain", "correct": True, "us_per_call": 8.0},
+        {"implementation": "torch.matmul(a, b)", "mode": "plain", "correct": True, "us_per_call": 12.0},
+        {"implementation": "tilelang matmul(a, b, ...), the @jit function called", "mode": "plain",
+         "correct": False, "error": "TypeError: takes no tensors"},
+        {"implementation": "tileworkbench kernel(a, b, c)", "mode": "graph", "correct": True, "us_per_call": 0.05,
+         "wall_us_per_call": 4.3}],
+        "driver_floor_us": 6.2, "c_floor_us": 4.4, "launch_path": "C"}
+    lines = table(record).splitlines()
+    assert "| torch.matmul(a, b) | plain | 12.00 | 1.50x |  |" in lines
+    assert "| tilelang matmul(a, b, ...), the @jit function called | plain | TypeError: takes no tensors | |  |" in lines
+    assert "| tileworkbench kernel(a, b, c) | graph | 0.05 |  | 4.30 |" in lines
+    assert lines[-1] == "ours launched through: C" and any("| 4.40 |" in line for line in lines)

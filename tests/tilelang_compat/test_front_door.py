@@ -97,6 +97,33 @@ def test_a_call_with_tensors_compiles_for_their_shapes_and_returns_the_output(dr
     assert len(dry) == 1
 
 
+def test_a_positional_call_made_before_goes_straight_to_its_kernel(dry, monkeypatch):
+    from tileworkbench.jit import decorator
+
+    full_path = []
+    real = decorator.JitFunction._kernel
+    monkeypatch.setattr(decorator.JitFunction, "_kernel", lambda self, *a: full_path.append(1) or real(self, *a))
+    a, b = Tensor((256, 128)), Tensor((128, 384))
+    first = matmul(a, b, 128, 128, 32)
+    assert full_path == [1]
+    again = matmul(Tensor((256, 128)), Tensor((128, 384)), 128, 128, 32)  # same shapes, dtypes and values
+    assert full_path == [1] and isinstance(again, Tensor) and again.shape == first.shape == (256, 384)
+    matmul(Tensor((512, 128)), Tensor((128, 384)), 128, 128, 32)  # another shape: the full path
+    with pytest.raises(CompileError, match="not the float 128.0"):  # not served the kernel of 128 (== 128.0)
+        matmul(a, b, 128.0, 128, 32)
+    matmul(a, b, 128, 128, block_K=32)  # keywords: the full path
+    assert len(full_path) == 4
+    with pytest.raises(CompileError, match="takes 7 parameters"):  # its checks stay the full path's
+        matmul(a, b, 128, 128, 32, T.float16, T.float32, 1)
+
+
+def test_a_call_with_a_value_that_is_no_key_takes_the_full_path(dry):
+    from tileworkbench.jit import decorator
+
+    assert decorator._call_form((Tensor((8,)), [1, 2])) is None
+    assert decorator._call_form((Tensor((8,)), 1)) != decorator._call_form((Tensor((8,)), True))
+
+
 def test_outputs_come_back_in_the_order_of_the_return(dry):
     d, s = add_and_scale(Tensor((1024,), "float32"), Tensor((1024,), "float32"), block=256)
     kernel = next(iter(add_and_scale.kernels.values()))

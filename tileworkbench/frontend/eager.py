@@ -54,10 +54,11 @@ def is_eager(fn) -> bool:
     return any(isinstance(stmt, ast.With) for stmt in fdef.body)
 
 
-def tensor_parameters(fn, values: dict) -> list[str]:
-    """The parameters of ``fn`` that ``values`` and the defaults leave without a value: its tensors."""
+def tensor_parameters(fn, values: dict, signature: inspect.Signature | None = None) -> list[str]:
+    """The parameters of ``fn`` that ``values`` and the defaults leave without a value: its tensors
+    (``signature``: ``fn``'s, where the caller keeps it)."""
     out = []
-    for name, p in inspect.signature(fn).parameters.items():
+    for name, p in (signature or inspect.signature(fn)).parameters.items():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise CompileError(f"{fn.__name__}: a @jit kernel takes named parameters only, not *{name} or **{name}",
                                caller_location())

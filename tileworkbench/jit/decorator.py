@@ -34,8 +34,25 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, **unsuppor
 
 
 def _is_tensor(value) -> bool:
-    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type) and (
-        hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"))
+    if isinstance(value, type) or not (hasattr(value, "shape") and hasattr(value, "dtype")):
+        return False
+    # Asked of the type first: on a torch tensor ``__cuda_array_interface__`` is a property that
+    # builds the whole interface (microseconds a call).
+    kind = type(value)
+    return (hasattr(kind, "__dlpack__") or hasattr(kind, "__cuda_array_interface__")
+            or hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"))
+
+
+def _call_form(args: tuple):
+    """What decides which kernel a positional call runs, as a dict key: each tensor's shape and
+    dtype, every other value with its type (128 and 128.0 are different calls); None where a value
+    cannot be a key (the full path then decides)."""
+    form = tuple((True, tuple(a.shape), a.dtype) if _is_tensor(a) else (False, type(a), a) for a in args)
+    try:
+        hash(form)
+    except TypeError:
+        return None
+    return form
 
 
 class JitFunction:
@@ -49,6 +66,10 @@ class JitFunction:
         self.eager = is_eager(fn)
         self.kernels: dict = {}  # call form -> Kernel
         self.dynamic_dims: dict = {}  # values -> {tensor: its T.dynamic dimensions}, once one is compiled
+        self.signature = inspect.signature(fn)
+        # A positional call's form (_call_form) -> (its Kernel, the positions of the tensors it takes,
+        # in order): a call made before skips binding and keys (tens of microseconds of Python).
+        self._calls: dict = {}
         functools.update_wrapper(self, fn)
         if self.eager and out_idx is not None:
             raise CompileError(f"{fn.__name__}: a kernel written with T.empty outputs names them itself; "
@@ -83,20 +104,30 @@ class JitFunction:
     def __call__(self, *args, **kwargs):
         if not self.eager:
             return self._built(args, kwargs)
+        form = None if kwargs else _call_form(args)
+        known = self._calls.get(form) if form is not None else None
+        if known is not None:
+            kernel, positions = known
+            return kernel(*[args[i] for i in positions])
         bound = self._bind(args, kwargs)
         tensors = {k: v for k, v in bound.items() if _is_tensor(v)}
         values = {k: v for k, v in bound.items() if k not in tensors}
-        missing = [n for n in tensor_parameters(self.fn, values) if n not in tensors]
+        order = tensor_parameters(self.fn, values, self.signature)
+        missing = [n for n in order if n not in tensors]
         if missing:
             raise CompileError(f"{self.fn.__name__}: no tensor given for {', '.join(missing)}", caller_location())
         kernel = self._kernel(values, {k: (tuple(v.shape), str(v.dtype)) for k, v in tensors.items()})
-        order = tensor_parameters(self.fn, values)
+        if form is not None:
+            if len(self._calls) >= 4096:  # sizes that keep changing (a T.dynamic dimension): stay bounded
+                self._calls.clear()
+            names = list(self.signature.parameters)
+            self._calls[form] = (kernel, [names.index(n) for n in order])
         return kernel(*(tensors[n] for n in order))
 
     def _bind(self, args, kwargs) -> dict:
         """Positional arguments to the parameters they stand for, with the keywords (which may
         also name T.const sizes, which are no parameters)."""
-        params = list(inspect.signature(self.fn).parameters)
+        params = list(self.signature.parameters)
         if len(args) > len(params):
             raise CompileError(f"{self.fn.__name__} takes {len(params)} parameters, got {len(args)} positional "
                                "arguments", caller_location())
