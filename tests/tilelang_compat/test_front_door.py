@@ -111,8 +111,10 @@ def test_a_positional_call_made_before_goes_straight_to_its_kernel(dry, monkeypa
     matmul(Tensor((512, 128)), Tensor((128, 384)), 128, 128, 32)  # another shape: the full path
     with pytest.raises(CompileError, match="not the float 128.0"):  # not served the kernel of 128 (== 128.0)
         matmul(a, b, 128.0, 128, 32)
-    matmul(a, b, 128, 128, block_K=32)  # keywords: the full path
-    assert len(full_path) == 4
+    matmul(a, b, 128, 128, block_K=32)  # keywords: another form, once
+    matmul(Tensor((256, 128)), B=Tensor((128, 384)), block_M=128, block_N=128, block_K=32)
+    again = matmul(a, B=b, block_M=128, block_N=128, block_K=32)  # a tensor by keyword too
+    assert len(full_path) == 5 and again.shape == (256, 384)
     with pytest.raises(CompileError, match="takes 7 parameters"):  # its checks stay the full path's
         matmul(a, b, 128, 128, 32, T.float16, T.float32, 1)
 
@@ -120,8 +122,11 @@ def test_a_positional_call_made_before_goes_straight_to_its_kernel(dry, monkeypa
 def test_a_call_with_a_value_that_is_no_key_takes_the_full_path(dry):
     from tileworkbench.jit import decorator
 
-    assert decorator._call_form((Tensor((8,)), [1, 2])) is None
-    assert decorator._call_form((Tensor((8,)), 1)) != decorator._call_form((Tensor((8,)), True))
+    assert decorator._call_form((Tensor((8,)), [1, 2]), {}) is None
+    assert decorator._call_form((Tensor((8,)),), {"block": [1]}) is None
+    assert decorator._call_form((Tensor((8,)), 1), {}) != decorator._call_form((Tensor((8,)), True), {})
+    assert decorator._call_form((Tensor((8,)),), {"a": 1, "b": 2}) == decorator._call_form((Tensor((8,)),),
+                                                                                          {"b": 2, "a": 1})
 
 
 def test_outputs_come_back_in_the_order_of_the_return(dry):

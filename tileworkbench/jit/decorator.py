@@ -43,11 +43,17 @@ def _is_tensor(value) -> bool:
             or hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"))
 
 
-def _call_form(args: tuple):
-    """What decides which kernel a positional call runs, as a dict key: each tensor's shape and
-    dtype, every other value with its type (128 and 128.0 are different calls); None where a value
-    cannot be a key (the full path then decides)."""
-    form = tuple((True, tuple(a.shape), a.dtype) if _is_tensor(a) else (False, type(a), a) for a in args)
+def _value_form(value):
+    return (True, tuple(value.shape), value.dtype) if _is_tensor(value) else (False, type(value), value)
+
+
+def _call_form(args: tuple, kwargs: dict):
+    """What decides which kernel a call runs, as a dict key: each tensor's shape and dtype, every
+    other value with its type (128 and 128.0 are different calls), the keywords by name; None
+    where a value cannot be a key (the full path then decides)."""
+    form = tuple(_value_form(a) for a in args)
+    if kwargs:
+        form = (form, tuple(sorted((k, _value_form(v)) for k, v in kwargs.items())))
     try:
         hash(form)
     except TypeError:
@@ -67,8 +73,8 @@ class JitFunction:
         self.kernels: dict = {}  # call form -> Kernel
         self.dynamic_dims: dict = {}  # values -> {tensor: its T.dynamic dimensions}, once one is compiled
         self.signature = inspect.signature(fn)
-        # A positional call's form (_call_form) -> (its Kernel, the positions of the tensors it takes,
-        # in order): a call made before skips binding and keys (tens of microseconds of Python).
+        # A call's form (_call_form) -> (its Kernel, where the tensors it takes are, in order: a
+        # position or a keyword): a call made before skips binding and keys (tens of microseconds).
         self._calls: dict = {}
         functools.update_wrapper(self, fn)
         if self.eager and out_idx is not None:
@@ -104,11 +110,11 @@ class JitFunction:
     def __call__(self, *args, **kwargs):
         if not self.eager:
             return self._built(args, kwargs)
-        form = None if kwargs else _call_form(args)
+        form = _call_form(args, kwargs)
         known = self._calls.get(form) if form is not None else None
         if known is not None:
-            kernel, positions = known
-            return kernel(*[args[i] for i in positions])
+            kernel, where = known  # each tensor's position, or its keyword
+            return kernel(*[args[w] if type(w) is int else kwargs[w] for w in where])
         bound = self._bind(args, kwargs)
         tensors = {k: v for k, v in bound.items() if _is_tensor(v)}
         values = {k: v for k, v in bound.items() if k not in tensors}
@@ -121,7 +127,7 @@ class JitFunction:
             if len(self._calls) >= 4096:  # sizes that keep changing (a T.dynamic dimension): stay bounded
                 self._calls.clear()
             names = list(self.signature.parameters)
-            self._calls[form] = (kernel, [names.index(n) for n in order])
+            self._calls[form] = (kernel, [n if n in kwargs else names.index(n) for n in order])
         return kernel(*(tensors[n] for n in order))
 
     def _bind(self, args, kwargs) -> dict:
