@@ -278,3 +278,20 @@ def test_a_layout_annotated_on_a_fragment_or_tensor_is_refused(scope):
             with T.Kernel(1, threads=128):
                 frag = T.alloc_fragment((128, 64), "float32")
                 T.annotate_layout({frag if scope == "fragment" else A: None})
+
+
+def test_a_torch_tensors_address_comes_from_data_ptr():
+    from tileworkbench.jit import decorator
+
+    class TorchLike:
+        __module__ = "torch"
+
+        def data_ptr(self):
+            return 0x1000
+
+        @property
+        def __cuda_array_interface__(self):
+            raise AssertionError("built on each ask: not what the address is read from")
+
+    assert decorator._address(TorchLike()) == 0x1000
+    assert decorator._address(Tensor((8,))) == 1 << 24  # others: their __cuda_array_interface__

@@ -202,7 +202,13 @@ class SizedKernels:
 
 
 def _address(array) -> int:
-    """A GPU array's address (0 where it cannot be told: the launcher checks it then)."""
+    """A GPU array's address (0 where it cannot be told: the launcher checks it then). A torch
+    tensor's ``data_ptr()`` first: its ``__cuda_array_interface__`` builds a dict on each ask."""
+    if type(array).__module__ == "torch":
+        try:
+            return int(array.data_ptr())
+        except (RuntimeError, AttributeError):  # no storage (a meta tensor): the launcher says what is wrong
+            return 0
     face = getattr(array, "__cuda_array_interface__", None)
     return int(face["data"][0]) if face else 0
 
