@@ -434,3 +434,22 @@ def test_a_kernel_call_goes_to_its_c_path_first_and_to_the_launcher_for_the_rest
     assert len(runtime.packed) == 1
     with pytest.raises(KernelRuntimeError, match="has shape"):  # its checks and messages, unchanged
         kernel(FakeGpuArray((1024, 512), ptr=1 << 30), *arrays[1:])
+
+
+@needs_compiler
+def test_calls_keep_no_references_they_should_not(mod):
+    import sys
+    import weakref
+
+    launch = dry_launcher(mod, maps=((2, lambda address: bytes(128)),))
+    a, b, c = FakeTensor((128, 64), ptr=0x1000), FakeTensor((128, 64), ptr=0x2000), FakeTensor((128, 64), FLOAT)
+    counts = [sys.getrefcount(t) for t in (a, b, c)]
+    FakeTensor.made.clear()
+    for _ in range(1000):
+        assert launch(a, b, c) is c
+        launch(a, b)
+        launch(a, FakeTensor((8,)))  # handed back
+    assert [sys.getrefcount(t) for t in (a, b, c)] == counts
+    made = weakref.ref(FakeTensor.made[-1])
+    FakeTensor.made.clear()
+    assert made() is None  # the launcher holds no made output
