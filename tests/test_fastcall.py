@@ -138,6 +138,28 @@ def _wait(pid: int, seconds: float):
     return None
 
 
+@needs_compiler
+def test_a_cache_folder_that_cannot_be_written_means_the_python_launcher(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    fastcall._state.clear()
+    assert fastcall.module(blocker) is None  # <file>/fastcall cannot be made
+    assert "could not be built into" in fastcall.why_not()
+    fastcall._state.clear()
+
+
+def test_an_unexpected_failure_turns_the_c_path_off_and_says_so(tmp_path, monkeypatch, caplog):
+    def broken(build_dir):
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr(fastcall, "_load", broken)
+    fastcall._state.clear()
+    with caplog.at_level("WARNING", logger="tileworkbench"):
+        assert fastcall.module(tmp_path) is None
+    assert fastcall.why_not() == "KeyError: 'a bug of ours'" and "failed to load" in caplog.text
+    fastcall._state.clear()
+
+
 def test_switched_off_by_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEWORKBENCH_FASTCALL", "0")
     fastcall._state.clear()
@@ -453,3 +475,25 @@ def test_calls_keep_no_references_they_should_not(mod):
     made = weakref.ref(FakeTensor.made[-1])
     FakeTensor.made.clear()
     assert made() is None  # the launcher holds no made output
+
+
+def test_a_launcher_that_cannot_be_made_leaves_the_kernel_on_its_python_launcher(monkeypatch, caplog):
+    import sys
+    import types
+
+    import tileworkbench as tw
+    from tileworkbench.examples import matmul
+    from tileworkbench.jit.kernel import _c_launcher
+
+    from tests.robustness.harness import DryRuntime
+
+    kernel = tw.compile(matmul(256, 256, 256, 128, 128, 32, "float16", "float16", 2, 128), out_idx=[2],
+                        target="sm_90a", load_device=False)
+    runtime = DryRuntime(kernel.record["smem_bytes"])
+    kernel.bind_runtime(runtime)
+    runtime.function = lambda name: types.SimpleNamespace(ptr=0)
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))  # a torch with no dtypes: a failure
+    monkeypatch.setattr(fastcall, "module", lambda build_dir: object())
+    with caplog.at_level("WARNING", logger="tileworkbench"):
+        assert _c_launcher(kernel, runtime) is None
+    assert "no C launch path" in caplog.text

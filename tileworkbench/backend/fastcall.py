@@ -61,6 +61,10 @@ def module(build_dir: Path):
                 logging.getLogger("tileworkbench").info(
                     "the C launch path is off (%s): calls take the Python launcher, checked alike, about twice "
                     "the host time", exc)
+            except Exception as exc:  # a failure of ours: the kernels still load, on the Python launcher
+                _state["module"], _state["why_not"] = None, f"{type(exc).__name__}: {exc}"
+                logging.getLogger("tileworkbench").warning("the C launch path failed to load (%s: %s); calls take "
+                                                           "the Python launcher", type(exc).__name__, exc)
         return _state["module"]
 
 
@@ -90,8 +94,11 @@ def _load(build_dir: Path):
     tag = hashlib.sha256(text + sys.version.encode() + sysconfig.get_platform().encode()).hexdigest()[:16]
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     target = build_dir / "fastcall" / f"{MODULE_NAME}-{tag}{suffix}"
-    if not target.exists():
-        _build(target)
+    try:
+        if not target.exists():
+            _build(target)
+    except OSError as exc:  # a cache folder we cannot write, a full disk: no C path, not a failed load
+        raise _Unavailable(f"{SOURCE.name} could not be built into {target.parent}: {exc}") from exc
     spec = importlib.util.spec_from_file_location(MODULE_NAME, target)
     try:
         loaded = importlib.util.module_from_spec(spec)

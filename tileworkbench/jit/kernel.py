@@ -313,9 +313,16 @@ def _c_launcher(kernel: Kernel, runtime):
         blocks = runtime.persistent_blocks(kernel.name, plan["persistent_tiles"], tuple(plan["block"]),
                                            plan["smem_bytes"])
         plan = {**plan, "grid": [blocks, 1, 1]}
-    return fastcall.launcher(mod, kernel.name, runtime.function(kernel.name).ptr, plan, runtime.device,
-                             [_torch_dtype(p["dtype"]) for p in plan["params"]], set(kernel.out_idx), encoders,
-                             KernelRuntimeError)
+    try:
+        return fastcall.launcher(mod, kernel.name, runtime.function(kernel.name).ptr, plan, runtime.device,
+                                 [_torch_dtype(p["dtype"]) for p in plan["params"]], set(kernel.out_idx), encoders,
+                                 KernelRuntimeError)
+    except Exception as exc:  # a failure of ours: the kernel still runs, on its Python launcher
+        import logging
+
+        logging.getLogger("tileworkbench").warning("%s: no C launch path (%s: %s); calls take the Python launcher",
+                                                   kernel.name, type(exc).__name__, exc)
+        return None
 
 
 def _map_encoder(runtime, name: str, fields: dict):
