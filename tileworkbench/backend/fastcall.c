@@ -39,7 +39,6 @@
 #include <Python.h>
 #include <dlfcn.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -96,7 +95,7 @@ typedef struct {
   int map_of[TW_MAX_PARAMS];                  /* the tensor each map describes */
   PyObject* encode[TW_MAX_PARAMS];            /* address -> the map's 128 bytes */
   unsigned long long map_address[TW_MAX_PARAMS]; /* the address each slot's map was encoded for (0: none) */
-  unsigned char* map_slots;                   /* nmaps * TW_MAP_BYTES, 128-byte aligned */
+  unsigned char map_slots[TW_MAX_PARAMS * TW_MAP_BYTES]; /* the map kept for each map_address */
   PyObject *tensor_type, *get_device, *get_stream, *error_type, *empty_like;
   void* context; /* the CUcontext the function belongs to (current where the launcher was made) */
   Call last;     /* the last launch's parameters (repeat_last) */
@@ -427,15 +426,6 @@ static int launcher_init(PyObject* op, PyObject* args, PyObject* kwargs) {
     return -1;
   }
   self->nmaps = (int)PyTuple_GET_SIZE(maps);
-  if (self->nmaps > 0) {
-    void* slots = NULL;
-    if (posix_memalign(&slots, 128, (size_t)self->nmaps * TW_MAP_BYTES) != 0) {
-      PyErr_NoMemory();
-      return -1;
-    }
-    memset(slots, 0, (size_t)self->nmaps * TW_MAP_BYTES);
-    self->map_slots = slots;
-  }
   for (int m = 0; m < self->nmaps; ++m) {
     int tensor;
     PyObject* encode;
@@ -467,7 +457,6 @@ static void launcher_dealloc(PyObject* op) {
     Py_XDECREF(self->spec[i].template);
   }
   for (int m = 0; m < self->nmaps; ++m) Py_XDECREF(self->encode[m]);
-  free(self->map_slots);
   Py_XDECREF(self->name);
   Py_XDECREF(self->device_obj);
   Py_XDECREF(self->tensor_type);
