@@ -375,6 +375,21 @@ def test_plan_holds_the_generated_launchers_checks():
         assert (f"rt.tensor({p['name']!r}, {p['name']}, shape=({p['shape'][0]}, {p['shape'][1]}), "
                 f"dtype={p['dtype']!r}, strides=({p['strides'][0]}, {p['strides'][1]}), align={p['align']})"
                 in art.host_source)
+    assert all(p["row_major"] for p in plan["params"])
+
+
+def test_a_plan_says_which_tensors_are_not_row_major():
+    import tileworkbench as tw
+    import tileworkbench.language as T
+
+    @T.prim_func
+    def copy_columns(A: T.StridedTensor((256, 64), (1, 256), "float32"), B: T.Tensor((256, 64), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            for i, j in T.Parallel(128, 64):
+                B[bx * 128 + i, j] = A[bx * 128 + i, j]
+
+    params = tw.lower(copy_columns).fast_plan["params"]
+    assert [(p["strides"], p["row_major"]) for p in params] == [([1, 256], False), ([64, 1], True)]
 
 
 def test_a_plan_names_each_tensor_map_and_its_fields():

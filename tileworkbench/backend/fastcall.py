@@ -167,14 +167,9 @@ def _template(torch, param: dict, dtype, device: int):
     at its shape (an expanded view: no memory held), so the new tensor is row-major (torch lays out
     what is not dense that way); None where the output's strides are not row-major (``new_empty``
     then makes it, and the check hands what does not fit back to the Python launcher)."""
-    shape, row_major = list(param["shape"]), []
-    step = 1
-    for size in reversed(shape):
-        row_major.insert(0, step)
-        step *= size
-    if list(param["strides"]) != row_major:
+    if not param["row_major"]:
         return None
-    return torch.empty((), dtype=dtype, device=f"cuda:{device}").expand(shape)
+    return torch.empty((), dtype=dtype, device=f"cuda:{device}").expand(param["shape"])
 
 
 def _cupy_get_device():

@@ -87,7 +87,7 @@ def _fields_lines(d, renamed, indent: str) -> list:
 def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeout_s: float | None = None,
                   timeline=None) -> str:
     launch = func.launch
-    grid = list(launch.grid) + [ir.const(1)] * (3 - len(launch.grid))
+    grid = _grid3(launch)
     local = _local_names(func)
     names = [local[p.name] for p in func.params]
     renamed = {p: ir.Var(local[p.name], p.dtype) for p in func.params
@@ -165,6 +165,11 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
     return "\n".join(lines) + "\n"
 
 
+def _grid3(launch) -> list:
+    """The launch's grid in three dimensions (the ones it leaves out are 1)."""
+    return list(launch.grid) + [ir.const(1)] * (3 - len(launch.grid))
+
+
 def _alignments(func: ir.PrimFunc) -> dict:
     """Each tensor parameter's alignment in bytes: the largest its own accesses or those of its
     views (``T.Tensor(shape, dtype, p.data)``) need."""
@@ -182,7 +187,7 @@ def fast_call_plan(func: ir.PrimFunc, debug_timeout_s: float | None = None, time
     shape and strides (and the TMA tensor maps of them), launched on a fixed grid with no debug
     record or timeline buffer. The checks are the generated launcher's (``generate_host``), as
     plain numbers: ``{"grid", "persistent_tiles", "block", "smem_bytes", "params": [{"name",
-    "dtype", "shape", "strides", "align"}], "maps": [{"name", "tensor": its tensor's index,
+    "dtype", "shape", "strides", "row_major": whether those are the row-major ones, "align"}], "maps": [{"name", "tensor": its tensor's index,
     "fields": the name of the launcher's constant that holds its other encoding fields}]}``. A
     persistent kernel's grid is None: ``persistent_tiles`` tiles over the blocks the runtime picks
     for the device (as its launcher asks ``rt.persistent_blocks``)."""
@@ -190,7 +195,7 @@ def fast_call_plan(func: ir.PrimFunc, debug_timeout_s: float | None = None, time
     if launch.persistent_tiles:  # the runtime picks the blocks per device, once (Runtime.persistent_blocks)
         grid = None
     else:
-        grid = [ir.const_int(g) for g in list(launch.grid) + [ir.const(1)] * (3 - len(launch.grid))]
+        grid = [ir.const_int(g) for g in _grid3(launch)]
         if None in grid:
             return None
     if debug_timeout_s or timeline is not None or not func.params:
@@ -204,8 +209,9 @@ def fast_call_plan(func: ir.PrimFunc, debug_timeout_s: float | None = None, time
         strides = [ir.const_int(s) for s in p.effective_strides()]
         if None in shape or None in strides:
             return None
+        row_major = [ir.const_int(s) for s in p.row_major_strides()]
         params.append({"name": p.name, "dtype": p.dtype.name, "shape": shape, "strides": strides,
-                       "align": aligns[p.name]})
+                       "row_major": strides == row_major, "align": aligns[p.name]})
     local = _local_names(func)
     names = [p.name for p in func.params]
     maps = [{"name": d.name, "tensor": names.index(d.buffer), "fields": local[d.name + "_FIELDS"]}
