@@ -6,6 +6,7 @@ back (NotImplemented) to it. A stand-in tensor type plays torch's part; the GPU 
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import sysconfig
 from pathlib import Path
@@ -88,6 +89,23 @@ def test_builds_once_and_reuses_the_module(tmp_path):
     fastcall._state.clear()
     assert fastcall.module(tmp_path) is not None
     assert built[0].stat().st_mtime_ns == mtime  # loaded, not built again
+    fastcall._state.clear()
+
+
+@needs_compiler
+def test_a_new_build_replaces_the_builds_of_older_sources(tmp_path):
+    import importlib.machinery
+
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    folder = tmp_path / "fastcall"
+    folder.mkdir()
+    older = folder / f"tileworkbench_fastcall-0123456789abcdef{suffix}"
+    other_python = folder / "tileworkbench_fastcall-0123456789abcdef.cpython-399-elsewhere.so"
+    older.write_bytes(b"an old build")
+    other_python.write_bytes(b"another Python's build")
+    fastcall._state.clear()
+    assert fastcall.module(tmp_path) is not None
+    assert not older.exists() and other_python.exists() and len(list(folder.glob(f"*{suffix}"))) == 1
     fastcall._state.clear()
 
 
@@ -281,11 +299,48 @@ def test_an_explicit_stream_handle_with_every_argument(mod):
     launch = dry_launcher(mod)
     a, b, c = FakeTensor((128, 64), ptr=0x1000), FakeTensor((128, 64), ptr=0x2000), FakeTensor((128, 64), FLOAT)
     assert launch(a, b, c, stream=0x77) is c and launch.last_launch[0] == 0x77
-    assert launch(a, b, c, stream=None) is NotImplemented  # Kernel.__call__ passes no stream= for None
+    assert launch(a, b, c, stream=None) is c and launch.last_launch[0] == 0x5000  # None: torch's current stream
     assert launch(a, b, c, stream=object()) is NotImplemented  # a stream object: the Python launcher reads it
     assert launch(a, b, c, other=1) is NotImplemented
     assert launch(a, b, stream=0x77) is NotImplemented  # an output to make: made for the stream in Python
-    assert launch.last_launch[0] == 0x77
+    assert launch.last_launch[0] == 0x5000  # nothing launched since
+
+
+@needs_compiler
+def test_what_it_does_not_take_goes_to_its_fallback_as_it_came(mod):
+    launch = dry_launcher(mod)
+    seen = []
+    launch.fallback = lambda *args, **keywords: seen.append((args, keywords)) or "fallback"
+    a, b, c = FakeTensor((128, 64), ptr=0x1000), FakeTensor((128, 64), ptr=0x2000), FakeTensor((128, 64), FLOAT)
+    assert launch(a, b, c) is c and not seen  # taken
+    odd = FakeTensor((64, 64))
+    assert launch(odd, b) == "fallback" and seen[-1] == ((odd, b), {})
+    assert launch(a, b, stream=object()) == "fallback" and seen[-1][1].keys() == {"stream"}
+    assert launch(a, b, c, other=1) == "fallback" and seen[-1] == ((a, b, c), {"other": 1})
+    launch.fallback = None
+    assert launch(odd, b) is NotImplemented
+    with pytest.raises(TypeError, match="callable"):
+        launch.fallback = 3
+
+
+@needs_compiler
+def test_a_kernel_and_its_launcher_are_collected_together(mod):
+    """The kernel holds its launcher and the launcher its fallback, the kernel's bound method: a
+    cycle the collector must see through (the launcher takes part in garbage collection)."""
+    import gc
+    import weakref
+
+    class Owner:
+        def call(self, *args):
+            return args
+
+    owner = Owner()
+    owner.launch = dry_launcher(mod)
+    owner.launch.fallback = owner.call
+    gone = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert gone() is None
 
 
 @needs_compiler
@@ -457,8 +512,8 @@ def test_a_kernel_call_goes_to_its_c_path_first_and_to_the_launcher_for_the_rest
     assert plan["maps"], "the example stores C by TMA: a tensor map the C path encodes through the runtime"
     encoders = [_map_encoder(runtime, m["name"], kernel._host_namespace[m["fields"]]) for m in plan["maps"]]
     specs, maps = fastcall.plan_arguments(plan, [HALF, HALF, HALF], {2}, encoders, lambda p, dtype: None)
-    kernel._fast = mod.Launcher(kernel.name, 0, tuple(plan["grid"]), tuple(plan["block"]), plan["smem_bytes"], 0,
-                                specs, maps, FakeTensor, lambda: 0, lambda d: 0x5000, KernelRuntimeError, None)
+    kernel.take_c_path(mod.Launcher(kernel.name, 0, tuple(plan["grid"]), tuple(plan["block"]), plan["smem_bytes"],
+                                    0, specs, maps, FakeTensor, lambda: 0, lambda d: 0x5000, KernelRuntimeError, None))
     a, b, c = (FakeTensor((1024, 1024), ptr=(i + 1) << 30) for i in range(3))
     assert kernel(a, b, c) is c and not runtime.packed  # the C path took it
     stream, values = kernel._fast.last_launch
@@ -466,6 +521,8 @@ def test_a_kernel_call_goes_to_its_c_path_first_and_to_the_launcher_for_the_rest
     assert kernel(a, b, c, stream=0x9000) is c and kernel._fast.last_launch[0] == 0x9000
     made = kernel(a, b)  # made by new_empty (no template here), launched by C
     assert made.shape == (1024, 1024) and kernel._fast.last_launch[1][2] == made.ptr and not runtime.packed
+    assert kernel.__call__ is kernel._fast  # a call taken by C runs no Python frame
+    assert list(inspect.signature(kernel).parameters) == ["args", "stream", "keywords"]
     arrays = [FakeGpuArray((1024, 1024), ptr=(i + 1) << 30) for i in range(3)]
     kernel(*arrays)  # not torch tensors: the generated launcher, on the dry runtime
     assert len(runtime.packed) == 1

@@ -162,11 +162,27 @@ def c_path(gemm):
     return gemm._fast
 
 
+def _c_alone(c_path, *args, **keywords):
+    """The C path's own answer to a call: what it returns where it takes the call, NotImplemented
+    where it would hand it to the Python launcher (its fallback, left out for the call)."""
+    fallback = c_path.fallback
+    c_path.fallback = None
+    try:
+        return c_path(*args, **keywords)
+    finally:
+        c_path.fallback = fallback
+
+
+def _handed_back(c_path, *args) -> bool:
+    return _c_alone(c_path, *args) is NotImplemented
+
+
 def test_the_c_launch_path_takes_torch_calls(torch, gemm, c_path):
     a, b = _inputs(torch)
     c = torch.full((N, N), float("nan"), device="cuda", dtype=torch.float16)
-    assert c_path(a, b, c) is c  # taken, not handed back
-    out = c_path(a, b)
+    assert gemm.__call__ is c_path  # a call of the kernel enters the C path, no Python frame first
+    assert _c_alone(c_path, a, b, c) is c  # taken, not handed back
+    out = _c_alone(c_path, a, b)
     torch.cuda.synchronize()
     assert _close(torch, c, a, b) and _close(torch, out, a, b)
     assert out.dtype == torch.float16 and out.shape == (N, N) and out.device == a.device
@@ -185,14 +201,14 @@ def test_the_c_launch_path_takes_torch_calls(torch, gemm, c_path):
 def test_the_c_path_hands_bad_arguments_to_the_python_checks(torch, gemm, c_path, bad, message):
     a, b = _inputs(torch)
     wrong = bad(torch, a)
-    assert c_path(wrong, b) is NotImplemented
+    assert _handed_back(c_path, wrong, b)
     with pytest.raises(tw.KernelRuntimeError, match=message):
         gemm(wrong, b)
 
 
 def test_the_c_path_launches_on_a_stream_handle(torch, gemm, c_path):
     a, b, fresh, c, side = _late_copy_on_a_side_stream(torch)
-    assert c_path(a, b, c, stream=side.cuda_stream) is c  # taken: the handle is an int
+    assert _c_alone(c_path, a, b, c, stream=side.cuda_stream) is c  # taken: the handle is an int
     side.synchronize()
     assert _close(torch, c, fresh, b)
 
@@ -200,7 +216,7 @@ def test_the_c_path_launches_on_a_stream_handle(torch, gemm, c_path):
 def test_cupy_arrays_take_the_python_launcher(gemm, c_path):
     cupy = pytest.importorskip("cupy")
     a, b = (cupy.random.standard_normal((N, N), dtype=cupy.float32).astype(cupy.float16) for _ in range(2))
-    assert c_path(a, b) is NotImplemented
+    assert _handed_back(c_path, a, b)
     c = gemm(a, b)
     ref = a.astype(cupy.float32) @ b.astype(cupy.float32)
     assert float(cupy.linalg.norm(c.astype(cupy.float32) - ref) / cupy.linalg.norm(ref)) < 2e-3

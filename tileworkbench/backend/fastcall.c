@@ -17,19 +17,22 @@
  *     for the address of the tensor it describes: encoded again only when that address changes
  *     (Runtime.encode_tiled, which keeps them, does the encoding and its checks);
  *   - the launch goes on torch's current stream of the device (`get_stream(device)`), from a
- *     thread whose current CUDA context is the one the kernel was loaded in (a thread with none
- *     yet is given it, as the CUDA runtime would give it; one with another takes the Python path);
+ *     thread whose current CUDA context is the one the kernel was loaded in, so its device is the
+ *     current one (a thread with none yet is given it, as the CUDA runtime would give it; one with
+ *     another takes the Python path; a dry launcher, which has no context, asks `get_device()`);
  *   - a call's addresses and maps stay on its own stack until the launch has read them, so
  *     threads may call one launcher at once.
  *
  * `stream=` an int handle sends the launch there instead, when every argument is given (outputs
- * made here would belong to torch's current stream). Anything else (another array type, a wrong
- * dtype, shape, stride, device or alignment, another keyword or stream, another argument count, an
- * exception from an attribute) returns NotImplemented and
- * the Python launcher runs instead: it accepts what it can (CuPy arrays, strides that differ only
- * in dimensions of one element) and raises its own message for the rest. So this path changes
- * how fast a call is, never what it accepts or which error it gives. A launch the driver refuses
- * raises `error_type` here, as the Python launcher's does.
+ * made here would belong to torch's current stream); `stream=None` is no stream given. Anything
+ * else (another array type, a wrong dtype, shape, stride, device or alignment, another keyword or
+ * stream, another argument count, an exception from an attribute) is handed back: the call goes
+ * to `fallback` (the kernel's Python launcher, jit/kernel.py; the launcher is then the kernel's
+ * `__call__`, so a call made here runs no Python frame) with the same arguments, or returns
+ * NotImplemented where there is no fallback. The Python launcher accepts what it can (CuPy arrays,
+ * strides that differ only in dimensions of one element) and raises its own message for the rest.
+ * So this path changes how fast a call is, never what it accepts or which error it gives. A launch
+ * the driver refuses raises `error_type` here, as the Python launcher's does.
  *
  * libcuda is opened with dlopen, so the module builds without the CUDA toolkit. A Launcher whose
  * function is 0 launches nothing: it keeps each call's stream and parameter values in
@@ -101,6 +104,7 @@ typedef struct {
   Call last;     /* the last launch's parameters (repeat_last) */
   unsigned long long last_stream;
   PyObject* last_launch; /* dry launchers: (stream, (values...)) of the last call */
+  PyObject* fallback;    /* what a call this path does not take goes to (NULL: it returns NotImplemented) */
 } Launcher;
 
 /* 1: the ints of `seq` (a tuple, torch.Size included) are want[0..n); 0: they are not; -1: error. */
@@ -152,9 +156,11 @@ static int check_tensor(Launcher* self, PyObject* obj, const Spec* s, unsigned l
   return *ptr % s->align == 0;
 }
 
-static PyObject* not_handled(void) {
+/* A call this path does not take: to the fallback with its arguments as they came, or NotImplemented. */
+static PyObject* hand_back(Launcher* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   PyErr_Clear();
-  Py_RETURN_NOTIMPLEMENTED;
+  if (self->fallback == NULL) Py_RETURN_NOTIMPLEMENTED;
+  return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
 }
 
 static long current_device(Launcher* self) {
@@ -170,7 +176,7 @@ static long current_device(Launcher* self) {
  * launcher's, its device's primary context, as the CUDA runtime gives a thread on its first call
  * there. 0: it can; 1: another context is current (not ours to launch from). */
 static int own_context(Launcher* self) {
-  if (self->function == 0) return 0; /* a dry launcher needs none */
+  if (self->function == 0) return current_device(self) != self->device; /* a dry launcher has no context */
   void* current = NULL;
   if (cu_ctx_get_current(&current) != 0) return 1;
   if (current == NULL) return cu_ctx_set_current(self->context) != 0;
@@ -248,15 +254,17 @@ static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t
   if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
     PyObject* value = args[n];
     if (PyTuple_GET_SIZE(kwnames) != 1 || !PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0)) ||
-        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "stream") != 0 || n != self->nparams ||
-        !PyLong_CheckExact(value))
-      return not_handled();
-    stream = PyLong_AsUnsignedLongLong(value);
-    if (PyErr_Occurred()) return not_handled();
-    explicit_stream = 1;
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "stream") != 0)
+      return hand_back(self, args, nargsf, kwnames);
+    if (value != Py_None) {
+      if (n != self->nparams || !PyLong_CheckExact(value)) return hand_back(self, args, nargsf, kwnames);
+      stream = PyLong_AsUnsignedLongLong(value);
+      if (PyErr_Occurred()) return hand_back(self, args, nargsf, kwnames);
+      explicit_stream = 1;
+    }
   }
-  if (n != self->nparams && n != self->ninputs) return not_handled();
-  if (current_device(self) != self->device || own_context(self) != 0) return not_handled();
+  if (n != self->nparams && n != self->ninputs) return hand_back(self, args, nargsf, kwnames);
+  if (own_context(self) != 0) return hand_back(self, args, nargsf, kwnames);
   Call call __attribute__((aligned(128)));
   PyObject* full[TW_MAX_PARAMS];
   int made = n != self->nparams; /* the outputs are ours to make */
@@ -266,7 +274,7 @@ static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t
     } else {
       full[i] = args[j++];
       int ok = check_tensor(self, full[i], &self->spec[i], &call.values[i]);
-      if (ok <= 0) return not_handled();
+      if (ok <= 0) return hand_back(self, args, nargsf, kwnames);
     }
   }
   if (made) {
@@ -284,7 +292,7 @@ static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t
       if (out == NULL || check_tensor(self, out, &self->spec[i], &call.values[i]) <= 0) {
         for (int k = 0; k <= i; ++k)
           if (self->spec[k].output) Py_XDECREF(full[k]);
-        return not_handled();
+        return hand_back(self, args, nargsf, kwnames);
       }
     }
   }
@@ -449,8 +457,26 @@ static int launcher_init(PyObject* op, PyObject* args, PyObject* kwargs) {
   return 0;
 }
 
+/* The fallback is the kernel's bound method and the kernel holds its launcher: a cycle, which the
+ * collector sees through these two. */
+static int launcher_traverse(PyObject* op, visitproc visit, void* arg) {
+  Launcher* self = (Launcher*)op;
+  Py_VISIT(self->fallback);
+  for (int m = 0; m < self->nmaps; ++m) Py_VISIT(self->encode[m]);
+  Py_VISIT(self->last_launch);
+  return 0;
+}
+
+static int launcher_clear(PyObject* op) {
+  Launcher* self = (Launcher*)op;
+  Py_CLEAR(self->fallback);
+  return 0;
+}
+
 static void launcher_dealloc(PyObject* op) {
   Launcher* self = (Launcher*)op;
+  PyObject_GC_UnTrack(op);
+  Py_XDECREF(self->fallback);
   for (int i = 0; i < self->nparams; ++i) {
     Py_XDECREF(self->spec[i].dtype);
     Py_XDECREF(self->spec[i].shape);
@@ -501,16 +527,37 @@ static PyMethodDef launcher_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject* launcher_get_fallback(PyObject* op, void* closure) {
+  Launcher* self = (Launcher*)op;
+  (void)closure;
+  return Py_NewRef(self->fallback ? self->fallback : Py_None);
+}
+
+static int launcher_set_fallback(PyObject* op, PyObject* value, void* closure) {
+  Launcher* self = (Launcher*)op;
+  (void)closure;
+  if (value != NULL && value != Py_None && !PyCallable_Check(value)) {
+    PyErr_SetString(PyExc_TypeError, "fallback: a callable or None");
+    return -1;
+  }
+  Py_XSETREF(self->fallback, value == Py_None ? NULL : Py_XNewRef(value));
+  return 0;
+}
+
 static PyGetSetDef launcher_getset[] = {
     {"last_launch", launcher_last_launch, NULL, "A dry launcher's last (stream, parameter values).", NULL},
+    {"fallback", launcher_get_fallback, launcher_set_fallback,
+     "What the calls this path does not take go to, with their arguments (None: they return NotImplemented).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject LauncherType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tileworkbench_fastcall.Launcher",
     .tp_basicsize = sizeof(Launcher),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "A kernel's C launch path: checks torch tensors and launches, or returns NotImplemented.",
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A kernel's C launch path: checks torch tensors and launches, or hands the call to its fallback.",
+    .tp_traverse = launcher_traverse,
+    .tp_clear = launcher_clear,
     .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_new = PyType_GenericNew,

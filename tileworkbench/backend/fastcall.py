@@ -17,6 +17,7 @@ slower, never different.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -127,6 +128,17 @@ def _build(target: Path) -> None:
         if done.returncode != 0:
             raise _Unavailable(f"{compiler} could not build {SOURCE.name}: {done.stderr.strip()[-2000:]}")
         os.replace(built, target)
+    _remove_older_builds(target)
+
+
+def _remove_older_builds(target: Path) -> None:
+    """Builds of earlier versions of the source for this Python (the same extension suffix):
+    replaced by ``target``. A process that loaded one keeps its mapping."""
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    for old in target.parent.glob(f"{MODULE_NAME}-*{suffix}"):
+        if old != target:
+            with contextlib.suppress(OSError):
+                old.unlink()
 
 
 def launcher(mod, name: str, function: int, plan: dict, device: int, torch_dtypes: list, outputs, encoders: list,

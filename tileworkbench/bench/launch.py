@@ -107,7 +107,7 @@ def _graph_of(torch, call, count: int = CALLS):
 def _without_c_path(kernel):
     """The same kernel, every call through the generated Python launcher (for the comparison)."""
     python_only = copy.copy(kernel)
-    python_only._fast = None
+    python_only.take_c_path(None)
     return python_only
 
 

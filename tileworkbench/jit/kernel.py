@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import builtins
 import contextlib
+import inspect
+import operator
 import os
 import warnings
 import time
@@ -36,6 +38,7 @@ class Kernel:
         self._launch = None
         self._runtime = None
         self._fast = None  # the C launch path (backend/fastcall.py) on the device it loaded on, or None
+        self._entry = self._call  # what a call of the kernel runs: see __call__
         self._cubin: bytes | None = None
         # T.dynamic sizes: scalar parameter index -> (index of the input tensor, its dimension, the
         # multiple the kernel is compiled for: it takes the size divided by it)
@@ -95,7 +98,7 @@ class Kernel:
         runtime.function(self.name)  # gets the kernel, sets the shared-memory limit
         self.timings["module_load_s"] = time.perf_counter() - module_start
         self.bind_runtime(runtime)
-        self._fast = _c_launcher(self, runtime)
+        self.take_c_path(_c_launcher(self, runtime))
         self.timings["load_s"] = time.perf_counter() - start
 
     def bind_runtime(self, runtime):
@@ -108,16 +111,29 @@ class Kernel:
         self._runtime, self._launch = runtime, namespace["launch"]
         self._host_namespace = namespace  # the launcher's constants (tensor maps' fields) for the C path
 
-    def __call__(self, *args, stream=None, **keywords):
-        """Launch with ``args`` (all parameters, or the inputs: ``out_idx`` outputs are then
-        allocated in the framework of the inputs) on ``stream``: the current stream of that
-        framework unless given (a ``torch.cuda.Stream``, ``cupy.cuda.Stream`` or int handle)."""
-        fast = self._fast
-        if fast is not None and not keywords:
-            # NotImplemented: not what the C path takes (backend/fastcall.c); the Python launcher decides
-            result = fast(*args) if stream is None else fast(*args, stream=stream)
-            if result is not NotImplemented:
-                return result
+    def take_c_path(self, launcher) -> None:
+        """Calls go to ``launcher`` (a ``backend.fastcall`` Launcher) first, which hands what it
+        does not take to the Python launcher (``_call``); None: to the Python launcher alone."""
+        self._fast = launcher
+        if launcher is not None:
+            launcher.fallback = self._call
+        self._entry = self._call if launcher is None else launcher
+
+    # A call of the kernel is a call of ``_entry``: the C launch path where there is one, the Python
+    # launcher otherwise. Looked up through a property, so that a call the C path takes runs no Python
+    # frame (a quarter of a microsecond of the few that a tiny kernel's call costs, issue 18).
+    __call__ = property(operator.attrgetter("_entry"), doc=(
+        "kernel(*args, stream=None): launch with ``args`` (all parameters, or the inputs: ``out_idx`` outputs are "
+        "then allocated in the framework of the inputs) on ``stream``: the current stream of that framework unless "
+        "given (a ``torch.cuda.Stream``, ``cupy.cuda.Stream`` or int handle)."))
+
+    @property
+    def __signature__(self) -> inspect.Signature:  # inspect.signature(kernel): the call's, not the property's
+        return inspect.signature(self._call)
+
+    def _call(self, *args, stream=None, **keywords):
+        """The Python launcher: every call the C path does not take (CuPy arrays, a stream object,
+        T.dynamic sizes, the checks that fail and their messages)."""
         if keywords:
             raise KernelRuntimeError(f"{self.name} takes its arguments by position "
                                      f"({', '.join(p['name'] for p in self.params)}), not by keyword "
