@@ -1,5 +1,6 @@
-"""For the experiments (persistent_grid_size.py): check kernels on one square GEMM, then time them
-beside cuBLAS in rounds."""
+"""For the experiments: check GEMM kernels on one square GEMM, then time them beside cuBLAS in
+rounds (persistent_grid_size.py and others); check attention kernels against float32, then time
+them in alternating rounds (attention_overlap.py, causal_block_order.py)."""
 
 import statistics
 
@@ -76,3 +77,33 @@ def alternating_medians(calls: dict, rounds: int = 5) -> dict:
         for name, call in calls.items():
             times[name].append(do_bench(call, warmup=25, rep=100, return_mode="median"))
     return {name: statistics.median(samples) for name, samples in times.items()}
+
+
+def race_attention(kernels: dict, q, k, v, causal: bool, label: str, base: str, rounds: int = 5) -> dict:
+    """Attention kernels (``kernel(q, k, v) -> o``) each checked against the float32 reference on
+    the same inputs, then timed in ``rounds`` alternating rounds of ``profiler.do_bench`` (median
+    ms, L2 flushed); prints each one's TFLOP/s (half the work when causal) and speed over
+    ``base``, and returns the median ms."""
+    import torch
+
+    from tileworkbench.bench.attention import check, reference
+    from tileworkbench.profiler import do_bench
+
+    want = reference(torch, q, k, v, causal)
+    for name, kernel in kernels.items():
+        result = check(torch, kernel(q, k, v), want)
+        if not result["correct"]:
+            raise SystemExit(f"{label}, {name}: wrong ({result})")
+    b, h, s, d = q.shape
+    flops = 4 * b * h * s * k.shape[2] * d / (2 if causal else 1)
+    times = {name: [] for name in kernels}
+    for _ in range(rounds):
+        for name, kernel in kernels.items():
+            times[name].append(do_bench(lambda kernel=kernel: kernel(q, k, v), warmup=25, rep=100,
+                                        return_mode="median"))
+    medians = {name: statistics.median(samples) for name, samples in times.items()}
+    width = max(map(len, kernels))
+    for name, ms in medians.items():
+        print(f"{label} {name:{width}s} {ms:.4f} ms  {flops / ms / 1e9:6.1f} TFLOP/s  {medians[base] / ms:.3f}x",
+              flush=True)
+    return medians

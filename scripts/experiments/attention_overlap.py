@@ -25,16 +25,15 @@ Findings: docs/experiments.md, "Attention: intra-warpgroup overlap and ping-pong
 from __future__ import annotations
 
 import re
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _compare import race_attention  # noqa: E402
 from _edited import edited_kernel  # noqa: E402
 
-from tileworkbench.bench.attention import check, compile_mha, reference  # noqa: E402
-from tileworkbench.profiler import do_bench  # noqa: E402
+from tileworkbench.bench.attention import compile_mha  # noqa: E402
 from tileworkbench.target import PassConfigKey  # noqa: E402
 
 BARRIERS_AT = 196640  # the generated kernel's shared memory ends here; V's barrier pair goes after it
@@ -166,22 +165,7 @@ def compare(kernels: dict, seq: int, causal: bool) -> None:
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 16, seq, 128, device="cuda", dtype=torch.float16) for _ in range(3))
-    want = reference(torch, q, k, v, causal)
-    label = f"1x16x{seq}x128{' causal' if causal else ''}"
-    for name, kernel in kernels.items():
-        result = check(torch, kernel(q, k, v), want)
-        if not result["correct"]:
-            raise SystemExit(f"{label}, {name}: wrong ({result})")
-    flops = 4 * 16 * seq * seq * 128 / (2 if causal else 1)
-    times = {name: [] for name in kernels}
-    for _ in range(5):
-        for name, kernel in kernels.items():
-            times[name].append(do_bench(lambda kernel=kernel: kernel(q, k, v), warmup=25, rep=100,
-                                        return_mode="median"))
-    base_ms = statistics.median(times["generated"])
-    for name, samples in times.items():
-        ms = statistics.median(samples)
-        print(f"{label} {name:22s} {ms:.4f} ms  {flops / ms / 1e9:6.1f} TFLOP/s  {base_ms / ms:.3f}x", flush=True)
+    race_attention(kernels, q, k, v, causal, f"1x16x{seq}x128{' causal' if causal else ''}", "generated")
 
 
 PLAIN = {PassConfigKey.TW_GEMM_OVERLAP: False}

@@ -30,6 +30,7 @@ from ..errors import where
 from ..version import __version__
 from ..ir import nodes as ir
 from ..ir.visitor import uses_var
+from . import block_order
 from .c_style import MATH_F32, CStyleRenderer
 
 HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
@@ -40,8 +41,6 @@ HEADER_ORDER = ("common.h", "sync.h", "tma.h", "cp_async.h", "mma.h", "wgmma.h")
 # the shared-memory array, the descriptor type).
 _CUDA_NAMES = frozenset({"half", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "tw", "tw_smem",
                          "CUtensorMap"})
-# What the rasterised block order declares by name (rasterized_block_indices).
-_RASTER_NAMES = ("tw_block", "tw_panel_first", "tw_panel_rows", "tw_in_panel")
 
 _DEBUG_SECTION = re.compile(r"^[ \t]*// >>> debug mode.*?^[ \t]*// <<< debug mode[^\n]*\n", re.MULTILINE | re.DOTALL)
 DEBUG_PARAM = "tw_debug"  # the debug record parameter (last)
@@ -263,27 +262,11 @@ class CudaRenderer(CStyleRenderer):
             out.append(f"unsigned int* __restrict__ {TIMELINE_PARAM}")
         return out
 
-    def rasterized_block_indices(self, launch):
-        """(bx, by) from the hardware order so that consecutive blocks walk down a panel of
-        ``raster_panel`` block rows (the last panel may be shorter), then move right."""
-        gx, gy = (ir.const_int(g) for g in launch.grid)
-        panel = launch.raster_panel
-        bx, by = (self.declare(v) for v in launch.block_vars)
-        self.emit(1, f"// blocks visited in panels of {panel} block rows (L2 reuse)")
-        self.emit(1, "const int tw_block = blockIdx.y * gridDim.x + blockIdx.x;")
-        self.emit(1, f"const int tw_panel_first = (tw_block / {panel * gx}) * {panel};")
-        self.emit(1, f"const int tw_panel_rows = min({gy} - tw_panel_first, {panel});")
-        self.emit(1, f"const int tw_in_panel = tw_block % {panel * gx};")
-        self.emit(1, f"const int {by} = tw_panel_first + tw_in_panel % tw_panel_rows;")
-        self.emit(1, f"const int {bx} = tw_in_panel / tw_panel_rows;")
-
     def render(self) -> str:
         launch = self.func.launch
         # Barrier ids of the debug record: declaration order (codegen/host.py's DEBUG_BARRIERS).
         self.barrier_ids = {name: i for i, name in enumerate(barrier_names(self.func))}
-        rasterized = launch.raster_panel and not launch.persistent_tiles
-        if rasterized:
-            self.taken.update(_RASTER_NAMES)  # a kernel's own names for these get another spelling
+        self.taken.update(block_order.reserved_names(launch))  # the kernel's own such names are respelt
         params = self.params()
         if self.func.attrs.get("tma_descriptors"):
             self.emit(0, "using CUtensorMap = tw::TensorMap;  // host-encoded TMA descriptors (cuTensorMapEncodeTiled)")
@@ -300,17 +283,9 @@ class CudaRenderer(CStyleRenderer):
                     else f"every {timeline.every} block(s) record")
             self.emit(1, f"tw::Timeline<{timeline.capacity}, {len(timeline.recorders)}> tw_tl({TIMELINE_PARAM}, "
                          f"{sampling});  // tw.timeline: {says}")
-        if launch.persistent_tiles:
-            pass  # the kernel's tile loops bind the block indices, one tile at a time
-        elif rasterized:
-            self.rasterized_block_indices(launch)
-        else:
-            for v, axis in zip(launch.block_vars, "xyz"):
-                if axis == "x" and launch.heaviest_first:
-                    self.emit(1, f"const int {self.declare(v)} = {ir.const_int(launch.grid[0]) - 1} - blockIdx.x;"
-                                 "  // the blocks with the longest loops first")
-                else:
-                    self.emit(1, f"const int {self.declare(v)} = blockIdx.{axis};")
+        names = [self.declare(v) for v in launch.block_vars] if not launch.persistent_tiles else []
+        for line in block_order.block_index_lines(launch, names):
+            self.emit(1, line)
         self.stmt(self.func.body, 1)
         self.emit(0, "}")
         return "\n".join(self.lines) + "\n"

@@ -24,9 +24,13 @@ class Launch:
     # (0: hardware order). ``raster_request`` is what T.use_swizzle asked for (None: not asked).
     raster_panel: int = 0
     raster_request: int | None = None
-    # Blocks along x numbered from the last (``bx = gridDim.x - 1 - blockIdx.x``), so the blocks
-    # whose loops run longest start first (``rasterize_blocks``).
+    # Blocks numbered so that bx runs from the last in the hardware's dispatch order (across the
+    # whole grid: bx from its slowest-varying part where there are blocks along y or z), so the
+    # blocks whose loops run longest start first (``rasterize_blocks``).
     heaviest_first: bool = False
+    # With ``heaviest_first`` on a grid with blocks along y or z: the (y, z) index pairs whose
+    # blocks take their turn together, the longest first, before the next pairs' (0: all of them).
+    heaviest_first_panel: int = 0
     # Warp specialisation adds a producer warpgroup after the ``threads`` the kernel was written
     # for; layouts and thread loops still use ``threads``, the hardware launches ``total_threads``.
     producer_threads: int = 0

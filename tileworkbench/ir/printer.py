@@ -243,7 +243,8 @@ def print_ir(func: ir.PrimFunc) -> str:
         p.emit(2, f"T.use_swizzle(panel_size={launch.raster_panel})  # blocks visited in panels of "
                   f"{launch.raster_panel} rows")
     if launch.heaviest_first:
-        p.emit(2, "# blocks along x run from the last: their loops grow with bx, the longest start first")
+        panel = f", {launch.heaviest_first_panel} (y, z) pairs at a time" if launch.heaviest_first_panel else ""
+        p.emit(2, f"# blocks run from the last along x{panel}: their loops grow with bx, the longest start first")
     p.stmt(func.body, 2)
     return "\n".join(p.lines) + "\n"
 

@@ -1,0 +1,105 @@
+"""The block indices a kernel takes from the hardware's: the order its blocks run in.
+
+``rasterize_blocks`` decides the order (``Launch.raster_panel``, ``heaviest_first`` and
+``heaviest_first_panel``); this spells it in CUDA. The hardware dispatches blocks in the order of
+``blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)``: every mapping here is a
+bijection from that number to the kernel's (bx, by[, bz]), chosen so that the blocks dispatched
+together are the ones the decision wants together. A persistent kernel binds its indices in its
+own tile loop (none of this).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import nodes as ir
+
+# Names the orders' lines declare; a kernel's own names for these get another spelling.
+RASTER_NAMES = ("tw_block", "tw_panel_first", "tw_panel_rows", "tw_in_panel")
+HEAVIEST_NAMES = ("tw_block", "tw_panel", "tw_panel_pairs", "tw_in_panel", "tw_pair")
+
+
+def reserved_names(launch: ir.Launch) -> tuple[str, ...]:
+    """The names ``block_index_lines`` declares for ``launch`` besides the block indices."""
+    if launch.persistent_tiles:
+        return ()
+    if launch.raster_panel:
+        return RASTER_NAMES
+    return HEAVIEST_NAMES if _heaviest_first_across_grid(launch) else ()
+
+
+def block_index_lines(launch: ir.Launch, names: list[str]) -> list[str]:
+    """The statements that declare the block indices ``names`` (spelled for C++, x first)."""
+    if launch.persistent_tiles:
+        return []  # the kernel's tile loops bind the block indices, one tile at a time
+    if launch.raster_panel:
+        return _rasterized(launch, names)
+    if _heaviest_first_across_grid(launch):
+        return _heaviest_first_across(launch, names)
+    lines = []
+    for name, axis in zip(names, "xyz"):
+        if axis == "x" and launch.heaviest_first:
+            lines.append(f"const int {name} = {ir.const_int(launch.grid[0]) - 1} - blockIdx.x;"
+                         "  // the blocks with the longest loops first")
+        else:
+            lines.append(f"const int {name} = blockIdx.{axis};")
+    return lines
+
+
+def _rasterized(launch: ir.Launch, names: list[str]) -> list[str]:
+    """(bx, by) from the hardware order so that consecutive blocks walk down a panel of
+    ``raster_panel`` block rows (the last panel may be shorter), then move right."""
+    gx, gy = (ir.const_int(g) for g in launch.grid)
+    panel = launch.raster_panel
+    bx, by = names
+    return [f"// blocks visited in panels of {panel} block rows (L2 reuse)",
+            "const int tw_block = blockIdx.y * gridDim.x + blockIdx.x;",
+            f"const int tw_panel_first = (tw_block / {panel * gx}) * {panel};",
+            f"const int tw_panel_rows = min({gy} - tw_panel_first, {panel});",
+            f"const int tw_in_panel = tw_block % {panel * gx};",
+            f"const int {by} = tw_panel_first + tw_in_panel % tw_panel_rows;",
+            f"const int {bx} = tw_in_panel / tw_panel_rows;"]
+
+
+def _heaviest_first_across(launch: ir.Launch, names: list[str]) -> list[str]:
+    """(bx, by[, bz]) for ``launch.heaviest_first`` over a grid with several blocks along y or z
+    (causal attention's heads and batches): the dispatch-order number is cut into panels of
+    ``launch.heaviest_first_panel`` (y, z) pairs, and within a panel bx, numbered from the last,
+    comes from its slowest-varying part and the pair from the rest: the longest blocks of the
+    panel's heads start before any of their shorter ones, and the panel's heads are what the
+    blocks running together read. (Numbering along x alone would run head 0's blocks from the
+    longest down, then head 1's, ..., leaving the last head's longest blocks to start near the end.)"""
+    grid = [ir.const_int(g) for g in launch.grid]
+    pairs = math.prod(grid[1:])
+    panel = min(launch.heaviest_first_panel or pairs, pairs)
+    lines = ["const int tw_block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);"
+             "  // the order blocks are dispatched in"]
+    if panel == pairs:
+        lines.append(f"const int {names[0]} = {grid[0] - 1} - tw_block / {pairs};"
+                     "  // the blocks with the longest loops first, across the whole grid")
+        pair = "tw_block"
+    else:
+        lines.append(f"const int tw_panel = tw_block / {grid[0] * panel};"
+                     f"  // {panel} (y, z) pairs a panel, the longest blocks of each panel first")
+        if pairs % panel:  # the last panel has fewer pairs
+            lines.append(f"const int tw_panel_pairs = min({pairs} - tw_panel * {panel}, {panel});")
+        in_panel = "tw_panel_pairs" if pairs % panel else panel
+        lines += [f"const int tw_in_panel = tw_block % {grid[0] * panel};",
+                  f"const int {names[0]} = {grid[0] - 1} - tw_in_panel / {in_panel};",
+                  f"const int tw_pair = tw_panel * {panel} + tw_in_panel % {in_panel};"]
+        pair = "tw_pair"
+    below = 1  # the blocks of the dimensions before this one
+    for name, count in zip(names[1:], grid[1:]):
+        index = pair if below == 1 else f"{pair} / {below}"
+        lines.append(f"const int {name} = {index} % {count};" if count > 1 else f"const int {name} = 0;")
+        below *= count
+    return lines
+
+
+def _heaviest_first_across_grid(launch: ir.Launch) -> bool:
+    """``launch.heaviest_first`` on a static grid with more than one block along y or z (whose
+    block count is an int) and panels of more than one (y, z) pair: the whole grid's order is
+    renumbered, not x's alone."""
+    grid = [ir.const_int(g) for g in launch.grid]
+    return (launch.heaviest_first and len(grid) > 1 and None not in grid and math.prod(grid[1:]) > 1
+            and math.prod(grid) <= 2**31 - 1 and launch.heaviest_first_panel != 1)
