@@ -275,13 +275,15 @@ class Runtime(TimelineBuffers):
             return
         barrier = barriers[words[5]] if words[5] < len(barriers) else f"barrier #{words[5]}"
         line = self.site_lines.get(words[8]) or words[9] or None
+        # "block" is the hardware's blockIdx: where the kernel reorders its blocks (raster panels,
+        # the longest first) or walks tiles (persistent), its own bx, by differ.
         info = {"kernel": kernel_name, "barrier": barrier, "slot": words[6], "parity": words[7],
                 "block": tuple(words[1:4]), "thread": words[4], "file": self.source_file, "line": line,
                 "waited_s": words[10] / 1e6, "timeout_s": timeout_s}
         where = f"{self.source_file or '<kernel>'}:{line}" if line else "an unknown kernel line"
         err = KernelRuntimeError(
             f"{kernel_name}: the wait on {barrier}[{info['slot']}] for parity {info['parity']} at {where} did not "
-            f"complete within {timeout_s:g} s (debug mode; block {info['block']}, thread {info['thread']}): the "
+            f"complete within {timeout_s:g} s (debug mode; blockIdx {info['block']}, thread {info['thread']}): the "
             "kernel would have hung. Its threads left cleanly; check that barrier's arrivals, expected bytes and "
             "parity (the compile-time barrier check, tw.barrier_check, finds most such bugs)")
         err.record = info
