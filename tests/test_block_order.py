@@ -32,7 +32,7 @@ def lowered(func):
     return tw.lower(func, target=SM90)
 
 
-def block_order(source: str, grid) -> list[tuple]:
+def block_order_of(source: str, grid) -> list[tuple]:
     """The block indices each hardware block gets, in the order the hardware dispatches them
     (x fastest, then y, then z): the generated index lines evaluated for every block."""
     kernel = source[source.index("__global__"):]
@@ -69,7 +69,7 @@ def test_with_blocks_along_y_the_longest_of_every_row_start_before_any_shorter_o
     last row's longest block would start near the end of the grid."""
     art = lowered(triangle(lambda bx, by: T.min(bx + 1, 6), rows=3))
     assert art.func.launch.heaviest_first
-    order = block_order(art.device_source, (8, 3))
+    order = block_order_of(art.device_source, (8, 3))
     assert sorted(order) == [(x, y) for x in range(8) for y in range(3)]  # every block exactly once
     bxs = [bx for bx, _ in order]
     assert bxs == sorted(bxs, reverse=True) and bxs[:3] == [7, 7, 7]  # every row's longest first
@@ -94,7 +94,7 @@ def test_causal_attention_runs_its_longest_query_blocks_first():
     full = flash_attention.fn(1, 2, 512, 64, False, block_M=64, block_N=64, num_stages=2, threads=128)
     source = lowered(causal).device_source
     assert "const int bx = 7 - tw_block / 2;" in source and "const int bz = 0;" in source
-    order = block_order(source, (8, 2, 1))
+    order = block_order_of(source, (8, 2, 1))
     assert sorted(order) == [(x, y, 0) for x in range(8) for y in range(2)]
     assert [bx for bx, _, _ in order] == [7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0]
     assert "const int bx = blockIdx.x;" in lowered(full).device_source
@@ -121,7 +121,7 @@ def test_a_panel_order_keeps_every_block_once_and_runs_each_panels_longest_first
     monkeypatch.setattr(rb, "L2_PANEL_BYTES", 5 * 2 * 256 * 64 * 2)
     art = lowered(flash_attention.fn(2, 6, 256, 64, True, block_M=64, block_N=64, num_stages=2, threads=128))
     assert art.func.launch.heaviest_first_panel == 5
-    order = block_order(art.device_source, (4, 6, 2))
+    order = block_order_of(art.device_source, (4, 6, 2))
     assert sorted(order) == [(x, y, z) for x in range(4) for y in range(6) for z in range(2)]
     pairs = [y + 6 * z for _, y, z in order]
     assert pairs[:20] and set(pairs[:20]) == set(range(5)) and set(pairs[40:]) == {10, 11}
@@ -134,7 +134,44 @@ def test_a_three_dimensional_grid_keeps_every_block_once():
     from tileworkbench.examples.tilelang_programs.attention import flash_attention
 
     causal = flash_attention.fn(2, 3, 256, 64, True, block_M=64, block_N=64, num_stages=2, threads=128)
-    order = block_order(lowered(causal).device_source, (4, 3, 2))
+    order = block_order_of(lowered(causal).device_source, (4, 3, 2))
     assert sorted(order) == [(x, y, z) for x in range(4) for y in range(3) for z in range(2)]
     bxs = [bx for bx, _, _ in order]
     assert bxs == sorted(bxs, reverse=True)
+
+
+@pytest.mark.parametrize("build, grid", [
+    (lambda: triangle(lambda bx, by: T.min(bx + 1, 6), rows=1), (8, 1)),  # x alone
+    (lambda: triangle(lambda bx, by: T.min(bx + 1, 6), rows=3), (8, 3)),  # across the grid
+    (lambda: triangle(lambda bx, by: 4, rows=3), (8, 3)),  # the hardware's order
+    (lambda: _panelled(), (4, 6, 2)),  # panels of 5 pairs, the last of 2
+    (lambda: _rasterized(), (4, 25)),  # GEMM raster panels of 10 rows, the last of 5
+], ids=["x-alone", "across", "plain", "panels", "raster"])
+def test_the_host_knows_each_blocks_indices_as_the_kernel_computes_them(build, grid, monkeypatch):
+    """codegen.block_order.kernel_block (debug-mode messages name a block by it) against the
+    generated lines, for every block of the grid."""
+    from tileworkbench.codegen import block_order
+
+    import tileworkbench.passes.rasterize_blocks as rb
+
+    monkeypatch.setattr(rb, "L2_PANEL_BYTES", 5 * 2 * 256 * 64 * 2)
+    art = lowered(build())
+    order = art.trace.resources["block_order"]
+    assert order["grid"] == list(grid)
+    generated = block_order_of(art.device_source, grid)
+    dims = (list(grid) + [1, 1])[:3]
+    hardware = [(x, y, z) for z in range(dims[2]) for y in range(dims[1]) for x in range(dims[0])]
+    host = [block_order.kernel_block(order, b)[:len(generated[0])] for b in hardware]
+    assert host == generated
+
+
+def _panelled():
+    from tileworkbench.examples.tilelang_programs.attention import flash_attention
+
+    return flash_attention.fn(2, 6, 256, 64, True, block_M=64, block_N=64, num_stages=2, threads=128)
+
+
+def _rasterized():
+    from tileworkbench.examples import matmul
+
+    return matmul(25 * 128, 4 * 128, 64, 128, 128, 32, "float16", "float16", 2, 128)

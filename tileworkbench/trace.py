@@ -42,7 +42,8 @@ class Trace:
     barriers: dict | None = None
     tma_descriptors: list = field(default_factory=list)
     resources: dict = field(default_factory=lambda: {"registers": None, "spills_bytes": None,
-                                                     "smem_bytes": None, "threads": None, "grid": None})
+                                                     "smem_bytes": None, "threads": None, "grid": None,
+                                                     "block_order": None})
     findings: list = field(default_factory=list)
     analyses: list = field(default_factory=list)  # AnalysisSnapshot, in the order they ran
     # tw.timeline: {"plan": TimelinePlan.to_json(), "measured": what kernel.timeline() read, or None}

@@ -121,11 +121,30 @@ def test_a_timed_out_wait_becomes_a_clear_error():
         rt.check_debug_record("main_kernel", record, ("mbar_A", "mbar_B"), 2.0)
     err = info.value
     assert err.record == {"kernel": "main_kernel", "barrier": "mbar_B", "slot": 1, "parity": 0, "block": (2, 1, 0),
-                          "thread": 37, "file": "/k/gemm.py", "line": 88, "waited_s": 2.000123, "timeout_s": 2.0}
+                          "block_idx": (2, 1, 0), "thread": 37, "file": "/k/gemm.py", "line": 88,
+                          "waited_s": 2.000123, "timeout_s": 2.0}
     text = str(err)
     for part in ("mbar_B[1]", "parity 0", "/k/gemm.py:88", "block (2, 1, 0)", "thread 37", "2 s"):
         assert part in text
     rt.check_debug_record("main_kernel", _Record([0]), ("mbar_A",), 2.0)  # a clean record: nothing
+
+
+def test_a_reordered_kernel_is_told_its_own_block_indices():
+    """The record holds the hardware's blockIdx; a kernel that numbers its blocks otherwise (here
+    the longest first across two heads, causal attention's order) hears of its own (bx, by, bz)."""
+    from tileworkbench.codegen import block_order
+
+    rt = _runtime()
+    rt.block_order = {"grid": [8, 2, 1], "raster_panel": 0, "heaviest_first": True, "heaviest_first_panel": 0,
+                      "persistent": False, "across": True}
+    with pytest.raises(KernelRuntimeError) as info:  # blockIdx (3, 0, 0): the 4th block dispatched
+        rt.check_debug_record("k", _Record([1, 3, 0, 0, 5, 0, 0, 1, 40, 81, 5]), ("mbar",), 1.0)
+    assert info.value.record["block"] == (6, 1, 0) and info.value.record["block_idx"] == (3, 0, 0)
+    assert "block (bx, by, bz) = (6, 1, 0), at blockIdx (3, 0, 0)" in str(info.value)
+    rt.block_order = {**rt.block_order, "persistent": True}
+    with pytest.raises(KernelRuntimeError, match=r"the persistent block at blockIdx \(3, 0, 0\)"):
+        rt.check_debug_record("k", _Record([1, 3, 0, 0, 5, 0, 0, 1, 40, 81, 5]), ("mbar",), 1.0)
+    assert block_order.kernel_block(rt.block_order, (3, 0, 0)) is None
 
 
 def test_unknown_sites_fall_back_to_the_line_the_device_wrote():

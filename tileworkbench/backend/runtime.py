@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
+from ..codegen.block_order import kernel_block
 from ..errors import KernelRuntimeError
 from .launch import adopt_context, current_context
 from .timeline_buffers import TimelineBuffers, read_after
@@ -69,6 +70,7 @@ class Runtime(TimelineBuffers):
         self._debug = None
         self._last_debug = None
         self.site_lines: dict = {}
+        self.block_order: dict | None = None  # codegen.block_order.describe's, for debug-mode messages
         self.source_file: str | None = None
         self.check_each_launch = True
         self.timelines: dict = {}  # tw.timeline: kernel -> (buffer, grid) of its last launch
@@ -275,15 +277,24 @@ class Runtime(TimelineBuffers):
             return
         barrier = barriers[words[5]] if words[5] < len(barriers) else f"barrier #{words[5]}"
         line = self.site_lines.get(words[8]) or words[9] or None
-        # "block" is the hardware's blockIdx: where the kernel reorders its blocks (raster panels,
-        # the longest first) or walks tiles (persistent), its own bx, by differ.
+        # The record holds the hardware's blockIdx; a kernel that reorders its blocks (raster panels,
+        # the longest first) knows them by other indices, which the message gives (a persistent one
+        # walks tiles: its block has none of its own).
+        block_idx = tuple(words[1:4])
+        block = kernel_block(self.block_order, block_idx) if self.block_order else block_idx
         info = {"kernel": kernel_name, "barrier": barrier, "slot": words[6], "parity": words[7],
-                "block": tuple(words[1:4]), "thread": words[4], "file": self.source_file, "line": line,
-                "waited_s": words[10] / 1e6, "timeout_s": timeout_s}
+                "block": block, "block_idx": block_idx, "thread": words[4], "file": self.source_file,
+                "line": line, "waited_s": words[10] / 1e6, "timeout_s": timeout_s}
         where = f"{self.source_file or '<kernel>'}:{line}" if line else "an unknown kernel line"
+        if block is None:
+            which = f"the persistent block at blockIdx {block_idx}"
+        elif block == block_idx:
+            which = f"block {block}"
+        else:
+            which = f"block (bx, by, bz) = {block}, at blockIdx {block_idx}"
         err = KernelRuntimeError(
             f"{kernel_name}: the wait on {barrier}[{info['slot']}] for parity {info['parity']} at {where} did not "
-            f"complete within {timeout_s:g} s (debug mode; blockIdx {info['block']}, thread {info['thread']}): the "
+            f"complete within {timeout_s:g} s (debug mode; {which}, thread {info['thread']}): the "
             "kernel would have hung. Its threads left cleanly; check that barrier's arrivals, expected bytes and "
             "parity (the compile-time barrier check, tw.barrier_check, finds most such bugs)")
         err.record = info

@@ -103,3 +103,41 @@ def _heaviest_first_across_grid(launch: ir.Launch) -> bool:
     grid = [ir.const_int(g) for g in launch.grid]
     return (launch.heaviest_first and len(grid) > 1 and None not in grid and math.prod(grid[1:]) > 1
             and math.prod(grid) <= 2**31 - 1 and launch.heaviest_first_panel != 1)
+
+
+def describe(launch: ir.Launch) -> dict:
+    """What ``kernel_block`` needs to know of ``launch``'s block order (JSON: the trace keeps it)."""
+    return {"grid": [ir.const_int(g) for g in launch.grid], "raster_panel": launch.raster_panel,
+            "heaviest_first": launch.heaviest_first, "heaviest_first_panel": launch.heaviest_first_panel,
+            "persistent": bool(launch.persistent_tiles), "across": _heaviest_first_across_grid(launch)}
+
+
+def kernel_block(order: dict, block_idx: tuple) -> tuple | None:
+    """The kernel's block indices (bx, by, bz) of the hardware block ``block_idx`` (x, y, z), as
+    ``block_index_lines`` computes them in the kernel (``order``: ``describe``'s); None where the
+    kernel walks tiles (persistent: a block has no one index) or its grid is not static."""
+    grid = list(order["grid"])
+    if order["persistent"] or None in grid:
+        return None
+    dims = (grid + [1, 1])[:3]
+    x, y, z = block_idx
+    if order["raster_panel"]:
+        gx, gy = dims[0], dims[1]
+        panel = order["raster_panel"]
+        block = y * gx + x
+        first = block // (panel * gx) * panel
+        rows = min(gy - first, panel)
+        in_panel = block % (panel * gx)
+        return (in_panel // rows, first + in_panel % rows, 0)
+    if order["across"]:
+        pairs = dims[1] * dims[2]
+        panel = min(order["heaviest_first_panel"] or pairs, pairs)
+        block = x + dims[0] * (y + dims[1] * z)
+        panel_pairs = min(pairs - block // (dims[0] * panel) * panel, panel)
+        in_panel = block % (dims[0] * panel)
+        bx = dims[0] - 1 - in_panel // panel_pairs
+        pair = block // (dims[0] * panel) * panel + in_panel % panel_pairs
+        return (bx, pair % dims[1], pair // dims[1])
+    if order["heaviest_first"]:
+        return (dims[0] - 1 - x, y, z)
+    return (x, y, z)

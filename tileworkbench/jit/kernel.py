@@ -105,6 +105,7 @@ class Kernel:
         """Launch through ``runtime`` (a ``backend.runtime.Runtime``, or one that checks arguments
         and launches nothing, for tests without a GPU) with the generated host launcher."""
         runtime.site_lines = _wait_lines(self.trace)  # for debug-mode timeout messages
+        runtime.block_order = self.trace.resources.get("block_order")  # ... which name the kernel's block indices
         runtime.source_file = self.trace.kernel.get("source_file")
         namespace: dict = {}
         exec(builtins.compile(self.record["host_source"], f"<tileworkbench host launcher {self.name}>", "exec"), namespace)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..version import __version__
 from ..analysis.stage import run_analyses
+from ..codegen import block_order
 from ..codegen.cuda import generate_cuda
 from ..codegen.host import fast_call_plan, generate_host
 from ..errors import CompileError, SourceLocation, internal_errors, labelled, user_error, where
@@ -118,7 +119,8 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
     descs = lowered.attrs.get("tma_descriptors", [])
     trace.tma_descriptors = [d.to_json() for d in descs]
     trace.resources.update({"smem_bytes": lowered.attrs.get("smem_bytes", 0), "threads": lowered.launch.threads,
-                            "grid": [ir.const_int(g) for g in lowered.launch.grid]})
+                            "grid": [ir.const_int(g) for g in lowered.launch.grid],
+                            "block_order": block_order.describe(lowered.launch)})
     artifact = Artifact(lowered, src, kernel_name, device, host, trace, tgt, configs, {d.name: d for d in descs},
                         fast_plan=fast_plan)
     run_analyses(artifact)  # the analysis stage: smem plan, barrier simulation and check (analysis/stage.py)
