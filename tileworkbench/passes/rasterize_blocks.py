@@ -1,4 +1,4 @@
-"""rasterize_blocks: visit thread blocks in panels for L2 reuse.
+"""rasterize_blocks: the order thread blocks run in (panels for L2 reuse, the longest first).
 
 Expects: any IR of a kernel with a launch grid.
 Guarantees: ``launch.raster_panel`` is set: to the panel size asked for with
@@ -59,14 +59,10 @@ def rasterize_blocks(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     return out
 
 
-def loops_grow_with_block_x(func: ir.PrimFunc) -> bool:
-    """Some loop's trip count, evaluated for every ``bx`` of the grid, never falls as ``bx`` grows
-    and is larger for the last block than for the first (nothing else unknown in it)."""
-    return loop_growing_with_block_x(func) is not None
-
-
 def loop_growing_with_block_x(func: ir.PrimFunc) -> tuple[ir.For, int] | None:
-    """The first loop of ``loops_grow_with_block_x`` and its trip count in the last block, or None."""
+    """The first loop whose trip count, evaluated for every ``bx`` of the grid, never falls as
+    ``bx`` grows and is larger for the last block than for the first (nothing else unknown in it),
+    with its trip count in the last block; None where there is none."""
     bx = func.launch.block_vars[0]
     blocks = ir.const_int(func.launch.grid[0])
     if blocks is None or not 1 < blocks <= MAX_ROWS_EVALUATED:
