@@ -1,8 +1,9 @@
 """The C launch path (backend/fastcall.c, issue 18) without a GPU: the module builds, and a dry
 launcher (function 0: it keeps each call's stream and parameter values instead of launching)
 accepts exactly the tensors the Python launcher's fast branch accepts and hands everything else
-back (NotImplemented) to it. A stand-in tensor type plays torch's part; the GPU tests
-(tests/gpu/test_fastcall_gpu.py) run the same against torch and the driver."""
+back to it (to its fallback, the kernel's Python launcher; NotImplemented where it has none, as
+most launchers here). A stand-in tensor type plays torch's part; the GPU tests
+(tests/gpu/test_launch.py) run the same against torch and the driver."""
 
 from __future__ import annotations
 

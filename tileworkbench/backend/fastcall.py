@@ -4,8 +4,10 @@ A call through the generated Python launcher costs about 8 us on the H200's host
 driver's ``cuLaunchKernel`` from C is 3-4 (``scripts/experiments/launch_floor.py``): the rest is
 Python frames and attribute reads. ``fastcall.c`` makes the checks of the launcher's fast branch
 (``Runtime.tensor``) and the launch in one C call, for kernels whose parameters are all tensors
-of fixed shapes (``codegen.host.fast_call_plan``); anything it does not accept falls back to the
-Python launcher, which decides and words every error (``fastcall.c``'s header says what exactly).
+of fixed shapes (``codegen.host.fast_call_plan``); anything it does not accept it hands, as it
+came, to its ``fallback``, the Python launcher, which decides and words every error (``fastcall.c``'s
+header says what exactly). The launcher is the kernel's ``__call__`` (``Kernel.take_c_path``), so
+a call it takes runs no Python frame.
 
 The module is compiled with the system's C compiler (``cc``; ``CC`` overrides) against Python's
 headers, once per source text, Python version and platform, into the compile cache's folder
