@@ -366,6 +366,43 @@ def test_frame_views(tmp_path):
     assert json.dumps(measured, allow_nan=False) and json.dumps(doc, allow_nan=False)  # strict JSON for browsers
 
 
+def test_recorded_blocks_are_named_by_the_kernels_own_indices_too():
+    """kernel.timeline() names each recorded block by the kernel's (bx, by, bz) beside its dispatch
+    number, where the grid is reordered (here causal attention's order over two heads)."""
+    from tileworkbench.analysis.timeline_frame import MeasuredTimeline
+    from tileworkbench.codegen.block_order import kernel_blocks
+
+    order = {"grid": [2, 2, 1], "raster_panel": 0, "heaviest_first": True, "heaviest_first_panel": 0,
+             "persistent": False, "across": True}
+    assert kernel_blocks(order, [0, 1, 2, 3], (2, 2, 1)) == {0: [1, 0, 0], 1: [1, 1, 0], 2: [0, 0, 0], 3: [0, 1, 0]}
+    assert kernel_blocks({**order, "persistent": True}, [0, 1], (2, 2, 1)) == {}
+    plan = _plan()
+    columns, facts = decode(_encode(plan, 2, [_pipeline(), _pipeline()]), (2, 1, 1), plan)
+    facts["block_indices"] = kernel_blocks({**order, "grid": [2, 1]}, facts["blocks"], (2, 1, 1))
+    frame = MeasuredTimeline.of(columns, facts)
+    names = {e["args"]["name"] for e in frame.to_chrome_trace()["traceEvents"] if e["ph"] == "M"}
+    assert "block 0: bx, by, bz = (1, 0, 0) (SM 3)" in names
+    assert frame.to_trace_json(block=1)["block_indices"] == [0, 0, 0]
+
+
+def test_a_kernels_timeline_carries_its_block_indices():
+    kernel = tw.compile(_ws_gemm(), out_idx=[2], target="sm_90a", load_device=False,
+                        pass_configs={"tw.timeline": True})
+    plan = _plan()
+    kernel.trace.timeline = {"plan": plan, "measured": None}
+
+    class Recorded:  # what the runtime hands back after a call: the words and the launch's grid
+        def timeline_words(self, name):
+            return _encode(plan, 2, [_pipeline(), _pipeline()]), (2, 1, 1)
+
+    kernel._runtime = Recorded()
+    kernel.trace.resources["block_order"] = {"grid": [2, 1], "raster_panel": 0, "heaviest_first": True,
+                                             "heaviest_first_panel": 0, "persistent": False, "across": False}
+    frame = kernel.timeline()
+    assert frame.facts["block_indices"] == {0: [1, 0, 0], 1: [0, 0, 0]}
+    assert kernel.trace.timeline["measured"]["block_indices"] == [1, 0, 0]
+
+
 def test_events_without_a_barrier_export_as_null():
     from tileworkbench.analysis.timeline_frame import MeasuredTimeline
 

@@ -225,8 +225,10 @@ function readMeasured(m: unknown): IMeasuredTimeline | null {
         b => Array.isArray(b) && b.length >= 4 && b.slice(0, 4).every(v => num(v) !== null)
       ) as [number, number, number, number][])
     : [];
+  const indices = Array.isArray(m.block_indices) ? m.block_indices.map(num) : null;
   return {
     block: num(m.block),
+    block_indices: indices && indices.length === 3 && indices.every(v => v !== null) ? (indices as number[]) : null,
     sm: num(m.sm),
     events: listOf(m.events, readEvent),
     truncated: m.truncated === true,

@@ -175,7 +175,10 @@ export interface ITimelineSummary {
 
 /** What `kernel.timeline()` read: one block's events in full, facts about every recorded block. */
 export interface IMeasuredTimeline {
+  /** The block's number in dispatch order. */
   block: number | null;
+  /** `[bx, by, bz]` as the kernel numbers its blocks (a reordered grid makes them differ); null if unknown. */
+  block_indices: number[] | null;
   sm: number | null;
   events: ITimelineEvent[];
   truncated: boolean;

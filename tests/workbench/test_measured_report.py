@@ -57,6 +57,14 @@ def test_the_report_shows_the_summary():
     assert f"{s['dropped_events']} / {s['unclosed_streams']} / 2" in html[html.index('data-tw="measured"'):]
 
 
+def test_a_reordered_grids_block_is_named_by_the_kernels_indices_too():
+    doc = _doc()
+    measured = doc["timeline"]["measured"]
+    assert f"<p>Block {measured['block']} on SM" in render_fragment(doc, uid="t")  # a trace without them
+    measured["block_indices"] = [62, 3, 0]
+    assert f"<p>Block {measured['block']} (bx, by, bz = 62, 3, 0) on SM" in render_fragment(doc, uid="t")
+
+
 def test_sections_follow_the_trace():
     doc = _doc()
     waiting = copy.deepcopy(doc)

@@ -27,7 +27,9 @@ class MeasuredTimeline(pd.DataFrame):
     """One row per recorded event (``block``, ``sm``, ``stream``, ``thread``, ``role``, ``seq``,
     ``site``, ``kind``, ``barrier`` (missing for wgmma and store events), ``slot``, ``parity``,
     ``line`` (-1 where unknown), ``t_ns``); ``facts`` holds what the decoding found (dropped events,
-    streams that did not close, each block's SM and times)."""
+    streams that did not close, each block's SM and times) and, from ``kernel.timeline()``,
+    ``block_indices``: each recorded block's ``[bx, by, bz]`` (``block`` is its number in dispatch
+    order, which a reordered grid numbers otherwise; none for a persistent kernel's blocks)."""
 
     _metadata = ["facts", "_summary"]
 
@@ -65,9 +67,12 @@ class MeasuredTimeline(pd.DataFrame):
         (named with its SM), a thread per recording warpgroup, each wait a span and every other
         event an instant. Written to ``path`` when given; the document is returned."""
         events = []
+        indices = self.facts.get("block_indices", {})
         for block, sm in self.groupby("block")["sm"].first().items():
+            mine = indices.get(int(block))
+            named = f"block {int(block)}" + (f": bx, by, bz = {tuple(mine)}" if mine is not None else "")
             events.append({"ph": "M", "name": "process_name", "pid": int(block),
-                           "args": {"name": f"block {int(block)} (SM {int(sm)})"}})
+                           "args": {"name": f"{named} (SM {int(sm)})"}})
         for (block, stream), rows in self.groupby(["block", "stream"]):
             events.append({"ph": "M", "name": "thread_name", "pid": int(block), "tid": int(stream),
                            "args": {"name": f"{rows['role'].iloc[0]} (thread {int(rows['thread'].iloc[0])})"}})
@@ -108,7 +113,8 @@ class MeasuredTimeline(pd.DataFrame):
         w = self.waits()
         w = w[w["block"] == block]
         streams = mine.groupby("stream").agg(role=("role", "first"), thread=("thread", "first")).reset_index()
-        return {"block": int(block), "sm": int(self.facts["blocks"][block][0]), "events": events,
+        return {"block": int(block), "block_indices": self.facts.get("block_indices", {}).get(int(block)),
+                "sm": int(self.facts["blocks"][block][0]), "events": events,
                 "truncated": len(mine) > MAX_TRACE_EVENTS,
                 "waits": [{"stream": int(r.stream), "role": r.role, "barrier": r.barrier, "slot": int(r.slot),
                            "parity": int(r.parity), "begin_ns": float(r.begin_ns - origin),

@@ -141,3 +141,17 @@ def kernel_block(order: dict, block_idx: tuple) -> tuple | None:
     if order["heaviest_first"]:
         return (dims[0] - 1 - x, y, z)
     return (x, y, z)
+
+
+def kernel_blocks(order: dict, numbers, grid) -> dict:
+    """Dispatch number (``blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)``, as a
+    measured timeline names its blocks) -> the kernel's ``[bx, by, bz]``, for ``numbers`` on the
+    launch ``grid``; empty where the kernel has no indices of its own per block (persistent)."""
+    gx, gy = int(grid[0]), int(grid[1]) if len(grid) > 1 else 1
+    out = {}
+    for number in numbers:
+        number = int(number)
+        found = kernel_block(order, (number % gx, number // gx % gy, number // (gx * gy)))
+        if found is not None:
+            out[number] = list(found)
+    return out

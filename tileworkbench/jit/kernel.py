@@ -209,7 +209,13 @@ class Kernel:
         from ..analysis.timeline_frame import MeasuredTimeline
 
         words, grid = last
-        frame = MeasuredTimeline.of(*decode(words, grid, plan))
+        columns, facts = decode(words, grid, plan)
+        order = self.trace.resources.get("block_order")
+        if order is not None:  # the recorded blocks by the kernel's own indices too (a reordered grid)
+            from ..codegen.block_order import kernel_blocks
+
+            facts["block_indices"] = kernel_blocks(order, facts["blocks"], grid)
+        frame = MeasuredTimeline.of(columns, facts)
         self.trace.timeline["measured"] = frame.to_trace_json(block)
         return frame
 

@@ -227,7 +227,9 @@ def _measured(doc: dict) -> str:
     plan = timeline.get("plan") or {}
     every = plan.get("every", "?")
     sampled = f"each block's every {every}-th tile" if plan.get("unit") == "tile" else f"every {every}-th block"
-    head = (f"<p>Block {measured['block']} on SM {measured['sm']}, as it ran (one of {s.get('recorded_blocks')} "
+    indices = measured.get("block_indices")
+    named = f" (bx, by, bz = {', '.join(map(str, indices))})" if indices else ""
+    head = (f"<p>Block {measured['block']}{named} on SM {measured['sm']}, as it ran (one of {s.get('recorded_blocks')} "
             f"recorded blocks, {sampled}). Rows are the planned "
             "timeline's barrier slots, then each recording warpgroup; hover a mark for its details.</p>")
     facts = [

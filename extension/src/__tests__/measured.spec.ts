@@ -154,6 +154,18 @@ describe('the recorded fixture', () => {
       `Block ${measured.block} on SM ${measured.sm}`
     );
   });
+
+  it("names a reordered grid's block by the kernel's own indices too", async () => {
+    const trace = {
+      ...fixture,
+      timeline: { ...fixture.timeline, measured: { ...measured, block: 5, block_indices: [62, 3, 0] } }
+    };
+    const { node } = await renderTrace(trace);
+    const timeline = byTestId(node, 'tw-measured-timeline');
+    expect(byTestId(timeline, 'tw-measured-headline').textContent).toContain(
+      `Block 5 (bx, by, bz = 62, 3, 0) on SM ${measured.sm}`
+    );
+  });
 });
 
 describe('traces without a measurement', () => {
@@ -271,6 +283,7 @@ describe('large and unusual measurements', () => {
     }));
     const big: IMeasuredTimeline = {
       block: 0,
+      block_indices: null,
       sm: 0,
       events: arrivals,
       truncated: true,

@@ -451,7 +451,9 @@ export function renderMeasured(timeline: ITimeline | null, sim: IBarrierSim | nu
     h(
       'div',
       { class: 'tw-summary-line', 'data-testid': 'tw-measured-headline' },
-      `Block ${formatNumber(measured.block)} on SM ${formatNumber(measured.sm)}, as it ran: ` +
+      `Block ${formatNumber(measured.block)}` +
+        (measured.block_indices ? ` (bx, by, bz = ${measured.block_indices.join(', ')})` : '') +
+        ` on SM ${formatNumber(measured.sm)}, as it ran: ` +
         `${measured.events.length} events, ${measured.waits.length} waits` +
         (summary?.recorded_blocks ? ` (one of ${summary.recorded_blocks} recorded blocks)` : '') +
         '. Rows: the planned barrier timeline’s slots, then each recording warpgroup.'
