@@ -145,6 +145,10 @@ def test_a_reordered_kernel_is_told_its_own_block_indices():
     with pytest.raises(KernelRuntimeError, match=r"the persistent block at blockIdx \(3, 0, 0\)"):
         rt.check_debug_record("k", _Record([1, 3, 0, 0, 5, 0, 0, 1, 40, 81, 5]), ("mbar",), 1.0)
     assert block_order.kernel_block(rt.block_order, (3, 0, 0)) is None
+    # a grid with a size known only at run time: x reversed alone (its count along x is static)
+    dynamic = {"grid": [8, None], "raster_panel": 0, "heaviest_first": True, "heaviest_first_panel": 0,
+               "persistent": False, "across": False}
+    assert block_order.kernel_block(dynamic, (3, 5, 0)) == (4, 5, 0)
 
 
 def test_unknown_sites_fall_back_to_the_line_the_device_wrote():

@@ -115,11 +115,11 @@ def describe(launch: ir.Launch) -> dict:
 def kernel_block(order: dict, block_idx: tuple) -> tuple | None:
     """The kernel's block indices (bx, by, bz) of the hardware block ``block_idx`` (x, y, z), as
     ``block_index_lines`` computes them in the kernel (``order``: ``describe``'s); None where the
-    kernel walks tiles (persistent: a block has no one index) or its grid is not static."""
-    grid = list(order["grid"])
-    if order["persistent"] or None in grid:
+    kernel walks tiles (persistent: a block has no one index). The orders that renumber across
+    dimensions (raster panels, across the grid) are only taken on static grids."""
+    if order["persistent"]:
         return None
-    dims = (grid + [1, 1])[:3]
+    dims = (list(order["grid"]) + [1, 1])[:3]
     x, y, z = block_idx
     if order["raster_panel"]:
         gx, gy = dims[0], dims[1]
