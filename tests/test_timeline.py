@@ -373,7 +373,7 @@ def test_recorded_blocks_are_named_by_the_kernels_own_indices_too():
     from tileworkbench.codegen.block_order import kernel_blocks
 
     order = {"grid": [2, 2, 1], "raster_panel": 0, "heaviest_first": True, "heaviest_first_panel": 0,
-             "persistent": False, "across": True}
+             "persistent": False}
     assert kernel_blocks(order, [0, 1, 2, 3], (2, 2, 1)) == {0: [1, 0, 0], 1: [1, 1, 0], 2: [0, 0, 0], 3: [0, 1, 0]}
     assert kernel_blocks({**order, "persistent": True}, [0, 1], (2, 2, 1)) == {}
     plan = _plan()
@@ -397,7 +397,7 @@ def test_a_kernels_timeline_carries_its_block_indices():
 
     kernel._runtime = Recorded()
     kernel.trace.resources["block_order"] = {"grid": [2, 1], "raster_panel": 0, "heaviest_first": True,
-                                             "heaviest_first_panel": 0, "persistent": False, "across": False}
+                                             "heaviest_first_panel": 0, "persistent": False}
     frame = kernel.timeline()
     assert frame.facts["block_indices"] == {0: [1, 0, 0], 1: [0, 0, 0]}
     assert kernel.trace.timeline["measured"]["block_indices"] == [1, 0, 0]

@@ -136,7 +136,7 @@ def test_a_reordered_kernel_is_told_its_own_block_indices():
 
     rt = _runtime()
     rt.block_order = {"grid": [8, 2, 1], "raster_panel": 0, "heaviest_first": True, "heaviest_first_panel": 0,
-                      "persistent": False, "across": True}
+                      "persistent": False}
     with pytest.raises(KernelRuntimeError) as info:  # blockIdx (3, 0, 0): the 4th block dispatched
         rt.check_debug_record("k", _Record([1, 3, 0, 0, 5, 0, 0, 1, 40, 81, 5]), ("mbar",), 1.0)
     assert info.value.record["block"] == (6, 1, 0) and info.value.record["block_idx"] == (3, 0, 0)
@@ -147,7 +147,7 @@ def test_a_reordered_kernel_is_told_its_own_block_indices():
     assert block_order.kernel_block(rt.block_order, (3, 0, 0)) is None
     # a grid with a size known only at run time: x reversed alone (its count along x is static)
     dynamic = {"grid": [8, None], "raster_panel": 0, "heaviest_first": True, "heaviest_first_panel": 0,
-               "persistent": False, "across": False}
+               "persistent": False}
     assert block_order.kernel_block(dynamic, (3, 5, 0)) == (4, 5, 0)
 
 

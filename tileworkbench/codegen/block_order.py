@@ -97,19 +97,23 @@ def _heaviest_first_across(launch: ir.Launch, names: list[str]) -> list[str]:
 
 
 def _heaviest_first_across_grid(launch: ir.Launch) -> bool:
-    """``launch.heaviest_first`` on a static grid with more than one block along y or z (whose
-    block count is an int) and panels of more than one (y, z) pair: the whole grid's order is
-    renumbered, not x's alone."""
-    grid = [ir.const_int(g) for g in launch.grid]
-    return (launch.heaviest_first and len(grid) > 1 and None not in grid and math.prod(grid[1:]) > 1
-            and math.prod(grid) <= 2**31 - 1 and launch.heaviest_first_panel != 1)
+    return _across(describe(launch))
+
+
+def _across(order: dict) -> bool:
+    """Heaviest first on a static grid with more than one block along y or z (whose block count is
+    an int) and panels of more than one (y, z) pair: the whole grid's order is renumbered, not x's
+    alone (``order``: ``describe``'s)."""
+    grid = order["grid"]
+    return (order["heaviest_first"] and len(grid) > 1 and None not in grid and math.prod(grid[1:]) > 1
+            and math.prod(grid) <= 2**31 - 1 and order["heaviest_first_panel"] != 1)
 
 
 def describe(launch: ir.Launch) -> dict:
     """What ``kernel_block`` needs to know of ``launch``'s block order (JSON: the trace keeps it)."""
     return {"grid": [ir.const_int(g) for g in launch.grid], "raster_panel": launch.raster_panel,
             "heaviest_first": launch.heaviest_first, "heaviest_first_panel": launch.heaviest_first_panel,
-            "persistent": bool(launch.persistent_tiles), "across": _heaviest_first_across_grid(launch)}
+            "persistent": bool(launch.persistent_tiles)}
 
 
 def kernel_block(order: dict, block_idx: tuple) -> tuple | None:
@@ -129,7 +133,7 @@ def kernel_block(order: dict, block_idx: tuple) -> tuple | None:
         rows = min(gy - first, panel)
         in_panel = block % (panel * gx)
         return (in_panel // rows, first + in_panel % rows, 0)
-    if order["across"]:
+    if _across(order):
         pairs = dims[1] * dims[2]
         panel = min(order["heaviest_first_panel"] or pairs, pairs)
         block = x + dims[0] * (y + dims[1] * z)
