@@ -39,18 +39,8 @@ GOAL_US = 5.0
 
 
 def host_us(fn, sync, calls: int = CALLS, rounds: int = ROUNDS) -> float:
-    """Median host microseconds per call (see the module docstring)."""
-    for _ in range(3 * calls):
-        fn()
-    sync()
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-        sync()
-    return statistics.median(samples)
+    """Median host microseconds per call (see the module docstring): ``host_us_in_turns`` of one."""
+    return host_us_in_turns({"fn": fn}, sync, calls, rounds)["fn"]
 
 
 def host_us_in_turns(fns: dict, sync, calls: int = CALLS, rounds: int = ROUNDS) -> dict:
