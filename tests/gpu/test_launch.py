@@ -191,19 +191,51 @@ def test_the_c_launch_path_takes_torch_calls(torch, gemm, c_path):
     assert _close(torch, out, a, b)
 
 
-@pytest.mark.parametrize("bad, message", [
+BAD_ARGUMENTS = [
     (lambda t, a: a.float(), "has dtype float32, the kernel expects float16"),
     (lambda t, a: a[:, : N // 2], r"has shape \(256, 128\)"),
     (lambda t, a: a.t(), "has strides"),
     (lambda t, a: a.cpu(), "is a CPU tensor"),
     (lambda t, a: t.empty(N * N + 1, device="cuda", dtype=t.float16)[1:].view(N, N), "must be 16-byte aligned"),
-])
+]
+
+
+@pytest.mark.parametrize("bad, message", BAD_ARGUMENTS)
 def test_the_c_path_hands_bad_arguments_to_the_python_checks(torch, gemm, c_path, bad, message):
     a, b = _inputs(torch)
     wrong = bad(torch, a)
     assert _handed_back(c_path, wrong, b)
     with pytest.raises(tw.KernelRuntimeError, match=message):
         gemm(wrong, b)
+
+
+def test_torch_tensors_are_read_through_dlpacks_exchange_api(torch, gemm, c_path):
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip(f"torch {torch.__version__} has no DLPack exchange API: tensors are read by their attributes")
+    assert c_path.tensor_reader == "dlpack"
+    a, b = _inputs(torch)
+    storage = torch.randn(N * N + 8, device="cuda", dtype=torch.float16)
+    shifted = storage[8:].view(N, N)  # 16 bytes into its storage: the address read must count that
+    a.requires_grad_(True)  # read alike (the attributes do not look at it either)
+    for x, y in ((shifted, b), (a, shifted)):
+        out = _c_alone(c_path, x, y)
+        torch.cuda.synchronize()
+        assert out is not NotImplemented and _close(torch, out, x.detach(), y.detach())
+
+
+def test_both_readers_take_and_refuse_the_same_tensors(torch, gemm, c_path):
+    from tileworkbench.jit.kernel import _c_launcher
+
+    by_attributes = _c_launcher(gemm, gemm._runtime, exchange_api=False)
+    assert by_attributes.tensor_reader == "attributes"
+    a, b = _inputs(torch)
+    row = torch.randn(1, N, device="cuda", dtype=torch.float16)
+    odd_stride_row = row.as_strided((N, N), (0, 1))  # broadcast rows: not row-major, refused by both
+    for x in [a, *(bad(torch, a) for bad, _ in BAD_ARGUMENTS), odd_stride_row]:
+        verdicts = {reader.tensor_reader: _c_alone(reader, x, b) is NotImplemented
+                    for reader in (c_path, by_attributes)}
+        assert len(set(verdicts.values())) == 1, (x.shape, x.stride(), x.dtype, x.device, verdicts)
+    torch.cuda.synchronize()
 
 
 def test_the_c_path_launches_on_a_stream_handle(torch, gemm, c_path):

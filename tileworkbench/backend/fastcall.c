@@ -8,7 +8,10 @@
  *
  *   - every argument must be a torch.Tensor (that exact type) with the plan's dtype, shape and
  *     strides, on the launcher's device (which must be the current one), its address aligned as
- *     the plan says: the checks the generated Python launcher's fast branch makes (Runtime.tensor);
+ *     the plan says: the checks the generated Python launcher's fast branch makes (Runtime.tensor).
+ *     Where the tensor type offers DLPack's C exchange API (`__dlpack_c_exchange_api__`, torch
+ *     2.10 on; `use_exchange_api`), one C call of it reads all of that, and another gives the
+ *     current stream; else (or where it fails for a tensor) five attribute reads do;
  *   - the outputs may be left out: each is then made by `empty_like(template)` (a template the
  *     plan gives: an expanded scalar of the output's dtype, shape and device, which holds no
  *     memory) or else `like.new_empty(shape, dtype=...)` with `like` the first input, on torch's
@@ -42,8 +45,11 @@
 #include <Python.h>
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
+
+#include "dlpack_exchange.h"
 
 #define TW_MAX_PARAMS 32
 #define TW_MAX_DIMS 8
@@ -71,6 +77,7 @@ typedef struct {
   unsigned char maps[TW_MAX_PARAMS * TW_MAP_BYTES]; /* the tensor maps (offset 256: aligned as the Call) */
 } Call;
 
+
 typedef struct {
   PyObject* dtype;  /* the torch dtype the tensor must have (a strong reference) */
   PyObject* shape;  /* the shape as a tuple, for new_empty */
@@ -81,6 +88,9 @@ typedef struct {
   int output;
   int contiguous;     /* the strides are the row-major ones: `is_contiguous()` checks them (no tuple) */
   PyObject* template; /* outputs: what empty_like makes the output from, or NULL */
+  int dl_known;       /* the exchange API reads this dtype (dl_dtype: as it reads it) */
+  uint8_t dl_code, dl_bits;
+  uint16_t dl_lanes;
 } Spec;
 
 typedef struct {
@@ -105,6 +115,8 @@ typedef struct {
   unsigned long long last_stream;
   PyObject* last_launch; /* dry launchers: (stream, (values...)) of the last call */
   PyObject* fallback;    /* what a call this path does not take goes to (NULL: it returns NotImplemented) */
+  const ExchangeAPI* api; /* the tensor type's DLPack exchange API, or NULL: attributes are read */
+  PyObject* api_capsule;  /* keeps the table's owner alive */
 } Launcher;
 
 /* 1: the ints of `seq` (a tuple, torch.Size included) are want[0..n); 0: they are not; -1: error. */
@@ -118,9 +130,8 @@ static int same_ints(PyObject* seq, const long long* want, int n) {
   return 1;
 }
 
-/* 1: `obj` is the tensor spec `s` asks for (its address in *ptr); 0: it is not; -1: error. */
-static int check_tensor(Launcher* self, PyObject* obj, const Spec* s, unsigned long long* ptr) {
-  if (Py_TYPE(obj) != (PyTypeObject*)self->tensor_type) return 0;
+/* The checks by the tensor's attributes: 1, 0 or -1 as check_tensor. */
+static int check_attributes(Launcher* self, PyObject* obj, const Spec* s, unsigned long long* ptr) {
   PyObject* v = PyObject_GetAttr(obj, s_dtype);
   if (v == NULL) return -1;
   int ok = v == s->dtype;
@@ -154,6 +165,54 @@ static int check_tensor(Launcher* self, PyObject* obj, const Spec* s, unsigned l
   Py_DECREF(v);
   if (PyErr_Occurred()) return -1;
   return *ptr % s->align == 0;
+}
+
+/* torch's is_contiguous() on what the exchange API read: the row-major strides, except that a
+ * dimension of one element may have any stride and a tensor of no elements is contiguous. */
+static int row_major_view(const DLTensorView* t) {
+  if (t->strides == NULL) return 1;
+  for (int d = 0; d < t->ndim; ++d)
+    if (t->shape[d] == 0) return 1;
+  long long expected = 1;
+  for (int d = t->ndim - 1; d >= 0; --d) {
+    if (t->shape[d] != 1 && t->strides[d] != expected) return 0;
+    expected *= t->shape[d];
+  }
+  return 1;
+}
+
+/* The same checks on what one call of the exchange API reads; -2 where it cannot read the tensor
+ * (its exception cleared: the attributes are read instead). */
+static int check_view(Launcher* self, PyObject* obj, const Spec* s, unsigned long long* ptr) {
+  DLTensorView t;
+  if (self->api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
+    PyErr_Clear();
+    return -2;
+  }
+  if (t.dtype.code != s->dl_code || t.dtype.bits != s->dl_bits || t.dtype.lanes != s->dl_lanes) return 0;
+  if (t.ndim != s->ndim) return 0;
+  for (int d = 0; d < s->ndim; ++d)
+    if (t.shape[d] != s->sizes[d]) return 0;
+  if (s->contiguous) {
+    if (!row_major_view(&t)) return 0;
+  } else {
+    if (t.strides == NULL) return 0; /* row-major, which the plan's strides are not */
+    for (int d = 0; d < s->ndim; ++d)
+      if (t.strides[d] != s->strides[d]) return 0;
+  }
+  if (t.device.type != TW_DL_CUDA || t.device.id != self->device) return 0;
+  *ptr = (unsigned long long)(uintptr_t)t.data + t.byte_offset;
+  return *ptr % s->align == 0;
+}
+
+/* 1: `obj` is the tensor spec `s` asks for (its address in *ptr); 0: it is not; -1: error. */
+static int check_tensor(Launcher* self, PyObject* obj, const Spec* s, unsigned long long* ptr) {
+  if (Py_TYPE(obj) != (PyTypeObject*)self->tensor_type) return 0;
+  if (self->api != NULL && s->dl_known) {
+    int ok = check_view(self, obj, s, ptr);
+    if (ok != -2) return ok;
+  }
+  return check_attributes(self, obj, s, ptr);
 }
 
 /* A call this path does not take: to the fallback with its arguments as they came, or NotImplemented. */
@@ -299,7 +358,11 @@ static PyObject* launcher_call(PyObject* callable, PyObject* const* args, size_t
   PyObject* result = NULL;
   int launched = -1;
   if (call_maps(self, &call) < 0) goto done; /* the encoder's error (an unaligned tensor, ...) is raised */
-  if (!explicit_stream) {
+  if (!explicit_stream && self->api != NULL) {
+    void* current = NULL;
+    if (self->api->current_work_stream(TW_DL_CUDA, (int32_t)self->device, &current) != 0) goto done;
+    stream = (unsigned long long)(uintptr_t)current;
+  } else if (!explicit_stream) {
     PyObject* stream_obj = PyObject_CallOneArg(self->get_stream, self->device_obj);
     if (stream_obj == NULL) goto done; /* an error from torch: raised as it is */
     stream = PyLong_AsUnsignedLongLong(stream_obj);
@@ -464,6 +527,7 @@ static int launcher_traverse(PyObject* op, visitproc visit, void* arg) {
   Py_VISIT(self->fallback);
   for (int m = 0; m < self->nmaps; ++m) Py_VISIT(self->encode[m]);
   Py_VISIT(self->last_launch);
+  Py_VISIT(self->api_capsule);
   return 0;
 }
 
@@ -491,6 +555,7 @@ static void launcher_dealloc(PyObject* op) {
   Py_XDECREF(self->error_type);
   Py_XDECREF(self->empty_like);
   Py_XDECREF(self->last_launch);
+  Py_XDECREF(self->api_capsule);
   Py_TYPE(op)->tp_free(op);
 }
 
@@ -516,6 +581,47 @@ static PyObject* launcher_repeat_last(PyObject* op, PyObject* arg) {
   return PyFloat_FromDouble(n > 0 ? ns / (double)n : 0.0);
 }
 
+/* use_exchange_api(capsule, probes): read the tensors through DLPack's C exchange API from now on.
+ * capsule: the tensor type's `__dlpack_c_exchange_api__` (a "dlpack_exchange_api" capsule);
+ * probes: one tensor of each parameter's dtype (any shape, any device): the dtype as the API
+ * reads it is what that parameter must have. A parameter whose probe it cannot read keeps the
+ * attribute reads. True: taken; False: the table is not one this file reads (another major
+ * version, no non-owning read), and nothing changed. */
+static PyObject* launcher_use_exchange_api(PyObject* op, PyObject* args) {
+  Launcher* self = (Launcher*)op;
+  PyObject *capsule, *probes;
+  if (!PyArg_ParseTuple(args, "OO!", &capsule, &PyTuple_Type, &probes)) return NULL;
+  if (PyTuple_GET_SIZE(probes) != self->nparams) {
+    PyErr_Format(PyExc_ValueError, "probes: one per tensor parameter (%d)", self->nparams);
+    return NULL;
+  }
+  const ExchangeAPI* api = (const ExchangeAPI*)PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+  if (api == NULL) return NULL;
+  if (api->version.major != 1 || api->dltensor_from_py_object_no_sync == NULL || api->current_work_stream == NULL)
+    Py_RETURN_FALSE;
+  for (int i = 0; i < self->nparams; ++i) {
+    Spec* s = &self->spec[i];
+    DLTensorView t;
+    s->dl_known = api->dltensor_from_py_object_no_sync(PyTuple_GET_ITEM(probes, i), &t) == 0;
+    if (!s->dl_known) {
+      PyErr_Clear();
+      continue;
+    }
+    s->dl_code = t.dtype.code;
+    s->dl_bits = t.dtype.bits;
+    s->dl_lanes = t.dtype.lanes;
+  }
+  Py_XSETREF(self->api_capsule, Py_NewRef(capsule));
+  self->api = api;
+  Py_RETURN_TRUE;
+}
+
+static PyObject* launcher_tensor_reader(PyObject* op, void* closure) {
+  Launcher* self = (Launcher*)op;
+  (void)closure;
+  return PyUnicode_FromString(self->api != NULL ? "dlpack" : "attributes");
+}
+
 static PyObject* launcher_last_launch(PyObject* op, void* closure) {
   Launcher* self = (Launcher*)op;
   (void)closure;
@@ -524,6 +630,8 @@ static PyObject* launcher_last_launch(PyObject* op, void* closure) {
 
 static PyMethodDef launcher_methods[] = {
     {"repeat_last", launcher_repeat_last, METH_O, "Launch the last call's launch n more times; ns per launch."},
+    {"use_exchange_api", launcher_use_exchange_api, METH_VARARGS,
+     "Read the tensors through DLPack's C exchange API (capsule, one probe tensor per parameter); whether taken."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -546,6 +654,8 @@ static int launcher_set_fallback(PyObject* op, PyObject* value, void* closure) {
 
 static PyGetSetDef launcher_getset[] = {
     {"last_launch", launcher_last_launch, NULL, "A dry launcher's last (stream, parameter values).", NULL},
+    {"tensor_reader", launcher_tensor_reader, NULL,
+     "How the tensors are read: 'dlpack' (the exchange API, attributes where it cannot) or 'attributes'.", NULL},
     {"fallback", launcher_get_fallback, launcher_set_fallback,
      "What the calls this path does not take go to, with their arguments (None: they return NotImplemented).", NULL},
     {NULL, NULL, NULL, NULL, NULL},

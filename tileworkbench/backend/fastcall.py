@@ -7,14 +7,16 @@ Python frames and attribute reads. ``fastcall.c`` makes the checks of the launch
 of fixed shapes (``codegen.host.fast_call_plan``); anything it does not accept it hands, as it
 came, to its ``fallback``, the Python launcher, which decides and words every error (``fastcall.c``'s
 header says what exactly). The launcher is the kernel's ``__call__`` (``Kernel.take_c_path``), so
-a call it takes runs no Python frame.
+a call it takes runs no Python frame. Where torch offers DLPack's C exchange API (torch 2.10 on),
+the launcher reads each tensor with one C call of it and the current stream from it
+(``read_through_exchange_api``) instead of five attribute reads and a call of torch's.
 
 The module is compiled with the system's C compiler (``cc``; ``CC`` overrides) against Python's
-headers, once per source text, Python version and platform, into the compile cache's folder
-(``<cache>/fastcall/``), the way Triton builds its launchers. Where that cannot be done (no
-compiler, no ``Python.h``, ``TILEWORKBENCH_FASTCALL=0``), ``module()`` returns None, ``why_not()``
-says why (and the ``tileworkbench`` logger, at INFO), and every call takes the Python launcher:
-slower, never different.
+headers, once per source text (``fastcall.c`` and the header it includes), Python version and
+platform, into the compile cache's folder (``<cache>/fastcall/``), the way Triton builds its
+launchers. Where that cannot be done (no compiler, no ``Python.h``, ``TILEWORKBENCH_FASTCALL=0``),
+``module()`` returns None, ``why_not()`` says why (and the ``tileworkbench`` logger, at INFO),
+and every call takes the Python launcher: slower, never different.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import threading
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("fastcall.c")
+HEADERS = (Path(__file__).with_name("dlpack_exchange.h"),)  # what SOURCE includes: part of the build's tag
 MODULE_NAME = "tileworkbench_fastcall"
 
 _state: dict = {}  # "module": the loaded module or None, "why_not": the reason it is None
@@ -93,7 +96,7 @@ class _Unavailable(Exception):
 def _load(build_dir: Path):
     if os.environ.get("TILEWORKBENCH_FASTCALL", "1") == "0":
         raise _Unavailable("TILEWORKBENCH_FASTCALL=0")
-    text = SOURCE.read_bytes()
+    text = SOURCE.read_bytes() + b"".join(header.read_bytes() for header in HEADERS)
     tag = hashlib.sha256(text + sys.version.encode() + sysconfig.get_platform().encode()).hexdigest()[:16]
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     target = build_dir / "fastcall" / f"{MODULE_NAME}-{tag}{suffix}"
@@ -144,11 +147,12 @@ def _remove_older_builds(target: Path) -> None:
 
 
 def launcher(mod, name: str, function: int, plan: dict, device: int, torch_dtypes: list, outputs, encoders: list,
-             error_type):
+             error_type, exchange_api: bool = True):
     """A ``Launcher`` for one kernel on ``device`` (``function``: its ``CUfunction`` there), from
     its fast-call plan, each tensor's torch dtype, the indices of the outputs (``out_idx``) and
     each tensor map's encoder (address -> its 128 bytes); None where libcuda cannot be opened
-    (``why_not()``). Calls go on torch's current stream of the device."""
+    (``why_not()``). Calls go on torch's current stream of the device. With ``exchange_api`` (and
+    a torch that offers it) the launcher reads each tensor through DLPack's C exchange API."""
     import torch
 
     reason = mod.bind()
@@ -158,12 +162,34 @@ def launcher(mod, name: str, function: int, plan: dict, device: int, torch_dtype
     specs, maps = plan_arguments(plan, torch_dtypes, outputs, encoders,
                                  lambda p, dtype: _template(torch, p, dtype, device))
     try:
-        return mod.Launcher(name, function, tuple(plan["grid"]), tuple(plan["block"]), plan["smem_bytes"], device,
+        made = mod.Launcher(name, function, tuple(plan["grid"]), tuple(plan["block"]), plan["smem_bytes"], device,
                             specs, maps, torch.Tensor, _cupy_get_device(), torch._C._cuda_getCurrentRawStream,
                             error_type, torch.empty_like)
     except RuntimeError as exc:  # no current context on this thread: calls take the Python launcher
         _state["why_not"] = str(exc)
         return None
+    if exchange_api:
+        read_through_exchange_api(made, torch.Tensor, [torch.empty(0, dtype=dtype) for dtype in torch_dtypes])
+    return made
+
+
+EXCHANGE_API = "__dlpack_c_exchange_api__"  # DLPack 1.3's name for the capsule on a tensor type
+
+
+def read_through_exchange_api(made, tensor_type, probes: list) -> bool:
+    """Have ``made`` read its tensors through DLPack's C exchange API where ``tensor_type`` offers
+    one (torch 2.10 on): one C call a tensor instead of five attribute reads, and the current
+    stream without a Python call. ``probes``: a tensor of each parameter's dtype (its dtype as the
+    API reads it is what that parameter must have). Whether the launcher took it."""
+    capsule = getattr(tensor_type, EXCHANGE_API, None)
+    if capsule is None:
+        return False
+    try:
+        return made.use_exchange_api(capsule, tuple(probes))
+    except (TypeError, ValueError) as exc:  # not a capsule of that name: the attributes stay
+        logging.getLogger("tileworkbench").info("%s.%s is not DLPack's exchange API (%s): tensors are read by "
+                                                "their attributes", tensor_type.__name__, EXCHANGE_API, exc)
+        return False
 
 
 def plan_arguments(plan: dict, dtypes: list, outputs, encoders: list, template) -> tuple:

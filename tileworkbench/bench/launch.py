@@ -101,10 +101,24 @@ def _without_c_path(kernel):
     return python_only
 
 
+def _attribute_reader(kernel):
+    """The same kernel on a C launcher that reads its tensors by their attributes, or None where
+    ours already does (no DLPack exchange API in this torch, or no C path)."""
+    from ..jit.kernel import _c_launcher
+
+    if kernel._fast is None or kernel._fast.tensor_reader != "dlpack":
+        return None
+    reading_attributes = copy.copy(kernel)
+    reading_attributes.take_c_path(_c_launcher(kernel, kernel._runtime, exchange_api=False))
+    return reading_attributes
+
+
 def _launch_path(kernel) -> str:
     from ..backend import fastcall
 
-    return "C" if kernel._fast is not None else f"Python ({fastcall.why_not() or 'no fast-call plan'})"
+    if kernel._fast is None:
+        return f"Python ({fastcall.why_not() or 'no fast-call plan'})"
+    return f"C (tensors read by {kernel._fast.tensor_reader})"
 
 
 def _floor_calls(kernel, python_only, a, b, c) -> dict:
@@ -162,6 +176,9 @@ def run(out: Path, n: int = 128, ours_only: bool = False) -> int:
                  a, b, *tiles, shape["num_stages"]),
              "torch.matmul(a, b)": lambda: torch.matmul(a, b),
              "torch.matmul(a, b, out=c)": lambda: torch.matmul(a, b, out=c)}
+    by_attributes = _attribute_reader(ours)
+    if by_attributes is not None:  # what DLPack's exchange API saves, in the same turns
+        impls["tileworkbench kernel(a, b, c), C path reading attributes"] = lambda: by_attributes(a, b, c)
     try:
         import cupy
 

@@ -315,10 +315,11 @@ def output_form(param: dict, sizes: dict | None = None) -> tuple:
     return shape, dtype
 
 
-def _c_launcher(kernel: Kernel, runtime):
+def _c_launcher(kernel: Kernel, runtime, exchange_api: bool = True):
     """The C launch path for ``kernel`` on the device ``runtime`` loaded it on
-    (``backend/fastcall.py``), or None: a kernel without a fast-call plan, no torch, or no C
-    module here (``fastcall.why_not()`` says why). Either way every call is checked alike."""
+    (``backend/fastcall.py``; ``exchange_api``: its tensors read through DLPack's C exchange API
+    where torch has it), or None: a kernel without a fast-call plan, no torch, or no C module here
+    (``fastcall.why_not()`` says why). Either way every call is checked alike."""
     plan = kernel.record.get("fast_plan")
     if plan is None or kernel._sizes:
         return None
@@ -339,7 +340,7 @@ def _c_launcher(kernel: Kernel, runtime):
     try:
         return fastcall.launcher(mod, kernel.name, runtime.function(kernel.name).ptr, plan, runtime.device,
                                  [_torch_dtype(p["dtype"]) for p in plan["params"]], set(kernel.out_idx), encoders,
-                                 KernelRuntimeError)
+                                 KernelRuntimeError, exchange_api)
     except Exception as exc:  # a failure of ours: the kernel still runs, on its Python launcher
         import logging
 
