@@ -81,26 +81,17 @@ def _compile_with(form: str, build, configs):
 
 
 def cost_rows(name: str, variants: list, run, timer) -> list[str]:
-    """Table rows ``| name | form | every | ms | cost | plain's turns spread |`` of ``variants``
-    ((form, every, kernel), plain first), timed in ROUNDS turns of REP calls of ``run(kernel)``, the
-    order rotated each round so that the GPU's clock drift falls on every variant alike; cost is
-    each median over plain's."""
-    samples = {i: [] for i in range(len(variants))}
-    turns = {i: [] for i in range(len(variants))}
-    for turn in range(ROUNDS):
-        order = list(range(len(variants)))
-        order = order[turn % len(order):] + order[:turn % len(order)]
-        for i in order:
-            t = timer.time(lambda k=variants[i][2]: run(k), warmup=2, rep=REP)
-            samples[i].extend(t.samples)
-            turns[i].append(t.ms)
-    plain = statistics.median(samples[0])
-    spread = (max(turns[0]) - min(turns[0])) / plain
+    """Table rows ``| name | form | every | ms | cost | quartiles |`` of ``variants`` ((form, every,
+    kernel), plain first), timed in ROUNDS x REP rounds of one call of each (``Timer.time_alternating``,
+    the order rotated each round); cost is the median over the rounds of each call's time over
+    plain's in the same round, so the GPU's clock drifting over the run stays out of it."""
+    times = timer.time_alternating([lambda k=kernel: run(k) for _, _, kernel in variants], ROUNDS * REP)
     rows = []
-    for i, (form, every, _) in enumerate(variants):
-        ms = statistics.median(samples[i])
-        rows.append(f"| {name} | {form} | {every if every is not None else ''} | {ms:.3f} | {ms / plain:.3f}x | "
-                    f"{spread:.1%} |")
+    for (form, every, _), samples in zip(variants, times):
+        ratios = sorted(t / p for t, p in zip(samples, times[0]))
+        q1, q3 = ratios[len(ratios) // 4], ratios[3 * len(ratios) // 4]
+        rows.append(f"| {name} | {form} | {every if every is not None else ''} | {statistics.median(samples):.3f} | "
+                    f"{statistics.median(ratios):.3f}x | {q1:.3f}-{q3:.3f} |")
     return rows
 
 
@@ -116,7 +107,7 @@ def main() -> int:
                                                             128, 2), {"tl.disable_warp_specialized": True}),
         "ws gemm 128x256x64 s3": (lambda: matmul(N, N, N, 128, 256, 64, num_stages=3, threads=256), {}),
     }
-    print("| kernel | form | every | ms | cost | plain's turns spread |\n|---|---|---|---|---|---|")
+    print("| kernel | form | every | ms | cost | quartiles of the rounds |\n|---|---|---|---|---|---|")
     for name, (build, configs) in kernels.items():
         variants = [("plain", None, compile_with("lanes", build, configs))]
         forms = [("lanes", True), ("lanes", 8), ("lanes", 64), ("empty", True), ("empty", 8), ("lanes, guarded", 8)]

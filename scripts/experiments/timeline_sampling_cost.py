@@ -10,13 +10,18 @@ scale with the blocks that record. This times the spec's ``matmul_tma_copy`` (81
   not recording): the sampled structure alone (the branch, the plain copy, open and close);
 - ``empty``: every block, records that only count: the instrumented structure alone;
 - ``not last R``: every 8th or 64th, but the last R blocks of the grid in launch order (R = 396:
-  one wave of this kernel, 132 SMs x 3 blocks) do not record.
+  one wave of this kernel, 132 SMs x 3 blocks) do not record;
+- ``first R``: every k-th of the first R blocks only (``few``: with every 512th and 4096th, one block);
+- ``binary``: no block records though both copies are kept (the grid never reaches R = 10^9);
+- ``which``: one block records, ``only B`` (0, 200, 2048, 3900 or the last, 4095);
+- ``clocks``: one block records, with ``%globaltimer`` read as ``clock64`` or no clock read in a record.
 
 and prints, from each instrumented kernel's first call, its recorded blocks' durations and when
 the last one ends. Every result is checked against float32 first; the variants take turns
-(rotated each round) so the GPU's clock drift falls on all alike.
+(``Timer.time_alternating``: one call of each a round, rotated; cost the median of the rounds'
+ratios) so the GPU's clock drift falls on all alike.
 
-    PYTHONPATH=. python3 scripts/experiments/timeline_sampling_cost.py
+    PYTHONPATH=. python3 scripts/experiments/timeline_sampling_cost.py [few | binary | which | clocks]
 """
 
 import importlib.util
@@ -47,14 +52,30 @@ def _constructor(replacement: str):
 
 
 def compile_form(form, build, configs):
-    """``form``: 'lanes', 'empty', 'none record' or 'not last R'."""
+    """``form``: 'lanes', 'empty', 'none record', 'not last R', 'first R', 'only B', 'no globaltimer'
+    or 'no record clock'."""
     shipped = forms.form_text
     if form == "none record":
         forms.form_text = _constructor("first = NONE; (void)block;")
+    elif form.startswith("first "):
+        head = int(form.split()[-1])
+        forms.form_text = _constructor(f"first = block % block_every == 0 && block < {head}u ? "
+                                       "block / block_every * STREAMS * STREAM_WORDS : NONE;")
     elif form.startswith("not last "):
         tail = int(form.split()[-1])
         forms.form_text = _constructor(f"first = block % block_every == 0 && block + {tail}u < gridDim.x * "
                                        "gridDim.y * gridDim.z ? block / block_every * STREAMS * STREAM_WORDS : NONE;")
+    elif form.startswith("only "):  # one block records, at the buffer's first stream (every 4096 sizes it)
+        forms.form_text = _constructor(f"first = block == {int(form.split()[-1])}u ? 0u : NONE;")
+    elif form in ("no globaltimer", "no record clock"):  # every 4096th (block 0) records, a clock read left out
+        old, new = (('"mov.u64 %0, %%globaltimer;"', '"mov.u64 %0, %%clock64;"') if form == "no globaltimer"
+                    else ("const unsigned int t = (unsigned int)clock();", "const unsigned int t = 0u;"))
+
+        def text(_form, old=old, new=new):
+            out = shipped("lanes")
+            assert old in out
+            return out.replace(old, new)
+        forms.form_text = text
     try:
         return forms.compile_with("empty" if form == "empty" else "lanes", build, configs)
     finally:
@@ -77,14 +98,26 @@ def main() -> int:
 
         configs = {"tl.disable_warp_specialized": True}
         variants = [("plain", None, forms.compile_with("lanes", build, configs))]
-        for form, every in [("lanes", True), ("lanes", 8), ("lanes", 64), ("none record", 64), ("empty", True),
-                            ("not last 396", 64), ("not last 396", 8)]:
+        forms_here = [("lanes", True), ("lanes", 8), ("lanes", 64), ("none record", 64), ("empty", True),
+                      ("not last 396", 64), ("not last 396", 8)]
+        if sys.argv[1:] == ["few"]:  # how the cost goes with fewer recorders, and where they run
+            forms_here = [("lanes", 64), ("lanes", 512), ("lanes", 4096), ("not last 396", 64),
+                          ("not last 792", 64), ("first 396", 8), ("first 396", 64), ("none record", 64)]
+        if sys.argv[1:] == ["binary"]:  # no block records, both copies kept (the grid never reaches R)
+            forms_here = [("lanes", 4096), ("not last 1000000000", 4096), ("not last 1000000000", 64),
+                          ("none record", 64)]
+        if sys.argv[1:] == ["which"]:  # one block records: which one
+            forms_here = [("lanes", 4096), ("only 0", 4096), ("only 200", 4096), ("only 2048", 4096),
+                          ("only 3900", 4096), ("only 4095", 4096)]
+        if sys.argv[1:] == ["clocks"]:  # one block records, without one of its clock reads
+            forms_here = [("lanes", 4096), ("no globaltimer", 4096), ("no record clock", 4096)]
+        for form, every in forms_here:
             variants.append((form, every, compile_form(form, build, {**configs, "tw.timeline": every,
                                                                      "tw.timeline_capacity": CAPACITY})))
         for form, every, kernel in variants:
             err = float((kernel(a, b).float() - want).norm() / want.norm())
             assert err < 1e-3, (name, form, every, err)
-            if form in ("lanes", "not last 396"):
+            if every is not None and form not in ("none record", "empty", "not last 1000000000"):
                 facts = kernel.timeline().facts
                 spans = np.array([(lo, hi) for _, lo, hi in facts["blocks"].values()], dtype=np.float64)
                 took = spans[:, 1] - spans[:, 0]
@@ -92,7 +125,7 @@ def main() -> int:
                       f"(median; max {took.max() / 1e3:.1f}); the last ends at {spans[:, 1].max() / 1e3:.1f} us",
                       flush=True)
         rows += forms.cost_rows(name, variants, lambda k: k(a, b), timer)
-    print("| kernel | form | every | ms | cost | plain's turns spread |\n|---|---|---|---|---|---|")
+    print("| kernel | form | every | ms | cost | quartiles of the rounds |\n|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 0
 

@@ -59,19 +59,44 @@ class Timer:
         for _ in range(warmup):
             fn()
         cupy.cuda.runtime.deviceSynchronize()  # raises here if a warm-up launch failed
-        events = []
-        for _ in range(rep):
-            if self._flush is not None:
-                self._flush.fill(0)
-            self._spin((1,), (1,), (cupy.uint64(self._spin_ns),))
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
-            fn()
-            end.record()
-            events.append((start, end))
+        events = [self._timed_call(fn) for _ in range(rep)]
         cupy.cuda.runtime.deviceSynchronize()
         times = [cupy.cuda.get_elapsed_time(s, e) for s, e in events]
         return Timing(statistics.median(times), min(times), rep, tuple(times))
+
+    def time_alternating(self, fns: list, rounds: int, warmup: int = 2) -> list[tuple]:
+        """Each of ``fns`` called once a round, one after another (each call timed as ``time``
+        times one), the order rotated each round: ``rounds`` milliseconds per callable, in round
+        order. The calls of a round run within milliseconds of each other, so the GPU's clock,
+        which drifts over a run by more than the differences some benchmarks look for (a warming
+        GPU: 7-15% between turns of eight calls, BENCHMARKS.md), is alike for all of them: the
+        ratio of two callables' times in one round leaves the drift out."""
+        import cupy
+
+        for fn in fns:
+            for _ in range(warmup):
+                fn()
+        cupy.cuda.runtime.deviceSynchronize()
+        events = [[] for _ in fns]
+        for turn in range(rounds):
+            shift = turn % len(fns)
+            for i in list(range(shift, len(fns))) + list(range(shift)):
+                events[i].append(self._timed_call(fns[i]))
+        cupy.cuda.runtime.deviceSynchronize()
+        return [tuple(cupy.cuda.get_elapsed_time(s, e) for s, e in calls) for calls in events]
+
+    def _timed_call(self, fn) -> tuple:
+        """One call of ``fn`` between two recorded events, after the flush and the spin."""
+        import cupy
+
+        if self._flush is not None:
+            self._flush.fill(0)
+        self._spin((1,), (1,), (cupy.uint64(self._spin_ns),))
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        return start, end
 
 
 RETURN_MODES = ("mean", "median", "min", "max")

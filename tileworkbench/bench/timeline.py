@@ -8,8 +8,9 @@ Rows: the 8192^3 warp-specialised GEMM at the suite's configuration (128x256x64,
 threads), the spec's four TMA GEMMs at 8192^3 (their bodies unchanged), and FlashAttention forward
 1x16x8192x128. Every variant's result is checked against float32 first (on ``torch.randn``
 inputs); times are the GEMM suite's method (``backend.timing.Timer``: L2 flushed, CUDA events),
-the variants taking turns (``_row``), medians. ``cost`` is the instrumented median over the plain one. Each instrumented
-row also reads its timeline once and reports what it shows (events, the producer's lead,
+one call of each variant a round, the order rotated (``_row``). ``cost`` is the median over the
+rounds of the instrumented call's time over plain's in the same round (the quartiles beside it say
+how far one round strays). Each instrumented row also reads its timeline once and reports what it shows (events, the producer's lead,
 the consumers' share of time waiting for loads, protocol violations: there must be none).
 
 Writes ``<out>/timeline-<date>-<gpu>-<commit>.json`` and prints a table.
@@ -24,7 +25,7 @@ from pathlib import Path
 from ..passes.instrument_timeline import DEFAULT_CAPACITY
 
 SCHEMA = "tileworkbench.timeline"
-VERSION = 1
+VERSION = 2  # 2: cost is the median of per-round ratios (time_alternating); 1: of medians over turns
 GOAL_COST = 1.05  # the issue: at most 5% slower
 # every k-th unit: a block, or in a persistent kernel each block's every k-th tile
 VARIANTS = (("plain", None), ("timeline, every block", True), ("timeline, every 8th unit", 8),
@@ -58,16 +59,22 @@ def sized(make, call, every):
     return kernel if most <= DEFAULT_CAPACITY else make({"tw.timeline": every, "tw.timeline_capacity": most})
 
 
-ROUNDS = 5  # the variants take turns this many times (see _row)
+ROUNDS = 100  # rounds of one call of each variant (see _row)
 
 
-def _row(name, make, call, check, flops, timer, rep, rounds=ROUNDS):
+def _quartiles(values) -> list[float]:
+    q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+    return [q1, q3]
+
+
+def _row(name, make, call, check, flops, timer, rounds=ROUNDS):
     """One kernel's variants: ``make(extra_configs)`` compiles it, ``call(kernel)`` runs it on the
     row's inputs, ``check(output)`` compares with the float32 reference. The correct variants are
-    timed in ``rounds`` turns of ``rep / rounds`` calls each, in an order rotated each round, so
-    that the GPU's clock drifting over the run (it warms) falls on every variant alike; each
-    variant's median is over all its calls, and ``round_ms`` keeps each turn's median (the spread
-    of plain's turns is the noise a cost is read against)."""
+    timed in ``rounds`` rounds of one call each, one after another in an order rotated each round
+    (``Timer.time_alternating``): ``ms`` is each variant's median call, ``cost`` the median over
+    the rounds of its call's time over plain's in the same round (the GPU's clock drifts over a run
+    by more than the cost looked for, but hardly within a round), ``cost_quartiles`` the quartiles
+    of those ratios (how far one round's ratio strays)."""
     row = {"kernel": name, "variants": []}
     kernels = []
     for label, every in VARIANTS:
@@ -75,23 +82,15 @@ def _row(name, make, call, check, flops, timer, rep, rounds=ROUNDS):
         row["variants"].append({"variant": label, "every": every, **check(call(kernel))})
         kernels.append(kernel)
     timed = [(v, k) for v, k in zip(row["variants"], kernels) if v["correct"]]
-    samples = {id(v): [] for v, _ in timed}
-    for turn in range(rounds if timed else 0):
-        shift = turn % len(timed)
-        for variant, kernel in timed[shift:] + timed[:shift]:
-            t = timer.time(lambda k=kernel: call(k), warmup=2, rep=max(1, rep // rounds))
-            samples[id(variant)].extend(t.samples)
-            variant.setdefault("round_ms", []).append(t.ms)
-    for variant, _ in timed:
-        times = samples[id(variant)]
-        ms = statistics.median(times)
-        variant.update(ms=ms, ms_min=min(times), tflops=flops / (ms * 1e-3) / 1e12)
+    times = timer.time_alternating([lambda k=k: call(k) for _, k in timed], rounds) if timed else []
+    for (variant, _), samples in zip(timed, times):
+        ms = statistics.median(samples)
+        variant.update(ms=ms, ms_min=min(samples), tflops=flops / (ms * 1e-3) / 1e12)
     plain = row["variants"][0]
-    if "ms" in plain:
-        row["plain_spread"] = (max(plain["round_ms"]) - min(plain["round_ms"])) / plain["ms"]
-        for variant in row["variants"]:
-            if "ms" in variant:
-                variant["cost"] = variant["ms"] / plain["ms"]
+    if timed and timed[0][0] is plain:
+        for (variant, _), samples in zip(timed, times):
+            ratios = [t / p for t, p in zip(samples, times[0])]
+            variant.update(cost=statistics.median(ratios), cost_quartiles=_quartiles(ratios))
     for variant, kernel in zip(row["variants"], kernels):
         if variant["every"] is not None:
             call(kernel)
@@ -117,7 +116,7 @@ def run(out: Path, quick: bool = False) -> int:
 
     torch.manual_seed(0)
     timer = Timer()
-    rep = 10 if quick else 40  # calls per variant, over ROUNDS turns
+    rounds = 20 if quick else ROUNDS  # calls per variant, one a round
     rows = []
     n, cases = _gemm_cases(quick)
     a = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -131,16 +130,16 @@ def run(out: Path, quick: bool = False) -> int:
     for name, build, configs in cases:
         rows.append(_row(name, lambda extra, build=build, configs=configs: compile_kernel(
             build(), out_idx=[2], pass_configs={**configs, **extra}), lambda k: k(a, b), gemm_check,
-            2.0 * n ** 3, timer, rep))
+            2.0 * n ** 3, timer, rounds))
     seq = 4096 if quick else 8192
     q, k, v = (torch.randn(1, 16, seq, 128, device="cuda", dtype=torch.float16) for _ in range(3))
     ref = reference(torch, q, k, v, False)
     rows.append(_row(f"attention 1x16x{seq}x128",
                      lambda extra: compile_mha(1, 16, seq, 128, False, pass_configs=extra or None),
                      lambda kernel: kernel(q, k, v), lambda out: attention_check(torch, out, ref),
-                     4.0 * 16 * seq * seq * 128, timer, rep))
+                     4.0 * 16 * seq * seq * 128, timer, rounds))
     record = {"schema": SCHEMA, "version": VERSION, "suite": "timeline", "machine": machine_info(),
-              "settings": {"n": n, "seq": seq, "rep": rep, "quick": quick}, "goal_cost": GOAL_COST, "rows": rows}
+              "settings": {"n": n, "seq": seq, "rounds": rounds, "quick": quick}, "goal_cost": GOAL_COST, "rows": rows}
     path = schema.write_record(record, out, schema.record_filename(record))
     print(table(record))
     print(f"wrote {path}", file=sys.stderr)
@@ -149,7 +148,7 @@ def run(out: Path, quick: bool = False) -> int:
 
 
 def table(record: dict) -> str:
-    lines = ["| kernel | variant | ms | cost (over plain) | events | producer lead (stages, median) | "
+    lines = ["| kernel | variant | ms | cost (over plain; quartiles of the rounds) | events | producer lead (stages, median) | "
              "consumers waiting on loads |", "|---|---|---|---|---|---|---|"]
     for r in record["rows"]:
         for v in r["variants"]:
@@ -158,7 +157,9 @@ def table(record: dict) -> str:
             lead = tl.get("lead_stages_median", (tl.get("pipeline") or {}).get("lead_stages_median"))
             wait = tl.get("consumer_wait_on_loads_fraction")
             cost = f"{v['cost']:.3f}x" if "cost" in v and v["every"] is not None else ""
-            if v["every"] is None and "plain_spread" in r:
+            if cost and "cost_quartiles" in v:
+                cost += " ({:.3f}-{:.3f})".format(*v["cost_quartiles"])
+            if v["every"] is None and "plain_spread" in r:  # version 1 records
                 cost = f"(turns spread {r['plain_spread']:.1%})"
             ms = f"{v['ms']:.3f}" if "ms" in v else ("wrong result" if not v["correct"] else "")
             lines.append(f"| {r['kernel']} | {v['variant']} | {ms} | {cost} | {tl.get('events', '')} | "
