@@ -14,14 +14,16 @@ scale with the blocks that record. This times the spec's ``matmul_tma_copy`` (81
 - ``first R``: every k-th of the first R blocks only (``few``: with every 512th and 4096th, one block);
 - ``binary``: no block records though both copies are kept (the grid never reaches R = 10^9);
 - ``which``: one block records, ``only B`` (0, 200, 2048, 3900 or the last, 4095);
-- ``clocks``: one block records, with ``%globaltimer`` read as ``clock64`` or no clock read in a record.
+- ``clocks``: one block records, with ``%globaltimer`` read as ``clock64`` or no clock read in a record;
+- ``silent``: one block runs the instrumented copy with records that only count (``empty one``: the
+  streams' headers still written at open and close; ``silent one``: nothing written).
 
 and prints, from each instrumented kernel's first call, its recorded blocks' durations and when
 the last one ends. Every result is checked against float32 first; the variants take turns
 (``Timer.time_alternating``: one call of each a round, rotated; cost the median of the rounds'
 ratios) so the GPU's clock drift falls on all alike.
 
-    PYTHONPATH=. python3 scripts/experiments/timeline_sampling_cost.py [few | binary | which | clocks]
+    PYTHONPATH=. python3 scripts/experiments/timeline_sampling_cost.py [few | binary | which | clocks | silent]
 """
 
 import importlib.util
@@ -67,6 +69,16 @@ def compile_form(form, build, configs):
                                        "gridDim.y * gridDim.z ? block / block_every * STREAMS * STREAM_WORDS : NONE;")
     elif form.startswith("only "):  # one block records, at the buffer's first stream (every 4096 sizes it)
         forms.form_text = _constructor(f"first = block == {int(form.split()[-1])}u ? 0u : NONE;")
+    elif form in ("empty one", "silent one"):  # records that only count; "silent": open and close write nothing
+        def text(_form, silent=form == "silent one"):
+            out = shipped("empty")
+            if silent:
+                for guard in ("if (threadIdx.x == TX && first != NONE) {", "if (threadIdx.x == TX) {",
+                              "if ((threadIdx.x >> 5) == (TX >> 5) && at != NONE) {"):
+                    assert out.count(guard) == 1, guard
+                    out = out.replace(guard, "if (false) {")
+            return out
+        forms.form_text = text
     elif form in ("no globaltimer", "no record clock"):  # every 4096th (block 0) records, a clock read left out
         old, new = (('"mov.u64 %0, %%globaltimer;"', '"mov.u64 %0, %%clock64;"') if form == "no globaltimer"
                     else ("const unsigned int t = (unsigned int)clock();", "const unsigned int t = 0u;"))
@@ -109,6 +121,8 @@ def main() -> int:
         if sys.argv[1:] == ["which"]:  # one block records: which one
             forms_here = [("lanes", 4096), ("only 0", 4096), ("only 200", 4096), ("only 2048", 4096),
                           ("only 3900", 4096), ("only 4095", 4096)]
+        if sys.argv[1:] == ["silent"]:  # one block runs the instrumented copy, recording less and less
+            forms_here = [("lanes", 4096), ("empty one", 4096), ("silent one", 4096), ("not last 1000000000", 4096)]
         if sys.argv[1:] == ["clocks"]:  # one block records, without one of its clock reads
             forms_here = [("lanes", 4096), ("no globaltimer", 4096), ("no record clock", 4096)]
         for form, every in forms_here:
@@ -117,7 +131,8 @@ def main() -> int:
         for form, every, kernel in variants:
             err = float((kernel(a, b).float() - want).norm() / want.norm())
             assert err < 1e-3, (name, form, every, err)
-            if every is not None and form not in ("none record", "empty", "not last 1000000000"):
+            if every is not None and form not in ("none record", "empty", "not last 1000000000", "empty one",
+                                                  "silent one"):
                 facts = kernel.timeline().facts
                 spans = np.array([(lo, hi) for _, lo, hi in facts["blocks"].values()], dtype=np.float64)
                 took = spans[:, 1] - spans[:, 0]
