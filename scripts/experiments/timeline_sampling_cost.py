@@ -16,14 +16,17 @@ scale with the blocks that record. This times the spec's ``matmul_tma_copy`` (81
 - ``which``: one block records, ``only B`` (0, 200, 2048, 3900 or the last, 4095);
 - ``clocks``: one block records, with ``%globaltimer`` read as ``clock64`` or no clock read in a record;
 - ``silent``: one block runs the instrumented copy with records that only count (``empty one``: the
-  streams' headers still written at open and close; ``silent one``: nothing written).
+  streams' headers still written at open and close; ``silent one``: nothing written);
+- ``stores``: the same, the header written at open only or at close only.
+
+Each recording variant's blocks are printed twice: from its first call, and from the last timed one.
 
 and prints, from each instrumented kernel's first call, its recorded blocks' durations and when
 the last one ends. Every result is checked against float32 first; the variants take turns
 (``Timer.time_alternating``: one call of each a round, rotated; cost the median of the rounds'
 ratios) so the GPU's clock drift falls on all alike.
 
-    PYTHONPATH=. python3 scripts/experiments/timeline_sampling_cost.py [few | binary | which | clocks | silent]
+    PYTHONPATH=. python3 scripts/experiments/timeline_sampling_cost.py [few | binary | which | clocks | silent | stores]
 """
 
 import importlib.util
@@ -69,14 +72,19 @@ def compile_form(form, build, configs):
                                        "gridDim.y * gridDim.z ? block / block_every * STREAMS * STREAM_WORDS : NONE;")
     elif form.startswith("only "):  # one block records, at the buffer's first stream (every 4096 sizes it)
         forms.form_text = _constructor(f"first = block == {int(form.split()[-1])}u ? 0u : NONE;")
-    elif form in ("empty one", "silent one"):  # records that only count; "silent": open and close write nothing
-        def text(_form, silent=form == "silent one"):
+    elif form in ("empty one", "silent one", "open writes only", "close writes only"):
+        # records that only count; "silent": open and close write nothing; "open/close writes only":
+        # the stream's header written at one end only
+        guards = {"open": ["if (threadIdx.x == TX && first != NONE) {"],
+                  "close": ["if (threadIdx.x == TX) {", "if ((threadIdx.x >> 5) == (TX >> 5) && at != NONE) {"]}
+        off = {"empty one": [], "silent one": guards["open"] + guards["close"],
+               "open writes only": guards["close"], "close writes only": guards["open"]}[form]
+
+        def text(_form, off=off):
             out = shipped("empty")
-            if silent:
-                for guard in ("if (threadIdx.x == TX && first != NONE) {", "if (threadIdx.x == TX) {",
-                              "if ((threadIdx.x >> 5) == (TX >> 5) && at != NONE) {"):
-                    assert out.count(guard) == 1, guard
-                    out = out.replace(guard, "if (false) {")
+            for guard in off:
+                assert out.count(guard) == 1, guard
+                out = out.replace(guard, "if (false) {")
             return out
         forms.form_text = text
     elif form in ("no globaltimer", "no record clock"):  # every 4096th (block 0) records, a clock read left out
@@ -92,6 +100,12 @@ def compile_form(form, build, configs):
         return forms.compile_with("empty" if form == "empty" else "lanes", build, configs)
     finally:
         forms.form_text = shipped
+
+
+def _records_blocks(form: str, every) -> bool:
+    """Whether the variant records blocks with their spans (a timeline to print)."""
+    return every is not None and form not in ("none record", "empty", "not last 1000000000", "empty one",
+                                              "silent one", "open writes only", "close writes only")
 
 
 def main() -> int:
@@ -123,6 +137,9 @@ def main() -> int:
                           ("only 3900", 4096), ("only 4095", 4096)]
         if sys.argv[1:] == ["silent"]:  # one block runs the instrumented copy, recording less and less
             forms_here = [("lanes", 4096), ("empty one", 4096), ("silent one", 4096), ("not last 1000000000", 4096)]
+        if sys.argv[1:] == ["stores"]:  # one block: which of the stream's header writes cost
+            forms_here = [("lanes", 4096), ("empty one", 4096), ("open writes only", 4096),
+                          ("close writes only", 4096), ("silent one", 4096)]
         if sys.argv[1:] == ["clocks"]:  # one block records, without one of its clock reads
             forms_here = [("lanes", 4096), ("no globaltimer", 4096), ("no record clock", 4096)]
         for form, every in forms_here:
@@ -131,8 +148,7 @@ def main() -> int:
         for form, every, kernel in variants:
             err = float((kernel(a, b).float() - want).norm() / want.norm())
             assert err < 1e-3, (name, form, every, err)
-            if every is not None and form not in ("none record", "empty", "not last 1000000000", "empty one",
-                                                  "silent one"):
+            if _records_blocks(form, every):
                 facts = kernel.timeline().facts
                 spans = np.array([(lo, hi) for _, lo, hi in facts["blocks"].values()], dtype=np.float64)
                 took = spans[:, 1] - spans[:, 0]
@@ -140,6 +156,13 @@ def main() -> int:
                       f"(median; max {took.max() / 1e3:.1f}); the last ends at {spans[:, 1].max() / 1e3:.1f} us",
                       flush=True)
         rows += forms.cost_rows(name, variants, lambda k: k(a, b), timer)
+        for form, every, kernel in variants:  # the recorders again, in the last timed call
+            if _records_blocks(form, every):
+                spans = np.array([(lo, hi) for _, lo, hi in kernel.timeline().facts["blocks"].values()])
+                took = spans[:, 1] - spans[:, 0]
+                print(f"{name} {form} every {every}, last timed call: recorded blocks each {np.median(took) / 1e3:.1f} "
+                      f"us (median; max {took.max() / 1e3:.1f}); the last ends at {spans[:, 1].max() / 1e3:.1f} us",
+                      flush=True)
     print("| kernel | form | every | ms | cost | quartiles of the rounds |\n|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 0
