@@ -32,8 +32,16 @@ static int read_view(void* obj, DLTensorView* out) {
     Py_DECREF(dl);
     return -1;
   }
+  int fits = PyTuple_Check(shape_obj) && PyTuple_GET_SIZE(shape_obj) <= 8;
+  if (fits && strides_obj != Py_None)
+    fits = PyTuple_Check(strides_obj) && PyTuple_GET_SIZE(strides_obj) == PyTuple_GET_SIZE(shape_obj);
+  if (!fits) {
+    Py_DECREF(dl);
+    PyErr_SetString(PyExc_ValueError, "dl: shape a tuple of at most 8 sizes, strides None or a tuple as long");
+    return -1;
+  }
   Py_ssize_t n = PyTuple_GET_SIZE(shape_obj);
-  for (Py_ssize_t i = 0; i < n && i < 8; ++i) {
+  for (Py_ssize_t i = 0; i < n; ++i) {
     shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape_obj, i));
     if (strides_obj != Py_None) strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides_obj, i));
   }

@@ -103,7 +103,7 @@ def test_the_address_counts_the_byte_offset(mod, table):
 
 
 @pytest.mark.parametrize("change", [
-    dict(dtype=FLOAT), dict(shape=(128, 32)), dict(shape=(128, 64, 1)), dict(strides=(1, 128)),
+    dict(dtype=FLOAT), dict(shape=(128, 32)), dict(shape=(128, 64, 1), strides=(64, 1, 1)), dict(strides=(1, 128)),
     dict(device=1), dict(device=-1), dict(ptr=0x1008)])
 def test_what_the_attributes_would_refuse_is_handed_back(mod, table, change):
     launch = reading(mod, table)
@@ -218,3 +218,11 @@ def test_a_changed_header_is_a_new_build(tmp_path, monkeypatch):
     second = {f.name for f in (tmp_path / "fastcall").iterdir()}
     assert len(first) == len(second) == 1 and first != second  # built again (and the older build removed)
     fastcall._state.clear()
+
+
+def test_the_stand_in_table_refuses_a_description_it_cannot_read(mod, table):
+    launch = reading(mod, table)
+    a, b, c = args()
+    a.strides = (64,)  # shorter than the shape: the stand-in fails the read, the attributes then refuse
+    before = table.reads()[0]
+    assert launch(a, b, c) is NotImplemented and table.reads()[0] == before + 1
