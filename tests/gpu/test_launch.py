@@ -238,6 +238,34 @@ def test_both_readers_take_and_refuse_the_same_tensors(torch, gemm, c_path):
     torch.cuda.synchronize()
 
 
+def test_a_dynamic_kernel_takes_the_c_path_for_each_set_of_sizes(torch, monkeypatch):
+    from tileworkbench.backend import fastcall
+    from tileworkbench.examples.tilelang_programs import dynamic_shape as example
+    from tileworkbench.jit import cache, sized_launch
+
+    monkeypatch.setenv(sized_launch.ENV, "1")
+    kernel = example.matmul_dynamic_mnk.compile(**example.CONFIG).general  # the form for any sizes
+    if fastcall.module(cache.cache_dir()) is None:
+        pytest.skip(f"the C launch path is off here: {fastcall.why_not()}")
+    for m, n, k in ((1000, 300, 520), (64, 4096, 128), (1000, 300, 520), (257, 129, 33)):
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        first = kernel(a, b)  # the Python launcher, or this size's launcher again
+        launcher = kernel._sized[(m, n, k)]
+        assert kernel.__call__ is launcher  # the next call of these sizes enters C
+        out = _c_alone(launcher, a, b)
+        assert out is not NotImplemented and out.shape == (m, n)
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+        assert _c_alone(launcher, a, b, c) is c
+        torch.cuda.synchronize()
+        for result in (first, out, c):
+            assert _close(torch, result, a, b), (m, n, k)
+        other = torch.randn(m + 1, k, device="cuda", dtype=torch.float16)
+        assert _c_alone(launcher, other, b) is NotImplemented  # other sizes: the Python launcher's
+    with pytest.raises(tw.KernelRuntimeError, match="dtype float32"):
+        kernel(a.float(), b)  # through this size's C launcher, refused with the Python launcher's words
+
+
 def test_the_c_path_launches_on_a_stream_handle(torch, gemm, c_path):
     a, b, fresh, c, side = _late_copy_on_a_side_stream(torch)
     assert _c_alone(c_path, a, b, c, stream=side.cuda_stream) is c  # taken: the handle is an int

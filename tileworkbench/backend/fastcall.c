@@ -26,6 +26,9 @@
  *   - a call's addresses and maps stay on its own stack until the launch has read them, so
  *     threads may call one launcher at once.
  *
+ * A launcher made for one set of a T.dynamic kernel's sizes (jit/sized_launch.py) passes those
+ * sizes as constants between the tensors (`interleave`): the call gives the tensors only.
+ *
  * `stream=` an int handle sends the launch there instead, when every argument is given (outputs
  * made here would belong to torch's current stream); `stream=None` is no stream given. Anything
  * else (another array type, a wrong dtype, shape, stride, device or alignment, another keyword or
@@ -115,6 +118,10 @@ typedef struct {
   unsigned long long last_stream;
   PyObject* last_launch; /* dry launchers: (stream, (values...)) of the last call */
   PyObject* fallback;    /* what a call this path does not take goes to (NULL: it returns NotImplemented) */
+  int nkernel;                                  /* the kernel's parameters before its maps (0: the tensors) */
+  int kernel_param[TW_MAX_PARAMS];              /* each: a tensor's index, or -1 - the constant's index */
+  unsigned char constant[TW_MAX_PARAMS][8];     /* constants' bytes (a size the call does not pass) */
+  int constant_bytes[TW_MAX_PARAMS];            /* 4 or 8 */
   const ExchangeAPI* api; /* the tensor type's DLPack exchange API, or NULL: attributes are read */
   PyObject* api_capsule;  /* keeps the table's owner alive */
 } Launcher;
@@ -244,21 +251,36 @@ static int own_context(Launcher* self) {
 
 /* The launch on `stream`. 0: launched; -1: the driver refused (an exception is set). */
 static int launch(Launcher* self, unsigned long long stream, Call* call) {
-  if (self->function == 0) {
-    PyObject* values = PyTuple_New(self->nparams + self->nmaps);
+  void* params[TW_MAX_PARAMS];
+  int nkernel = self->nkernel ? self->nkernel : self->nparams;
+  for (int k = 0; k < nkernel; ++k) {
+    int at = self->nkernel ? self->kernel_param[k] : k;
+    params[k] = at >= 0 ? (void*)&call->values[at] : (void*)self->constant[-1 - at];
+  }
+  for (int m = 0; m < self->nmaps; ++m) params[nkernel + m] = call->maps + m * TW_MAP_BYTES;
+  if (self->function == 0) { /* a dry launcher: the parameters' values, in the kernel's order */
+    PyObject* values = PyTuple_New(nkernel + self->nmaps);
     if (values == NULL) return -1;
-    for (int i = 0; i < self->nparams; ++i) PyTuple_SET_ITEM(values, i, PyLong_FromUnsignedLongLong(call->values[i]));
+    for (int k = 0; k < nkernel; ++k) {
+      int at = self->nkernel ? self->kernel_param[k] : k;
+      long long constant = 0;
+      if (at < 0 && self->constant_bytes[-1 - at] == 4) {
+        int32_t narrow;
+        memcpy(&narrow, self->constant[-1 - at], 4);
+        constant = narrow;
+      } else if (at < 0) {
+        memcpy(&constant, self->constant[-1 - at], 8);
+      }
+      PyTuple_SET_ITEM(values, k, at >= 0 ? PyLong_FromUnsignedLongLong(call->values[at]) : PyLong_FromLongLong(constant));
+    }
     for (int m = 0; m < self->nmaps; ++m)
-      PyTuple_SET_ITEM(values, self->nparams + m,
+      PyTuple_SET_ITEM(values, nkernel + m,
                        PyBytes_FromStringAndSize((const char*)call->maps + m * TW_MAP_BYTES, TW_MAP_BYTES));
     PyObject* last = Py_BuildValue("(KN)", stream, values);
     if (last == NULL) return -1;
     Py_XSETREF(self->last_launch, last);
     return 0;
   }
-  void* params[TW_MAX_PARAMS];
-  for (int i = 0; i < self->nparams; ++i) params[i] = &call->values[i];
-  for (int m = 0; m < self->nmaps; ++m) params[self->nparams + m] = call->maps + m * TW_MAP_BYTES;
   int err;
   Py_BEGIN_ALLOW_THREADS
   err = cu_launch((void*)self->function, self->grid[0], self->grid[1], self->grid[2], self->block[0], self->block[1],
@@ -616,6 +638,61 @@ static PyObject* launcher_use_exchange_api(PyObject* op, PyObject* args) {
   Py_RETURN_TRUE;
 }
 
+/* interleave(layout): the kernel takes constants between its tensors (the T.dynamic sizes of a
+ * launcher made for one set of sizes). layout: one item per kernel parameter before its maps, each
+ * a tensor's index (every tensor once, in order) or (value, bytes) for a constant of 4 or 8 bytes. */
+static PyObject* launcher_interleave(PyObject* op, PyObject* layout) {
+  Launcher* self = (Launcher*)op;
+  if (!PyTuple_Check(layout) || PyTuple_GET_SIZE(layout) + self->nmaps > TW_MAX_PARAMS) {
+    PyErr_Format(PyExc_ValueError, "layout: a tuple; at most %d parameters in all", TW_MAX_PARAMS);
+    return NULL;
+  }
+  int n = (int)PyTuple_GET_SIZE(layout), tensors = 0, constants = 0;
+  int kernel_param[TW_MAX_PARAMS], constant_bytes[TW_MAX_PARAMS];
+  unsigned char constant[TW_MAX_PARAMS][8];
+  for (int k = 0; k < n; ++k) {
+    PyObject* item = PyTuple_GET_ITEM(layout, k);
+    if (PyLong_Check(item)) {
+      long at = PyLong_AsLong(item);
+      if (at != tensors) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "layout: tensor %ld where tensor %d comes", at, tensors);
+        return NULL;
+      }
+      kernel_param[k] = tensors++;
+      continue;
+    }
+    long long value;
+    int bytes;
+    if (!PyArg_ParseTuple(item, "Li", &value, &bytes)) return NULL;
+    if (bytes == 4 && (value < INT32_MIN || value > INT32_MAX)) {
+      PyErr_Format(PyExc_ValueError, "layout: %lld does not fit 4 bytes", value);
+      return NULL;
+    }
+    if (bytes != 4 && bytes != 8) {
+      PyErr_SetString(PyExc_ValueError, "layout: a constant has 4 or 8 bytes");
+      return NULL;
+    }
+    memset(constant[constants], 0, 8);
+    if (bytes == 4) {
+      int32_t narrow = (int32_t)value;
+      memcpy(constant[constants], &narrow, 4);
+    } else {
+      memcpy(constant[constants], &value, 8);
+    }
+    constant_bytes[constants] = bytes;
+    kernel_param[k] = -1 - constants++;
+  }
+  if (tensors != self->nparams) {
+    PyErr_Format(PyExc_ValueError, "layout: %d of the %d tensors", tensors, self->nparams);
+    return NULL;
+  }
+  memcpy(self->kernel_param, kernel_param, sizeof kernel_param);
+  memcpy(self->constant, constant, sizeof constant);
+  memcpy(self->constant_bytes, constant_bytes, sizeof constant_bytes);
+  self->nkernel = n;
+  Py_RETURN_NONE;
+}
+
 static PyObject* launcher_tensor_reader(PyObject* op, void* closure) {
   Launcher* self = (Launcher*)op;
   (void)closure;
@@ -630,6 +707,8 @@ static PyObject* launcher_last_launch(PyObject* op, void* closure) {
 
 static PyMethodDef launcher_methods[] = {
     {"repeat_last", launcher_repeat_last, METH_O, "Launch the last call's launch n more times; ns per launch."},
+    {"interleave", launcher_interleave, METH_O,
+     "The kernel's parameters before its maps: tensor indices and (value, bytes) constants, in order."},
     {"use_exchange_api", launcher_use_exchange_api, METH_VARARGS,
      "Read the tensors through DLPack's C exchange API (capsule, one probe tensor per parameter); whether taken."},
     {NULL, NULL, 0, NULL},

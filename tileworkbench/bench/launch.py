@@ -26,6 +26,7 @@ implementation's time over ours.
 from __future__ import annotations
 
 import copy
+import os
 import statistics
 import sys
 import tempfile
@@ -113,6 +114,28 @@ def _attribute_reader(kernel):
     return reading_attributes
 
 
+def _dynamic_rows(workdir, a, b, c) -> dict:
+    """Rows of TileLang's T.dynamic GEMM at the same sizes, with C launchers per set of sizes
+    switched on for this process (``jit/sized_launch.py``, off by default): called as a user calls
+    it (the dispatcher between its two compiled forms, which takes the aligned one here), its form
+    for any sizes called directly (after its first call, this size's C launcher), and that form's
+    Python launcher. Empty where it does not compile."""
+    from ..jit import sized_launch
+    from .tilelang_programs import load_program
+
+    os.environ[sized_launch.ENV] = "1"
+    try:
+        program = load_program("dynamic_shape", "tileworkbench", workdir)
+        dynamic = program.matmul_dynamic_mnk.compile(**program.CONFIG)
+    except Exception as exc:  # a result, not the end of the run
+        print(f"the T.dynamic GEMM did not compile ({type(exc).__name__}: {exc}); no dynamic rows", file=sys.stderr)
+        return {}
+    general = dynamic.general
+    return {"tileworkbench T.dynamic kernel(a, b, c), as called (C per size on)": lambda: dynamic(a, b, c),
+            "tileworkbench T.dynamic kernel(a, b, c), its form for any sizes (C per size on)": lambda: general(a, b, c),
+            "tileworkbench T.dynamic kernel(a, b, c), Python launcher": lambda: general._call(a, b, c)}
+
+
 def _launch_path(kernel) -> str:
     from ..backend import fastcall
 
@@ -179,6 +202,7 @@ def run(out: Path, n: int = 128, ours_only: bool = False) -> int:
     by_attributes = _attribute_reader(ours)
     if by_attributes is not None:  # what DLPack's exchange API saves, in the same turns
         impls["tileworkbench kernel(a, b, c), C path reading attributes"] = lambda: by_attributes(a, b, c)
+    impls.update(_dynamic_rows(workdir, a, b, c))
     try:
         import cupy
 

@@ -19,7 +19,7 @@ from ..ir.printer import print_ir
 from ..ir.records import TmaDescriptor, size_arguments
 from ..trace import Trace
 from ..target import PassContext, Target
-from . import cache
+from . import cache, sized_launch
 from .lower import check_out_idx, lower
 
 
@@ -38,6 +38,7 @@ class Kernel:
         self._launch = None
         self._runtime = None
         self._fast = None  # the C launch path (backend/fastcall.py) on the device it loaded on, or None
+        self._sized: dict = {}  # T.dynamic sizes -> the C launcher for them (jit/sized_launch.py)
         self._entry = self._call  # what a call of the kernel runs: see __call__
         self._cubin: bytes | None = None
         # T.dynamic sizes: scalar parameter index -> (index of the input tensor, its dimension, the
@@ -145,7 +146,7 @@ class Kernel:
         runtime.begin_call()
         if self._sizes:  # the T.dynamic sizes from the tensors, the outputs allocated at them
             full, outputs = self._with_sizes(args, stream)
-            self._launch(runtime, *full, stream=stream_handle(stream, full))
+            self._launch_sized(runtime, full, stream)
         elif len(args) == self._param_count:  # every argument given: nothing to allocate
             self._launch(runtime, *args, stream=stream_handle(stream, args))
             outputs = [args[i] for i in self.out_idx]
@@ -168,6 +169,27 @@ class Kernel:
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _launch_sized(self, runtime, full, stream) -> None:
+        """The Python launcher's launch of a call with ``T.dynamic`` sizes (``full``: every
+        argument, the sizes among them); with ``jit/sized_launch.py`` on, the C launcher for these
+        sizes (made from this call where there is none yet) becomes the kernel's entry, so that the
+        next call of the same sizes takes the C path."""
+        handle = stream_handle(stream, full)
+        key = tuple(int(full[i]) for i in sorted(self._sizes))
+        launcher = self._sized.get(key)
+        if launcher is not None or not _sized_wanted(self, full, stream):
+            self._launch(runtime, *full, stream=handle)
+        else:
+            recorder = sized_launch.CallRecorder(runtime)
+            self._launch(recorder, *full, stream=handle)
+            launcher = _sized_c_launcher(self, runtime, recorder)
+            if launcher is not None:
+                if len(self._sized) >= sized_launch.SIZED_KEPT:
+                    self._sized.pop(next(iter(self._sized)))
+                self._sized[key] = launcher
+        if launcher is not None:
+            self._fast, self._entry = launcher, launcher
 
     def _with_sizes(self, args, stream) -> tuple[list, list]:
         """(every argument, the outputs) of a call of a kernel with ``T.dynamic`` sizes: the
@@ -347,6 +369,46 @@ def _c_launcher(kernel: Kernel, runtime, exchange_api: bool = True):
         logging.getLogger("tileworkbench").warning("%s: no C launch path (%s: %s); calls take the Python launcher",
                                                    kernel.name, type(exc).__name__, exc)
         return None
+
+
+def _sized_wanted(kernel: Kernel, full, stream) -> bool:
+    """Whether a call with T.dynamic sizes should leave a C launcher for its sizes: switched on,
+    torch tensors (the C path's), the current stream, no launcher loaded for another runtime."""
+    if not sized_launch.enabled() or stream is not None:
+        return False
+    tensors = [a for a, p in zip(full, kernel.params) if p["kind"] == "tensor"]
+    return bool(tensors) and all(type(a).__module__ == "torch" and type(a).__name__ == "Tensor" for a in tensors)
+
+
+def _sized_c_launcher(kernel: Kernel, runtime, recorder):
+    """A C launcher for the sizes of the call ``recorder`` saw (``jit/sized_launch.py``), its
+    fallback the kernel's Python launcher; None where the call's plan cannot be fixed or there is no
+    C path here."""
+    made = sized_launch.sized_plan(recorder, set(kernel.out_idx))
+    if made is None or not hasattr(runtime, "function"):
+        return None
+    from ..backend import fastcall
+
+    mod = fastcall.module(cache.cache_dir())
+    if mod is None:
+        return None
+    plan, layout, maps = made
+    encoders = [_map_encoder(runtime, name, fields) for name, _, fields in maps]
+    try:
+        launcher = fastcall.launcher(mod, kernel.name, runtime.function(kernel.name).ptr, plan, runtime.device,
+                                     [_torch_dtype(p["dtype"]) for p in plan["params"]], set(plan["outputs"]),
+                                     encoders, KernelRuntimeError)
+        if launcher is None:
+            return None
+        launcher.interleave(layout)
+    except Exception as exc:  # a failure of ours: the call was made; later ones take the Python launcher
+        import logging
+
+        logging.getLogger("tileworkbench").warning("%s: no C launch path for these sizes (%s: %s)", kernel.name,
+                                                   type(exc).__name__, exc)
+        return None
+    launcher.fallback = kernel._call
+    return launcher
 
 
 def _map_encoder(runtime, name: str, fields: dict):

@@ -1,0 +1,147 @@
+"""C launchers for ``T.dynamic`` kernels, one per set of sizes (jit/sized_launch.py), without a GPU:
+the call recorder notes what the generated launcher decided, the plan for those sizes is the
+static plan's form with the sizes as constants, and a dry C launcher made from it passes the
+kernel exactly what the Python launcher passed (pointers, sizes, grid) and hands other sizes back.
+The kernel keeps a bounded set of them and makes the last its entry. tests/gpu/test_launch.py runs
+them on the H200."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.robustness.harness import DryRuntime, FakeGpuArray
+from tests.test_fastcall import FakeTensor, needs_compiler
+from tests import test_fastcall
+from tileworkbench.backend import fastcall
+from tileworkbench.errors import KernelRuntimeError
+from tileworkbench.examples.tilelang_programs import dynamic_shape as example
+from tileworkbench.jit import kernel as kernel_mod, sized_launch
+
+mod = test_fastcall.mod  # the built C launch path module
+
+
+@pytest.fixture
+def gemm(monkeypatch):
+    monkeypatch.setenv("TILEWORKBENCH_DISABLE_CACHE", "1")
+    kernel = example.CASES["gemm_dynamic"]["compile"]().general  # the Kernel for any sizes
+    kernel.bind_runtime(DryRuntime(kernel.record["smem_bytes"]))
+    return kernel
+
+
+def recorded_call(kernel, m, n, k):
+    """The Python launcher's call of (m x k) @ (k x n) through a recorder: (recorder, runtime)."""
+    a = FakeGpuArray((m, k), ptr=0x100000)
+    b = FakeGpuArray((k, n), ptr=0x200000)
+    c = FakeGpuArray((m, n), ptr=0x300000)
+    full, _ = kernel._with_sizes((a, b, c), None)
+    recorder = sized_launch.CallRecorder(kernel._runtime)
+    kernel._launch(recorder, *full, stream=0)
+    return recorder, kernel._runtime
+
+
+def test_the_recorded_call_becomes_a_plan_for_its_sizes(gemm):
+    recorder, runtime = recorded_call(gemm, 1000, 300, 520)
+    plan, layout, maps = sized_launch.sized_plan(recorder, set(gemm.out_idx))
+    assert [p["shape"] for p in plan["params"]] == [[1000, 520], [520, 300], [1000, 300]]
+    assert [p["strides"] for p in plan["params"]] == [[520, 1], [300, 1], [300, 1]]
+    assert all(p["row_major"] for p in plan["params"]) and plan["outputs"] == [2]
+    assert layout == (0, 1, (1000, 4), (300, 4), (520, 4), 2)  # the sizes as 4-byte constants, in place
+    assert tuple(plan["grid"]) == tuple(runtime.launches[-1][1]) == (3, 8, 1)  # what the launcher launched
+    assert plan["block"] == [128, 1, 1] and plan["smem_bytes"] == gemm.record["smem_bytes"] and maps == []
+
+
+@needs_compiler
+def test_a_launcher_for_the_sizes_passes_what_the_python_launcher_passed(gemm, mod):
+    for m, n, k in ((1000, 300, 520), (64, 4096, 128), (1, 1, 1)):
+        recorder, runtime = recorded_call(gemm, m, n, k)
+        plan, layout, _ = sized_launch.sized_plan(recorder, set(gemm.out_idx))
+        half = object()
+        specs, _ = fastcall.plan_arguments(plan, [half, half, half], set(plan["outputs"]), [], lambda p, d: None)
+        launch = mod.Launcher("k", 0, tuple(plan["grid"]), tuple(plan["block"]), plan["smem_bytes"], 0, specs, (),
+                              FakeTensor, lambda: 0, lambda d: 0x5000, KernelRuntimeError, None)
+        launch.interleave(layout)
+        a = FakeTensor((m, k), dtype=half, ptr=0x100000)
+        b = FakeTensor((k, n), dtype=half, ptr=0x200000)
+        c = FakeTensor((m, n), dtype=half, ptr=0x300000)
+        assert launch(a, b, c) is c
+        args, _ = runtime.packed[-1]
+        assert launch.last_launch[1] == tuple(int(x) for x in args)  # pointers and sizes, in the kernel's order
+        other = FakeTensor((m + 1, k), dtype=half, ptr=0x100000)  # other sizes: the Python launcher's
+        assert launch(other, b, FakeTensor((m + 1, n), dtype=half, ptr=0x300000)) is NotImplemented
+
+
+@needs_compiler
+def test_interleave_takes_every_tensor_once_in_order(mod):
+    launch = test_fastcall.dry_launcher(mod)
+    with pytest.raises(ValueError, match="tensor 1 where tensor 0 comes"):
+        launch.interleave((1, 0, 2))
+    with pytest.raises(ValueError, match="2 of the 3 tensors"):
+        launch.interleave((0, (5, 4), 1))
+    with pytest.raises(ValueError, match="does not fit 4 bytes"):
+        launch.interleave((0, (1 << 40, 4), 1, 2))
+    with pytest.raises(ValueError, match="4 or 8 bytes"):
+        launch.interleave((0, (5, 2), 1, 2))
+    launch.interleave((0, (-7, 4), 1, (1 << 40, 8), 2))
+    a, b, c = (FakeTensor((128, 64), ptr=0x1000), FakeTensor((128, 64), ptr=0x2000),
+               FakeTensor((128, 64), test_fastcall.FLOAT, ptr=0x3000))
+    assert launch(a, b, c) is c and launch.last_launch[1] == (0x1000, -7, 0x2000, 1 << 40, 0x3000)
+
+
+def test_no_plan_where_fixed_sizes_cannot_stand_for_the_call(gemm):
+    recorder, _ = recorded_call(gemm, 64, 64, 64)
+    recorder.others.append("debug_record")  # a debug record, a timeline buffer: not in a fixed plan
+    assert sized_launch.sized_plan(recorder, set(gemm.out_idx)) is None
+    recorder, _ = recorded_call(gemm, 64, 64, 64)
+    recorder.params[2] = ("scalar", 0.5, "float32")  # a float scalar is a value of the call, not a size
+    assert sized_launch.sized_plan(recorder, set(gemm.out_idx)) is None
+    assert sized_launch.sized_plan(sized_launch.CallRecorder(None), set()) is None  # nothing launched
+
+
+def test_the_kernel_keeps_a_launcher_per_set_of_sizes_and_enters_the_last(gemm, monkeypatch):
+    made = []
+
+    class Launcher:  # what _sized_c_launcher would make: the C path's stand-in
+        def __init__(self, sizes):
+            self.sizes = sizes
+
+    def fake_launcher(kernel, runtime, recorder):
+        sizes = tuple(value for kind, value, *_ in recorder.params if kind == "scalar")
+        made.append(sizes)
+        return Launcher(sizes)
+
+    monkeypatch.setattr(kernel_mod, "_sized_wanted", lambda kernel, full, stream: True)
+    monkeypatch.setattr(kernel_mod, "_sized_c_launcher", fake_launcher)
+    monkeypatch.setattr(sized_launch, "SIZED_KEPT", 2)
+
+    def call(m, n, k):
+        gemm._call(FakeGpuArray((m, k)), FakeGpuArray((k, n)), FakeGpuArray((m, n)))
+
+    call(64, 32, 16)
+    assert made == [(64, 32, 16)] and gemm.__call__.sizes == (64, 32, 16) and gemm._fast is gemm.__call__
+    call(64, 32, 16)  # kept: the call is launched by the Python launcher, no new plan
+    call(128, 32, 16)
+    call(64, 32, 16)
+    assert made == [(64, 32, 16), (128, 32, 16)] and gemm.__call__.sizes == (64, 32, 16)
+    call(256, 32, 16)  # a third set: the oldest kept is dropped
+    assert list(gemm._sized) == [(128, 32, 16), (256, 32, 16)]
+    assert len(gemm._runtime.launches) == 5  # every call launched once, by the Python launcher
+
+
+def test_off_unless_switched_on(gemm, monkeypatch):
+    monkeypatch.delenv(sized_launch.ENV, raising=False)
+    assert not sized_launch.enabled()
+    assert not kernel_mod._sized_wanted(gemm, [FakeGpuArray((4, 4))], None)
+    monkeypatch.setenv(sized_launch.ENV, "1")
+    assert sized_launch.enabled()
+    assert not kernel_mod._sized_wanted(gemm, [FakeGpuArray((4, 4)), None, 4, 4, 4, None], None)  # not torch tensors
+
+
+def test_the_launch_benchmark_times_the_dynamic_gemm_three_ways(tmp_path, monkeypatch):
+    from tileworkbench.bench import launch as bench
+
+    monkeypatch.setenv("TILEWORKBENCH_DISABLE_CACHE", "1")
+    monkeypatch.setenv(sized_launch.ENV, "0")  # restored after the test: the rows switch it on
+    rows = bench._dynamic_rows(tmp_path, None, None, None)  # compiled here; called on the GPU only
+    assert sized_launch.enabled()  # switched on for the benchmark's process
+    assert [name.split("c), ")[1] for name in rows] == ["as called (C per size on)",
+                                                       "its form for any sizes (C per size on)", "Python launcher"]
