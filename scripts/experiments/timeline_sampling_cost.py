@@ -17,7 +17,9 @@ scale with the blocks that record. This times the spec's ``matmul_tma_copy`` (81
 - ``clocks``: one block records, with ``%globaltimer`` read as ``clock64`` or no clock read in a record;
 - ``silent``: one block runs the instrumented copy with records that only count (``empty one``: the
   streams' headers still written at open and close; ``silent one``: nothing written);
-- ``stores``: the same, the header written at open only or at close only.
+- ``stores``: the same, the header written at open only or at close only; and ``deferred open``:
+  records as shipped, but open() writes nothing (its clocks kept in registers) and close() writes
+  the whole header.
 
 Each recording variant's blocks are printed twice: from its first call, and from the last timed one.
 
@@ -87,6 +89,33 @@ def compile_form(form, build, configs):
                 out = out.replace(guard, "if (false) {")
             return out
         forms.form_text = text
+    elif form == "deferred open":  # open() writes nothing: its clocks kept in registers, close() writes the header
+        def text(_form):
+            out = shipped("lanes")
+            members = "  unsigned int held_clock, held_info;  // the event this lane holds until the warp stores 32\n"
+            opening = ("      unsigned int* mine = buffer + at;\n      unsigned int sm;\n"
+                       '      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));\n'
+                       "      put64(mine + GT_OPEN, global_ns());\n      put64(mine + CLOCK_OPEN, clock());\n"
+                       "      mine[SM] = sm;\n"
+                       "      mine[BLOCK] = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);\n"
+                       "      mine[THREAD] = TX;\n")
+            closing = "        unsigned int* mine = buffer + at;\n        put64(mine + CLOCK_CLOSE, clock());\n"
+            for part in (members, opening, closing):
+                assert out.count(part) == 1, part
+            out = out.replace(members, members + "  unsigned long long opened_ns = 0, opened_clock = 0;\n")
+            opening_now = opening.split("      mine[THREAD] = TX;\n")[0]
+            assert out.count(opening_now) == 1
+            closed = ("        unsigned int* mine = buffer + at;\n        unsigned int sm;\n"
+                      '        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));\n'
+                      "        put64(mine + GT_OPEN, opened_ns);\n        put64(mine + CLOCK_OPEN, opened_clock);\n"
+                      "        mine[SM] = sm;\n"
+                      "        mine[BLOCK] = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);\n"
+                      "        mine[THREAD] = TX;\n        put64(mine + CLOCK_CLOSE, clock());\n")
+            out = out.replace(opening, "      opened_ns = global_ns();\n      opened_clock = clock();\n")
+            out = out.replace("      mine[CLOSED] = 0u;  // the buffer is zeroed once, not per launch: a stream counts once this "
+                              "launch closes it\n", "")
+            return out.replace(closing, closed)
+        forms.form_text = text
     elif form in ("no globaltimer", "no record clock"):  # every 4096th (block 0) records, a clock read left out
         old, new = (('"mov.u64 %0, %%globaltimer;"', '"mov.u64 %0, %%clock64;"') if form == "no globaltimer"
                     else ("const unsigned int t = (unsigned int)clock();", "const unsigned int t = 0u;"))
@@ -139,7 +168,8 @@ def main() -> int:
             forms_here = [("lanes", 4096), ("empty one", 4096), ("silent one", 4096), ("not last 1000000000", 4096)]
         if sys.argv[1:] == ["stores"]:  # one block: which of the stream's header writes cost
             forms_here = [("lanes", 4096), ("empty one", 4096), ("open writes only", 4096),
-                          ("close writes only", 4096), ("silent one", 4096)]
+                          ("close writes only", 4096), ("silent one", 4096), ("deferred open", 4096),
+                          ("deferred open", 64)]
         if sys.argv[1:] == ["clocks"]:  # one block records, without one of its clock reads
             forms_here = [("lanes", 4096), ("no globaltimer", 4096), ("no record clock", 4096)]
         for form, every in forms_here:
