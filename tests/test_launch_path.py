@@ -195,3 +195,32 @@ def test_a_call_hands_its_stream_to_the_launch():
     a, b, c = (FakeGpuArray((1024, 1024), ptr=(i + 1) << 30) for i in range(3))
     kernel(a, b, c, stream=0x9000)
     assert runtime.packed[-1][1] == 0x9000
+
+
+def test_a_kernel_says_how_its_calls_are_launched(monkeypatch):
+    from types import SimpleNamespace
+
+    from tileworkbench.examples.tilelang_programs import dynamic_shape
+    from tileworkbench.jit import sized_launch
+
+    kernel = _spec_gemm()
+    assert kernel.launch_path == "not loaded on a GPU: calls will load it first"
+    kernel.bind_runtime(DryRuntime(kernel.record["smem_bytes"]))
+    assert kernel.launch_path.startswith("Python launcher (")
+    kernel.take_c_path(SimpleNamespace(tensor_reader="dlpack", fallback=None))
+    assert kernel.launch_path == ("C launch path: torch tensors read through DLPack's C exchange API, anything else "
+                                  "through the Python launcher")
+    debug = tw.compile(matmul(1024, 1024, 1024, 128, 256, 64, "float16", "float16", 3, 256), out_idx=[2],
+                       target=SM90, load_device=False, pass_configs={"tw.debug_barrier_timeout": 1.0})
+    debug.bind_runtime(DryRuntime(debug.record["smem_bytes"]))
+    assert "no fixed plan for the C path: a debug record" in debug.launch_path
+    monkeypatch.setenv("TILEWORKBENCH_DISABLE_CACHE", "1")
+    dynamic = dynamic_shape.CASES["gemm_dynamic"]["compile"]().general
+    dynamic.bind_runtime(DryRuntime(dynamic.record["smem_bytes"]))
+    monkeypatch.setenv(sized_launch.ENV, "0")
+    assert "C launchers per set of sizes are off (TILEWORKBENCH_FASTCALL_SIZED=1 turns them on)" in dynamic.launch_path
+    monkeypatch.setenv(sized_launch.ENV, "1")
+    assert "C launchers per set of sizes are on" in dynamic.launch_path
+    dynamic._sized[(64, 32, 16)] = dynamic._fast = SimpleNamespace(tensor_reader="attributes")
+    assert dynamic.launch_path.startswith("C launch path, for the sizes (64, 32, 16): torch tensors read by their "
+                                          "attributes")

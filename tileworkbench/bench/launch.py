@@ -136,14 +136,6 @@ def _dynamic_rows(workdir, a, b, c) -> dict:
             "tileworkbench T.dynamic kernel(a, b, c), Python launcher": lambda: general._call(a, b, c)}
 
 
-def _launch_path(kernel) -> str:
-    from ..backend import fastcall
-
-    if kernel._fast is None:
-        return f"Python ({fastcall.why_not() or 'no fast-call plan'})"
-    return f"C (tensors read by {kernel._fast.tensor_reader})"
-
-
 def _floor_calls(kernel, python_only, a, b, c) -> dict:
     """The driver alone, as calls to time with the others: ``driver floor`` is the Python
     launcher's last step (the parameters packed, ``cuLaunchKernel`` through cuda-bindings) with the
@@ -264,7 +256,7 @@ def run(out: Path, n: int = 128, ours_only: bool = False) -> int:
     record = {"schema": SCHEMA, "version": VERSION, "suite": "launch", "machine": machine_info(),
               "tilelang": tilelang_version, "settings": {"n": n, "calls": CALLS, "rounds": ROUNDS, "turns": True,
                                                          **shape},
-              "goal_us": GOAL_US, "launch_path": _launch_path(ours), "driver_floor_us": us["driver floor"],
+              "goal_us": GOAL_US, "launch_path": ours.launch_path, "driver_floor_us": us["driver floor"],
               "c_floor_us": us.get("C floor"), "rows": rows}
     path = schema.write_record(record, out, schema.record_filename(record))
     print(table(record))

@@ -130,6 +130,29 @@ class Kernel:
         "given (a ``torch.cuda.Stream``, ``cupy.cuda.Stream`` or int handle)."))
 
     @property
+    def launch_path(self) -> str:
+        """How a call of this kernel is launched, in words: the C launch path (and how it reads
+        tensors) or the Python launcher, and why (``python -m tileworkbench.bench launch`` times both)."""
+        from ..backend import fastcall
+
+        if self._fast is not None:
+            reader = {"dlpack": "through DLPack's C exchange API", "attributes": "by their attributes"}
+            sized = f", for the sizes {tuple(self._sized)[-1]}" if self._sizes and self._sized else ""
+            return (f"C launch path{sized}: torch tensors read {reader.get(self._fast.tensor_reader, '?')}, "
+                    "anything else through the Python launcher")
+        if self._launch is None:
+            return "not loaded on a GPU: calls will load it first"
+        if self._sizes:
+            why = ("C launchers per set of sizes are on: the next call of these sizes takes one"
+                   if sized_launch.enabled() else f"T.dynamic sizes: C launchers per set of sizes are off "
+                   f"({sized_launch.ENV}=1 turns them on)")
+            return f"Python launcher ({why})"
+        if self.record.get("fast_plan") is None:
+            return ("Python launcher (no fixed plan for the C path: a debug record, a timeline buffer, "
+                    "or parameters it does not take)")
+        return f"Python launcher ({fastcall.why_not() or 'the C path is not available for this kernel here'})"
+
+    @property
     def __signature__(self) -> inspect.Signature:  # inspect.signature(kernel): the call's, not the property's
         return inspect.signature(self._call)
 
