@@ -23,7 +23,8 @@ mod = test_fastcall.mod  # the built C launch path module
 @pytest.fixture
 def gemm(monkeypatch):
     monkeypatch.setenv("TILEWORKBENCH_DISABLE_CACHE", "1")
-    kernel = example.CASES["gemm_dynamic"]["compile"]().general  # the Kernel for any sizes
+    general = example.CASES["gemm_dynamic"]["compile"]().general  # the Kernel for any sizes
+    kernel = kernel_mod.Kernel(general.record, general.out_idx, load_device=False)  # its own: no launchers kept
     kernel.bind_runtime(DryRuntime(kernel.record["smem_bytes"]))
     return kernel
 
