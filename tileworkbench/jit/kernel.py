@@ -137,7 +137,8 @@ class Kernel:
 
         if self._fast is not None:
             reader = {"dlpack": "through DLPack's C exchange API", "attributes": "by their attributes"}
-            sized = f", for the sizes {tuple(self._sized)[-1]}" if self._sizes and self._sized else ""
+            sizes = next((key for key, launcher in self._sized.items() if launcher is self._fast), None)
+            sized = f", for the sizes {sizes}" if sizes is not None else ""
             return (f"C launch path{sized}: torch tensors read {reader.get(self._fast.tensor_reader, '?')}, "
                     "anything else through the Python launcher")
         if self._launch is None:
@@ -396,7 +397,7 @@ def _c_launcher(kernel: Kernel, runtime, exchange_api: bool = True):
 
 def _sized_wanted(kernel: Kernel, full, stream) -> bool:
     """Whether a call with T.dynamic sizes should leave a C launcher for its sizes: switched on,
-    torch tensors (the C path's), the current stream, no launcher loaded for another runtime."""
+    torch tensors (the C path's), on the current stream."""
     if not sized_launch.enabled() or stream is not None:
         return False
     tensors = [a for a, p in zip(full, kernel.params) if p["kind"] == "tensor"]
