@@ -46,6 +46,13 @@ NOT_HERE = {
     "Fragment": "TileLang's layout objects are not available: the compiler lays out every fragment itself",
     "get_runtime_library_dirs": "TileLang's runtime libraries are not part of tileworkbench",
     "prepend_dll_search_path": "TileLang's runtime libraries are not part of tileworkbench",
+    "runtime_library_dirs": "TileLang's runtime libraries are not part of tileworkbench",
+    "libinfo": "TileLang's build information is not part of tileworkbench: tileworkbench.__version__ is its version",
+    "build_date": "TileLang's build information is not part of tileworkbench: tileworkbench.__version__ is its version",
+    "cache": "TileLang's kernel cache module is not available: tileworkbench keeps every compile in memory and on "
+             "disk (TILEWORKBENCH_CACHE_DIR) by itself; disable_cache() / enable_cache() / is_cache_enabled() are here",
+    "logger": "TileLang's logger is not available: tileworkbench logs to logging.getLogger(\"tileworkbench\"); "
+              "set_log_level() is here",
 }
 
 

@@ -4,6 +4,8 @@ the real host launcher on a runtime that launches nothing); the names TileLang p
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import tileworkbench as tilelang
@@ -295,3 +297,44 @@ def test_a_torch_tensors_address_comes_from_data_ptr():
 
     assert decorator._address(TorchLike()) == 0x1000
     assert decorator._address(Tensor((8,))) == 1 << 24  # others: their __cuda_array_interface__
+
+
+def test_every_tilelang_name_we_lack_says_so_and_still_reads_as_missing():
+    from tileworkbench.language.tilelang_names import NAMES, VERSION
+    from tileworkbench.language.unsupported import UnsupportedName
+
+    assert VERSION == "0.1.15" and len(NAMES) > 700
+    lacking = [name for name in sorted(NAMES) if not hasattr(T, name)]  # hasattr: a missing attribute, no raise
+    assert 500 < len(lacking) < len(NAMES)
+    for name in lacking:
+        with pytest.raises(UnsupportedName) as info:
+            getattr(T, name)
+        assert isinstance(info.value, CompileError) and isinstance(info.value, AttributeError)
+        assert f"T.{name} is not supported by tileworkbench: " in str(info.value)
+        assert "TileLang 0.1.15 has it" in str(info.value)
+
+
+@pytest.mark.parametrize("name, why", [
+    ("tvm_mma_sync", "a TVM construct"), ("call_packed", "a TVM construct"),
+    ("tcgen05_mma", "a Blackwell (sm_100) construct"), ("alloc_tmem", "a Blackwell (sm_100) construct"),
+    ("float16x4", "vector dtypes (a dtype with lanes) are not supported yet"),
+    ("ptx_ldmatrix", "not supported yet"), ("__exp", "not supported yet")])
+def test_why_a_tilelang_name_is_missing_follows_from_its_kind(name, why):
+    with pytest.raises(CompileError, match=re.escape(f"T.{name} is not supported by tileworkbench: {why}")):
+        getattr(T, name)
+
+
+def test_a_name_neither_has_is_a_plain_attribute_error():
+    with pytest.raises(AttributeError, match="and TileLang 0.1.15's tilelang.language has none either") as info:
+        T.no_such_thing_anywhere
+    assert not isinstance(info.value, CompileError)
+    with pytest.raises(AttributeError):
+        T.__wrapped__  # Python's own dunders stay plain
+
+
+@pytest.mark.parametrize("name, says", [("cache", "disable_cache()"), ("logger", 'logging.getLogger("tileworkbench")'),
+                                        ("libinfo", "__version__"), ("runtime_library_dirs", "runtime libraries")])
+def test_tilelang_top_level_names_we_lack_are_import_errors_that_say_so(name, says):
+    with pytest.raises(ImportError, match=f"tileworkbench.{name} is not supported") as info:
+        getattr(tilelang, name)
+    assert says in str(info.value)

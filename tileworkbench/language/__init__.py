@@ -218,7 +218,7 @@ __all__ = [
 
 
 def __getattr__(name):
-    if name.startswith("__"):
+    if name.startswith("__") and name.endswith("__"):  # Python's own (TileLang's __exp is a name of its)
         raise AttributeError(name)
     from .unsupported import unsupported
 
