@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .frontend.builder import describe, error
 from .ir import nodes as ir
+from .not_here import module_getattr
 
 
 @dataclass(frozen=True, eq=False)
@@ -25,3 +26,6 @@ def make_swizzled_layout(buffer, k_major: bool = True, allow_pad: bool = True) -
     if not isinstance(buffer, ir.Buffer):
         raise error(f"make_swizzled_layout takes a shared tile, not {describe(buffer)}")
     return SwizzledLayout(buffer)
+
+
+__getattr__ = module_getattr(__name__, "layout")  # TileLang's other layouts: an ImportError naming them

@@ -69,3 +69,39 @@ class NotHereFinder:
         if len(parts) >= 2 and parts[0] == "tileworkbench" and parts[1] in NOT_HERE:
             raise not_supported(parts[1])
         return None
+
+
+def missing_name(module: str, name: str) -> Exception:
+    """The error for ``tileworkbench.<module>.<name>`` that is not here: an ImportError naming it where
+    TileLang's ``tilelang.<module>`` has that name (``language/tilelang_names.MODULES``), so that
+    ``from tilelang.<module> import <name>`` says so; else an AttributeError saying neither has it."""
+    from .language.tilelang_names import MODULES, VERSION
+
+    if name in MODULES.get(module, ()):
+        return ImportError(f"tileworkbench.{module}.{name} is not supported: TileLang {VERSION}'s "
+                           f"tilelang.{module}.{name} has no counterpart in tileworkbench (yet); docs/tilelang.md "
+                           "lists what is supported", name=f"tileworkbench.{module}.{name}")
+    return AttributeError(f"module 'tileworkbench.{module}' has no attribute {name!r}, and TileLang {VERSION}'s "
+                          f"tilelang.{module} has none either")
+
+
+def module_getattr(qualname: str, module: str):
+    """A module ``__getattr__`` for ``tileworkbench.<module>`` (``qualname`` its ``__name__``): a
+    submodule not imported yet is imported (``from package import submodule`` asks for it first),
+    Python's own dunders stay plain AttributeErrors, and any other missing name is ``missing_name``'s
+    error."""
+    import importlib
+    import importlib.util
+
+    def __getattr__(name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(f"module {qualname!r} has no attribute {name!r}")
+        try:
+            found = importlib.util.find_spec(f"{qualname}.{name}")
+        except (ImportError, ValueError):  # not a package, or a name that is no module name
+            found = None
+        if found is not None:
+            return importlib.import_module(f"{qualname}.{name}")
+        raise missing_name(module, name)
+
+    return __getattr__

@@ -338,3 +338,29 @@ def test_tilelang_top_level_names_we_lack_are_import_errors_that_say_so(name, sa
     with pytest.raises(ImportError, match=f"tileworkbench.{name} is not supported") as info:
         getattr(tilelang, name)
     assert says in str(info.value)
+
+
+@pytest.mark.parametrize("statement, says", [
+    ("from tileworkbench.utils import deprecated", "tilelang.utils.deprecated has no counterpart"),
+    ("from tileworkbench.profiler import bench", "tilelang.profiler.bench has no counterpart"),
+    ("from tileworkbench.autotuner import set_autotune_inputs", "tilelang.autotuner.set_autotune_inputs"),
+    ("from tileworkbench.jit import par_compile", "tilelang.jit.par_compile has no counterpart"),
+    ("from tileworkbench.layout import make_wgmma_swizzled_layout", "tilelang.layout.make_wgmma_swizzled_layout"),
+    ("from tileworkbench.utils.tensor import is_float8_dtype", "tilelang.utils.tensor.is_float8_dtype")])
+def test_tilelang_module_names_we_lack_are_import_errors_that_name_them(statement, says):
+    with pytest.raises(ImportError, match=re.escape(says)) as info:
+        exec(statement, {})
+    assert "is not supported" in str(info.value)
+
+
+def test_what_tilelang_offers_in_its_modules_and_we_have_too():
+    from tileworkbench.jit import JITKernel, compile as jit_compile, jit as jit_decorator
+    from tileworkbench.profiler import get_tensor_supply, torch_assert_close
+    from tileworkbench.utils import TensorSupplyType, torch_assert_close as utils_close
+
+    assert jit_decorator is tilelang.jit and jit_compile is tilelang.compile and JITKernel is tilelang.JITKernel
+    assert utils_close is torch_assert_close and TensorSupplyType is tilelang.TensorSupplyType
+    assert callable(get_tensor_supply)
+    with pytest.raises(ImportError, match="cannot import name 'nothing_at_all'"):  # neither has it: Python's own words
+        exec("from tileworkbench.utils import nothing_at_all", {})
+    from tileworkbench.jit import kernel  # noqa: F401  (submodules still import through the package)

@@ -14,6 +14,7 @@ See ``tuner.py`` for the steps (parallel compile, GPU benchmark, disk memory); w
 and not the sweep, a sweep resuming from its record (``ray_backend.py``).
 """
 
+from ..not_here import module_getattr
 from .decorator import AutoTuner, AutotuneResult as TunedResult, autotune
 from .memory import forget, memory_path, recall, remember
 from .space import Config, config_space
@@ -45,3 +46,4 @@ __all__ = [
                     "recall",
                     "remember",
 ]
+__getattr__ = module_getattr(__name__, "autotuner")  # TileLang's other names: an ImportError naming them

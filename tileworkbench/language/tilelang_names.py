@@ -1,6 +1,7 @@
-"""TileLang 0.1.15's ``tilelang.language`` names (739), written by
-scripts/tilelang_names.py: what ``language/unsupported.py`` tells apart from names TileLang has not
-either."""
+"""TileLang 0.1.15's ``tilelang.language`` names (739), and those of the modules a
+program imports from (``MODULES``: ``tilelang.utils`` ... by their names under ``tilelang``), written
+by scripts/tilelang_names.py: what ``language/unsupported.py`` and ``not_here.missing_name`` tell
+apart from names TileLang has not either."""
 
 VERSION = '0.1.15'
 NAMES = frozenset({
@@ -122,3 +123,57 @@ NAMES = frozenset({
     'warpgroup_arrive', 'warpgroup_commit_batch', 'warpgroup_fence_operand', 'warpgroup_wait', 'wgmma_gemm',
     'wgmma_gemm_sp', 'wgmma_mma', 'where', 'writes', 'ws', 'ws_op'
 })
+MODULES = {
+    'utils': frozenset({
+        'TensorSupplyType', 'array_reduce', 'build_date', 'deprecated', 'device',
+        'get_buffer_region_from_load', 'get_prim_func_name', 'is_fragment', 'is_full_region',
+        'is_global', 'is_local', 'is_shared', 'is_shared_dynamic', 'is_tensor_memory', 'language',
+        'pass_diff_hook', 'retrieve_shape', 'retrieve_stride', 'retrive_ptr_from_buffer_region',
+        'side_effect', 'tensor', 'to_buffer_region', 'torch_assert_close', 'version'
+    }),
+    'utils.tensor': frozenset({
+        'TensorSupplyType', 'fp8_remove_negative_zeros_', 'get_tensor_supply', 'is_float8_dtype',
+        'torch_assert_close'
+    }),
+    'profiler': frozenset({
+        'BaseKernelAdapter', 'KernelParam', 'Profiler', 'TensorSupplyType', 'bench', 'do_bench',
+        'get_tensor_supply', 'is_float8_dtype', 'torch_assert_close', 'torch_bench', 'wall'
+    }),
+    'autotuner': frozenset({
+        'AutoTuner', 'autotune', 'capture', 'get_autotune_inputs', 'grouped_compile', 'param',
+        'set_autotune_inputs', 'tuner'
+    }),
+    'jit': frozenset({
+        'JITFunc', 'JITImpl', 'JITKernel', 'Kernel', 'PrimFunc', 'Target', 'abi', 'adapter', 'cached',
+        'compile', 'determine_target', 'diagnostics', 'exceptions', 'get_available_cpu_count', 'jit',
+        'kernel', 'par_compile', 'param', 'prim_func'
+    }),
+    'layout': frozenset({
+        'FractalLayoutInfo', 'Fragment', 'Layout', 'PartialFragment', 'SwizzleMode', 'ascend', 'cute',
+        'fragment', 'gemm_sp', 'layout', 'make_ascend_compact_nz_layout', 'make_ascend_l0c_layout',
+        'make_ascend_major_k_layout', 'make_ascend_major_mn_layout', 'make_ascend_nz_layout',
+        'make_ascend_sf_layout', 'make_cutlass_metadata_layout', 'make_full_bank_swizzled_layout',
+        'make_fully_replicated_layout_fragment', 'make_fully_replicated_partial_fragment',
+        'make_gemm_fragment_8x8', 'make_gemm_fragment_8x8_transposed', 'make_half_bank_swizzled_layout',
+        'make_linear_layout', 'make_quarter_bank_swizzled_layout', 'make_strided_slice',
+        'make_swizzled_layout', 'make_tcgen05mma_swizzled_layout', 'make_volta_swizzled_layout',
+        'make_wgmma_swizzled_layout', 'partial_fragment', 'swizzle', 'swizzle_mode',
+        'try_extract_fractal_layout'
+    }),
+    'transform': frozenset({
+        'AddWrapperForSingleBufStore', 'AnnotateDeviceRegions', 'AnnotateReadOnlyParams',
+        'CanonicalizeLegacyReducer', 'ConfigIndexBitwidth', 'DEFAULT_SIMT_THREADS', 'DecoupleTypeCast',
+        'FlattenBuffer', 'HoistBroadcastValues', 'HoistGlobalBufferAllocations',
+        'HoistNonRestrictParams', 'IfStmtBinding', 'InjectAssumes', 'InjectSoftwarePipeline',
+        'LayoutInference', 'LegalizeNegativeIndex', 'LegalizeSafeMemoryAccess',
+        'LegalizeVectorizedLoop', 'LetInline', 'LoopUnswitching', 'LowerAccessPtr',
+        'LowerDeviceKernelLaunch', 'LowerIntrin', 'LowerOpaqueBlock', 'LowerThreadAllreduce',
+        'LowerTileOp', 'MakePackedAPI', 'MaterializeKernelLaunch', 'MergeIfStmt',
+        'MergeSharedMemoryAllocations', 'PassConfigKey', 'PassContext', 'PipelinePlanning',
+        'PlanAndUpdateBufferAllocationLocation', 'ReducerPlanAndMaterialize', 'Simplify',
+        'SplitHostDevice', 'StorageRewrite', 'ThreadSync', 'UnrollLoop', 'VectorizeLoop',
+        'VerifyBufferInit', 'VerifyParallelLoop', 'VerifyReducerConsumed', 'VerifyReducerEpoch',
+        'add_bufstore_wrapper', 'decouple_type_cast', 'get_pass_context', 'hoist_broadcast_values',
+        'pass_config', 'simplify', 'simplify_prim_func'
+    }),
+}

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from ..jit.profiler import TensorSupplyType, random_input
+from ..not_here import module_getattr
 
 __all__ = ["TensorSupplyType", "get_tensor_supply", "torch_assert_close"]
 
@@ -54,3 +55,6 @@ def torch_assert_close(tensor_a, tensor_b, rtol=1e-2, atol=1e-3, max_mismatched_
                           for i in worst)
         raise AssertionError(f"{mismatched} of {total} elements ({ratio:.4%}) differ beyond atol={atol}, rtol={rtol} "
                              f"(at most {max_mismatched_ratio:.4%} allowed); the worst: {shown}")
+
+
+__getattr__ = module_getattr(__name__, "utils.tensor")
