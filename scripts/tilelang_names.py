@@ -1,9 +1,9 @@
-"""Print tileworkbench/language/tilelang_names.py: the names TileLang's ``tilelang.language`` offers
+"""Print tileworkbench/tilelang_names.py: the names TileLang's ``tilelang.language`` offers
 (its ``__all__`` and public module attributes), and those of the other modules a TileLang program
 imports from, so that asking ours for one we lack says so (``language/unsupported.py``,
 ``not_here.missing_name``) instead of claiming TileLang has no such name.
 
-    PYTHONPATH=<TileLang's unpacked site> python3.12 scripts/tilelang_names.py > tileworkbench/language/tilelang_names.py
+    PYTHONPATH=<TileLang's unpacked site> python3.12 scripts/tilelang_names.py > tileworkbench/tilelang_names.py
 
 Run where TileLang imports (the unpacked 0.1.15 site of docs/tilelang.md; it imports torch first,
 and where there is none a stand-in module of a few classes, ``Tensor``, ``dtype``, ``device``,

@@ -16,7 +16,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tileworkbench"
 # Lowest first. A unit (a top-level module or subpackage of tileworkbench) may import units of
 # lower layers only; the package root (__init__.py, the public API) may import any.
 LAYERS = [
-    ["version", "errors", "not_here", "math"],
+    ["version", "errors", "tilelang_names", "math"],
+    ["not_here"],
     ["dtypes", "target", "trace", "mime"],
     ["ir"],
     ["frontend"],
@@ -24,7 +25,8 @@ LAYERS = [
     ["examples", "codegen", "analysis"],
     ["backend", "interpreter"],
     ["jit"],
-    ["report", "autotuner", "testing", "profiler", "utils", "transform"],
+    ["report", "autotuner", "testing", "utils", "transform"],
+    ["profiler"],
     ["bench"],
     ["notebook"],
     ["cli"],

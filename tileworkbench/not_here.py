@@ -73,9 +73,9 @@ class NotHereFinder:
 
 def missing_name(module: str, name: str) -> Exception:
     """The error for ``tileworkbench.<module>.<name>`` that is not here: an ImportError naming it where
-    TileLang's ``tilelang.<module>`` has that name (``language/tilelang_names.MODULES``), so that
+    TileLang's ``tilelang.<module>`` has that name (``tilelang_names.MODULES``), so that
     ``from tilelang.<module> import <name>`` says so; else an AttributeError saying neither has it."""
-    from .language.tilelang_names import MODULES, VERSION
+    from .tilelang_names import MODULES, VERSION
 
     if name in MODULES.get(module, ()):
         return ImportError(f"tileworkbench.{module}.{name} is not supported: TileLang {VERSION}'s "

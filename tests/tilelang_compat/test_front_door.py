@@ -300,7 +300,7 @@ def test_a_torch_tensors_address_comes_from_data_ptr():
 
 
 def test_every_tilelang_name_we_lack_says_so_and_still_reads_as_missing():
-    from tileworkbench.language.tilelang_names import NAMES, VERSION
+    from tileworkbench.tilelang_names import NAMES, VERSION
     from tileworkbench.language.unsupported import UnsupportedName
 
     assert VERSION == "0.1.15" and len(NAMES) > 700

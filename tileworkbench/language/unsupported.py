@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from ..errors import CompileError
-from .tilelang_names import NAMES, VERSION
+from ..tilelang_names import NAMES, VERSION
 
 _NOT_YET = "not supported yet"
 _TVM = "a TVM construct; tileworkbench has no TVM underneath"
