@@ -80,7 +80,6 @@ typedef struct {
   unsigned char maps[TW_MAX_PARAMS * TW_MAP_BYTES]; /* the tensor maps (offset 256: aligned as the Call) */
 } Call;
 
-
 typedef struct {
   PyObject* dtype;  /* the torch dtype the tensor must have (a strong reference) */
   PyObject* shape;  /* the shape as a tuple, for new_empty */
@@ -118,10 +117,10 @@ typedef struct {
   unsigned long long last_stream;
   PyObject* last_launch; /* dry launchers: (stream, (values...)) of the last call */
   PyObject* fallback;    /* what a call this path does not take goes to (NULL: it returns NotImplemented) */
-  int nkernel;                                  /* the kernel's parameters before its maps (0: the tensors) */
-  int kernel_param[TW_MAX_PARAMS];              /* each: a tensor's index, or -1 - the constant's index */
-  unsigned char constant[TW_MAX_PARAMS][8];     /* constants' bytes (a size the call does not pass) */
-  int constant_bytes[TW_MAX_PARAMS];            /* 4 or 8 */
+  int nkernel;                              /* the kernel's parameters before its maps */
+  int kernel_param[TW_MAX_PARAMS];          /* each: a tensor's index, or -1 - the constant's index */
+  unsigned char constant[TW_MAX_PARAMS][8]; /* constants' bytes, as the kernel takes them (4 or 8) */
+  long long constant_value[TW_MAX_PARAMS];  /* their values (what a dry launcher reports) */
   const ExchangeAPI* api; /* the tensor type's DLPack exchange API, or NULL: attributes are read */
   PyObject* api_capsule;  /* keeps the table's owner alive */
 } Launcher;
@@ -252,9 +251,9 @@ static int own_context(Launcher* self) {
 /* The launch on `stream`. 0: launched; -1: the driver refused (an exception is set). */
 static int launch(Launcher* self, unsigned long long stream, Call* call) {
   void* params[TW_MAX_PARAMS];
-  int nkernel = self->nkernel ? self->nkernel : self->nparams;
+  const int nkernel = self->nkernel;
   for (int k = 0; k < nkernel; ++k) {
-    int at = self->nkernel ? self->kernel_param[k] : k;
+    int at = self->kernel_param[k];
     params[k] = at >= 0 ? (void*)&call->values[at] : (void*)self->constant[-1 - at];
   }
   for (int m = 0; m < self->nmaps; ++m) params[nkernel + m] = call->maps + m * TW_MAP_BYTES;
@@ -262,16 +261,9 @@ static int launch(Launcher* self, unsigned long long stream, Call* call) {
     PyObject* values = PyTuple_New(nkernel + self->nmaps);
     if (values == NULL) return -1;
     for (int k = 0; k < nkernel; ++k) {
-      int at = self->nkernel ? self->kernel_param[k] : k;
-      long long constant = 0;
-      if (at < 0 && self->constant_bytes[-1 - at] == 4) {
-        int32_t narrow;
-        memcpy(&narrow, self->constant[-1 - at], 4);
-        constant = narrow;
-      } else if (at < 0) {
-        memcpy(&constant, self->constant[-1 - at], 8);
-      }
-      PyTuple_SET_ITEM(values, k, at >= 0 ? PyLong_FromUnsignedLongLong(call->values[at]) : PyLong_FromLongLong(constant));
+      int at = self->kernel_param[k];
+      PyTuple_SET_ITEM(values, k, at >= 0 ? PyLong_FromUnsignedLongLong(call->values[at])
+                                          : PyLong_FromLongLong(self->constant_value[-1 - at]));
     }
     for (int m = 0; m < self->nmaps; ++m)
       PyTuple_SET_ITEM(values, nkernel + m,
@@ -530,6 +522,8 @@ static int launcher_init(PyObject* op, PyObject* args, PyObject* kwargs) {
     self->map_of[m] = tensor;
     self->encode[m] = Py_NewRef(encode);
   }
+  self->nkernel = self->nparams; /* the kernel takes the tensors alone, in order, until interleave() */
+  for (int i = 0; i < self->nparams; ++i) self->kernel_param[i] = i;
   self->ninputs = self->nparams - self->nout;
   if (self->nout > 0 && self->like_at < 0) self->ninputs = -1; /* nothing to make outputs like: pass them */
   self->name = Py_NewRef(name);
@@ -648,8 +642,9 @@ static PyObject* launcher_interleave(PyObject* op, PyObject* layout) {
     return NULL;
   }
   int n = (int)PyTuple_GET_SIZE(layout), tensors = 0, constants = 0;
-  int kernel_param[TW_MAX_PARAMS], constant_bytes[TW_MAX_PARAMS];
+  int kernel_param[TW_MAX_PARAMS];
   unsigned char constant[TW_MAX_PARAMS][8];
+  long long constant_value[TW_MAX_PARAMS];
   for (int k = 0; k < n; ++k) {
     PyObject* item = PyTuple_GET_ITEM(layout, k);
     if (PyLong_Check(item)) {
@@ -679,7 +674,7 @@ static PyObject* launcher_interleave(PyObject* op, PyObject* layout) {
     } else {
       memcpy(constant[constants], &value, 8);
     }
-    constant_bytes[constants] = bytes;
+    constant_value[constants] = value;
     kernel_param[k] = -1 - constants++;
   }
   if (tensors != self->nparams) {
@@ -688,7 +683,7 @@ static PyObject* launcher_interleave(PyObject* op, PyObject* layout) {
   }
   memcpy(self->kernel_param, kernel_param, sizeof kernel_param);
   memcpy(self->constant, constant, sizeof constant);
-  memcpy(self->constant_bytes, constant_bytes, sizeof constant_bytes);
+  memcpy(self->constant_value, constant_value, sizeof constant_value);
   self->nkernel = n;
   Py_RETURN_NONE;
 }

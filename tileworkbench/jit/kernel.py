@@ -213,7 +213,7 @@ class Kernel:
                     self._sized.pop(next(iter(self._sized)))
                 self._sized[key] = launcher
         if launcher is not None:
-            self._fast, self._entry = launcher, launcher
+            self.take_c_path(launcher)
 
     def _with_sizes(self, args, stream) -> tuple[list, list]:
         """(every argument, the outputs) of a call of a kernel with ``T.dynamic`` sizes: the
@@ -373,20 +373,32 @@ def _c_launcher(kernel: Kernel, runtime, exchange_api: bool = True):
         import torch  # noqa: F401  (the C path takes torch tensors only)
     except ImportError:
         return None
-    from ..backend import fastcall
-
-    mod = fastcall.module(cache.cache_dir())
-    if mod is None:
-        return None
     encoders = [_map_encoder(runtime, m["name"], kernel._host_namespace[m["fields"]]) for m in plan["maps"]]
     if plan["grid"] is None:  # persistent: the blocks its launcher would ask for, on this device
         blocks = runtime.persistent_blocks(kernel.name, plan["persistent_tiles"], tuple(plan["block"]),
                                            plan["smem_bytes"])
         plan = {**plan, "grid": [blocks, 1, 1]}
+    return _launcher_for(kernel, runtime, plan, set(kernel.out_idx), encoders, exchange_api=exchange_api)
+
+
+def _launcher_for(kernel: Kernel, runtime, plan: dict, outputs: set, encoders: list, layout=None,
+                  exchange_api: bool = True):
+    """A ``backend.fastcall`` Launcher of ``kernel`` on ``runtime``'s device from a fast-call plan
+    (``outputs``: the indices of its tensors that are outputs; ``layout``: the constants between them,
+    ``Launcher.interleave``), or None where there is no C path here; a failure of ours is logged and
+    the kernel keeps its Python launcher."""
+    from ..backend import fastcall
+
+    mod = fastcall.module(cache.cache_dir())
+    if mod is None:
+        return None
     try:
-        return fastcall.launcher(mod, kernel.name, runtime.function(kernel.name).ptr, plan, runtime.device,
-                                 [_torch_dtype(p["dtype"]) for p in plan["params"]], set(kernel.out_idx), encoders,
-                                 KernelRuntimeError, exchange_api)
+        launcher = fastcall.launcher(mod, kernel.name, runtime.function(kernel.name).ptr, plan, runtime.device,
+                                     [_torch_dtype(p["dtype"]) for p in plan["params"]], outputs, encoders,
+                                     KernelRuntimeError, exchange_api)
+        if launcher is not None and layout is not None:
+            launcher.interleave(layout)
+        return launcher
     except Exception as exc:  # a failure of ours: the kernel still runs, on its Python launcher
         import logging
 
@@ -405,34 +417,14 @@ def _sized_wanted(kernel: Kernel, full, stream) -> bool:
 
 
 def _sized_c_launcher(kernel: Kernel, runtime, recorder):
-    """A C launcher for the sizes of the call ``recorder`` saw (``jit/sized_launch.py``), its
-    fallback the kernel's Python launcher; None where the call's plan cannot be fixed or there is no
-    C path here."""
+    """A C launcher for the sizes of the call ``recorder`` saw (``jit/sized_launch.py``); None where
+    the call's plan cannot be fixed or there is no C path here."""
     made = sized_launch.sized_plan(recorder, set(kernel.out_idx))
-    if made is None or not hasattr(runtime, "function"):
-        return None
-    from ..backend import fastcall
-
-    mod = fastcall.module(cache.cache_dir())
-    if mod is None:
+    if made is None:
         return None
     plan, layout, maps = made
     encoders = [_map_encoder(runtime, name, fields) for name, _, fields in maps]
-    try:
-        launcher = fastcall.launcher(mod, kernel.name, runtime.function(kernel.name).ptr, plan, runtime.device,
-                                     [_torch_dtype(p["dtype"]) for p in plan["params"]], set(plan["outputs"]),
-                                     encoders, KernelRuntimeError)
-        if launcher is None:
-            return None
-        launcher.interleave(layout)
-    except Exception as exc:  # a failure of ours: the call was made; later ones take the Python launcher
-        import logging
-
-        logging.getLogger("tileworkbench").warning("%s: no C launch path for these sizes (%s: %s)", kernel.name,
-                                                   type(exc).__name__, exc)
-        return None
-    launcher.fallback = kernel._call
-    return launcher
+    return _launcher_for(kernel, runtime, plan, set(plan["outputs"]), encoders, layout=layout)
 
 
 def _map_encoder(runtime, name: str, fields: dict):
