@@ -30,7 +30,7 @@ from pathlib import Path
 os.environ["TILEWORKBENCH_DISABLE_CACHE"] = "1"  # the header differs under one cache key
 
 import tileworkbench as tw  # noqa: E402
-from tileworkbench.backend.timing import Timer  # noqa: E402
+from tileworkbench.backend.timing import Timer, round_ratios  # noqa: E402
 from tileworkbench.codegen import cuda as cuda_codegen  # noqa: E402
 from tileworkbench.examples.gemm import matmul, matmul_tma_copy  # noqa: E402
 from tileworkbench.jit import cache  # noqa: E402
@@ -88,10 +88,9 @@ def cost_rows(name: str, variants: list, run, timer) -> list[str]:
     times = timer.time_alternating([lambda k=kernel: run(k) for _, _, kernel in variants], ROUNDS * REP)
     rows = []
     for (form, every, _), samples in zip(variants, times):
-        ratios = sorted(t / p for t, p in zip(samples, times[0]))
-        q1, q3 = ratios[len(ratios) // 4], ratios[3 * len(ratios) // 4]
+        cost, (q1, q3) = round_ratios(samples, times[0])
         rows.append(f"| {name} | {form} | {every if every is not None else ''} | {statistics.median(samples):.3f} | "
-                    f"{statistics.median(ratios):.3f}x | {q1:.3f}-{q3:.3f} |")
+                    f"{cost:.3f}x | {q1:.3f}-{q3:.3f} |")
     return rows
 
 

@@ -99,6 +99,16 @@ class Timer:
         return start, end
 
 
+def round_ratios(samples, baseline) -> tuple[float, list[float]]:
+    """(median, [first quartile, third quartile]) of ``samples[i] / baseline[i]``: each round's call
+    of one callable over the baseline's call in the same round (``Timer.time_alternating``)."""
+    ratios = [t / b for t, b in zip(samples, baseline)]
+    if len(ratios) == 1:
+        return ratios[0], [ratios[0], ratios[0]]
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return statistics.median(ratios), [q1, q3]
+
+
 RETURN_MODES = ("mean", "median", "min", "max")
 
 

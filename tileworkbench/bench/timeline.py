@@ -22,6 +22,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from ..backend.timing import round_ratios
 from ..passes.instrument_timeline import DEFAULT_CAPACITY
 
 SCHEMA = "tileworkbench.timeline"
@@ -62,11 +63,6 @@ def sized(make, call, every):
 ROUNDS = 100  # rounds of one call of each variant (see _row)
 
 
-def _quartiles(values) -> list[float]:
-    q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
-    return [q1, q3]
-
-
 def _row(name, make, call, check, flops, timer, rounds=ROUNDS):
     """One kernel's variants: ``make(extra_configs)`` compiles it, ``call(kernel)`` runs it on the
     row's inputs, ``check(output)`` compares with the float32 reference. The correct variants are
@@ -89,8 +85,8 @@ def _row(name, make, call, check, flops, timer, rounds=ROUNDS):
     plain = row["variants"][0]
     if timed and timed[0][0] is plain:
         for (variant, _), samples in zip(timed, times):
-            ratios = [t / p for t, p in zip(samples, times[0])]
-            variant.update(cost=statistics.median(ratios), cost_quartiles=_quartiles(ratios))
+            cost, quartiles = round_ratios(samples, times[0])
+            variant.update(cost=cost, cost_quartiles=quartiles)
     for variant, kernel in zip(row["variants"], kernels):
         if variant["every"] is not None:
             call(kernel)
