@@ -79,11 +79,11 @@ def install(builder: Builder | None):
     _state.builder = builder
 
 
-def error(message: str) -> CompileError:
-    """A CompileError at the kernel line being built (outside a kernel: the user's calling line,
-    e.g. an annotation Python evaluates when it runs the ``def``)."""
+def error(message: str, kind: type = CompileError) -> CompileError:
+    """A CompileError (or ``kind``, a subclass) at the kernel line being built (outside a kernel:
+    the user's calling line, e.g. an annotation Python evaluates when it runs the ``def``)."""
     b = getattr(_state, "builder", None)
-    return CompileError(message, b.loc if b and b.loc else caller_location())
+    return kind(message, b.loc if b and b.loc else caller_location())
 
 
 @dataclass(eq=False)

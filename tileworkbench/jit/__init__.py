@@ -6,13 +6,14 @@ an ImportError that names them (``not_here.missing_name``)."""
 
 import importlib as _importlib
 
+from ..not_here import module_getattr as _module_getattr
+
 _REEXPORTS = {"jit": ("decorator", "jit"), "compile": ("kernel", "compile"), "JITKernel": ("kernel", "Kernel")}
+_missing = _module_getattr(__name__, "jit")
 
 
 def __getattr__(name):
     if name in _REEXPORTS:
         module, attribute = _REEXPORTS[name]
         return getattr(_importlib.import_module(f"{__name__}.{module}"), attribute)
-    from ..not_here import module_getattr
-
-    return module_getattr(__name__, "jit")(name)
+    return _missing(name)

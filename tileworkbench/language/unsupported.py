@@ -58,8 +58,7 @@ def unsupported(name: str):
 
     if name in UNSUPPORTED or name in NAMES:
         whose = f"TileLang {VERSION} has it" if name in NAMES else "a TileLang name"
-        found = error(f"T.{name} is not supported by tileworkbench: {_reason(name)} "
-                      f"({whose}; docs/tilelang.md lists what tileworkbench supports)")
-        return UnsupportedName(found.message, found.loc)
+        return error(f"T.{name} is not supported by tileworkbench: {_reason(name)} "
+                     f"({whose}; docs/tilelang.md lists what tileworkbench supports)", UnsupportedName)
     return AttributeError(f"tileworkbench.language has no attribute {name!r}, and TileLang {VERSION}'s "
                           "tilelang.language has none either; docs/tilelang.md lists what is supported")
