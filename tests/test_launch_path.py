@@ -222,7 +222,7 @@ def test_a_kernel_says_how_its_calls_are_launched(monkeypatch):
     dynamic = own(dynamic_shape.CASES["gemm_dynamic"]["compile"]().general)
     dynamic.bind_runtime(DryRuntime(dynamic.record["smem_bytes"]))
     monkeypatch.setenv(sized_launch.ENV, "0")
-    assert "C launchers per set of sizes are off (TILEWORKBENCH_FASTCALL_SIZED=1 turns them on)" in dynamic.launch_path
+    assert "C launchers per set of sizes are off (TILEWORKBENCH_FASTCALL_SIZED=0 turned them off)" in dynamic.launch_path
     monkeypatch.setenv(sized_launch.ENV, "1")
     assert "C launchers per set of sizes are on" in dynamic.launch_path
     dynamic._sized[(64, 32, 16)] = dynamic._fast = SimpleNamespace(tensor_reader="attributes")

@@ -128,11 +128,11 @@ def test_the_kernel_keeps_a_launcher_per_set_of_sizes_and_enters_the_last(gemm, 
     assert len(gemm._runtime.launches) == 5  # every call launched once, by the Python launcher
 
 
-def test_off_unless_switched_on(gemm, monkeypatch):
-    monkeypatch.delenv(sized_launch.ENV, raising=False)
+def test_on_unless_switched_off(gemm, monkeypatch):
+    monkeypatch.setenv(sized_launch.ENV, "0")
     assert not sized_launch.enabled()
     assert not kernel_mod._sized_wanted(gemm, [FakeGpuArray((4, 4))], None)
-    monkeypatch.setenv(sized_launch.ENV, "1")
+    monkeypatch.delenv(sized_launch.ENV, raising=False)
     assert sized_launch.enabled()
     assert not kernel_mod._sized_wanted(gemm, [FakeGpuArray((4, 4)), None, 4, 4, 4, None], None)  # not torch tensors
 
@@ -141,8 +141,10 @@ def test_the_launch_benchmark_times_the_dynamic_gemm_three_ways(tmp_path, monkey
     from tileworkbench.bench import launch as bench
 
     monkeypatch.setenv("TILEWORKBENCH_DISABLE_CACHE", "1")
-    monkeypatch.setenv(sized_launch.ENV, "0")  # restored after the test: the rows switch it on
+    monkeypatch.delenv(sized_launch.ENV, raising=False)
     rows = bench._dynamic_rows(tmp_path, None, None, None)  # compiled here; called on the GPU only
-    assert sized_launch.enabled()  # switched on for the benchmark's process
     assert [name.split("c), ")[1] for name in rows] == ["as called (C per size on)",
                                                        "its form for any sizes (C per size on)", "Python launcher"]
+    monkeypatch.setenv(sized_launch.ENV, "0")
+    assert [name.split("c), ")[1] for name in bench._dynamic_rows(tmp_path, None, None, None)][:2] == [
+        "as called (C per size off)", "its form for any sizes (C per size off)"]

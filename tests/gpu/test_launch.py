@@ -243,7 +243,7 @@ def test_a_dynamic_kernel_takes_the_c_path_for_each_set_of_sizes(torch, monkeypa
     from tileworkbench.examples.tilelang_programs import dynamic_shape as example
     from tileworkbench.jit import cache, sized_launch
 
-    monkeypatch.setenv(sized_launch.ENV, "1")
+    monkeypatch.delenv(sized_launch.ENV, raising=False)  # on by default
     kernel = example.matmul_dynamic_mnk.compile(**example.CONFIG).general  # the form for any sizes
     if fastcall.module(cache.cache_dir()) is None:
         pytest.skip(f"the C launch path is off here: {fastcall.why_not()}")

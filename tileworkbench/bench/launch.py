@@ -26,7 +26,6 @@ implementation's time over ours.
 from __future__ import annotations
 
 import copy
-import os
 import statistics
 import sys
 import tempfile
@@ -115,15 +114,15 @@ def _attribute_reader(kernel):
 
 
 def _dynamic_rows(workdir, a, b, c) -> dict:
-    """Rows of TileLang's T.dynamic GEMM at the same sizes, with C launchers per set of sizes
-    switched on for this process (``jit/sized_launch.py``, off by default): called as a user calls
-    it (the dispatcher between its two compiled forms, which takes the aligned one here), its form
-    for any sizes called directly (after its first call, this size's C launcher), and that form's
-    Python launcher. Empty where it does not compile."""
+    """Rows of TileLang's T.dynamic GEMM at the same sizes: called as a user calls it (the
+    dispatcher between its two compiled forms, which takes the aligned one here), its form for any
+    sizes called directly (after its first call, this size's C launcher unless
+    ``TILEWORKBENCH_FASTCALL_SIZED=0``; the row names say which), and that form's Python launcher.
+    Empty where it does not compile."""
     from ..jit import sized_launch
     from .tilelang_programs import load_program
 
-    os.environ[sized_launch.ENV] = "1"
+    sized = "C per size on" if sized_launch.enabled() else "C per size off"
     try:
         program = load_program("dynamic_shape", "tileworkbench", workdir)
         dynamic = program.matmul_dynamic_mnk.compile(**program.CONFIG)
@@ -131,8 +130,8 @@ def _dynamic_rows(workdir, a, b, c) -> dict:
         print(f"the T.dynamic GEMM did not compile ({type(exc).__name__}: {exc}); no dynamic rows", file=sys.stderr)
         return {}
     general = dynamic.general
-    return {"tileworkbench T.dynamic kernel(a, b, c), as called (C per size on)": lambda: dynamic(a, b, c),
-            "tileworkbench T.dynamic kernel(a, b, c), its form for any sizes (C per size on)": lambda: general(a, b, c),
+    return {f"tileworkbench T.dynamic kernel(a, b, c), as called ({sized})": lambda: dynamic(a, b, c),
+            f"tileworkbench T.dynamic kernel(a, b, c), its form for any sizes ({sized})": lambda: general(a, b, c),
             "tileworkbench T.dynamic kernel(a, b, c), Python launcher": lambda: general._call(a, b, c)}
 
 

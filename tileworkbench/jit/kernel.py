@@ -146,7 +146,7 @@ class Kernel:
         if self._sizes:
             why = ("C launchers per set of sizes are on: the next call of these sizes takes one"
                    if sized_launch.enabled() else f"T.dynamic sizes: C launchers per set of sizes are off "
-                   f"({sized_launch.ENV}=1 turns them on)")
+                   f"({sized_launch.ENV}=0 turned them off)")
             return f"Python launcher ({why})"
         if self.record.get("fast_plan") is None:
             return ("Python launcher (no fixed plan for the C path: a debug record, a timeline buffer, "

@@ -14,8 +14,9 @@ shapes differ), which then switches the entry to those sizes' launcher.
 
 The C launcher checks what the recorded call's launcher checked, as plain numbers: a tensor it
 takes has the shapes, strides, dtype, device and alignment of that call, from which the Python
-launcher would derive the same sizes, grid and tensor-map fields. Off unless
-``TILEWORKBENCH_FASTCALL_SIZED=1`` until the GPU tests of it have run (tests/gpu/test_launch.py).
+launcher would derive the same sizes, grid and tensor-map fields. On by default (the GPU tests of
+it, tests/gpu/test_launch.py, passed on the H200 at 51d633b); ``TILEWORKBENCH_FASTCALL_SIZED=0``
+turns it off.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ _SCALAR_BYTES = {"int32": 4, "uint32": 4, "int64": 8, "uint64": 8}
 
 
 def enabled() -> bool:
-    """Whether ``T.dynamic`` kernels get C launchers per set of sizes (``TILEWORKBENCH_FASTCALL_SIZED=1``)."""
-    return os.environ.get(ENV, "0") == "1"
+    """Whether ``T.dynamic`` kernels get C launchers per set of sizes (yes unless ``TILEWORKBENCH_FASTCALL_SIZED=0``)."""
+    return os.environ.get(ENV, "1") != "0"
 
 
 class CallRecorder:
