@@ -148,3 +148,50 @@ def test_the_launch_benchmark_times_the_dynamic_gemm_three_ways(tmp_path, monkey
     monkeypatch.setenv(sized_launch.ENV, "0")
     assert [name.split("c), ")[1] for name in bench._dynamic_rows(tmp_path, None, None, None)][:2] == [
         "as called (C per size off)", "its form for any sizes (C per size off)"]
+
+
+def test_after_an_aligned_call_the_next_goes_straight_to_its_c_launcher(monkeypatch):
+    """``SizedKernels`` (the form for any sizes and the one for aligned sizes, as users call a T.dynamic
+    kernel): after a call the aligned form took, a call is its C launcher for those sizes (no
+    Python dispatch in front), and what that launcher refuses comes back to the dispatcher."""
+    from tileworkbench.jit.decorator import SizedKernels
+
+    monkeypatch.setenv("TILEWORKBENCH_DISABLE_CACHE", "1")
+    compiled = example.CASES["gemm_dynamic"]["compile"]()
+    forms = {}
+    for name, form in (("general", compiled.general), ("aligned", compiled.aligned())):
+        forms[name] = kernel_mod.Kernel(form.record, form.out_idx, load_device=False)
+        forms[name].bind_runtime(DryRuntime(form.record["smem_bytes"]))
+    taken = []
+
+    class Launcher:  # the C launcher's stand-in: takes its sizes' calls, hands back the rest
+        def __init__(self, form, sizes):
+            self.form, self.shapes, self.fallback = form, sizes, None
+
+        def __call__(self, a, b, c):
+            if (a.shape, b.shape) != self.shapes:
+                return self.fallback(a, b, c)
+            taken.append((self.form, a.shape))
+            return c
+
+    monkeypatch.setattr(kernel_mod, "_sized_wanted", lambda kernel, full, stream: True)
+    monkeypatch.setattr(kernel_mod, "_sized_c_launcher", lambda kernel, runtime, recorder: Launcher(
+        "aligned" if kernel is forms["aligned"] else "general",
+        tuple(tuple(recorder.params[i][1]["shape"]) for i in (0, 1))))
+    sized = SizedKernels(forms["general"], lambda multiple: forms["aligned"], 8)
+    assert sized.__call__ == sized._dispatch  # nothing taken yet
+
+    def call(m, n, k):
+        return sized(FakeGpuArray((m, k)), FakeGpuArray((k, n)), FakeGpuArray((m, n)))
+
+    call(64, 32, 16)  # aligned: the aligned form's Python launcher, which leaves its C launcher
+    assert sized.__call__ is forms["aligned"]._fast and forms["aligned"]._fast.fallback == sized._dispatch
+    assert len(forms["aligned"]._runtime.launches) == 1 and taken == []
+    call(64, 32, 16)
+    assert taken == [("aligned", (64, 16))]  # straight to the C launcher
+    call(1001, 32, 16)  # refused by it (other sizes, not multiples of 8): the dispatcher, the general form
+    assert len(forms["general"]._runtime.launches) == 1 and sized.__call__ == sized._dispatch
+    call(128, 32, 16)  # aligned again, other sizes: a launcher for them
+    call(128, 32, 16)
+    assert taken[-1] == ("aligned", (128, 16)) and len(forms["aligned"]._runtime.launches) == 2
+

@@ -266,6 +266,28 @@ def test_a_dynamic_kernel_takes_the_c_path_for_each_set_of_sizes(torch, monkeypa
         kernel(a.float(), b)  # through this size's C launcher, refused with the Python launcher's words
 
 
+
+def test_a_dynamic_kernel_as_called_enters_its_aligned_forms_c_launcher(torch, monkeypatch):
+    from tileworkbench.backend import fastcall
+    from tileworkbench.examples.tilelang_programs import dynamic_shape as example
+    from tileworkbench.jit import cache, sized_launch
+
+    monkeypatch.delenv(sized_launch.ENV, raising=False)
+    kernel = example.matmul_dynamic_mnk.compile(**example.CONFIG)  # both forms, as users call it
+    if fastcall.module(cache.cache_dir()) is None:
+        pytest.skip(f"the C launch path is off here: {fastcall.why_not()}")
+    for m, n, k in ((512, 256, 128), (512, 256, 128), (1000, 300, 520), (512, 256, 128), (64, 4096, 128)):
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+        assert kernel(a, b, c) is c
+        torch.cuda.synchronize()
+        assert _close(torch, c, a, b), (m, n, k)
+        aligned = (m, n, k) != (1000, 300, 520)
+        assert (kernel.__call__ is kernel.aligned()._fast) == aligned  # the entry: this size's launcher, or the dispatcher
+    with pytest.raises(tw.KernelRuntimeError, match="dtype float32"):
+        kernel(a.float(), b)  # refused by the C launcher, worded by the aligned form's Python launcher
+
 def test_the_c_path_launches_on_a_stream_handle(torch, gemm, c_path):
     a, b, fresh, c, side = _late_copy_on_a_side_stream(torch)
     assert _c_alone(c_path, a, b, c, stream=side.cuda_stream) is c  # taken: the handle is an int

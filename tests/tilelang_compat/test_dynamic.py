@@ -142,11 +142,18 @@ def test_a_call_takes_the_aligned_form_where_its_sizes_allow(no_cache):
     from tileworkbench.jit.decorator import SizedKernels
 
     class Form:  # stands in for a compiled form: says which one a call reached
+        _fast = None  # no C launch path
+
         def __init__(self, name, record):
             self.name, self.record = name, record
 
         def __call__(self, *args):
             return self.name
+
+        _call = __call__
+
+        def refuse_to(self, dispatch):
+            pass
 
     record = example.CASES["gemm_dynamic"]["compile"]().general.record
     sized = SizedKernels(Form("general", record), lambda m: Form("aligned", record), 8)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import inspect
 
 from ..errors import CompileError, caller_location
@@ -178,12 +179,18 @@ class SizedKernels:
     sizes (partial tiles masked, rows of any alignment moved element by element), and one for sizes
     that are multiples of ``multiple`` (16 bytes of the narrowest element), whose rows are 16-byte
     aligned, so tiles move in 16-byte copies. A call takes the second where its sizes allow,
-    compiling it the first time."""
+    compiling it the first time.
+
+    After a call the aligned form took, the next call goes straight to that form's C launcher for
+    those sizes (``Kernel.__call__``'s way: no Python frame), which checks the call's sizes, strides
+    and 16-byte addresses and hands any call it refuses back to ``_dispatch``; so a loop of one
+    aligned size costs what a kernel of fixed sizes costs (issue 18)."""
 
     def __init__(self, general, compile_aligned, multiple: int):
         self.general, self.multiple = general, multiple
         self._compile_aligned, self._aligned = compile_aligned, None
         self._sizes = [tuple(w)[:2] for w in general.record.get("sizes", {}).values()]
+        self._entry = self._dispatch
 
     def __getattr__(self, name):  # the general form's sources, trace, params ...
         return getattr(self.general, name)
@@ -191,13 +198,25 @@ class SizedKernels:
     def aligned(self):
         if self._aligned is None:
             self._aligned = self._compile_aligned(self.multiple)
+            self._aligned.refuse_to(self._dispatch)  # what its C launchers refuse comes back here
         return self._aligned
 
-    def __call__(self, *args, **kwargs):
+    # A call is a call of ``_entry``: the aligned form's C launcher of the last aligned call's sizes,
+    # or ``_dispatch``. A property, as ``Kernel.__call__``, so that a call the C path takes runs no
+    # Python frame.
+    __call__ = property(operator.attrgetter("_entry"), doc="sized(*args, stream=None): as ``Kernel.__call__``.")
+
+    def _dispatch(self, *args, **kwargs):
+        """The form this call's sizes and addresses allow, called through its Python launcher
+        (``_call``: the aligned form's C launcher may be what sent the call here)."""
         sizes = [int(args[t].shape[d]) for t, d in self._sizes if t < len(args) and hasattr(args[t], "shape")]
         if len(sizes) == len(self._sizes) and all(n % self.multiple == 0 for n in sizes) and \
                 all(_address(a) % 16 == 0 for a in args if hasattr(a, "shape")):
-            return self.aligned()(*args, **kwargs)
+            form = self.aligned()
+            result = form._call(*args, **kwargs)
+            self._entry = form._fast or self._dispatch  # this call's sizes' C launcher, where it made one
+            return result
+        self._entry = self._dispatch
         return self.general(*args, **kwargs)
 
 

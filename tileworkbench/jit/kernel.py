@@ -38,6 +38,7 @@ class Kernel:
         self._launch = None
         self._runtime = None
         self._fast = None  # the C launch path (backend/fastcall.py) on the device it loaded on, or None
+        self._refusals = None  # where calls the C path refuses go (None: the Python launcher, _call)
         self._sized: dict = {}  # T.dynamic sizes -> the C launcher for them (jit/sized_launch.py)
         self._entry = self._call  # what a call of the kernel runs: see __call__
         self._cubin: bytes | None = None
@@ -118,8 +119,17 @@ class Kernel:
         does not take to the Python launcher (``_call``); None: to the Python launcher alone."""
         self._fast = launcher
         if launcher is not None:
-            launcher.fallback = self._call
+            launcher.fallback = self._refusals or self._call
         self._entry = self._call if launcher is None else launcher
+
+    def refuse_to(self, dispatch) -> None:
+        """Calls the C path refuses go to ``dispatch`` instead of this kernel's Python launcher
+        (``jit.decorator.SizedKernels``: a call its aligned form's launcher refuses may be one for
+        the form for any sizes); ``dispatch`` must not call this kernel's ``__call__`` again (its
+        ``_call`` is the Python launcher)."""
+        self._refusals = dispatch
+        if self._fast is not None:
+            self._fast.fallback = dispatch
 
     # A call of the kernel is a call of ``_entry``: the C launch path where there is one, the Python
     # launcher otherwise. Looked up through a property, so that a call the C path takes runs no Python
