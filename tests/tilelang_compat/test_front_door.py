@@ -332,6 +332,17 @@ def test_a_name_neither_has_is_a_plain_attribute_error():
         T.__wrapped__  # Python's own dunders stay plain
 
 
+def test_importing_a_name_we_lack_keeps_the_reason():
+    # Python words an AttributeError raised under "from m import x" as "cannot import name" alone
+    with pytest.raises(ImportError, match=r"cannot import name 'alloc_tmem' from 'tileworkbench.language': .*"
+                                          r"T.alloc_tmem is not supported by tileworkbench: a Blackwell"):
+        from tileworkbench.language import alloc_tmem  # noqa: F401
+    with pytest.raises(ImportError, match="and TileLang 0.1.15's tilelang.language has none either"):
+        from tileworkbench.language import no_such_thing_anywhere  # noqa: F401
+    from tileworkbench.language import copy, gemm  # what we have still imports
+
+    assert copy is T.copy and gemm is T.gemm
+
 @pytest.mark.parametrize("name, says", [("cache", "disable_cache()"), ("logger", 'logging.getLogger("tileworkbench")'),
                                         ("libinfo", "__version__"), ("runtime_library_dirs", "runtime libraries")])
 def test_tilelang_top_level_names_we_lack_are_import_errors_that_say_so(name, says):

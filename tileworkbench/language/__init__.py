@@ -220,6 +220,8 @@ __all__ = [
 def __getattr__(name):
     if name.startswith("__") and name.endswith("__"):  # Python's own (TileLang's __exp is a name of its)
         raise AttributeError(name)
-    from .unsupported import unsupported
+    import sys
 
-    raise unsupported(name)
+    from .unsupported import unsupported, when_imported
+
+    raise when_imported(unsupported(name), name, sys._getframe(1))

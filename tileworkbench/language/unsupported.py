@@ -5,6 +5,7 @@ is written here for some, and follows from the spelling for the others."""
 
 from __future__ import annotations
 
+import dis
 import re
 
 from ..errors import CompileError
@@ -62,3 +63,16 @@ def unsupported(name: str):
                      f"({whose}; docs/tilelang.md lists what tileworkbench supports)", UnsupportedName)
     return AttributeError(f"tileworkbench.language has no attribute {name!r}, and TileLang {VERSION}'s "
                           "tilelang.language has none either; docs/tilelang.md lists what is supported")
+
+
+_IMPORT_FROM = dis.opmap["IMPORT_FROM"]
+
+
+def when_imported(exc: Exception, name: str, caller) -> Exception:
+    """``exc`` as an ``ImportError`` with its words where ``caller`` (the frame asking for ``name``)
+    is running ``from tileworkbench.language import <name>``: Python turns an AttributeError raised
+    there into "cannot import name" and drops the reason; ``exc`` itself otherwise."""
+    code = caller.f_code.co_code
+    if 0 <= caller.f_lasti < len(code) and code[caller.f_lasti] == _IMPORT_FROM:
+        return ImportError(f"cannot import name {name!r} from 'tileworkbench.language': {exc}", name=name)
+    return exc
