@@ -19,7 +19,9 @@ scale with the blocks that record. This times the spec's ``matmul_tma_copy`` (81
   streams' headers still written at open and close; ``silent one``: nothing written);
 - ``stores``: the same, the header written at open only or at close only; and ``deferred open``:
   records as shipped, but open() writes nothing (its clocks kept in registers) and close() writes
-  the whole header.
+  the whole header;
+- ``where``: one block records (as shipped, and counting only) into CuPy's pool as shipped or into
+  a torch allocation (``torch``); every variant timed again without the timer's L2 flush.
 
 Each recording variant's blocks are printed twice: from its first call, and from the last timed one.
 
@@ -28,7 +30,7 @@ the last one ends. Every result is checked against float32 first; the variants t
 (``Timer.time_alternating``: one call of each a round, rotated; cost the median of the rounds'
 ratios) so the GPU's clock drift falls on all alike.
 
-    PYTHONPATH=. python3 scripts/experiments/timeline_sampling_cost.py [few | binary | which | clocks | silent | stores]
+    PYTHONPATH=. python3 scripts/experiments/timeline_sampling_cost.py [few | binary | which | clocks | silent | stores | where]
 """
 
 import importlib.util
@@ -134,11 +136,39 @@ def compile_form(form, build, configs):
 def _records_blocks(form: str, every) -> bool:
     """Whether the variant records blocks with their spans (a timeline to print)."""
     return every is not None and form not in ("none record", "empty", "not last 1000000000", "empty one",
-                                              "silent one", "open writes only", "close writes only")
+                                              "silent one", "open writes only", "close writes only",
+                                              "empty one torch")
+
+
+def _timeline_buffers_in_torch() -> None:
+    """``Runtime.timeline_buffer`` as shipped, except that a runtime marked ``timeline_in_torch``
+    records into a torch allocation of the same size (the ``where`` mode: CuPy's pool or not)."""
+    import cupy
+    import torch
+
+    from tileworkbench.backend.timeline_buffers import TimelineBuffers
+
+    shipped = TimelineBuffers.timeline_buffer
+
+    def placed(self, kernel_name, grid, layout, stream=0):
+        address = shipped(self, kernel_name, grid, layout, stream)
+        if not getattr(self, "timeline_in_torch", False):
+            return address
+        buffer, grid_kept, stream_kept = self.timelines[kernel_name]
+        held = self.__dict__.setdefault("torch_timelines", {})
+        if kernel_name not in held or held[kernel_name].numel() != buffer.size:
+            held[kernel_name] = torch.zeros(buffer.size, dtype=torch.int32, device="cuda")
+        self.timelines[kernel_name] = (cupy.from_dlpack(held[kernel_name]).view(cupy.uint32), grid_kept, stream_kept)
+        return held[kernel_name].data_ptr()
+
+    TimelineBuffers.timeline_buffer = placed
 
 
 def main() -> int:
     import torch
+
+    if sys.argv[1:] == ["where"]:
+        _timeline_buffers_in_torch()
 
     torch.manual_seed(0)
     a, b = (torch.randn(N, N, device="cuda", dtype=torch.float16) for _ in range(2))
@@ -170,11 +200,19 @@ def main() -> int:
             forms_here = [("lanes", 4096), ("empty one", 4096), ("open writes only", 4096),
                           ("close writes only", 4096), ("silent one", 4096), ("deferred open", 4096),
                           ("deferred open", 64)]
+        if sys.argv[1:] == ["where"]:  # one block records into a torch allocation (marked "torch"), or CuPy's pool
+            forms_here = [("lanes", 4096), ("lanes torch", 4096), ("empty one", 4096), ("empty one torch", 4096),
+                          ("silent one", 4096)]
         if sys.argv[1:] == ["clocks"]:  # one block records, without one of its clock reads
             forms_here = [("lanes", 4096), ("no globaltimer", 4096), ("no record clock", 4096)]
         for form, every in forms_here:
-            variants.append((form, every, compile_form(form, build, {**configs, "tw.timeline": every,
-                                                                     "tw.timeline_capacity": CAPACITY})))
+            in_torch = form.endswith(" torch")
+            kernel = compile_form(form.removesuffix(" torch"), build, {**configs, "tw.timeline": every,
+                                                                      "tw.timeline_capacity": CAPACITY})
+            if kernel._runtime is None:
+                kernel._load()
+            kernel._runtime.timeline_in_torch = in_torch
+            variants.append((form, every, kernel))
         for form, every, kernel in variants:
             err = float((kernel(a, b).float() - want).norm() / want.norm())
             assert err < 1e-3, (name, form, every, err)
@@ -186,6 +224,9 @@ def main() -> int:
                       f"(median; max {took.max() / 1e3:.1f}); the last ends at {spans[:, 1].max() / 1e3:.1f} us",
                       flush=True)
         rows += forms.cost_rows(name, variants, lambda k: k(a, b), timer)
+        if sys.argv[1:] == ["where"]:  # again without the timer's L2 flush before each call
+            rows += [row.replace(f"| {name} |", f"| {name}, no L2 flush |")
+                     for row in forms.cost_rows(name, variants, lambda k: k(a, b), Timer(flush_bytes=0))]
         for form, every, kernel in variants:  # the recorders again, in the last timed call
             if _records_blocks(form, every):
                 spans = np.array([(lo, hi) for _, lo, hi in kernel.timeline().facts["blocks"].values()])
