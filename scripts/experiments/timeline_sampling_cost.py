@@ -21,7 +21,11 @@ scale with the blocks that record. This times the spec's ``matmul_tma_copy`` (81
   records as shipped, but open() writes nothing (its clocks kept in registers) and close() writes
   the whole header;
 - ``where``: one block records (as shipped, and counting only) into CuPy's pool as shipped or into
-  a torch allocation (``torch``); every variant timed again without the timer's L2 flush.
+  a torch allocation (``torch``); every variant timed again without the timer's L2 flush;
+- ``stray``: one word stored into the buffer by thread 0 of block 1, a block that does not record,
+  beside ``silent one`` (block 0 counting, nothing written) and beside no block recording;
+- ``shift``: no block records, and block 1 stores 1 to 8 words at its start: the same kernel with
+  its code after that moved by a few instructions each time (is the cost where the loop lands?).
 
 Each recording variant's blocks are printed twice: from its first call, and from the last timed one.
 
@@ -30,7 +34,7 @@ the last one ends. Every result is checked against float32 first; the variants t
 (``Timer.time_alternating``: one call of each a round, rotated; cost the median of the rounds'
 ratios) so the GPU's clock drift falls on all alike.
 
-    PYTHONPATH=. python3 scripts/experiments/timeline_sampling_cost.py [few | binary | which | clocks | silent | stores | where]
+    PYTHONPATH=. python3 scripts/experiments/timeline_sampling_cost.py [few | binary | which | clocks | silent | stores | where | stray | shift]
 """
 
 import importlib.util
@@ -60,12 +64,34 @@ def _constructor(replacement: str):
     return text
 
 
+def _silent_with(shipped, extra: str):
+    """The ``silent one`` form (block 0 runs the instrumented copy, nothing written) with ``extra``
+    appended to the constructor (``shipped``: the header's text by form)."""
+    def text(_form):
+        out = shipped("empty")
+        for guard in ("if (threadIdx.x == TX && first != NONE) {", "if (threadIdx.x == TX) {",
+                      "if ((threadIdx.x >> 5) == (TX >> 5) && at != NONE) {"):
+            assert out.count(guard) == 1, guard
+            out = out.replace(guard, "if (false) {")
+        assert CONSTRUCTOR in out
+        return out.replace(CONSTRUCTOR, "first = block == 0u ? 0u : NONE; " + extra)
+    return text
+
+
 def compile_form(form, build, configs):
     """``form``: 'lanes', 'empty', 'none record', 'not last R', 'first R', 'only B', 'no globaltimer'
     or 'no record clock'."""
     shipped = forms.form_text
     if form == "none record":
         forms.form_text = _constructor("first = NONE; (void)block;")
+    elif form == "none record, a stray store":  # no block records; thread 0 of block 1 stores one word at its start
+        forms.form_text = _constructor("first = NONE; if (block == 1u && threadIdx.x == 0) buffer[0] = 1u;")
+    elif form.startswith("none record, stray stores "):  # the same with N words: the code before the loop grows
+        count = int(form.split()[-1])
+        stores = " ".join(f"buffer[{i}] = {i + 1}u;" for i in range(count))
+        forms.form_text = _constructor(f"first = NONE; if (block == 1u && threadIdx.x == 0) {{ {stores} }}")
+    elif form == "silent one, a stray store":  # block 0 counts silently; thread 0 of block 1 stores one word
+        forms.form_text = _silent_with(shipped, "if (block == 1u && threadIdx.x == 0) buffer[0] = 1u;")
     elif form.startswith("first "):
         head = int(form.split()[-1])
         forms.form_text = _constructor(f"first = block % block_every == 0 && block < {head}u ? "
@@ -137,7 +163,8 @@ def _records_blocks(form: str, every) -> bool:
     """Whether the variant records blocks with their spans (a timeline to print)."""
     return every is not None and form not in ("none record", "empty", "not last 1000000000", "empty one",
                                               "silent one", "open writes only", "close writes only",
-                                              "empty one torch")
+                                              "empty one torch", "silent one, a stray store",
+                                              "none record, a stray store") and not form.startswith("none record")
 
 
 def _timeline_buffers_in_torch() -> None:
@@ -203,6 +230,11 @@ def main() -> int:
         if sys.argv[1:] == ["where"]:  # one block records into a torch allocation (marked "torch"), or CuPy's pool
             forms_here = [("lanes", 4096), ("lanes torch", 4096), ("empty one", 4096), ("empty one torch", 4096),
                           ("silent one", 4096)]
+        if sys.argv[1:] == ["stray"]:  # one word stored by a block that does not record
+            forms_here = [("silent one", 4096), ("silent one, a stray store", 4096), ("none record", 4096),
+                          ("none record, a stray store", 4096), ("empty one", 4096)]
+        if sys.argv[1:] == ["shift"]:  # no block records; 1-8 words stored by block 1: the kernel's code shifted
+            forms_here = [("none record", 4096)] + [(f"none record, stray stores {n}", 4096) for n in range(1, 9)]
         if sys.argv[1:] == ["clocks"]:  # one block records, without one of its clock reads
             forms_here = [("lanes", 4096), ("no globaltimer", 4096), ("no record clock", 4096)]
         for form, every in forms_here:
