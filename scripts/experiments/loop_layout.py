@@ -34,43 +34,56 @@ _spec.loader.exec_module(cost)
 from tileworkbench.examples.gemm import matmul_tma_copy  # noqa: E402
 
 N = 8192
-CUOBJDUMP = shutil.which("cuobjdump") or next((p for p in ("/usr/local/cuda/bin/cuobjdump", "/tmp/nvd/x/nvidia/cu13/bin/cuobjdump") if os.path.exists(p)), "cuobjdump")
+# the toolkit's (on the lent H200: /usr/local/cuda/bin), or a path in $CUOBJDUMP
+CUOBJDUMP = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump") or "/usr/local/cuda/bin/cuobjdump"
+
+
+def _sass(cubin: bytes) -> list:
+    """(address, instruction) of each SASS instruction of ``cubin``."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True, check=True).stdout
+    return [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", sass)]
+
+
+def _loops(code: list) -> list:
+    """(first address, last address, the instructions) of each loop: a branch back, not BRA.U
+    (those are the barrier waits' one-instruction retry loops)."""
+    loops = []
+    for address, text in code:
+        branch = re.search(r"BRA (?:`\(\.L_x_\d+\) )?0x([0-9a-f]+)", text)
+        if branch and "BRA.U" not in text and int(branch.group(1), 16) < address:
+            start = int(branch.group(1), 16)
+            loops.append((start, address, [t for a, t in code if start <= a <= address]))
+    return loops
 
 
 def main_loop(cubin: bytes):
     """(first address, last address, instructions) of the loop around the kernel's first HGMMA."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True, check=True).stdout
-    code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", sass)]
+    code = _sass(cubin)
     first_mma = next(a for a, text in code if "HGMMA" in text)
-    for address, text in code:
-        branch = re.search(r"BRA (?:`\(\.L_x_\d+\) )?0x([0-9a-f]+)", text)
-        if branch and "BRA.U" not in text and int(branch.group(1), 16) <= first_mma <= address:
-            start = int(branch.group(1), 16)
-            return start, address, (address - start) // 16 + 1
-    return None
+    return next(((start, end, len(body)) for start, end, body in _loops(code) if start <= first_mma <= end), None)
 
 
 def plain_copy_loop(cubin: bytes):
-    """(first address, instructions) of the main loop of a sampled kernel's plain copy: of the loops
-    around an HGMMA, the one with no clock read (the instrumented copy's records read ``clock64``)."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True, check=True).stdout
-    code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", sass)]
-    found = []
-    for address, text in code:
-        branch = re.search(r"BRA (?:`\(\.L_x_\d+\) )?0x([0-9a-f]+)", text)
-        if not branch or "BRA.U" in text or int(branch.group(1), 16) >= address:
-            continue
-        start = int(branch.group(1), 16)
-        body = [t for a, t in code if start <= a <= address]
-        if any("HGMMA" in t for t in body) and not any("CLOCK" in t for t in body):
-            found.append((start, len(body)))
-    return min(found, key=lambda loop: -loop[1]) if found else None
+    """(first address, instructions) of the main loop of a sampled kernel's plain copy: the longest
+    loop around an HGMMA with no clock read (the instrumented copy's records read ``clock64``)."""
+    found = [(start, len(body)) for start, _, body in _loops(_sass(cubin))
+             if any("HGMMA" in t for t in body) and not any("CLOCK" in t for t in body)]
+    return max(found, key=lambda loop: loop[1]) if found else None
+
+
+def _problem(stages: int):
+    """(a, b, a @ b in float32, a builder of the spec kernel) at N^3 with ``stages`` stages."""
+    import torch
+
+    torch.manual_seed(0)
+    a, b = (torch.randn(N, N, device="cuda", dtype=torch.float16) for _ in range(2))
+
+    def build():
+        return matmul_tma_copy(N, N, N, 128, 128, 32, "float16", "float16", "float32", 128, stages)
+    return a, b, a.float() @ b.float(), build
 
 
 def padded(k: int):
@@ -83,17 +96,9 @@ def padded(k: int):
 def pad_main(stages: int) -> int:
     """``pad``: the shipped sampled kernel (every 64th block) with 0-7 fillers before its body, each
     timed against the plain kernel, beside where its plain copy's main loop lands."""
-    import torch
-
     from tileworkbench.backend.timing import Timer
 
-    torch.manual_seed(0)
-    a, b = (torch.randn(N, N, device="cuda", dtype=torch.float16) for _ in range(2))
-    want = a.float() @ b.float()
-
-    def build():
-        return matmul_tma_copy(N, N, N, 128, 128, 32, "float16", "float16", "float32", 128, stages)
-
+    a, b, want, build = _problem(stages)
     configs = {"tl.disable_warp_specialized": True}
     plain = cost.forms.compile_with("lanes", build, configs)
     loop = main_loop(plain.cubin)
@@ -126,13 +131,7 @@ def main() -> int:
     if sys.argv[1:2] == ["pad"]:
         return pad_main(int(sys.argv[2]) if sys.argv[2:] else 3)
     stages = int(sys.argv[1]) if sys.argv[1:] else 3
-    torch.manual_seed(0)
-    a, b = (torch.randn(N, N, device="cuda", dtype=torch.float16) for _ in range(2))
-    want = a.float() @ b.float()
-
-    def build():
-        return matmul_tma_copy(N, N, N, 128, 128, 32, "float16", "float16", "float32", 128, stages)
-
+    a, b, want, build = _problem(stages)
     configs = {"tl.disable_warp_specialized": True}
     variants = [("plain", cost.forms.compile_with("lanes", build, configs))]
     for n in range(0, 9):
