@@ -115,10 +115,10 @@ def _attribute_reader(kernel):
 
 def _dynamic_rows(workdir, a, b, c) -> dict:
     """Rows of TileLang's T.dynamic GEMM at the same sizes: called as a user calls it (its two
-    compiled forms, the aligned one taken here: after the first call, that form's C launcher), its form for any
-    sizes called directly (after its first call, this size's C launcher unless
-    ``TILEWORKBENCH_FASTCALL_SIZED=0``; the row names say which), and that form's Python launcher.
-    Empty where it does not compile."""
+    compiled forms; the aligned one takes these sizes, and after the first call its C launcher),
+    its form for any sizes called directly (after its first call, this size's C launcher), and
+    that form's Python launcher; C launchers per set of sizes unless
+    ``TILEWORKBENCH_FASTCALL_SIZED=0`` (the row names say which). Empty where it does not compile."""
     from ..jit import sized_launch
     from .tilelang_programs import load_program
 

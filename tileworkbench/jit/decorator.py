@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import functools
-import operator
 import inspect
+import operator
 
 from ..errors import CompileError, caller_location
 from ..frontend.eager import is_eager, parse_eager, tensor_parameters
