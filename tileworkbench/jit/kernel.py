@@ -143,25 +143,7 @@ class Kernel:
     def launch_path(self) -> str:
         """How a call of this kernel is launched, in words: the C launch path (and how it reads
         tensors) or the Python launcher, and why (``python -m tileworkbench.bench launch`` times both)."""
-        from ..backend import fastcall
-
-        if self._fast is not None:
-            reader = {"dlpack": "through DLPack's C exchange API", "attributes": "by their attributes"}
-            sizes = next((key for key, launcher in self._sized.items() if launcher is self._fast), None)
-            sized = f", for the sizes {sizes}" if sizes is not None else ""
-            return (f"C launch path{sized}: torch tensors read {reader.get(self._fast.tensor_reader, '?')}, "
-                    "anything else through the Python launcher")
-        if self._launch is None:
-            return "not loaded on a GPU: calls will load it first"
-        if self._sizes:
-            why = ("C launchers per set of sizes are on: the next call of these sizes takes one"
-                   if sized_launch.enabled() else f"T.dynamic sizes: C launchers per set of sizes are off "
-                   f"({sized_launch.ENV}=0 turned them off)")
-            return f"Python launcher ({why})"
-        if self.record.get("fast_plan") is None:
-            return ("Python launcher (no fixed plan for the C path: a debug record, a timeline buffer, "
-                    "or parameters it does not take)")
-        return f"Python launcher ({fastcall.why_not() or 'the C path is not available for this kernel here'})"
+        return _launch_path(self)
 
     @property
     def __signature__(self) -> inspect.Signature:  # inspect.signature(kernel): the call's, not the property's
@@ -389,6 +371,29 @@ def _c_launcher(kernel: Kernel, runtime, exchange_api: bool = True):
                                            plan["smem_bytes"])
         plan = {**plan, "grid": [blocks, 1, 1]}
     return _launcher_for(kernel, runtime, plan, set(kernel.out_idx), encoders, exchange_api=exchange_api)
+
+
+def _launch_path(kernel: Kernel) -> str:
+    """``Kernel.launch_path``'s words for ``kernel``."""
+    from ..backend import fastcall
+
+    if kernel._fast is not None:
+        reader = {"dlpack": "through DLPack's C exchange API", "attributes": "by their attributes"}
+        sizes = next((key for key, launcher in kernel._sized.items() if launcher is kernel._fast), None)
+        sized = f", for the sizes {sizes}" if sizes is not None else ""
+        return (f"C launch path{sized}: torch tensors read {reader.get(kernel._fast.tensor_reader, '?')}, "
+                "anything else through the Python launcher")
+    if kernel._launch is None:
+        return "not loaded on a GPU: calls will load it first"
+    if kernel._sizes:
+        why = ("C launchers per set of sizes are on: the next call of these sizes takes one"
+               if sized_launch.enabled() else f"T.dynamic sizes: C launchers per set of sizes are off "
+               f"({sized_launch.ENV}=0 turned them off)")
+        return f"Python launcher ({why})"
+    if kernel.record.get("fast_plan") is None:
+        return ("Python launcher (no fixed plan for the C path: a debug record, a timeline buffer, "
+                "or parameters it does not take)")
+    return f"Python launcher ({fastcall.why_not() or 'the C path is not available for this kernel here'})"
 
 
 def _launcher_for(kernel: Kernel, runtime, plan: dict, outputs: set, encoders: list, layout=None,
