@@ -117,15 +117,28 @@ def test_the_kernel_keeps_a_launcher_per_set_of_sizes_and_enters_the_last(gemm, 
     def call(m, n, k):
         gemm._call(FakeGpuArray((m, k)), FakeGpuArray((k, n)), FakeGpuArray((m, n)))
 
-    call(64, 32, 16)
+    call(64, 32, 16)  # sizes seen once: no launcher made
+    assert made == [] and gemm._fast is None
+    call(64, 32, 16)  # the second call of them makes one
     assert made == [(64, 32, 16)] and gemm.__call__.sizes == (64, 32, 16) and gemm._fast is gemm.__call__
     call(64, 32, 16)  # kept: the call is launched by the Python launcher, no new plan
     call(128, 32, 16)
+    call(128, 32, 16)
     call(64, 32, 16)
     assert made == [(64, 32, 16), (128, 32, 16)] and gemm.__call__.sizes == (64, 32, 16)
+    call(256, 32, 16)
     call(256, 32, 16)  # a third set: the oldest kept is dropped
     assert list(gemm._sized) == [(128, 32, 16), (256, 32, 16)]
-    assert len(gemm._runtime.launches) == 5  # every call launched once, by the Python launcher
+    assert len(gemm._runtime.launches) == 8  # every call launched once, by the Python launcher
+
+
+def test_sizes_whose_every_call_differs_make_no_launcher():
+    called = {}
+    assert [sized_launch.called_before(called, (m, 32, 16)) for m in range(sized_launch.CALLED_KEPT + 8)] == \
+        [False] * (sized_launch.CALLED_KEPT + 8)
+    assert len(called) == sized_launch.CALLED_KEPT  # the oldest forgotten
+    assert sized_launch.called_before(called, (sized_launch.CALLED_KEPT + 7, 32, 16))
+    assert not sized_launch.called_before(called, (0, 32, 16))  # forgotten: a first call again
 
 
 def test_on_unless_switched_off(gemm, monkeypatch):
@@ -184,14 +197,16 @@ def test_after_an_aligned_call_the_next_goes_straight_to_its_c_launcher(monkeypa
     def call(m, n, k):
         return sized(FakeGpuArray((m, k)), FakeGpuArray((k, n)), FakeGpuArray((m, n)))
 
-    call(64, 32, 16)  # aligned: the aligned form's Python launcher, which leaves its C launcher
+    call(64, 32, 16)  # aligned: the aligned form's Python launcher (sizes seen once: no launcher yet)
+    assert sized.__call__ == sized._dispatch and forms["aligned"]._fast is None
+    call(64, 32, 16)  # again: the Python launcher, which now leaves its C launcher
     assert sized.__call__ is forms["aligned"]._fast and forms["aligned"]._fast.fallback == sized._dispatch
-    assert len(forms["aligned"]._runtime.launches) == 1 and taken == []
+    assert len(forms["aligned"]._runtime.launches) == 2 and taken == []
     call(64, 32, 16)
     assert taken == [("aligned", (64, 16))]  # straight to the C launcher
     call(1001, 32, 16)  # refused by it (other sizes, not multiples of 8): the dispatcher, the general form
     assert len(forms["general"]._runtime.launches) == 1 and sized.__call__ == sized._dispatch
-    call(128, 32, 16)  # aligned again, other sizes: a launcher for them
-    call(128, 32, 16)
-    assert taken[-1] == ("aligned", (128, 16)) and len(forms["aligned"]._runtime.launches) == 2
+    for _ in range(3):  # aligned again, other sizes: a launcher for them at their second call
+        call(128, 32, 16)
+    assert taken[-1] == ("aligned", (128, 16)) and len(forms["aligned"]._runtime.launches) == 4
 

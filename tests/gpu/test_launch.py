@@ -251,6 +251,7 @@ def test_a_dynamic_kernel_takes_the_c_path_for_each_set_of_sizes(torch, monkeypa
         a = torch.randn(m, k, device="cuda", dtype=torch.float16)
         b = torch.randn(k, n, device="cuda", dtype=torch.float16)
         first = kernel(a, b)  # the Python launcher, or this size's launcher again
+        second = kernel(a, b)  # a second call of these sizes leaves their launcher
         launcher = kernel._sized[(m, n, k)]
         assert kernel.__call__ is launcher  # the next call of these sizes enters C
         out = _c_alone(launcher, a, b)
@@ -258,7 +259,7 @@ def test_a_dynamic_kernel_takes_the_c_path_for_each_set_of_sizes(torch, monkeypa
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
         assert _c_alone(launcher, a, b, c) is c
         torch.cuda.synchronize()
-        for result in (first, out, c):
+        for result in (first, second, out, c):
             assert _close(torch, result, a, b), (m, n, k)
         other = torch.randn(m + 1, k, device="cuda", dtype=torch.float16)
         assert _c_alone(launcher, other, b) is NotImplemented  # other sizes: the Python launcher's
@@ -279,10 +280,11 @@ def test_a_dynamic_kernel_as_called_enters_its_aligned_forms_c_launcher(torch, m
     for m, n, k in ((512, 256, 128), (512, 256, 128), (1000, 300, 520), (512, 256, 128), (64, 4096, 128)):
         a = torch.randn(m, k, device="cuda", dtype=torch.float16)
         b = torch.randn(k, n, device="cuda", dtype=torch.float16)
-        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
-        assert kernel(a, b, c) is c
-        torch.cuda.synchronize()
-        assert _close(torch, c, a, b), (m, n, k)
+        for _ in range(2):  # a set of sizes gets its launcher at its second call
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+            assert kernel(a, b, c) is c
+            torch.cuda.synchronize()
+            assert _close(torch, c, a, b), (m, n, k)
         aligned = (m, n, k) != (1000, 300, 520)
         assert (kernel.__call__ is kernel.aligned()._fast) == aligned  # the entry: this size's launcher, or the dispatcher
     with pytest.raises(tw.KernelRuntimeError, match="dtype float32"):

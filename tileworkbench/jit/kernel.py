@@ -40,6 +40,7 @@ class Kernel:
         self._fast = None  # the C launch path (backend/fastcall.py) on the device it loaded on, or None
         self._refusals = None  # where calls the C path refuses go (None: the Python launcher, _call)
         self._sized: dict = {}  # T.dynamic sizes -> the C launcher for them (jit/sized_launch.py)
+        self._sizes_called: dict = {}  # T.dynamic sizes called once, with no launcher yet (the same)
         self._entry = self._call  # what a call of the kernel runs: see __call__
         self._cubin: bytes | None = None
         # T.dynamic sizes: scalar parameter index -> (index of the input tensor, its dimension, the
@@ -143,7 +144,9 @@ class Kernel:
     def launch_path(self) -> str:
         """How a call of this kernel is launched, in words: the C launch path (and how it reads
         tensors) or the Python launcher, and why (``python -m tileworkbench.bench launch`` times both)."""
-        return _launch_path(self)
+        from .launch_path import launch_path
+
+        return launch_path(self)
 
     @property
     def __signature__(self) -> inspect.Signature:  # inspect.signature(kernel): the call's, not the property's
@@ -189,12 +192,13 @@ class Kernel:
     def _launch_sized(self, runtime, full, stream) -> None:
         """The Python launcher's launch of a call with ``T.dynamic`` sizes (``full``: every
         argument, the sizes among them); with ``jit/sized_launch.py`` on, the C launcher for these
-        sizes (made from this call where there is none yet) becomes the kernel's entry, so that the
-        next call of the same sizes takes the C path."""
+        sizes (made from this call where there is none yet and the sizes were called before)
+        becomes the kernel's entry, so that the next call of the same sizes takes the C path."""
         handle = stream_handle(stream, full)
         key = tuple(int(full[i]) for i in sorted(self._sizes))
         launcher = self._sized.get(key)
-        if launcher is not None or not _sized_wanted(self, full, stream):
+        if launcher is not None or not _sized_wanted(self, full, stream) or \
+                not sized_launch.called_before(self._sizes_called, key):
             self._launch(runtime, *full, stream=handle)
         else:
             recorder = sized_launch.CallRecorder(runtime)
@@ -371,29 +375,6 @@ def _c_launcher(kernel: Kernel, runtime, exchange_api: bool = True):
                                            plan["smem_bytes"])
         plan = {**plan, "grid": [blocks, 1, 1]}
     return _launcher_for(kernel, runtime, plan, set(kernel.out_idx), encoders, exchange_api=exchange_api)
-
-
-def _launch_path(kernel: Kernel) -> str:
-    """``Kernel.launch_path``'s words for ``kernel``."""
-    from ..backend import fastcall
-
-    if kernel._fast is not None:
-        reader = {"dlpack": "through DLPack's C exchange API", "attributes": "by their attributes"}
-        sizes = next((key for key, launcher in kernel._sized.items() if launcher is kernel._fast), None)
-        sized = f", for the sizes {sizes}" if sizes is not None else ""
-        return (f"C launch path{sized}: torch tensors read {reader.get(kernel._fast.tensor_reader, '?')}, "
-                "anything else through the Python launcher")
-    if kernel._launch is None:
-        return "not loaded on a GPU: calls will load it first"
-    if kernel._sizes:
-        why = ("C launchers per set of sizes are on: the next call of these sizes takes one"
-               if sized_launch.enabled() else f"T.dynamic sizes: C launchers per set of sizes are off "
-               f"({sized_launch.ENV}=0 turned them off)")
-        return f"Python launcher ({why})"
-    if kernel.record.get("fast_plan") is None:
-        return ("Python launcher (no fixed plan for the C path: a debug record, a timeline buffer, "
-                "or parameters it does not take)")
-    return f"Python launcher ({fastcall.why_not() or 'the C path is not available for this kernel here'})"
 
 
 def _launcher_for(kernel: Kernel, runtime, plan: dict, outputs: set, encoders: list, layout=None,

@@ -8,9 +8,10 @@ the runtime for one call and notes those decisions (the real runtime makes every
 launch as before); ``sized_plan`` turns them into a fast-call plan for exactly these sizes (the
 static plan's form, ``codegen.host.fast_call_plan``) and the kernel's parameter layout with the
 sizes as constants (``Launcher.interleave``). ``Kernel`` keeps such launchers per set of sizes
-(``SIZED_KEPT`` of them) and makes the last one its entry, so the next call of the same sizes runs
-no Python frame; a call of other sizes is handed back to the Python launcher by the C checks (the
-shapes differ), which then switches the entry to those sizes' launcher.
+(``SIZED_KEPT`` of them, each made on its sizes' second call: ``called_before``) and makes the
+last one its entry, so the next call of the same sizes runs no Python frame; a call of other
+sizes is handed back to the Python launcher by the C checks (the shapes differ), which then
+switches the entry to those sizes' launcher.
 
 The C launcher checks what the recorded call's launcher checked, as plain numbers: a tensor it
 takes has the shapes, strides, dtype, device and alignment of that call, from which the Python
@@ -25,12 +26,26 @@ import os
 
 ENV = "TILEWORKBENCH_FASTCALL_SIZED"
 SIZED_KEPT = 16  # launchers a kernel keeps, one per set of sizes (the oldest dropped first)
+CALLED_KEPT = 64  # sets of sizes a kernel remembers having been called with once
 _SCALAR_BYTES = {"int32": 4, "uint32": 4, "int64": 8, "uint64": 8}
 
 
 def enabled() -> bool:
     """Whether ``T.dynamic`` kernels get C launchers per set of sizes (yes unless ``TILEWORKBENCH_FASTCALL_SIZED=0``)."""
     return os.environ.get(ENV, "1") != "0"
+
+
+def called_before(called: dict, sizes) -> bool:
+    """Whether a kernel was called with ``sizes`` before (``called``: the kernel's record of the sets
+    of sizes it was called with once, the last ``CALLED_KEPT``), noting them. A launcher is made on a
+    set of sizes' second call: making one costs about a third of a Python launch, which a loop of
+    one size repays at once and calls whose sizes change every time would pay on every call."""
+    if sizes in called:
+        return True
+    if len(called) >= CALLED_KEPT:
+        called.pop(next(iter(called)))
+    called[sizes] = True
+    return False
 
 
 class CallRecorder:
