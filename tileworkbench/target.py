@@ -35,6 +35,7 @@ class PassConfigKey(str, enum.Enum):
     TW_TIMELINE = "tw.timeline"  # True or k: the kernel records a measured timeline in every (k-th) block
     TW_TIMELINE_CAPACITY = "tw.timeline_capacity"  # events each recording thread keeps (default 2048)
     TW_VERIFY_IR = "tw.verify_ir"  # the IR verifier after every pass (as TILEWORKBENCH_VERIFY_IR=1)
+    TW_CODE_OFFSET = "tw.code_offset"  # k fillers at the top of the kernel: its code moved 16 k bytes (a placement probe)
 
     def __str__(self) -> str:
         return self.value
@@ -43,6 +44,7 @@ class PassConfigKey(str, enum.Enum):
 _KNOWN_KEYS = {k.value for k in PassConfigKey}
 # The values each key takes (every other key is a switch: True or False).
 BARRIER_CHECK_MODES = ("error", "warn", "off")
+CODE_OFFSET_MAX = 64  # tw.code_offset: 64 fillers move the code a kilobyte, past any fetch block
 
 
 def _config_value_problem(name: str, value) -> str | None:
@@ -65,6 +67,10 @@ def _config_value_problem(name: str, value) -> str | None:
         if not isinstance(value, bool) and isinstance(value, numbers.Integral) and 1 <= value <= 1 << 20:
             return None
         return "is the number of events each recording thread keeps (1 to 1048576)"
+    if name == PassConfigKey.TW_CODE_OFFSET.value:
+        if not isinstance(value, bool) and isinstance(value, numbers.Integral) and 0 <= value <= CODE_OFFSET_MAX:
+            return None
+        return f"is the number of one-instruction fillers before the kernel's code (0 to {CODE_OFFSET_MAX})"
     if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value in (0, 1)):
         return None
     return "is a switch: True or False"

@@ -1,6 +1,7 @@
-"""What recording a timeline costs (issue 20): each kernel timed plain and compiled with
-``tw.timeline`` (every block, every 8th unit and every 64th: a unit is a block, or in a persistent
-kernel each block's tile), same inputs, one process.
+"""What recording a timeline costs (issue 20): each kernel timed plain, plain with its code moved
+one instruction (``tw.code_offset``: how much of its speed is where ptxas placed its loops, the
+yardstick for the rest), and compiled with ``tw.timeline`` (every block, every 8th unit and every
+64th: a unit is a block, or in a persistent kernel each block's tile), same inputs, one process.
 
     python -m tileworkbench.bench timeline [--out DIR] [--quick]
 
@@ -26,11 +27,16 @@ from ..backend.timing import round_ratios
 from ..passes.instrument_timeline import DEFAULT_CAPACITY
 
 SCHEMA = "tileworkbench.timeline"
-VERSION = 2  # 2: cost is the median of per-round ratios (time_alternating); 1: of medians over turns
+VERSION = 3  # 3: a second plain variant, its code moved; 2: cost is the median of per-round ratios
+# (time_alternating); 1: of medians over turns
 GOAL_COST = 1.05  # the issue: at most 5% slower
 # every k-th unit: a block, or in a persistent kernel each block's every k-th tile
-VARIANTS = (("plain", None), ("timeline, every block", True), ("timeline, every 8th unit", 8),
-            ("timeline, every 64th unit", 64))
+# (label, tw.timeline, other pass configs). The second is the plain kernel with its code moved one
+# instruction (tw.code_offset): what a kernel's speed owes to where ptxas places its loops, the
+# yardstick for what recording costs (docs/experiments.md, "Where the loop lands").
+VARIANTS = (("plain", None, {}), ("plain, code moved 16 bytes", None, {"tw.code_offset": 1}),
+            ("timeline, every block", True, {}), ("timeline, every 8th unit", 8, {}),
+            ("timeline, every 64th unit", 64, {}))
 
 
 def _gemm_cases(quick: bool):
@@ -48,12 +54,13 @@ def _gemm_cases(quick: bool):
     return n, cases
 
 
-def sized(make, call, every):
-    """The kernel ``make(configs)`` gives, plain (``every`` None) or recording every ``every``-th
-    block with room for every event: compiled once at the default capacity, called, and compiled
-    again with the most events a stream tried to record if that was more (nothing dropped)."""
+def sized(make, call, every, extra=None):
+    """The kernel ``make(configs)`` gives, plain (``every`` None; ``extra``: other pass configs) or
+    recording every ``every``-th block with room for every event: compiled once at the default
+    capacity, called, and compiled again with the most events a stream tried to record if that was
+    more (nothing dropped)."""
     if every is None:
-        return make({})
+        return make(dict(extra or {}))
     kernel = make({"tw.timeline": every})
     call(kernel)
     most = kernel.timeline().facts["max_events_per_stream"]
@@ -73,8 +80,8 @@ def _row(name, make, call, check, flops, timer, rounds=ROUNDS):
     of those ratios (how far one round's ratio strays)."""
     row = {"kernel": name, "variants": []}
     kernels = []
-    for label, every in VARIANTS:
-        kernel = sized(make, call, every)
+    for label, every, extra in VARIANTS:
+        kernel = sized(make, call, every, extra)
         row["variants"].append({"variant": label, "every": every, **check(call(kernel))})
         kernels.append(kernel)
     timed = [(v, k) for v, k in zip(row["variants"], kernels) if v["correct"]]
@@ -152,7 +159,7 @@ def table(record: dict) -> str:
             # the first record's attention row kept the lead beside the other numbers, not under pipeline
             lead = tl.get("lead_stages_median", (tl.get("pipeline") or {}).get("lead_stages_median"))
             wait = tl.get("consumer_wait_on_loads_fraction")
-            cost = f"{v['cost']:.3f}x" if "cost" in v and v["every"] is not None else ""
+            cost = f"{v['cost']:.3f}x" if "cost" in v and v is not r["variants"][0] else ""
             if cost and "cost_quartiles" in v:
                 cost += " ({:.3f}-{:.3f})".format(*v["cost_quartiles"])
             if v["every"] is None and "plain_spread" in r:  # version 1 records

@@ -107,7 +107,8 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
     kernel_name = f"{src.name}_kernel"
     debug = debug_timeout(configs)
     with internal_errors("code generation", SourceLocation(src.source_file, src.source_line)):
-        device = generate_cuda(printed, kernel_name, tgt, debug_timeout_s=debug)
+        device = generate_cuda(printed, kernel_name, tgt, debug_timeout_s=debug,
+                               code_offset=configs.get(PassConfigKey.TW_CODE_OFFSET.value, 0))
         host = generate_host(lowered, kernel_name, out_idx, debug_timeout_s=debug,
                              timeline=printed.attrs.get("timeline"))
         fast_plan = fast_call_plan(lowered, debug_timeout_s=debug, timeline=printed.attrs.get("timeline"))
