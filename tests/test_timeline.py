@@ -65,6 +65,7 @@ def test_records_surround_the_plan_events():
     assert "unsigned int* __restrict__ tw_timeline" in src and "tw::Timeline<2048, 3> tw_tl(tw_timeline, 1, 4)" in src
     assert "TIMELINE = (1, 3, 4112)" in art.host_source
     assert "rt.timeline_buffer(KERNEL, grid, TIMELINE, stream)" in art.host_source  # a persistent grid
+    assert "tw_timeline, tw_timeline_wave), stream)" in art.host_source  # passed, unused by tile sampling
     assert art.trace.pass_names()[-1] == "instrument_timeline"
 
 
@@ -332,7 +333,12 @@ def test_sampled_units_run_the_plain_code():
     plain = tw.lower(_spec(), pass_configs={"tl.disable_warp_specialized": True}).device_source
     every8 = tw.lower(_spec(), pass_configs={"tl.disable_warp_specialized": True, "tw.timeline": 8})
     src = every8.device_source
-    assert every8.trace.timeline["plan"]["unit"] == "block" and "tw_tl(tw_timeline, 8)" in src
+    assert every8.trace.timeline["plan"]["unit"] == "block"
+    # sampled blocks: the wave (blocks resident at once) comes from the host, none of the last records
+    assert "tw_tl(tw_timeline, 8, 1, tw_timeline_wave);  // tw.timeline: every 8 block(s) record, none of the " \
+           "last wave" in src and "unsigned int tw_timeline_wave) {" in src
+    assert "tw_timeline_wave = rt.timeline_wave(KERNEL, BLOCK, SMEM_BYTES)" in every8.host_source
+    assert "(A, B, C, A_desc, B_desc, C_desc, tw_timeline, tw_timeline_wave), stream)" in every8.host_source
     sampled, rest = src.split("if (tw_tl.samples_block()) {", 1)[1].split("} else {", 1)
     plain_copy = rest[:rest.index("tw_tl.close<")]
     assert "tw_tl.record(" in sampled and "tw_tl." not in plain_copy
@@ -391,9 +397,9 @@ def test_a_kernels_timeline_carries_its_block_indices():
     plan = _plan()
     kernel.trace.timeline = {"plan": plan, "measured": None}
 
-    class Recorded:  # what the runtime hands back after a call: the words and the launch's grid
+    class Recorded:  # what the runtime hands back after a call: the words, the launch's grid and wave
         def timeline_words(self, name):
-            return _encode(plan, 2, [_pipeline(), _pipeline()]), (2, 1, 1)
+            return _encode(plan, 2, [_pipeline(), _pipeline()]), (2, 1, 1), 132
 
     kernel._runtime = Recorded()
     kernel.trace.resources["block_order"] = {"grid": [2, 1], "raster_panel": 0, "heaviest_first": True,
@@ -463,6 +469,22 @@ def test_user_warp_specialised_scopes_record_as_their_roles():
     assert {"wait_begin", "wait_end", "tma_issue", "arrive"} <= loader
     assert {"wait_begin", "wait_end", "wgmma_issue", "arrive"} <= gemm
     assert art.nvrtc.cubin and art.nvrtc.spills_bytes == 0
+
+
+def test_the_last_wave_of_a_sampled_grid_is_not_read_as_recorded():
+    # every 2nd of 8 blocks, 3 resident at once: blocks 5-7 are the last wave, so block 6 does not
+    # record; its stream may hold a closed stream of an earlier launch, which is not this one's
+    from tileworkbench.examples.elementwise import elementwise_add
+
+    art = tw.lower(elementwise_add(4096, 4096, 128, 128, "float16", 256), pass_configs={"tw.timeline": 2})
+    plan = art.trace.timeline["plan"]
+    words = _encode(plan, 8, [[[], []]] * 4)  # every stream closed, block 6's as if left from before
+    _, facts = decode(words, (8, 1, 1), plan, wave=3)
+    assert sorted(facts["blocks"]) == [0, 2, 4] and facts["unclosed_streams"] == 0
+    _, facts = decode(words, (8, 1, 1), plan)  # no wave told (a record from before the rule): all four
+    assert sorted(facts["blocks"]) == [0, 2, 4, 6]
+    _, facts = decode(words, (8, 1, 1), plan, wave=8)  # one wave: none left out
+    assert sorted(facts["blocks"]) == [0, 2, 4, 6]
 
 
 def test_a_kernel_without_barriers_records_each_warpgroups_span():

@@ -86,6 +86,21 @@ def test_spec_kernel_timeline(torch):
     assert (issues == 2 * (n // 32)).all()
 
 
+def test_a_sampled_grid_records_no_block_of_its_last_wave(torch):
+    n = 4096  # 1024 blocks of 128 x 128 tiles: more than two waves
+    func = matmul_tma_copy(n, n, n, 128, 128, 32, "float16", "float16", "float32", 128, 2)
+    kernel = tw.compile(func, out_idx=[2], pass_configs={"tl.disable_warp_specialized": True, "tw.timeline": 8})
+    a, b, want = _gemm_inputs(torch, n, 5)
+    c = kernel(a, b)
+    assert float((c.float() - want).norm() / want.norm()) < 1e-3
+    frame = kernel.timeline()
+    _assert_well_formed(frame)
+    blocks = (n // 128) ** 2
+    wave = kernel._runtime.timeline_waves[kernel.name]
+    assert 132 <= wave < blocks  # an H200: 132 multiprocessors, a block or more each
+    assert sorted(frame.facts["blocks"]) == [b for b in range(0, blocks, 8) if b < blocks - wave]
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_timeline(torch, causal):
     seq = 1024

@@ -36,30 +36,37 @@ def _u64(h, at):
     return h[:, at].astype(np.uint64) | (h[:, at + 1].astype(np.uint64) << np.uint64(32))
 
 
-def stream_headers(words, grid, plan: dict) -> dict:
-    """Per recorded stream: its block, SM, thread, open/close times and event count (arrays)."""
+def stream_headers(words, grid, plan: dict, wave: int | None = None) -> dict:
+    """Per recorded stream: its block, SM, thread, open/close times and event count (arrays).
+    ``wave``: the blocks resident at once in the launch; when blocks are sampled (every k-th, k > 1)
+    and the grid has more than one wave, the last wave's blocks do not record (``tw/timeline.h``):
+    their streams are ``skipped`` (never opened in this launch: whatever they hold is not its own)."""
     streams = len(plan["recorders"])
     stream_words = timeline_stream_words(plan["capacity"])
     every = _block_every(plan)
-    sampled = timeline_sampled_blocks(int(np.prod(grid)), every)
+    blocks = int(np.prod(grid))
+    sampled = timeline_sampled_blocks(blocks, every)
     w = np.asarray(words, dtype=np.uint32).reshape(sampled, streams, stream_words)
     h = w[:, :, :HEADER_WORDS].reshape(-1, HEADER_WORDS)
     index = np.arange(sampled * streams)
+    block = (index // streams) * every
+    skipped = (block >= blocks - wave) if every > 1 and wave and blocks > wave else np.zeros(len(index), bool)
     return {"words": w.reshape(-1, stream_words), "stream": index % streams,
-            "block": (index // streams) * every, "sm": h[:, _SM].astype(np.int64),
+            "block": block, "skipped": skipped, "sm": h[:, _SM].astype(np.int64),
             "thread": h[:, _THREAD].astype(np.int64), "count": h[:, _COUNT].astype(np.int64),
-            "closed": h[:, _CLOSED] == 1, "diverged": h[:, _DIVERGED] == 1,
+            "closed": (h[:, _CLOSED] == 1) & ~skipped, "diverged": h[:, _DIVERGED] == 1,
             "gt_open": _u64(h, _GT_OPEN), "gt_close": _u64(h, _GT_CLOSE),
             "clock_open": _u64(h, _CLOCK_OPEN), "clock_close": _u64(h, _CLOCK_CLOSE)}
 
 
-def decode(words, grid, plan: dict) -> tuple[dict, dict]:
+def decode(words, grid, plan: dict, wave: int | None = None) -> tuple[dict, dict]:
     """(columns, facts): one row per event (``COLUMNS``), in stream order; facts: the streams that
     did not close (a kernel cut short), the streams whose recording warp's lanes did not run the
     same records (their events are left out: never seen in a kernel the pass instrumented, but
     checked), events dropped past the capacity, cycles per ns, the
-    launch's span and each recorded block's SM and open/close times."""
-    hd = stream_headers(words, grid, plan)
+    launch's span and each recorded block's SM and open/close times. ``wave``: the launch's blocks
+    resident at once (``stream_headers``: the last wave of a sampled grid records nothing)."""
+    hd = stream_headers(words, grid, plan, wave)
     closed = hd["closed"]
     clocks = (hd["clock_close"] - hd["clock_open"]).astype(np.float64)[closed]
     nanos = (hd["gt_close"] - hd["gt_open"]).astype(np.float64)[closed]
@@ -110,7 +117,8 @@ def decode(words, grid, plan: dict) -> tuple[dict, dict]:
             blocks[b] = (blocks[b][0], min(blocks[b][1], lo), max(blocks[b][2], hi))
         else:
             blocks[b] = (int(hd["sm"][i]), lo, hi)
-    facts = {"unclosed_streams": int((~closed).sum()), "diverged_streams": int((closed & hd["diverged"]).sum()),
+    facts = {"unclosed_streams": int((~closed & ~hd["skipped"]).sum()),
+             "diverged_streams": int((closed & hd["diverged"]).sum()),
              "dropped_events": dropped,
              "max_events_per_stream": int(hd["count"][closed].max()) if closed.any() else 0, "cycles_per_ns": cycles_per_ns,
              "span_ns": max((v[2] for v in blocks.values()), default=0), "blocks": blocks,

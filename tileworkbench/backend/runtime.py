@@ -74,6 +74,7 @@ class Runtime(TimelineBuffers):
         self.source_file: str | None = None
         self.check_each_launch = True
         self.timelines: dict = {}  # tw.timeline: kernel -> (buffer, grid) of its last launch
+        self.timeline_waves: dict = {}  # tw.timeline: kernel -> its blocks resident at once (timeline_wave)
         # The CUDA context the module was loaded in (0 where there is none to ask: a dry run)
         self.context = current_context() if self.device is not None else 0
 
@@ -210,8 +211,13 @@ class Runtime(TimelineBuffers):
 
     def persistent_blocks(self, kernel_name, tiles: int, block, smem_bytes: int) -> int:
         """Blocks for a persistent kernel over ``tiles`` tiles: ``balanced_blocks`` of the tiles and
-        the blocks that can be resident at once (multiprocessors times the blocks one holds, from
-        the driver's occupancy calculator for this kernel, its threads and shared memory)."""
+        the blocks that can be resident at once (``resident_blocks``)."""
+        return balanced_blocks(tiles, self.resident_blocks(kernel_name, block, smem_bytes))
+
+    def resident_blocks(self, kernel_name, block, smem_bytes: int) -> int:
+        """Blocks of the kernel resident at once on the current device (one wave): multiprocessors
+        times the blocks one holds, from the driver's occupancy calculator for this kernel, its
+        threads and shared memory."""
         import cupy
 
         device = cupy.cuda.runtime.getDevice()
@@ -224,7 +230,7 @@ class Runtime(TimelineBuffers):
                                          f"{smem_bytes} bytes of shared memory fits a multiprocessor")
             multiprocessors = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
             resident = self._resident_blocks[(kernel_name, device)] = multiprocessors * per_multiprocessor
-        return balanced_blocks(tiles, resident)
+        return resident
 
     def launch(self, kernel_name, grid, block, smem_bytes, args, stream: int = 0):
         """Launch on ``stream`` (a raw ``CUstream``; the caller's, ``jit.kernel`` decides which):

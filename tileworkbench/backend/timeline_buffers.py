@@ -1,6 +1,6 @@
 """The buffers ``tw.timeline`` kernels record into (``runtime/include/tw/timeline.h``): one per
 kernel, sized for the launch's grid, kept for ``kernel.timeline()`` to read. ``Runtime`` has these
-methods; the generated launcher calls ``rt.timeline_buffer``."""
+methods; the generated launcher calls ``rt.timeline_buffer`` and ``rt.timeline_wave``."""
 
 from __future__ import annotations
 
@@ -39,13 +39,23 @@ class TimelineBuffers:
         self.timelines[kernel_name] = (buffer, tuple(int(g) for g in grid), stream)
         return buffer.data.ptr
 
+    def timeline_wave(self, kernel_name, block, smem_bytes: int):
+        """The kernel's wave (blocks resident at once, ``resident_blocks``) as its ``unsigned int``
+        parameter: a sampled block of the last wave does not record (``tw/timeline.h``)."""
+        import numpy as np
+
+        wave = self.timeline_waves[kernel_name] = min(self.resident_blocks(kernel_name, block, smem_bytes),
+                                                      (1 << 32) - 1)
+        return np.uint32(wave)
+
     def timeline_words(self, kernel_name):
-        """The words and grid of ``kernel_name``'s last timeline (waits for its launch), or None."""
+        """The words, grid and wave (``timeline_wave``; None if not asked) of ``kernel_name``'s last
+        timeline (waits for its launch), or None."""
         last = self.timelines.get(kernel_name)
         if last is None:
             return None
         buffer, grid, stream = last
-        return read_after(buffer, stream), grid
+        return read_after(buffer, stream), grid, self.timeline_waves.get(kernel_name)
 
 
 def read_after(buffer, stream: int):

@@ -44,7 +44,8 @@ _CUDA_NAMES = frozenset({"half", "threadIdx", "blockIdx", "blockDim", "gridDim",
 
 _DEBUG_SECTION = re.compile(r"^[ \t]*// >>> debug mode.*?^[ \t]*// <<< debug mode[^\n]*\n", re.MULTILINE | re.DOTALL)
 DEBUG_PARAM = "tw_debug"  # the debug record parameter (last)
-TIMELINE_PARAM = "tw_timeline"  # the timeline buffer parameter (last)
+TIMELINE_PARAM = "tw_timeline"  # the timeline buffer parameter (before the wave)
+TIMELINE_WAVE_PARAM = "tw_timeline_wave"  # blocks resident at once on the device (last): tw/timeline.h
 TIMELINE_HEADER = "timeline.h"  # inlined only in timeline mode
 
 
@@ -260,8 +261,9 @@ class CudaRenderer(CStyleRenderer):
             self.taken.add(DEBUG_PARAM)
             out.append(f"unsigned int* __restrict__ {DEBUG_PARAM}")
         if self.func.attrs.get("timeline") is not None:
-            self.taken.update((TIMELINE_PARAM, "tw_tl"))
+            self.taken.update((TIMELINE_PARAM, TIMELINE_WAVE_PARAM, "tw_tl"))
             out.append(f"unsigned int* __restrict__ {TIMELINE_PARAM}")
+            out.append(f"unsigned int {TIMELINE_WAVE_PARAM}")
         return out
 
     def render(self) -> str:
@@ -285,9 +287,11 @@ class CudaRenderer(CStyleRenderer):
         timeline = self.func.attrs.get("timeline")
         if timeline is not None:
             tiles = timeline.unit == "tile"  # every block opens its streams and samples its tiles
-            sampling = f"{timeline.block_every}, {timeline.every}" if tiles else f"{timeline.every}"
+            sampling = (f"{timeline.block_every}, {timeline.every}" if tiles
+                        else f"{timeline.every}, 1, {TIMELINE_WAVE_PARAM}")
             says = (f"every block records every {timeline.every} tile(s)" if tiles
-                    else f"every {timeline.every} block(s) record")
+                    else f"every {timeline.every} block(s) record" + (", none of the last wave"
+                                                                    if timeline.every > 1 else ""))
             self.emit(1, f"tw::Timeline<{timeline.capacity}, {len(timeline.recorders)}> tw_tl({TIMELINE_PARAM}, "
                          f"{sampling});  // tw.timeline: {says}")
         names = [self.declare(v) for v in launch.block_vars] if not launch.persistent_tiles else []

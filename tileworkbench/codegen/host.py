@@ -24,7 +24,7 @@ from ..dtypes import TMA_TYPE_NAMES
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
 from ..ir.visitor import collect, substitute
-from .cuda import DEBUG_PARAM, TIMELINE_PARAM, barrier_names
+from .cuda import DEBUG_PARAM, TIMELINE_PARAM, TIMELINE_WAVE_PARAM, barrier_names
 
 _SWIZZLE = {0: "NONE", 1: "32B", 2: "64B", 3: "128B"}
 _L2 = {0: "NONE", 1: "64B", 2: "128B", 3: "256B"}
@@ -45,7 +45,8 @@ def _tuple(items, renamed: dict | None = None) -> str:
 
 # Names the launcher itself uses: a kernel parameter or descriptor of the same name gets another.
 _LAUNCHER_NAMES = {"rt", "grid", "launch", "stream", "KERNEL", "PARAMS", "BLOCK", "GRID", "SMEM_BYTES",
-                   "DEBUG_TIMEOUT_S", "DEBUG_BARRIERS", DEBUG_PARAM, "TIMELINE", TIMELINE_PARAM}
+                   "DEBUG_TIMEOUT_S", "DEBUG_BARRIERS", DEBUG_PARAM, "TIMELINE", TIMELINE_PARAM,
+                   TIMELINE_WAVE_PARAM}
 
 
 def _local_names(func: ir.PrimFunc) -> dict:
@@ -157,7 +158,8 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
     if timeline is not None:
         lines.append(f"    {TIMELINE_PARAM} = rt.timeline_buffer(KERNEL, {'GRID' if static_grid else 'grid'}, TIMELINE, "
                      "stream)  # zeroed; kernel.timeline() reads it")
-        args.append(TIMELINE_PARAM)
+        lines.append(f"    {TIMELINE_WAVE_PARAM} = rt.timeline_wave(KERNEL, BLOCK, SMEM_BYTES)  # blocks resident at once")
+        args += [TIMELINE_PARAM, TIMELINE_WAVE_PARAM]
     lines.append(f"    rt.launch(KERNEL, {'GRID' if static_grid else 'grid'}, BLOCK, SMEM_BYTES, "
                  f"({', '.join(args)}{',' if len(args) == 1 else ''}), stream)")
     if debug_timeout_s:

@@ -250,8 +250,8 @@ class Kernel:
         from ..analysis.timeline import decode
         from ..analysis.timeline_frame import MeasuredTimeline
 
-        words, grid = last
-        columns, facts = decode(words, grid, plan)
+        words, grid, wave = last
+        columns, facts = decode(words, grid, plan, wave)
         order = self.trace.resources.get("block_order")
         if order is not None:  # the recorded blocks by the kernel's own indices too (a reordered grid)
             from ..codegen.block_order import kernel_blocks

@@ -2,7 +2,7 @@
 // arrivals, TMA issues, wgmma issues and waits and TMA stores happen. Only kernels compiled with
 // tw.timeline include this header (passes/instrument_timeline.py places the records).
 //
-// The buffer (the kernel's last parameter, zeroed by the host) holds, for every BLOCK_EVERY-th
+// The buffer (the kernel's timeline parameter, zeroed by the host) holds, for every BLOCK_EVERY-th
 // block in launch order, one stream per recording thread (the first thread of each warpgroup of a
 // role): HEADER words, then at most CAPACITY events of two words each: the low 32 bits of clock64
 // and site | slot << 16 | parity << 31. The header keeps %globaltimer and clock64 when the stream
@@ -16,6 +16,11 @@
 // thread's writes, held the arrival back: docs/experiments.md, "Measured timelines"). The lanes of
 // the warp run every record together (the pass records only where whole warps run), so they count
 // alike; the close checks that and marks the stream DIVERGED where they did not.
+//
+// Sampled blocks (BLOCK_EVERY > 1) of the grid's last wave (WAVE: the blocks resident at once, which
+// the host passes) do not record when the grid has more than one: a recording block runs a little
+// longer, and one running at the end lengthens the whole kernel (docs/experiments.md, "Measured
+// timelines"). Their streams stay unopened; the sample is of the kernel before its tail.
 #pragma once
 #include "common.h"
 
@@ -37,10 +42,13 @@ struct Timeline {
 
   // BLOCK_EVERY: every how many blocks record; TILE_EVERY: in a persistent kernel, every how many
   // of a block's tiles (1 when blocks are sampled).
-  __device__ __forceinline__ Timeline(unsigned int* buffer, unsigned int block_every, unsigned int tile_every = 1)
+  __device__ __forceinline__ Timeline(unsigned int* buffer, unsigned int block_every, unsigned int tile_every = 1,
+                                      unsigned int wave = 0)
       : buffer(buffer), at(NONE), n(0), tile_every(tile_every), held_clock(0), held_info(0) {
     const unsigned int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     first = block % block_every == 0 ? block / block_every * STREAMS * STREAM_WORDS : NONE;
+    const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
+    if (block_every > 1 && blocks > wave && block >= blocks - wave) first = NONE;  // the last wave
   }
 
   // Whether this block records (the pass keeps a plain copy of the body for blocks that do not).
