@@ -8,7 +8,7 @@ import tileworkbench as tw
 from tileworkbench.analysis import check, simulate
 from tileworkbench.analysis.evaluate import evaluate
 from tileworkbench.backend.nvrtc import compile_check
-from tileworkbench.backend.runtime import balanced_blocks
+from tileworkbench.backend.occupancy import balanced_blocks
 from tileworkbench.examples import lower_triangular_matmul, matmul
 from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.visitor import IRMutator, collect

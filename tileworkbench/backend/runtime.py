@@ -18,6 +18,7 @@ from .. import dtypes
 from ..codegen.block_order import kernel_block
 from ..errors import KernelRuntimeError
 from .launch import adopt_context, current_context
+from .occupancy import Occupancy
 from .timeline_buffers import TimelineBuffers, read_after
 from .tensors import TensorView, view_of
 
@@ -38,20 +39,7 @@ def _expected_framework_dtypes(dtype: dtypes.DType) -> tuple[str, ...]:
     return (dtype.name,)
 
 
-def balanced_blocks(tiles: int, resident: int) -> int:
-    """The fewest blocks that finish ``tiles`` tiles in as few rounds as ``resident`` blocks would.
-
-    A block walking tiles ``blockIdx.x + i * gridDim.x`` runs ``ceil(tiles / blocks)`` of them at
-    most, and that count sets the kernel's time. Launching more blocks than needed for it buys
-    nothing and, on a GPU at its power limit (every large GEMM on the H200), costs clock: 512
-    tiles on 128 blocks (4 each) ran 0.5-0.8% faster than on 132 (3 or 4 each), the same 8192^3
-    kernel ran the same either way (scripts/experiments/persistent_grid_size.py)."""
-    tiles, resident = max(1, tiles), max(1, resident)
-    rounds = -(-tiles // resident)
-    return -(-tiles // rounds)
-
-
-class Runtime(TimelineBuffers):
+class Runtime(Occupancy, TimelineBuffers):
     """One per compiled kernel: holds the loaded module and a cache of encoded tensor maps."""
 
     def __init__(self, module, smem_bytes: int):
@@ -208,29 +196,6 @@ class Runtime(TimelineBuffers):
                 fn.max_dynamic_shared_size_bytes = self.smem_bytes
             self.functions[kernel_name] = fn
         return fn
-
-    def persistent_blocks(self, kernel_name, tiles: int, block, smem_bytes: int) -> int:
-        """Blocks for a persistent kernel over ``tiles`` tiles: ``balanced_blocks`` of the tiles and
-        the blocks that can be resident at once (``resident_blocks``)."""
-        return balanced_blocks(tiles, self.resident_blocks(kernel_name, block, smem_bytes))
-
-    def resident_blocks(self, kernel_name, block, smem_bytes: int) -> int:
-        """Blocks of the kernel resident at once on the current device (one wave): multiprocessors
-        times the blocks one holds, from the driver's occupancy calculator for this kernel, its
-        threads and shared memory."""
-        import cupy
-
-        device = cupy.cuda.runtime.getDevice()
-        resident = self._resident_blocks.get((kernel_name, device))
-        if resident is None:
-            fn = self.function(kernel_name)
-            per_multiprocessor = fn.max_active_blocks(block[0], smem_bytes)
-            if per_multiprocessor < 1:
-                raise KernelRuntimeError(f"{kernel_name} cannot run: no block of {block[0]} threads and "
-                                         f"{smem_bytes} bytes of shared memory fits a multiprocessor")
-            multiprocessors = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
-            resident = self._resident_blocks[(kernel_name, device)] = multiprocessors * per_multiprocessor
-        return resident
 
     def launch(self, kernel_name, grid, block, smem_bytes, args, stream: int = 0):
         """Launch on ``stream`` (a raw ``CUstream``; the caller's, ``jit.kernel`` decides which):
