@@ -59,11 +59,7 @@ def view_of(name: str, value) -> TensorView:
     itemsize = _ITEMSIZE.get(dtype, 1)
     shape = tuple(iface["shape"])
     if iface.get("strides") is None:
-        strides, acc = [], 1
-        for d in reversed(shape):
-            strides.append(acc)
-            acc *= d
-        strides = tuple(reversed(strides))
+        strides = row_major_strides(shape)
     else:
         strides = tuple(s // itemsize for s in iface["strides"])
     return TensorView(iface["data"][0], shape, strides, dtype, None, value)
@@ -73,3 +69,12 @@ def _plain(value) -> str:
     if isinstance(value, (list, tuple)):
         return f"a {type(value).__name__}"
     return "None" if value is None else f"the {type(value).__name__} {value!r}"[:60]
+
+
+def row_major_strides(shape) -> tuple:
+    """The strides, in elements, of a dense row-major array of ``shape``."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 
+from ..backend.tensors import row_major_strides
+
 ENV = "TILEWORKBENCH_FASTCALL_SIZED"
 SIZED_KEPT = 16  # launchers a kernel keeps, one per set of sizes (the oldest dropped first)
 CALLED_KEPT = 64  # sets of sizes a kernel remembers having been called with once
@@ -114,15 +116,8 @@ def sized_plan(recorder: CallRecorder, out_idx) -> tuple | None:
         maps.append((name, addresses.index(address), fields))
     grid, block, smem = recorder.launched
     params = [{"name": t["name"], "dtype": t["dtype"], "shape": t["shape"], "strides": t["strides"],
-               "row_major": t["strides"] == _row_major(t["shape"]), "align": t["align"]} for t in tensors]
+               "row_major": tuple(t["strides"]) == row_major_strides(t["shape"]), "align": t["align"]}
+              for t in tensors]
     plan = {"grid": list(grid), "persistent_tiles": None, "block": list(block), "smem_bytes": smem,
             "params": params, "maps": [{"name": name, "tensor": i} for name, i, _ in maps], "outputs": sorted(outputs)}
     return plan, tuple(layout), maps
-
-
-def _row_major(shape) -> list:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= size
-    return strides[::-1]
