@@ -221,6 +221,17 @@ class PassContext:
         return stack[-1] if stack else None
 
     @staticmethod
+    def ambient() -> str:
+        """What the enclosing contexts change about a compile (their configs and target), as a
+        cache-key part: "" outside any. A kernel cached by its arguments alone would be handed
+        back unchanged inside a context that asks for other configs."""
+        stack = getattr(_ctx_state, "stack", None)
+        if not stack:
+            return ""
+        target = next((c.target for c in reversed(stack) if c.target is not None), None)
+        return repr((sorted(PassContext.merged_configs(None).items()), target))
+
+    @staticmethod
     def merged_configs(explicit) -> dict:
         """Configs of every enclosing context, innermost winning, then the explicit ones."""
         out = {}

@@ -19,6 +19,7 @@ import operator
 from ..errors import CompileError, caller_location
 from ..frontend.eager import is_eager, parse_eager, tensor_parameters
 from ..ir import nodes as ir
+from ..target import PassContext
 from .kernel import compile as compile_kernel, interpreted
 
 
@@ -88,7 +89,7 @@ class JitFunction:
     # ---- builders ----------------------------------------------------------------------------
     def _built(self, args, kwargs):
         # lists among the arguments are fine too; the CPU interpreter's kernels are others
-        key = ("builder", repr((args, sorted(kwargs.items()))), interpreted(self.target))
+        key = ("builder", repr((args, sorted(kwargs.items()))), interpreted(self.target), PassContext.ambient())
         if key not in self.kernels:
             self.kernels[key] = compile_kernel(self.fn(*args, **kwargs), out_idx=self.out_idx, target=self.target,
                                                pass_configs=self.pass_configs)
@@ -112,6 +113,8 @@ class JitFunction:
         if not self.eager:
             return self._built(args, kwargs)
         form = _call_form(args, kwargs)
+        if form is not None:
+            form = (form, PassContext.ambient())
         known = self._calls.get(form) if form is not None else None
         if known is not None:
             kernel, where = known  # each tensor's position, or its keyword
@@ -149,10 +152,11 @@ class JitFunction:
         """The Kernel for these values and tensors (name -> (shape, dtype)): one per form, where a
         ``T.dynamic`` dimension of a tensor is no part of the form (one kernel serves every size)."""
         values_key = repr(sorted(values.items()))
+        ambient = PassContext.ambient()  # a `with PassContext(config=...)` around the call
 
         def key(dynamic: dict) -> tuple:
             forms = repr(sorted(_without_dims(tensors or {}, dynamic).items()))
-            return ("kernel", values_key, forms, interpreted(self.target))
+            return ("kernel", values_key, forms, interpreted(self.target), ambient)
 
         kernel = self.kernels.get(key(self.dynamic_dims.get(values_key, {})))
         if kernel is None:
@@ -163,15 +167,17 @@ class JitFunction:
             if dynamic:
                 self.dynamic_dims[values_key] = dynamic
                 if not getattr(kernel, "interpreted", False):
-                    kernel = SizedKernels(kernel, lambda m: self._aligned(values, tensors, m),
+                    # the aligned form, compiled at a later call, with the configs this one had
+                    configs = PassContext.merged_configs(self.pass_configs)
+                    kernel = SizedKernels(kernel, lambda m: self._aligned(values, tensors, m, configs),
                                           _row_multiple(parsed.func))
             self.kernels[key(dynamic)] = kernel
         return kernel
 
 
-    def _aligned(self, values, tensors, multiple):
+    def _aligned(self, values, tensors, multiple, configs):
         parsed = parse_eager(self.fn, values, tensors, size_multiple=multiple)
-        return compile_kernel(parsed.func, out_idx=parsed.out_idx, target=self.target, pass_configs=self.pass_configs)
+        return compile_kernel(parsed.func, out_idx=parsed.out_idx, target=self.target, pass_configs=configs)
 
 
 class SizedKernels:
