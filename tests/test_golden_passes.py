@@ -22,7 +22,7 @@ import pathlib
 import pytest
 
 from tileworkbench.examples import matmul, matmul_tma_copy
-from tileworkbench.examples.edge_cases import masked_scores, overhanging_tiles, persistent_walk_gemm
+from tileworkbench.examples.edge_cases import loop_temporaries, masked_scores, overhanging_tiles, persistent_walk_gemm
 from tileworkbench.frontend import parse
 from tileworkbench.ir.printer import print_ir
 from tileworkbench.passes.manager import REGISTRY, LowerContext
@@ -43,6 +43,8 @@ PROGRAMS = {
     "masked_scores": lambda: masked_scores(256, 64, ">=", 0),
     # TileLang's persistent GEMM: a T.Persistent walk that becomes a grid, its result staged by the user.
     "persistent_walk": lambda: persistent_walk_gemm(),  # examples.edge_cases
+    # Thread arrays: two carry values only within an iteration (become scalars), one across loops.
+    "loop_temporaries": lambda: loop_temporaries(),
 }
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import tileworkbench as tw
-from tileworkbench.examples.edge_cases import (big_tensor_copy, collatz_steps, long_vector_add, masked_block_gemm, masked_tma_copy,
+from tileworkbench.examples.edge_cases import (big_tensor_copy, collatz_steps, long_vector_add, loop_temporaries, masked_block_gemm,
+                                                masked_tma_copy,
                                                 mixed_gemm_forms, overhanging_tiles, run_time_extent_copy, scaled_batch_gemm,
                                                 triangular_tma_copy, two_gemm_forms)
 from tileworkbench.testing import gpu_marks
@@ -190,3 +191,18 @@ def test_a_while_loop_runs_each_threads_own_trip_count(cupy):
         return n
 
     np.testing.assert_array_equal(steps, [count(int(v)) for v in x.get()])
+
+
+def test_loop_temporaries_become_scalars_that_hold_what_the_elements_held(cupy):
+    """``scalarize_loop_temporaries``: the shuffled partner and the float16 array as scalars (the
+    float16 rounding kept), the offsets filled by an earlier loop still an array."""
+    kernel = tw.compile(loop_temporaries(), out_idx=[1])
+    assert "partner[" not in kernel.get_kernel_source() and "offsets[" in kernel.get_kernel_source()
+    x = cupy.random.standard_normal(4 * 128 * 8, dtype=cupy.float32)
+    y = cupy.full_like(x, cupy.nan)
+    kernel(x, y)
+    host = cupy.asnumpy(x).reshape(-1, 8)  # one row per thread; float32 arithmetic, as the kernel's
+    neighbour = host.reshape(-1, 2, 8)[:, ::-1].reshape(-1, 8)  # thread t ^ 1's row
+    summed = (host + neighbour) + np.arange(8, dtype=np.float32) * np.float32(0.5)
+    ref = (summed * np.float32(3)).astype(np.float16).astype(np.float32) + np.float32(1)
+    np.testing.assert_array_equal(cupy.asnumpy(y).reshape(-1, 8), ref)

@@ -88,5 +88,5 @@ def test_hadamards_lane_exchange_is_a_warp_shuffle_of_the_given_width():
     from tileworkbench.examples.tilelang_programs.hadamard import hadamard
     code = hadamard.compile(b=4, n=256, dtype=tileworkbench.language.float32).get_kernel_source()
     # 256 elements: 32 threads of 8, five rounds of shuffles within the warp
-    assert "other[j_1] = __shfl_sync(4294967295, local[j_1], tw::floormod(partner, 32), 32);" in code
+    assert "float other = __shfl_sync(4294967295, local[j_1], tw::floormod(partner, 32), 32);" in code  # a scalar
     assert "__syncthreads" not in code.split("// ---- kernel ----")[1]  # no exchange across warps needed

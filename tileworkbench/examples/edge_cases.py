@@ -7,7 +7,8 @@ iteration index and passed on an old phase); a one-stage warp-specialised loop w
 gemm, whose tiles the epilogue's shared-memory budget counted as none; ``T.Parallel`` loops
 reading and writing global tensors on tiles that hang over the tensors' edges (the last blocks
 wrote past the end of the output); TileLang's persistent GEMM walk in the forms that may and may not
-become a grid of its tiles."""
+become a grid of its tiles; thread-local arrays that carry values only within a loop iteration
+(which become scalars) beside one that carries them across loops."""
 
 import tileworkbench.language as T
 
@@ -224,6 +225,39 @@ def collatz_steps(n=1024):
                 x = T.if_then_else(x % 2 == 0, x // 2, 3 * x + 1)
                 count = count + 1
             steps[bx * 128 + tx] = count
+
+    return main
+
+
+def loop_temporaries(blocks=4, per_thread=8):
+    """Each thread holds ``per_thread`` values of X and, element by element: adds its neighbour
+    lane's value (a shuffle through a per-element array, as TileLang's Hadamard does), adds an
+    offset kept in an array filled by an earlier loop, and rounds three times the value to float16
+    through a float16 array, adding one. The first and last arrays carry values only within an
+    iteration (``scalarize_loop_temporaries`` makes them scalars); the offsets cross loops (kept).
+    Y[t * per_thread + j] = fp16(3 * (x + x_neighbour + j / 2)) + 1, x = X[t * per_thread + j],
+    the neighbour thread ``t ^ 1``."""
+    n = blocks * 128 * per_thread
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(blocks, threads=128) as bx:
+            tx = T.get_thread_binding()
+            vals = T.alloc_local((per_thread,), "float32")
+            partner = T.alloc_local((per_thread,), "float32")
+            offsets = T.alloc_local((per_thread,), "float32")
+            rounded = T.alloc_local((per_thread,), "float16")
+            base = (bx * 128 + tx) * per_thread
+            for j in T.serial(per_thread):
+                vals[j] = X[base + j]
+                offsets[j] = j * 0.5
+            for j in T.serial(per_thread):
+                partner[j] = T.tvm_warp_shuffle(0xFFFFFFFF, vals[j], tx ^ 1, 32, 32)
+                vals[j] = vals[j] + partner[j]
+            for j in T.serial(per_thread):
+                vals[j] = vals[j] + offsets[j]
+                rounded[j] = vals[j] * 3.0
+                Y[base + j] = rounded[j] + 1.0
 
     return main
 

@@ -27,6 +27,7 @@ from . import (  # noqa: F401 - importing registers the passes
     plan_shared_memory,
     rasterize_blocks,
     resolve_int_arithmetic,
+    scalarize_loop_temporaries,
     scope_consumer_syncs,
     simplify_ir,
     split_uniform_selects,
@@ -62,6 +63,7 @@ PIPELINE = [
     "simplify",  # lower: index arithmetic canonicalised, decided branches dropped
     "elide_private_syncs",  # lower: no block barrier where each thread meets only its own elements across it
     "carry_stage_counters",  # lower: a 3-stage ring's slot/phase carried across iterations, not divided out
+    "scalarize_loop_temporaries",  # lower: a thread's array carrying values only within a loop iteration -> a scalar
 ]
 
 
