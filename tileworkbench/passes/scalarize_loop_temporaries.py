@@ -32,23 +32,38 @@ from .manager import register
 _STRAIGHT = (ir.BufferStore, ir.LetStmt, ir.Assign, ir.Evaluate)
 
 
-def _accesses(node, buffer) -> list:
-    """The loads and stores of ``buffer`` under ``node``, in pre-order."""
-    return [n for n in collect(node, (ir.BufferLoad, ir.BufferStore)) if n.buffer is buffer]
+def _by_buffer(node, buffers: dict) -> dict:
+    """The loads and stores under ``node`` of the buffers in ``buffers`` (id -> buffer), by buffer
+    id, each in pre-order."""
+    out: dict = {}
+    for n in collect(node, (ir.BufferLoad, ir.BufferStore)):
+        if id(n.buffer) in buffers:
+            out.setdefault(id(n.buffer), []).append(n)
+    return out
 
 
-def _used_as_memory(func, buffer) -> bool:
-    """Whether anything but element loads and stores reaches the array: its address taken
-    (``address_of``: a vector copy), the buffer handed on itself, or its name in raw C++ text (a
-    tensor-core call reads a register fragment by name)."""
-    if any(c.name == "address_of" and any(isinstance(a, ir.BufferLoad) and a.buffer is buffer for a in c.args)
-           for c in collect(func.body, ir.Call)):
-        return True
-    mentions = sum(b is buffer for b in collect(func.body, ir.Buffer))
-    if mentions != len(_accesses(func.body, buffer)) + 1:  # each access's and the declaration's
-        return True
-    word = re.compile(rf"\b{re.escape(buffer.name)}\b")
-    return any(word.search(r.text) for r in collect(func.body, ir.Raw))
+def _candidates(func) -> dict:
+    """The thread arrays (id -> buffer) that nothing reads as memory: no address taken
+    (``address_of``: a vector copy), not handed on as a buffer, not named in raw C++ text (a
+    tensor-core call names the register fragment it reads). One walk over the function."""
+    local = {id(a.buffer): a.buffer for a in collect(func.body, ir.Allocate) if a.buffer.scope == "local"}
+    if not local:
+        return {}
+    mentions, accesses, addressed, raw = {}, {}, set(), []
+    for n in collect(func.body, (ir.Buffer, ir.BufferLoad, ir.BufferStore, ir.Call, ir.Raw)):
+        if isinstance(n, ir.Buffer):
+            mentions[id(n)] = mentions.get(id(n), 0) + 1
+        elif isinstance(n, (ir.BufferLoad, ir.BufferStore)):
+            accesses[id(n.buffer)] = accesses.get(id(n.buffer), 0) + 1
+        elif isinstance(n, ir.Raw):
+            raw.append(n.text)
+        elif n.name == "address_of":
+            addressed.update(id(a.buffer) for a in n.args if isinstance(a, ir.BufferLoad))
+    text = "\n".join(raw)
+    return {key: b for key, b in local.items()
+            if key not in addressed
+            and mentions.get(key, 0) == accesses.get(key, 0) + 1  # each access's and the declaration's
+            and not re.search(rf"\b{re.escape(b.name)}\b", text)}
 
 
 def _element_key(access) -> tuple:
@@ -57,34 +72,49 @@ def _element_key(access) -> tuple:
             frozenset(id(v) for i in access.indices for v in collect(i, ir.Var)))
 
 
-def _loop_bodies(func, buffer) -> list | None:
-    """The loops whose bodies hold every access of ``buffer`` in their straight-line statements,
-    each body carrying its value only within an iteration; None if some access is elsewhere or an
-    iteration could read a value it did not write."""
-    total = len(_accesses(func.body, buffer))
-    loops, covered = [], 0
+def _carries_within_iterations(loop, buffer, found: list) -> bool:
+    """Whether ``found``, the accesses of ``buffer`` in ``loop``'s straight-line statements (all of
+    its accesses in the body), name one element and start with a store that reads none of it."""
+    first = found[0]
+    if not isinstance(first, ir.BufferStore):
+        return False  # the iteration reads before it writes
+    if any(n.buffer is buffer for part in (first.value, *first.indices) for n in collect(part, ir.BufferLoad)):
+        return False
+    if len({_element_key(a) for a in found}) != 1:
+        return False
+    if any(collect(i, (ir.BufferLoad, ir.Call, ir.Raw)) for i in first.indices):
+        return False  # an index read from memory (a kernel variable is a one-element array) may change
+    index_vars = {v for i in first.indices for v in collect(i, ir.Var)}
+    return not index_vars & reassigned_vars(loop.body)
+
+
+def _plans(func) -> dict:
+    """id(loop) -> [buffer]: the loops in whose bodies each array becomes a scalar; an array is in
+    none unless every access of it is in such a loop's straight-line statements."""
+    candidates = _candidates(func)
+    if not candidates:
+        return {}
+    total = {key: len(found) for key, found in _by_buffer(func.body, candidates).items()}
+    covered: dict = {}
+    plans: dict = {}
+    rejected: set = set()
     for loop in collect(func.body, ir.For):
-        body = ir.statements(loop.body)
-        per_stmt = [_accesses(s, buffer) if isinstance(s, _STRAIGHT) else [] for s in body]
-        found = [a for accesses in per_stmt for a in accesses]
-        if not found:
+        straight: dict = {}
+        for stmt in ir.statements(loop.body):
+            if isinstance(stmt, _STRAIGHT):
+                for key, found in _by_buffer(stmt, candidates).items():
+                    straight.setdefault(key, []).extend(found)
+        if not straight:
             continue
-        if len(found) != len(_accesses(loop.body, buffer)):
-            return None  # also accessed inside a nested loop or branch of this body
-        first = next(s for s, accesses in zip(body, per_stmt) if accesses)
-        if not (isinstance(first, ir.BufferStore) and first.buffer is buffer and
-                not _accesses(first.value, buffer) and not any(_accesses(i, buffer) for i in first.indices)):
-            return None  # the iteration reads before it writes (or writes another element first)
-        if len({_element_key(a) for a in found}) != 1:
-            return None
-        if any(collect(i, (ir.BufferLoad, ir.Call, ir.Raw)) for i in first.indices):
-            return None  # an index read from memory (a kernel variable is a one-element array) may change
-        index_vars = {v for i in first.indices for v in collect(i, ir.Var)}
-        if index_vars & reassigned_vars(loop.body):
-            return None
-        loops.append(loop)
-        covered += len(found)
-    return loops if loops and covered == total else None
+        everywhere = _by_buffer(loop.body, {key: candidates[key] for key in straight})
+        for key, found in straight.items():
+            if len(found) != len(everywhere[key]) or not _carries_within_iterations(loop, candidates[key], found):
+                rejected.add(key)  # also in a nested loop or branch of this body, or carried across iterations
+                continue
+            plans.setdefault(id(loop), []).append(candidates[key])
+            covered[key] = covered.get(key, 0) + len(found)
+    keep = {key for key in total if key not in rejected and covered.get(key) == total[key]}
+    return {loop: [b for b in buffers if id(b) in keep] for loop, buffers in plans.items()}
 
 
 class _Scalarize(IRMutator):
@@ -125,13 +155,7 @@ class _Rewrite(IRMutator):
 
 @register("scalarize_loop_temporaries", "lower")
 def scalarize_loop_temporaries(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    plans: dict = {}
-    for alloc in collect(func.body, ir.Allocate):
-        buffer = alloc.buffer
-        if buffer.scope != "local" or _used_as_memory(func, buffer):
-            continue
-        for loop in _loop_bodies(func, buffer) or ():
-            plans.setdefault(id(loop), []).append((buffer, ir.Var(buffer.name, buffer.dtype)))
+    plans = {loop: [(b, ir.Var(b.name, b.dtype)) for b in buffers] for loop, buffers in _plans(func).items() if buffers}
     if not plans:
         return func
     return func.with_body(_Rewrite(plans).visit(func.body))
