@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import numbers
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -144,6 +145,17 @@ def nvrtc_extra_options(configs: dict) -> tuple:
     return ("--use_fast_math",) if configs.get(PassConfigKey.TL_ENABLE_FAST_MATH.value) else ()
 
 
+# A compile running in a thread may ask to hear when its NVRTC has started (``compile_sequence``
+# lowers a sequence's kernels one at a time, each thread waiting for the one before to get there).
+device_compile_started = threading.local()
+
+
+def _announce_device_compile():
+    hook = getattr(device_compile_started, "hook", None)
+    if hook is not None:
+        hook()
+
+
 def _start_device_compile(source: str, arch: str, name: str, extra_options: tuple = ()):
     """``backend.nvrtc.compile_check`` for the source; ``.result()`` gives the NvrtcResult or raises
     what the compile raised. Overlapped: in a thread of its own (NVRTC releases the GIL) that ends
@@ -156,6 +168,7 @@ def _start_device_compile(source: str, arch: str, name: str, extra_options: tupl
     thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"tileworkbench-nvrtc-{name}")
     future = thread.submit(compile_check, source, arch, name=name, extra_options=extra_options)
     thread.shutdown(wait=False)
+    _announce_device_compile()
     return future
 
 
