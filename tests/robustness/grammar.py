@@ -183,7 +183,7 @@ def _block(draw, scope: Scope, count: int):
 
 
 def _any_statement(draw, scope: Scope):
-    kinds = ["alloc", "store", "copy", "fill", "let"]
+    kinds = ["alloc", "store", "copy", "fill", "let", "temporary"]
     if scope.depth < 2:
         kinds += ["loop", "parallel", "if"]
     if any(b.scope == "fragment" for b in scope.buffers):
@@ -208,6 +208,24 @@ def _any_statement(draw, scope: Scope):
             scope.emit(f"T.clear({_region(draw, scope, buf)})")
         else:
             scope.emit(f"T.fill({_region(draw, scope, buf)}, {_value_expr(draw, scope)})")
+    elif kind == "temporary" and stores:
+        # a thread array of its own, written and read back at one element in each iteration of a
+        # loop, as kernels keep per-iteration values (scalarize_loop_temporaries makes it a scalar)
+        name, var = scope.fresh("t"), scope.fresh("i")
+        dtype = draw(st.sampled_from(DTYPES))
+        size = draw(st.sampled_from([1, 4, 8]))
+        target = draw(st.sampled_from(stores))
+        scope.emit(f'{name} = T.alloc_local(({size},), "{dtype}")')
+        scope.emit(f"for {var} in T.serial({draw(st.integers(0, 8))}):")
+        scope.ints.append(var)
+        scope.depth += 1
+        at = draw(st.sampled_from([var, f"{var} % {size}", f"({var} + 1) % {size}", "0"]))
+        scope.emit(f"{name}[{at}] = {_value_expr(draw, scope)}")
+        if draw(st.booleans()):
+            scope.emit(f"{name}[{at}] = {name}[{at}] * 2")
+        scope.emit(f"{target.name}[{_indices(draw, scope, target)}] = {name}[{at}] + {_value_expr(draw, scope)}")
+        scope.depth -= 1
+        scope.ints.remove(var)
     elif kind == "let":
         name = scope.fresh("x")
         scope.emit(f"{name} = {_int_expr(draw, scope)}")
