@@ -4,12 +4,15 @@ epilogue stores, and every case where the pass stands aside (with its reason).""
 
 import re
 
+import numpy as np
+
 import pytest
 
 import tileworkbench as tw
 from tileworkbench.analysis import check, simulate
 from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.examples import matmul, matmul_tma_copy
+from tileworkbench.examples.attention import mha_fwd
 from tileworkbench.examples.edge_cases import scaled_batch_gemm
 from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.visitor import IRMutator
@@ -190,6 +193,8 @@ def test_ragged_edges_are_clipped_by_the_tma_store_or_guarded():
     (lambda: gemm(), {tw.PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT: 2.0}, "debug mode"),
     (lambda: gemm(stages=1), {}, "num_stages < 2"),
     (lambda: matmul(1000, 1030, 770, 128, 128, 32, "bfloat16"), {}, "cannot be a TMA copy"),
+    # a two-gemm loop at num_stages=0 had been split with no stage to fill: `k % 0` and no line
+    (lambda: mha_fwd(1, 2, 256, 64, False, block_M=128, block_N=64, num_stages=0), {}, "num_stages=0"),
     (lambda: matmul_tma_copy(1024, 1024, 1024, 128, 128, 32, "float16", "float16", "float32", 128, 2), {},
      "barriers of its own"),
 ])
@@ -198,6 +203,23 @@ def test_the_pass_stands_aside_and_says_why(build, configs, reason):
     info = ws_info(art)
     assert info["applied"] is False and reason in info["reason"]
     assert art.func.launch.producer_threads == 0 and "ws_producer" not in art.trace.ir_after("simplify")
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_a_two_gemm_loop_without_stages_runs_its_copies_and_gemms_in_turn(causal):
+    """Attention at num_stages=0 (TileLang's spelling of no pipelining): not warp-specialised, its
+    CUDA compiles, and the CPU interpreter's run of its tile program matches float64."""
+    program = mha_fwd(1, 1, 128, 64, causal, block_M=64, block_N=64, num_stages=0, threads=128)
+    compile_check(tw.lower(program, target=SM90).device_source, "sm_90a")
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 1, 128, 64)).astype(np.float16) for _ in range(3))
+    out = np.asarray(tw.compile(program, out_idx=[3], target="cpu")(q, k, v), dtype=np.float64)[0, 0]
+    scores = q[0, 0].astype(np.float64) @ k[0, 0].astype(np.float64).T / 8.0
+    if causal:
+        scores = np.where(np.tri(128) > 0, scores, -np.inf)
+    p = np.exp(scores - scores.max(1, keepdims=True))
+    want = (p / p.sum(1, keepdims=True)) @ v[0, 0].astype(np.float64)
+    np.testing.assert_allclose(out, want, atol=5e-3)  # P rounded to float16 for P @ V, as on the GPU
 
 
 def test_other_targets_are_left_alone():

@@ -52,6 +52,8 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     if len(loops) != 1:
         return f"{len(loops)} pipelined loops (one is handled)"
     loop = loops[0]
+    if loop.pipeline.stages < 1:
+        return "num_stages=0 (no pipelining asked for: the loop runs its copies and gemms in turn)"
     if loop.pipeline.stages < 2 and consumer_work_only_gemms(loop):
         return "num_stages < 2 (the producer could not run ahead)"
     if not any(s is loop for s in ir.statements(func.body)):

@@ -1,0 +1,71 @@
+"""Property: the attention forward kernel (``examples.attention.mha_fwd``, written as TileLang's
+example is) at a random configuration (sizes, head dimension, causal or not, tiles, stages,
+threads, grouped heads) and with the pass configs that choose its pipeline (the overlap of the
+softmax with the previous P @ V, a barrier pair per tile, no warp specialisation) either lowers,
+and NVRTC then compiles its CUDA for sm_90a, or raises a CompileError that names a line of the
+kernel: never another exception, an internal error, a message without a line, or the barrier
+checker rejecting the compiler's own protocol. A sweep of 400 configurations found num_stages=0
+split into a producer with no stage to fill (``k % 0``, no line); tests/test_warp_specialize.py
+keeps that case."""
+
+import warnings
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tileworkbench as tw
+from tileworkbench.backend.nvrtc import compile_check
+from tileworkbench.examples.attention import mha_fwd
+
+from .harness import INTERNAL
+
+EXAMPLES = 40
+COMPILED = 12  # NVRTC takes 0.3-0.6 s on each: a sample of the lowered ones
+CONFIGS = [{}, {}, {"tw.gemm_overlap": False}, {"tw.gemm_overlap": True}, {"tl.disable_warp_specialized": True},
+           {"tw.ws_tile_barriers": True}]
+
+
+@st.composite
+def attention_configs(draw) -> tuple:
+    heads = draw(st.sampled_from([2, 4, 8]))
+    config = dict(batch=draw(st.sampled_from([1, 2])), heads=heads,
+                  seq_len=draw(st.sampled_from([128, 256, 1000, 1024, 4096])),
+                  dim=draw(st.sampled_from([32, 64, 96, 128, 256])), is_causal=draw(st.booleans()),
+                  block_M=draw(st.sampled_from([64, 128, 128, 192])),
+                  block_N=draw(st.sampled_from([32, 64, 128, 128, 176, 256])),
+                  num_stages=draw(st.sampled_from([0, 1, 2, 2, 3])),
+                  threads=draw(st.sampled_from([128, 256, 256, 384])),
+                  groups=draw(st.sampled_from([g for g in (1, 1, 2, 4) if heads % g == 0])))
+    return config, draw(st.sampled_from(CONFIGS))
+
+
+def test_random_attention_configurations_lower_and_compile_or_raise_a_compile_error():
+    lowered, refused = [], []
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(attention_configs())
+    def check(drawn):
+        config, pass_configs = drawn
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                artifact = tw.lower(mha_fwd(**config), target="sm_90a", pass_configs=pass_configs)
+            except tw.CompileError as err:
+                text = str(err)
+                assert INTERNAL not in text.lower(), f"internal error at {drawn}:\n{text}"
+                assert err.loc is not None, f"no location at {drawn}:\n{text}"
+                assert "barrier check" not in text.lower(), f"the checker rejected the compiler's own protocol at {drawn}:\n{text}"
+                refused.append(drawn)
+                return
+            except Exception as exc:
+                raise AssertionError(f"{type(exc).__name__} escaped at {drawn}: {exc}") from exc
+        lowered.append((drawn, artifact.device_source))
+
+    check()
+    assert len(lowered) >= EXAMPLES // 4 and refused, (len(lowered), len(refused))
+    for drawn, source in lowered[:COMPILED]:
+        try:
+            compile_check(source, "sm_90a", name="attention_property.cu")
+        except tw.CompileError as err:
+            raise AssertionError(f"NVRTC rejected the CUDA at {drawn}:\n{err}") from err
