@@ -58,9 +58,7 @@ def _thread_dims(threads) -> tuple:
             raise error(f"T.Kernel: threads must be a constant between 1 and 1024, got {_b.describe(d)}"
                         + ("" if d is threads else f" in {_b.describe(threads)}"))
         out.append(n)
-    while len(out) > 1 and out[-1] == 1:
-        out.pop()
-    return tuple(out)
+    return tuple(out)  # a dimension of one thread still exists: its index is 0, as CUDA's is
 
 
 def get_thread_binding(dim: int = 0):
