@@ -197,3 +197,20 @@ def test_loops_whose_guards_simplify_away_or_that_index_thread_arrays_unroll_in_
 
     code = kernel_part(tilelang.lower(ragged_rows, target="sm_90a").device_source)
     assert "#pragma unroll 4" not in code  # a thread's array indexed by a loop not unrolled would leave registers
+
+
+def test_a_warp_specialised_configuration_keeps_every_size_in_its_general_form(no_cache):
+    """At block_K=64 the loop is warp-specialised, which loads by TMA, and TMA needs 16-byte row
+    strides: the form for aligned sizes takes it; the form for any size, whose rows the call's K
+    decides, keeps the cp.async pipeline, so it refuses no size (it had taken TMA too, and a call with
+    an odd K would have failed at the launch), and compiling it no longer stops in the barrier
+    simulation (which could not count the loop's trips: an internal error)."""
+    config = dict(example.CONFIG, block_M=64, block_N=64, block_K=64, num_stages=2, threads=128)
+    sized = example.matmul_dynamic_mnk._kernel(config, {"A": ((1000, 520), "float16"), "B": ((520, 300), "float16")})
+    general = kernel_part(sized.general.get_kernel_source())
+    aligned = kernel_part(sized.aligned().get_kernel_source())
+    assert "producer warpgroup" not in general and "tma_load" not in general and "cp_async" in general
+    assert "producer warpgroup" in aligned and "tma_load" in aligned
+    assert sized.general.record["cubin"] is not None and sized.aligned().record["cubin"] is not None
+    notes = [f["message"] for f in sized.aligned().trace.findings if f["code"] == "not_evaluated"]
+    assert any("warp-specialised loops over k have no constant extent" in m for m in notes)

@@ -230,14 +230,10 @@ class Schedule:
 
     def run_for(self, loop: ir.For, active, frame: Frame):
         line = loop.loc.line if loop.loc is not None else frame.line
-        try:
-            start = as_int(evaluate(loop.start, self.env))
-            extent = as_int(evaluate(loop.extent, self.env))
-        except Unknown as why:
-            self.finding(("loop", id(loop)), "warning", "not_evaluated",
-                         f"the loop over {loop.var.name} has no constant extent ({why}); not simulated",
-                         frame=frame, line=line)
+        bounds = _bounds(self, loop, frame, f"the loop over {loop.var.name} has", "not simulated")
+        if bounds is None:
             return
+        start, extent = bounds
         stages = loop.pipeline.stages if loop.pipeline is not None and loop.pipeline.part != "prologue" else None
         kind = "prologue" if loop.pipeline is not None and loop.pipeline.part == "prologue" else \
             "pipelined" if _steady(loop) else "loop"
@@ -312,8 +308,11 @@ class Schedule:
     def interleave(self, sides, frames):
         """The two role loops, iteration by iteration: producer k, consumer k, producer k + 1, ..."""
         loops = [side.loop for side in sides]
-        start = as_int(evaluate(loops[0].start, self.env))
-        extent = as_int(evaluate(loops[0].extent, self.env))
+        bounds = _bounds(self, loops[0], frames[0], f"the warp-specialised loops over {loops[0].var.name} have",
+                             "their barrier protocol is not simulated")
+        if bounds is None:  # a trip count of sizes only the call knows (T.dynamic)
+            return
+        start, extent = bounds
         stages = loops[0].pipeline.stages
         for loop, frame in zip(loops, frames):
             self.loops.append({"var": loop.var.name, "start": start, "extent": extent, "kind": "pipelined",
@@ -369,3 +368,15 @@ class Schedule:
             self.finding(("value", id(stmt)), "warning", "not_evaluated",
                          f"cannot evaluate {expr} ({why}); taken as 0", frame=frame)
             return 0
+
+
+def _bounds(schedule, loop: ir.For, frame: Frame, what: str, consequence: str):
+    """(start, extent) of ``loop``, or None, said as a finding (``what`` names the loop and its verb),
+    where they are not constants."""
+    try:
+        return as_int(evaluate(loop.start, schedule.env)), as_int(evaluate(loop.extent, schedule.env))
+    except Unknown as why:
+        schedule.finding(("loop", id(loop)), "warning", "not_evaluated",
+                         f"{what} no constant extent ({why}); {consequence}", frame=frame,
+                         line=loop.loc.line if loop.loc is not None else frame.line)
+        return None

@@ -145,6 +145,20 @@ def misaligned_stride(stride_bytes) -> int | None:
     return next((b for b in stride_bytes if isinstance(b, int) and b % 16), None)
 
 
+def unproven_stride(g: ir.Buffer):
+    """A stride of ``g`` that its sizes decide and that is not provably a multiple of 16 bytes (a
+    ``T.dynamic`` size of a kernel's form for any sizes), or None. Explicit ``T.tma_copy`` takes such
+    a tensor and the launcher checks the stride at each call; a copy the compiler chooses to make by
+    TMA must not refuse calls the kernel's form accepts."""
+    from ...ir.simplify import is_multiple_of
+
+    bits = g.dtype.storage_bits
+    for s in g.effective_strides()[:-1]:
+        if ir.const_int(s) is None and not (128 % bits == 0 and is_multiple_of(s, 128 // bits)):
+            return s
+    return None
+
+
 def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDescriptor:
     g = global_region.buffer
     if g.attrs.get("device_bound"):

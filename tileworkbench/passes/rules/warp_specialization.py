@@ -76,6 +76,10 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
             tma_rules.build_descriptor(ld.src, ld.dst.buffer, ld.loc)
         except CompileError as err:
             return f"T.copy of {ld.src.buffer.name} cannot be a TMA copy ({err.message})"
+        stride = tma_rules.unproven_stride(ld.src.buffer)
+        if stride is not None:
+            return (f"T.copy of {ld.src.buffer.name} cannot be a TMA copy for every call: its stride {stride} "
+                    "(elements) is set by the call's sizes and may not be a multiple of 16 bytes")
     read = {id(r.buffer) for g in gemms for r in (g.a, g.b)}
     unread = [ld.dst.buffer.name for ld in loads if id(ld.dst.buffer) not in read]
     if unread:
