@@ -26,8 +26,13 @@ SWIZZLE_SPANS = (32, 64, 128)
 
 
 def _tile_shape(buf: ir.Buffer):
+    """An operand's 2-D tile: the buffer's shape without its versions, or the leading dimensions of
+    one of a stack of a single stage (``A_shared = T.alloc_shared((1, M, K))`` at num_stages=1)."""
     shape = buf.static_shape()
-    return shape[1:] if buf.attrs.get("versions", 1) > 1 else shape
+    shape = shape[1:] if buf.attrs.get("versions", 1) > 1 else shape
+    while len(shape) > 2 and shape[0] == 1:
+        shape = shape[1:]
+    return shape
 
 
 FP8_TYPES = ("float8_e4m3", "float8_e5m2")
