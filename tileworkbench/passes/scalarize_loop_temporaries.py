@@ -155,7 +155,12 @@ class _Rewrite(IRMutator):
 
 @register("scalarize_loop_temporaries", "lower")
 def scalarize_loop_temporaries(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    plans = {loop: [(b, ir.Var(b.name, b.dtype)) for b in buffers] for loop, buffers in _plans(func).items() if buffers}
+    plans, count = {}, {}
+    for loop, buffers in _plans(func).items():
+        for b in buffers:
+            # one scalar per loop, each named apart: vars of one name and type are equal as IR keys
+            n = count[id(b)] = count.get(id(b), -1) + 1
+            plans.setdefault(loop, []).append((b, ir.Var(b.name if n == 0 else f"{b.name}_{n}", b.dtype)))
     if not plans:
         return func
     return func.with_body(_Rewrite(plans).visit(func.body))
