@@ -204,7 +204,8 @@ def test_a_warp_specialised_configuration_keeps_every_size_in_its_general_form(n
     strides: the form for aligned sizes takes it; the form for any size, whose rows the call's K
     decides, keeps the cp.async pipeline, so it refuses no size (it had taken TMA too, and a call with
     an odd K would have failed at the launch), and compiling it no longer stops in the barrier
-    simulation (which could not count the loop's trips: an internal error)."""
+    simulation (which could not count the loop's trips: an internal error; it now walks them at a
+    size it names)."""
     config = dict(example.CONFIG, block_M=64, block_N=64, block_K=64, num_stages=2, threads=128)
     sized = example.matmul_dynamic_mnk._kernel(config, {"A": ((1000, 520), "float16"), "B": ((520, 300), "float16")})
     general = kernel_part(sized.general.get_kernel_source())
@@ -212,5 +213,33 @@ def test_a_warp_specialised_configuration_keeps_every_size_in_its_general_form(n
     assert "producer warpgroup" not in general and "tma_load" not in general and "cp_async" in general
     assert "producer warpgroup" in aligned and "tma_load" in aligned
     assert sized.general.record["cubin"] is not None and sized.aligned().record["cubin"] is not None
-    notes = [f["message"] for f in sized.aligned().trace.findings if f["code"] == "not_evaluated"]
-    assert any("warp-specialised loops over k have no constant extent" in m for m in notes)
+    assert [f["code"] for f in sized.aligned().trace.findings] == ["simulated_at_size"]
+
+
+def test_a_warp_specialised_dynamic_loop_is_simulated_at_a_size_and_its_protocol_checked():
+    """The aligned form's trip count is set by the call's K: the simulation walks it at K = 1000
+    (and says so), so the protocol is checked; dropping the consumer's releases is a deadlock it
+    finds, as in a kernel of fixed sizes."""
+    from tileworkbench.analysis import simulate
+    from tileworkbench.frontend.eager import parse_eager
+    from tileworkbench.ir import nodes as ir
+    from tileworkbench.ir.visitor import IRMutator
+
+    config = dict(example.CONFIG, block_M=64, block_N=64, block_K=64, num_stages=2, threads=128)
+    parsed = parse_eager(example.matmul_dynamic_mnk.fn, config, {"A": ((1000, 520), "float16"),
+                                                                   "B": ((520, 300), "float16")}, size_multiple=8)
+    art = tilelang.lower(parsed.func, target=SM90, out_idx=parsed.out_idx)
+    sim = simulate(art)
+    assert [f["code"] for f in sim.findings] == ["simulated_at_size"]
+    assert "(m, n, k) are simulated at 1000" in sim.findings[0]["message"]
+    assert sim.iterations == 16  # ceil(1000 / 64)
+
+    class DropReleases(IRMutator):
+        def visit_Evaluate(self, node):
+            call = node.call
+            if isinstance(call, ir.Call) and call.name == ".arrive" and call.args[0].buffer.name == "stage_empty":
+                return ir.SeqStmt([])
+            return node
+
+    broken = simulate(art.func.with_body(DropReleases().visit(art.func.body)))
+    assert any(f["code"] == "wait_never_completes" and f["barrier"] == "stage_empty" for f in broken.findings)

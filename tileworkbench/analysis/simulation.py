@@ -15,6 +15,7 @@ the same with or without them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ from .schedule import SIMULATED_TILES, Schedule
 from .scope_schedule import ScopeSchedule
 
 MAX_EVENTS = 20000
+SIMULATED_SIZE = 1000  # a T.dynamic size's value in the simulation: no multiple of a tile, so a partial last one
 SOURCE = "barrier_simulation"  # the ``source`` of the findings this module produces
 
 
@@ -95,6 +97,7 @@ class Simulator(Schedule, ScopeSchedule, ProtocolRules):
             self.env[v] = 0  # block (0, 0, 0) stands for every block: barriers are per block
         # a persistent kernel's block: block 0 of a one-block grid walks every tile
         self.env.update({ir.HW_BLOCK.text: 0, ir.HW_BLOCKS.text: 1})
+        self.assumed_sizes = _assume_call_sizes(func, self.env)
         self.index = program.numbering(func.body)
         self.ir_line = program.ir_lines(func)
         self.relevant = self.protocol = _relevant(func.body)
@@ -172,6 +175,10 @@ def simulate(artifact, max_events: int = MAX_EVENTS, observers=None) -> Simulati
         pass
     else:
         sim.finish()
+    if sim.assumed_sizes and sim.events:
+        sim.finding(("assumed_sizes",), "warning", "simulated_at_size",
+                    f"the sizes a call sets ({', '.join(sim.assumed_sizes)}) are simulated at {SIMULATED_SIZE}: the "
+                    "barrier protocol is checked at that size")
     for o in sim.observers:
         o.finish()
     barriers = []
@@ -185,10 +192,25 @@ def simulate(artifact, max_events: int = MAX_EVENTS, observers=None) -> Simulati
                       sim.truncated)
 
 
+def _assume_call_sizes(func: ir.PrimFunc, env: dict) -> list:
+    """Binds each ``T.dynamic`` size parameter so that the size is ``SIMULATED_SIZE`` (the aligned
+    form's parameter is the size over its multiple); the sizes' names. Without a value, loops whose
+    trip counts the sizes set could not be walked, and a warp-specialised pipeline's protocol would
+    go unchecked."""
+    sizes = func.attrs.get("dynamic_sizes", {})
+    named = []
+    for p in func.params:
+        if isinstance(p, ir.Var) and p.name in sizes:
+            multiple = sizes[p.name][2] or 1
+            env[p] = SIMULATED_SIZE // multiple
+            named.append(re.sub(r"_div\d+$", "", p.name))  # the aligned form's k_div8 is k over 8
+    return named
+
+
 def barrier_timeline(artifact) -> dict:
     """The trace's ``barriers`` section for ``artifact`` (findings not included)."""
     return simulate(artifact).to_json()
 
 
-__all__ = ["BARRIER_OPS", "SIMULATED_TILES", "SOURCE", "Frame", "Simulation", "Simulator", "SlotState",
+__all__ = ["BARRIER_OPS", "SIMULATED_SIZE", "SIMULATED_TILES", "SOURCE", "Frame", "Simulation", "Simulator", "SlotState",
            "barrier_timeline", "simulate"]
