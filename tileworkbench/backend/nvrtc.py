@@ -113,6 +113,19 @@ def cubin_sm(cubin: bytes) -> int | None:
     return (flags >> 8) & 0xFF if cubin[8] >= 8 else flags & 0xFF
 
 
+class RegisterShortage(InternalCompilerError):
+    """ptxas could not fit one instruction in the registers a thread has: the kernel's tiles and
+    thread count ask for more than the register file gives (``jit.lower`` says so at the user's
+    gemm as a ``CompileError``); ``needed`` and ``available`` registers per thread."""
+
+    def __init__(self, message: str, needed: int, available: int):
+        super().__init__(message)
+        self.needed, self.available = needed, available
+
+
+_SHORTAGE = re.compile(r"Insufficient registers \((\d+)\).*?register target of (\d+)")
+
+
 def compile_check(source: str, arch: str = "sm_90a", name: str = "kernel.cu",
                   extra_options: tuple = ()) -> NvrtcResult:
     """Compile ``source`` to a cubin for ``arch``; raise CompileError with NVRTC's log on failure."""
@@ -133,6 +146,9 @@ def compile_check(source: str, arch: str = "sm_90a", name: str = "kernel.cu",
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
         log = _log(nvrtc, prog)
         if int(err) != 0:
+            shortage = _SHORTAGE.search(log)
+            if shortage:
+                raise RegisterShortage(f"ptxas: {log.strip()}", int(shortage.group(2)), int(shortage.group(1)))
             # The code generator wrote CUDA that does not compile: a bug of ours, not the user's.
             raise InternalCompilerError(f"internal error: NVRTC could not compile the generated CUDA for {arch} "
                                         f"(a compiler bug, please report it with the kernel):\n{log}")

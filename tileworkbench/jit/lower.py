@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..version import __version__
 from ..analysis.stage import run_analyses
+from ..backend.nvrtc import RegisterShortage
 from ..codegen import block_order
 from ..codegen.cuda import generate_cuda
 from ..codegen.host import fast_call_plan, generate_host
@@ -19,6 +20,7 @@ from ..frontend import parse
 from ..frontend.parser import deep_recursion
 from ..ir import nodes as ir
 from ..ir.printer import print_ir
+from ..ir.visitor import collect
 from ..passes.manager import LowerContext, run_pipeline
 from ..passes.pipeline import codegen_pass_list, pass_list
 from ..trace import Trace
@@ -128,11 +130,30 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
     run_analyses(artifact)  # the analysis stage: smem plan, barrier simulation and check (analysis/stage.py)
     if device_compile is not None:
         wait_start = time.perf_counter()
-        result = device_compile.result()  # NVRTC's CompileError, with its log, surfaces here
+        try:
+            result = device_compile.result()  # NVRTC's CompileError, with its log, surfaces here
+        except RegisterShortage as short:
+            raise _registers_error(src, lowered.launch, short) from None
         artifact.nvrtc_wait_s = time.perf_counter() - wait_start
         artifact.nvrtc = result
         trace.resources.update({"registers": result.registers, "spills_bytes": result.spills_bytes})
     return artifact
+
+
+def _registers_error(src: ir.PrimFunc, launch, short) -> CompileError:
+    """The user's error for a kernel ptxas could not fit in registers, at its largest gemm (whose
+    accumulator the registers hold) or else its first line."""
+    gemms = collect(src.body, ir.Gemm)
+    biggest = max(gemms, key=lambda g: g.c.buffer.numel, default=None)
+    loc = biggest.loc if biggest is not None and biggest.loc is not None else \
+        SourceLocation(src.source_file, src.source_line)
+    producer = f" ({launch.threads} + a {launch.producer_threads}-thread producer warpgroup)" \
+        if launch.producer_threads else ""
+    return CompileError(
+        f"the kernel does not fit in registers: ptxas needs {short.needed} registers per thread for one "
+        f"instruction, and {launch.total_threads} threads a block{producer} leave {short.available} each "
+        f"(65536 a multiprocessor); use fewer threads or smaller tiles (a float32 accumulator of block_M x "
+        f"block_N keeps block_M * block_N / threads registers in each thread)", loc)
 
 
 # False: NVRTC runs after the analyses, in the calling thread (for measuring what the overlap buys)
