@@ -19,6 +19,7 @@ import itertools
 import linecache
 import re
 import textwrap
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,6 +94,26 @@ def run(case):
     if "run" in namespace:
         return namespace["run"]()
     return tw.lower(namespace["main"], target=SM90)
+
+
+def lowered_or_refused(work, what: str, own_protocol: bool = False):
+    """``work()``'s result, or None where it raised a ``CompileError`` a property allows: one that
+    names a kernel line and is no internal error (nor, with ``own_protocol``, the barrier checker
+    rejecting a protocol the compiler wrote itself, in programs with no barrier of their own).
+    Anything else fails the property, naming ``what`` (the program or its parameters)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return work()
+        except CompileError as err:
+            text = str(err)
+            assert INTERNAL not in text.lower(), f"internal error on {what}:\n{text}"
+            assert err.loc is not None, f"no location on {what}:\n{text}"
+            assert not (own_protocol and "barrier check" in text.lower()), \
+                f"the checker rejected the compiler's own protocol on {what}:\n{text}"
+            return None
+        except Exception as exc:  # anything else escaping is the bug these properties exist to catch
+            raise AssertionError(f"{type(exc).__name__} escaped on {what}: {exc}") from exc
 
 
 def check_bad(case: Bad):

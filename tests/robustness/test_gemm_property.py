@@ -9,17 +9,15 @@ The random grammar of ``test_property.py`` reaches neither warp specialisation n
 epilogue and TMA passes often; this one drives them (the pass coverage it reaches is asserted).
 """
 
-import warnings
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import tileworkbench as tw
 
-from .harness import INTERNAL, Bad, run
+from .harness import Bad, lowered_or_refused, run
 from .test_property import _compile_all
 
-EXAMPLES = 160
+EXAMPLES = 240
 # mostly what tensor cores take here; float32 and int8 inputs and a float16 accumulator are refused
 INPUTS = ["float16"] * 4 + ["bfloat16"] * 2 + ["float8_e4m3"] * 2 + ["float32", "int8"]
 ACCUMULATORS = {"float16": ["float32"] * 5 + ["float16"], "bfloat16": ["float32"], "float32": ["float32"],
@@ -41,7 +39,8 @@ def gemm_programs(draw) -> str:
     threads = draw(st.sampled_from([128, 128, 256, 256, 384]))
     dtype = draw(st.sampled_from(INPUTS))
     accum = draw(st.sampled_from(ACCUMULATORS[dtype]))
-    out = draw(st.sampled_from(sorted({accum, "float16" if dtype != "int8" else "int32"})))
+    # mostly a 16-bit result, which a pipelined (not warp-specialised) GEMM stages through shared memory
+    out = draw(st.sampled_from([accum] + ["float16" if dtype != "int8" else "int32"] * 2))
     transpose_b = draw(st.booleans()) or dtype == "float8_e4m3" and draw(st.booleans())
     policy = draw(st.sampled_from(["", ", policy=T.GemmWarpPolicy.FullRow", ", policy=T.GemmWarpPolicy.Square"]))
     loop = draw(st.sampled_from(["T.Pipelined({}, num_stages={})", "T.Pipelined({}, num_stages={})",
@@ -82,19 +81,11 @@ def test_random_gemm_configurations_lower_and_compile_or_raise_a_compile_error()
               suppress_health_check=list(HealthCheck))
     @given(gemm_programs())
     def check(source):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                artifact = run(Bad(f"gemm-property-{len(lowered) + len(refused)}", source, ""))
-            except tw.CompileError as err:
-                text = str(err)
-                assert INTERNAL not in text.lower(), f"internal error on:\n{source}\n{text}"
-                assert err.loc is not None, f"no location on:\n{source}\n{text}"
-                assert "barrier check" not in text.lower(), f"the checker rejected the compiler's own protocol:\n{source}\n{text}"
-                refused.append(source)
-                return
-            except Exception as exc:
-                raise AssertionError(f"{type(exc).__name__} escaped on:\n{source}\n{exc}") from exc
+        case = Bad(f"gemm-property-{len(lowered) + len(refused)}", source, "")
+        artifact = lowered_or_refused(lambda: run(case), f":\n{source}", own_protocol=True)
+        if artifact is None:
+            refused.append(source)
+            return
         reached.update(p.name for p in artifact.trace.passes if p.changed)
         lowered.append((source, artifact.device_source))
 

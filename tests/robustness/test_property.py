@@ -8,14 +8,13 @@ compiled kernel by kernel to name the one that does not compile.
 """
 
 import re
-import warnings
 
 from hypothesis import HealthCheck, given, settings
 
 import tileworkbench as tw
 from tileworkbench.backend.nvrtc import compile_check
 
-from .harness import INTERNAL, Bad, run
+from .harness import Bad, lowered_or_refused, run
 from .grammar import kernels
 
 EXAMPLES = 2500
@@ -26,19 +25,11 @@ KERNEL_MARK = "// ---- kernel ----\n"
 def _lower_or_refuse(program, lowered: list, outcomes: dict):
     case = Bad(f"property-{len(outcomes['all'])}", program.source, "")
     outcomes["all"].append(program.source)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            artifact = run(case)
-        except tw.CompileError as err:
-            text = str(err)
-            assert INTERNAL not in text.lower(), f"internal error on:\n{program.source}\n{text}"
-            assert err.loc is not None, f"no location on:\n{program.source}\n{text}"
-            outcomes["refused"] += 1
-            return
-        except Exception as exc:
-            raise AssertionError(f"{type(exc).__name__} escaped on:\n{program.source}\n{exc}") from exc
-    lowered.append((program.source, artifact.device_source))
+    artifact = lowered_or_refused(lambda: run(case), f":\n{program.source}")
+    if artifact is None:
+        outcomes["refused"] += 1
+    else:
+        lowered.append((program.source, artifact.device_source))
 
 
 def _batches(lowered):

@@ -220,10 +220,9 @@ def test_a_warp_specialised_dynamic_loop_is_simulated_at_a_size_and_its_protocol
     """The aligned form's trip count is set by the call's K: the simulation walks it at K = 1000
     (and says so), so the protocol is checked; dropping the consumer's releases is a deadlock it
     finds, as in a kernel of fixed sizes."""
+    from tests.test_warp_specialize import _DropArrives
     from tileworkbench.analysis import simulate
     from tileworkbench.frontend.eager import parse_eager
-    from tileworkbench.ir import nodes as ir
-    from tileworkbench.ir.visitor import IRMutator
 
     config = dict(example.CONFIG, block_M=64, block_N=64, block_K=64, num_stages=2, threads=128)
     parsed = parse_eager(example.matmul_dynamic_mnk.fn, config, {"A": ((1000, 520), "float16"),
@@ -234,12 +233,5 @@ def test_a_warp_specialised_dynamic_loop_is_simulated_at_a_size_and_its_protocol
     assert "(m, n, k) are simulated at 1000" in sim.findings[0]["message"]
     assert sim.iterations == 16  # ceil(1000 / 64)
 
-    class DropReleases(IRMutator):
-        def visit_Evaluate(self, node):
-            call = node.call
-            if isinstance(call, ir.Call) and call.name == ".arrive" and call.args[0].buffer.name == "stage_empty":
-                return ir.SeqStmt([])
-            return node
-
-    broken = simulate(art.func.with_body(DropReleases().visit(art.func.body)))
+    broken = simulate(art.func.with_body(_DropArrives().visit(art.func.body)))  # the consumer's releases gone
     assert any(f["code"] == "wait_never_completes" and f["barrier"] == "stage_empty" for f in broken.findings)
