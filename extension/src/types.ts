@@ -59,6 +59,9 @@ export interface IBarrierSim {
   barriers: { name: string; slots: number; init_count: number }[];
   iterations: number;
   events: IBarrierEvent[];
+  /** The block whose walk the events are, and every block walked (where the protocol reads the block index). */
+  block?: number[];
+  blocks?: number[][];
 }
 
 /** A `tw.timeline` kernel's recording plan (`TimelinePlan.to_json()`); the views read little of it. */

@@ -3,7 +3,7 @@ runs after the code generators): the shared-memory plan and the mbarrier protoco
 its checker. They read the lowered IR (``artifact.func``) only.
 
 Rooms by concept: ``stage`` (the stage and its order), ``smem`` (the plan), ``simulation`` (the
-simulator and its result), ``schedule`` (how it walks the program, the two roles of a
+simulator and its result), ``blocks`` (which blocks it walks), ``schedule`` (how it walks the program, the two roles of a
 warp-specialised block interleaved), ``protocol`` (the mbarrier state rules), ``observer`` (what
 rides along), ``checker`` with ``footprints``, ``accesses``, ``scan`` and ``diagnosis`` (the
 protocol checker), and ``program``, ``evaluate``, ``lines`` (the statement numbering, expression

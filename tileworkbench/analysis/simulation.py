@@ -1,6 +1,7 @@
 """Simulation of the mbarrier protocol of a lowered kernel, iteration by iteration.
 
-The simulator replays the final lowered IR of one thread block and follows every barrier slot:
+The simulator replays the final lowered IR of one thread block (of each that :mod:`.blocks`
+chooses) and follows every barrier slot:
 :mod:`.schedule` says how it walks the program (lockstep threads, unrolled loops, the two roles
 of a warp-specialised block interleaved), :mod:`.protocol` what each barrier operation does to a
 slot. Observers (:class:`.observer.BarrierObserver`: the protocol checker) ride along: they are
@@ -22,6 +23,7 @@ import numpy as np
 
 from ..ir import nodes as ir
 from . import program
+from .blocks import walked_blocks
 from .lines import KernelLines
 from .observer import BarrierObserver
 from .protocol import BARRIER_OPS, Frame, ProtocolRules, SlotState, barrier_call
@@ -44,6 +46,8 @@ class Simulation:
     loops: list
     threads: int
     truncated: bool = False
+    block: tuple = (0, 0, 0)  # the block whose walk the events are
+    blocks: tuple = ((0, 0, 0),)  # every block walked (``blocks.walked_blocks``), its findings merged
 
     @property
     def deadlocked(self) -> bool:
@@ -61,8 +65,17 @@ class Simulation:
                 e = {**e, "finding": e["finding"] + finding_offset}
             events.append(e)
         return {"barriers": self.barriers, "iterations": self.iterations, "events": events,
-                "loops": self.loops, "threads": self.threads, "block": [0, 0, 0],
-                "truncated": self.truncated}
+                "loops": self.loops, "threads": self.threads, "block": _xyz(self.block),
+                "blocks": [_xyz(b) for b in self.blocks], "truncated": self.truncated}
+
+
+def block_text(block) -> str:
+    """``3`` for a one-dimensional grid's block, ``(31, 0, 0)`` for a three-dimensional one's."""
+    return str(block[0]) if len(block) == 1 else f"({', '.join(map(str, block))})"
+
+
+def _xyz(block) -> list:
+    return list(block) + [0] * (3 - len(block))
 
 
 def _relevant(body, leaf=None) -> set:
@@ -87,14 +100,16 @@ class Simulator(Schedule, ScopeSchedule, ProtocolRules):
     """One block's simulation: the walk (``Schedule``), the slot rules (``ProtocolRules``), and
     what they record: events, findings, loops."""
 
-    def __init__(self, func: ir.PrimFunc, max_events: int):
+    def __init__(self, func: ir.PrimFunc, max_events: int, block: tuple = ()):
         self.func = func
         self.observers: list = []
         self.threads = func.launch.total_threads
         self.tid = np.arange(self.threads)
         self.env: dict = {func.launch.thread_var: self.tid}
-        for v in func.launch.block_vars:
-            self.env[v] = 0  # block (0, 0, 0) stands for every block: barriers are per block
+        # barriers are per block: one block stands for every block that makes the same barrier
+        # operations (``blocks``); (0, 0, 0) unless told
+        self.block = tuple(block) or tuple(0 for _ in func.launch.block_vars)
+        self.env.update(zip(func.launch.block_vars, self.block))
         # a persistent kernel's block: block 0 of a one-block grid walks every tile
         self.env.update({ir.HW_BLOCK.text: 0, ir.HW_BLOCKS.text: 1})
         self.assumed_sizes = _assume_call_sizes(func, self.env)
@@ -164,13 +179,41 @@ def simulate(artifact, max_events: int = MAX_EVENTS, observers=None) -> Simulati
     or its ``func``) over every loop iteration; see the module docstring for the rules.
 
     ``observers``: factories ``factory(simulator, artifact) -> BarrierObserver | None`` to run
-    along (none: the protocol alone; the analysis stage passes the protocol checker's)."""
+    along (none: the protocol alone; the analysis stage passes the protocol checker's).
+
+    Block (0, 0, 0) is walked, and where the protocol reads the block index the grid's corners too
+    (:mod:`.blocks`): the events are those of the walk with the most of them (causal attention's
+    longest query block), the findings those of every walk (a finding that only a corner has
+    names its block)."""
     func = program.func_of(artifact)
-    sim = Simulator(func, max_events)
+    first = _simulator(func, artifact, max_events, observers, ())
+    walks = [first] + [_simulator(func, artifact, max_events, observers, block)
+                       for block in walked_blocks(func, first.env, first.relevant)[1:]]
+    for sim in walks:
+        _walk(sim)
+    shown = max(walks, key=lambda sim: len(sim.events))  # the first of the longest: (0, 0, 0) on a tie
+    findings = _merged_findings(shown, walks)
+    barriers = []
+    for name, buf in shown.declared.items():
+        counts = [int(c) for c in buf.attrs.get("counts", [])]
+        barriers.append({"name": name, "slots": len(counts), "init_count": counts[0] if counts else None,
+                         "counts": counts, "versions": int(buf.attrs.get("versions", 1))})
+    pipelined = [lp["extent"] for lp in shown.loops if lp["kind"] == "pipelined"]
+    trips = pipelined or [lp["extent"] for lp in shown.loops if lp["kind"] == "loop"]
+    return Simulation(barriers, max(trips, default=0), shown.events, findings, shown.loops, shown.threads,
+                      shown.truncated, shown.block, tuple(sim.block for sim in walks))
+
+
+def _simulator(func, artifact, max_events: int, observers, block: tuple) -> Simulator:
+    sim = Simulator(func, max_events, block)
     sim.observe([o for o in (f(sim, artifact) for f in observers or ()) if o is not None])
-    everyone = np.ones(sim.threads, dtype=bool)
+    return sim
+
+
+def _walk(sim: Simulator):
+    """One block's simulation, its observers finished."""
     try:
-        sim.run(func.body, everyone, Frame())
+        sim.run(sim.func.body, np.ones(sim.threads, dtype=bool), Frame())
     except _Stop:
         pass
     else:
@@ -181,15 +224,28 @@ def simulate(artifact, max_events: int = MAX_EVENTS, observers=None) -> Simulati
                     "barrier protocol is checked at that size")
     for o in sim.observers:
         o.finish()
-    barriers = []
-    for name, buf in sim.declared.items():
-        counts = [int(c) for c in buf.attrs.get("counts", [])]
-        barriers.append({"name": name, "slots": len(counts), "init_count": counts[0] if counts else None,
-                         "counts": counts, "versions": int(buf.attrs.get("versions", 1))})
-    pipelined = [lp["extent"] for lp in sim.loops if lp["kind"] == "pipelined"]
-    trips = pipelined or [lp["extent"] for lp in sim.loops if lp["kind"] == "loop"]
-    return Simulation(barriers, max(trips, default=0), sim.events, sim.findings, sim.loops, sim.threads,
-                      sim.truncated)
+
+
+def _merged_findings(shown: Simulator, walks: list) -> list:
+    """``shown``'s findings in order (its events point into them), then the other walks' new ones;
+    a finding that not every walk makes names the block it was found in."""
+    keys = [{_finding_key(f) for f in sim.findings} for sim in walks]
+    everywhere = set.intersection(*keys)
+    findings, seen = [], set()
+    for sim in [shown] + [w for w in walks if w is not shown]:
+        for f in sim.findings:
+            key = _finding_key(f)
+            if sim is not shown and key in seen:
+                continue
+            seen.add(key)
+            findings.append(f if key in everywhere else
+                            {**f, "message": f"{f['message']} (in block {block_text(sim.block)})",
+                                "block": _xyz(sim.block)})
+    return findings
+
+
+def _finding_key(f: dict) -> tuple:
+    return f.get("code"), f.get("barrier"), f.get("slot"), f.get("line"), f.get("source")
 
 
 def _assume_call_sizes(func: ir.PrimFunc, env: dict) -> list:

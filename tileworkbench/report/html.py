@@ -202,7 +202,10 @@ def _barriers(doc: dict) -> str:
     if not sim:
         return '<p class="tw-empty">No barrier simulation in this trace.</p>'
     bars = ", ".join(f"{b['name']} ({b['slots']} slot(s), count {b['init_count']})" for b in sim.get("barriers", []))
-    head = (f'<p>Barriers: {escape(bars) or "none"}. Iterations simulated: {sim.get("iterations")}. '
+    blocks = sim.get("blocks") or []
+    walked = (f' (block ({", ".join(map(str, sim["block"]))}), the longest of the {len(blocks)} blocks simulated)'
+              if len(blocks) > 1 and sim.get("block") else "")
+    head = (f'<p>Barriers: {escape(bars) or "none"}. Iterations simulated: {sim.get("iterations")}{walked}. '
             f'{len(sim.get("events", []))} events; hover a mark for its details.</p>')
     waits = [e for e in sim.get("events", []) if e["kind"] == "wait"]
     rows = [(str(e["seq"]), escape(f"{e['barrier']}[{e['slot']}]"), escape(str(e.get("iteration"))),

@@ -289,6 +289,14 @@ describe('barrier timeline', () => {
     expect(flagged[0].querySelector('title')!.textContent).toContain('wait on a phase that never completes');
   });
 
+  it('says which block the timeline is when more than one was simulated', async () => {
+    const one = byTestId((await renderTrace(makeTrace({ barriers: sim, findings }))).node, 'tw-barrier-timeline');
+    expect(one.textContent).not.toContain('blocks simulated');
+    const causal = { ...sim, block: [7, 0, 0], blocks: [[0, 0, 0], [7, 0, 0]] };
+    const two = byTestId((await renderTrace(makeTrace({ barriers: causal, findings }))).node, 'tw-barrier-timeline');
+    expect(two.textContent).toContain('in block (7, 0, 0), the longest of the 2 blocks simulated');
+  });
+
   it('hover shows the event details', async () => {
     const { node } = await renderTrace(makeTrace({ barriers: sim, findings }));
     const timeline = byTestId(node, 'tw-barrier-timeline');

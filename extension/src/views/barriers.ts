@@ -259,6 +259,7 @@ export function renderBarriers(sim: IBarrierSim | null, findings: IFinding[]): H
       'div',
       { class: flagged ? 'tw-summary-line tw-error' : 'tw-summary-line' },
       `${sim.events.length} events on ${sim.barriers.length} barrier(s) over ${sim.iterations} iteration(s)` +
+        walkedBlocks(sim) +
         (flagged ? ` — ${flagged} flagged` : '')
     ),
     legend(),
@@ -266,4 +267,13 @@ export function renderBarriers(sim: IBarrierSim | null, findings: IFinding[]): H
     hover.node
   );
   return root;
+}
+
+/** ", in block (7, 0, 0), the longest of the 2 blocks simulated" where more than one block was walked. */
+export function walkedBlocks(sim: IBarrierSim): string {
+  const blocks = sim.blocks ?? [];
+  if (blocks.length < 2 || !sim.block) {
+    return '';
+  }
+  return `, in block (${sim.block.join(', ')}), the longest of the ${blocks.length} blocks simulated`;
 }
