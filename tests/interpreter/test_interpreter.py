@@ -285,3 +285,61 @@ def test_a_padded_strided_tensor_goes_through_tma_and_a_contiguous_one_is_refuse
         tw.compile(load, target="cpu")(np.zeros((2, 32), np.float32), out)
     with pytest.raises(KernelRuntimeError, match=r"argument B has strides \(1, 2\) \(elements\), the kernel expects \(32, 1\)"):
         tw.compile(load, target="cpu")(padded[:, :32], np.zeros((32, 2), np.float32).T)
+
+
+def _guarded(form):
+    """B[i] = A[i] where i < 100 (A has 100 elements, B 128), written as an ``if``, a ``?:`` or an
+    ``and``; ``past`` reads one element past A where its guard still holds."""
+    @T.prim_func
+    def main(A: T.Tensor((100,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                if form == "if":
+                    if i < 100:
+                        B[i] = A[i]
+                elif form == "select":
+                    B[i] = T.if_then_else(i < 100, A[i], -1.0)
+                elif form == "and":
+                    B[i] = T.if_then_else(i < 100 and A[i] > 0, 1.0, 0.0)
+                else:
+                    if i < 101:
+                        B[i] = A[i]
+
+    return main
+
+
+@pytest.mark.parametrize("form", ["if", "select", "and"])
+def test_a_guarded_read_reads_only_where_its_guard_holds(form):
+    # the generated C++ reads A only where i < 100 (an if, a ?: and && evaluate one side); the
+    # interpreter used to evaluate both sides for every iteration and report a read out of bounds
+    a = np.random.default_rng(3).standard_normal(100).astype(np.float32)
+    out = np.full(128, 7.0, np.float32)
+    tw.compile(_guarded(form), target="cpu")(a, out)
+    expected = {"if": np.concatenate([a, np.full(28, 7.0)]), "select": np.concatenate([a, np.full(28, -1.0)]),
+                "and": np.concatenate([(a > 0).astype(np.float32), np.zeros(28)])}[form]
+    assert np.array_equal(out, expected.astype(np.float32))
+
+
+def test_a_read_past_the_end_where_its_guard_holds_is_still_an_error():
+    unguarded = {tw.PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: True}  # no guard of the compiler's own
+    with pytest.raises(KernelRuntimeError, match=r"reads A out of bounds: index 100 of dimension 0 \(size 100\)"):
+        tw.compile(_guarded("past"), target="cpu", pass_configs=unguarded)(np.ones(100, np.float32),
+                                                                           np.zeros(128, np.float32))
+    out = np.full(128, 7.0, np.float32)
+    tw.compile(_guarded("past"), target="cpu")(np.ones(100, np.float32), out)  # guarded: A[100] reads as 0
+    assert np.array_equal(out[98:], np.array([1, 1, 0] + [7] * 27, np.float32))
+
+
+def test_a_division_a_condition_leaves_out_does_not_happen():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32"), C: T.Tensor((128,), "int32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                B[i] = T.if_then_else(A[i] != 0, 100 // A[i], -1)
+                C[i] = 100 // A[i]
+
+    a = np.arange(128, dtype=np.int32) % 5 - 2
+    b, c = np.zeros(128, np.int32), np.zeros(128, np.int32)
+    with pytest.raises(KernelRuntimeError, match="integer division by zero"):  # C's, unguarded
+        tw.compile(main, target="cpu")(a, b, c)
+    assert np.array_equal(b[a != 0], 100 // a[a != 0]) and (b[a == 0] == -1).all()  # B was written first

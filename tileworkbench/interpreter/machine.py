@@ -22,7 +22,7 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .races import RaceRecords
 from .tiles import TileOps, shaped
-from .values import Unsupported, evaluate, loaded, storage_dtype, stored, wait_group
+from .values import Unsupported, compute_dtype, evaluate, loaded, storage_dtype, stored, wait_group
 
 _NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init", "tw::wgmma_wait<0>", "tw::wgmma_wait<1>")
 _NO_OP_PREFIXES = ("tw::setmaxnreg_", "tw::wgmma_wait<")
@@ -104,14 +104,33 @@ class Block(RaceRecords):
         idx = tuple(np.asarray(i, dtype=np.int64) if isinstance(i, np.ndarray) else int(i) for i in indices)
         if len(idx) == 1 and arr.ndim > 1:  # a flat index into a tile (T.Tensor views)
             arr = arr.reshape(-1)
-        self._check_bounds(buf, arr.shape, idx, "reads")
+        taken = self.taken_lanes(idx)
+        reached = idx
+        if taken is not None:  # the lanes a condition leaves out read the first element instead
+            if not taken.any():
+                return np.zeros(taken.shape, compute_dtype(buf.dtype))
+            idx = tuple(np.broadcast_to(i, taken.shape) if isinstance(i, np.ndarray) else i for i in idx)
+            reached = [i[taken] if isinstance(i, np.ndarray) else i for i in idx]
+            idx = tuple(np.where(taken, i, 0) if isinstance(i, np.ndarray) else i for i in idx)
+        self._check_bounds(buf, arr.shape, reached, "reads")
         if buf.scope == "shared":
-            lo, hi = _box(idx)
+            lo, hi = _box(reached)
             if self.in_flight:
                 self.check_landed(buf, lo, hi)
             self.reading(buf, lo, hi)
         value = loaded(arr[idx], buf.dtype)
         return uniform(value) if buf.scope == "local" else value
+
+    def taken_lanes(self, idx):
+        """Under an ``if`` (or a ``?:`` side) that holds for some lanes: which lanes read, a mask
+        of the lanes' shape; None where every lane does (or the indices are not over those lanes)."""
+        if self.mask is None or self.mask.all():
+            return None
+        try:
+            shape = np.broadcast_shapes(*[np.shape(i) for i in idx], self.mask.shape)
+        except ValueError:
+            return None
+        return np.broadcast_to(self.mask, shape) if shape == self.mask.shape else None
 
     def store(self, buf: ir.Buffer, indices, value, loc=None):
         arr = self.array(buf)

@@ -102,7 +102,14 @@ def evaluate(e, env):
         except KeyError:
             raise KernelRuntimeError(f"internal: {e.name} has no value in the interpreter") from None
     if isinstance(e, ir.BinOp):
-        return _binop(e, evaluate(e.a, env), evaluate(e.b, env))
+        if e.op in ("and", "or"):  # C's && and ||: the right side only where the left leaves it open
+            a = evaluate(e.a, env)
+            open_ = np.logical_not(a) if e.op == "or" else np.asarray(a, bool)
+            return _binop(e, a, lanes_where(env, open_, e.b, np.bool_))
+        a, b = evaluate(e.a, env), evaluate(e.b, env)
+        if e.op in ("//", "%", "truncdiv", "truncmod") and not e.dtype.is_float:
+            _check_divisor(b, getattr(env, "mask", None))
+        return _binop(e, a, b)
     if isinstance(e, ir.BufferLoad):
         return env.load(e.buffer, [evaluate(i, env) for i in e.indices])
     if isinstance(e, ir.Cast):
@@ -113,8 +120,13 @@ def evaluate(e, env):
             v = np.trunc(v)
         return np.asarray(v).astype(compute_dtype(e.dtype)) if isinstance(v, np.ndarray) else \
             compute_dtype(e.dtype).type(v)
-    if isinstance(e, ir.Select):
-        return np.where(evaluate(e.cond, env), evaluate(e.a, env), evaluate(e.b, env))
+    if isinstance(e, ir.Select):  # C's ?:, each lane evaluating the side it takes
+        c = evaluate(e.cond, env)
+        if not isinstance(c, np.ndarray):
+            return evaluate(e.a if c else e.b, env)
+        c = c.astype(bool)
+        held = compute_dtype(e.dtype)
+        return np.where(c, lanes_where(env, c, e.a, held), lanes_where(env, ~c, e.b, held))
     if isinstance(e, ir.Not):
         return np.logical_not(evaluate(e.a, env))
     if isinstance(e, ir.Call):
@@ -124,15 +136,41 @@ def evaluate(e, env):
     raise Unsupported(f"the CPU interpreter does not evaluate {type(e).__name__} {getattr(e, 'text', '')}")
 
 
+def lanes_where(env, lanes: np.ndarray, e, dtype):
+    """``e`` evaluated for the ``lanes`` (of a ``T.Parallel`` nest's iterations, or of the running
+    threads) where it is taken: the others neither read memory nor divide (their values, which the
+    caller drops, are whatever reading a valid element gives)."""
+    if not lanes.any():
+        return np.zeros((), dtype)
+    if lanes.all() or not hasattr(env, "mask"):
+        return evaluate(e, env)
+    saved = env.mask
+    if saved is not None and np.shape(saved) != lanes.shape:
+        return evaluate(e, env)  # lanes of another kind than the if's around: every lane reads
+    env.mask = lanes if saved is None else saved & lanes
+    try:
+        return evaluate(e, env)
+    finally:
+        env.mask = saved
+
+
+def _check_divisor(b, mask):
+    b = np.asarray(b)
+    if mask is not None and b.ndim and b.shape == np.shape(mask):
+        b = b[mask]
+    if np.any(b == 0):
+        raise KernelRuntimeError("integer division by zero in the kernel")
+
+
 def _binop(e: ir.BinOp, a, b):
     op = e.op
     if op in ("//", "%"):
         if e.dtype.is_float:
             q = np.floor(np.divide(a, b))
             return q if op == "//" else np.subtract(a, np.multiply(q, b))
-        if np.any(np.asarray(b) == 0):
-            raise KernelRuntimeError("integer division by zero in the kernel")
-        return np.floor_divide(a, b) if op == "//" else np.mod(a, b)
+        with np.errstate(divide="ignore"):  # a lane that divides by zero is one a condition left out
+            return np.floor_divide(a, np.where(np.asarray(b) == 0, 1, b)) if op == "//" else \
+                np.mod(a, np.where(np.asarray(b) == 0, 1, b))
     if op == "/":
         if not (e.a.dtype.is_float or e.b.dtype.is_float):
             return np.float32(a) / np.float32(b) if np.isscalar(a) and np.isscalar(b) else \

@@ -207,6 +207,24 @@ def _gradients(q, k, v, o, lse, do, is_causal):
     return torch.autograd.grad(out, (q32, k32, v32), do.float())
 
 
+def numpy_gradients(q, k, v, do, is_causal):
+    """The kernels' inputs O (half) and log2-domain log-sum-exp (float32), and dQ, dK, dV of softmax
+    attention written out in float64 numpy (no torch, no GPU: what the CPU interpreter's tests check)."""
+    qf, kf, vf, dof = (np.asarray(x, np.float64) for x in (q, k, v, do))
+    n, d = qf.shape[2], qf.shape[3]
+    s = qf @ kf.transpose(0, 1, 3, 2) / np.sqrt(d)
+    if is_causal:
+        s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    lse = (m + np.log(np.exp(s - m).sum(-1, keepdims=True)))[..., 0]
+    p = np.exp(s - lse[..., None])
+    o = p @ vf
+    dv = p.transpose(0, 1, 3, 2) @ dof
+    ds = p * (dof @ vf.transpose(0, 1, 3, 2) - (dof * o).sum(-1, keepdims=True))
+    dq, dk = ds @ kf / np.sqrt(d), ds.transpose(0, 1, 3, 2) @ qf / np.sqrt(d)
+    return o.astype(np.float16), (lse / np.log(2)).astype(np.float32), dq, dk, dv
+
+
 def _case(batch, heads, seq_len, dim, is_causal):
     def inputs(torch):
         q, k, v, do = (torch.randn(batch, heads, seq_len, dim, device="cuda", dtype=torch.float16) for _ in range(4))
