@@ -19,11 +19,19 @@ class BlockedLayout:
     With ``vec > 1`` a thread holds runs of ``vec`` neighbours instead: element ``flat`` lives in
     thread ``(flat // vec) % threads`` at local index ``(flat // (vec * threads)) * vec + flat % vec``,
     so a thread moves a run to or from memory with one 16-byte access (``infer_fragment_layouts``
-    chooses it only where every row is a whole number of sweeps, ``shape[-1] % (vec * threads) == 0``)."""
+    chooses it only where every row is a whole number of sweeps, ``shape[-1] % (vec * threads) == 0``).
+
+    With ``row`` (a padded row length, more than ``shape[-1]``; ``vec`` 1) each row starts a new
+    stretch of ``row`` slots: element ``[r, c]`` (``r`` over the leading dimensions) is slot
+    ``r * row + c``, held as above, and the slots past the row's end hold nothing (a guard). So a
+    row whose length neither divides nor is divided by the threads (1000 over 128) is whole sweeps
+    or shared by a power-of-two run of threads all the same, which a reduction along it needs
+    (``infer_fragment_layouts`` pads only fragments reduced or read by rows)."""
 
     shape: tuple
     threads: int
     vec: int = 1
+    row: int = 0  # the padded row length, 0 for none
 
     @property
     def numel(self) -> int:
@@ -33,8 +41,17 @@ class BlockedLayout:
         return n
 
     @property
+    def row_length(self) -> int:
+        """Slots a row takes: its padded length, or its length."""
+        return self.row or self.shape[-1]
+
+    @property
+    def slots(self) -> int:
+        return self.numel // self.shape[-1] * self.row_length
+
+    @property
     def local_size(self) -> int:
-        return -(-self.numel // (self.threads * self.vec)) * self.vec
+        return -(-self.slots // (self.threads * self.vec)) * self.vec
 
     def forward(self, tid: ir.Expr, j: ir.Expr) -> tuple[tuple, ir.Expr | None]:
         """(logical indices, guard) of local element ``j`` of thread ``tid``."""
@@ -43,12 +60,18 @@ class BlockedLayout:
         else:
             v = self.vec
             flat = (j // v) * (self.threads * v) + tid * v + j % v
-        guard = None if self.numel % (self.threads * self.vec) == 0 else ir.cmp("<", flat, self.numel)
-        return unravel(flat, self.shape), guard
+        guard = None if self.slots % (self.threads * self.vec) == 0 else ir.cmp("<", flat, self.slots)
+        if not self.row:
+            return unravel(flat, self.shape), guard
+        column = flat % self.row
+        inside = ir.cmp("<", column, self.shape[-1])
+        leading = unravel(flat // self.row, self.shape[:-1]) if len(self.shape) > 1 else ()
+        return leading + (column,), inside if guard is None else ir.logical_and(guard, inside)
 
     def describe(self) -> str:
         runs = f", runs of {self.vec}" if self.vec > 1 else ""
-        return f"blocked({self.threads} threads x {self.local_size}{runs})"
+        padded = f", rows padded to {self.row}" if self.row else ""
+        return f"blocked({self.threads} threads x {self.local_size}{runs}{padded})"
 
 
 @dataclass(frozen=True)
@@ -102,8 +125,9 @@ class ProjectedLayout:
     :meth:`slot_of` of its base element, so a loop over ``x`` reads ``s`` from its own registers.
 
     Defined for a row (``kept == (0,)``) of a 2-D wgmma or mma.sync accumulator, and of a 2-D
-    blocked fragment whose row length divides, or is divided by, one sweep of the threads (their
-    count times the run length): :func:`project` says why not otherwise. ``lane_masks``: the
+    blocked fragment whose row length (padded, where ``BlockedLayout.row`` says) divides, or is
+    divided by, one sweep of the threads (their count times the run length): :func:`project` says
+    why not otherwise. ``lane_masks``: the
     ``shfl.xor`` distances between threads that share an element within a warp; ``warp_sharers``:
     how many warps share one (combined through shared memory), ``warp_slot(tid)`` which of them a
     thread is in."""
@@ -144,7 +168,7 @@ class ProjectedLayout:
             return 2 * (b.shape[0] // b.warpgroups // 64)
         if isinstance(b, MmaAccumLayout):
             return 2 * b.mi
-        m, n = b.shape
+        m, n = b.shape[0], b.row_length
         sharers = self._blocked_row_sharers
         return m if sharers == b.threads else -(-b.local_size // (n // sharers))
 
@@ -153,7 +177,7 @@ class ProjectedLayout:
         """Threads of a blocked base holding parts of one row: all of them where a row is whole
         sweeps of the threads, else the consecutive threads whose runs make up one row."""
         b = self.base
-        n = b.shape[1]
+        n = b.row_length
         return b.threads if n % (b.threads * b.vec) == 0 else n // b.vec
 
     def slot_of(self, j: ir.Expr) -> ir.Expr:
@@ -166,7 +190,7 @@ class ProjectedLayout:
         if isinstance(b, MmaAccumLayout):
             return (j // (4 * b.ni)) * 2 + (j // 2) % 2
         # a thread holds a row's elements together: n // sharers of them (a run, or whole sweeps' worth)
-        return j // (b.shape[1] // self._blocked_row_sharers)
+        return j // (b.row_length // self._blocked_row_sharers)
 
     def forward(self, tid: ir.Expr, r: ir.Expr) -> tuple[tuple, ir.Expr | None]:
         """((row,), guard) of slot ``r`` of thread ``tid``."""
@@ -179,7 +203,7 @@ class ProjectedLayout:
             warp, lane = tid // 32, tid % 32
             row = (warp // b.warps_n) * (b.shape[0] // b.warps_m) + (r // 2) * 16 + lane // 4 + (r % 2) * 8
             return (row,), None
-        m, n = b.shape
+        m, n = b.shape[0], b.row_length
         sharers = self._blocked_row_sharers
         if sharers == b.threads:
             return (r,), None
@@ -234,7 +258,7 @@ def project(layout, kept: tuple) -> ProjectedLayout:
         raise ValueError(f"only rows of 2-D fragments (the first index of a {len(layout.shape)}-D fragment "
                          f"{tuple(layout.shape)} kept: {tuple(kept)}) are supported")
     if isinstance(layout, BlockedLayout):
-        m, n = layout.shape
+        m, n = layout.shape[0], layout.row_length
         t, v = layout.threads, layout.vec
         runs = f" in runs of {v}" if v > 1 else ""
         if n % (t * v) and ((t * v) % n or n % v):
@@ -242,7 +266,8 @@ def project(layout, kept: tuple) -> ProjectedLayout:
         if v > 1 and (m * n) % (t * v):
             raise ValueError(f"{m} x {n} elements in runs of {v} over {t} threads leave a sweep part-filled")
         sharers = t if n % (t * v) == 0 else n // v
-        if sharers & (sharers - 1):
+        # lanes combine by shfl.xor: a power of two of them, unless whole warps (any number) share a row
+        if sharers & (sharers - 1) and (sharers != t or t % 32):
             raise ValueError(f"rows shared by {sharers} threads (a power of two is needed)")
     return ProjectedLayout(layout, tuple(kept))
 
@@ -368,3 +393,17 @@ def shared_element_offset(buf: ir.Buffer, indices) -> ir.Expr:
     if lead:
         offset = offset + lead[0] * (rows * cols)
     return offset
+
+
+def padded_row(n: int, threads: int) -> int:
+    """The row length a blocked layout over ``threads`` needs for rows of ``n`` elements to be shared
+    by a power-of-two run of threads or to be whole sweeps of them: ``n`` where it already is, else
+    the next power of two that divides ``threads``, or the next whole number of sweeps."""
+    if n % threads == 0 or (threads % n == 0 and n & (n - 1) == 0):
+        return n
+    if n < threads:
+        p = 1 << (n - 1).bit_length()
+        if threads % p == 0:
+            return p
+    return -(-n // threads) * threads
+

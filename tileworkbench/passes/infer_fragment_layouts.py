@@ -19,7 +19,10 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     a run being 16 bytes of the tile too (``_run_in_shared``), or copied to and from such a tile of
     their own shape (``_elementwise_step``), and every row is whole sweeps or a
     whole number of runs: ``BlockedLayout.vec``), decided in program order where nothing above
-    decides it, after which the rules above apply again.
+    decides it, after which the rules above apply again; a fragment another holds the rows of
+    whose row length neither divides nor is divided by the threads (RMSNorm's 1000 over 128) has
+    its rows padded (``BlockedLayout.row``: to 1024 there), so the rows are whole sweeps or shared
+    by a power-of-two run of threads, which the reduction's shuffles need.
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
 words); past ``REGISTER_LIMIT`` the kernel is refused at the fragment that crosses it: a thread has
 255 registers, and NVRTC's time grows fast past that (8 s at 1024 words, 39 s at 2048 on the CPU
@@ -32,7 +35,8 @@ import math
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, project
+from ..ir.layout import (BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, padded_row,
+                         project)
 from ..ir.visitor import IRVisitor, collect
 from .rules.fragment_runs import steps_by_one
 from .rules.thread_scopes import threads_of
@@ -223,17 +227,25 @@ class _Inference:
         for key, buf in self.buffers.items():  # program order: the first undecided one gets blocked
             if key not in self.layouts:
                 shape, threads = tuple(buf.static_shape()), self.fragment_threads.get(key, self.threads)
-                self.set(buf, BlockedLayout(shape, threads, self.run_length(buf, shape, threads)), buf.loc)
+                self.set(buf, self.blocked(buf, shape, threads), buf.loc)
                 self.propagate()
         return self.layouts
 
-    def run_length(self, buf, shape, threads: int) -> int:
-        """How many neighbours each thread holds together in the blocked layout of ``buf`` and the
-        fragments that will share it (``same``): 16 bytes of the narrowest of them where they only
-        meet other fragments in T.Parallel loops and are copied only to and from global memory
-        (then ``partition_parallel_loops`` moves a run with one 16-byte access, and nothing reads
-        shared memory at a stride), and every row is a whole number of sweeps of the threads or of
-        runs of a power-of-two number of them; else 1."""
+    def blocked(self, buf, shape, threads: int) -> BlockedLayout:
+        """The blocked layout of ``buf`` (and of the fragments that will share it): in runs where
+        :meth:`run_length` allows them; with rows padded (``padded_row``) where another fragment
+        holds its rows (a reduction's result, ``s[i]`` in a loop over ``x[i, j]``) and a row's
+        length neither divides nor is divided by the threads in a power of two."""
+        vec = self.run_length(buf, shape, threads)
+        wholes = {id(whole) for _, whole, _, _ in self.relations.rows}
+        if vec == 1 and len(shape) == 2 and any(k in wholes for k in self.group(buf)):
+            row = padded_row(shape[-1], threads)
+            if row != shape[-1]:
+                return BlockedLayout(shape, threads, 1, row)
+        return BlockedLayout(shape, threads, vec)
+
+    def group(self, buf) -> dict:
+        """id -> fragment of ``buf`` and every fragment that will share its layout (``same``)."""
         group, todo = {id(buf): buf}, [buf]
         while todo:
             b = todo.pop()
@@ -242,6 +254,16 @@ class _Inference:
                     if one is b and id(other) not in group:
                         group[id(other)] = other
                         todo.append(other)
+        return group
+
+    def run_length(self, buf, shape, threads: int) -> int:
+        """How many neighbours each thread holds together in the blocked layout of ``buf`` and the
+        fragments that will share it (``same``): 16 bytes of the narrowest of them where they only
+        meet other fragments in T.Parallel loops and are copied only to and from global memory
+        (then ``partition_parallel_loops`` moves a run with one 16-byte access, and nothing reads
+        shared memory at a stride), and every row is a whole number of sweeps of the threads or of
+        runs of a power-of-two number of them; else 1."""
+        group = self.group(buf)
         if any(k in self.layouts or k in self.relations.not_runs for k in group):
             return 1
         vec = 16 // min(b.dtype.storage_bits // 8 or 1 for b in group.values())
