@@ -74,3 +74,17 @@ def test_the_cpu_interpreter_runs_the_tma_store_and_its_clipping():
     c = np.full((248, 248), np.nan, dtype=np.float32)
     kernel(a, b, c)
     assert np.array_equal(c, a + b)
+
+
+@pytest.mark.parametrize("n, bulk", [(256, True), (128, False), (200, False)])
+def test_a_tile_past_the_tensors_end_is_stored_by_the_tensor_map_which_clips_it(n, bulk):
+    """A row tile of 256 floats: one bulk copy where every block's row lies inside the tensor; where
+    it runs past a row's end (rows of 128 or 200), the tensor map's store, which clips it. A bulk
+    copy moves all its bytes: it wrote the next row's first half, and past the tensor's end in the
+    last block (found by the thread-level interpreter's sweep)."""
+    from tileworkbench.examples.tilelang_programs import elementwise
+
+    kernel = elementwise.elementwise_add.compile(M=8, N=n, block_M=1, block_N=256, threads=256,
+                                                 in_dtype=T.float32, out_dtype=T.float32)
+    body = kernel.get_kernel_source().split("// ---- kernel ----")[1]
+    assert ("tw::tma_store((&C[" in body) == bulk and ("tw::tma_store(C_desc" in body) != bulk

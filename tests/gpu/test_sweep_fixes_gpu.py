@@ -58,3 +58,18 @@ def test_attention_without_stages(torch, causal):
     kernel = tilelang.compile(mha_fwd(1, 4, 512, 64, causal, block_M=128, block_N=64, num_stages=0), out_idx=[3])
     want = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     torch.testing.assert_close(kernel(q, k, v).float(), want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("m,n,block_m,block_n,threads", [(8, 200, 1, 256, 256), (100, 32, 8, 32, 32)])
+def test_a_partial_last_tile_stored_by_tma_stays_inside_the_tensor(torch, m, n, block_m, block_n, threads):
+    """The thread-level interpreter's sweep (2026-12-05) found these tiles stored with one bulk copy,
+    which wrote past each row's end (into the next row, which another block may already have
+    written: wrong values in C) and past the tensor's end; the tensor map's store clips them."""
+    from tileworkbench.examples.tilelang_programs import elementwise
+
+    a, b = (torch.randn(m, n, device="cuda", dtype=torch.float32) for _ in range(2))
+    kernel = elementwise.elementwise_add.compile(M=m, N=n, block_M=block_m, block_N=block_n, threads=threads,
+                                                 in_dtype=tilelang.language.float32,
+                                                 out_dtype=tilelang.language.float32)
+    for _ in range(20):  # blocks finish in a different order each time
+        torch.testing.assert_close(kernel(a, b), a + b, rtol=0, atol=0)

@@ -16,7 +16,10 @@ Guarantees:
     a scalar the wait flips (``<barrier>_phase``), so a skipped copy never makes a later wait
     pass on an old phase.
   * each copy is descriptorless (``cp.async.bulk``) when the global region is contiguous, the
-    tile unswizzled and the size a multiple of 16 bytes; otherwise it uses a tiled tensor map,
+    tile unswizzled, the size a multiple of 16 bytes and the region inside the tensor for every
+    block and loop iteration (the ranges ``CodegenWalk`` keeps: a bulk copy neither zero-fills nor
+    clips, so a partial last tile would be read or written past the tensor's end); otherwise it
+    uses a tiled tensor map,
     recorded in ``func.attrs["tma_descriptors"]`` and passed as a ``__grid_constant__`` param.
   * barrier allocations are followed by their initialisation (one thread, init fence, block
     barrier); arrives/waits/store-waits become member calls.
@@ -28,15 +31,19 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
-from ..ir.visitor import IRMutator
 from .rules import tma as tma_rules
+from .rules.codegen_ranges import CodegenWalk
 from .rules.thread_scopes import ScopedThreads
 from .rules.calls import address_of, barrier_init, call, elect, needs_16_byte_alignment, tile_base, tile_column
 from .manager import register
 
 
-class _LowerTma(ScopedThreads, IRMutator):
+class _LowerTma(ScopedThreads, CodegenWalk):
+    """Lowers the copies and barrier operations; ``self.ranges`` (``CodegenWalk``) bounds the block
+    indices and loop variables, which say whether a region lies inside its tensor."""
+
     def __init__(self, func: ir.PrimFunc):
+        super().__init__(func)
         self.func = func
         self.threads = func.launch.threads
         self.tid = func.launch.thread_var  # inside a T.ws scope: the scope's (rules.thread_scopes)
@@ -61,7 +68,7 @@ class _LowerTma(ScopedThreads, IRMutator):
         return desc
 
     def load_call(self, g: ir.Region, s: ir.Region, bar: ir.BarrierRef, loc) -> ir.Stmt:
-        if tma_rules.can_bulk_copy(g, s.buffer):
+        if tma_rules.can_bulk_copy(g, s.buffer, self.ranges):
             needs_16_byte_alignment(g.buffer)
             return call("tw::tma_load", tile_base(s), address_of(g.buffer, g.starts),
                         ir.const(tma_rules.region_bytes(g)), bar)
@@ -70,7 +77,7 @@ class _LowerTma(ScopedThreads, IRMutator):
                        for col, coords in tma_rules.tma_copies(g, s.buffer)])
 
     def store_call(self, s: ir.Region, g: ir.Region, loc) -> ir.Stmt:
-        if tma_rules.can_bulk_copy(g, s.buffer):
+        if tma_rules.can_bulk_copy(g, s.buffer, self.ranges):
             needs_16_byte_alignment(g.buffer)
             return call("tw::tma_store", address_of(g.buffer, g.starts), tile_base(s),
                         ir.const(tma_rules.region_bytes(g)))
@@ -116,7 +123,7 @@ class _LowerTma(ScopedThreads, IRMutator):
     def visit_For(self, node):
         self.loops.append(node)
         try:
-            return self.generic_visit(node)
+            return super().visit_For(node)  # CodegenWalk: the loop variable's range, then the body
         finally:
             self.loops.pop()
 

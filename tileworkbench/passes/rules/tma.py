@@ -75,9 +75,29 @@ def is_contiguous(region: ir.Region) -> bool:
     return True
 
 
-def can_bulk_copy(global_region: ir.Region, shared: ir.Buffer) -> bool:
+def can_bulk_copy(global_region: ir.Region, shared: ir.Buffer, ranges: dict) -> bool:
+    """One descriptorless copy (``cp.async.bulk``) moves ``global_region``: its elements are one
+    contiguous range of a multiple of 16 bytes, the tile is unswizzled, and the region lies inside
+    the tensor for every value ``ranges`` allow (block indices, loop variables). A bulk copy moves
+    its bytes wherever they are: a region past a row's end or the tensor's would read or write the
+    memory beyond (a partial last tile), where a tensor map's copy zero-fills and clips."""
     return (is_contiguous(global_region) and shared.attrs.get("swizzle", 0) == 0
-            and region_bytes(global_region) % 16 == 0)
+            and region_bytes(global_region) % 16 == 0 and inside_tensor(global_region, ranges))
+
+
+def inside_tensor(region: ir.Region, ranges: dict) -> bool:
+    """Whether ``region`` lies inside its tensor's shape for every value ``ranges`` allow."""
+    from ...ir.simplify import interval, simplify
+
+    extents = region.static_extents()
+    if extents is None:
+        return False
+    for start, extent, size in zip(region.starts, extents, region.buffer.shape):
+        size = ir.const_int(size)
+        lo, hi = interval(simplify(start, ranges), ranges)
+        if size is None or lo is None or hi is None or lo < 0 or hi + extent > size:
+            return False
+    return True
 
 
 def whole_panels(global_region: ir.Region, panel: int) -> bool:
