@@ -120,3 +120,36 @@ def test_fragments_no_reduction_reads_by_rows_keep_their_plain_layout():
             T.copy(x, B)
 
     assert "padded" not in tw.lower(scale).trace.passes[-1].ir_after
+
+
+@pytest.mark.parametrize("m,n,blk_m", [(40, 1000, 1), (40, 1000, 2), (30, 129, 1), (50, 24, 8), (50, 3, 4)])
+def test_rms_norm_over_padded_rows_at_the_thread_level(m, n, blk_m, monkeypatch):
+    """The kernel's final lowered IR run thread by thread (``interpreter.threads``), against float64."""
+    from tileworkbench.examples.tilelang_programs import norms
+    from tileworkbench.interpreter.threads import ThreadKernel
+
+    monkeypatch.setenv("TILEWORKBENCH_INTERPRET", "1")
+    x = np.random.default_rng(n).standard_normal((m, n)).astype(np.float32)
+    got = ThreadKernel.of(norms.rms_norm.compile(M=m, N=n, blk_m=blk_m))(x)
+    want = x / np.sqrt((x.astype(np.float64) ** 2).mean(1, keepdims=True) + 1e-12)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+def test_layernorm_and_top_k_over_padded_rows_at_the_thread_level(monkeypatch):
+    from tileworkbench.examples.tilelang_programs import norms, topk
+    from tileworkbench.interpreter.threads import ThreadKernel
+
+    monkeypatch.setenv("TILEWORKBENCH_INTERPRET", "1")
+    rng = np.random.default_rng(4)
+    x, gamma, beta = (rng.standard_normal(s).astype(np.float32) for s in ((20, 1000), (1000,), (1000,)))
+    y, mean, rstd = ThreadKernel.of(norms.layernorm_fwd(20, 1000, threads=256, in_dtype="float32",
+                                                        out_dtype="float32"), out_idx=[3, 4, 5])(x, gamma, beta)
+    x64 = x.astype(np.float64)
+    mu = x64.mean(1, keepdims=True)
+    r = 1 / np.sqrt(((x64 - mu) ** 2).mean(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, (x64 - mu) * r * gamma + beta, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mean, mu[:, 0], rtol=1e-5, atol=1e-6)
+    logits = (np.argsort(rng.random((128, 100)), 1) + rng.random((128, 100)) * 0.5).astype(np.float32) / 100
+    values, indices = ThreadKernel.of(topk.top_k_rows.compile(M=128, N=100, topk=4, blk_m=64))(logits)
+    assert np.array_equal(values, -np.sort(-logits, 1)[:, :4])
+    assert np.array_equal(np.take_along_axis(logits, indices, 1), values)

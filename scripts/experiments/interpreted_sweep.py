@@ -17,9 +17,15 @@ output with a float64 numpy reference written from what the program computes. Ou
 Draw ``i`` of seed ``S`` uses ``numpy.random.default_rng([S, i])`` and family ``i % len(families)``,
 so ``--seed S --only i`` replays it; ``--family F --params JSON`` runs given parameters; ``--gpu``
 compiles instead for the GPU (sm_90a, NVRTC; no interpreter, nothing run) and says compiled/refused.
+``--threads`` runs the families the thread-level interpreter supports (``THREAD_FAMILIES``) on it
+instead: the kernel's final lowered IR (``interpreter.threads.ThreadKernel``: every pass, threads in
+lockstep, shared-memory races and out-of-bounds accesses reported as RUNTIME); ``--stage codegen``
+runs the IR after the codegen phase too, ``--stage both`` runs both and calls any difference between
+their outputs a MISMATCH.
 
     cd /work/main && PYTHONPATH=. .venv/bin/python scripts/experiments/interpreted_sweep.py \\
         --examples 200 --seed 1 [--families gemm,attention] [--timeout 60] [--verbose]
+    ... interpreted_sweep.py --threads [--stage lowered|codegen|both] --examples 300 --seed 1
 """
 
 from __future__ import annotations
@@ -43,6 +49,36 @@ MAX_STEPS = 4000  # blocks x loop trips a draw may cost (the interpreter runs bl
 
 # relative max error (of the reference's max magnitude) by the lowest precision involved
 TOL = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 4e-2}
+
+
+# --threads: run the kernels on the thread-level interpreter, at this stage (None: off)
+THREADS = {"stage": None}
+THREAD_FAMILIES = ["elementwise", "gemv", "rms_norm", "layernorm", "softmax", "topk", "hadamard", "examples"]
+
+
+def at_threads(kernel):
+    """``kernel`` (a CPU-interpreted one) as the --threads mode runs it: its final lowered IR on the
+    thread-level interpreter; itself otherwise."""
+    stage = THREADS["stage"]
+    if stage is None:
+        return kernel
+    from tileworkbench.interpreter.threads import ThreadKernel
+
+    if stage != "both":
+        return ThreadKernel.of(kernel, stage=stage)
+    lowered, codegen = ThreadKernel.of(kernel), ThreadKernel.of(kernel, stage="codegen")
+
+    def both(*args):
+        first = lowered(*args)
+        second = codegen(*args)
+        for a, b in zip(first if isinstance(first, tuple) else (first,), second if isinstance(second, tuple) else (second,)):
+            a, b = np.asarray(a), np.asarray(b)
+            if a.tobytes() != b.tobytes():
+                diff = np.flatnonzero(np.asarray(a.view(np.uint8).reshape(a.size, -1) != b.view(np.uint8).reshape(b.size, -1)).any(1))
+                raise Mismatch(f"the lowered and the codegen-phase IR differ in {diff.size} of {a.size} elements "
+                               f"(first at flat {int(diff[0])}: {a.flat[diff[0]]} vs {b.flat[diff[0]]})")
+        return first
+    return both
 
 
 def _setup(gpu: bool):
@@ -171,6 +207,7 @@ def run_elementwise(p, rng, gpu):
                                                  threads=p["threads"])
     if gpu:
         return
+    kernel = at_threads(kernel)
     if p["in_dtype"] == "int32":
         a, b = (rng.integers(-1000, 1000, (p["M"], p["N"])).astype(np.int32) for _ in range(2))
     else:
@@ -269,6 +306,7 @@ def run_gemv(p, rng, gpu):
                                           reduce_threads=p["reduce_threads"], dtype=tdt(p["dtype"]))
     if gpu:
         return
+    kernel = at_threads(kernel)
     a, b = randn(rng, (p["K"],), p["dtype"]), randn(rng, (p["N"], p["K"]), p["dtype"])
     check(("C", kernel(a, b), f64(b) @ f64(a), worst_tol(p["dtype"])))
 
@@ -293,6 +331,7 @@ def run_rms_norm(p, rng, gpu):
         kernel = norms.rms_norm_splitk.compile(M=p["M"], N=p["N"], blk_m=p["blk_m"], blk_k=p["blk_k"])
     if gpu:
         return
+    kernel = at_threads(kernel)
     x = randn(rng, (p["M"], p["N"]), "float32")
     ref = f64(x) / np.sqrt((f64(x) ** 2).mean(1, keepdims=True) + 1e-12)
     check(("B", kernel(x), ref, 1e-4))
@@ -313,6 +352,7 @@ def run_layernorm(p, rng, gpu):
                                  out_dtype=p["out_dtype"])
     if gpu:
         return
+    kernel = at_threads(kernel)
     x = randn(rng, (p["N"], p["D"]), p["in_dtype"])
     g, b = randn(rng, (p["D"],), p["in_dtype"]), randn(rng, (p["D"],), p["in_dtype"])
     y, mean, rstd = kernel(x, g, b)
@@ -346,6 +386,7 @@ def run_softmax(p, rng, gpu):
                                             dtype=tdt(p["dtype"]))
     if gpu:
         return
+    kernel = at_threads(kernel)
     x = randn(rng, (p["M"], p["N"]), p["dtype"])
     e = np.exp(f64(x) - f64(x).max(1, keepdims=True))
     check(("Y", kernel(x), e / e.sum(1, keepdims=True), worst_tol(p["dtype"])))
@@ -400,6 +441,7 @@ def run_topk(p, rng, gpu):
     kernel = topk.top_k_rows.compile(M=p["M"], N=p["N"], topk=p["topk"], blk_m=p["blk_m"], threads=p["threads"])
     if gpu:
         return
+    kernel = at_threads(kernel)
     x = randn(rng, (p["M"], p["N"]), "float32")
     values, indices = kernel(x)
     order = np.argsort(-x, axis=1, kind="stable")[:, :p["topk"]]
@@ -612,6 +654,7 @@ def run_hadamard(p, rng, gpu):
     kernel = hadamard.hadamard.compile(b=p["b"], n=p["n"], dtype=tdt(p["dtype"]))
     if gpu:
         return
+    kernel = at_threads(kernel)
     x = randn(rng, (p["b"], p["n"]), p["dtype"])
     ref, h, n = f64(x), 1, p["n"]
     while h < n:
@@ -813,6 +856,67 @@ def run_gemm_fp8(p, rng, gpu):
 family("gemm_fp8")((draw_gemm_fp8, run_gemm_fp8))
 
 
+# the examples' thread-level kernels (tileworkbench/examples: T.Parallel nests with guards, reductions,
+# masks decided per tile) --------------------------------------------------------------------------------
+
+def _compile_example(prim_func, out_idx, gpu):
+    import tileworkbench as tw
+    kernel = tw.compile(prim_func, out_idx=out_idx)
+    return None if gpu else at_threads(kernel)
+
+
+def draw_examples(rng):
+    form = pick(rng, ["row_sum", "elementwise_add", "overhanging_tiles", "masked_scores"])
+    p = dict(form=form, M=pick(rng, SIZES), N=pick(rng, SIZES))
+    if form == "row_sum":
+        p.update(block_M=pick(rng, [1, 2, 4, 8, 16]), threads=pick(rng, [32, 64, 128, 256]),
+                 dtype=pick(rng, ["float32", "float16", "bfloat16"]))
+        return p, cdiv(p["M"], p["block_M"])
+    if form == "masked_scores":
+        block = pick(rng, [16, 32, 64])
+        p = dict(form=form, n=block * pick(rng, [1, 2, 3]), block=block, op=pick(rng, [">=", ">", "<=", "<"]),
+                 shift=int(rng.integers(-40, 40)))
+        return p, (p["n"] // block) ** 2
+    p.update(block_M=pick(rng, [8, 16, 32, 64]), block_N=pick(rng, [8, 16, 32, 64, 128]))
+    if form == "elementwise_add":
+        p.update(threads=pick(rng, [32, 64, 128, 256]), dtype=pick(rng, ["float32", "float16", "bfloat16"]))
+    return p, cdiv(p["M"], p["block_M"]) * cdiv(p["N"], p["block_N"])
+
+
+def run_examples(p, rng, gpu):
+    from tileworkbench.examples import edge_cases, elementwise_add, row_sum
+    form = p["form"]
+    if form == "row_sum":
+        kernel = _compile_example(row_sum(p["M"], p["N"], p["block_M"], p["dtype"], p["threads"]), [1], gpu)
+        if kernel:
+            a = randn(rng, (p["M"], p["N"]), p["dtype"])
+            check(("B", kernel(a), f64(a).sum(1), worst_tol(p["dtype"]), 1e-4 * math.sqrt(p["N"])))
+    elif form == "elementwise_add":
+        kernel = _compile_example(elementwise_add(p["M"], p["N"], p["block_M"], p["block_N"], p["dtype"],
+                                                  p["threads"]), [2], gpu)
+        if kernel:
+            a, b = randn(rng, (p["M"], p["N"]), p["dtype"]), randn(rng, (p["M"], p["N"]), p["dtype"])
+            check(("C", kernel(a, b), f64(a) + f64(b), worst_tol(p["dtype"])))
+    elif form == "overhanging_tiles":
+        kernel = _compile_example(edge_cases.overhanging_tiles(p["M"], p["N"], p["block_M"], p["block_N"]), [1, 2], gpu)
+        if kernel:
+            a = randn(rng, (p["M"], p["N"]), "float32")
+            c, sums = kernel(a)
+            cols = cdiv(p["N"], p["block_N"])
+            pad = np.zeros((p["M"], cols * p["block_N"]))
+            pad[:, :p["N"]] = 2 * f64(a)
+            check(("C", c, 2 * f64(a) + 1, 1e-5), ("S", sums, pad.reshape(p["M"], cols, -1).sum(2), 1e-5))
+    else:
+        kernel = _compile_example(edge_cases.masked_scores(p["n"], p["block"], p["op"], p["shift"]), [0], gpu)
+        if kernel:
+            r, c = np.arange(p["n"])[:, None], np.arange(p["n"])[None, :] + p["shift"]
+            ref = {">=": r >= c, ">": r > c, "<=": r <= c, "<": r < c}[p["op"]]
+            check(("Out", kernel(), ref.astype(np.float64), 0.0))
+
+
+family("examples")((draw_examples, run_examples))
+
+
 # pass configs a draw may compile under (a `with PassContext(config=...)` around it): the switches
 # that choose the paths of the tile passes
 CONFIGS = [{}] * 6 + [{"tl.disable_warp_specialized": True}, {"tl.disable_tma_lower": True}, {"tw.disable_wgmma": True},
@@ -890,10 +994,18 @@ def main(argv=None):
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--no-configs", action="store_true", help="draw no pass configs")
     ap.add_argument("--verbose", action="store_true", help="print the details of refusals too")
+    ap.add_argument("--threads", action="store_true", help="run the final lowered IR on the thread-level interpreter")
+    ap.add_argument("--stage", default="lowered", choices=["lowered", "codegen", "both"],
+                    help="with --threads: the IR after the pipeline, after the codegen phase, or both compared")
     args = ap.parse_args(argv)
     _setup(args.gpu)
+    if args.threads:
+        if args.gpu:
+            ap.error("--threads runs on the CPU; leave out --gpu")
+        THREADS["stage"] = args.stage
 
-    names = [f.strip() for f in args.families.split(",") if f.strip()] or list(FAMILIES)
+    names = [f.strip() for f in args.families.split(",") if f.strip()] or \
+        (list(THREAD_FAMILIES) if args.threads else list(FAMILIES))
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
         ap.error(f"unknown families {unknown}; known: {list(FAMILIES)}")
@@ -933,7 +1045,8 @@ def main(argv=None):
 
     outcomes = ["ok", "compiled", "refused", "unsupported", "MISMATCH", "RUNTIME", "INTERNAL", "EXCEPTION", "TIMEOUT"]
     used = [o for o in outcomes if any(c[o] for c in counts.values())]
-    print("\nsummary (seed %d, %d draws%s)" % (args.seed, len(jobs), ", GPU compile" if args.gpu else ""))
+    mode = ", GPU compile" if args.gpu else f", thread level ({args.stage})" if args.threads else ""
+    print("\nsummary (seed %d, %d draws%s)" % (args.seed, len(jobs), mode))
     print(f"{'family':18s}" + "".join(f"{o:>12s}" for o in used))
     for name in names:
         if counts[name]:

@@ -1,0 +1,291 @@
+"""The calls of the final lowered IR at the thread level: what ``thread_block.ThreadBlock`` runs
+besides plain statements, and what it refuses.
+
+Vector copies ``tw::copy_vec<N>`` / ``tw::zero_vec<N>`` (naturally aligned: a misaligned one is a
+``KernelRuntimeError``, as the GPU's fault), atomic updates (one lane after another, each rounded),
+warp shuffles (``__shfl_sync``, ``_xor``, ``_down``, ``_up``: lanes of a warp are ``tx % 32`` of
+the threads in lockstep; every lane the mask names must run the shuffle, and the lane read must
+be one that runs it), ``tw::shuffle_elect<N>`` (lane 0 of each group's first warp), and TMA
+stores with their waits: a bulk store (``tma_store(dst, src, bytes)``) or a tensor store through a
+descriptor of ``func.attrs["tma_descriptors"]`` (``tma_store(desc, src, c0, c1, ...)``,
+coordinates innermost first; the elements of its box outside the tensor are not written). A
+tensor store reads the box from the tile at the address's element along the tile's last
+dimensions where the address has one index a dimension (the lowered IR's logical indices), else as
+one run from a flat offset (the codegen phase's, panels resolved); the swizzle both the threads'
+accesses and TMA apply cancels out, so neither models it. ``refusal`` names, before anything
+runs, what a kernel holds that is none of these (wgmma, mma.sync, TMA loads, mbarriers, cp.async,
+named barriers, other calls).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..errors import KernelRuntimeError
+from ..ir import nodes as ir
+from ..ir.visitor import collect
+from .values import Unsupported, compute_dtype, evaluate, loaded, storage_dtype, stored
+
+_VECTOR = re.compile(r"^tw::(copy|zero)_vec<(\d+)>$")
+_ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
+_SHUFFLES = ("__shfl_sync", "__shfl_xor_sync", "__shfl_down_sync", "__shfl_up_sync")
+_NO_OPS = ("tw::fence_proxy_async", "tw::tma_store_arrive")
+_ATOMIC = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
+           "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum}
+WARP = 32
+
+# What the unsupported calls are, by a part of their names (first match).
+_KINDS = (("wgmma", "wgmma"), ("tw::gemm_", "mma.sync"), ("mma", "mma.sync"), ("ldmatrix", "ldmatrix"),
+          ("store_matrix", "stmatrix"), ("tma_load", "TMA loads"), ("cp_async", "cp.async"),
+          ("barrier", "mbarriers"), (".init", "mbarriers"), ("arrive", "mbarriers"))
+_RUNS = {"SeqStmt", "Comment", "Allocate", "LetStmt", "Assign", "BaseOffset", "For", "While", "IfThenElse",
+         "BufferStore", "SyncThreads", "Evaluate"}
+
+
+def refusal(func: ir.PrimFunc) -> str | None:
+    """What in ``func`` the thread-level interpreter does not run, named with its first line (by
+    kind: wgmma, mma.sync, TMA loads, cp.async, mbarriers ...); None if it runs all of it."""
+    found: dict = {}
+
+    line = [None]  # the line of the nearest statement before that has one (lowered calls have none)
+
+    def note(kind: str, what: str, loc):
+        found.setdefault(kind, f"{what}{f' at line {line[0]}' if line[0] else ''}")
+
+    for st in collect(func.body, ir.Stmt):
+        if st.loc is not None and st.loc.line:
+            line[0] = st.loc.line
+        name = type(st).__name__
+        if name not in _RUNS:
+            note("mbarriers" if "Barrier" in name else name, name, st.loc)
+        elif isinstance(st, ir.Evaluate) and isinstance(st.call, ir.Call):
+            call = st.call.name
+            if not (_VECTOR.match(call) or call in _ATOMIC or call in _NO_OPS or call == "tw::tma_store"
+                    or call.startswith("tw::tma_store_wait<")):
+                note(next((k for part, k in _KINDS if part in call), call), call, st.loc)
+        elif isinstance(st, ir.Allocate) and st.buffer.scope == "barrier":
+            note("mbarriers", st.buffer.name, st.loc)
+        elif isinstance(st, ir.SyncThreads) and st.threads is not None:
+            note("named barriers", f"a barrier of {st.threads} threads", st.loc)
+        elif isinstance(st, ir.For) and st.kind == "parallel":
+            note("T.Parallel loops", "T.Parallel", st.loc)
+    if not found:
+        return None
+    return "the thread-level interpreter does not run " + ", ".join(f"{k} ({w})" for k, w in found.items())
+
+
+def _literal(e: ir.Raw) -> int:
+    """An integer literal of C++ text (a shuffle's mask, ``0xffffffffu``)."""
+    try:
+        return int(e.text.rstrip("uUlL"), 0)
+    except ValueError:
+        raise Unsupported(f"the thread-level interpreter does not evaluate the C++ text {e.text!r}") from None
+
+
+class Calls:
+    """The calls (module doc), a part of ``ThreadBlock``."""
+
+    def call_hook(self, e: ir.Call):
+        if e.name in _SHUFFLES:
+            return self.shuffle(e)
+        m = _ELECT.match(e.name)
+        if m:  # lane 0 of each group's first warp (runtime/include/tw/common.h)
+            return self.lanes % int(m.group(1)) == 0
+        return NotImplemented
+
+    def shuffle(self, e: ir.Call):
+        args = [_literal(a) if isinstance(a, ir.Raw) else evaluate(a, self) for a in e.args]
+        member, value, arg = int(args[0]) & 0xFFFFFFFF, args[1], args[2]
+        width = int(args[3]) if len(args) > 3 else WARP
+        t, act = self.lanes, self.act
+        lane = t % WARP
+        group = lane - lane % width
+        arg = np.asarray(arg, np.int64)
+        if e.name == "__shfl_sync":
+            src, own = group + arg % width, np.zeros_like(t, bool)
+        elif e.name == "__shfl_xor_sync":
+            src = lane ^ arg
+            own = src >= group + width
+        elif e.name == "__shfl_down_sync":
+            src = lane + arg
+            own = lane % width + arg >= width
+        else:
+            src = lane - arg
+            own = lane % width < arg
+        source = np.where(own, t, t - lane + src)
+        running = np.zeros(self.threads + WARP, bool)
+        running[act] = True
+        reads = source[act]
+        bad = (reads < 0) | ~running[np.clip(reads, 0, self.threads)]
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise KernelRuntimeError(f"{e.name}: thread {int(act[k])} reads lane {int(reads[k]) % WARP} of its warp, "
+                                     f"whose thread does not run the shuffle{self.describe()}")
+        self._check_converged(e.name, member, act, running)
+        value = np.broadcast_to(np.asarray(value), t.shape)
+        return value[np.clip(source, 0, self.threads - 1)]
+
+    def _check_converged(self, name: str, member: int, act: np.ndarray, running: np.ndarray):
+        """Every lane the shuffle's mask names, of each warp running it, runs it too."""
+        warps = np.unique(act // WARP)
+        lanes = np.array([b for b in range(WARP) if member >> b & 1], np.int64)
+        need = (warps[:, None] * WARP + lanes[None, :]).ravel()
+        need = need[need < self.threads]
+        missing = need[~running[need]]
+        if missing.size:
+            raise KernelRuntimeError(f"{name} with mask {member:#x}: thread {int(missing[0])} of a warp running it "
+                                     f"does not run it{self.describe()}")
+
+    # ---- calls -----------------------------------------------------------------------------------
+    def s_Evaluate(self, s):
+        call = s.call
+        name = call.name if isinstance(call, ir.Call) else None
+        if name is None:
+            raise Unsupported(f"the thread-level interpreter does not run {call}{self.describe()}")
+        m = _VECTOR.match(name)
+        if m:
+            self.vector_copy(call, int(m.group(2)), m.group(1) == "zero")
+        elif name in _ATOMIC:
+            self.atomic(call)
+        elif name == "tw::tma_store":
+            self.tma_store(call)
+        elif name.startswith("tw::tma_store_wait<"):
+            self.mem.tma_waited(self.act)
+        elif name not in _NO_OPS:
+            raise Unsupported(f"the thread-level interpreter does not run {name}{self.describe()}")
+
+    def pointer(self, arg, nbytes: int | None, what: str, within_row: bool = True):
+        """(space, element offsets of the running threads, elements) of ``address_of(buf[...])``
+        and the ``nbytes`` after it (None: one element)."""
+        if not (isinstance(arg, ir.Call) and arg.name == "address_of" and isinstance(arg.args[0], ir.BufferLoad)):
+            raise Unsupported(f"the thread-level interpreter takes addresses only as address_of(buffer[...]), not "
+                              f"{arg}{self.describe()}")
+        load = arg.args[0]
+        size = storage_dtype(load.buffer.dtype).itemsize
+        n = 1 if nbytes is None else nbytes // size
+        if nbytes is not None and nbytes % size:
+            raise KernelRuntimeError(f"{nbytes} bytes are no whole number of {load.buffer.name}'s elements"
+                                     f"{self.describe()}")
+        indices = [evaluate(i, self) for i in load.indices]
+        sp, off = self.mem.offsets(load.buffer, indices, self.act, n, what, within_row)
+        return sp, off, n
+
+    def vector_copy(self, call, nbytes: int, zero: bool):
+        act = self.act
+        dst, d_off, dn = self.pointer(call.args[0], nbytes, "writes")
+        ends = [(dst, d_off)]
+        if not zero:
+            src, s_off, sn = self.pointer(call.args[1], nbytes, "reads")
+            ends.append((src, s_off))
+        for sp, off in ends:  # naturally aligned (a global tensor's start is: the launcher checks it)
+            address = (sp.base if sp.kind == "shared" else 0) + off * sp.itemsize
+            if sp.kind != "local" and (address % nbytes).any():
+                k = int(np.flatnonzero(address % nbytes)[0])
+                raise KernelRuntimeError(f"a {nbytes}-byte vector access of {sp.buf.name} at element {int(off[k])} "
+                                         f"(byte {int(address[k])}) is not {nbytes}-byte aligned, by thread "
+                                         f"{int(act[k])}{self.describe()}")
+        if zero:
+            raw = np.zeros((act.size, nbytes), np.uint8)
+        else:
+            raw = np.ascontiguousarray(self.mem.read(src, s_off[:, None] + np.arange(sn), act)).view(np.uint8)
+        self.mem.write(dst, d_off[:, None] + np.arange(dn), act, raw.reshape(act.size, nbytes).view(dst.dtype))
+
+    def atomic(self, call):
+        sp, off, _ = self.pointer(call.args[0], None, "updates")
+        value = evaluate(call.args[1], self)
+        act = self.act
+        value = np.broadcast_to(np.asarray(value), self.lanes.shape)[act] if np.ndim(value) else \
+            np.full(act.size, value)
+        dtype = sp.buf.dtype
+        self.mem.atomic(sp, off, act, np.asarray(stored(loaded(value, dtype), dtype)), _ATOMIC[call.name],
+                        compute_dtype(dtype))
+
+    def tma_store(self, call):
+        """A bulk store (``tma_store(dst, src, bytes)``) or a tensor store through a descriptor
+        (``tma_store(desc, src, c0, c1, ...)``, coordinates innermost first; what lies outside the
+        tensor is not written), by each running thread (the elected one)."""
+        for issuer in self.act.tolist():
+            saved = self.mask
+            self.mask = self.lanes == issuer
+            try:
+                if isinstance(call.args[0], ir.Raw):
+                    self._tensor_store(call, issuer)
+                else:
+                    self._bulk_store(call, issuer)
+            finally:
+                self.mask = saved
+
+    def _bulk_store(self, call, issuer: int):
+        nbytes = int(self.uniform(evaluate(call.args[2], self)))
+        src, s_off, sn = self.pointer(call.args[1], nbytes, "TMA-stores from", within_row=False)
+        dst, d_off, dn = self.pointer(call.args[0], nbytes, "TMA-stores to", within_row=False)
+        ends = {src.buf.name: src.base + int(s_off[0]) * src.itemsize, dst.buf.name: int(d_off[0]) * dst.itemsize}
+        for name, byte in ends.items():  # cp.async.bulk: 16-byte aligned addresses and size
+            if byte % 16 or nbytes % 16:
+                raise KernelRuntimeError(f"a bulk TMA store of {nbytes} bytes at byte {byte} of {name}: addresses "
+                                         f"and size must be multiples of 16{self.describe()}")
+        values = self.mem.tma_read(src, s_off[:, None] + np.arange(sn), issuer)
+        raw = np.ascontiguousarray(values).view(np.uint8).reshape(1, nbytes)
+        self.mem.write(dst, d_off[:, None] + np.arange(dn), np.array([issuer]), raw.view(dst.dtype))
+
+    def _tensor_store(self, call, issuer: int):
+        desc = self.descriptors.get(call.args[0].text)
+        if desc is None:
+            raise Unsupported(f"the thread-level interpreter has no TMA descriptor {call.args[0].text}{self.describe()}")
+        tensor_store(self, desc, call, issuer)
+
+
+def _int(block, value) -> int:
+    v = evaluate(value, block) if isinstance(value, ir.Expr) else value
+    u = block.uniform(v)
+    if u is None:
+        raise Unsupported(f"a TMA store whose coordinates differ between threads{block.describe()}")
+    return int(u)
+
+
+def tensor_store(block, desc, call, issuer: int):
+    mem = block.mem
+    rank, box = desc.rank, [int(b) for b in desc.box_dims]
+    if any(int(s) != 1 for s in desc.element_strides) or desc.interleave:
+        raise Unsupported(f"the thread-level interpreter runs TMA stores of element stride 1, no interleave "
+                          f"({desc.name}){block.describe()}")
+    gsp = mem.spaces[desc.buffer]
+    dims = [_int(block, d) for d in desc.global_dims]
+    strides = [1] + [_int(block, s) // gsp.itemsize for s in desc.global_strides_bytes]
+    have_dims, have_strides = list(reversed(gsp.shape))[:rank], list(reversed(gsp.strides))[:rank]
+    if dims != [int(d) for d in have_dims] or any(s != h for s, h, d in zip(strides, have_strides, dims) if d > 1):
+        raise KernelRuntimeError(f"the TMA descriptor {desc.name} describes {desc.buffer} as dimensions {dims} with "
+                                 f"strides {strides} (innermost first), the tensor has {have_dims} and "
+                                 f"{have_strides}{block.describe()}")
+    coords = [_int(block, c) for c in call.args[2:]]
+    if len(coords) != rank:
+        raise KernelRuntimeError(f"a TMA store through {desc.name} (rank {rank}) with {len(coords)} coordinates"
+                                 f"{block.describe()}")
+    src = call.args[1]
+    if not (isinstance(src, ir.Call) and src.name == "address_of" and isinstance(src.args[0], ir.BufferLoad)):
+        raise Unsupported(f"a TMA store from {src}{block.describe()}")
+    load = src.args[0]
+    sp, off = mem.offsets(load.buffer, [evaluate(i, block) for i in load.indices], block.act, 1, "TMA-stores from")
+    base = int(off[0])
+    shape = list(reversed(box))  # outermost first, as the tile holds it
+    grid = np.indices(shape).reshape(rank, -1)  # box element coordinates, outermost first
+    if len(load.indices) == len(sp.shape) and len(sp.shape) >= rank:  # a window of the logical tile
+        tile_strides = sp.strides[len(sp.strides) - rank:]
+        cols = base + sum(g * s for g, s in zip(grid, tile_strides))
+    else:  # a run from a flat offset
+        cols = base + np.arange(grid.shape[1])
+    if cols.min() < 0 or cols.max() >= sp.extent:
+        raise KernelRuntimeError(f"a TMA store's box {box} reads past the end of {sp.buf.name}{block.describe()}")
+    if sp.itemsize != gsp.itemsize:
+        raise KernelRuntimeError(f"a TMA store from {sp.buf.name} ({sp.dtype}) to {desc.buffer} ({gsp.dtype})"
+                                 f"{block.describe()}")
+    values = mem.tma_read(sp, cols, issuer)
+    g = [c + grid[rank - 1 - k] for k, c in enumerate(coords)]  # innermost first
+    inside = np.all([(x >= 0) & (x < d) for x, d in zip(g, dims)], axis=0)
+    if not inside.any():
+        return
+    goff = sum(x[inside] * s for x, s in zip(g, strides))
+    raw = np.ascontiguousarray(values[inside]).view(np.uint8).view(gsp.dtype)
+    mem.write(gsp, goff[None, :], np.array([issuer]), raw[None, :])
