@@ -182,3 +182,25 @@ def test_a_kernel_variables_name_can_be_given_a_new_variable():
 
     code = kernel_part(tw.lower(two_vars, target=SM90))
     assert "int v[1];" in code and "float v_1[1];" in code and "v_1[0] = 0.5f;" in code
+
+
+def test_a_fill_of_a_global_region_past_the_tensors_end_writes_only_inside_it():
+    """``T.fill(T0[5:9], v)`` on 8 elements: the generated code wrote T0[8] (found running random
+    grammar programs through both CPU interpreters); the fill now skips what lies past the shape,
+    as a copy's stores do."""
+    import numpy as np
+
+    from tileworkbench.interpreter.threads import ThreadKernel
+
+    @T.prim_func
+    def main(T0: T.Tensor((8,), "float32"), T1: T.Tensor((3, 40), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            T.fill(T0[5:9], -2.5)
+            T.fill(T1[bx * 2:bx * 2 + 2, 10:50], 1.0)  # block 1's second row and every row's last 10: outside
+
+    art = tw.lower(main)
+    assert "< 8" in art.device_source.split("// ---- kernel ----")[1]
+    t0, t1 = np.zeros(8, np.float32), np.zeros((3, 40), np.float32)
+    ThreadKernel.of(art)(t0, t1)  # a write out of bounds would be an error here
+    assert np.array_equal(t0, [0, 0, 0, 0, 0, -2.5, -2.5, -2.5])
+    assert (t1[:, 10:] == 1.0).all() and (t1[:, :10] == 0).all()

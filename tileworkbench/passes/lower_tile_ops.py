@@ -5,7 +5,7 @@ Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce`` remains. Instead:
   * copies between global and shared memory are ``T.Parallel`` loops of vector copies (up to 16
     bytes, when alignment and extents allow) or ``cp.async`` for ``prefer_instruction="cp_async"``,
     with bounds checks against the global tensor's shape (out-of-bounds loads fill zeros,
-    out-of-bounds stores are skipped);
+    out-of-bounds stores are skipped); a fill of a global tensor skips its elements past the shape too;
   * an extent known only when the kernel runs (``T.copy(A[0:n], s[0:n])``, the same expression on
     both sides, which the front end checks) is a loop over its largest value (interval analysis
     over the loop and block indices; none known is a CompileError), guarded by ``i < n``; a
@@ -31,7 +31,8 @@ from ..ir.visitor import IRMutator, reassigned_vars
 from ..ir.records import wgmma_functor_name
 from .rules.calls import address_of, call
 from .rules.gemm import FP8_TYPES
-from .rules.copies import CopyLowering, extent_bounds, fragment_frame, lower_im2col, non_unit, within_extents
+from .rules.copies import (CopyLowering, extent_bounds, fragment_frame, global_bounds, lower_im2col, non_unit,
+                           within_extents)
 from .rules.reductions import in_registers, loop_nest, reduce_in_registers, reduce_through_shared
 from .rules.thread_scopes import ScopedThreads
 from .manager import register
@@ -79,7 +80,8 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
             for d, i in zip(dims, idx):
                 full[d] = region.starts[d] + i
             store = ir.BufferStore(region.buffer, tuple(full), node.value)
-            guard = within_extents(idx, dynamic)
+            # a global tensor's elements past its shape are not written, as a copy's are not
+            guard = ir.logical_and(within_extents(idx, dynamic), global_bounds(region, full))
             return store if guard is None else ir.IfThenElse(guard, store)
 
         kind = "serial" if region.buffer.scope == "local" else "parallel"

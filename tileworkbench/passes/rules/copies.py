@@ -16,7 +16,7 @@ def non_unit(region: ir.Region) -> list[int]:
     return [d for d, e in enumerate(region.extents) if ir.const_int(e) != 1]
 
 
-def _bounds(region: ir.Region, idx) -> ir.Expr | None:
+def global_bounds(region: ir.Region, idx) -> ir.Expr | None:
     """Condition that ``idx`` lies inside a global buffer (None for other scopes)."""
     if region.buffer.scope != "global":
         return None
@@ -144,7 +144,7 @@ class CopyLowering:
             scaled[-1] = loop_vars[-1] * v
         s_idx = self.indices(self.src, self.sdims, scaled)
         d_idx = self.indices(self.dst, self.ddims, scaled)
-        guard = ir.logical_and(_bounds(self.src, s_idx), _bounds(self.dst, d_idx))
+        guard = ir.logical_and(global_bounds(self.src, s_idx), global_bounds(self.dst, d_idx))
         body = self.element(s_idx, d_idx, v, guard)
         within = within_extents(loop_vars, self.dynamic)  # past a run-time extent nothing is written
         if within is not None:
