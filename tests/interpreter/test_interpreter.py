@@ -343,3 +343,24 @@ def test_a_division_a_condition_leaves_out_does_not_happen():
     with pytest.raises(KernelRuntimeError, match="integer division by zero"):  # C's, unguarded
         tw.compile(main, target="cpu")(a, b, c)
     assert np.array_equal(b[a != 0], 100 // a[a != 0]) and (b[a == 0] == -1).all()  # B was written first
+
+
+def test_a_copy_between_global_tensors_writes_only_where_both_ends_lie_inside():
+    """As the generated code (and TileLang's safe-memory legalisation) does: a global store whose
+    value reads outside its tensor does not happen. The interpreter used to store the zeros a tile
+    would hold there (found comparing it with the thread-level interpreter on random programs)."""
+    from tileworkbench.interpreter.threads import ThreadKernel
+
+    @T.prim_func
+    def main(A: T.Tensor((4, 128), "float16"), B: T.Tensor((64, 100), "float16")):
+        with T.Kernel(1, threads=128):
+            T.copy(A[1, 79], B[10:30, 66:90])  # rows 1..20 of A: only 1..3 exist
+
+    rng = np.random.default_rng(2)
+    a, b = _random(rng, (4, 128), np.float16), _random(rng, (64, 100), np.float16)
+    want = b.copy()
+    want[10:13, 66:90] = a[1:4, 79:103]
+    tile_level, thread_level = b.copy(), b.copy()
+    tw.compile(main, target="cpu")(a, tile_level)
+    ThreadKernel.of(tw.lower(main))(a, thread_level)
+    assert np.array_equal(tile_level, want) and np.array_equal(thread_level, want)

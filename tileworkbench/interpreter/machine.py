@@ -222,7 +222,17 @@ class Block(RaceRecords):
             src.append(slice(lo - s, max(hi, lo) - s))
         return tuple(dst), tuple(src)
 
-    def write(self, r: ir.Region, values: np.ndarray, what: str = "a tile copy"):
+    def inside(self, r: ir.Region) -> np.ndarray:
+        """Which elements of a region lie inside its tensor's shape (a mask of the region's shape)."""
+        starts, extents = self.region(r)
+        grids = np.meshgrid(*[np.arange(s, s + n) for s, n in zip(starts, extents)], indexing="ij")
+        keep = np.ones(extents, bool)
+        for g, size in zip(grids, self.array(r.buffer).shape):
+            keep &= (g >= 0) & (g < size)
+        return keep
+
+    def write(self, r: ir.Region, values: np.ndarray, what: str = "a tile copy", keep=None):
+        """Store ``values`` into region ``r`` (only where ``keep``, a mask of the values, holds)."""
         extents = [int(ir.const_int(e)) for e in r.extents]
         values = shaped(values, extents, r.buffer.name)
         if r.buffer.scope == "local":  # every running thread's copy
@@ -234,7 +244,12 @@ class Block(RaceRecords):
         if r.buffer.scope == "shared" and self.readers:
             starts, _ = self.region(r)
             self.writing(r.buffer, starts, [a + n - 1 for a, n in zip(starts, extents)], what)
-        self.array(r.buffer)[dst] = stored(loaded(values, r.buffer.dtype), r.buffer.dtype)[src]
+        converted = stored(loaded(values, r.buffer.dtype), r.buffer.dtype)[src]
+        if keep is None:
+            self.array(r.buffer)[dst] = converted
+        else:
+            mask = shaped(keep, extents, r.buffer.name)[src]
+            self.array(r.buffer)[dst][mask] = converted[mask]
 
     # ---- barriers ------------------------------------------------------------------------------
     def slot(self, ref: ir.BarrierRef) -> tuple[Slot, int]:

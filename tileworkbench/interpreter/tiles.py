@@ -43,7 +43,10 @@ class TileOps:
         if s.instruction == "cp_async":  # lands when a cp_async_wait completes its group
             self.later(s.dst, loaded(values, s.src.buffer.dtype))
             return
-        self.b.write(s.dst, loaded(values, s.src.buffer.dtype))
+        # Between two global tensors the threads copy an element only where both ends lie inside
+        # (a tile's zeros stand in for what lies outside a tensor; a tensor keeps what it held).
+        keep = self.b.inside(s.src) if s.src.buffer.scope == s.dst.buffer.scope == "global" else None
+        self.b.write(s.dst, loaded(values, s.src.buffer.dtype), keep=keep)
         return
         yield
 
