@@ -26,7 +26,9 @@ def global_bounds(region: ir.Region, idx) -> ir.Expr | None:
 def extent_bounds(regions, dims, ranges, what: str, loc) -> tuple[list[int], list]:
     """For the non-unit dimensions ``dims`` of the first region: each extent's largest value and,
     where it is known only at run time, the extent itself (else None); checks that each region's
-    slice stays inside a buffer that is not global."""
+    slice stays inside a buffer that is not global: a slice of run-time extent must provably stay
+    inside, one of fixed extent must not provably leave it (``s[bx]`` as the source of a
+    1000-element copy out of a 1-element tile: the threads would read past the tile)."""
     first = regions[0]
     bounds, dynamic = [], []
     for d in dims:
@@ -42,10 +44,13 @@ def extent_bounds(regions, dims, ranges, what: str, loc) -> tuple[list[int], lis
         dynamic.append(extent if ir.const_int(extent) is None else None)
     for region in regions:
         buf = region.buffer
-        if buf.scope == "global" or all(ir.const_int(e) is not None for e in region.extents):
+        if buf.scope == "global":
             continue
+        fixed = all(ir.const_int(e) is not None for e in region.extents)
         for d, (start, extent, size) in enumerate(zip(region.starts, region.extents, buf.shape)):
             last = interval(simplify(start + extent, ranges), ranges)[1]
+            if fixed and (last is None or ir.const_int(size) is None):
+                continue  # nothing proves it leaves the buffer
             if last is None or ir.const_int(size) is None or last > ir.const_int(size):
                 raise CompileError(f"{what}: the slice of {buf.name} along dimension {d} can reach element "
                                    f"{last if last is not None else '(unknown)'}, past its {size}", loc)
