@@ -364,3 +364,30 @@ def test_a_copy_between_global_tensors_writes_only_where_both_ends_lie_inside():
     tw.compile(main, target="cpu")(a, tile_level)
     ThreadKernel.of(tw.lower(main))(a, thread_level)
     assert np.array_equal(tile_level, want) and np.array_equal(thread_level, want)
+
+
+def test_a_cast_to_a_narrow_integer_keeps_its_low_bits_and_cp_async_between_global_tensors_is_a_plain_copy():
+    """Both found comparing the two interpreters on random grammar programs: C's ``(unsigned char)x``
+    wraps (a thread-level scalar the scalarising pass made kept -3 where the array held 253), and
+    the generated code copies global to global at once whatever the instruction asked (the tile
+    level waited for a cp_async_wait that never came)."""
+    from tileworkbench.interpreter.threads import ThreadKernel
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "int32"), C: T.Tensor((1,), "float16"),
+             D: T.Tensor((1,), "float16")):
+        with T.Kernel(1, threads=32):
+            t = T.alloc_local((1,), "uint8")
+            for i in T.serial(4):
+                t[0] = A[i]
+                t[0] = t[0] * 2
+                B[i] = t[0] + 1
+            T.copy(C, D, prefer_instruction="cp_async")
+
+    a = np.array([-3, 5, 200, -128], np.int32)
+    want = ((a.astype(np.int64) % 256) * 2 % 256 + 1).astype(np.int32)
+    c = np.array([1.5], np.float16)
+    for run in (tw.compile(main, target="cpu"), ThreadKernel.of(tw.lower(main))):
+        b, d = np.zeros(4, np.int32), np.zeros(1, np.float16)
+        run(a, b, c, d)
+        assert np.array_equal(b, want) and d[0] == 1.5

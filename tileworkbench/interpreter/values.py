@@ -118,6 +118,9 @@ def evaluate(e, env):
             return loaded(stored(v, e.dtype), e.dtype)
         if not e.dtype.is_float and np.asarray(v).dtype.kind == "f":
             v = np.trunc(v)
+        if not e.dtype.is_float and e.dtype.name != "bool" and storage_dtype(e.dtype).itemsize < 8:
+            wrapped = stored(v, e.dtype)  # C's (unsigned char)x keeps x's low 8 bits: wrapped as a store wraps
+            v = wrapped if isinstance(v, np.ndarray) else wrapped.item()
         return np.asarray(v).astype(compute_dtype(e.dtype)) if isinstance(v, np.ndarray) else \
             compute_dtype(e.dtype).type(v)
     if isinstance(e, ir.Select):  # C's ?:, each lane evaluating the side it takes
