@@ -196,14 +196,8 @@ class Block(RaceRecords):
             return tiles[0]
         starts, extents = self.region(r)
         out = np.zeros(extents, dtype=arr.dtype)
-        src, dst = [], []
-        for s, n, size in zip(starts, extents, arr.shape):
-            lo, hi = max(s, 0), min(s + n, size)
-            if hi <= lo:
-                return out
-            src.append(slice(lo, hi))
-            dst.append(slice(lo - s, hi - s))
-        out[tuple(dst)] = arr[tuple(src)]
+        src, dst = _clipped(starts, extents, arr.shape)
+        out[dst] = arr[src]
         return out
 
     def write_index(self, r: ir.Region, shape):
@@ -211,24 +205,18 @@ class Block(RaceRecords):
         a global tensor's shape (TMA's stores and copies drop what lies outside)."""
         arr = self.array(r.buffer)
         starts, extents = self.region(r)
-        clip = r.buffer.scope == "global"
-        dst, src = [], []
-        for d, (s, n, size) in enumerate(zip(starts, extents, arr.shape)):
-            lo, hi = (max(s, 0), min(s + n, size)) if clip else (s, s + n)
-            if not clip and (s < 0 or s + n > size):
-                raise KernelRuntimeError(f"a tile operation writes {r.buffer.name} out of bounds (dimension {d}: "
-                                         f"{s}..{s + n - 1} of {size})")
-            dst.append(slice(lo, max(hi, lo)))
-            src.append(slice(lo - s, max(hi, lo) - s))
-        return tuple(dst), tuple(src)
+        if r.buffer.scope != "global":
+            for d, (s, n, size) in enumerate(zip(starts, extents, arr.shape)):
+                if s < 0 or s + n > size:
+                    raise KernelRuntimeError(f"a tile operation writes {r.buffer.name} out of bounds (dimension "
+                                             f"{d}: {s}..{s + n - 1} of {size})")
+        return _clipped(starts, extents, arr.shape)
 
     def inside(self, r: ir.Region) -> np.ndarray:
         """Which elements of a region lie inside its tensor's shape (a mask of the region's shape)."""
         starts, extents = self.region(r)
-        grids = np.meshgrid(*[np.arange(s, s + n) for s, n in zip(starts, extents)], indexing="ij")
-        keep = np.ones(extents, bool)
-        for g, size in zip(grids, self.array(r.buffer).shape):
-            keep &= (g >= 0) & (g < size)
+        keep = np.zeros(extents, bool)
+        keep[_clipped(starts, extents, self.array(r.buffer).shape)[1]] = True
         return keep
 
     def write(self, r: ir.Region, values: np.ndarray, what: str = "a tile copy", keep=None):
@@ -278,6 +266,18 @@ def uniform(value):
 
 def _at(loc) -> str:
     return f" at line {loc.line}" if loc is not None and loc.line else ""
+
+
+def _clipped(starts, extents, shape) -> tuple[tuple, tuple]:
+    """(index into the array, index into the region) of the part of a region inside ``shape``:
+    what a copy reads or writes of a global tensor (empty slices where none of it is)."""
+    array, region = [], []
+    for s, n, size in zip(starts, extents, shape):
+        lo, hi = max(s, 0), min(s + n, size)
+        hi = max(hi, lo)
+        array.append(slice(lo, hi))
+        region.append(slice(lo - s, hi - s))
+    return tuple(array), tuple(region)
 
 
 def _box(idx) -> tuple[list, list]:
