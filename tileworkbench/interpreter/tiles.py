@@ -1,7 +1,7 @@
 """The tile operations of the tile-level IR on the CPU, whole tiles at a time: copies (a global
 tensor's outside read as zero, stores into it clipped to it; ``cp.async`` copies held back until a
 ``cp_async_wait`` completes their group), TMA loads and stores, fills, a gemm as a matmul in the
-accumulator's type, reductions. :class:`TileOps` is that part of ``machine.Runner``."""
+accumulator's type, reductions, scans. :class:`TileOps` is that part of ``machine.Runner``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
+from ..passes.rules.scans import accumulator
 from .values import evaluate, loaded, stored
 
 
@@ -111,6 +112,19 @@ class TileOps:
             out = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.maximum,
                    "min": np.minimum}[s.kind](old, out)
         dst[...] = stored(out.reshape(dst.shape), s.dst.dtype)
+        return
+        yield
+
+
+    def s_Scan(self, s):
+        """Running sums (maxima) in the type the generated code keeps them in."""
+        _, extents = self.b.region(s.src)
+        acc = np.dtype(accumulator(s.src.buffer.dtype).name)
+        values = shaped(loaded(self.b.read(s.src), s.src.buffer.dtype), extents, s.src.buffer.name).astype(acc)
+        values = np.flip(values, s.dim) if s.reverse else values
+        with np.errstate(over="ignore"):  # int32 sums wrap as the generated code's do
+            out = np.cumsum(values, axis=s.dim, dtype=acc) if s.kind == "sum" else np.maximum.accumulate(values, axis=s.dim)
+        self.b.write(s.dst, np.flip(out, s.dim) if s.reverse else out, what="a scan")
         return
         yield
 

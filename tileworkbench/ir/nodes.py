@@ -65,6 +65,7 @@ from .stmt import (  # noqa: F401
     LetStmt,
     PipelineInfo,
     Reduce,
+    Scan,
     SeqStmt,
     Stmt,
     SyncThreads,

@@ -186,6 +186,10 @@ class _Printer:
     def p_Reduce(self, s, d):
         self.emit(d, f"T.reduce_{s.kind}({s.src.name}, {s.dst.name}, dim={s.dim}, clear={s.clear})")
 
+    def p_Scan(self, s, d):
+        reverse = ", reverse=True" if s.reverse else ""
+        self.emit(d, f"T.cum{s.kind}({region_text(s.src)}, {region_text(s.dst)}, dim={s.dim}{reverse})")
+
     def p_BarrierArrive(self, s, d):
         self.emit(d, f"T.barrier_arrive({expr_text(s.barrier)})")
 

@@ -284,6 +284,20 @@ class Reduce(Stmt):
 
 
 @dataclass(eq=False, repr=False)
+class Scan(Stmt):
+    """``T.cumsum`` / ``T.cummax``: ``dst`` along ``dim`` holds the running sum (max) of ``src``
+    along ``dim``, each element counting itself and those before it (after it with ``reverse``).
+    ``src`` and ``dst`` have the same extents and may be the same region."""
+
+    kind: str  # "sum" or "max"
+    src: Region
+    dst: Region
+    dim: int
+    reverse: bool = False
+    loc: SourceLocation | None = _loc()
+
+
+@dataclass(eq=False, repr=False)
 class BarrierArrive(Stmt):
     barrier: BarrierRef
     loc: SourceLocation | None = _loc()
@@ -359,7 +373,7 @@ class ThreadScope(Stmt):
         return (self.first, self.first + self.count - 1)
 
 
-TILE_OPS = (Copy, TmaCopy, Im2Col, Fill, Gemm, Reduce)
+TILE_OPS = (Copy, TmaCopy, Im2Col, Fill, Gemm, Reduce, Scan)
 
 # The calls ``T.atomic_*`` make, ``Evaluate(Call(name, (address_of(buf[idx]), value)))``: updates of
 # one element that many threads may make at once. Adds commute with one another; the others are

@@ -32,7 +32,7 @@ TILE_OPS = ir.TILE_OPS
 class Forms:
     """Which constructs the IR holds, of those that passes remove or add once."""
 
-    tile_ops: bool = False  # Copy, TmaCopy, Fill, Gemm, Reduce
+    tile_ops: bool = False  # Copy, TmaCopy, Fill, Gemm, Reduce, Scan
     fragments: bool = False  # fragment buffers (per-thread local arrays after partition_parallel_loops)
     logical_accesses: bool = False  # accesses by index per dimension
     flat_accesses: bool = False  # accesses by element offset (the codegen phase)

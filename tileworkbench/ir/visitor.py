@@ -230,5 +230,8 @@ def buffers_written(node) -> list:
         def visit_Reduce(self, n):
             add(n.dst)
 
+        def visit_Scan(self, n):
+            add(n.dst.buffer)
+
     _W().visit(node)
     return out

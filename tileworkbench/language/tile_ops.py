@@ -1,5 +1,6 @@
-"""Tile operations: ``T.copy``, ``T.tma_copy``, ``T.fill``/``T.clear``, ``T.gemm`` and the
-reductions. Each checks its operands and emits one tile-level statement; passes lower it."""
+"""Tile operations: ``T.copy``, ``T.tma_copy``, ``T.fill``/``T.clear``, ``T.gemm``, the
+reductions and the scans (``T.cumsum``, ``T.cummax``). Each checks its operands and emits one
+tile-level statement; passes lower it."""
 
 from __future__ import annotations
 
@@ -171,6 +172,44 @@ reduce_max = _reduce("max")
 reduce_min = _reduce("min")
 reduce_abssum = _reduce("abssum")
 reduce_absmax = _reduce("absmax")
+
+
+def _scan(kind):
+    name = f"T.cum{kind}"
+
+    def scan(src, dst=None, dim=0, reverse=False, annotations=None):
+        s = as_region(src, f"{name} source")
+        d = s if dst is None else as_region(dst, f"{name} destination")
+        for r, role in ((s, "source"), (d, "destination")):
+            if isinstance(r, _b.Point) or r.buffer.scope not in ("shared", "fragment"):
+                raise error(f"{name} scans a shared or fragment tile (or a slice of a shared one); "
+                            f"its {role} is {_b.describe(r.buffer if not isinstance(r, _b.Point) else r)}")
+            if r.static_extents() is None:
+                raise error(f"{name}: the {role}'s extents must be known when the kernel is built")
+            if r.buffer.scope == "fragment" and not r.is_full:
+                raise error(f"{name}: a fragment {role} is scanned whole; {r.buffer.name} is sliced "
+                            "(copy the part to a shared tile, or scan a slice of a shared tile)")
+            if r.buffer.dtype.name == "bool" or not (r.buffer.dtype.is_float or r.buffer.dtype.is_int):
+                raise error(f"{name} needs numbers; {r.buffer.name} is {r.buffer.dtype.name}")
+        if s.static_extents() != d.static_extents():
+            raise error(f"{name}: the destination's extents {d.static_extents()} differ from the "
+                        f"source's {s.static_extents()}")
+        rank = len(s.extents)
+        dim = _b.constant_int(dim, f"{name}: dim")
+        axis = dim + rank if dim < 0 else dim
+        if not 0 <= axis < rank:
+            raise error(f"{name}: dim {dim} out of range for a {rank}-D tile")
+        _b.current().emit(ir.Scan(kind, s, d, axis, _py_bool(reverse)))
+
+    scan.__name__ = f"cum{kind}"
+    scan.__doc__ = (f"``{name}(src, dst=None, dim=0, reverse=False)``: the running {kind} of a shared or "
+                    "fragment tile along ``dim`` (inclusive; from the end with ``reverse``), into ``dst`` "
+                    "or in place.")
+    return scan
+
+
+cumsum = _scan("sum")
+cummax = _scan("max")
 
 
 def _one_stage_of(r) -> _py_bool:

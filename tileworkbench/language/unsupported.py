@@ -17,7 +17,6 @@ _TVM = "a TVM construct; tileworkbench has no TVM underneath"
 UNSUPPORTED = {
     "atomic_addx2": _NOT_YET + " (T.atomic_add is supported)",
     "reduce_absmax_all": _NOT_YET,
-    "cumsum": _NOT_YET,
     "comm_reducer": _TVM,
     "attr": _TVM,
     "call_extern": _TVM,

@@ -167,6 +167,8 @@ def _iteration_disjoint(loop: ir.For) -> set:
         tiles.visit(op)  # tile operations and atomics: their elements are not followed here
     for op in collect(loop.body, ir.Reduce):
         tiles.reads |= {op.src.name, op.dst.name}
+    for op in collect(loop.body, ir.Scan):
+        tiles.reads |= {op.src.buffer.name, op.dst.buffer.name}
     others = tiles.reads | tiles.writes | tiles.tma_writes | tiles.adds
     offsets: dict = {}
     for access in collect(loop.body, (ir.BufferLoad, ir.BufferStore)):

@@ -1,7 +1,7 @@
-"""lower_tile_ops: copies, fills, gemms and reductions become loops and header calls.
+"""lower_tile_ops: copies, fills, gemms, reductions and scans become loops and header calls.
 
 Expects: TMA already lowered (``lower_tma``), fragment layouts inferred.
-Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce`` remains. Instead:
+Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce``/``Scan`` remains. Instead:
   * copies between global and shared memory are ``T.Parallel`` loops of vector copies (up to 16
     bytes, when alignment and extents allow) or ``cp.async`` for ``prefer_instruction="cp_async"``,
     with bounds checks against the global tensor's shape (out-of-bounds loads fill zeros,
@@ -19,7 +19,9 @@ Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce`` remains. Instead:
     swizzleA, swizzleB, T>`` (mma.sync) on the shared tiles and the accumulator;
   * reductions of a fragment's rows into a fragment with those rows' layout stay in registers
     (each thread's partial, ``shfl.xor`` across the lanes of a row, shared memory across warps);
-    others go through a shared scratch tile (``rules.reductions``).
+    others go through a shared scratch tile (``rules.reductions``);
+  * ``T.cumsum``/``T.cummax`` are runs of each line scanned by one thread each, the runs' totals
+    combined through shared memory (``rules.scans``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .rules.gemm import FP8_TYPES
 from .rules.copies import (CopyLowering, extent_bounds, fragment_frame, global_bounds, lower_im2col, non_unit,
                            within_extents)
 from .rules.reductions import in_registers, loop_nest, reduce_in_registers, reduce_through_shared
+from .rules.scans import lower_scan
 from .rules.thread_scopes import ScopedThreads
 from .manager import register
 
@@ -157,6 +160,11 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
         if in_registers(node, self.threads):
             return reduce_in_registers(node, self.tid)
         return reduce_through_shared(node)
+
+    def visit_Scan(self, node: ir.Scan):
+        dims = list(range(len(node.src.extents)))
+        extent_bounds([node.src, node.dst], dims, self.ranges, f"T.cum{node.kind}", node.loc)
+        return lower_scan(node, self.threads)
 
 
 @register("lower_tile_ops", "lower")

@@ -77,6 +77,9 @@ class _Where(IRVisitor):
     def visit_Reduce(self, node):
         self.note(node, [node.src, node.dst])
 
+    def visit_Scan(self, node):
+        self.note(node, [node.src.buffer, node.dst.buffer])
+
 
 def _line(stmt) -> str:
     return str(stmt.loc.line) if stmt.loc is not None and stmt.loc.line else "?"

@@ -107,11 +107,12 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
 
 def written_buffers(stmt) -> list:
     """The buffers a tile-level statement writes (stores, fills, copies' destinations, gemms'
-    accumulators, reductions' outputs)."""
+    accumulators, reductions' and scans' outputs)."""
     out = [n.buffer for n in collect(stmt, ir.BufferStore)]
     out += [n.dst.buffer for n in collect(stmt, (ir.Copy, ir.Fill))]
     out += [n.c.buffer for n in collect(stmt, ir.Gemm)]
     out += [n.dst for n in collect(stmt, ir.Reduce)]
+    out += [n.dst.buffer for n in collect(stmt, ir.Scan)]
     return out
 
 
