@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
-from ..passes.rules.scans import accumulator
+from ..passes.rules.reductions import accumulator
 from .values import evaluate, loaded, stored
 
 
@@ -103,18 +103,22 @@ class TileOps:
 
     def s_Reduce(self, s):
         src = loaded(self.b.array(s.src), s.src.dtype)
+        if s.kind in _BITWISE or s.src.dtype.name == "uint64":  # the integers themselves, in the accumulator's type
+            src = np.asarray(self.b.array(s.src)).astype(np.dtype(accumulator(s.src.dtype).name))
         fn = {"sum": np.sum, "max": np.max, "min": np.min, "abssum": lambda x, axis: np.sum(np.abs(x), axis=axis),
-              "absmax": lambda x, axis: np.max(np.abs(x), axis=axis)}[s.kind]
+              "absmax": lambda x, axis: np.max(np.abs(x), axis=axis),
+              **{k: op.reduce for k, op in _BITWISE.items()}}[s.kind]
         out = fn(src, axis=s.dim)
         dst = self.b.array(s.dst)
         if not s.clear:
             old = loaded(dst, s.dst.dtype).reshape(out.shape)
+            if s.kind in _BITWISE or s.src.dtype.name == "uint64":
+                old = np.asarray(dst).astype(out.dtype).reshape(out.shape)
             out = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.maximum,
-                   "min": np.minimum}[s.kind](old, out)
+                   "min": np.minimum, **_BITWISE}[s.kind](old, out)
         dst[...] = stored(out.reshape(dst.shape), s.dst.dtype)
         return
         yield
-
 
     def s_Scan(self, s):
         """Running sums (maxima) in the type the generated code keeps them in."""
@@ -127,6 +131,9 @@ class TileOps:
         self.b.write(s.dst, np.flip(out, s.dim) if s.reverse else out, what="a scan")
         return
         yield
+
+
+_BITWISE = {"bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
 
 
 def _matrix(x: np.ndarray) -> np.ndarray:

@@ -95,6 +95,8 @@ class Unsupported(KernelRuntimeError):
 def evaluate(e, env):
     """The value of expression ``e`` (``env``: the interpreter's frame, with ``vars``, ``load``)."""
     if isinstance(e, ir.Const):
+        if e.dtype.name == "uint64" and e.value >= 2**63:
+            return e.value - 2**64  # held as int64, as every integer is here (``_unsigned_64``)
         return e.value
     if isinstance(e, ir.Var):
         try:
@@ -167,6 +169,8 @@ def _check_divisor(b, mask):
 
 def _binop(e: ir.BinOp, a, b):
     op = e.op
+    if op in _ORDERED and "uint64" in (e.a.dtype.name, e.b.dtype.name):
+        return _unsigned_64(e, a, b)
     if op in ("//", "%"):
         if e.dtype.is_float:
             q = np.floor(np.divide(a, b))
@@ -189,6 +193,27 @@ def _binop(e: ir.BinOp, a, b):
     if e.dtype.is_float and e.dtype.name != "float64" and isinstance(out, (np.ndarray, np.floating)):
         out = np.asarray(out, np.float32) if isinstance(out, np.ndarray) else np.float32(out)
     return out
+
+
+# Operators whose result depends on reading the bits as unsigned (int64 gives the same bits as
+# uint64 for +, -, *, bit operations and <<, but not for these).
+_ORDERED = ("<", "<=", ">", ">=", "min", "max", "//", "%", "truncdiv", "truncmod", ">>", "/")
+
+
+def _unsigned_64(e: ir.BinOp, a, b):
+    """A uint64 operation on values held as int64 (every integer is, ``compute_dtype``): computed on
+    the bits read as uint64, the result held as int64 again (or a bool, a float for ``/``)."""
+    ua, ub = (np.asarray(x).astype(np.int64).view(np.uint64) for x in (a, b))
+    if op_is_division(e.op) and np.any(ub == 0):
+        ub = np.where(ub == 0, np.uint64(1), ub)  # lanes a condition leaves out (``_check_divisor``)
+    fn = {"//": np.floor_divide, "truncdiv": np.floor_divide, "%": np.mod, "truncmod": np.mod,
+          "/": lambda x, y: np.divide(x.astype(np.float32), y.astype(np.float32))}.get(e.op) or _BIN[e.op]
+    out = fn(ua, ub)
+    return out.view(np.int64) if out.dtype == np.uint64 else out
+
+
+def op_is_division(op: str) -> bool:
+    return op in ("//", "%", "truncdiv", "truncmod")
 
 
 def _call(e: ir.Call, env):

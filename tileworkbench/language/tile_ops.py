@@ -148,11 +148,19 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
 
 
 def _reduce(kind):
-    def reduce(buffer, out, dim=-1, clear=True):
+    def reduce(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
         for value in (buffer, out):
             if not isinstance(value, ir.Buffer) or value.scope not in ("fragment", "shared"):
                 raise error(f"T.reduce_{kind} reduces a whole fragment or shared buffer into another, "
                             f"not {_b.describe(value)}")
+        if kind in BITWISE_KINDS and any(not b.dtype.is_int for b in (buffer, out)):
+            raise error(f"T.reduce_{kind} combines integers (or booleans) bit by bit; "
+                        f"{buffer.name} is {buffer.dtype.name} and {out.name} {out.dtype.name}")
+        # TileLang's batch groups its rows' cross-warp steps behind shared barriers: how, not what,
+        # so it is checked and left to our lowering (one barrier pair per reduction through shared memory)
+        if _b.constant_int(batch, f"T.reduce_{kind}: batch") < 1:
+            raise error(f"T.reduce_{kind}: batch must be at least 1, got {batch}")
+        _reduce_annotations(kind, annotations)
         nd = buffer.ndim
         dim = _b.constant_int(dim, f"T.reduce_{kind}: dim")
         d = dim + nd if dim < 0 else dim
@@ -167,11 +175,29 @@ def _reduce(kind):
     return reduce
 
 
+BITWISE_KINDS = ("bitand", "bitor", "bitxor")
+
+
+def _reduce_annotations(kind, annotations):
+    """TileLang's lowering controls: ``enable_fadd2`` (packed float adds on sm_100) changes no value
+    and is accepted; ``nan_propagate`` (a NaN wins max/min) is not what our max/min do (fmaxf drops
+    NaN), so asking for it is refused rather than silently ignored."""
+    for key, value in (annotations or {}).items():
+        if key == "nan_propagate" and value:
+            raise error(f"T.reduce_{kind}: annotations={{'nan_propagate': True}} is not supported yet "
+                        "(our max and min drop NaN, as fmaxf does)")
+        if key not in ("nan_propagate", "enable_fadd2"):
+            raise error(f"T.reduce_{kind}: unknown annotation {key!r}")
+
+
 reduce_sum = _reduce("sum")
 reduce_max = _reduce("max")
 reduce_min = _reduce("min")
 reduce_abssum = _reduce("abssum")
 reduce_absmax = _reduce("absmax")
+reduce_bitand = _reduce("bitand")
+reduce_bitor = _reduce("bitor")
+reduce_bitxor = _reduce("bitxor")
 
 
 def _scan(kind):

@@ -45,19 +45,47 @@ def _add(a, b):
     return a + b
 
 
+def _bits(op):
+    return lambda a, b: ir.binop(op, a, b)
+
+
+def _lowest(t):
+    return ir.Const(-math.inf, t) if t.is_float else ir.Const(dtypes.value_range(t)[0], t)
+
+
+def _highest(t):
+    return ir.Const(math.inf, t) if t.is_float else ir.Const(dtypes.value_range(t)[1], t)
+
+
 # kind -> (initial value of a dtype, how an element joins a partial, how two partials join)
 REDUCERS = {
     "sum": (lambda t: ir.cast(ir.const(0), t), _add, _add),
     "abssum": (lambda t: ir.cast(ir.const(0), t), lambda a, x: a + _abs(x), _add),
-    "max": (lambda t: ir.Const(-math.inf if t.is_float else -(2**31), t), _max, _max),
-    "min": (lambda t: ir.Const(math.inf if t.is_float else 2**31 - 1, t), _min, _min),
+    "max": (_lowest, _max, _max),
+    "min": (_highest, _min, _min),
     "absmax": (lambda t: ir.cast(ir.const(0), t), lambda a, x: _max(a, _abs(x)), _max),
+    # bitwise, of integers only (the front end checks): all ones, and zero, to start from
+    "bitand": (lambda t: ir.cast(ir.const(-1), t), _bits("&"), _bits("&")),
+    "bitor": (lambda t: ir.cast(ir.const(0), t), _bits("|"), _bits("|")),
+    "bitxor": (lambda t: ir.cast(ir.const(0), t), _bits("^"), _bits("^")),
 }
+BITWISE_KINDS = ("bitand", "bitor", "bitxor")
+
+# 64-bit types and uint32 keep their own type; narrower ones are widened (below)
+_WIDE = {"float64": dtypes.float64, "int64": dtypes.int64, "uint64": dtypes.uint64, "uint32": dtypes.uint32}
+
+
+def accumulator(dtype: dtypes.DType) -> dtypes.DType:
+    """The type partials (reductions) and running values (scans) of ``dtype`` are combined in:
+    float32 for 32-bit and narrower floats, int32 for narrower integers, the type itself for 64-bit
+    types and uint32 (whose values int32 cannot hold)."""
+    if dtype.name in _WIDE:
+        return _WIDE[dtype.name]
+    return dtypes.float32 if dtype.is_float else dtypes.int32
 
 
 def _accumulator_dtype(src: ir.Buffer):
-    """Partials are combined in float32 for floating-point sources, int32 otherwise."""
-    return dtypes.float32 if src.dtype.is_float else dtypes.int32
+    return accumulator(src.dtype)
 
 
 def loop_nest(shape, make_body, kind="parallel", loc=None, annotations=None):

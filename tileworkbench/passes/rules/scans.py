@@ -11,8 +11,8 @@ With one chunk per line the first step is left out. ``chunks`` is chosen to make
 chunks`` (the elements one thread walks) small, among the divisors of the line's length so no
 run needs a guard (a line of prime length gets the guard instead).
 
-Values are combined in the accumulator type (``accumulator``: float32 for 16- and 8-bit floats,
-int32 for narrow integers) and rounded to the destination's type once per element. A fragment
+Values are combined in the accumulator type (``rules.reductions.accumulator``: float32 for 16- and
+8-bit floats, int32 for narrow integers) and rounded to the destination's type once per element. A fragment
 operand goes through a shared tile of the accumulator type (as TileLang's own scan of a fragment
 does), and so does a source that is another region of the destination's buffer, which the threads'
 writes could otherwise overwrite before they read it. The scan opens and closes with a block
@@ -25,28 +25,15 @@ import math
 
 from ... import dtypes
 from ...ir import nodes as ir
-from .reductions import loop_nest
-
-_WIDE = {"float64": dtypes.float64, "int64": dtypes.int64, "uint64": dtypes.uint64, "uint32": dtypes.uint32}
-
-
-def accumulator(dtype: dtypes.DType) -> dtypes.DType:
-    """The type a scan of ``dtype`` combines values in."""
-    if dtype.name in _WIDE:
-        return _WIDE[dtype.name]
-    return dtypes.float32 if dtype.is_float else dtypes.int32
+from .reductions import REDUCERS, accumulator, loop_nest
 
 
 def identity(kind: str, acc: dtypes.DType) -> ir.Expr:
-    if kind == "sum":
-        return ir.cast(ir.const(0), acc)
-    if acc.is_float:
-        return ir.Const(-math.inf, acc)
-    return ir.Const(dtypes.value_range(acc)[0], acc)
+    return REDUCERS[kind][0](acc)
 
 
 def join(kind: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return a + b if kind == "sum" else ir.binop("max", a, b)
+    return REDUCERS[kind][2](a, b)
 
 
 def chunking(length: int, lines: int, threads: int) -> tuple[int, int]:
