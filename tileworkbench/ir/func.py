@@ -40,6 +40,13 @@ class Launch:
     # ``T.Kernel(threads=(x, y, z))`` as written: the front end recovers each index from the one
     # the block is launched with (x fastest); every pass sees ``threads`` = x*y*z.
     thread_dims: tuple = ()
+    # The register hand-over of a warp-specialised kernel (``setmaxnreg``: the producer warpgroup
+    # gives registers back, the consumers take them): off by ``T.disable_warp_group_reg_alloc()``,
+    # its counts from ``T.annotate_producer_reg_dealloc`` / ``T.annotate_consumer_reg_alloc``
+    # (None: the compiler's).
+    register_handover: bool = True
+    producer_registers: int | None = None
+    consumer_registers: int | None = None
 
     @property
     def total_threads(self) -> int:

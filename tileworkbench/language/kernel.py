@@ -96,6 +96,34 @@ def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True):
     _b.launch("T.use_swizzle").raster_request = n if enable else 0
 
 
+def disable_warp_group_reg_alloc():
+    """No register hand-over between the warpgroups of a warp-specialised kernel (no ``setmaxnreg``):
+    every thread keeps the registers the compile gave it."""
+    _b.launch("T.disable_warp_group_reg_alloc()").register_handover = False
+
+
+no_set_max_nreg = disable_warp_group_reg_alloc
+
+
+def _register_count(reg_count, what: str) -> int:
+    n = _b.constant_int(reg_count, f"{what}: reg_count")
+    if not 24 <= n <= 256 or n % 8:
+        raise error(f"{what}: setmaxnreg takes a multiple of 8 from 24 to 256 registers, not {n}")
+    return n
+
+
+def annotate_producer_reg_dealloc(reg_count: int = 24):
+    """The registers a warp-specialised kernel's producer warpgroup keeps (``setmaxnreg.dec``)."""
+    _b.launch("T.annotate_producer_reg_dealloc").producer_registers = _register_count(
+        reg_count, "T.annotate_producer_reg_dealloc")
+
+
+def annotate_consumer_reg_alloc(reg_count: int = 240):
+    """The registers each consumer thread of a warp-specialised kernel grows to (``setmaxnreg.inc``)."""
+    _b.launch("T.annotate_consumer_reg_alloc").consumer_registers = _register_count(
+        reg_count, "T.annotate_consumer_reg_alloc")
+
+
 def get_block_binding(dim: int = 0):
     launch = _b.launch("T.get_block_binding()")
     d = _b.constant_int(dim, "T.get_block_binding: dim")

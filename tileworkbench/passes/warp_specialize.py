@@ -55,8 +55,8 @@ from ..ir.visitor import substitute
 from ..target import PassConfigKey
 from .rules import epilogue as epilogue_rules
 from .rules import persistent as persistent_rules
-from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_REGISTERS, PRODUCER_THREADS, OverlapPlan,
-                                      consumer_registers, consumer_work_only_gemms, is_tile_load,
+from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_THREADS, OverlapPlan,
+                                      consumer_work_only_gemms, register_split, is_tile_load,
                                       overlap_plan, smem_bytes_with_own_epilogue_tile, why_not)
 from .manager import register
 from .peel_first_iteration import PEEL_FIRST
@@ -295,9 +295,10 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     producer = [ir.IfThenElse(ir.cmp("<", tid, consumers + 32),
                               ir.seq(per_tile([_role_loop(loop, produce, "producer", s)])))]
     consumer = []
-    if consumers >= 256:
-        producer.insert(0, ir.Evaluate(ir.Call(f"tw::setmaxnreg_dec<{PRODUCER_REGISTERS}>", ())))
-        consumer.append(ir.Evaluate(ir.Call(f"tw::setmaxnreg_inc<{consumer_registers(consumers)}>", ())))
+    registers = register_split(func.launch, consumers, loop.loc)
+    if registers is not None:
+        producer.insert(0, ir.Evaluate(ir.Call(f"tw::setmaxnreg_dec<{registers[0]}>", ())))
+        consumer.append(ir.Evaluate(ir.Call(f"tw::setmaxnreg_inc<{registers[1]}>", ())))
     if staged is not None:
         epilogue_tile, epilogue = staged
         keep.append(ir.Allocate(epilogue_tile, loc=epilogue_tile.loc))
@@ -319,8 +320,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     out.attrs["warp_specialized"] = {
         "applied": True, "stages": s, "consumer_threads": consumers, "producer_threads": PRODUCER_THREADS,
         "tiles": [ld.dst.buffer.name for ld in loads], "barriers": [b.name for b in barriers],
-        "registers": {"producer": PRODUCER_REGISTERS, "consumer": consumer_registers(consumers)}
-        if consumers >= 256 else None,
+        "registers": {"producer": registers[0], "consumer": registers[1]} if registers is not None else None,
         "epilogue": "shared memory + TMA store" if staged is not None else "stores from registers",
         "persistent": {"applied": True, "tiles": persistent_rules.tile_count(func.launch)} if persistent
         else {"applied": False, "reason": not_persistent},

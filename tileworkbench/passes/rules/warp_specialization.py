@@ -25,10 +25,33 @@ def is_tile_load(s) -> bool:
             and s.dst.is_full)
 
 
-def consumer_registers(consumer_threads: int) -> int:
+def consumer_registers(consumer_threads: int, producer_registers: int = PRODUCER_REGISTERS) -> int:
     """Registers per consumer thread once the producer warpgroup has given its surplus back."""
-    free = REGISTER_FILE - PRODUCER_THREADS * PRODUCER_REGISTERS
+    free = REGISTER_FILE - PRODUCER_THREADS * producer_registers
     return min(240, free // consumer_threads // 8 * 8)
+
+
+def register_split(launch, consumer_threads: int, loc=None) -> tuple[int, int] | None:
+    """(producer, consumer) registers per thread for the ``setmaxnreg`` hand-over, or None where
+    there is none: fewer than two consumer warpgroups, or ``T.disable_warp_group_reg_alloc()``.
+    Counts the program gives (``T.annotate_*_reg_*``) must fit the register file together, the
+    producer's at most and the consumers' at least what each thread starts with."""
+    if consumer_threads < 256 or not launch.register_handover:
+        return None
+    producer = launch.producer_registers or PRODUCER_REGISTERS
+    consumer = launch.consumer_registers or consumer_registers(consumer_threads, producer)
+    # each thread starts with its share of the file (what the launch bounds let ptxas give it):
+    # setmaxnreg.dec may only lower it and .inc only raise it
+    start = REGISTER_FILE // (consumer_threads + PRODUCER_THREADS) // 8 * 8
+    if producer > start or consumer < start:
+        raise CompileError(f"the producer warpgroup can only give registers back and the consumers only take "
+                           f"them: each thread starts with {start}, so the producer keeps at most {start} (not "
+                           f"{producer}) and the consumers grow to at least {start} (not {consumer})", loc)
+    if PRODUCER_THREADS * producer + consumer_threads * consumer > REGISTER_FILE:
+        raise CompileError(f"the warp-specialised kernel's registers do not fit the {REGISTER_FILE}-register file: "
+                           f"{PRODUCER_THREADS} producer threads x {producer} + {consumer_threads} consumer threads x "
+                           f"{consumer} (T.annotate_producer_reg_dealloc / T.annotate_consumer_reg_alloc)", loc)
+    return producer, consumer
 
 
 def why_not(func: ir.PrimFunc, ctx) -> str | None:
