@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from ..ir import nodes as ir
+from ..ir.math_calls import C_NAMES as MATH_CALL_NAMES, CALLS as MATH_CALLS, c_function
 
 C_KEYWORDS = frozenset({
     "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
@@ -34,7 +35,7 @@ C_MATH_NAMES = frozenset({
     "min", "max", "fminf", "fmaxf", "fmin", "fmax", "abs", "fabsf", "floorf", "expf", "exp2f", "logf", "log2f",
     "sqrtf", "rsqrtf", "tanhf", "sinf", "cosf", "ceilf", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
     "sin", "cos", "floor", "ceil",
-})
+}) | MATH_CALL_NAMES
 
 MATH_F32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
             "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf"}
@@ -188,6 +189,10 @@ class CStyleRenderer:
         if e.name == "abs":
             fn = "fabsf" if e.dtype.is_float else "abs"
             return f"{fn}({self.expr(e.args[0])})"
+        library = MATH_CALLS.get(e.name)
+        if library is not None:
+            fn = c_function(library, e.args[0].dtype.bits)
+            return f"{fn}({', '.join(self.expr(a) for a in e.args)})"
         if e.name.startswith("."):  # a method of its first argument
             target, *rest = e.args
             return f"{self.expr(target)}{e.name}({', '.join(self.expr(a) for a in rest)})"

@@ -11,6 +11,7 @@ float32 quotient.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
+from ..ir.math_calls import CALLS as MATH_CALLS
 
 # The types generated code computes a value of a given type in.
 _FLOAT_HELD = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float4_e2m1fn", "float4_e2m1_unpacked")
@@ -223,6 +225,8 @@ def _call(e: ir.Call, env):
         out = hook(e)
         if out is not NotImplemented:
             return out
+    if name in MATH_CALLS:
+        return _library(e, [evaluate(a, env) for a in e.args])
     if name in _MATH:
         x = evaluate(e.args[0], env)
         dt = np.float64 if e.dtype.name == "float64" else (np.float32 if e.dtype.is_float else None)
@@ -244,6 +248,45 @@ def _call(e: ir.Call, env):
             raise KernelRuntimeError("a warp shuffle reads a lane whose thread does not run the shuffle")
         return value[at]
     raise Unsupported(f"the CPU interpreter does not evaluate the call {name}")
+
+
+def _round_half_away(x):
+    return np.copysign(np.floor(np.abs(x) + 0.5), x)
+
+
+def _clz(x, bits):
+    x = np.asarray(x).astype(np.int64).view(np.uint64) & np.uint64(2**bits - 1)
+    lengths = np.frompyfunc(lambda v: int(v).bit_length(), 1, 1)(x).astype(np.int64)
+    return bits - lengths
+
+
+# ``ir.math_calls``' functions: numpy's, on float32 (float64) values, as CUDA's on the GPU (within
+# their documented error in the last place); erf through Python's math.erf
+_LIBRARY = {
+    "erf": np.frompyfunc(math.erf, 1, 1), "log1p": np.log1p, "log10": np.log10, "exp10": lambda x: np.power(10.0, x),
+    "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "round": _round_half_away, "trunc": np.trunc,
+    "nearbyint": np.rint, "fabs": np.abs, "pow": np.power, "fmod": np.fmod, "atan2": np.arctan2, "hypot": np.hypot,
+    "copysign": np.copysign, "nextafter": np.nextafter, "fma": lambda a, b, c: a.astype(np.float64) * b + c,
+    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+    "__exp": np.exp, "__exp10": lambda x: np.power(10.0, x), "__log": np.log, "__log2": np.log2,
+    "__log10": np.log10, "__sin": np.sin, "__cos": np.cos, "__tan": np.tan,
+}
+
+
+def _library(e: ir.Call, args):
+    kind = MATH_CALLS[e.name].kind
+    if kind == "int":
+        bits = e.args[0].dtype.bits
+        x = np.asarray(args[0]).astype(np.int64).view(np.uint64) & np.uint64(2**bits - 1 if bits < 64 else 2**64 - 1)
+        out = np.bitwise_count(x).astype(np.int64) if e.name == "popcount" else _clz(x, bits)
+        return out if np.ndim(args[0]) else out.item()
+    held = np.float64 if e.args[0].dtype.name == "float64" else np.float32
+    with np.errstate(all="ignore"):  # NaN and infinities are values here, as on the GPU
+        out = np.asarray(_LIBRARY[e.name](*[np.asarray(a, held) for a in args]))
+    if kind == "test":
+        return out.astype(bool)
+    return out.astype(held)
 
 
 def wait_group(name: str) -> int | None:

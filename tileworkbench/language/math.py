@@ -10,7 +10,9 @@ from ..frontend import builder as _b
 from ..errors import CompileError
 from ..frontend.builder import error
 from ..ir import nodes as ir
+from ..ir.math_calls import CALLS as _CALLS
 from .types import _dtype
+
 
 def ceildiv(a, b):
     x, y = _b.integer(a, "T.ceildiv: the dividend"), _b.integer(b, "T.ceildiv: the divisor")
@@ -149,3 +151,102 @@ def min_value(dtype):
 
 
 _builtin_float = _builtins.float
+
+
+# ---- the math library beyond the first few (``ir.math_calls``) ------------------------------------
+
+def _library(call):
+    def fn(*args):
+        name = f"T.{call.name}"
+        if len(args) != call.arity:
+            raise error(f"{name} takes {call.arity} argument{'s' if call.arity > 1 else ''}, got {len(args)}")
+        values = [_b.number(a, f"{name}: argument {i + 1}" if call.arity > 1 else f"{name}: the argument")
+                  for i, a in enumerate(args)]
+        if call.kind == "int":
+            (x,) = values
+            if not x.dtype.is_int or x.dtype.name == "bool":
+                raise error(f"{name} counts the bits of an integer; the argument is {x.dtype.name}")
+            if call.name == "clz" and x.dtype.bits not in (32, 64):
+                raise error(f"{name} counts the leading zeros of a 32- or 64-bit integer; the argument is "
+                            f"{x.dtype.name} (cast it first)")
+            unsigned = _dt.as_dtype(f"uint{x.dtype.bits}")  # the bits as they are, not sign-extended
+            return ir.Call(call.name, (ir.cast(x, unsigned),), _dt.int32)
+        floats = {v.dtype.name for v in values if v.dtype.is_float}
+        dtype = (_dt.float64 if "float64" in floats else _dt.as_dtype(floats.pop()) if len(floats) == 1
+                 and all(v.dtype.is_float for v in values) else _dt.float32)
+        result = _dt.boolean if call.kind == "test" else dtype
+        return ir.Call(call.name, tuple(ir.cast(v, dtype) for v in values), result)
+
+    fn.__name__ = call.name
+    fn.__doc__ = f"CUDA's ``{call.c_float}`` ({call.arity} argument{'s' if call.arity > 1 else ''})."
+    return fn
+
+
+def _bitwise(name, op):
+    def fn(a, b):
+        return ir.binop(op, _b.integer(a, f"T.{name}: the first argument"), _b.integer(b, f"T.{name}: the second argument"))
+
+    fn.__name__ = name
+    return fn
+
+
+bitwise_and = _bitwise("bitwise_and", "&")
+bitwise_or = _bitwise("bitwise_or", "|")
+bitwise_xor = _bitwise("bitwise_xor", "^")
+shift_left = _bitwise("shift_left", "<<")
+shift_right = _bitwise("shift_right", ">>")
+
+
+def bitwise_not(x):
+    x = _b.integer(x, "T.bitwise_not: the argument")
+    return ir.binop("^", x, ir.cast(ir.const(-1), x.dtype))
+
+
+def truncdiv(a, b):
+    """``a / b`` rounded towards zero (C's integer division)."""
+    return ir.binop("truncdiv", _b.integer(a, "T.truncdiv: the dividend"), _b.integer(b, "T.truncdiv: the divisor"))
+
+
+def truncmod(a, b):
+    """``a % b`` with the sign of ``a`` (C's ``%``)."""
+    return ir.binop("truncmod", _b.integer(a, "T.truncmod: the dividend"), _b.integer(b, "T.truncmod: the divisor"))
+
+
+
+erf = _library(_CALLS["erf"])
+log1p = _library(_CALLS["log1p"])
+log10 = _library(_CALLS["log10"])
+exp10 = _library(_CALLS["exp10"])
+tan = _library(_CALLS["tan"])
+sinh = _library(_CALLS["sinh"])
+cosh = _library(_CALLS["cosh"])
+asin = _library(_CALLS["asin"])
+acos = _library(_CALLS["acos"])
+atan = _library(_CALLS["atan"])
+asinh = _library(_CALLS["asinh"])
+acosh = _library(_CALLS["acosh"])
+atanh = _library(_CALLS["atanh"])
+round = _library(_CALLS["round"])  # noqa: A001 - half away from zero, as C's roundf
+trunc = _library(_CALLS["trunc"])
+nearbyint = _library(_CALLS["nearbyint"])  # half to even
+fabs = _library(_CALLS["fabs"])
+pow = _library(_CALLS["pow"])  # noqa: A001
+fmod = _library(_CALLS["fmod"])
+atan2 = _library(_CALLS["atan2"])
+hypot = _library(_CALLS["hypot"])
+copysign = _library(_CALLS["copysign"])
+nextafter = _library(_CALLS["nextafter"])
+fma = _library(_CALLS["fma"])
+isnan = _library(_CALLS["isnan"])
+isinf = _library(_CALLS["isinf"])
+isfinite = _library(_CALLS["isfinite"])
+popcount = _library(_CALLS["popcount"])
+clz = _library(_CALLS["clz"])
+__exp = _library(_CALLS["__exp"])
+__exp10 = _library(_CALLS["__exp10"])
+__log = _library(_CALLS["__log"])
+__log2 = _library(_CALLS["__log2"])
+__log10 = _library(_CALLS["__log10"])
+__sin = _library(_CALLS["__sin"])
+__cos = _library(_CALLS["__cos"])
+__tan = _library(_CALLS["__tan"])

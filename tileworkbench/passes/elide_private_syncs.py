@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
 from ..ir.simplify import Affine, interval, launch_ranges, loop_range, simplify
+from ..ir.math_calls import C_NAMES as MATH_CALL_NAMES, CALLS as MATH_CALLS
 from ..ir.visitor import IRMutator, collect, reassigned_vars, substitute
 from .manager import register
 from .rules import tma as tma_rules
@@ -42,7 +43,8 @@ _PURE_MATH = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "fabs", "abs", "fma
               "sin", "cos", "erf", "pow", "floor", "ceil", "round", "trunc", "rcp", "expf", "exp2f", "logf", "log2f",
               "sqrtf", "rsqrtf", "fabsf", "fmaxf", "fminf", "tanhf", "sinf", "cosf", "erff", "powf", "floorf",
               "ceilf", "roundf", "truncf", "__expf", "__exp2f", "__logf", "__log2f", "__powf", "__sinf", "__cosf",
-              "__tanf", "__fdividef", "hexp2", "h2exp2", "hrsqrt", "isinf", "isnan", "copysignf", "fmodf"}
+              "__tanf", "__fdividef", "hexp2", "h2exp2", "hrsqrt", "isinf", "isnan", "copysignf", "fmodf"} \
+    | set(MATH_CALLS) | MATH_CALL_NAMES
 
 
 def _pure_call(call: ir.Call) -> bool:
