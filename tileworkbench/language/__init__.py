@@ -24,6 +24,13 @@ from .kernel import (
     alloc_var,
     disable_warp_group_reg_alloc,
     get_block_binding,
+    get_block_extent,
+    get_block_extents,
+    get_lane_idx,
+    get_thread_extent,
+    get_thread_extents,
+    get_warp_group_idx,
+    get_warp_idx,
     get_thread_binding,
     make_tensor,
     no_set_max_nreg,
@@ -165,6 +172,13 @@ def prim_func(fn):
 
 
 __all__ = [
+    "get_lane_idx",
+    "get_warp_idx",
+    "get_warp_group_idx",
+    "get_thread_extents",
+    "get_thread_extent",
+    "get_block_extents",
+    "get_block_extent",
     "erf",
     "log1p",
     "log10",

@@ -96,6 +96,58 @@ def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True):
     _b.launch("T.use_swizzle").raster_request = n if enable else 0
 
 
+def _warp_size(warp_size, what: str) -> int:
+    n = 32 if warp_size is None else _b.constant_int(warp_size, f"{what}: warp_size")
+    if n != 32:
+        raise error(f"{what}: a warp is 32 threads on NVIDIA GPUs, not {n}")
+    return n
+
+
+def get_lane_idx(warp_size=None):
+    """The calling thread's lane in its warp (``threadIdx.x % 32``)."""
+    return _b.launch("T.get_lane_idx()").thread_var % _warp_size(warp_size, "T.get_lane_idx")
+
+
+def get_warp_idx(warp_size=None):
+    """The calling thread's warp in the block (``threadIdx.x / 32``)."""
+    return _b.launch("T.get_warp_idx()").thread_var // _warp_size(warp_size, "T.get_warp_idx")
+
+
+def get_warp_group_idx(warp_size=None, warps_per_group=None):
+    """The calling thread's warpgroup (four warps) in the block."""
+    n = 4 if warps_per_group is None else _b.constant_int(warps_per_group, "T.get_warp_group_idx: warps_per_group")
+    if n != 4:
+        raise error(f"T.get_warp_group_idx: a warpgroup is 4 warps on Hopper, not {n}")
+    return _b.launch("T.get_warp_group_idx()").thread_var // (_warp_size(warp_size, "T.get_warp_group_idx") * n)
+
+
+def get_thread_extents():
+    """The block's threads along x, y, z as declared (``T.Kernel(threads=...)``)."""
+    launch = _b.launch("T.get_thread_extents()")
+    return list(launch.thread_dims or (launch.threads,))
+
+
+def get_thread_extent(dim: int = 0):
+    extents = get_thread_extents()
+    d = _b.constant_int(dim, "T.get_thread_extent: dim")
+    if not 0 <= d < len(extents):
+        raise error(f"T.get_thread_extent({d}): the block has {len(extents)} dimension(s)")
+    return extents[d]
+
+
+def get_block_extents():
+    """The grid's blocks along x, y, z (``T.Kernel(bx, by, ...)``)."""
+    return list(_b.launch("T.get_block_extents()").grid)
+
+
+def get_block_extent(dim: int = 0):
+    extents = get_block_extents()
+    d = _b.constant_int(dim, "T.get_block_extent: dim")
+    if not 0 <= d < len(extents):
+        raise error(f"T.get_block_extent({d}): the grid has {len(extents)} dimension(s)")
+    return extents[d]
+
+
 def disable_warp_group_reg_alloc():
     """No register hand-over between the warpgroups of a warp-specialised kernel (no ``setmaxnreg``):
     every thread keeps the registers the compile gave it."""
