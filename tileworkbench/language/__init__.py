@@ -134,6 +134,7 @@ from .tile_ops import (
     reduce_min,
     reduce_sum,
     tma_copy,
+    transpose,
 )
 from .types import (
     MAX_TENSOR_BYTES,
@@ -172,6 +173,7 @@ def prim_func(fn):
 
 
 __all__ = [
+    "transpose",
     "get_lane_idx",
     "get_warp_idx",
     "get_warp_group_idx",

@@ -39,6 +39,34 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     _b.current().emit(ir.Copy(s, d, instruction))
 
 
+def transpose(src, dst, annotations=None):
+    """``dst[..., j, i] = src[..., i, j]``: a shared tile (or a slice of one) of shape (..., M, N) into
+    a shared tile or fragment of shape (..., N, M), as a ``T.Parallel`` loop over ``dst``."""
+    s, d = as_region(src, "T.transpose source"), as_region(dst, "T.transpose destination")
+    for r, role, scopes in ((s, "source", ("shared",)), (d, "destination", ("shared", "fragment"))):
+        if isinstance(r, _b.Point) or r.buffer.scope not in scopes:
+            raise error(f"T.transpose: the {role} must be a {' or '.join(scopes)} tile or a slice of one")
+        if r.static_extents() is None or len(r.extents) < 2:
+            raise error(f"T.transpose: the {role} needs two or more dimensions of extents known when the kernel "
+                        "is built")
+    se, de = list(s.static_extents()), list(d.static_extents())
+    lead_s, lead_d = [e for e in se[:-2] if e != 1], [e for e in de[:-2] if e != 1]  # unit dimensions dropped
+    if lead_s != lead_d or (se[-1], se[-2]) != (de[-2], de[-1]):
+        raise error(f"T.transpose: a source of extents {tuple(se)} transposes to {tuple(lead_s + [se[-1], se[-2]])}, "
+                    f"not the destination's {tuple(de)}")
+    if d.buffer.scope == "fragment" and not d.is_full:
+        raise error("T.transpose: a fragment destination is written whole; slice the shared source instead")
+    loop_vars = [ir.Var(f"t{n}") for n in range(len(de))]
+    leading = iter(v for v, e in zip(loop_vars[:-2], de[:-2]) if e != 1)  # the source's leading indices, in order
+    src_index = [next(leading) if e != 1 else ir.const(0) for e in se[:-2]] + [loop_vars[-1], loop_vars[-2]]
+    body = ir.BufferStore(d.buffer, tuple(a + v for a, v in zip(d.starts, loop_vars)),
+                          ir.cast(ir.BufferLoad(s.buffer, tuple(a + v for a, v in zip(s.starts, src_index)),
+                                                s.buffer.dtype), d.buffer.dtype))
+    for var, extent in reversed(list(zip(loop_vars, de))):
+        body = ir.For(var, ir.const(extent), body, "parallel")
+    _b.current().emit(body)
+
+
 def tma_copy(src, dst, barrier=None, leader_scope_threads=None, **unsupported):
     """A TMA copy with user-managed synchronisation.
 
