@@ -90,6 +90,31 @@ def from_float(dtype, text: str) -> str:
     return f"tw::from_float<{dtype.cpp}>({text})"
 
 
+def _c_string(text: str) -> str:
+    """``text`` inside a C string literal that printf reads as a format: quotes, backslashes and
+    percent signs escaped, other characters outside printable ASCII as octal escapes."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "%":
+            out.append("%%")
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            out.extend(f"\\{b:03o}" for b in ch.encode())
+    return "".join(out)
+
+
+def _printf_spec(dtype) -> tuple[str, str]:
+    """printf's conversion for a value of ``dtype`` and the C type it is passed as."""
+    if dtype.is_float:
+        return "%g", "double"
+    if dtype.kind == "uint":
+        return "%llu", "unsigned long long"
+    return "%lld", "long long"
+
+
 def _held_as_float(dtype) -> bool:
     return dtype.is_low_precision_float or dtype.name in FP8_PREFIX
 
@@ -130,7 +155,24 @@ class CudaRenderer(CStyleRenderer):
     def e_Call(self, e: ir.Call) -> str:
         if e.name == ir.REINTERPRET:
             return self.reinterpret(e.args[0], e.dtype)
+        if e.name == ir.PRINT:
+            return self.print_call(e)
         return super().e_Call(e)
+
+    def print_call(self, e: ir.Call) -> str:
+        """``T.print``: one ``printf`` line, ``label[i, j] = value (block (x, y) thread t)``."""
+        label, where, value, indices = ir.print_parts(e)
+        fmt, args = _c_string(label), []
+        if indices:
+            fmt += "[" + ", ".join("%lld" for _ in indices) + "]"
+            args += [f"(long long)({self.expr(i)})" for i in indices]
+        if value is not None:
+            spec, cast = _printf_spec(value.dtype)
+            fmt += f" = {spec}"
+            args.append(f"({cast})({self.expr(value)})")
+        fmt += " (block (" + ", ".join("%d" for _ in where[:-1]) + ") thread %d)\\n"
+        args += [f"(int)({self.expr(w)})" for w in where]
+        return f'printf("{fmt}", {", ".join(args)})'
 
     def reinterpret(self, value: ir.Expr, dtype) -> str:
         """``T.reinterpret``: the value's bits as ``dtype`` (same width). A 16-bit or FP8 float is

@@ -22,7 +22,7 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .races import RaceRecords
 from .tiles import TileOps, shaped
-from .values import Unsupported, compute_dtype, evaluate, loaded, storage_dtype, stored, wait_group
+from .values import Unsupported, compute_dtype, evaluate, loaded, print_lines, storage_dtype, stored, wait_group
 
 _NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init", "tw::wgmma_wait<0>", "tw::wgmma_wait<1>")
 _NO_OP_PREFIXES = ("tw::setmaxnreg_", "tw::wgmma_wait<")
@@ -464,6 +464,9 @@ class Runner(TileOps):
             while len(self.b.groups) > n:
                 for arr, dst, values in self.b.groups.pop(0):
                     arr[dst] = values
+        elif name == ir.PRINT:
+            for line in print_lines(call, self.b):
+                print(line)
         elif name in _NO_OPS or (name or "").startswith(_NO_OP_PREFIXES):
             pass
         else:

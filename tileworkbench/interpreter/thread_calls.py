@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..ir.visitor import collect
-from .values import Unsupported, compute_dtype, evaluate, loaded, storage_dtype, stored
+from .values import Unsupported, compute_dtype, evaluate, loaded, print_lines, storage_dtype, stored
 
 _VECTOR = re.compile(r"^tw::(copy|zero)_vec<(\d+)>$")
 _ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
@@ -62,7 +62,7 @@ def refusal(func: ir.PrimFunc) -> str | None:
             note("mbarriers" if "Barrier" in name else name, name, st.loc)
         elif isinstance(st, ir.Evaluate) and isinstance(st.call, ir.Call):
             call = st.call.name
-            if not (_VECTOR.match(call) or call in _ATOMIC or call in _NO_OPS or call == "tw::tma_store"
+            if not (_VECTOR.match(call) or call in _ATOMIC or call in _NO_OPS or call in ("tw::tma_store", ir.PRINT)
                     or call.startswith("tw::tma_store_wait<")):
                 note(next((k for part, k in _KINDS if part in call), call), call, st.loc)
         elif isinstance(st, ir.Allocate) and st.buffer.scope == "barrier":
@@ -153,6 +153,9 @@ class Calls:
             self.tma_store(call)
         elif name.startswith("tw::tma_store_wait<"):
             self.mem.tma_waited(self.act)
+        elif name == ir.PRINT:
+            for line in print_lines(call, self, lambda v: np.broadcast_to(v, self.lanes.shape)[self.act]):
+                print(line)
         elif name not in _NO_OPS:
             raise Unsupported(f"the thread-level interpreter does not run {name}{self.describe()}")
 

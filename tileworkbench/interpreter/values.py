@@ -289,6 +289,29 @@ def _library(e: ir.Call, args):
     return out.astype(held)
 
 
+def print_lines(call: ir.Call, env, running=None) -> list[str]:
+    """The lines a ``T.print`` call prints, one per running thread (or ``T.Parallel`` lane), in
+    the generated code's format: ``label[i, j] = value (block (x, y) thread t)``. ``running``
+    picks the running threads' values out of a value of every thread (the thread level's)."""
+    label, where, value, indices = ir.print_parts(call)
+    parts = [np.asarray(evaluate(x, env)) for x in (*where, *((value,) if value is not None else ()), *indices)]
+    parts = np.broadcast_arrays(*parts)
+    if running is not None:
+        parts = [running(p) for p in parts]
+    lines = []
+    for k in np.ndindex(parts[0].shape):
+        got = [p[k].item() for p in parts]
+        place, rest = got[:len(where)], got[len(where):]
+        text = label
+        if indices:
+            text += "[" + ", ".join(str(int(i)) for i in rest[-len(indices):]) + "]"
+        if value is not None:
+            v = rest[0]
+            text += f" = {float(v):g}" if value.dtype.is_float else f" = {int(v)}"
+        lines.append(f"{text} (block ({', '.join(str(int(b)) for b in place[:-1])}) thread {int(place[-1])})")
+    return lines
+
+
 def wait_group(name: str) -> int | None:
     m = _WAIT_GROUP.match(name)
     return int(m.group(1)) if m else None

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .expr import BarrierRef, Buffer, Expr, Raw, Region, SourceLocation, Var, cmp, const, const_int, logical_and
+from .. import dtypes
+from .expr import BarrierRef, Buffer, Call, Expr, Raw, Region, SourceLocation, Var, cmp, const, const_int, logical_and
 
 # --------------------------------------------------------------------------------------------
 # Statements
@@ -384,6 +385,25 @@ ATOMIC_UPDATES = (ATOMIC_ADD, "atomicMax", "atomicMin", "tw::atomic_max", "tw::a
 # T.reinterpret(value, dtype) is Call(REINTERPRET, (value,), dtype): the bits of value as dtype (the
 # same width); the CUDA renderer spells it out for the types held as float32.
 REINTERPRET = "tw::reinterpret"
+# ``T.print``: ``Evaluate(print_call(...))``; ``print_parts`` reads one back.
+PRINT = "tw::print"
+
+
+def print_call(label: str, where: Sequence[Expr], value: Expr | None = None, indices: Sequence[Expr] = ()) -> Call:
+    """A ``T.print`` call: ``label``; ``where`` the block indices and the thread index it prints as
+    its place; ``value`` (None: the label alone) and, for a buffer's element, its ``indices``."""
+    counts = (const(len(where)), const(len(indices)))
+    return Call(PRINT, (Raw(label), *counts, *where, *((value,) if value is not None else ()), *indices),
+                value.dtype if value is not None else dtypes.int32)
+
+
+def print_parts(call: Call) -> tuple:
+    """(label, where, value or None, indices) of a ``print_call``."""
+    label, n_where, n_indices, *rest = call.args
+    n_where, n_indices = const_int(n_where), const_int(n_indices)
+    where, rest = rest[:n_where], rest[n_where:]
+    value = rest[0] if len(rest) > n_indices else None
+    return label.text, tuple(where), value, tuple(rest[len(rest) - n_indices:] if n_indices else ())
 
 # The annotation of a persistent kernel's tile loop (its value: how many tiles the grid has).
 TILE_LOOP = "persistent_tiles"

@@ -115,6 +115,7 @@ from .math import (  # noqa: A004 - TileLang's names: T.abs, T.max, T.pow, T.rou
     truncmod,
     tvm_warp_shuffle,
 )
+from .debug import print  # noqa: A004 - TileLang's T.print
 from .signature import const, dynamic, empty, symbolic
 from .sync import barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, sync_threads, tma_store_wait
 from .tile_ops import (
@@ -173,6 +174,7 @@ def prim_func(fn):
 
 
 __all__ = [
+    "print",
     "transpose",
     "get_lane_idx",
     "get_warp_idx",
