@@ -9,7 +9,7 @@ fixed by the passes. The functions live in modules by topic: ``types`` (dtypes, 
 from __future__ import annotations
 
 from ..frontend import parse as _parse
-from .atomics import atomic_add, atomic_max, atomic_min
+from .atomics import atomic_add, atomic_addx2, atomic_addx4, atomic_max, atomic_min
 from .kernel import (
     GRID_LIMITS,
     Kernel,
@@ -174,6 +174,8 @@ def prim_func(fn):
 
 
 __all__ = [
+    "atomic_addx2",
+    "atomic_addx4",
     "print",
     "transpose",
     "get_lane_idx",

@@ -16,8 +16,8 @@ from ..frontend.builder import error
 from ..frontend.regions import as_region
 from ..ir import nodes as ir
 
-# CUDA's atomicAdd has these natively; 16-bit floats would need packed-pair PTX we do not emit.
-ATOMIC_ADD_DTYPES = ("float32", "float64", "int32", "uint32", "uint64")
+# CUDA's atomicAdd has these natively; the 16-bit floats through red.add.noftz (tw/common.h).
+ATOMIC_ADD_DTYPES = ("float32", "float64", "int32", "uint32", "uint64", "float16", "bfloat16")
 # atomicMax/atomicMin natively for the integers; float32 through tw::atomic_max/min.
 ATOMIC_MAX_DTYPES = ("float32", "int32", "uint32", "int64", "uint64")
 ATOMIC_CALLS = {"add": ir.ATOMIC_ADD, "max": "atomicMax", "min": "atomicMin"}  # ir.ATOMIC_UPDATES
@@ -58,3 +58,40 @@ def _atomic(op, verb, dtypes, dst, value, memory_order, return_prev, unsupported
     if op != "add" and buf.dtype.is_float:
         call = f"tw::atomic_{op}"  # no native float atomic of these
     _b.current().emit(ir.Evaluate(ir.Call(call, (where, amount), buf.dtype)))
+
+
+def atomic_addx2(dst, value, return_prev=False):
+    """Two neighbouring elements added atomically (TileLang's pair atomic): ``dst`` and ``value``
+    are two elements along their last dimension (a slice ``dst[i, j:j + 2]`` or an origin
+    ``dst[i, j]``). Each element's add is atomic, as in TileLang; neither promises the two land
+    together, so they are two element atomics here (float32 pairs into global memory in one
+    8-byte atomic, as ``T.atomic_add`` in a ``T.Parallel`` loop makes them)."""
+    _neighbours_add(2, dst, value, return_prev)
+
+
+def atomic_addx4(dst, value, return_prev=False):
+    """Four neighbouring elements added atomically (``T.atomic_addx2``'s rule, four elements)."""
+    _neighbours_add(4, dst, value, return_prev)
+
+
+def _neighbours_add(n, dst, value, return_prev):
+    name = f"T.atomic_addx{n}"
+    if return_prev:
+        raise error(f"{name}: return_prev is not supported (the adds return nothing)")
+    for target, amount in zip(_neighbours(dst, n, f"{name} destination"), _neighbours(value, n, f"{name} value")):
+        atomic_add(target, amount)
+
+
+def _neighbours(x, n: int, what: str) -> list:
+    """The ``n`` elements ``x`` names along its last dimension, as loads."""
+    region = as_region(x, what)
+    buf = region.buffer
+    if isinstance(region, _b.Point):
+        *lead, last = region.indices
+        return [ir.BufferLoad(buf, (*lead, last + k), buf.dtype) for k in range(n)]
+    extents = region.static_extents()
+    if extents is None or extents[-1] != n or any(e != 1 for e in extents[:-1]):
+        raise error(f"{what} must be {n} neighbouring elements along the last dimension ({buf.name}[i, j:j + {n}] "
+                    f"or {buf.name}[i, j]), not a region of extents {extents}")
+    *lead, last = region.starts
+    return [ir.BufferLoad(buf, (*lead, last + k), buf.dtype) for k in range(n)]

@@ -15,7 +15,6 @@ _NOT_YET = "not supported yet"
 _TVM = "a TVM construct; tileworkbench has no TVM underneath"
 
 UNSUPPORTED = {
-    "atomic_addx2": _NOT_YET + " (T.atomic_add is supported)",
     "reduce_absmax_all": _NOT_YET,
     "comm_reducer": _TVM,
     "attr": _TVM,

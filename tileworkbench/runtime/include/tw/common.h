@@ -109,6 +109,16 @@ __device__ __forceinline__ void store_pair(float* p, float lo, float hi) {
   *reinterpret_cast<float2*>(p) = make_float2(lo, hi);
 }
 
+// A sum added atomically to a 16-bit float in global or shared memory (red.add.noftz: the sum
+// rounded to the type, subnormals kept; f16 from sm_70, bf16 from sm_90). The generated code calls
+// atomicAdd(p, v) with a value held as float32; these overloads are found through p's type.
+__device__ __forceinline__ void atomicAdd(half* p, float v) {
+  asm volatile("red.add.noftz.f16 [%0], %1;" ::"l"(p), "h"(from_float<half>(v).bits) : "memory");
+}
+__device__ __forceinline__ void atomicAdd(bfloat16* p, float v) {
+  asm volatile("red.add.noftz.bf16 [%0], %1;" ::"l"(p), "h"(from_float<bfloat16>(v).bits) : "memory");
+}
+
 // Two neighbouring float32 sums added with one 8-byte atomic (p 8-byte aligned): sm_90 adds a
 // float2 in one L2 operation, half the atomic instructions of two scalar adds.
 __device__ __forceinline__ void atomic_add_pair(float* p, float lo, float hi) {
