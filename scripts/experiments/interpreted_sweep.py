@@ -53,7 +53,8 @@ TOL = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 4e-2}
 
 # --threads: run the kernels on the thread-level interpreter, at this stage (None: off)
 THREADS = {"stage": None}
-THREAD_FAMILIES = ["elementwise", "gemv", "rms_norm", "layernorm", "softmax", "topk", "hadamard", "examples"]
+THREAD_FAMILIES = ["elementwise", "gemv", "rms_norm", "layernorm", "softmax", "topk", "hadamard", "cumsum",
+                   "examples"]
 
 
 def at_threads(kernel):
@@ -393,6 +394,35 @@ def run_softmax(p, rng, gpu):
 
 
 family("softmax")((draw_softmax, run_softmax))
+
+
+# cumsum / cummax ------------------------------------------------------------------------------------
+
+def draw_cumsum(rng):
+    # S a multiple of the chunk (the reference sums whole chunks); heads any number (a partial block)
+    chunk = pick(rng, [1, 8, 16, 64, 100, 128])
+    p = dict(B=pick(rng, [1, 2]), S=chunk * pick(rng, [1, 2, 3]), H=pick(rng, SIZES), chunk_size=chunk,
+             block_H=pick(rng, [1, 8, 32, 64]), reverse=bool(rng.integers(2)), threads=pick(rng, [32, 64, 128, 256]),
+             M=pick(rng, SIZES), N=pick(rng, SIZES), block_M=pick(rng, [1, 2, 4, 8]),
+             dtype=pick(rng, ["float16", "bfloat16", "float32"]))
+    return p, p["B"] * (p["S"] // chunk) * cdiv(p["H"], p["block_H"]) + cdiv(p["M"], p["block_M"])
+
+
+def run_cumsum(p, rng, gpu):
+    from tileworkbench.examples.tilelang_programs import cumsum
+    sums = cumsum.chunk_local_cumsum.compile(B=p["B"], S=p["S"], H=p["H"], chunk_size=p["chunk_size"],
+                                             block_H=p["block_H"], reverse=p["reverse"], threads=p["threads"])
+    maxima = cumsum.row_cummax.compile(M=p["M"], N=p["N"], block_M=p["block_M"], threads=p["threads"],
+                                       dtype=tdt(p["dtype"]))
+    if gpu:
+        return
+    g = randn(rng, (p["B"], p["S"], p["H"]), "float32")
+    x = randn(rng, (p["M"], p["N"]), p["dtype"])
+    check(("O", at_threads(sums)(g), cumsum.chunk_local_reference(f64(g), p["chunk_size"], p["reverse"]), 1e-5),
+          ("Y", at_threads(maxima)(x), np.maximum.accumulate(f64(x), axis=1), 0.0))
+
+
+family("cumsum")((draw_cumsum, run_cumsum))
 
 
 # split-K gemm ----------------------------------------------------------------------------------------
