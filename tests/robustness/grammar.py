@@ -108,8 +108,14 @@ def _value_expr(draw, scope: Scope, depth=0) -> str:
         buf = draw(st.sampled_from(loads))
         return f"{buf.name}[{_indices(draw, scope, buf)}]"
     if kind == "call":
-        fn = draw(st.sampled_from(["T.exp", "T.sqrt", "T.abs", "T.max", "T.min", "T.exp2", "T.cast"]))
+        fn = draw(st.sampled_from(["T.exp", "T.sqrt", "T.abs", "T.max", "T.min", "T.exp2", "T.cast", "T.erf",
+                                   "T.round", "T.trunc", "T.tan", "T.pow", "T.fmod", "T.atan2", "T.fma",
+                                   "T.isnan", "T.__exp"]))
         a = _value_expr(draw, scope, depth + 1)
+        if fn in ("T.pow", "T.fmod", "T.atan2"):
+            return f"{fn}({a}, {_value_expr(draw, scope, depth + 1)})"
+        if fn == "T.fma":
+            return f"T.fma({a}, {_value_expr(draw, scope, depth + 1)}, {_value_expr(draw, scope, depth + 1)})"
         if fn in ("T.max", "T.min"):
             return f"{fn}({a}, {_value_expr(draw, scope, depth + 1)})"
         if fn == "T.cast":
@@ -188,6 +194,8 @@ def _any_statement(draw, scope: Scope):
         kinds += ["loop", "parallel", "if"]
     if any(b.scope == "fragment" for b in scope.buffers):
         kinds += ["gemm", "reduce"]
+    if any(b.scope in ("fragment", "shared") for b in scope.buffers):
+        kinds += ["scan"]
     kinds += ["barrier"]
     kind = draw(st.sampled_from(kinds))
     tiles = [b for b in scope.buffers]
@@ -272,6 +280,17 @@ def _any_statement(draw, scope: Scope):
         scope.emit(f'{out} = T.alloc_fragment(({", ".join(map(str, rest))},), "{frag.dtype}")')
         fn = draw(st.sampled_from(["sum", "max", "min", "absmax"]))
         scope.emit(f"T.reduce_{fn}({frag.name}, {out}, dim={draw(st.sampled_from([-1, 0, 1, 2]))})")
+    elif kind == "scan":
+        buf = draw(st.sampled_from([b for b in scope.buffers if b.scope in ("fragment", "shared")]))
+        fn = draw(st.sampled_from(["cumsum", "cummax"]))
+        into = ""
+        if draw(st.booleans()):
+            into = scope.fresh("c")
+            alloc = "T.alloc_fragment" if buf.scope == "fragment" else "T.alloc_shared"
+            scope.emit(f'{into} = {alloc}(({", ".join(map(str, buf.shape))},), "{buf.dtype}")')
+            into = f", {into}"
+        dim = draw(st.sampled_from([0, -1, len(buf.shape) - 1, 3]))
+        scope.emit(f"T.{fn}({buf.name}{into}, dim={dim}, reverse={draw(st.booleans())})")
     elif kind == "barrier":
         if not scope.barriers or draw(st.booleans()):
             name = scope.fresh("mb")

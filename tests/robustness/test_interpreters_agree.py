@@ -7,6 +7,7 @@ programs have every block write the same tensor); those say nothing about the co
 comparison found a fill of a global region past its tensor's end writing out of bounds, and the
 tile-level interpreter storing zeros where a copy between global tensors reads outside its source."""
 
+import re
 import warnings
 
 import numpy as np
@@ -72,7 +73,12 @@ def test_random_kernels_compute_the_same_on_both_interpreters():
             try:
                 threads(*second)
             except KernelRuntimeError as err:
-                assert "race between blocks" in str(err), f"{err}\n{program.source}"
+                # programs with no defined answer: blocks writing one element, or one statement every
+                # thread of the block runs reading and writing one shared element (s[0] = s[0] + 1)
+                message = str(err)
+                lines = re.findall(r"at line (\d+)", message)
+                one_statement = "shared-memory race" in message and len(set(lines)) == 1
+                assert "race between blocks" in message or one_statement, f"{err}\n{program.source}"
                 return
             for a, b in zip(first, second):
                 if isinstance(a, np.ndarray):

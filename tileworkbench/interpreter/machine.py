@@ -326,9 +326,13 @@ class Runner(TileOps):
             self.b.arrays[buf] = base.reshape(-1)[:int(np.prod(buf.static_shape()))].reshape(buf.static_shape())
             return
         dtype = storage_dtype(buf.dtype)
-        # Memory a kernel has not written reads as NaN (floats): a wrong read shows in the result.
-        fill = np.nan if dtype.kind == "f" or buf.dtype.is_float else 0
         shape = tuple(buf.static_shape())
+        if buf.scope == "shared":
+            # Memory a kernel has not written reads as all-ones bytes, as at the thread level: NaN
+            # for floats, -1 (or the largest value) for integers, so a wrong read shows in the result.
+            self.b.arrays[buf] = np.full(shape + (dtype.itemsize,), 0xFF, np.uint8).view(dtype).reshape(shape)
+            return
+        fill = np.nan if dtype.kind == "f" or buf.dtype.is_float else 0  # a thread's own: NaN or 0, as there
         if buf.scope == "local":  # each thread's own
             shape = (self.b.func.launch.total_threads,) + shape
         self.b.arrays[buf] = np.full(shape, fill, dtype=dtype)
