@@ -237,3 +237,29 @@ def test_the_lowered_scans_compile_for_sm_90a():
     for case in (CASES[0], CASES[2], CASES[5], CASES[7]):
         result = compile_check(lower(scan_kernel(*case), target="cuda").kernel_source, "sm_90a")
         assert result.spills_bytes == 0
+
+
+def test_two_scans_of_one_tile_keep_their_scratch_apart():
+    """Each scan declares its totals tile under the source's name; the thread level knows shared
+    memory by name, and before ``name_buffers_uniquely`` the second scan's tile was taken for the
+    first's (a race the GPU code, whose tiles have bytes of their own, does not have)."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((64,), "float32"), B: T.Tensor((2, 64), "float32")):
+        with T.Kernel(1, threads=32):
+            s = T.alloc_shared((64,), "float32")
+            t = T.alloc_shared((64,), "float32")
+            T.copy(A, s)
+            T.cumsum(s, t, dim=0)
+            T.cummax(s, dim=0, reverse=True)
+            T.copy(t, B[0, :])
+            T.copy(s, B[1, :])
+
+    a = random_tile(np.random.default_rng(8), (64,), "float32")
+    out = np.zeros((2, 64), np.float32)
+    run_at_thread_level(kernel, a, out)
+    check(out[0], a, 0, "sum", False, "float32")
+    check(out[1], a, 0, "max", True, "float32")
+    names = [line.split("=")[0].strip() for line in lower(kernel, target="cuda").trace.passes[-1].ir_after.splitlines()
+             if "_scan_totals" in line and "alloc_shared" in line]
+    assert names == ["s_scan_totals", "s_scan_totals_1"]

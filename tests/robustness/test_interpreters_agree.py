@@ -7,6 +7,7 @@ programs have every block write the same tensor); those say nothing about the co
 comparison found a fill of a global region past its tensor's end writing out of bounds, and the
 tile-level interpreter storing zeros where a copy between global tensors reads outside its source."""
 
+import os
 import re
 import warnings
 
@@ -22,7 +23,7 @@ from tileworkbench.ir import nodes as ir
 from .grammar import kernels
 from .harness import Bad, run
 
-EXAMPLES = 400
+EXAMPLES = int(os.environ.get("TW_AGREE_EXAMPLES", 400))  # more for a longer search
 MAX_ELEMENTS = 1 << 24  # a tensor larger than this (the grammar writes 2**40) is not allocated to run
 
 

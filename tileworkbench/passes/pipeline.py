@@ -22,6 +22,7 @@ from . import (  # noqa: F401 - importing registers the passes
     lower_tile_ops,
     linearize_accesses,
     lower_tma,
+    name_buffers_uniquely,
     partition_parallel_loops,
     peel_first_iteration,
     plan_shared_memory,
@@ -59,6 +60,7 @@ PIPELINE = [
     "vectorize_loops",  # lower: T.vectorized copies between a thread's array and a tensor in 16-byte accesses
     "elide_proxy_fences",  # lower: no per-iteration proxy fence where only wgmma/TMA read tiles
     "scope_consumer_syncs",  # lower: consumer-side block barriers become named barriers
+    "name_buffers_uniquely",  # lower: no two buffers share a name (scratch tiles of two scans of one tile)
     "plan_shared_memory",  # memory: offsets and alignment in dynamic shared memory
     "simplify",  # lower: index arithmetic canonicalised, decided branches dropped
     "elide_private_syncs",  # lower: no block barrier where each thread meets only its own elements across it
