@@ -242,3 +242,26 @@ def test_augmented_python_counter_in_a_kernel_loop_is_refused():
                 for i in T.serial(16):
                     n += 1
                     A[i] = n
+
+
+@pytest.mark.parametrize("op", ["T.fill(A, i)", "T.copy(A, s)", "T.cumsum(s)"])
+def test_a_tile_operation_inside_a_parallel_loop_is_refused(op, tmp_path):
+    """It runs once for the whole block: per element it raced (T.fill(A, i): threads storing 0 and 1
+    into one element); the tile-level interpreter failed inside numpy."""
+    src = f'''
+@T.prim_func
+def main(A: T.Tensor((4,), "float32")):
+    with T.Kernel(1, threads=32):
+        s = T.alloc_shared((4,), "float32")
+        for i in T.Parallel(2):
+            {op}
+'''
+    namespace = {"T": T}
+    path = tmp_path / "tile_op_in_parallel.py"
+    path.write_text(src)
+    exec(compile(src, str(path), "exec"), namespace)
+    for target in ("cuda", "cpu"):
+        with pytest.raises(CompileError, match=r"inside a T.Parallel loop: a tile operation runs once for the whole "
+                                               "block") as info:
+            tw.lower(namespace["main"], target=target) if target == "cuda" else tw.compile(namespace["main"], target="cpu")
+        assert op in info.value.loc.text

@@ -53,7 +53,7 @@ def test_a_global_atomic_add_is_one_call():
 
 
 @pytest.mark.parametrize("decl, add, message", [
-    ('acc = T.alloc_shared((4,), T.float16)', "T.atomic_add(acc[0], 1.0)", "T.atomic_add on float16 \\(acc\\) is not supported"),
+    ('acc = T.alloc_shared((4,), T.int8)', "T.atomic_add(acc[0], 1)", "T.atomic_add on int8 \\(acc\\) is not supported"),
     ('acc = T.alloc_fragment((128,), T.float32)', "T.atomic_add(acc[0], 1.0)", "global or shared memory; acc is a fragment"),
     ('acc = T.alloc_shared((4,), T.float32)', "T.atomic_add(acc[0:2], 1.0)", "adds to one element"),
     ('acc = T.alloc_shared((4,), T.float32)', "T.atomic_add(acc[0], 1.0, memory_order='acquire')", "only the relaxed update"),

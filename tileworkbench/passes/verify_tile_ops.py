@@ -3,7 +3,11 @@
 Expects: the IR straight from the front end.
 Guarantees: the same IR (this pass never changes it); every ``TmaCopy`` has constant extents
 and legal dtypes (no store from ``float4_e2m1_unpacked`` shared memory), every ``Copy`` out of
-an unpacked FP4 buffer is rejected, every buffer accessed by index has the right rank.
+an unpacked FP4 buffer is rejected, every buffer accessed by index has the right rank; no tile
+operation stands inside a ``T.Parallel`` loop (it runs once for the whole block, its threads
+sharing the work: inside a loop over elements it would run once per element, each element's
+threads racing over the whole tile; the lowering had made ``T.fill(T0, i)`` in a loop over ``i``
+two threads storing different values into one element).
 """
 
 from __future__ import annotations
@@ -16,7 +20,27 @@ from .manager import register
 FP4_UNPACK_ONLY = "only supports float4_e2m1_unpacked as an FP4 unpack load"
 
 
+_USER_NAMES = {ir.Copy: "T.copy", ir.TmaCopy: "T.tma_copy", ir.Im2Col: "T.im2col", ir.Fill: "T.fill",
+               ir.Gemm: "T.gemm", ir.Reduce: "T.reduce_*", ir.Scan: "T.cumsum / T.cummax"}
+
+
 class _Verify(IRVisitor):
+    def __init__(self):
+        self.parallel = 0  # T.Parallel loops around the statement being visited
+
+    def visit_For(self, node: ir.For):
+        inside = node.kind == "parallel"
+        self.parallel += inside
+        self.generic_visit(node)
+        self.parallel -= inside
+
+    def visit(self, node):
+        if self.parallel and isinstance(node, ir.TILE_OPS):
+            raise CompileError(f"{_USER_NAMES[type(node)]} inside a T.Parallel loop: a tile operation runs once for "
+                               "the whole block, its threads sharing the work; put it outside the loop, or write the "
+                               "elements in the loop", node.loc)
+        return super().visit(node)
+
     def visit_TmaCopy(self, node: ir.TmaCopy):
         for r in (node.src, node.dst):
             if r.static_extents() is None:
