@@ -114,6 +114,15 @@ from .math import (  # noqa: A004 - TileLang's names: T.abs, T.max, T.pow, T.rou
     truncdiv,
     truncmod,
     tvm_warp_shuffle,
+    shfl_sync,
+    shfl_xor,
+    shfl_down,
+    shfl_up,
+    warp_reduce_sum,
+    warp_reduce_max,
+    warp_reduce_min,
+    warp_reduce_bitand,
+    warp_reduce_bitor,
 )
 from .debug import print  # noqa: A004 - TileLang's T.print
 from .signature import const, dynamic, empty, symbolic
@@ -174,6 +183,15 @@ def prim_func(fn):
 
 
 __all__ = [
+    "shfl_sync",
+    "shfl_xor",
+    "shfl_down",
+    "shfl_up",
+    "warp_reduce_sum",
+    "warp_reduce_max",
+    "warp_reduce_min",
+    "warp_reduce_bitand",
+    "warp_reduce_bitor",
     "atomic_addx2",
     "atomic_addx4",
     "print",

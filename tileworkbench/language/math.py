@@ -64,6 +64,60 @@ def tvm_warp_shuffle(mask, value, lane, width, warp_size=32):
     return ir.Call("__shfl_sync", (mask, value, lane, ir.const(width_n)), value.dtype)
 
 
+def _shuffle(cuda: str, what: str):
+    def shuffle(value, delta, width=32, mask=0xFFFFFFFF):
+        name = f"T.{what}"
+        value = _b.number(value, f"{name}: the value")
+        width_n = _b.constant_int(width, f"{name}: width", low=1, high=32)
+        if width_n & (width_n - 1):
+            raise error(f"{name}: width must be a power of 2 up to 32, got {width_n}")
+        mask = ir.cast(_b.integer(mask, f"{name}: mask"), _dt.uint32)
+        return ir.Call(cuda, (mask, value, _b.integer(delta, f"{name}: the lane or distance"), ir.const(width_n)),
+                       value.dtype)
+
+    shuffle.__name__ = what
+    shuffle.__doc__ = (f"CUDA's ``{cuda}(mask, value, lane_or_delta, width)``: every thread the mask names, "
+                       "in thread-level code (not inside T.Parallel), must make the same call.")
+    return shuffle
+
+
+shfl_sync = _shuffle("__shfl_sync", "shfl_sync")  # the value lane ``src_lane`` of the group holds
+shfl_xor = _shuffle("__shfl_xor_sync", "shfl_xor")  # the value lane ``lane ^ delta`` holds
+shfl_down = _shuffle("__shfl_down_sync", "shfl_down")  # lane + delta's (its own past the group's end)
+shfl_up = _shuffle("__shfl_up_sync", "shfl_up")  # lane - delta's (its own before the group's start)
+
+
+def _warp_reduce(kind: str):
+    def warp_reduce(value):
+        """The ``kind`` of ``value`` over the 32 lanes of the calling warp, in every lane: five
+        butterfly steps of ``__shfl_xor_sync`` (thread-level code; all 32 lanes must call it)."""
+        name = f"T.warp_reduce_{kind}"
+        value = _b.number(value, f"{name}: the value")
+        if kind.startswith("bit") and not value.dtype.is_int:
+            raise error(f"{name} combines integers bit by bit; the value is {value.dtype.name}")
+        join = {"sum": lambda a, b: a + b, "max": lambda a, b: ir.binop("max", a, b),
+                "min": lambda a, b: ir.binop("min", a, b), "bitand": lambda a, b: ir.binop("&", a, b),
+                "bitor": lambda a, b: ir.binop("|", a, b)}[kind]
+        total = ir.Var(f"warp_{kind}", value.dtype)
+        body = _b.current()
+        body.emit(ir.LetStmt(total, value))
+        for distance in (16, 8, 4, 2, 1):
+            other = ir.Call("__shfl_xor_sync", (ir.Raw("0xffffffffu"), total, ir.const(distance), ir.const(32)),
+                            value.dtype)
+            body.emit(ir.Assign(total, join(total, other)))
+        return total
+
+    warp_reduce.__name__ = f"warp_reduce_{kind}"
+    return warp_reduce
+
+
+warp_reduce_sum = _warp_reduce("sum")
+warp_reduce_max = _warp_reduce("max")
+warp_reduce_min = _warp_reduce("min")
+warp_reduce_bitand = _warp_reduce("bitand")
+warp_reduce_bitor = _warp_reduce("bitor")
+
+
 def reinterpret(value, dtype):
     """``value``'s bits as ``dtype``, of the same width (``T.reinterpret(x, T.uint32)`` of a float32;
     TileLang's older ``T.reinterpret(dtype, value)`` order is taken too)."""
