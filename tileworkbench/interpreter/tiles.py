@@ -94,7 +94,7 @@ class TileOps:
         bm = _matrix(loaded(self.b.read(s.b), s.b.buffer.dtype))
         a = a.T if s.trans_a else a
         bm = bm.T if s.trans_b else bm
-        acc = np.float64 if s.c.buffer.dtype.name == "float64" else np.float32
+        acc = {"float64": np.float64, "int32": np.int64}.get(s.c.buffer.dtype.name, np.float32)  # int8: exact sums
         c = _matrix(loaded(self.b.read(s.c), s.c.buffer.dtype)).astype(acc)
         product = a.astype(acc) @ bm.astype(acc)
         self.b.write(s.c, product if s.clear_accum else c + product)

@@ -89,9 +89,10 @@ def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = Tr
     """Name of the generated C++ functor for one wgmma shape (codegen/wgmma.py emits it): the
     suffix says where A and B are (k: K-major, m/n: M- or N-major in shared memory; r: A in
     registers)."""
-    short = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}[dtype]
+    short = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2", "int8": "s8",
+             "uint8": "u8"}[dtype]
     a = "r" if a_registers else "k" if a_k_major else "m"
-    k = 32 if dtype.startswith("float8") else 16
+    k = 32 if dtype.startswith("float8") or dtype in ("int8", "uint8") else 16
     return f"tw_wgmma_m64n{n}k{k}_{short}_{a}{'k' if b_k_major else 'n'}"
 
 

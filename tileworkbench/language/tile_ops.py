@@ -159,8 +159,11 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
         raise error(f"T.gemm C must be a whole fragment: a gemm into part of {c.buffer.name} is not supported "
                     f"(the accumulator's thread layout covers the whole tile); allocate a fragment of the "
                     f"gemm's shape and copy it where it belongs")
-    if c.buffer.dtype.name != "float32":
-        raise error(f"T.gemm accumulates in float32; {c.buffer.name} is {c.buffer.dtype.name}")
+    # int8 tiles add up in int32 (wgmma's s32), every other type in float32
+    accumulator = "int32" if a.buffer.dtype.name in ("int8", "uint8") else "float32"
+    if c.buffer.dtype.name != accumulator:
+        raise error(f"T.gemm of {a.buffer.dtype.name} tiles accumulates in {accumulator}; {c.buffer.name} is "
+                    f"{c.buffer.dtype.name}")
     (m, ka), (kb, n), (mc, nc) = (
         [ir.const_int(e) for e in unit_dropped(r.extents)] for r in (a, b, c)
     )

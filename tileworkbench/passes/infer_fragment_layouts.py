@@ -39,6 +39,7 @@ from ..ir.layout import (BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAc
                          project)
 from ..ir.visitor import IRVisitor, collect
 from .rules.fragment_runs import steps_by_one
+from .rules.gemm import accumulator_dtype
 from .rules.thread_scopes import threads_of
 from .manager import register
 
@@ -49,8 +50,10 @@ def _gemm_layout(gemm: ir.Gemm, threads: int):
     c = gemm.c.buffer
     if c.scope != "fragment":
         raise CompileError("T.gemm accumulates into a fragment (T.alloc_fragment)", gemm.loc)
-    if c.dtype.name != "float32":
-        raise CompileError(f"T.gemm accumulates in float32; {c.name} is {c.dtype.name}", gemm.loc)
+    want = accumulator_dtype(gemm.a.buffer.dtype.name)
+    if c.dtype.name != want:
+        raise CompileError(f"T.gemm of {gemm.a.buffer.dtype.name} tiles accumulates in {want}; {c.name} is "
+                           f"{c.dtype.name}", gemm.loc)
     m, n = c.static_shape()
     if threads % 32:
         raise CompileError("T.gemm needs whole warps (threads a multiple of 32)", gemm.loc)

@@ -32,7 +32,7 @@ from ..ir.simplify import RangeTracker, launch_ranges
 from ..ir.visitor import IRMutator, reassigned_vars
 from ..ir.records import wgmma_functor_name
 from .rules.calls import address_of, call
-from .rules.gemm import FP8_TYPES
+from .rules.gemm import ONE_BYTE_TYPES
 from .rules.copies import (CopyLowering, extent_bounds, fragment_frame, global_bounds, lower_im2col, non_unit,
                            within_extents)
 from .rules.reductions import in_registers, loop_nest, reduce_in_registers, reduce_through_shared
@@ -98,10 +98,12 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
             if r.buffer.scope != "shared":
                 raise CompileError(f"T.gemm: operand {name} must be in shared memory on this path "
                                    f"({r.buffer.name} is a {r.buffer.scope} buffer)", node.loc)
-            if r.buffer.dtype.name in FP8_TYPES and node.plan is None:
-                raise CompileError(f"T.gemm on FP8 tiles ({r.buffer.name} is {r.buffer.dtype.name}) runs on Hopper's "
+            if r.buffer.dtype.name in ONE_BYTE_TYPES and node.plan is None:
+                kind = "int8" if r.buffer.dtype.is_int else "FP8"
+                raise CompileError(f"T.gemm on {kind} tiles ({r.buffer.name} is {r.buffer.dtype.name}) runs on Hopper's "
                                    "wgmma only: sm_90a, A stored M x K and B stored N x K (transpose_B=True), K a "
-                                   "multiple of 32, threads a multiple of 128 and 64 rows per warpgroup", node.loc)
+                                   "multiple of 32, threads a multiple of 128, 64 rows per warpgroup and a "
+                                   f"{'int32' if kind == 'int8' else 'float32'} accumulator", node.loc)
             if r.buffer.dtype.name not in _CPP_TYPES and node.plan is None:
                 raise CompileError(f"T.gemm on tensor cores takes float16 or bfloat16 inputs; "
                                    f"{r.buffer.name} is {r.buffer.dtype.name}", node.loc)
@@ -151,7 +153,8 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
         a, b, c = node.a, node.b, node.c
         out = []
         if node.clear_accum:
-            out.append(self.visit_Fill(ir.Fill(ir.Region.full(c.buffer), ir.const(0.0), loc=node.loc)))
+            zero = ir.const(0.0) if c.buffer.dtype.is_float else ir.const(0)  # int32 for int8 tiles
+            out.append(self.visit_Fill(ir.Fill(ir.Region.full(c.buffer), zero, loc=node.loc)))
         a_arg = ir.Raw(a.buffer.name) if a.buffer.scope == "fragment" else address_of(a.buffer, a.starts)
         out.append(call(template, a_arg, address_of(b.buffer, b.starts), ir.Raw(c.buffer.name), self.tid))
         return ir.seq(out)

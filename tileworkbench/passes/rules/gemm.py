@@ -1,7 +1,8 @@
 """Which tensor-core path a ``T.gemm`` takes, decided in one place (not a pass itself).
 
 ``wgmma_plan`` returns a :class:`WgmmaPlan` when the Hopper path applies — sm_90a, fp16/bf16
-tiles in shared memory (or A in a fragment: register-A wgmma; or FP8 tiles, both K-major), float32 accumulator, whole
+tiles in shared memory (or A in a fragment: register-A wgmma; or FP8 or int8 tiles, both K-major), a float32
+accumulator (int32 for int8), whole
 warpgroups (along M, whole 64-row blocks each; or, for a 64-row tile on two warpgroups, side by
 side along N, ``WgmmaPlan.n_groups``: 16-bit A in shared memory, an N-major B split on its
 128-byte panels), tile sizes wgmma can take, and operand tiles whose layout wgmma can read (A K-major,
@@ -36,7 +37,14 @@ def _tile_shape(buf: ir.Buffer):
 
 
 FP8_TYPES = ("float8_e4m3", "float8_e5m2")
-TENSOR_CORE_TYPES = ("float16", "bfloat16") + FP8_TYPES
+INT8_TYPES = ("int8", "uint8")
+ONE_BYTE_TYPES = FP8_TYPES + INT8_TYPES  # m64nNk32, both operands K-major
+TENSOR_CORE_TYPES = ("float16", "bfloat16") + ONE_BYTE_TYPES
+
+
+def accumulator_dtype(operand_dtype: str) -> str:
+    """The accumulator a tensor-core gemm of ``operand_dtype`` tiles adds into: int32 for int8, else float32."""
+    return "int32" if operand_dtype in INT8_TYPES else "float32"
 
 
 def _k_major(k: int, elem_bytes: int = 2) -> tuple[int, int] | None:
@@ -51,9 +59,10 @@ def _k_major(k: int, elem_bytes: int = 2) -> tuple[int, int] | None:
     return None
 
 
-def _fp8_plan(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int) -> WgmmaPlan | None:
-    """FP8 wgmma (m64nNk32, e4m3 or e5m2) reads both operands K-major from shared memory: A as
-    stored (M x K), B stored N x K (``transpose_B``); there is no transposed form."""
+def _one_byte_plan(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int) -> WgmmaPlan | None:
+    """FP8 and int8 wgmma (m64nNk32: e4m3 or e5m2 into float32, s8 or u8 into int32) reads both
+    operands K-major from shared memory: A as stored (M x K), B stored N x K (``transpose_B``);
+    there is no transposed form."""
     if gemm.a.buffer.scope != "shared" or gemm.trans_a or not gemm.trans_b or k % 32:
         return None
     k_major = _k_major(k, 1)
@@ -68,10 +77,9 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
         return None
     a, b, c = gemm.a.buffer, gemm.b.buffer, gemm.c.buffer
     a_registers = a.scope == "fragment"
-    if a.scope not in ("shared", "fragment") or b.scope != "shared" or c.scope != "fragment" \
-            or c.dtype.name != "float32":
+    if a.scope not in ("shared", "fragment") or b.scope != "shared" or c.scope != "fragment":
         return None
-    if a.dtype.name not in TENSOR_CORE_TYPES or b.dtype != a.dtype:
+    if a.dtype.name not in TENSOR_CORE_TYPES or b.dtype != a.dtype or c.dtype.name != accumulator_dtype(a.dtype.name):
         return None
     if threads % 128 or (a_registers and gemm.trans_a):
         return None
@@ -83,10 +91,10 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     if split is None or k % 16:
         return None
     warpgroups, n_groups = split  # from here on warpgroups counts those along M
-    if n_groups > 1 and (a_registers or a.dtype.name in FP8_TYPES):
-        return None  # a register A is read per M block by every warpgroup; FP8 kept to one form
-    if a.dtype.name in FP8_TYPES:
-        return _fp8_plan(gemm, m, n, k, warpgroups)
+    if n_groups > 1 and (a_registers or a.dtype.name in ONE_BYTE_TYPES):
+        return None  # a register A is read per M block by every warpgroup; one-byte types kept to one form
+    if a.dtype.name in ONE_BYTE_TYPES:
+        return _one_byte_plan(gemm, m, n, k, warpgroups)
     plan = _plan(gemm, m, n, k, warpgroups, a_registers)
     if plan is None or n_groups == 1:
         return plan

@@ -60,11 +60,11 @@ __device__ __forceinline__ unsigned int wgmma_b_columns(int n0) {
 // K rows) times K x N (B: see wgmma_b_desc). The warpgroups are WG along M times NG along N:
 // warpgroup g computes rows [gm*M/WG, (gm+1)*M/WG) in 64-row blocks (gm = g / NG) and columns
 // [gn*N/NG, (gn+1)*N/NG) (gn = g % NG; Mma is the m64n(N/NG) instruction); each wgmma takes 32
-// bytes of K (16 16-bit or 32 FP8 elements).
+// bytes of K (16 16-bit or 32 FP8 or int8 elements); Acc is float (int for int8 operands).
 // IN_FLIGHT: wgmma groups this thread may leave running on return (0: all of them are done).
 template <int M, int N, int K, int WG, int SWA, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0,
-          bool A_K_MAJOR = true, int NG = 1, typename T>
-__device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, float* acc, int thread) {
+          bool A_K_MAJOR = true, int NG = 1, typename T, typename Acc>
+__device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, Acc* acc, int thread) {
   constexpr int EB = sizeof(T), K_STEP = 32 / EB, NW = N / NG;
   constexpr int ROWS_PER_GROUP = M / WG, MI = ROWS_PER_GROUP / 64, A_PANEL = SWA / EB;
   static_assert(NG == 1 || B_K_MAJOR || NW % (SWB / EB) == 0, "each warpgroup's columns of an N-major B are whole panels");
