@@ -127,7 +127,7 @@ GEMMS = [
      "the accumulator C must be a fragment \\(T.alloc_fragment\\), not the shared buffer cs"),
     ("c-local", 'cl = T.alloc_local((128, 128), "float32")\nT.gemm(a, b, cl)  # <-',
      "the accumulator C must be a fragment"),
-    ("c-half", 'ch = T.alloc_fragment((128, 128), "float16")\nT.gemm(a, b, ch)  # <-', "T.gemm accumulates in float32; ch"),
+    ("c-half", 'ch = T.alloc_fragment((128, 128), "float16")\nT.gemm(a, b, ch)  # <-', "T.gemm of float16 tiles accumulates in float32; ch"),
     ("dtypes", 'bb = T.alloc_shared((64, 128), "bfloat16")\nT.gemm(a, bb, c)  # <-', "A and B must have one dtype"),
     ("point", "T.gemm(a, b, c[0, 0])  # <-", "T.gemm C must be a whole buffer or a slice"),
     ("one-d", 'v = T.alloc_shared((64,), "float16")\nT.gemm(v, b, c)  # <-', "T.gemm A must be a 2-D tile"),
