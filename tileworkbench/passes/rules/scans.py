@@ -56,6 +56,7 @@ class _Lines:
 
     def __init__(self, region: ir.Region, dim: int):
         self.region, self.dim = region, dim
+        self.buffer = region.buffer
 
     def at(self, line: tuple, pos: ir.Expr) -> tuple:
         local = list(line)
@@ -63,12 +64,30 @@ class _Lines:
         return tuple(s + i for s, i in zip(self.region.starts, local))
 
     def load(self, line, pos):
-        buf = self.region.buffer
-        return ir.BufferLoad(buf, self.at(line, pos), buf.dtype)
+        return ir.BufferLoad(self.buffer, self.at(line, pos), self.buffer.dtype)
 
     def store(self, line, pos, value):
-        buf = self.region.buffer
-        return ir.BufferStore(buf, self.at(line, pos), ir.cast(value, buf.dtype))
+        return ir.BufferStore(self.buffer, self.at(line, pos), ir.cast(value, self.buffer.dtype))
+
+
+class _PaddedLines(_Lines):
+    """A shared scratch of the lines, one per row, each one word longer every 32 elements: the
+    threads of a warp walk runs side by side (thread c at element c * run + j), which for a run of
+    32 k elements would all fall in one bank; one word more per 32 puts them in 32 banks."""
+
+    def __init__(self, name: str, line_shape: list, length: int, dtype, loc):
+        self.buffer = ir.Buffer(name, tuple(ir.const(e) for e in line_shape + [length + (length - 1) // 32]),
+                                dtype, "shared", attrs={"swizzle": 0}, loc=loc)
+
+    def at(self, line: tuple, pos: ir.Expr) -> tuple:
+        return (*line, pos + pos // ir.const(32))
+
+
+def _conflicted(region: ir.Region, dim: int, run: int, chunks: int) -> bool:
+    """Walking runs of ``run`` elements along the innermost dimension of a shared tile, a thread a
+    run, would put a warp's threads in the same banks (4 or more to a bank): a padded scratch is cheaper."""
+    return (region.buffer.scope == "shared" and chunks > 1 and dim == len(region.extents) - 1
+            and region.buffer.ndim == len(region.extents) and math.gcd(run, 32) >= 4)
 
 
 def lower_scan(node: ir.Scan, threads: int) -> ir.Stmt:
@@ -82,16 +101,16 @@ def lower_scan(node: ir.Scan, threads: int) -> ir.Stmt:
 
     src, dst = node.src, node.dst
     through_shared = (src.buffer.scope == "fragment" or dst.buffer.scope == "fragment"
-                      or (src.buffer is dst.buffer and not _same_region(src, dst)))
+                      or (src.buffer is dst.buffer and not _same_region(src, dst))
+                      or _conflicted(src, node.dim, run, chunks) or _conflicted(dst, node.dim, run, chunks))
     before, after = [ir.SyncThreads()], []
-    if through_shared:
-        work = ir.Buffer(f"{src.buffer.name}_scan", tuple(ir.const(e) for e in extents), acc, "shared",
-                         attrs={"swizzle": 0}, loc=loc)
-        whole = ir.Region.full(work)
-        before = [ir.Allocate(work), ir.SyncThreads(), _copy(src, whole, extents, loc), ir.SyncThreads()]
-        after = [ir.SyncThreads(), _copy(whole, dst, extents, loc)]
-        src = dst = whole
     reading, writing = _Lines(src, node.dim), _Lines(dst, node.dim)
+    if through_shared:
+        work = _PaddedLines(f"{src.buffer.name}_scan", line_shape, length, acc, loc)
+        before = [ir.Allocate(work.buffer), ir.SyncThreads(), _copy(reading, work, extents, node.dim, loc),
+                  ir.SyncThreads()]
+        after = [ir.SyncThreads(), _copy(work, writing, extents, node.dim, loc)]
+        reading = writing = work
 
     def position(chunk, j):
         i = chunk * ir.const(run) + j
@@ -146,10 +165,10 @@ def _same_region(a: ir.Region, b: ir.Region) -> bool:
     return all(ir.const_int(simplify(x - y)) == 0 for x, y in zip(a.starts, b.starts))
 
 
-def _copy(src: ir.Region, dst: ir.Region, extents, loc) -> ir.Stmt:
+def _copy(src: _Lines, dst: _Lines, extents, dim: int, loc) -> ir.Stmt:
+    """Every element of the scanned extents from ``src`` to ``dst`` (one of them the scratch)."""
     def move(idx):
-        value = ir.BufferLoad(src.buffer, tuple(s + i for s, i in zip(src.starts, idx)), src.buffer.dtype)
-        return ir.BufferStore(dst.buffer, tuple(s + i for s, i in zip(dst.starts, idx)),
-                              ir.cast(value, dst.buffer.dtype))
+        line, pos = tuple(i for d, i in enumerate(idx) if d != dim), idx[dim]
+        return dst.store(line, pos, src.load(line, pos))
 
     return loop_nest(extents, move, loc=loc)
