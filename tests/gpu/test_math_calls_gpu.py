@@ -85,3 +85,18 @@ def test_tests_and_bit_counts(torch):
     unsigned = ints.view(np.uint64)
     assert np.array_equal(counts[0].cpu().numpy(), np.bitwise_count(unsigned))
     assert np.array_equal(counts[1].cpu().numpy(), [64 - int(v).bit_length() for v in unsigned])
+
+
+def test_floats_become_int32_as_the_interpreters_say(torch):
+    """NaN to 0, infinities and values past int32 saturated, towards zero otherwise (the CPU
+    interpreters follow this: tests/interpreter/test_interpreter.py)."""
+    @T.prim_func
+    def convert(A: T.Tensor((6,), "float32"), B: T.Tensor((6,), "int32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(6):
+                B[i] = T.Cast("int32", A[i])
+
+    a = torch.tensor([float("nan"), float("inf"), float("-inf"), 3e9, -2.7, 300.5], device="cuda")
+    b = torch.zeros(6, dtype=torch.int32, device="cuda")
+    tw.compile(convert)(a, b)
+    assert b.tolist() == [0, 2**31 - 1, -(2**31), 2**31 - 1, -2, 300]

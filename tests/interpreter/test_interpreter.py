@@ -391,3 +391,26 @@ def test_a_cast_to_a_narrow_integer_keeps_its_low_bits_and_cp_async_between_glob
         b, d = np.zeros(4, np.int32), np.zeros(1, np.float16)
         run(a, b, c, d)
         assert np.array_equal(b, want) and d[0] == 1.5
+
+
+def test_floats_become_integers_as_the_gpu_converts_them():
+    """``cvt.rzi``: towards zero, saturated, NaN to 0 (numpy's cast gives the lowest integer); a
+    scalar int32 keeps 32 bits when assigned (found comparing both interpreters on grammar programs)."""
+    from tileworkbench.interpreter.threads import run_at_thread_level
+
+    @T.prim_func
+    def convert(A: T.Tensor((6,), "float32"), B: T.Tensor((6,), "int32"), D: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(6):
+                B[i] = T.Cast("int32", A[i])
+            x = T.alloc_var("int32")
+            x = 1 << 30
+            x = x * 4  # 2**32 wraps to 0 in 32 bits
+            D[0] = x
+
+    a = np.array([np.nan, np.inf, -np.inf, 3e9, -2.7, 300.5], np.float32)
+    want_b = [0, 2**31 - 1, -(2**31), 2**31 - 1, -2, 300]
+    for run in (lambda *x: tw.compile(convert, target="cpu")(*x), lambda *x: run_at_thread_level(convert, *x)):
+        b, d = np.zeros(6, np.int32), np.full(1, 7, np.int32)
+        run(a, b, d)
+        assert b.tolist() == want_b and d.tolist() == [0]

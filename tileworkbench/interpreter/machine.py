@@ -22,7 +22,8 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .races import RaceRecords
 from .tiles import TileOps, shaped
-from .values import Unsupported, compute_dtype, evaluate, loaded, print_lines, storage_dtype, stored, wait_group
+from .values import (Unsupported, compute_dtype, evaluate, held, loaded, print_lines, storage_dtype, stored,
+                     wait_group)
 
 _NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init", "tw::wgmma_wait<0>", "tw::wgmma_wait<1>")
 _NO_OP_PREFIXES = ("tw::setmaxnreg_", "tw::wgmma_wait<")
@@ -340,7 +341,7 @@ class Runner(TileOps):
         yield
 
     def s_LetStmt(self, s):
-        self.b.vars[s.var] = uniform(evaluate(s.value, self.b))
+        self.b.vars[s.var] = uniform(held(evaluate(s.value, self.b), s.var.dtype))
         return
         yield
 

@@ -21,7 +21,7 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .thread_calls import Calls
 from .thread_memory import BlockMemory
-from .values import Unsupported, compute_dtype, evaluate, loaded, stored
+from .values import Unsupported, compute_dtype, evaluate, held, loaded, stored
 
 _MISSING = object()
 
@@ -130,10 +130,10 @@ class ThreadBlock(Calls):
         self.mem.allocate(s.buffer)
 
     def s_LetStmt(self, s):
-        self.declare(s.var, evaluate(s.value, self))
+        self.declare(s.var, held(evaluate(s.value, self), s.var.dtype))
 
     def s_Assign(self, s):
-        value = evaluate(s.value, self)
+        value = held(evaluate(s.value, self), s.var.dtype)
         if self.mask is None:
             self.vars[s.var] = value
         else:

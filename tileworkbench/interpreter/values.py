@@ -77,17 +77,40 @@ def loaded(array: np.ndarray, dtype) -> np.ndarray:
 
 def stored(value, dtype):
     """A computed value rounded (floats; FP8 and FP4 saturating, as ``cvt.rn.satfinite``) or wrapped
-    (integers) to ``dtype``."""
+    (integers) to ``dtype``; a float becomes an integer as the GPU's ``cvt.rzi`` makes it (``to_integer``)."""
     target = storage_dtype(dtype)
     v = np.asarray(value)
     if dtype.name.startswith(("float8", "float4")):
         _, limit = _dt.value_range(dtype)
         v = np.clip(v.astype(np.float32), -limit, limit)
     elif not dtype.is_float and v.dtype.kind == "f":
-        v = np.trunc(v)
+        v = to_integer(v, dtype)
     if target.kind in "iub" and v.dtype.kind in "iu":
         return v.astype(np.int64).astype(target)
     return v.astype(target)
+
+
+def to_integer(v, dtype):
+    """A float converted to the integer ``dtype`` as generated code converts it: towards zero,
+    saturated, NaN to 0 (``cvt.rzi.s32``/``.s64``, where numpy's cast gives the lowest integer); to a
+    type narrower than 32 bits, as to 32 bits and then its low bits kept (what the GPU does for those
+    is not measured here); to bool, any value but zero is true (NaN too), as in C."""
+    v = np.asarray(v, np.float64)
+    if dtype.name == "bool":
+        return v != 0
+    wide = dtype if dtype.bits >= 32 else (_dt.uint32 if dtype.kind == "uint" else _dt.int32)
+    low, high = _dt.value_range(wide)
+    out = np.where(np.isnan(v), 0.0, np.clip(np.trunc(v), float(low), float(high)))
+    return out.astype(np.uint64 if wide.kind == "uint" and wide.bits == 64 else np.int64)
+
+
+def held(value, dtype):
+    """The value a scalar variable of ``dtype`` holds once assigned: an integer narrower than 64 bits
+    wrapped to it (C's ``int x = ...; x = x * 2`` keeps 32 bits), anything else as computed."""
+    if dtype.is_float or dtype.name == "bool" or dtype.bits >= 64:
+        return value
+    wrapped = stored(value, dtype).astype(np.int64)
+    return wrapped if np.ndim(value) else wrapped.item()
 
 
 class Unsupported(KernelRuntimeError):
@@ -121,7 +144,8 @@ def evaluate(e, env):
         if e.dtype.name in _FLOAT_HELD:  # rounded to the type, computed as float32
             return loaded(stored(v, e.dtype), e.dtype)
         if not e.dtype.is_float and np.asarray(v).dtype.kind == "f":
-            v = np.trunc(v)
+            v = to_integer(v, e.dtype)  # saturated, NaN to 0, as cvt.rzi (numpy's cast would wrap)
+            v = v if np.ndim(v) else v.item()
         if not e.dtype.is_float and e.dtype.name != "bool" and storage_dtype(e.dtype).itemsize < 8:
             wrapped = stored(v, e.dtype)  # C's (unsigned char)x keeps x's low 8 bits: wrapped as a store wraps
             v = wrapped if isinstance(v, np.ndarray) else wrapped.item()
@@ -230,7 +254,8 @@ def _call(e: ir.Call, env):
     if name in _MATH:
         x = evaluate(e.args[0], env)
         dt = np.float64 if e.dtype.name == "float64" else (np.float32 if e.dtype.is_float else None)
-        out = _MATH[name](np.asarray(x, dt) if dt is not None else x)
+        with np.errstate(all="ignore"):  # NaN and infinities are values here, as on the GPU
+            out = _MATH[name](np.asarray(x, dt) if dt is not None else x)
         return out
     if name == ir.REINTERPRET:
         value = e.args[0]
