@@ -265,3 +265,22 @@ def main(A: T.Tensor((4,), "float32")):
                                                "block") as info:
             tw.lower(namespace["main"], target=target) if target == "cuda" else tw.compile(namespace["main"], target="cpu")
         assert op in info.value.loc.text
+
+
+def test_a_copy_between_overlapping_regions_of_one_tensor_is_refused():
+    """The threads copy in no set order, so the result would be undefined (found comparing both
+    interpreters on random programs: T.copy(T0, T0[1, 1]))."""
+    @T.prim_func
+    def shifted(A: T.Tensor((4, 16), "float16")):
+        with T.Kernel(1, threads=32):
+            T.copy(A[0:2, 0:8], A[1:3, 4:12])
+
+    @T.prim_func
+    def apart(A: T.Tensor((4, 16), "float16")):
+        with T.Kernel(1, threads=32):
+            T.copy(A[0:2, 0:8], A[2:4, 0:8])
+
+    with pytest.raises(CompileError, match="T.copy within A between regions that overlap") as info:
+        tw.lower(shifted)
+    assert "T.copy(A[0:2, 0:8], A[1:3, 4:12])" in info.value.loc.text
+    tw.lower(apart)  # disjoint halves of one tensor are fine

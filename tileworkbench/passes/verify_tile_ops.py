@@ -3,7 +3,8 @@
 Expects: the IR straight from the front end.
 Guarantees: the same IR (this pass never changes it); every ``TmaCopy`` has constant extents
 and legal dtypes (no store from ``float4_e2m1_unpacked`` shared memory), every ``Copy`` out of
-an unpacked FP4 buffer is rejected, every buffer accessed by index has the right rank; no tile
+an unpacked FP4 buffer is rejected, every buffer accessed by index has the right rank, no copy
+runs between two overlapping regions of one buffer (known from constants); no tile
 operation stands inside a ``T.Parallel`` loop (it runs once for the whole block, its threads
 sharing the work: inside a loop over elements it would run once per element, each element's
 threads racing over the whole tile; the lowering had made ``T.fill(T0, i)`` in a loop over ``i``
@@ -55,6 +56,10 @@ class _Verify(IRVisitor):
                                "float4_e2m1fn tensor", node.loc)
 
     def visit_Copy(self, node: ir.Copy):
+        if node.src.buffer is node.dst.buffer and _overlap(node.src, node.dst):
+            raise CompileError(f"T.copy within {node.src.buffer.name} between regions that overlap: the threads copy "
+                               "the elements in no set order, so what lands is undefined; copy through a tile of "
+                               "its own", node.loc)
         if node.src.buffer.dtype.name == "float4_e2m1_unpacked":
             raise CompileError(f"T.copy {FP4_UNPACK_ONLY}; {node.src.buffer.name} cannot be a source",
                                node.loc)
@@ -62,6 +67,20 @@ class _Verify(IRVisitor):
         if packed and node.instruction != "tma" and node.src.buffer.dtype != node.dst.buffer.dtype:
             raise CompileError("packed FP4 data can only be copied to a buffer of the same type",
                                node.loc)
+
+
+def _overlap(a: ir.Region, b: ir.Region) -> bool:
+    """Two regions of one buffer known (constant starts and extents) to share elements without being
+    the same region (a copy of a region onto itself changes nothing)."""
+    spans = []
+    for sa, ea, sb, eb in zip(a.starts, a.extents, b.starts, b.extents):
+        values = [ir.const_int(x) for x in (sa, ea, sb, eb)]
+        if any(v is None for v in values):
+            return False
+        spans.append(values)
+    if all(sa == sb and ea == eb for sa, ea, sb, eb in spans):
+        return False
+    return all(sa < sb + eb and sb < sa + ea for sa, ea, sb, eb in spans)
 
 
 @register("verify_tile_ops", "tile")
