@@ -102,9 +102,10 @@ class TileOps:
         yield
 
     def s_Reduce(self, s):
-        src = loaded(self.b.array(s.src), s.src.dtype)
         if s.kind in _BITWISE or s.src.dtype.name == "uint64":  # the integers themselves, in the accumulator's type
             src = np.asarray(self.b.array(s.src)).astype(np.dtype(accumulator(s.src.dtype).name))
+        else:
+            src = loaded(self.b.array(s.src), s.src.dtype)
         fn = {"sum": np.sum, "max": np.max, "min": np.min, "abssum": lambda x, axis: np.sum(np.abs(x), axis=axis),
               "absmax": lambda x, axis: np.max(np.abs(x), axis=axis),
               **{k: op.reduce for k, op in _BITWISE.items()}}[s.kind]

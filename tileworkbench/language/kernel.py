@@ -127,12 +127,15 @@ def get_thread_extents():
     return list(launch.thread_dims or (launch.threads,))
 
 
-def get_thread_extent(dim: int = 0):
-    extents = get_thread_extents()
-    d = _b.constant_int(dim, "T.get_thread_extent: dim")
+def _one_extent(extents: list, dim, what: str, of: str):
+    d = _b.constant_int(dim, f"{what}: dim")
     if not 0 <= d < len(extents):
-        raise error(f"T.get_thread_extent({d}): the block has {len(extents)} dimension(s)")
+        raise error(f"{what}({d}): {of} has {len(extents)} dimension(s)")
     return extents[d]
+
+
+def get_thread_extent(dim: int = 0):
+    return _one_extent(get_thread_extents(), dim, "T.get_thread_extent", "the block")
 
 
 def get_block_extents():
@@ -141,11 +144,7 @@ def get_block_extents():
 
 
 def get_block_extent(dim: int = 0):
-    extents = get_block_extents()
-    d = _b.constant_int(dim, "T.get_block_extent: dim")
-    if not 0 <= d < len(extents):
-        raise error(f"T.get_block_extent({d}): the grid has {len(extents)} dimension(s)")
-    return extents[d]
+    return _one_extent(get_block_extents(), dim, "T.get_block_extent", "the grid")
 
 
 def disable_warp_group_reg_alloc():
