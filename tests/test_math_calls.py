@@ -169,3 +169,24 @@ def test_every_function_compiles_for_sm_90a(dtype):
     assert "erff(" in source if dtype != "float64" else "erf(" in source
     assert "__popcll(" in source and "__clz(" in source
     compile_check(source, "sm_90a")
+
+
+def test_floats_convert_to_narrow_integers_through_a_defined_helper():
+    """C's ``(unsigned char)x`` is undefined out of range: every float-to-8/16-bit conversion (a cast,
+    a copy into an integer tensor) goes through ``tw::narrow_from_float``, a float from its float
+    or double form; the source compiles for sm_90a. (Both interpreters and the GPU:
+    tests/interpreter/test_interpreter.py, tests/gpu/test_math_calls_gpu.py.)"""
+    from tileworkbench.examples import edge_cases
+
+    source = lower(edge_cases.narrow_conversions(), target="cuda").kernel_source
+    body = source[source.index('extern "C"'):]
+    for target, source_type in (("unsigned char", "float"), ("signed char", "float"), ("unsigned short", "double"),
+                                ("short", "double")):
+        assert f"tw::narrow_from_float<{target}>(({source_type})" in body
+    assert "(unsigned char)(" not in body and "(short)(" not in body
+    pytest.importorskip("cuda.bindings")
+    from tileworkbench.backend.nvrtc import compile_check, nvrtc_version
+
+    if nvrtc_version() is None:
+        pytest.skip("NVRTC cannot be loaded here")
+    compile_check(source, "sm_90a")

@@ -14,6 +14,7 @@ import tileworkbench.language as T
 from tileworkbench.bench.gemm import candidate_kernels, spec_kernels
 from tileworkbench.errors import KernelRuntimeError
 from tileworkbench.examples import ALL_EXAMPLES
+from tileworkbench.examples import edge_cases
 from tileworkbench.interpreter.values import storage_dtype
 
 SHAPES = [(256, 256, 256), (200, 136, 72)]
@@ -414,3 +415,20 @@ def test_floats_become_integers_as_the_gpu_converts_them():
         b, d = np.zeros(6, np.int32), np.full(1, 7, np.int32)
         run(a, b, d)
         assert b.tolist() == want_b and d.tolist() == [0]
+
+
+
+def test_floats_become_narrow_integers_saturated_in_both_interpreters():
+    """A float into an 8- or 16-bit integer: towards zero, saturated, NaN to 0 (C's own conversion
+    is undefined there; the generated code converts through ``tw::narrow_from_float``; the GPU test:
+    tests/gpu/test_math_calls_gpu.py). Found by the interpreters' agreement property: float16 -1.5
+    copied into uint8 gave 255 on the tile level (numpy's cast) and 0 on the thread level."""
+    from tileworkbench.interpreter.threads import run_at_thread_level
+
+    convert = edge_cases.narrow_conversions()
+    inputs, want = edge_cases.narrow_conversion_inputs(), edge_cases.narrow_conversions_expected()
+    for run in (lambda *x: tw.compile(convert, target="cpu")(*x), lambda *x: run_at_thread_level(convert, *x)):
+        outs = {name: np.full(len(values), 7, values.dtype) for name, values in want.items()}
+        run(*inputs, *outs.values())
+        for name, got in outs.items():
+            assert got.tolist() == want[name].tolist(), name

@@ -8,7 +8,10 @@ gemm, whose tiles the epilogue's shared-memory budget counted as none; ``T.Paral
 reading and writing global tensors on tiles that hang over the tensors' edges (the last blocks
 wrote past the end of the output); TileLang's persistent GEMM walk in the forms that may and may not
 become a grid of its tiles; thread-local arrays that carry values only within a loop iteration
-(which become scalars) beside one that carries them across loops."""
+(which become scalars) beside one that carries them across loops; floats converted to integers
+narrower than 32 bits (C leaves out-of-range values undefined; ours saturate)."""
+
+import numpy as np
 
 import tileworkbench.language as T
 
@@ -317,3 +320,51 @@ def persistent_walk_gemm(M=256, N=512, K=128, sm_num=3, wave_size=None, clear=Tr
                     T.copy(C_shared, D[bx * 128, by * 128])
 
     return main
+
+
+# Each kind of value a narrow conversion meets: NaN, infinities, past either end of each type,
+# negative values above -1 (truncated to 0), in range.
+NARROW_INPUTS = (np.nan, np.inf, -np.inf, -0.7, -1.5, -129.5, 127.9, 255.9, 300.5, 70000.0, -40000.0, 12.9)
+
+
+def narrow_conversions():
+    """Floats into the four integer types narrower than 32 bits: float16 through a copy into uint8,
+    float32 through casts into uint8 and int8, float64 into uint16 and int16. Arguments: the inputs
+    of ``narrow_conversion_inputs`` and the outputs named as in ``narrow_conversions_expected``."""
+    n = len(NARROW_INPUTS)
+
+    @T.prim_func
+    def convert(A: T.Tensor((n,), "float32"), H: T.Tensor((n,), "float16"), W: T.Tensor((n,), "float64"),
+                U8: T.Tensor((n,), "uint8"), I8: T.Tensor((n,), "int8"), U16: T.Tensor((n,), "uint16"),
+                I16: T.Tensor((n,), "int16"), Copied: T.Tensor((n,), "uint8")):
+        with T.Kernel(1, threads=32):
+            s = T.alloc_shared((n,), "float16")
+            T.copy(H, s)
+            T.copy(s, Copied)
+            for i in T.Parallel(n):
+                U8[i] = T.Cast("uint8", A[i])
+                I8[i] = T.Cast("int8", A[i])
+                U16[i] = T.Cast("uint16", W[i])
+                I16[i] = T.Cast("int16", W[i])
+
+    return convert
+
+
+def narrow_conversion_inputs():
+    """``NARROW_INPUTS`` as float32, float16 (70000 is infinity there) and float64."""
+    with np.errstate(over="ignore"):
+        return tuple(np.asarray(NARROW_INPUTS, t) for t in (np.float32, np.float16, np.float64))
+
+
+def narrow_conversions_expected() -> dict:
+    """Each output of ``narrow_conversions``: towards zero, saturated to the type's range, NaN to 0."""
+    single, half, double = (v.astype(np.float64) for v in narrow_conversion_inputs())
+
+    def saturated(values, np_type):
+        info = np.iinfo(np_type)
+        clipped = np.clip(np.trunc(np.nan_to_num(values, nan=0.0)), info.min, info.max)
+        return clipped.astype(np_type)
+
+    return {"U8": saturated(single, np.uint8), "I8": saturated(single, np.int8),
+            "U16": saturated(double, np.uint16), "I16": saturated(double, np.int16),
+            "Copied": saturated(half, np.uint8)}

@@ -22,7 +22,7 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .races import RaceRecords
 from .tiles import TileOps, shaped
-from .values import (Unsupported, compute_dtype, evaluate, held, loaded, print_lines, storage_dtype, stored,
+from .values import (Unsupported, compute_dtype, converted, evaluate, held, loaded, print_lines, storage_dtype, stored,
                      wait_group)
 
 _NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init", "tw::wgmma_wait<0>", "tw::wgmma_wait<1>")
@@ -227,18 +227,18 @@ class Block(RaceRecords):
         if r.buffer.scope == "local":  # every running thread's copy
             starts, _ = self.region(r)
             window = (self.active,) + tuple(slice(s, s + n) for s, n in zip(starts, extents))
-            self.array(r.buffer)[window] = stored(loaded(values, r.buffer.dtype), r.buffer.dtype)
+            self.array(r.buffer)[window] = converted(values, r.buffer.dtype)
             return
         dst, src = self.write_index(r, extents)
         if r.buffer.scope == "shared" and self.readers:
             starts, _ = self.region(r)
             self.writing(r.buffer, starts, [a + n - 1 for a, n in zip(starts, extents)], what)
-        converted = stored(loaded(values, r.buffer.dtype), r.buffer.dtype)[src]
+        as_stored = converted(values, r.buffer.dtype)[src]
         if keep is None:
-            self.array(r.buffer)[dst] = converted
+            self.array(r.buffer)[dst] = as_stored
         else:
             mask = shaped(keep, extents, r.buffer.name)[src]
-            self.array(r.buffer)[dst][mask] = converted[mask]
+            self.array(r.buffer)[dst][mask] = as_stored[mask]
 
     # ---- barriers ------------------------------------------------------------------------------
     def slot(self, ref: ir.BarrierRef) -> tuple[Slot, int]:

@@ -90,18 +90,27 @@ def stored(value, dtype):
     return v.astype(target)
 
 
+def converted(values, dtype):
+    """Tile values written into a buffer of ``dtype`` as the generated code's store converts them: a
+    float into a float type through that type's arithmetic (``(float)x`` before rounding to 16 bits),
+    into an integer type by ``to_integer`` (not numpy's cast, which wraps or gives the lowest integer)."""
+    values = np.asarray(values)
+    if dtype.is_float or values.dtype.kind != "f":
+        values = loaded(values, dtype)
+    return stored(values, dtype)
+
+
 def to_integer(v, dtype):
     """A float converted to the integer ``dtype`` as generated code converts it: towards zero,
-    saturated, NaN to 0 (``cvt.rzi.s32``/``.s64``, where numpy's cast gives the lowest integer); to a
-    type narrower than 32 bits, as to 32 bits and then its low bits kept (what the GPU does for those
-    is not measured here); to bool, any value but zero is true (NaN too), as in C."""
+    saturated to the type's range, NaN to 0 (``cvt.rzi`` for 32 and 64 bits, ``tw::narrow_from_float``
+    for 8 and 16; numpy's cast would give the lowest integer or wrap); to bool, any value but zero
+    is true (NaN too), as in C."""
     v = np.asarray(v, np.float64)
     if dtype.name == "bool":
         return v != 0
-    wide = dtype if dtype.bits >= 32 else (_dt.uint32 if dtype.kind == "uint" else _dt.int32)
-    low, high = _dt.value_range(wide)
+    low, high = _dt.value_range(dtype)
     out = np.where(np.isnan(v), 0.0, np.clip(np.trunc(v), float(low), float(high)))
-    return out.astype(np.uint64 if wide.kind == "uint" and wide.bits == 64 else np.int64)
+    return out.astype(np.uint64 if dtype.kind == "uint" and dtype.bits == 64 else np.int64)
 
 
 def held(value, dtype):

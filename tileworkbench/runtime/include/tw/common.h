@@ -44,6 +44,25 @@ __device__ __forceinline__ To bit_cast(From v) {
   return u.to;
 }
 
+// A float converted to an integer type narrower than 32 bits: towards zero, saturated to that
+// type's range, NaN to 0, as PTX's cvt.rzi converts to 32 bits (C++'s own (unsigned char)x is
+// undefined out of range, and the GPU's answer then depends on how the compiler lowered it). The
+// CPU interpreters convert the same way (interpreter/values.py, to_integer).
+template <typename I> struct narrow_range;
+template <> struct narrow_range<signed char> { static constexpr int low = -128, high = 127; };
+template <> struct narrow_range<unsigned char> { static constexpr int low = 0, high = 255; };
+template <> struct narrow_range<short> { static constexpr int low = -32768, high = 32767; };
+template <> struct narrow_range<unsigned short> { static constexpr int low = 0, high = 65535; };
+template <typename I> __device__ __forceinline__ I clamped_to(int v) {
+  return (I)min(max(v, narrow_range<I>::low), narrow_range<I>::high);
+}
+template <typename I> __device__ __forceinline__ I narrow_from_float(float x) {
+  return clamped_to<I>(__float2int_rz(x));  // cvt.rzi.s32: saturated, NaN to 0
+}
+template <typename I> __device__ __forceinline__ I narrow_from_float(double x) {
+  return clamped_to<I>(__double2int_rz(x));
+}
+
 // FP8 values are raw bytes in memory (unsigned char) and float32 in generated arithmetic; the
 // conversions round to nearest and saturate to the largest finite value (sm_89 and later).
 __device__ __forceinline__ unsigned char e4m3_from_float(float f) {
