@@ -34,7 +34,9 @@ from .kernel import (
     get_thread_binding,
     make_tensor,
     no_set_max_nreg,
+    reshape,
     use_swizzle,
+    view,
     WarpSpecialize,
     ws,
 )
@@ -316,6 +318,8 @@ __all__ = [
     "log",
     "log2",
     "make_tensor",
+    "reshape",
+    "view",
     "max",
     "MAX_TENSOR_BYTES",
     "max_value",

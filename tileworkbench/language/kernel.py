@@ -307,6 +307,43 @@ def view_tensor(data, shape, dtype):
     return buf
 
 
+def reshape(src, shape):
+    """``T.reshape(t, shape)``: the global tensor ``t``'s memory seen with another row-major shape of
+    as many elements (TileLang's ``T.Tensor(shape, t.dtype, t.data)``)."""
+    return _reshaped_view(src, shape, None, "T.reshape")
+
+
+def view(src, shape=None, dtype=None):
+    """``T.view(t, shape=None, dtype=None)``: as ``T.reshape``; a view in another dtype is refused."""
+    return _reshaped_view(src, shape, dtype, "T.view")
+
+
+def _reshaped_view(src, shape, dtype, what: str):
+    if not isinstance(src, ir.Buffer):
+        raise error(f"{what}: {_b.describe(src)} is not a tensor")
+    if src.scope != "global":
+        raise error(f"{what} of the {src.scope} buffer {src.name} is not supported yet: the compiler plans and "
+                    "checks each tile by its own shape, and a second shape over its memory would hide accesses "
+                    "from those analyses. Global tensors can be reshaped; for a tile, T.copy it into one of "
+                    "the shape wanted")
+    base = src.attrs.get("view_of", src) if src.data is not None else src
+    if base.data is not None:
+        raise error(f"{what}: {src.name} is a tensor made from a pointer (T.make_tensor); give it the shape "
+                    "wanted there")
+    dt = src.dtype if dtype is None else _dtype(dtype, what)
+    if dt != src.dtype:
+        raise error(f"{what}: {src.name} as {dt.name} (it holds {src.dtype.name}) is not supported yet: "
+                    "views keep the tensor's dtype (T.reinterpret converts single values)")
+    dims = _tensor_dims(src.shape if shape is None else shape, what, dt)
+    new_n, old_n = (math.prod(ir.const_int(d) or 0 for d in ds) for ds in (dims, src.shape))
+    if not new_n or not old_n:
+        raise error(f"{what}: both shapes must be known when the kernel is compiled")
+    if new_n != old_n:
+        raise error(f"{what}: {src.name} has {old_n} elements and the shape asked for {new_n}; a reshaped "
+                    "view keeps every element")
+    return view_tensor(_b.TensorData(base), dims, dt)
+
+
 def make_tensor(ptr, shape, dtype=float32, strides=None):
     """A global tensor whose address is loaded inside the kernel (``src_ptrs[0]``)."""
     dt = _dtype(dtype, "T.make_tensor")
