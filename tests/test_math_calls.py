@@ -171,22 +171,25 @@ def test_every_function_compiles_for_sm_90a(dtype):
     compile_check(source, "sm_90a")
 
 
-def test_floats_convert_to_narrow_integers_through_a_defined_helper():
-    """C's ``(unsigned char)x`` is undefined out of range: every float-to-8/16-bit conversion (a cast,
-    a copy into an integer tensor) goes through ``tw::narrow_from_float``, a float from its float
-    or double form; the source compiles for sm_90a. (Both interpreters and the GPU:
-    tests/interpreter/test_interpreter.py, tests/gpu/test_math_calls_gpu.py.)"""
+@pytest.mark.parametrize("source, held", [("float16", "float"), ("float32", "float"), ("float64", "double")])
+def test_floats_convert_to_integers_through_a_defined_helper(source, held):
+    """C's ``(int)x`` is undefined for NaN and out of range, and the GPU's answers differ by type
+    (scripts/experiments/float_to_int.py): every float-to-integer conversion (a cast, a copy into an
+    integer tensor) goes through ``tw::to_integer``, from the float's float or double form; the
+    source compiles for sm_90a. (Both interpreters and the GPU: tests/interpreter/test_interpreter.py,
+    tests/gpu/test_math_calls_gpu.py.)"""
     from tileworkbench.examples import edge_cases
 
-    source = lower(edge_cases.narrow_conversions(), target="cuda").kernel_source
-    body = source[source.index('extern "C"'):]
-    for target, source_type in (("unsigned char", "float"), ("signed char", "float"), ("unsigned short", "double"),
-                                ("short", "double")):
-        assert f"tw::narrow_from_float<{target}>(({source_type})" in body
-    assert "(unsigned char)(" not in body and "(short)(" not in body
+    source_text = lower(edge_cases.float_to_integer_conversions(source), target="cuda").kernel_source
+    body = source_text[source_text.index('extern "C"'):]
+    for _, dtype in edge_cases.INTEGER_TARGETS:
+        from tileworkbench import dtypes
+
+        assert f"tw::to_integer<{getattr(dtypes, dtype).cpp}>(({held})" in body
+    assert "(unsigned char)(" not in body and "((int)(" not in body
     pytest.importorskip("cuda.bindings")
     from tileworkbench.backend.nvrtc import compile_check, nvrtc_version
 
     if nvrtc_version() is None:
         pytest.skip("NVRTC cannot be loaded here")
-    compile_check(source, "sm_90a")
+    compile_check(source_text, "sm_90a")

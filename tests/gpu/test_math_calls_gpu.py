@@ -102,17 +102,18 @@ def test_floats_become_int32_as_the_interpreters_say(torch):
     assert b.tolist() == [0, 2**31 - 1, -(2**31), 2**31 - 1, -2, 300]
 
 
-def test_floats_become_narrow_integers_saturated_as_the_interpreters_say(torch):
-    """8- and 16-bit integer targets: towards zero, saturated to the type, NaN to 0, from float16,
-    float32 and float64, through a copy and through casts (tw::narrow_from_float; the CPU test:
-    tests/interpreter/test_interpreter.py). CuPy arrays: torch's uint16 is a partial type."""
+@pytest.mark.parametrize("source", ["float16", "float32", "float64"])
+def test_floats_become_integers_saturated_as_the_interpreters_say(torch, source):
+    """Every integer target: towards zero, saturated to the type, NaN to 0, from float16, float32
+    and float64, through a copy and through casts (tw::to_integer; the CPU test:
+    tests/interpreter/test_interpreter.py). CuPy arrays: torch's uint16 to uint64 are partial types."""
     import cupy
 
     from tileworkbench.examples import edge_cases
 
-    want = edge_cases.narrow_conversions_expected()
-    inputs = [cupy.asarray(v) for v in edge_cases.narrow_conversion_inputs()]
+    want = edge_cases.conversions_expected(source)
     outs = {name: cupy.full(len(v), 7, dtype=v.dtype) for name, v in want.items()}
-    tw.compile(edge_cases.narrow_conversions())(*inputs, *outs.values())
+    tw.compile(edge_cases.float_to_integer_conversions(source))(cupy.asarray(edge_cases.conversion_inputs(source)),
+                                                               *outs.values())
     for name, got in outs.items():
         assert cupy.asnumpy(got).tolist() == want[name].tolist(), name

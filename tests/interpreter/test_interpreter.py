@@ -418,17 +418,18 @@ def test_floats_become_integers_as_the_gpu_converts_them():
 
 
 
-def test_floats_become_narrow_integers_saturated_in_both_interpreters():
-    """A float into an 8- or 16-bit integer: towards zero, saturated, NaN to 0 (C's own conversion
-    is undefined there; the generated code converts through ``tw::narrow_from_float``; the GPU test:
-    tests/gpu/test_math_calls_gpu.py). Found by the interpreters' agreement property: float16 -1.5
-    copied into uint8 gave 255 on the tile level (numpy's cast) and 0 on the thread level."""
+@pytest.mark.parametrize("source", ["float16", "float32", "float64"])
+def test_floats_become_integers_saturated_in_both_interpreters(source):
+    """A float into any integer type: towards zero, saturated, NaN to 0 (C leaves those undefined and
+    the GPU's own answers differ by type; the generated code converts through ``tw::to_integer``;
+    the GPU test: tests/gpu/test_math_calls_gpu.py). Found by the interpreters' agreement property:
+    float16 -1.5 copied into uint8 gave 255 on the tile level (numpy's cast) and 0 on the thread level."""
     from tileworkbench.interpreter.threads import run_at_thread_level
 
-    convert = edge_cases.narrow_conversions()
-    inputs, want = edge_cases.narrow_conversion_inputs(), edge_cases.narrow_conversions_expected()
+    convert = edge_cases.float_to_integer_conversions(source)
+    a, want = edge_cases.conversion_inputs(source), edge_cases.conversions_expected(source)
     for run in (lambda *x: tw.compile(convert, target="cpu")(*x), lambda *x: run_at_thread_level(convert, *x)):
         outs = {name: np.full(len(values), 7, values.dtype) for name, values in want.items()}
-        run(*inputs, *outs.values())
+        run(a, *outs.values())
         for name, got in outs.items():
             assert got.tolist() == want[name].tolist(), name

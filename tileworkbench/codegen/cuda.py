@@ -119,9 +119,9 @@ def _held_as_float(dtype) -> bool:
     return dtype.is_low_precision_float or dtype.name in FP8_PREFIX
 
 
-def _narrow_integer(dtype) -> bool:
-    """An integer type narrower than 32 bits (a float converts to it through ``tw::narrow_from_float``)."""
-    return not dtype.is_float and dtype.name != "bool" and dtype.bits < 32 and dtype.name not in FP8_PREFIX
+def _integer(dtype) -> bool:
+    """An integer type (not bool): a float converts to it through ``tw::to_integer``."""
+    return dtype.kind in ("int", "uint")
 
 
 class CudaRenderer(CStyleRenderer):
@@ -155,9 +155,9 @@ class CudaRenderer(CStyleRenderer):
     def e_Cast(self, e: ir.Cast) -> str:
         if _held_as_float(e.dtype):  # rounded to the type, held as float
             return to_float(e.dtype, from_float(e.dtype, f"(float)({self.expr(e.value)})"))
-        if _narrow_integer(e.dtype) and e.value.dtype.is_float:  # C's own conversion: undefined out of range
+        if _integer(e.dtype) and e.value.dtype.is_float:  # C's own conversion: undefined out of range, NaN
             source = "double" if e.value.dtype.bits == 64 else "float"
-            return f"tw::narrow_from_float<{value_type(e.dtype)}>(({source})({self.expr(e.value)}))"
+            return f"tw::to_integer<{value_type(e.dtype)}>(({source})({self.expr(e.value)}))"
         return super().e_Cast(e)
 
     def e_Call(self, e: ir.Call) -> str:

@@ -9,7 +9,7 @@ reading and writing global tensors on tiles that hang over the tensors' edges (t
 wrote past the end of the output); TileLang's persistent GEMM walk in the forms that may and may not
 become a grid of its tiles; thread-local arrays that carry values only within a loop iteration
 (which become scalars) beside one that carries them across loops; floats converted to integers
-narrower than 32 bits (C leaves out-of-range values undefined; ours saturate)."""
+(C leaves NaN and out-of-range values undefined; ours saturate, NaN to 0)."""
 
 import numpy as np
 
@@ -322,49 +322,63 @@ def persistent_walk_gemm(M=256, N=512, K=128, sm_num=3, wave_size=None, clear=Tr
     return main
 
 
-# Each kind of value a narrow conversion meets: NaN, infinities, past either end of each type,
+# Each kind of value a conversion to an integer meets: NaN, infinities, past either end of each type,
 # negative values above -1 (truncated to 0), in range.
-NARROW_INPUTS = (np.nan, np.inf, -np.inf, -0.7, -1.5, -129.5, 127.9, 255.9, 300.5, 70000.0, -40000.0, 12.9)
+CONVERSION_INPUTS = (np.nan, np.inf, -np.inf, -0.7, -1.5, -129.5, 127.9, 255.9, 300.5, 70000.0, -40000.0, 12.9,
+                     3e9, -3e9, 5e9, 1e19, -1e19, 2e19)
+# The integer types each source converts to: (output name, dtype)
+INTEGER_TARGETS = (("i8", "int8"), ("u8", "uint8"), ("i16", "int16"), ("u16", "uint16"), ("i32", "int32"),
+                   ("u32", "uint32"), ("i64", "int64"), ("u64", "uint64"))
 
 
-def narrow_conversions():
-    """Floats into the four integer types narrower than 32 bits: float16 through a copy into uint8,
-    float32 through casts into uint8 and int8, float64 into uint16 and int16. Arguments: the inputs
-    of ``narrow_conversion_inputs`` and the outputs named as in ``narrow_conversions_expected``."""
-    n = len(NARROW_INPUTS)
+def float_to_integer_conversions(source: str):
+    """Floats of ``source`` (float16, float32 or float64) cast into each integer type, and a float16
+    tile copied into a uint8 tensor. Arguments: the input (``conversion_inputs``), then the outputs
+    named as in ``conversions_expected``."""
+    n = len(CONVERSION_INPUTS)
 
     @T.prim_func
-    def convert(A: T.Tensor((n,), "float32"), H: T.Tensor((n,), "float16"), W: T.Tensor((n,), "float64"),
-                U8: T.Tensor((n,), "uint8"), I8: T.Tensor((n,), "int8"), U16: T.Tensor((n,), "uint16"),
-                I16: T.Tensor((n,), "int16"), Copied: T.Tensor((n,), "uint8")):
+    def convert(A: T.Tensor((n,), source), i8: T.Tensor((n,), "int8"), u8: T.Tensor((n,), "uint8"),
+                i16: T.Tensor((n,), "int16"), u16: T.Tensor((n,), "uint16"), i32: T.Tensor((n,), "int32"),
+                u32: T.Tensor((n,), "uint32"), i64: T.Tensor((n,), "int64"), u64: T.Tensor((n,), "uint64"),
+                copied: T.Tensor((n,), "uint8")):
         with T.Kernel(1, threads=32):
             s = T.alloc_shared((n,), "float16")
-            T.copy(H, s)
-            T.copy(s, Copied)
             for i in T.Parallel(n):
-                U8[i] = T.Cast("uint8", A[i])
-                I8[i] = T.Cast("int8", A[i])
-                U16[i] = T.Cast("uint16", W[i])
-                I16[i] = T.Cast("int16", W[i])
+                s[i] = A[i]
+            T.copy(s, copied)
+            for i in T.Parallel(n):
+                i8[i] = T.Cast("int8", A[i])
+                u8[i] = T.Cast("uint8", A[i])
+                i16[i] = T.Cast("int16", A[i])
+                u16[i] = T.Cast("uint16", A[i])
+                i32[i] = T.Cast("int32", A[i])
+                u32[i] = T.Cast("uint32", A[i])
+                i64[i] = T.Cast("int64", A[i])
+                u64[i] = T.Cast("uint64", A[i])
 
     return convert
 
 
-def narrow_conversion_inputs():
-    """``NARROW_INPUTS`` as float32, float16 (70000 is infinity there) and float64."""
+def conversion_inputs(source: str):
+    """``CONVERSION_INPUTS`` as ``source`` (in float16, 70000 and what lies past it are infinities)."""
     with np.errstate(over="ignore"):
-        return tuple(np.asarray(NARROW_INPUTS, t) for t in (np.float32, np.float16, np.float64))
+        return np.asarray(CONVERSION_INPUTS, source)
 
 
-def narrow_conversions_expected() -> dict:
-    """Each output of ``narrow_conversions``: towards zero, saturated to the type's range, NaN to 0."""
-    single, half, double = (v.astype(np.float64) for v in narrow_conversion_inputs())
+def conversions_expected(source: str) -> dict:
+    """Each output of ``float_to_integer_conversions``: towards zero, saturated to the type's range,
+    NaN to 0 (``tw::to_integer``)."""
+    values = conversion_inputs(source).astype(np.float64)
 
-    def saturated(values, np_type):
+    def saturated(v, np_type):
         info = np.iinfo(np_type)
-        clipped = np.clip(np.trunc(np.nan_to_num(values, nan=0.0)), info.min, info.max)
-        return clipped.astype(np_type)
+        clipped = np.clip(np.trunc(np.nan_to_num(v, nan=0.0)), float(info.min), float(info.max))
+        # float(2**64 - 1) rounds up to 2**64: the largest uint64 stands for it
+        return np.array([info.max if x >= float(info.max) else int(x) for x in clipped], np_type)
 
-    return {"U8": saturated(single, np.uint8), "I8": saturated(single, np.int8),
-            "U16": saturated(double, np.uint16), "I16": saturated(double, np.int16),
-            "Copied": saturated(half, np.uint8)}
+    with np.errstate(over="ignore"):
+        as_half = values.astype(np.float16).astype(np.float64)
+    out = {name: saturated(values, np.dtype(dtype).type) for name, dtype in INTEGER_TARGETS}
+    out["copied"] = saturated(as_half, np.uint8)
+    return out

@@ -77,7 +77,7 @@ def loaded(array: np.ndarray, dtype) -> np.ndarray:
 
 def stored(value, dtype):
     """A computed value rounded (floats; FP8 and FP4 saturating, as ``cvt.rn.satfinite``) or wrapped
-    (integers) to ``dtype``; a float becomes an integer as the GPU's ``cvt.rzi`` makes it (``to_integer``)."""
+    (integers) to ``dtype``; a float becomes an integer as ``tw::to_integer`` makes it (``to_integer``)."""
     target = storage_dtype(dtype)
     v = np.asarray(value)
     if dtype.name.startswith(("float8", "float4")):
@@ -87,7 +87,8 @@ def stored(value, dtype):
         v = to_integer(v, dtype)
     if target.kind in "iub" and v.dtype.kind in "iu":
         return v.astype(np.int64).astype(target)
-    return v.astype(target)
+    with np.errstate(over="ignore"):  # a float past a narrower float's range is infinite there, as on the GPU
+        return v.astype(target)
 
 
 def converted(values, dtype):
@@ -102,15 +103,19 @@ def converted(values, dtype):
 
 def to_integer(v, dtype):
     """A float converted to the integer ``dtype`` as generated code converts it: towards zero,
-    saturated to the type's range, NaN to 0 (``cvt.rzi`` for 32 and 64 bits, ``tw::narrow_from_float``
-    for 8 and 16; numpy's cast would give the lowest integer or wrap); to bool, any value but zero
-    is true (NaN too), as in C."""
+    saturated to the type's range, NaN to 0 (``tw::to_integer`` in the generated code, where C's own
+    conversion is undefined there; numpy's cast would give the lowest integer or wrap); to bool, any
+    value but zero is true (NaN too), as in C."""
     v = np.asarray(v, np.float64)
     if dtype.name == "bool":
         return v != 0
     low, high = _dt.value_range(dtype)
-    out = np.where(np.isnan(v), 0.0, np.clip(np.trunc(v), float(low), float(high)))
-    return out.astype(np.uint64 if dtype.kind == "uint" and dtype.bits == 64 else np.int64)
+    held = np.uint64 if dtype.kind == "uint" and dtype.bits == 64 else np.int64
+    # 2**63 - 1 and 2**64 - 1 are not floats (they round up, past the type): the largest integer
+    # stands for every value at or above the float nearest it
+    top = v >= float(high)
+    out = np.where(np.isnan(v) | top, 0.0, np.clip(np.trunc(v), float(low), float(high)))
+    return np.where(top, held(high), out.astype(held))
 
 
 def held(value, dtype):
@@ -153,7 +158,7 @@ def evaluate(e, env):
         if e.dtype.name in _FLOAT_HELD:  # rounded to the type, computed as float32
             return loaded(stored(v, e.dtype), e.dtype)
         if not e.dtype.is_float and np.asarray(v).dtype.kind == "f":
-            v = to_integer(v, e.dtype)  # saturated, NaN to 0, as cvt.rzi (numpy's cast would wrap)
+            v = to_integer(v, e.dtype)  # saturated, NaN to 0, as tw::to_integer (numpy's cast would wrap)
             v = v if np.ndim(v) else v.item()
         if not e.dtype.is_float and e.dtype.name != "bool" and storage_dtype(e.dtype).itemsize < 8:
             wrapped = stored(v, e.dtype)  # C's (unsigned char)x keeps x's low 8 bits: wrapped as a store wraps
