@@ -3,12 +3,14 @@
 Here the compiler chooses every shared tile's layout itself (the swizzle TMA and wgmma want,
 ``passes/choose_shared_layouts``), so a layout annotated on a shared tile is a hint it can take
 without changing what the program computes; ``make_swizzled_layout`` says "swizzle this tile",
-which is what it does anyway. Layouts of fragments and global tensors decide which thread holds
-an element or where it lies in memory: ``T.annotate_layout`` refuses those."""
+which is what it does anyway. ``Layout(shape, forward)`` on a global tensor says where each of its
+elements lies in memory (``T.annotate_layout`` honours it: ``language/global_layouts.py``); on a
+fragment a layout would decide which thread holds an element, and is refused."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from .frontend.builder import describe, error
 from .ir import nodes as ir
@@ -20,6 +22,22 @@ class SwizzledLayout:
     """``make_swizzled_layout(buffer)``: the bank-conflict-free swizzle of a shared tile."""
 
     buffer: ir.Buffer
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """``Layout(shape, forward)``: element ``(i, j, ...)`` of a tensor of ``shape`` lies at position
+    ``forward(i, j, ...)`` (a list of indices) of a row-major array whose extents are the ranges of
+    those indices (TileLang's ``tilelang.layout.Layout``; on a global tensor through
+    ``T.annotate_layout``, the layout TileLang's attention backward keeps its float32 dQ in)."""
+
+    shape: tuple
+    forward: Callable
+
+    def __post_init__(self):
+        if not callable(self.forward):
+            raise error(f"Layout(shape, forward): forward must be a function of the indices, not "
+                        f"{describe(self.forward)}")
 
 
 def make_swizzled_layout(buffer, k_major: bool = True, allow_pad: bool = True) -> SwizzledLayout:

@@ -41,8 +41,6 @@ NOT_HERE = {
            "TILEWORKBENCH_DISABLE_CACHE and TILEWORKBENCH_INTERPRET; disable_cache() / enable_cache() are here",
     "par_compile": "TileLang's par_compile is not available: tileworkbench.autotune compiles configs in parallel "
                    "processes (or on Ray)",
-    "Layout": "TileLang's layout objects are not available: the compiler lays out every tile itself; "
-              "T.annotate_layout takes tileworkbench.layout.make_swizzled_layout as a hint",
     "Fragment": "TileLang's layout objects are not available: the compiler lays out every fragment itself",
     "get_runtime_library_dirs": "TileLang's runtime libraries are not part of tileworkbench",
     "prepend_dll_search_path": "TileLang's runtime libraries are not part of tileworkbench",

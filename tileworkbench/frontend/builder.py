@@ -32,6 +32,8 @@ class Builder:
         self.thread_scope: tuple[int, int] | None = None  # (first thread, count) inside `with T.ws(...)`
         self.workspaces: list[ir.Buffer] = []  # T.alloc_global buffers, before the kernels
         self.var_buffers: set = set()  # T.alloc_var buffers: `x = value` stores into them
+        # global tensors given a layout by T.annotate_layout: buffer -> regions.LaidOut
+        self.global_layouts: dict = {}
         # T.dynamic sizes, (name, parameter, value): a call takes the parameter from a tensor's shape;
         # compiled for sizes that are multiples of ``size_multiple``, the value is parameter * it
         self.dynamic_sizes: list = []

@@ -1,12 +1,38 @@
 """Subscripts and tile operands: what ``A[i, j]``, ``A[0:n, k]`` and ``mbar[s]`` mean where the
 DSL takes them, with their constant indices and slice bounds checked, and how the two sides of
-a copy resolve into regions of one shape."""
+a copy resolve into regions of one shape; an element of a global tensor given a layout
+(``T.annotate_layout``) is where the layout puts it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
+from ..ir.visitor import substitute
+from . import builder as _builder
 from .builder import Point, describe, error, integer
+
+
+@dataclass(frozen=True, eq=False)
+class LaidOut:
+    """A global tensor under a layout: its element ``(i, j, ...)`` (``index_vars``) lies at
+    ``memory[positions]``, ``memory`` the tensor's own memory seen with the layout's extents."""
+
+    memory: ir.Buffer
+    index_vars: tuple
+    positions: tuple
+
+    def element(self, indices) -> ir.BufferLoad:
+        at = {v: i for v, i in zip(self.index_vars, indices)}
+        return ir.BufferLoad(self.memory, tuple(simplify(substitute(p, at)) for p in self.positions),
+                             self.memory.dtype)
+
+
+def laid_out(buffer) -> LaidOut | None:
+    """The layout ``T.annotate_layout`` gave the global tensor ``buffer`` in this kernel, if any."""
+    b = getattr(_builder._state, "builder", None)
+    return b.global_layouts.get(buffer) if b is not None and isinstance(buffer, ir.Buffer) else None
 
 
 def subscript_buffer(buffer: ir.Buffer, key):
@@ -27,7 +53,8 @@ def subscript_buffer(buffer: ir.Buffer, key):
         indices = tuple(integer(k, f"index {d} of {buffer.name}") for d, k in enumerate(key))
         for d, i in enumerate(indices):
             _check_constant_index(buffer, d, i, buffer.name)
-        return ir.BufferLoad(buffer, indices, buffer.dtype)
+        layout = laid_out(buffer)
+        return layout.element(indices) if layout is not None else ir.BufferLoad(buffer, indices, buffer.dtype)
     starts, extents = [], []
     for d, (k, dim) in enumerate(zip(key, buffer.shape)):
         if isinstance(k, slice):
@@ -84,11 +111,17 @@ def as_region(value, what: str) -> ir.Region | Point:
         name = value.buffer.name if isinstance(value, ir.BarrierRef) else value.name
         raise error(f"{what} must be a tile, but {name} is a barrier (T.alloc_barrier): barriers are set up by "
                     "the compiler and used only with T.barrier_arrive / T.barrier_wait and TMA copies")
-    if isinstance(value, ir.Buffer):
-        return ir.Region.full(value)
-    if isinstance(value, ir.Region):
-        return value
+    region = ir.Region.full(value) if isinstance(value, ir.Buffer) else value
+    if isinstance(region, ir.Region) and laid_out(region.buffer) is not None and not what.startswith("T.copy"):
+        raise error(f"{what}: {region.buffer.name} has a layout (T.annotate_layout), which T.copy and element "
+                    f"accesses follow; a tile operation on it is not supported (loop over its elements with "
+                    "T.Parallel, or copy it into a tile first)")
+    if isinstance(region, ir.Region):
+        return region
     if isinstance(value, ir.BufferLoad):
+        if value.buffer.attrs.get("layout_of") is not None and what.startswith("T.copy"):
+            raise error(f"{what}: {value.buffer.attrs['layout_of'].name} has a layout (T.annotate_layout); a "
+                        "copy of it takes a slice (A[i, 0:n]), not a tile origin")
         return Point(value.buffer, value.indices)
     raise error(f"{what} must be a buffer, a slice of one or a tile origin like A[i, j]; got {describe(value)}")
 

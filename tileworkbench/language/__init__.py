@@ -40,6 +40,7 @@ from .kernel import (
     WarpSpecialize,
     ws,
 )
+from ..layout import Layout
 from .im2col import im2col
 from .loops import Parallel, Persistent, Pipelined, Serial, serial, unroll, vectorized
 from .macros import macro
@@ -318,6 +319,7 @@ __all__ = [
     "log",
     "log2",
     "make_tensor",
+    "Layout",
     "reshape",
     "view",
     "max",

@@ -11,6 +11,8 @@ from ..frontend import builder as _b
 from ..frontend.builder import error
 from ..frontend.specs import KernelSpec, WarpGroups, opens_kernel_scope, opens_thread_scope
 from ..ir import nodes as ir
+from ..layout import Layout
+from .global_layouts import lay_out
 from .types import _dtype, _shape, _tensor_dims, float32, int32
 
 _py_bool = _builtins.bool
@@ -264,20 +266,24 @@ def alloc_barrier(arrive_count) -> ir.Buffer:
 def annotate_layout(layouts: dict):
     """``T.annotate_layout({tile: layout, ...})``. On a shared tile a hint the compiler may take:
     it lays out every shared tile itself (``tileworkbench.layout``), and a shared tile's layout
-    changes no value the program computes. On a fragment or a global tensor it would decide which
-    thread holds an element or where an element lies in memory: refused until it is honoured."""
+    changes no value the program computes. On a global tensor a ``T.Layout`` says where each
+    element lies in memory, and is honoured (``global_layouts``). On a fragment it would decide
+    which thread holds an element: refused until it is honoured."""
     if not isinstance(layouts, dict):
         raise error(f"T.annotate_layout takes a dict {{buffer: layout}}, not {_b.describe(layouts)}")
-    for buf in layouts:
+    for buf, layout in layouts.items():
         if not isinstance(buf, ir.Buffer):
             raise error(f"T.annotate_layout: {_b.describe(buf)} is not a buffer")
-        if buf.scope != "shared":
-            raise error(f"T.annotate_layout on {buf.scope} buffer {buf.name} is not supported yet (it would decide "
-                        f"{'which thread holds each element' if buf.scope == 'fragment' else 'where each element lies'}); "
-                        "layouts of shared tiles are accepted, and chosen by the compiler")
+        if buf.scope == "global" and isinstance(layout, Layout):
+            lay_out(buf, layout)  # where each element lies in memory: honoured (global_layouts)
+        elif buf.scope != "shared":
+            what = ("a T.Layout(shape, forward)" if buf.scope == "global" else "which thread holds each element, "
+                    "which is not supported yet")
+            raise error(f"T.annotate_layout on {buf.scope} buffer {buf.name}: its layout decides {what}; "
+                        f"got {_b.describe(layout)}")
 
 
-def view_tensor(data, shape, dtype):
+def view_tensor(data, shape, dtype, name: str = "tensor", layout_of: ir.Buffer | None = None):
     """``T.Tensor(shape, dtype, t.data)`` inside a kernel: the contiguous tensor ``t``'s memory seen
     with another row-major shape of no more elements (convolution's ``(KH, KW, C, F)`` weights as a
     ``(KH * KW * C, F)`` matrix). What the view's accesses need of ``t`` (alignment) the launcher
@@ -301,8 +307,10 @@ def view_tensor(data, shape, dtype):
                     f"{base.name}'s {base_n}")
     start = ir.Call("address_of", (ir.BufferLoad(base, tuple(ir.const(0) for _ in base.shape), base.dtype),),
                     _dt.handle)
-    buf = ir.Buffer("tensor", shape, dtype, "global", data=start,
-                    attrs={"device_bound": True, "view_of": base}, loc=_b.current().loc)
+    attrs = {"device_bound": True, "view_of": base}
+    if layout_of is not None:  # the memory of a tensor given a layout (global_layouts)
+        attrs["layout_of"] = layout_of
+    buf = ir.Buffer(name, shape, dtype, "global", data=start, attrs=attrs, loc=_b.current().loc)
     _b.current().emit(ir.Allocate(buf))
     return buf
 

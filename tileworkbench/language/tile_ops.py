@@ -10,8 +10,9 @@ import builtins as _builtins
 
 from ..frontend import builder as _b
 from ..frontend.builder import error
-from ..frontend.regions import as_barrier, as_region, resolve_regions, unit_dropped
+from ..frontend.regions import as_barrier, as_region, laid_out, resolve_regions, unit_dropped
 from ..ir import nodes as ir
+from .global_layouts import copy_elementwise
 
 _py_bool = _builtins.bool
 
@@ -36,6 +37,9 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
         raise error("T.copy: prefer_instruction='tma' contradicts disable_tma=True")
     s, d = resolve_regions(as_region(src, "T.copy source"), as_region(dst, "T.copy destination"),
                            "T.copy")
+    if laid_out(s.buffer) is not None or laid_out(d.buffer) is not None:
+        copy_elementwise(s, d)  # each element at the place a T.annotate_layout gave it
+        return
     _b.current().emit(ir.Copy(s, d, instruction))
 
 

@@ -2,9 +2,10 @@
 log2-domain log-sum-exp of each query row that the example's forward keeps (the forward is the
 attention family's; the cases here compute both with torch): Delta = rowsum(O * dO), then for each block
 of keys dK and dV over all query blocks, adding each block's part of dQ into a float32 dQ with
-atomic adds, and casts dQ to half at the end. TileLang's example lays dQ out in 8 x 8 pieces
-(``T.annotate_layout`` on a global tensor, refused here: it would move elements in memory); this
-port keeps dQ row-major, which changes no value."""
+atomic adds, and casts dQ to half at the end. dQ is laid out in 8 x 8 pieces (``T.annotate_layout``
+with a ``T.Layout`` on the global tensor, as TileLang's example has it), so that the atomic adds of
+a fragment's rows land side by side; the post-processing kernel reads it back through the same
+layout."""
 
 import numpy as np
 
@@ -47,6 +48,11 @@ def flashattn_bwd_preprocess(batch, heads, seq_len, dim):
     return flash_bwd_prep
 
 
+def make_dq_layout(dQ):
+    # atomicAdd can not be vectorized, so we need to reorder dq to match the 8x8 gemm fragment
+    return T.Layout(dQ.shape, lambda b, h, l, d: [b, h, l // 8, d // 8, (d % 2), 4 * (l % 8) + (d % 8) // 2])
+
+
 @tilelang.jit(
     out_idx=[1],
     pass_configs={
@@ -65,6 +71,7 @@ def flashattn_bwd_postprocess(batch, heads, seq_len, dim):
         dQ_out: T.Tensor(shape, dtype),  # type: ignore
     ):
         with T.Kernel(T.ceildiv(seq_len, blk), heads, batch, threads=128) as (bx, by, bz):
+            T.annotate_layout({dQ: make_dq_layout(dQ)})
             T.copy(
                 dQ[bz, by, bx * blk : (bx + 1) * blk, :],
                 dQ_out[bz, by, bx * blk : (bx + 1) * blk, :],
@@ -119,6 +126,11 @@ def flashattn_bwd(batch, heads, seq_len, dim, is_causal, block_M, block_N):
             dv_shared = T.alloc_shared([block_M, dim], dtype)
             dk_shared = T.alloc_shared([block_M, dim], dtype)
 
+            T.annotate_layout(
+                {
+                    dQ: make_dq_layout(dQ),
+                }
+            )
             T.copy(K[bz, bx, by * block_M : (by + 1) * block_M, :], K_shared)
             T.copy(V[bz, bx, by * block_M : (by + 1) * block_M, :], V_shared)
             T.clear(dv)
