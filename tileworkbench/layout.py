@@ -10,9 +10,9 @@ fragment a layout would decide which thread holds an element, and is refused."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 from .frontend.builder import describe, error
+from .frontend.regions import Layout  # noqa: F401 - TileLang's tilelang.layout.Layout
 from .ir import nodes as ir
 from .not_here import module_getattr
 
@@ -22,22 +22,6 @@ class SwizzledLayout:
     """``make_swizzled_layout(buffer)``: the bank-conflict-free swizzle of a shared tile."""
 
     buffer: ir.Buffer
-
-
-@dataclass(frozen=True, eq=False)
-class Layout:
-    """``Layout(shape, forward)``: element ``(i, j, ...)`` of a tensor of ``shape`` lies at position
-    ``forward(i, j, ...)`` (a list of indices) of a row-major array whose extents are the ranges of
-    those indices (TileLang's ``tilelang.layout.Layout``; on a global tensor through
-    ``T.annotate_layout``, the layout TileLang's attention backward keeps its float32 dQ in)."""
-
-    shape: tuple
-    forward: Callable
-
-    def __post_init__(self):
-        if not callable(self.forward):
-            raise error(f"Layout(shape, forward): forward must be a function of the indices, not "
-                        f"{describe(self.forward)}")
 
 
 def make_swizzled_layout(buffer, k_major: bool = True, allow_pad: bool = True) -> SwizzledLayout:

@@ -6,12 +6,29 @@ a copy resolve into regions of one shape; an element of a global tensor given a 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
 from ..ir.visitor import substitute
 from . import builder as _builder
 from .builder import Point, describe, error, integer
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """``Layout(shape, forward)``: element ``(i, j, ...)`` of a tensor of ``shape`` lies at position
+    ``forward(i, j, ...)`` (a list of indices) of a row-major array whose extents are the ranges of
+    those indices (TileLang's ``tilelang.layout.Layout``; on a global tensor through
+    ``T.annotate_layout``, the layout TileLang's attention backward keeps its float32 dQ in)."""
+
+    shape: tuple
+    forward: Callable
+
+    def __post_init__(self):
+        if not callable(self.forward):
+            raise error(f"Layout(shape, forward): forward must be a function of the indices, not "
+                        f"{describe(self.forward)}")
 
 
 @dataclass(frozen=True, eq=False)

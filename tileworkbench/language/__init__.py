@@ -40,7 +40,7 @@ from .kernel import (
     WarpSpecialize,
     ws,
 )
-from ..layout import Layout
+from ..frontend.regions import Layout
 from .im2col import im2col
 from .loops import Parallel, Persistent, Pipelined, Serial, serial, unroll, vectorized
 from .macros import macro

@@ -13,11 +13,10 @@ import math
 
 from ..frontend import builder as _b
 from ..frontend.builder import error
-from ..frontend.regions import LaidOut, laid_out, unit_dropped
+from ..frontend.regions import LaidOut, Layout, laid_out, unit_dropped
 from ..ir import nodes as ir
 from ..ir.simplify import interval, simplify
 from ..ir.visitor import collect
-from ..layout import Layout
 
 
 def lay_out(buf: ir.Buffer, layout: Layout):

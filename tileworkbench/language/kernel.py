@@ -11,7 +11,7 @@ from ..frontend import builder as _b
 from ..frontend.builder import error
 from ..frontend.specs import KernelSpec, WarpGroups, opens_kernel_scope, opens_thread_scope
 from ..ir import nodes as ir
-from ..layout import Layout
+from ..frontend.regions import Layout
 from .global_layouts import lay_out
 from .types import _dtype, _shape, _tensor_dims, float32, int32
 
