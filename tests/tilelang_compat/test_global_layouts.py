@@ -47,14 +47,39 @@ def gather_to_half(dQ: T.Tensor((B, L, H, D), "float32"), out: T.Tensor((B, L, H
         T.copy(dQ[bz, bx * 16:(bx + 1) * 16, by, :], out[bz, bx * 16:(bx + 1) * 16, by, :])
 
 
+def swap(i, j):
+    return [j, i]
+
+
+RUNS = {"tile level": lambda f, *a: tw.compile(f, target="cpu")(*a), "thread level": run_at_thread_level}
+
+
+@T.prim_func
+def transposed_by_layout(X: T.Tensor((4, 8), "float32"), Y: T.Tensor((4, 8), "float32"),
+                         Z: T.Tensor((4, 8), "float32")):
+    """Plain stores into a tensor laid out transposed, and plain loads of it back."""
+    with T.Kernel(1, threads=32):
+        T.annotate_layout({Y: T.Layout(Y.shape, swap)})
+        for i, j in T.Parallel(4, 8):
+            Y[i, j] = X[i, j] + 1
+        for i, j in T.Parallel(4, 8):
+            Z[i, j] = Y[i, j] * 2
+
+
+@pytest.mark.parametrize("level", ["tile level", "thread level"])
+def test_plain_stores_and_loads_follow_the_layout(level):
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    y, z = np.zeros((4, 8), np.float32), np.zeros((4, 8), np.float32)
+    RUNS[level](transposed_by_layout, x, y, z)
+    assert np.array_equal(y.ravel(), (x + 1).T.ravel())  # element (i, j) at place (j, i) of an 8 x 4 array
+    assert np.array_equal(z, (x + 1) * 2)
+
+
 def expected_memory(x: np.ndarray) -> np.ndarray:
     memory = np.zeros(x.size, np.float32)
     for index in np.ndindex(*x.shape):
         memory[layout_place(*index)] = 2 * x[index]
     return memory
-
-
-RUNS = {"tile level": lambda f, *a: tw.compile(f, target="cpu")(*a), "thread level": run_at_thread_level}
 
 
 @pytest.mark.parametrize("level", RUNS)

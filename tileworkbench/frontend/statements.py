@@ -153,9 +153,9 @@ class Statements:
             raise self.error(target, f"{buf.name} has {buf.ndim} dimension(s), indexed with {len(key)}")
         if any(isinstance(k, slice) for k in key):
             raise self.error(target, "assigning to a slice is not supported; use T.fill or T.copy")
-        element = subscript_buffer(buf, key)  # the indices' checks, as for a load
+        element = subscript_buffer(buf, key)  # the indices' checks, as for a load; a laid-out tensor's place
         value = ir.cast(_b.stored_value(value, buf, f"the value stored in {buf.name}"), buf.dtype)
-        self.builder.emit(ir.BufferStore(buf, element.indices, value))
+        self.builder.emit(ir.BufferStore(element.buffer, element.indices, value))
 
     def visit_For(self, node):
         if node.orelse:
