@@ -32,6 +32,11 @@ class Builder:
         self.thread_scope: tuple[int, int] | None = None  # (first thread, count) inside `with T.ws(...)`
         self.workspaces: list[ir.Buffer] = []  # T.alloc_global buffers, before the kernels
         self.var_buffers: set = set()  # T.alloc_var buffers: `x = value` stores into them
+        # kernel names bound by `name = value` (ir.LetStmt): var -> value; those assigned again since;
+        # those a slice's extent was worked out through (var -> where), which may not be assigned again
+        self.let_values: dict = {}
+        self.reassigned: set = set()
+        self.sized_by: dict = {}
         # global tensors given a layout by T.annotate_layout: buffer -> regions.LaidOut
         self.global_layouts: dict = {}
         # T.dynamic sizes, (name, parameter, value): a call takes the parameter from a tensor's shape;

@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
-from ..ir.visitor import substitute
+from ..ir.visitor import collect, substitute
 from . import builder as _builder
 from .builder import Point, describe, error, integer
 
@@ -81,7 +81,7 @@ def subscript_buffer(buffer: ir.Buffer, key):
             hi = integer(dim if k.stop is None else k.stop, f"the end of slice {d} of {buffer.name}")
             _check_constant_slice(buffer, d, lo, hi)
             starts.append(lo)
-            extents.append(_static_or_expr(hi - lo))
+            extents.append(_slice_extent(hi, lo))
         else:
             start = integer(k, f"index {d} of {buffer.name}")
             _check_constant_index(buffer, d, start, buffer.name)
@@ -117,8 +117,29 @@ def _check_constant_slice(buffer: ir.Buffer, d: int, lo: ir.Expr, hi: ir.Expr):
                     f"runs past its {n} element(s)")
 
 
-def _static_or_expr(e):
-    return simplify(e)
+def _slice_extent(hi: ir.Expr, lo: ir.Expr) -> ir.Expr:
+    """``hi - lo``, simplified; where that is no constant, again with the kernel names in it replaced
+    by the values they were bound to (``kv_start = s * bz + k * 64``, ``kv_end = s * bz + (k + 1) *
+    64``: 64), if none of them was assigned again. A constant found so is kept only if they never
+    are: the builder remembers them and refuses a later assignment (``statements._assign``)."""
+    extent = simplify(hi - lo)
+    if ir.const_int(extent) is not None:
+        return extent
+    b = getattr(_builder._state, "builder", None)
+    if b is None:
+        return extent
+    through, seen = set(), simplify(hi - lo)
+    for _ in range(8):  # names bound through other names, a few deep
+        names = [v for v in collect(seen, ir.Var) if v in b.let_values and v not in b.reassigned]
+        if not names:
+            break
+        through.update(names)
+        seen = simplify(substitute(seen, {v: b.let_values[v] for v in names}))
+        if ir.const_int(seen) is not None:
+            for v in through:
+                b.sized_by.setdefault(v, b.loc)
+            return seen
+    return extent
 
 
 def as_region(value, what: str) -> ir.Region | Point:
@@ -170,7 +191,7 @@ def resolve_regions(src, dst, op: str) -> tuple[ir.Region, ir.Region]:
             if cx != cy:
                 raise mismatch
         elif cx is None and cy is None:
-            if ir.const_int(_static_or_expr(x - y)) != 0:
+            if ir.const_int(simplify(x - y)) != 0:
                 raise error(f"{op}: the extents {x} of {src.buffer.name} and {y} of {dst.buffer.name} are known only "
                             "when the kernel runs and may differ; slice both sides with the same bounds")
         else:

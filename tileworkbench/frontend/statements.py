@@ -105,11 +105,18 @@ class Statements:
         elif _is_ir(value):
             found, old = self.scope.lookup(name)
             if found and isinstance(old, ir.Var) and old in self.mutable_vars:
+                where = self.builder.sized_by.get(old)
+                if where is not None:
+                    raise self.error(node, f"{name} is assigned again, but the slice at line {where.line} has the "
+                                           f"extent it has because {name} keeps its first value; give the new "
+                                           "value another name")
+                self.builder.reassigned.add(old)
                 self.builder.emit(ir.Assign(old, ir.cast(value, old.dtype)))
                 return
             var = ir.Var(self.builder.fresh_name(name), value.dtype)
             self.mutable_vars.add(var)
             self.builder.emit(ir.LetStmt(var, value))
+            self.builder.let_values[var] = value
             self.bind(name, var)
         else:
             self._refuse_python_counter(name, value, target)

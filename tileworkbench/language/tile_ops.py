@@ -102,8 +102,16 @@ def tma_copy(src, dst, barrier=None, leader_scope_threads=None, **unsupported):
     _b.current().emit(ir.TmaCopy(s, d, barrier, leader_scope_threads))
 
 
+def _kernel_variable(value):
+    """A kernel variable (``x = T.alloc_var(dtype)``, which reads as its value) as its buffer, so that
+    ``T.clear(x)`` and ``T.fill(x, v)`` set it as TileLang's do; anything else as it is."""
+    if isinstance(value, ir.BufferLoad) and value.buffer in _b.current().var_buffers:
+        return value.buffer
+    return value
+
+
 def fill(buffer, value):
-    region = as_region(buffer, "T.fill destination")
+    region = as_region(_kernel_variable(buffer), "T.fill destination")
     if isinstance(region, _b.Point):
         raise error("T.fill needs a buffer or a slice, not a single element")
     value = _b.stored_value(value, region.buffer, "T.fill: the value")
@@ -111,7 +119,7 @@ def fill(buffer, value):
 
 
 def clear(buffer):
-    region = as_region(buffer, "T.clear destination")
+    region = as_region(_kernel_variable(buffer), "T.clear destination")
     fill(buffer, 0.0 if region.buffer.dtype.is_float else 0)
 
 

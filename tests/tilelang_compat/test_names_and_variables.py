@@ -1,0 +1,81 @@
+"""Two constructs TileLang's MLA decode example uses: a slice whose bounds are kernel names bound to
+expressions (``kv_start = s * bz + k * 64``, ``kv_end = s * bz + (k + 1) * 64``: a 64-row slice),
+and ``T.clear`` / ``T.fill`` on a kernel variable (``x = T.alloc_var(dtype)``); each on both CPU
+interpreters, and what is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.interpreter.threads import run_at_thread_level
+
+from .kernel_files import import_kernel_file
+
+
+@T.prim_func
+def blocks_by_named_bounds(A: T.Tensor((4, 256), "float32"), B: T.Tensor((4, 256), "float32"),
+                           Total: T.Tensor((4,), "float32")):
+    with T.Kernel(4, threads=64) as bz:
+        s = T.alloc_shared((64,), "float32")
+        total = T.alloc_var("float32")
+        T.clear(total)
+        for k in T.serial(4):
+            start = bz * 0 + k * 64
+            end = bz * 0 + (k + 1) * 64
+            T.copy(A[bz, start:end], s)
+            for i in T.serial(64):
+                total += s[i]
+            T.copy(s, B[bz, start:end])
+        Total[bz] = total
+
+
+@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
+                         ids=["tile level", "thread level"])
+def test_a_slice_between_named_bounds_has_their_constant_extent(run):
+    a = np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32)
+    b, total = np.zeros((4, 256), np.float32), np.zeros(4, np.float32)
+    run(blocks_by_named_bounds, a, b, total)
+    assert np.array_equal(b, a)
+    np.testing.assert_allclose(total, a.astype(np.float64).sum(1), rtol=1e-5)
+
+
+@T.prim_func
+def filled_variable(Out: T.Tensor((2,), "int32")):
+    with T.Kernel(1, threads=32):
+        x = T.alloc_var("int32")
+        T.fill(x, 7)
+        Out[0] = x
+        T.clear(x)
+        Out[1] = x
+
+
+def test_clear_and_fill_set_a_kernel_variable():
+    out = np.full(2, -1, np.int32)
+    tw.compile(filled_variable, target="cpu")(out)
+    assert out.tolist() == [7, 0]
+
+
+@pytest.mark.parametrize("statements, message", [
+    # assigned again after a slice took its extent from it: the extent would be wrong
+    ("start = k * 64\n            end = (k + 1) * 64\n            T.copy(A[start:end], s)\n            start = start + 1",
+     "start is assigned again, but the slice at line 11 has the extent it has because start keeps its first"),
+    # assigned again before the slice: the extent is not taken through it
+    ("start = k * 64\n            end = (k + 1) * 64\n            start = start + 1\n            T.copy(A[start:end], s)",
+     "the A region's extent .* is known only when the kernel runs"),
+])
+def test_what_is_refused(statements, message, tmp_path):
+    source = f'''import tileworkbench.language as T
+
+
+@T.prim_func
+def main(A: T.Tensor((256,), "float32")):
+    with T.Kernel(1, threads=64):
+        s = T.alloc_shared((64,), "float32")
+        for k in T.serial(4):
+            {statements}
+'''
+    with pytest.raises(tw.CompileError, match=message):
+        import_kernel_file(tmp_path, source)
