@@ -117,9 +117,6 @@ GEMMS = [
      "T.gemm A: af is a fragment, which wgmma reads as M x K: transpose_A=True needs A in shared memory"),
     ("a-fragment-sliced", 'af = T.alloc_fragment((128, 128), "float16")\nT.gemm(af[0:128, 0:64], b, c)  # <-',
      "T.gemm A must be a whole fragment; af is sliced here"),
-    ("a-fragment-no-wgmma", 'c3 = T.alloc_fragment((32, 128), "float32")\naf = T.alloc_fragment((32, 64), "float16")\n'
-                            "T.gemm(af, b, c3)  # <-", "T.gemm with A in a fragment \\(af\\) runs on Hopper's register-A "
-                            "wgmma only: .* so copy A to a T.alloc_shared tile"),
     ("b-fragment", 'bf = T.alloc_fragment((64, 128), "float16")\nT.gemm(a, bf, c)  # <-', "T.gemm B: bf is a fragment"),
     ("a-global", "T.gemm(A, b, c)  # <-", "T.gemm A must be a shared tile \\(T.alloc_shared\\), not the global buffer A"),
     ("a-sliced", "T.gemm(a[0:128, 0:32], b[0:32, 0:128], c)  # <-", "T.gemm A must be a whole shared tile"),

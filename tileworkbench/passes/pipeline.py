@@ -33,6 +33,7 @@ from . import (  # noqa: F401 - importing registers the passes
     simplify_ir,
     split_uniform_selects,
     stage_epilogue,
+    stage_fragment_operands,
     store_last_tile_by_tma,
     unwrap_persistent_walk,
     vectorize_loops,
@@ -44,6 +45,7 @@ PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
     "unwrap_persistent_walk",  # tile: a T.Persistent GEMM walk becomes a grid (made persistent again below)
     "inline_index_lets",  # tile: names for tile offsets (m0 = by * 128, kk = k * 64) replaced by their values
+    "stage_fragment_operands",  # tile: a gemm's fragment A no register-A wgmma reads goes through a shared tile
     "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse
     "warp_specialize",  # tile: producer warpgroup + full/empty mbarriers for a TMA/wgmma GEMM loop
     "stage_epilogue",  # tile: any other pipelined GEMM stores its result through shared memory + TMA

@@ -104,6 +104,32 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     return dataclasses.replace(plan, n_groups=n_groups)
 
 
+def register_a(gemm: ir.Gemm, threads: int, ctx) -> bool:
+    """The gemm's A is a fragment that register-A wgmma reads as it is."""
+    plan = wgmma_plan(gemm, threads, ctx)
+    return plan is not None and plan.a_registers
+
+
+def why_not_register_a(gemm: ir.Gemm, threads: int, ctx) -> str:
+    """Why register-A wgmma does not take this gemm's fragment A, in words."""
+    a = gemm.a.buffer
+    if ctx.target.arch != "sm_90a" or ctx.flag(PassConfigKey.TW_DISABLE_WGMMA):
+        return f"register-A wgmma is Hopper's (sm_90a), the target is {ctx.target.arch}"
+    if a.dtype.name not in ("float16", "bfloat16") or gemm.b.buffer.dtype != a.dtype:
+        return f"it takes float16 or bfloat16 operands of one type, A is {a.dtype.name}"
+    if gemm.c.buffer.dtype.name != "float32":
+        return f"it accumulates in float32, {gemm.c.buffer.name} is {gemm.c.buffer.dtype.name}"
+    if gemm.trans_a:
+        return "A is transposed"
+    if threads % 128:
+        return f"it needs whole warpgroups, the kernel has {threads} threads"
+    m = _tile_shape(a)[0]
+    if m % (64 * (threads // 128)):
+        return (f"each warpgroup holds whole 64-row blocks of A in its registers; {m} rows on {threads // 128} "
+                "warpgroups, which share them side by side along N")
+    return "the tile sizes are not ones wgmma takes"
+
+
 def _warpgroup_split(m: int, n: int, warpgroups: int) -> tuple[int, int] | None:
     """(warpgroups along M, along N): all along M where each takes whole 64-row blocks, else, for a
     64-row tile on two warpgroups, the two side by side along N (64 x 128: 64 x 64 each, as

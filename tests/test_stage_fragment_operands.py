@@ -1,0 +1,104 @@
+"""The pass ``stage_fragment_operands``: a gemm's A in a fragment that register-A wgmma cannot read
+(two warpgroups side by side along N on 64 rows, as TileLang's MLA decode has it; fewer than 64 rows;
+a target without wgmma) reads A from shared memory: from the tile A was just copied from, or from
+a new tile with a warning. Each on the tile-level interpreter against numpy in float64, and the
+generated code compiled for sm_90a; where register A applies nothing changes."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.errors import TileworkbenchWarning
+
+
+def p_times_v(from_shared: bool, rows=64, n=256, k=64, threads=256):
+    """O = P @ V with P (rows x k) in a fragment: copied from a shared tile, or computed in registers
+    (scaled by 0.5) from a float32 fragment."""
+
+    @T.prim_func
+    def main(P: T.Tensor((rows, k), "float16"), V: T.Tensor((k, n), "float16"), O: T.Tensor((rows, n), "float32")):
+        with T.Kernel(1, threads=threads):
+            p_shared = T.alloc_shared((rows, k), "float16")
+            v_shared = T.alloc_shared((k, n), "float16")
+            p = T.alloc_fragment((rows, k), "float16")
+            scores = T.alloc_fragment((rows, k), "float32")
+            o = T.alloc_fragment((rows, n), "float32")
+            T.copy(P, p_shared)
+            T.copy(V, v_shared)
+            if from_shared:
+                T.copy(p_shared, p)
+            else:
+                T.copy(p_shared, scores)
+                for i, j in T.Parallel(rows, k):
+                    p[i, j] = scores[i, j] * 0.5
+            T.clear(o)
+            T.gemm(p, v_shared, o)
+            T.copy(o, O)
+
+    return main
+
+
+def _run(kernel, scale, rows=64, n=256, k=64):
+    rng = np.random.default_rng(7)
+    p = rng.standard_normal((rows, k)).astype(np.float16)
+    v = rng.standard_normal((k, n)).astype(np.float16)
+    o = np.zeros((rows, n), np.float32)
+    tw.compile(kernel, target="cpu")(p, v, o)
+    want = (p.astype(np.float64) * scale) @ v.astype(np.float64)
+    np.testing.assert_allclose(o, want, rtol=2e-3, atol=2e-3)
+
+
+def _lowered(kernel, target="sm_90a"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        artifact = tw.lower(kernel, target=target)
+    staged = [w for w in caught if issubclass(w.category, TileworkbenchWarning) and "copied into a shared" in str(w.message)]
+    return artifact, staged
+
+
+def _compiles(source):
+    pytest.importorskip("cuda.bindings")
+    from tileworkbench.backend.nvrtc import compile_check, nvrtc_version
+
+    if nvrtc_version() is None:
+        pytest.skip("NVRTC cannot be loaded here")
+    compile_check(source, "sm_90a")
+
+
+def test_a_fragment_copied_from_a_shared_tile_is_read_from_that_tile():
+    kernel = p_times_v(from_shared=True)
+    artifact, staged = _lowered(kernel)
+    code = artifact.kernel_source.split('extern "C"')[1]
+    assert not staged and "p_shared_1" not in code and "tw::wgmma_gemm_ss<" in code and "wgmma_gemm_rs" not in code
+    _run(kernel, 1.0)
+    _compiles(artifact.kernel_source)
+
+
+def test_a_fragment_computed_in_registers_goes_through_a_new_shared_tile_with_a_warning():
+    kernel = p_times_v(from_shared=False)
+    artifact, staged = _lowered(kernel)
+    assert len(staged) == 1 and "64 rows on 2 warpgroups, which share them side by side along N" in str(staged[0].message)
+    code = artifact.kernel_source.split('extern "C"')[1]
+    assert "(p_shared_1)" in str(staged[0].message)  # p_shared is the kernel's own tile
+    assert "tw::half* p_shared_1 = " in code and "tw::wgmma_gemm_ss<" in code
+    _run(kernel, 0.5)
+    _compiles(artifact.kernel_source)
+
+
+def test_fewer_than_64_rows_take_mma_sync_through_shared_memory():
+    kernel = p_times_v(from_shared=False, rows=32, n=128, threads=128)
+    artifact, staged = _lowered(kernel)
+    assert len(staged) == 1 and "each warpgroup holds whole 64-row blocks" in str(staged[0].message)
+    assert "tw::gemm_ss<" in artifact.kernel_source
+    _run(kernel, 0.5, rows=32, n=128)
+
+
+def test_where_register_a_applies_nothing_is_staged():
+    kernel = p_times_v(from_shared=False, rows=128, n=128, threads=256)
+    artifact, staged = _lowered(kernel)
+    assert not staged and "tw::wgmma_gemm_rs<" in artifact.kernel_source
