@@ -17,13 +17,13 @@ from .kernel_files import import_kernel_file
 B, L, H, D = 1, 64, 2, 32
 
 
-def make_dq_layout(dQ):
+def dq_in_8x8_pieces(dQ):
     """TileLang's example's layout: dQ in 8 x 8 pieces, an element's place by its row and column."""
     return T.Layout(dQ.shape, lambda b, l, h, d: [b, l // 8, h, d // 8, (d % 2), 4 * (l % 8) + (d % 8) // 2])
 
 
 def layout_place(b, l, h, d):  # noqa: E741
-    """Where ``make_dq_layout`` puts element (b, l, h, d), as a flat offset (numpy's model)."""
+    """Where ``dq_in_8x8_pieces`` puts element (b, l, h, d), as a flat offset (numpy's model)."""
     return np.ravel_multi_index([b, l // 8, h, d // 8, d % 2, 4 * (l % 8) + (d % 8) // 2],
                                 [B, L // 8, H, D // 8, 2, 32])
 
@@ -32,7 +32,7 @@ def layout_place(b, l, h, d):  # noqa: E741
 def scatter_doubled(X: T.Tensor((B, L, H, D), "float32"), dQ: T.Tensor((B, L, H, D), "float32")):
     """dQ (laid out) += 2 X, by atomic adds from a fragment, as the backward kernel adds its dQ."""
     with T.Kernel(L // 16, H, B, threads=128) as (bx, by, bz):
-        T.annotate_layout({dQ: make_dq_layout(dQ)})
+        T.annotate_layout({dQ: dq_in_8x8_pieces(dQ)})
         f = T.alloc_fragment((16, D), "float32")
         T.copy(X[bz, bx * 16:(bx + 1) * 16, by, :], f)
         for i, j in T.Parallel(16, D):
@@ -43,7 +43,7 @@ def scatter_doubled(X: T.Tensor((B, L, H, D), "float32"), dQ: T.Tensor((B, L, H,
 def gather_to_half(dQ: T.Tensor((B, L, H, D), "float32"), out: T.Tensor((B, L, H, D), "float16")):
     """The example's post-processing: a T.copy of each laid-out slice into a row-major tensor."""
     with T.Kernel(L // 16, H, B, threads=128) as (bx, by, bz):
-        T.annotate_layout({dQ: make_dq_layout(dQ)})
+        T.annotate_layout({dQ: dq_in_8x8_pieces(dQ)})
         T.copy(dQ[bz, bx * 16:(bx + 1) * 16, by, :], out[bz, bx * 16:(bx + 1) * 16, by, :])
 
 

@@ -48,9 +48,11 @@ def flashattn_bwd_preprocess(batch, heads, seq_len, dim):
     return flash_bwd_prep
 
 
-def make_dq_layout(dQ):
-    # atomicAdd can not be vectorized, so we need to reorder dq to match the 8x8 gemm fragment
-    return T.Layout(dQ.shape, lambda b, h, l, d: [b, h, l // 8, d // 8, (d % 2), 4 * (l % 8) + (d % 8) // 2])
+def dq_in_8x8_pieces(dQ):
+    """dQ's elements in 8 x 8 pieces, each piece's 64 floats in the order a warp's lanes hold an
+    8 x 8 block of a gemm fragment (two neighbouring columns a lane), so that a warp's atomic adds
+    of one block fall on neighbouring addresses."""
+    return T.Layout(dQ.shape, lambda b, h, row, col: [b, h, row // 8, col // 8, col % 2, 4 * (row % 8) + (col % 8) // 2])
 
 
 @tilelang.jit(
@@ -71,7 +73,7 @@ def flashattn_bwd_postprocess(batch, heads, seq_len, dim):
         dQ_out: T.Tensor(shape, dtype),  # type: ignore
     ):
         with T.Kernel(T.ceildiv(seq_len, blk), heads, batch, threads=128) as (bx, by, bz):
-            T.annotate_layout({dQ: make_dq_layout(dQ)})
+            T.annotate_layout({dQ: dq_in_8x8_pieces(dQ)})
             T.copy(
                 dQ[bz, by, bx * blk : (bx + 1) * blk, :],
                 dQ_out[bz, by, bx * blk : (bx + 1) * blk, :],
@@ -128,7 +130,7 @@ def flashattn_bwd(batch, heads, seq_len, dim, is_causal, block_M, block_N):
 
             T.annotate_layout(
                 {
-                    dQ: make_dq_layout(dQ),
+                    dQ: dq_in_8x8_pieces(dQ),
                 }
             )
             T.copy(K[bz, bx, by * block_M : (by + 1) * block_M, :], K_shared)
