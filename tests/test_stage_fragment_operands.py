@@ -75,6 +75,7 @@ def test_a_fragment_copied_from_a_shared_tile_is_read_from_that_tile():
     artifact, staged = _lowered(kernel)
     code = artifact.kernel_source.split('extern "C"')[1]
     assert not staged and "p_shared_1" not in code and "tw::wgmma_gemm_ss<" in code and "wgmma_gemm_rs" not in code
+    assert " p[" not in code  # the fragment, read by nothing now, and its copy are gone
     _run(kernel, 1.0)
     _compiles(artifact.kernel_source)
 

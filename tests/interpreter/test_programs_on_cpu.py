@@ -101,6 +101,24 @@ def test_flash_decoding_runs_its_split_and_combine_kernels_in_order(rng):
     assert _rel(out, (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)) < 2e-3
 
 
+@pytest.mark.parametrize("num_split", [1, 2])
+def test_mla_decode_over_one_latent_cache_split_or_not(rng, num_split):
+    """Every head's query against the one latent cache (its rotary part in the scores only); on two
+    warpgroups side by side, P reaches its gemm from shared memory (stage_fragment_operands)."""
+    from tileworkbench.examples.tilelang_programs import mla_decode
+
+    b, h, skv, d, pe = 2, 64, 256, 128, 64
+    q, q_pe = rng.standard_normal((b, h, d)).astype(np.float16), rng.standard_normal((b, h, pe)).astype(np.float16)
+    kv = rng.standard_normal((b, skv, 1, d)).astype(np.float16)
+    k_pe = rng.standard_normal((b, skv, 1, pe)).astype(np.float16)
+    out = mla_decode.mla_decode(b, h, skv, d, pe, num_split=num_split)(q, q_pe, kv, k_pe)
+    latent = kv[:, :, 0].astype(np.float64)
+    s = (q.astype(np.float64) @ latent.transpose(0, 2, 1)
+         + q_pe.astype(np.float64) @ k_pe[:, :, 0].astype(np.float64).transpose(0, 2, 1)) / np.sqrt(d + pe)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    assert _rel(out, (p / p.sum(-1, keepdims=True)) @ latent) < 2e-3
+
+
 def test_the_hadamard_transform_shuffles_between_lanes(rng):
     from tileworkbench.examples.tilelang_programs import hadamard
 

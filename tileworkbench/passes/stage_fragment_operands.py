@@ -6,7 +6,8 @@ Guarantees: every ``T.gemm`` whose A is a fragment either runs on register-A wgm
 says so for this target and launch: sm_90a, 16-bit operands, A not transposed, whole 64-row blocks
 of A per warpgroup) or reads A from shared memory: from the shared tile A was copied from, where
 that copy is earlier in the same sequence of statements, whole, of A's shape and type, and
-neither was written since (``T.copy(S_shared, P); T.gemm(P, V, O)`` reads ``S_shared``); else
+neither was written since (``T.copy(S_shared, P); T.gemm(P, V, O)`` reads ``S_shared``; the copy
+into P and P itself go where nothing else reads P); else
 from a new shared tile ``<A>_shared`` (numbered where that name is taken): the gemm becomes ``T.copy(A, A_shared); T.gemm(A_shared,
 B, C)``, the tile allocated beside A. That is what the
 refusal this replaces told the user to write (TileLang's MLA decode keeps P in a fragment for a
@@ -33,6 +34,7 @@ class _Stage(IRMutator):
     def __init__(self, func: ir.PrimFunc, ctx):
         self.func, self.threads, self.ctx = func, func.launch.threads, ctx
         self.staged: dict = {}  # fragment -> its shared tile
+        self.forwarded: set = set()  # fragments a gemm no longer reads (it reads their source tile)
 
     def visit_SeqStmt(self, node: ir.SeqStmt):
         # Within one sequence: the fragment each whole shared tile was last copied into unchanged
@@ -42,6 +44,8 @@ class _Stage(IRMutator):
         for stmt in node.stmts:
             if isinstance(stmt, ir.Gemm) and self._staged(stmt):
                 source = copied_from.get(stmt.a.buffer)
+                if source is not None:
+                    self.forwarded.add(stmt.a.buffer)
                 out.append(dataclasses.replace(stmt, a=source) if source is not None else self.visit(stmt))
             else:
                 out.append(self.visit(stmt))
@@ -114,10 +118,43 @@ class _Declare(IRMutator):
         return node if tile is None else ir.seq([node, ir.Allocate(tile, loc=node.loc)])
 
 
+class _DropUnread(IRMutator):
+    """The copies into fragments nothing reads any more, and their ``Allocate``s."""
+
+    def __init__(self, unread: set):
+        self.unread = unread
+
+    def visit_Copy(self, node: ir.Copy):
+        return None if node.dst.buffer in self.unread else node
+
+    def visit_Allocate(self, node: ir.Allocate):
+        return None if node.buffer in self.unread else node
+
+    def visit_SeqStmt(self, node: ir.SeqStmt):
+        kept = [s for s in (self.visit(x) for x in node.stmts) if s is not None]
+        return ir.seq(kept)
+
+
+def _unread(body, fragments: set) -> set:
+    """Of ``fragments``, those the body mentions only as a copy's destination (and allocates)."""
+    mentions = collect(body, ir.Buffer)
+    out = set()
+    for f in fragments:
+        written = sum(1 for c in collect(body, ir.Copy) if c.dst.buffer is f)
+        declared = sum(1 for a in collect(body, ir.Allocate) if a.buffer is f)
+        if sum(1 for b in mentions if b is f) == written + declared:
+            out.add(f)
+    return out
+
+
 @register("stage_fragment_operands", "tile")
 def stage_fragment_operands(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     stage = _Stage(func, ctx)
     body = stage.visit(func.body)
     if body is func.body:
         return func
+    if stage.forwarded:
+        unread = _unread(body, stage.forwarded)
+        if unread:
+            body = _DropUnread(unread).visit(body)
     return func.with_body(_Declare(stage.staged).visit(body) if stage.staged else body)
