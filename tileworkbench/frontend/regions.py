@@ -142,6 +142,10 @@ def _slice_extent(hi: ir.Expr, lo: ir.Expr) -> ir.Expr:
     return extent
 
 
+# the tile operations that take a region of a tensor with a layout (each element at its place)
+_FOLLOW_LAYOUTS = ("T.copy ", "T.atomic_add ", "T.atomic_max ", "T.atomic_min ")
+
+
 def as_region(value, what: str) -> ir.Region | Point:
     """A tile operation's operand: a whole buffer, a slice of one (its extents constants, or
     bounded by the kernel's loop and block indices) or a tile origin ``A[i, j]``."""
@@ -150,10 +154,10 @@ def as_region(value, what: str) -> ir.Region | Point:
         raise error(f"{what} must be a tile, but {name} is a barrier (T.alloc_barrier): barriers are set up by "
                     "the compiler and used only with T.barrier_arrive / T.barrier_wait and TMA copies")
     region = ir.Region.full(value) if isinstance(value, ir.Buffer) else value
-    if isinstance(region, ir.Region) and laid_out(region.buffer) is not None and not what.startswith("T.copy"):
-        raise error(f"{what}: {region.buffer.name} has a layout (T.annotate_layout), which T.copy and element "
-                    f"accesses follow; a tile operation on it is not supported (loop over its elements with "
-                    "T.Parallel, or copy it into a tile first)")
+    if isinstance(region, ir.Region) and laid_out(region.buffer) is not None and not what.startswith(_FOLLOW_LAYOUTS):
+        raise error(f"{what}: {region.buffer.name} has a layout (T.annotate_layout), which T.copy, T.atomic_add "
+                    f"and element accesses follow; this tile operation on it is not supported (loop over its "
+                    "elements with T.Parallel, or copy it into a tile first)")
     if isinstance(region, ir.Region):
         return region
     if isinstance(value, ir.BufferLoad):

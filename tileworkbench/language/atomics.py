@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from ..frontend import builder as _b
 from ..frontend.builder import error
-from ..frontend.regions import as_region
+from ..frontend.regions import as_region, resolve_regions
 from ..ir import nodes as ir
+from .global_layouts import element, element_loop, inside
 
 # CUDA's atomicAdd has these natively; the 16-bit floats through red.add.noftz (tw/common.h).
 ATOMIC_ADD_DTYPES = ("float32", "float64", "int32", "uint32", "uint64", "float16", "bfloat16")
@@ -44,20 +45,49 @@ def _atomic(op, verb, dtypes, dst, value, memory_order, return_prev, unsupported
                     "(memory_order and return_prev are not)")
     target = as_region(dst, f"{name} destination")
     if not isinstance(target, _b.Point):
-        raise error(f"{name} {verb} one element (dst[i, j]); for a tile, loop over it with T.Parallel "
-                    "element by element")
-    buf = target.buffer
+        _tile_atomic(op, name, verb, dtypes, target, value)
+        return
+    _b.current().emit(_atomic_call(op, name, verb, dtypes, ir.BufferLoad(target.buffer, tuple(target.indices),
+                                                                         target.buffer.dtype), value))
+
+
+def _atomic_call(op, name, verb, dtypes, element: ir.BufferLoad, value) -> ir.Evaluate:
+    """The update of one element (checked: its memory, its type) by ``value``."""
+    buf = element.buffer
     if buf.scope not in ("global", "shared"):
         raise error(f"{name} {verb} global or shared memory; {buf.name} is a {buf.scope} buffer, "
                     "which only one thread holds: update it directly")
     if buf.dtype.name not in dtypes:
         raise error(f"{name} on {buf.dtype.name} ({buf.name}) is not supported; it takes {', '.join(dtypes)}")
     amount = ir.cast(_b.stored_value(value, buf, f"{name}: the value"), buf.dtype)
-    where = ir.Call("address_of", (ir.BufferLoad(buf, tuple(target.indices), buf.dtype),), ir.dtypes.handle)
+    where = ir.Call("address_of", (element,), ir.dtypes.handle)
     call = ATOMIC_CALLS[op]
     if op != "add" and buf.dtype.is_float:
         call = f"tw::atomic_{op}"  # no native float atomic of these
-    _b.current().emit(ir.Evaluate(ir.Call(call, (where, amount), buf.dtype)))
+    return ir.Evaluate(ir.Call(call, (where, amount), buf.dtype))
+
+
+def _tile_atomic(op, name, verb, dtypes, target: ir.Region, value):
+    """``T.atomic_add(C[i0:i1, j0:j1], tile)``: each element of the tile into its element of the
+    region, atomically, as a ``T.Parallel`` loop of element atomics (elements outside a global
+    tensor's shape are skipped, as a copy's stores are)."""
+    if not isinstance(value, (ir.Buffer, ir.Region, ir.BufferLoad)):
+        raise error(f"{name} {verb} one element (dst[i, j]) by a value, or a region by a tile of its extents; "
+                    f"{target.buffer.name}[...] is a region and the value is {_b.describe(value)}")
+    source = as_region(value, f"{name} value")
+    if isinstance(source, _b.Point):
+        raise error(f"{name}: the value for a region must be a tile (a buffer or a slice of one) of its extents, "
+                    f"not the single element {source.buffer.name}[...]")
+    src, dst = resolve_regions(source, target, name)
+
+    def body(s_idx, d_idx):
+        value = element(src.buffer, s_idx)
+        where = element(dst.buffer, d_idx)
+        store = _atomic_call(op, name, verb, dtypes, where, value)
+        guard = inside(dst.buffer, d_idx)
+        return store if guard is None else ir.IfThenElse(guard, store)
+
+    _b.current().emit(element_loop(src, dst, body, name))
 
 
 def atomic_addx2(dst, value, return_prev=False):
@@ -86,6 +116,9 @@ def _neighbours(x, n: int, what: str) -> list:
     """The ``n`` elements ``x`` names along its last dimension, as loads."""
     region = as_region(x, what)
     buf = region.buffer
+    if buf.attrs.get("layout_of") is not None:  # its neighbours in memory are not its neighbours
+        raise error(f"{what}: {buf.attrs['layout_of'].name} has a layout (T.annotate_layout); add its "
+                    "elements one at a time with T.atomic_add")
     if isinstance(region, _b.Point):
         *lead, last = region.indices
         return [ir.BufferLoad(buf, (*lead, last + k), buf.dtype) for k in range(n)]

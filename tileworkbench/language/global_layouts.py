@@ -73,12 +73,30 @@ def _accessed(buf: ir.Buffer) -> bool:
 
 
 def copy_elementwise(src: ir.Region, dst: ir.Region):
-    """``T.copy(src, dst)`` where a side has a layout: a ``T.Parallel`` loop over the elements (a
-    fragment side's whole shape, else the non-unit dimensions), each read and written at its place,
-    inside the global tensors' shapes (a load outside fills zeros, a store outside does nothing)."""
+    """``T.copy(src, dst)`` where a side has a layout: a ``T.Parallel`` loop over the elements, each
+    read and written at its place, inside the global tensors' shapes (a load outside fills zeros, a
+    store outside does nothing)."""
+    def body(s_idx, d_idx):
+        load, store_at = element(src.buffer, s_idx), element(dst.buffer, d_idx)
+        store = ir.BufferStore(store_at.buffer, store_at.indices, ir.cast(load, dst.buffer.dtype))
+        guard = ir.logical_and(inside(src.buffer, s_idx), inside(dst.buffer, d_idx))
+        if guard is None:
+            return store
+        zero = None
+        if src.buffer.scope == "global" and dst.buffer.scope != "global":  # a tile's element outside: zero
+            zero = ir.BufferStore(store_at.buffer, store_at.indices,
+                                  ir.cast(ir.const(0.0 if dst.buffer.dtype.is_float else 0), dst.buffer.dtype))
+        return ir.IfThenElse(guard, store, zero)
+
+    _b.current().emit(element_loop(src, dst, body, "T.copy of a tensor with a layout"))
+
+
+def element_loop(src: ir.Region, dst: ir.Region, body, what: str) -> ir.Stmt:
+    """A ``T.Parallel`` loop nest over the elements two regions of matching extents pair up (a
+    fragment side's whole shape, else the non-unit dimensions, in order), its body
+    ``body(src indices, dst indices)``."""
     if src.static_extents() is None or dst.static_extents() is None:
-        raise error("T.copy of a tensor with a layout: the slice's extents must be known when the kernel is "
-                    "compiled")
+        raise error(f"{what}: the regions' extents must be known when the kernel is compiled")
     frame = dst if dst.buffer.scope == "fragment" or src.buffer.scope != "fragment" else src
     other = src if frame is dst else dst
     frame_dims = (list(range(frame.buffer.ndim)) if frame.buffer.scope == "fragment"
@@ -86,7 +104,7 @@ def copy_elementwise(src: ir.Region, dst: ir.Region):
     other_dims = iter(d for d, e in enumerate(other.static_extents()) if e != 1)
     pairs = [(d, next(other_dims) if frame.static_extents()[d] != 1 else None) for d in frame_dims]
     if len(unit_dropped(src.extents)) != len(unit_dropped(dst.extents)):
-        raise error("internal: T.copy sides of different shapes reached copy_elementwise")
+        raise error(f"internal: {what}: regions of different shapes")
     loop_vars = [ir.Var(f"i{n}") for n in range(len(pairs))]
     frame_idx, other_idx = list(frame.starts), list(other.starts)
     for v, (fd, od) in zip(loop_vars, pairs):
@@ -94,27 +112,19 @@ def copy_elementwise(src: ir.Region, dst: ir.Region):
         if od is not None:
             other_idx[od] = other.starts[od] + v
     s_idx, d_idx = (frame_idx, other_idx) if frame is src else (other_idx, frame_idx)
-    load = _element(src.buffer, s_idx)
-    store_at = _element(dst.buffer, d_idx)
-    body = ir.BufferStore(store_at.buffer, store_at.indices, ir.cast(load, dst.buffer.dtype))
-    guard = ir.logical_and(_inside(src.buffer, s_idx), _inside(dst.buffer, d_idx))
-    if guard is not None:
-        zero = None
-        if src.buffer.scope == "global" and dst.buffer.scope != "global":  # a tile's element outside: zero
-            zero = ir.BufferStore(store_at.buffer, store_at.indices,
-                                  ir.cast(ir.const(0.0 if dst.buffer.dtype.is_float else 0), dst.buffer.dtype))
-        body = ir.IfThenElse(guard, body, zero)
+    stmt = body(s_idx, d_idx)
     for var, (fd, _) in reversed(list(zip(loop_vars, pairs))):
-        body = ir.For(var, ir.const(frame.static_extents()[fd]), body, "parallel")
-    _b.current().emit(body)
+        stmt = ir.For(var, ir.const(frame.static_extents()[fd]), stmt, "parallel")
+    return stmt
 
 
-def _element(buf: ir.Buffer, indices) -> ir.BufferLoad:
+def element(buf: ir.Buffer, indices) -> ir.BufferLoad:
+    """``buf[indices]``: at the place a layout gives it, if ``buf`` has one."""
     layout = laid_out(buf)
     return layout.element(indices) if layout is not None else ir.BufferLoad(buf, tuple(indices), buf.dtype)
 
 
-def _inside(buf: ir.Buffer, indices) -> ir.Expr | None:
+def inside(buf: ir.Buffer, indices) -> ir.Expr | None:
     """``indices`` inside a global tensor's (logical) shape; None for tiles."""
     if buf.scope != "global":
         return None
