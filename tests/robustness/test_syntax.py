@@ -57,10 +57,11 @@ STATEMENTS = [
 
 EXPRESSIONS = [
     ("lambda", "f = lambda x: x  # <-", "lambdas are not supported"),
-    ("list-comp", "xs = [i for i in range(3)]  # <-", "list comprehensions are not supported"),
-    ("dict-comp", "d = {i: i for i in range(3)}  # <-", "dict comprehensions are not supported"),
-    ("set-comp", "d = {i for i in range(3)}  # <-", "set comprehensions are not supported"),
-    ("generator", "g = sum(i for i in range(3))  # <-", "generator expressions are not supported"),
+    ("comp-over-tensor", "xs = [v for v in A]  # <-", "a comprehension runs while the kernel is built, over Python"),
+    ("comp-over-index", "g = sum(i for i in bx)  # <-", "a comprehension runs while the kernel is built, over Python"),
+    ("comp-kernel-condition", "xs = [i for i in range(3) if A[i] > 0]  # <-",
+     "a comprehension's condition must be a Python value"),
+    ("comp-unpack", "xs = [a for a, b in [(1, 2, 3)]]  # <-", "cannot unpack 3 values into 2 names"),
     ("walrus", "A[0] = (y := 1.0)  # <-", "the walrus operator"),
     ("fstring", "x = f'{bx}'  # <-", "f-strings are not supported"),
     ("set", "x = {1, 2}  # <-", "set literals are not supported"),

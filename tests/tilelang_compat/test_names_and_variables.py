@@ -1,7 +1,8 @@
-"""Two constructs TileLang's MLA decode example uses: a slice whose bounds are kernel names bound to
-expressions (``kv_start = s * bz + k * 64``, ``kv_end = s * bz + (k + 1) * 64``: a 64-row slice),
-and ``T.clear`` / ``T.fill`` on a kernel variable (``x = T.alloc_var(dtype)``); each on both CPU
-interpreters, and what is refused."""
+"""Constructs TileLang's examples use around their kernels: a slice whose bounds are kernel names
+bound to expressions (MLA decode: ``kv_start = s * bz + k * 64``, ``kv_end = s * bz + (k + 1) * 64``,
+a 64-row slice), ``T.clear`` / ``T.fill`` on a kernel variable (``x = T.alloc_var(dtype)``), and
+comprehensions over Python values while the kernel is built (grouped GEMM: ``sum((n + b - 1) // b
+for n in sizes)``); on both CPU interpreters, and what is refused."""
 
 from __future__ import annotations
 
@@ -56,6 +57,30 @@ def test_clear_and_fill_set_a_kernel_variable():
     out = np.full(2, -1, np.int32)
     tw.compile(filled_variable, target="cpu")(out)
     assert out.tolist() == [7, 0]
+
+
+SIZES = [64, 100, 28]
+
+
+@T.prim_func
+def comprehended(A: T.Tensor((192,), "float32"), Out: T.Tensor((3,), "float32")):
+    """Each group's first element of A times a weight, plus the blocks of 64 rows the groups take."""
+    starts = [sum(SIZES[:g]) for g in range(len(SIZES))]  # 0, 64, 164
+    blocks = sum((n + 63) // 64 for n in SIZES)  # 1 + 2 + 1
+    weights = {g: g + 1 for g in range(len(SIZES)) if SIZES[g] > 0}
+    with T.Kernel(1, threads=32):
+        Out[0] = A[starts[0]] * weights[0]
+        Out[1] = A[starts[1]] * weights[1]
+        Out[2] = A[starts[2]] * weights[2] + blocks
+
+
+@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
+                         ids=["tile level", "thread level"])
+def test_comprehensions_over_python_values(run):
+    a = np.random.default_rng(2).standard_normal(192).astype(np.float32)
+    out = np.zeros(3, np.float32)
+    run(comprehended, a, out)
+    assert out.tolist() == [a[0] * 1, a[64] * 2, np.float32(a[164] * 3 + 4)]
 
 
 @pytest.mark.parametrize("statements, message", [

@@ -43,10 +43,6 @@ _UNSUPPORTED = {
     "Try": "`try` is not supported in kernels",
     "Raise": "`raise` is not supported in kernels",
     "Lambda": "lambdas are not supported in kernels; define a Python helper outside the kernel",
-    "ListComp": "list comprehensions are not supported in kernels; build lists in Python outside the kernel",
-    "SetComp": "set comprehensions are not supported in kernels",
-    "DictComp": "dict comprehensions are not supported in kernels",
-    "GeneratorExp": "generator expressions are not supported in kernels",
     "FunctionDef": "functions cannot be defined inside a kernel; define the helper outside it (a Python helper "
                    "that calls T.* functions is run while the kernel is built)",
     "AsyncFunctionDef": "functions cannot be defined inside a kernel",
