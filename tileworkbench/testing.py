@@ -46,6 +46,24 @@ def gpu_marks(major: int = 9, minor: int = 0) -> list:
     return [pytest.mark.gpu, pytest.mark.skipif(version is None or version < (major, minor), reason=reason)]
 
 
+def set_random_seed(seed: int = 42) -> None:
+    """Seed Python's, numpy's and (where installed) torch's generators, CUDA's too, as
+    ``tilelang.testing.set_random_seed`` does for the examples that call it."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
 def main():
     import sys
 
@@ -54,4 +72,5 @@ def main():
     sys.exit(pytest.main([sys.argv[0], "-v"]))
 
 
-__all__ = ["gpu_marks", "requires_cuda", "requires_cuda_compute_version_ge", "cuda_compute_version", "main"]
+__all__ = ["gpu_marks", "requires_cuda", "requires_cuda_compute_version_ge", "cuda_compute_version", "main",
+           "set_random_seed"]

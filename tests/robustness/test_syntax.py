@@ -36,7 +36,7 @@ STATEMENTS = [
     ("with-two", "with T.Kernel(1), T.Kernel(2):  # <-\n    pass", r"only `with T.Kernel"),
     ("nested-kernel", "with T.Kernel(1, threads=32):  # <-\n    A[0] = 1.0", r"inside a kernel: kernels run one after another"),
     ("for-else", "for i in T.serial(4):  # <-\n    A[i] = 1.0\nelse:\n    A[0] = 2.0", "for-else is not supported"),
-    ("chained-assign", "x = y = bx + 1  # <-", "chained assignment is not supported"),
+    ("chained-assign-unpack", "x = y, z = bx + 1  # <-", "cannot unpack this value"),
     ("slice-assign", "A[0:4] = 1.0  # <-", "assigning to a slice is not supported; use T.fill or T.copy"),
     ("unpack-mismatch", "x, y = bx, bx, bx  # <-", "cannot unpack this value"),
     ("starred-assign", "x, *y = 1, 2, 3  # <-", "cannot unpack this value into the names on the left"),

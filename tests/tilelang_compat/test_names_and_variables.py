@@ -66,10 +66,12 @@ SIZES = [64, 100, 28]
 def comprehended(A: T.Tensor((192,), "float32"), Out: T.Tensor((3,), "float32")):
     """Each group's first element of A times a weight, plus the blocks of 64 rows the groups take."""
     starts = [sum(SIZES[:g]) for g in range(len(SIZES))]  # 0, 64, 164
+    first = second = 1  # chained, as TileLang's NSA example writes BK = BV = block_T
     blocks = sum((n + 63) // 64 for n in SIZES)  # 1 + 2 + 1
     weights = {g: g + 1 for g in range(len(SIZES)) if SIZES[g] > 0}
     with T.Kernel(1, threads=32):
-        Out[0] = A[starts[0]] * weights[0]
+        scaled = doubled = A[starts[0]] * first * second
+        Out[0] = (scaled + doubled) * weights[0] / 2
         Out[1] = A[starts[1]] * weights[1]
         Out[2] = A[starts[2]] * weights[2] + blocks
 

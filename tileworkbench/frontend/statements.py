@@ -62,14 +62,12 @@ class Statements:
         pass
 
     def visit_Assign(self, node):
-        if len(node.targets) != 1:
-            raise self.error(node, "chained assignment is not supported")
-        target = node.targets[0]
-        if isinstance(target, ast.Subscript):
-            self._store(target, self.eval(node.value))
-            return
-        value = self.eval(node.value)
-        self._assign(target, value, node)
+        value = None if all(isinstance(t, ast.Subscript) for t in node.targets) else self.eval(node.value)
+        for target in node.targets:  # `a = b = value`: each, left to right, as Python assigns them
+            if isinstance(target, ast.Subscript):
+                self._store(target, self.eval(node.value) if value is None else value)
+            else:
+                self._assign(target, value, node)
 
     def visit_AnnAssign(self, node):
         if node.value is None:
