@@ -25,6 +25,7 @@ from .. import dtypes as _dt
 from ..errors import DEBUG_ENV, TOO_DEEP, CompileError, InternalCompilerError, SourceLocation, caller_location
 from ..ir import nodes as ir
 from . import builder as _b
+from .comprehensions import Comprehensions
 from .expressions import Expressions
 from .specs import TensorSpec
 from .blocks import Blocks
@@ -90,7 +91,7 @@ def deep_recursion():
                 sys.setrecursionlimit(_RECURSION["previous"])
 
 
-class Parser(Blocks, Statements, Expressions, ast.NodeVisitor):
+class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
     """One ``ast.NodeVisitor`` over the kernel: its statements (``statements.Statements``) and
     expressions (``expressions.Expressions``); here the locations, the error choke point, names
     and the function itself."""

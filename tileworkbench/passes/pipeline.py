@@ -21,6 +21,7 @@ from . import (  # noqa: F401 - importing registers the passes
     insert_thread_syncs,
     lower_tile_ops,
     linearize_accesses,
+    localize_read_fragments,
     lower_tma,
     name_buffers_uniquely,
     partition_parallel_loops,
@@ -46,6 +47,7 @@ PIPELINE = [
     "unwrap_persistent_walk",  # tile: a T.Persistent GEMM walk becomes a grid (made persistent again below)
     "inline_index_lets",  # tile: names for tile offsets (m0 = by * 128, kk = k * 64) replaced by their values
     "stage_fragment_operands",  # tile: a gemm's fragment A no register-A wgmma reads goes through a shared tile
+    "localize_read_fragments",  # tile: a fragment read outside T.Parallel, written whole, is a per-thread array
     "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse
     "warp_specialize",  # tile: producer warpgroup + full/empty mbarriers for a TMA/wgmma GEMM loop
     "stage_epilogue",  # tile: any other pipelined GEMM stores its result through shared memory + TMA

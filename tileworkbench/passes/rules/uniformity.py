@@ -9,7 +9,8 @@ A value is *thread-variant* when it may differ between the threads of one block:
 * an element of a fragment (each thread holds its own elements);
 * a scalar or local buffer given a thread-variant value, or given one inside a ``T.Parallel``
   loop or under a thread-variant condition (followed to a fixed point, so ``flag = A[tx]`` taints
-  ``flag`` and all computed from it);
+  ``flag`` and all computed from it); a local buffer a ``T.copy`` fills from a fragment, a variant
+  local buffer or a region at variant indices, or a ``T.fill`` with a variant value;
 * a load of any buffer at a thread-variant index; anything the compiler cannot see through
   (raw code).
 
@@ -75,6 +76,25 @@ class _Taint(IRVisitor):
         if self.context_variant or not self.variance.is_uniform(n.value):
             self._mark_var(n.var)
         self.generic_visit(n)
+
+    def visit_Copy(self, n):
+        if n.dst.buffer.scope == "local" and (self.context_variant or not self._region_uniform(n.src)
+                                              or not self._region_uniform(n.dst)):
+            self._mark_buffer(n.dst.buffer)
+        self.generic_visit(n)
+
+    def visit_Fill(self, n):
+        if n.dst.buffer.scope == "local" and (self.context_variant or not self.variance.is_uniform(n.value)
+                                              or not self._region_uniform(n.dst)):
+            self._mark_buffer(n.dst.buffer)
+        self.generic_visit(n)
+
+    def _region_uniform(self, region) -> bool:
+        """The same elements in every thread, holding the same values (not a fragment's, nor a
+        variant local array's)."""
+        buf = region.buffer
+        return (buf.scope != "fragment" and buf not in self.variance.variant_buffers
+                and all(self.variance.is_uniform(e) for e in (*region.starts, *region.extents)))
 
     def visit_BufferStore(self, n):
         if n.buffer.scope == "local" and (self.context_variant or not self.variance.is_uniform(n.value)

@@ -1,0 +1,66 @@
+"""localize_read_fragments: a fragment that thread-level code reads outside ``T.Parallel`` becomes a
+per-thread array holding all of it, where that keeps its meaning.
+
+Expects: tile-level IR (before ``insert_thread_syncs`` and ``infer_fragment_layouts``).
+Guarantees: a fragment read element by element outside every ``T.Parallel`` loop (TileLang's
+block-sparse attention: ``T.copy(BlockSparseMask[bz, by, bx, :], block_mask)``, then ``if
+block_mask[k] != 0:`` in its key loop), and written only whole, by ``T.copy`` and ``T.fill``, is a
+``local`` buffer: each thread copies or fills all of it and reads any element. A fragment is the
+block's tile, one value per element; a copy of it in every thread, each written alike, holds
+those values, so the program means the same. Otherwise no thread could read an element it does
+not hold, and ``infer_fragment_layouts`` refuses such a read as before; so it does where the
+fragment is also written element by element or by a gemm, reduction or scan (those spread its
+elements over the threads). The local array's values are then the same in every thread wherever
+the copy's source is (``rules.uniformity``), so a block barrier may stand inside an ``if`` on them.
+"""
+
+from __future__ import annotations
+
+from ..ir import nodes as ir
+from ..ir.visitor import IRVisitor, collect
+from .manager import register
+
+
+class _Reads(IRVisitor):
+    """Fragments loaded outside every ``T.Parallel`` loop, and fragments written element by element."""
+
+    def __init__(self):
+        self.depth = 0
+        self.outside: set = set()
+        self.stored: set = set()
+
+    def visit_For(self, node: ir.For):
+        inner = node.kind == "parallel"
+        self.depth += inner
+        self.generic_visit(node)
+        self.depth -= inner
+
+    def visit_BufferLoad(self, node: ir.BufferLoad):
+        if node.buffer.scope == "fragment" and not self.depth:
+            self.outside.add(node.buffer)
+        self.generic_visit(node)
+
+    def visit_BufferStore(self, node: ir.BufferStore):
+        if node.buffer.scope == "fragment":
+            self.stored.add(node.buffer)
+        self.generic_visit(node)
+
+
+def _written_whole(func: ir.PrimFunc, buf: ir.Buffer) -> bool:
+    """Every mention of ``buf`` is a load, its allocation, a copy's source or destination, or a
+    fill's destination (nothing spreads its elements over the threads)."""
+    allowed = sum(1 for a in collect(func.body, ir.Allocate) if a.buffer is buf)
+    allowed += sum((c.src.buffer is buf) + (c.dst.buffer is buf) for c in collect(func.body, ir.Copy))
+    allowed += sum(1 for f in collect(func.body, ir.Fill) if f.dst.buffer is buf)
+    allowed += sum(1 for load in collect(func.body, ir.BufferLoad) if load.buffer is buf)
+    return sum(1 for b in collect(func.body, ir.Buffer) if b is buf) == allowed
+
+
+@register("localize_read_fragments", "tile")
+def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
+    reads = _Reads()
+    reads.visit(func.body)
+    for buf in reads.outside - reads.stored:
+        if _written_whole(func, buf):
+            buf.scope = "local"
+    return func
