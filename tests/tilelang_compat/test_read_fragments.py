@@ -1,8 +1,9 @@
-"""The pass ``localize_read_fragments``: a fragment read element by element outside ``T.Parallel``
-and written only whole (``T.copy``, ``T.fill``) is a per-thread array holding all of it, as
-TileLang's block-sparse attention reads its mask (``if block_mask[k] != 0:``); its values are the
-same in every thread, so the block barrier its ``if`` needs may stand inside it. Both CPU
-interpreters against numpy, NVRTC. What stays refused: such a fragment written element by element,
+"""Fragments read where no thread is sure to hold the element (``passes/localize_read_fragments``):
+written only whole (``T.copy``, ``T.fill``), such a fragment is a per-thread array holding all of
+it: block-sparse attention's ``if block_mask[k] != 0:``, whose values are the same in every thread,
+so the block barrier the ``if`` needs may stand inside it; GQA decoding's ``mask_local[j]`` in a
+loop over ``(i, j)``. And copies to and from part of a fragment (``T.copy(acc_o[:valid_H, :],
+O_shared)``: ``rules.copies.partial_fragment_copy``). Both CPU interpreters against numpy, NVRTC. What stays refused: such a fragment written element by element,
 and an ``if`` on a local array each thread filled from its own row (``rules.uniformity`` follows
 copies into local arrays now)."""
 
@@ -50,6 +51,68 @@ def test_the_mask_is_a_per_thread_array_and_the_barrier_is_inside_the_if():
     assert "int mask[8];" in body and "mask[i0] = M[i0];" in body
     inside = body[body.index("if ((mask[k] != 0))"):]
     assert "__syncthreads();" in inside
+    pytest.importorskip("cuda.bindings")
+    from tileworkbench.backend.nvrtc import compile_check, nvrtc_version
+
+    if nvrtc_version() is None:
+        pytest.skip("NVRTC cannot be loaded here")
+    compile_check(code, "sm_90a")
+
+
+@T.prim_func
+def masked_scores(M: T.Tensor((32,), "uint8"), S: T.Tensor((16, 32), "float32"), Out: T.Tensor((16, 32), "float32")):
+    """GQA decoding's mask: a row fragment read by the column variable of a loop over (i, j)."""
+    with T.Kernel(1, threads=128):
+        mask_local = T.alloc_fragment((32,), "uint8")
+        scores = T.alloc_fragment((16, 32), "float32")
+        T.copy(M, mask_local)
+        T.copy(S, scores)
+        for i, j in T.Parallel(16, 32):
+            scores[i, j] = T.if_then_else(mask_local[j] != 0, scores[i, j], -1.0)
+        T.copy(scores, Out)
+
+
+@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
+                         ids=["tile level", "thread level"])
+def test_a_row_fragment_read_by_a_loop_s_column_variable(run):
+    rng = np.random.default_rng(6)
+    m = (rng.random(32) > 0.5).astype(np.uint8)
+    s = rng.standard_normal((16, 32)).astype(np.float32)
+    out = np.zeros((16, 32), np.float32)
+    run(masked_scores, m, s, out)
+    assert np.array_equal(out, np.where(m[None, :] != 0, s, -1.0))
+
+
+@T.prim_func
+def part_of_a_fragment(A: T.Tensor((64, 32), "float32"), Out: T.Tensor((20, 32), "float32"),
+                       Back: T.Tensor((64, 32), "float32")):
+    """GQA decoding's valid rows: the first 20 rows of an accumulator to a shared tile and out, and
+    a global block into part of a fragment (the rest keeps what it held)."""
+    with T.Kernel(1, threads=128):
+        acc = T.alloc_fragment((64, 32), "float32")
+        rows = T.alloc_shared((20, 32), "float32")
+        T.copy(A, acc)
+        for i, j in T.Parallel(64, 32):
+            acc[i, j] = acc[i, j] * 2
+        T.copy(acc[:20, :], rows)
+        T.copy(rows, Out)
+        T.copy(A[0:8, 0:32], acc[40:48, :])
+        T.copy(acc, Back)
+
+
+@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
+                         ids=["tile level", "thread level"])
+def test_copies_to_and_from_part_of_a_fragment(run):
+    a = np.random.default_rng(8).standard_normal((64, 32)).astype(np.float32)
+    out, back = np.zeros((20, 32), np.float32), np.zeros((64, 32), np.float32)
+    run(part_of_a_fragment, a, out, back)
+    want_back = a * 2
+    want_back[40:48] = a[0:8]
+    assert np.array_equal(out, a[:20] * 2) and np.array_equal(back, want_back)
+
+
+def test_part_of_a_fragment_is_a_loop_over_all_of_it_and_compiles():
+    code = tw.lower(part_of_a_fragment, target="sm_90a").kernel_source
     pytest.importorskip("cuda.bindings")
     from tileworkbench.backend.nvrtc import compile_check, nvrtc_version
 

@@ -2,10 +2,11 @@
 per-thread array holding all of it, where that keeps its meaning.
 
 Expects: tile-level IR (before ``insert_thread_syncs`` and ``infer_fragment_layouts``).
-Guarantees: a fragment read element by element outside every ``T.Parallel`` loop (TileLang's
-block-sparse attention: ``T.copy(BlockSparseMask[bz, by, bx, :], block_mask)``, then ``if
-block_mask[k] != 0:`` in its key loop), and written only whole, by ``T.copy`` and ``T.fill``, is a
-``local`` buffer: each thread copies or fills all of it and reads any element. A fragment is the
+Guarantees: a fragment read element by element where no thread is sure to hold the element
+(outside every ``T.Parallel`` loop: TileLang's block-sparse attention copies its mask row into
+``block_mask`` and asks ``if block_mask[k] != 0:`` in its key loop; or in one at other indices
+than the loop's variables in order: GQA decoding's ``mask_local[j]`` in a loop over ``(i, j)``),
+and written only whole, by ``T.copy`` and ``T.fill``, is a ``local`` buffer: each thread copies or fills all of it and reads any element. A fragment is the
 block's tile, one value per element; a copy of it in every thread, each written alike, holds
 those values, so the program means the same. Otherwise no thread could read an element it does
 not hold, and ``infer_fragment_layouts`` refuses such a read as before; so it does where the
@@ -19,24 +20,31 @@ from __future__ import annotations
 from ..ir import nodes as ir
 from ..ir.visitor import IRVisitor, collect
 from .manager import register
+from .rules.fragments import is_row, is_whole
 
 
 class _Reads(IRVisitor):
-    """Fragments loaded outside every ``T.Parallel`` loop, and fragments written element by element."""
+    """Fragments loaded where no thread is sure to hold the element: outside every ``T.Parallel``
+    loop, or inside one at indices other than its variables in order (all, or the leading ones:
+    ``rules.fragments.is_whole`` / ``is_row``), as ``mask_local[j]`` in a loop over ``(i, j)``; and
+    fragments written element by element."""
 
     def __init__(self):
-        self.depth = 0
+        self.loop_vars: list = []  # the variables of the T.Parallel loops around, outermost first
         self.outside: set = set()
         self.stored: set = set()
 
     def visit_For(self, node: ir.For):
         inner = node.kind == "parallel"
-        self.depth += inner
+        if inner:
+            self.loop_vars.append(node.var)
         self.generic_visit(node)
-        self.depth -= inner
+        if inner:
+            self.loop_vars.pop()
 
     def visit_BufferLoad(self, node: ir.BufferLoad):
-        if node.buffer.scope == "fragment" and not self.depth:
+        if node.buffer.scope == "fragment" and not (is_whole(node.indices, self.loop_vars)
+                                                    or is_row(node.indices, self.loop_vars)):
             self.outside.add(node.buffer)
         self.generic_visit(node)
 

@@ -34,7 +34,7 @@ from ..ir.records import wgmma_functor_name
 from .rules.calls import address_of, call
 from .rules.gemm import ONE_BYTE_TYPES
 from .rules.copies import (CopyLowering, extent_bounds, fragment_frame, global_bounds, lower_im2col, non_unit,
-                           within_extents)
+                           partial_fragment_copy, within_extents)
 from .rules.reductions import in_registers, loop_nest, reduce_in_registers, reduce_through_shared
 from .rules.scans import lower_scan
 from .rules.thread_scopes import ScopedThreads
@@ -68,7 +68,7 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
     def visit_Copy(self, node: ir.Copy):
         if node.instruction == "tma":
             raise CompileError("internal: TMA copy left for lower_tile_ops", node.loc)
-        return CopyLowering(node, self.ranges).lower()
+        return partial_fragment_copy(node) or CopyLowering(node, self.ranges).lower()
 
     def visit_Im2Col(self, node: ir.Im2Col):
         return lower_im2col(node)

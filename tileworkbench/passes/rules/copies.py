@@ -70,6 +70,47 @@ def fragment_frame(region: ir.Region, what: str, loc) -> list[int] | None:
     return list(range(region.buffer.ndim))
 
 
+def partial_fragment_copy(node: ir.Copy) -> ir.Stmt | None:
+    """A copy to or from part of a fragment (``T.copy(acc_o[:valid_H, :], O_shared)``, its slice of
+    constant bounds): a ``T.Parallel`` loop over the whole fragment, so that
+    ``partition_parallel_loops`` gives each thread its own elements, copying those inside the slice
+    to or from their places on the other side (a load from outside a global tensor fills zeros, a
+    store there does nothing, as a whole copy's); None where no fragment side is partial."""
+    src, dst = node.src, node.dst
+    part = next((r for r in (dst, src) if r.buffer.scope == "fragment" and not r.is_full), None)
+    if part is None:
+        return None
+    other = src if part is dst else dst
+    starts, extents = [ir.const_int(s) for s in part.starts], [ir.const_int(e) for e in part.extents]
+    if None in starts or None in extents:
+        raise CompileError(f"T.copy of part of fragment {part.buffer.name}: the slice's bounds must be known when "
+                           "the kernel is compiled (each thread holds fixed elements of the whole fragment)", node.loc)
+    if other.buffer.scope == "fragment":
+        raise CompileError(f"T.copy between part of fragment {part.buffer.name} and fragment {other.buffer.name} is "
+                           "not supported; copy through a shared tile", node.loc)
+    shape = part.buffer.static_shape()
+    loop_vars = [ir.Var(f"i{d}") for d in range(len(shape))]
+    pairs = dict(zip([d for d, e in enumerate(extents) if e != 1], non_unit(other)))
+    other_idx = list(other.starts)
+    for fd, od in pairs.items():
+        other_idx[od] = other.starts[od] + (loop_vars[fd] - starts[fd])
+    in_slice = ir.logical_and(*[ir.logical_and(ir.cmp(">=", v, ir.const(s)), ir.cmp("<", v, ir.const(s + e)))
+                               for v, s, e, n in zip(loop_vars, starts, extents, shape) if (s, e) != (0, n)])
+    s_idx, d_idx = (tuple(loop_vars), tuple(other_idx)) if part is src else (tuple(other_idx), tuple(loop_vars))
+    body = ir.BufferStore(dst.buffer, d_idx, ir.cast(ir.BufferLoad(src.buffer, s_idx, src.buffer.dtype), dst.buffer.dtype))
+    outside = global_bounds(other, other_idx)
+    if outside is not None:
+        zero = None
+        if other is src:  # an element of the slice whose source lies outside the tensor: zero, as a tile's
+            zero = ir.BufferStore(dst.buffer, d_idx, ir.cast(ir.const(0.0 if dst.buffer.dtype.is_float else 0),
+                                                             dst.buffer.dtype))
+        body = ir.IfThenElse(outside, body, zero)
+    body = ir.IfThenElse(in_slice, body)
+    for var, n in reversed(list(zip(loop_vars, shape))):
+        body = ir.For(var, ir.const(n), body, "parallel", loc=node.loc)
+    return body
+
+
 class CopyLowering:
     def __init__(self, node: ir.Copy, ranges: dict):
         self.node = node
