@@ -1,0 +1,169 @@
+"""Experiment: which of TileLang's own example programs build for sm_90a here, unchanged.
+
+Each example file is imported as it is, its ``import tilelang`` answered by tileworkbench (a finder
+maps ``tilelang`` and ``tilelang.*`` to ``tileworkbench`` and its modules); on a machine without
+torch, einops or fla those imports get stand-ins, enough for a module to define its kernels (the
+examples use them to make inputs and references). Each case then builds one kernel at a small size
+and lowers it for sm_90a; the table says which build and, for the others, the first line of what
+stopped them. Nothing runs on a GPU (the CPU interpreter and the GPU tests check what the families
+in ``examples/tilelang_programs`` compute).
+
+    git -C <tilelang repo> archive HEAD examples | tar -x -C /tmp/tl
+    PYTHONPATH=. python3 scripts/experiments/tilelang_examples.py /tmp/tl/examples
+
+docs/experiments.md, "TileLang's examples, unchanged", has a run.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+import warnings
+from pathlib import Path
+
+import tileworkbench
+import tileworkbench as tw
+
+# (example file, what to build: a function of the loaded module giving a kernel, a prim_func or a
+# kernel sequence)
+CASES = [
+    ("norm/rms_norm.py", lambda m: m.rms_norm.compile(M=1024, N=1024, blk_m=1)),
+    ("norm/rms_norm.py", lambda m: m.rms_norm_splitk.compile(M=1024, N=1024, blk_m=1, blk_k=512)),
+    ("norm/layernorm.py", lambda m: m._layernorm_fwd.fn(1024, 1024)),
+    ("norm/layernorm.py", lambda m: m._layernorm_bwd.fn(1024, 1024)),
+    ("elementwise/example_elementwise_add.py",
+     lambda m: m.elementwise_add.compile(M=1024, N=1024, block_M=32, block_N=32, in_dtype="float32",
+                                         out_dtype="float32", threads=128)),
+    ("gemm_splitk/example_tilelang_gemm_splitk.py",
+     lambda m: m.matmul.compile(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, split_k=4)),
+    ("topk/example_topk.py", lambda m: m.tl_topk.fn.compile(M=320, N=128, topk=6, blk_m=64)),  # not tuned
+    ("flash_attention/example_mha_fwd_bshd.py",
+     lambda m: m.flashattn.fn(1, 16, 1024, 128, False, block_M=128, block_N=128, num_stages=2, threads=256)),
+    ("flash_attention/example_gqa_fwd_bshd.py",
+     lambda m: m.flashattn.fn(1, 16, 1024, 128, True, groups=4, block_M=128, block_N=128, num_stages=2,
+                              threads=256)),
+    ("flash_attention/example_mha_bwd_bhsd.py", lambda m: m.flashattn_bwd.fn(1, 4, 512, 64, False, 64, 64)),
+    ("flash_attention/example_mha_bwd_bhsd.py", lambda m: m.flashattn_bwd_postprocess.fn(1, 4, 512, 64)),
+    ("flash_decoding/example_gqa_decode.py", lambda m: m.flashattn.fn(1, 32, 8, 8192, 128, 128, 64, 8, 2, 128)),
+    ("deepseek_mla/example_mla_decode.py", lambda m: m.flashattn.fn(1, 128, 1, 1024, 512, 64, 64, 64, 1, 576 ** -0.5)),
+    ("deepseek_mla/example_mla_decode.py", lambda m: m.flashattn.fn(1, 128, 1, 1024, 512, 64, 64, 64, 4, 576 ** -0.5)),
+    ("deepseek_nsa/example_tilelang_nsa_fwd.py",
+     lambda m: m.native_sparse_attention.compile(batch=1, heads=16, seq_len=1024, dim=64, is_causal=True,
+                                                 groups=16, selected_blocks=8, block_size=32)),
+    ("attention_sink/example_mha_sink_fwd_bhsd.py", lambda m: m.flashattn.fn(1, 8, 512, 512, 128)),
+    ("attention_sink/example_mha_sink_fwd_bhsd.py", lambda m: m.flashattn.fn(1, 8, 512, 512, 128, window_size=128)),
+    ("blocksparse_attention/example_tilelang_block_sparse_attn.py",
+     lambda m: m.blocksparse_flashattn.fn(1, 8, 1024, 64, 16, True)),
+    ("linear_attention/example_linear_attn_fwd.py", lambda m: m.tl_fused_chunk_fwd_kernel.fn(1, 512, 16, 128, 128)),
+    ("linear_attention/example_retention_fwd.py", lambda m: m.chunk_retention_fwd_kernel.fn(1, 1024, 8, 128, 128)),
+    ("gdn/example_chunk_o.py",
+     lambda m: m.tilelang_chunk_fwd_o.fn(1, 1024, 8, 128, 128, "bfloat16", "bfloat16", "float32", "float32", 64,
+                                         128 ** -0.5, True, 64, 64, 64, 128, 1)),
+    ("grouped_gemm/example_grouped_gemm_fwd.py",
+     lambda m: m.grouped_gemm.compile(K=256, N=256, batch_sizes_list=[64, 128, 100], block_M=64, block_N=64,
+                                      block_K=64)),
+    ("cast/example_per_token_cast_to_fp8.py", lambda m: m.per_token_cast_to_fp8.compile(M=1024, N=1024, blk_m=8)),
+    ("convolution/example_convolution.py",
+     lambda m: m.convolution.compile(N=2, C=64, H=16, W=16, F=128, K=3, S=1, D=1, P=1, block_M=64, block_N=128,
+                                     block_K=32, num_stages=2, threads=128)),
+    ("gemv/example_gemv.py", lambda m: m.naive_gemv.compile(N=1024, K=1024, BLOCK_N=128, BLOCK_K=128)),
+]
+
+
+class _StandInBase:
+    """What a class deriving from a stand-in derives from (``torch.autograd.Function``'s ``apply``)."""
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        return _Anything()
+
+
+class _Anything:
+    """A stand-in value: any attribute or call gives another; a class to derive from."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+    def __call__(self, *args, **kwargs):
+        return _Anything()
+
+    def __iter__(self):
+        return iter(())
+
+    def __mro_entries__(self, bases):
+        return (_StandInBase,)
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``tilelang[.x]`` as ``tileworkbench[.x]``; the packages in ``stand_ins`` as stand-in modules."""
+
+    def __init__(self, stand_ins):
+        self.stand_ins = stand_ins
+
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if top == "tilelang" or top in self.stand_ins:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        if spec.name.split(".")[0] == "tilelang":
+            return importlib.import_module("tileworkbench" + spec.name[len("tilelang"):])
+        module = types.ModuleType(spec.name)
+        module.__path__, module.__file__ = [], f"<stand-in for {spec.name}>"
+        module.__getattr__ = lambda n: (_ for _ in ()).throw(AttributeError(n)) if n.startswith("__") else _Anything()
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+def _install(examples: Path):
+    stand_ins = {name for name in ("torch", "einops", "fla", "triton") if importlib.util.find_spec(name) is None}
+    sys.meta_path.insert(0, _Finder(stand_ins))
+    sys.modules.setdefault("tilelang", tileworkbench)
+
+
+def _load(path: Path):
+    sys.path.insert(0, str(path.parent))  # an example's own helper modules (reference.py ...)
+    try:
+        spec = importlib.util.spec_from_file_location(f"example_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(path.parent))
+
+
+def _lines_of_cuda(built) -> int:
+    if hasattr(built, "get_kernel_source"):
+        return len(built.get_kernel_source().splitlines())
+    parts = getattr(built, "kernels", None) or [built]
+    return sum(len(tw.lower(p, target="sm_90a").kernel_source.splitlines()) for p in parts)
+
+
+def main(examples: Path):
+    _install(examples)
+    print("| example | builds | what stopped it |")
+    print("| --- | --- | --- |")
+    built = 0
+    for file, make in CASES:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lines = _lines_of_cuda(make(_load(examples / file)))
+            print(f"| {file} | yes ({lines} lines of CUDA) | |")
+            built += 1
+        except Exception as exc:  # the table reports it
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            print(f"| {file} | no | {type(exc).__name__}: {first[:160]} |")
+    print(f"\n{built} of {len(CASES)} build")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/tl/examples"))
