@@ -102,7 +102,8 @@ def test_fragment_outside_parallel_loop_is_rejected_at_its_line():
     def main(A: T.Tensor((128,), "float32")):
         with T.Kernel(1, threads=128):
             f = T.alloc_fragment((128,), "float32")
-            T.clear(f)
+            for i in T.Parallel(128):  # its elements spread over the threads (written whole, it would
+                f[i] = A[i] * 2        # be a per-thread array: localize_read_fragments)
             A[0] = f[3]
 
     with pytest.raises(CompileError, match="fragment f can only be accessed inside a T.Parallel") as info:
