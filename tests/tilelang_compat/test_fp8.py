@@ -73,3 +73,12 @@ def test_fp8_gemms_wgmma_cannot_take_are_refused(body, match):
 
     with pytest.raises(tilelang.CompileError, match=match):
         nn.compile(M=256, N=256, K=256)
+
+
+def test_the_fp8_types_of_the_platform_are_nvidia_s():
+    """``tilelang.language.fp8.determine_fp8_type`` (TileLang's FP8 GEMM example asks it)."""
+    from tileworkbench.language.fp8 import determine_fp8_type
+
+    assert determine_fp8_type() is T.float8_e4m3fn and determine_fp8_type("e5m2") is T.float8_e5m2
+    with pytest.raises(ValueError, match="unsupported FP8 format 'e2m1'"):
+        determine_fp8_type("e2m1")
