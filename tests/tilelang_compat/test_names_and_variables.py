@@ -92,6 +92,12 @@ def test_comprehensions_over_python_values(run):
     # assigned again before the slice: the extent is not taken through it
     ("start = k * 64\n            end = (k + 1) * 64\n            start = start + 1\n            T.copy(A[start:end], s)",
      "the A region's extent .* is known only when the kernel runs"),
+    # a name the bounds were bound from, assigned again between them: 65 wide, not 64
+    ("x = k * 64\n            start = x\n            x = x + 1\n            end = x + 64\n"
+     "            T.copy(A[start:end], s)", "the A region's extent .* is known only when the kernel runs"),
+    # ... or after the slice took its extent through it
+    ("x = k * 64\n            start = x\n            end = x + 64\n            T.copy(A[start:end], s)\n"
+     "            x = x + 1", "x is assigned again, but the slice at line 12 has the extent it has"),
 ])
 def test_what_is_refused(statements, message, tmp_path):
     source = f'''import tileworkbench.language as T

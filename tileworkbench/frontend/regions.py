@@ -130,10 +130,13 @@ def _slice_extent(hi: ir.Expr, lo: ir.Expr) -> ir.Expr:
         return extent
     through, seen = set(), simplify(hi - lo)
     for _ in range(8):  # names bound through other names, a few deep
-        names = [v for v in collect(seen, ir.Var) if v in b.let_values and v not in b.reassigned]
-        if not names:
+        names = [v for v in collect(seen, ir.Var) if v in b.let_values]
+        # a value names the variables it read when it was bound: one assigned since holds another
+        # value now (x = k * 64; start = x; x = x + 1; end = x + 64 is 65 wide, not 64)
+        if not names or any(u in b.reassigned for v in names for u in (v, *collect(b.let_values[v], ir.Var))):
             break
         through.update(names)
+        through.update(u for v in names for u in collect(b.let_values[v], ir.Var))
         seen = simplify(substitute(seen, {v: b.let_values[v] for v in names}))
         if ir.const_int(seen) is not None:
             for v in through:
