@@ -146,3 +146,25 @@ def main(A: T.Tensor((4, 8), "float32")):
 '''
     with pytest.raises(tw.CompileError, match=message):
         import_kernel_file(tmp_path, source)
+
+
+def flattened(i, j):
+    return [i * 8 + j]
+
+
+@T.prim_func
+def overhanging_rows(C: T.Tensor((4, 8), "float32")):
+    """A loop over 16 columns of an 8-column tensor laid out flat: columns 8..15 lie outside it, and
+    their flat places (row i, column 9 -> row i + 1, column 1) belong to other elements."""
+    with T.Kernel(1, threads=64):
+        T.annotate_layout({C: T.Layout(C.shape, flattened)})
+        for i, j in T.Parallel(4, 16):
+            C[i, j] = i * 100 + j
+
+
+@pytest.mark.parametrize("level", ["tile level", "thread level"])
+def test_an_index_outside_the_tensor_is_outside_its_memory_view_too(level):
+    c = np.full((4, 8), -1.0, np.float32)
+    RUNS[level](overhanging_rows, c)
+    want = np.arange(4)[:, None] * 100 + np.arange(8)[None, :]
+    assert np.array_equal(c, want.astype(np.float32))  # nothing past column 7 landed anywhere

@@ -33,16 +33,23 @@ class Layout:
 
 @dataclass(frozen=True, eq=False)
 class LaidOut:
-    """A global tensor under a layout: its element ``(i, j, ...)`` (``index_vars``) lies at
-    ``memory[positions]``, ``memory`` the tensor's own memory seen with the layout's extents."""
+    """A global tensor ``tensor`` under a layout: its element ``(i, j, ...)`` (``index_vars``) lies
+    at ``memory[0, positions...]``, ``memory`` the tensor's own memory seen with the layout's
+    extents and a leading dimension of 1. An index outside the tensor's shape gets 1 there: outside
+    the memory view too, so that what keeps a tile's accesses inside a tensor (a copy's bounds,
+    ``guard_global_accesses``) skips it, where its positions alone could fall on another element's
+    place (a layout that flattens, say)."""
 
+    tensor: ir.Buffer
     memory: ir.Buffer
     index_vars: tuple
     positions: tuple
 
     def element(self, indices) -> ir.BufferLoad:
         at = {v: i for v, i in zip(self.index_vars, indices)}
-        return ir.BufferLoad(self.memory, tuple(simplify(substitute(p, at)) for p in self.positions),
+        inside = simplify(ir.logical_and(*[ir.cmp("<", i, n) for i, n in zip(indices, self.tensor.shape)]))
+        outside = ir.const(0) if ir.const_int(inside) == 1 else ir.Select(inside, ir.const(0), ir.const(1), ir.dtypes.int32)
+        return ir.BufferLoad(self.memory, (outside, *(simplify(substitute(p, at)) for p in self.positions)),
                              self.memory.dtype)
 
 

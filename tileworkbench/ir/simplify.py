@@ -247,6 +247,12 @@ class _Simplifier(RangeTracker, IRMutator):
         self.forget(node.var)
         return self.generic_visit(node)
 
+    def visit_Select(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node, ir.Select) and isinstance(node.cond, ir.Const):  # decided: the side it takes
+            return node.a if node.cond.value else node.b
+        return node
+
     def visit_BinOp(self, node):
         node = self.generic_visit(node)
         if not isinstance(node, ir.BinOp) or node.dtype.is_float:

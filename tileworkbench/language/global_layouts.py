@@ -57,9 +57,8 @@ def lay_out(buf: ir.Buffer, layout: Layout):
     if places > elements:
         raise error(f"T.annotate_layout: the layout spreads {buf.name}'s {elements} elements over {places} places "
                     f"(extents {tuple(extents)}), more than its memory holds")
-    memory = view_tensor(_b.TensorData(buf), tuple(extents), buf.dtype, name=f"{buf.name}_memory",
-                         layout_of=buf)
-    _b.current().global_layouts[buf] = LaidOut(memory, index_vars, positions)
+    memory = view_tensor(_b.TensorData(buf), (1, *extents), buf.dtype, name=f"{buf.name}_memory", layout_of=buf)
+    _b.current().global_layouts[buf] = LaidOut(buf, memory, index_vars, positions)
 
 
 def _accessed(buf: ir.Buffer) -> bool:

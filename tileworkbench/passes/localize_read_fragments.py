@@ -56,7 +56,10 @@ class _Reads(IRVisitor):
 
 def _written_whole(func: ir.PrimFunc, buf: ir.Buffer) -> bool:
     """Every mention of ``buf`` is a load, its allocation, a copy's source or destination, or a
-    fill's destination (nothing spreads its elements over the threads)."""
+    fill's destination (nothing spreads its elements over the threads), and no copy into it reads
+    a fragment (whose elements each thread holds only some of)."""
+    if any(c.dst.buffer is buf and c.src.buffer.scope == "fragment" for c in collect(func.body, ir.Copy)):
+        return False
     allowed = sum(1 for a in collect(func.body, ir.Allocate) if a.buffer is buf)
     allowed += sum((c.src.buffer is buf) + (c.dst.buffer is buf) for c in collect(func.body, ir.Copy))
     allowed += sum(1 for f in collect(func.body, ir.Fill) if f.dst.buffer is buf)

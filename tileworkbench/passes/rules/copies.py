@@ -85,9 +85,9 @@ def partial_fragment_copy(node: ir.Copy) -> ir.Stmt | None:
     if None in starts or None in extents:
         raise CompileError(f"T.copy of part of fragment {part.buffer.name}: the slice's bounds must be known when "
                            "the kernel is compiled (each thread holds fixed elements of the whole fragment)", node.loc)
-    if other.buffer.scope == "fragment":
-        raise CompileError(f"T.copy between part of fragment {part.buffer.name} and fragment {other.buffer.name} is "
-                           "not supported; copy through a shared tile", node.loc)
+    if other.buffer.scope in ("fragment", "local"):
+        raise CompileError(f"T.copy between part of fragment {part.buffer.name} and the {other.buffer.scope} buffer "
+                           f"{other.buffer.name} is not supported; copy through a shared tile", node.loc)
     shape = part.buffer.static_shape()
     loop_vars = [ir.Var(f"i{d}") for d in range(len(shape))]
     pairs = dict(zip([d for d, e in enumerate(extents) if e != 1], non_unit(other)))
