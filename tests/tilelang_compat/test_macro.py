@@ -135,3 +135,50 @@ def test_a_macro_returning_a_value_is_refused():
 def test_a_macro_called_outside_a_kernel_says_so():
     with pytest.raises(tilelang.CompileError, match="can only be called inside a kernel"):
         rescale(None, None)
+
+
+@T.macro
+def doubled_into(src: T.SharedBuffer((64,), "float32"), dst: T.FragmentBuffer((64,), "float32")):
+    for i in T.Parallel(64, annotations={"a hint": True}):
+        dst[i] = src[i] * 2
+
+
+def test_buffer_annotations_on_macro_parameters_take_and_check_their_buffers():
+    """``T.SharedBuffer`` / ``T.FragmentBuffer`` / ``T.LocalBuffer`` annotate a macro's parameters
+    (TileLang's); each call checks the buffer it passes: scope, type, shape."""
+    import numpy as np
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            s = T.alloc_shared((64,), "float32")
+            f = T.alloc_fragment((64,), "float32")
+            T.copy(A, s)
+            doubled_into(s, f)
+            T.copy(f, B)
+
+    a, b = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    tilelang.compile(main, target="cpu")(a, b)
+    assert np.array_equal(b, a * 2)
+
+    with pytest.raises(tilelang.CompileError, match="takes a shared buffer of float32; f is a fragment buffer"):
+        @T.prim_func
+        def fragment_for_shared(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64):
+                f = T.alloc_fragment((64,), "float32")
+                doubled_into(f, f)
+    with pytest.raises(tilelang.CompileError, match="takes a fragment buffer of float32; h is a fragment buffer of "
+                                                    "float16"):
+        @T.prim_func
+        def wrong_type(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64):
+                s = T.alloc_shared((64,), "float32")
+                h = T.alloc_fragment((64,), "float16")
+                doubled_into(s, h)
+    with pytest.raises(tilelang.CompileError, match="takes a buffer of shape \\(64,\\); t is \\(32,\\)"):
+        @T.prim_func
+        def wrong_shape(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64):
+                t = T.alloc_shared((32,), "float32")
+                f = T.alloc_fragment((64,), "float32")
+                doubled_into(t, f)

@@ -27,7 +27,7 @@ from ..ir import nodes as ir
 from . import builder as _b
 from .comprehensions import Comprehensions
 from .expressions import Expressions
-from .specs import TensorSpec
+from .specs import BufferSpec, TensorSpec
 from .blocks import Blocks
 from .statements import Scope, Statements
 
@@ -255,6 +255,7 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
         except TypeError as exc:
             raise self.error(node, f"wrong arguments to the T.macro {fn.__name__}: {exc}") from None
         bound.apply_defaults()
+        self._check_buffer_arguments(node, fn, bound.arguments)
         returns = [n for n in ast.walk(fdef) if isinstance(n, ast.Return) and n.value is not None]
         if returns:
             raise self.error(node, f"the T.macro {fn.__name__} returns a value (line {first_line + returns[0].lineno - 1}); "
@@ -268,6 +269,22 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
         finally:
             self.lines, self.file, self.first_line, self.globals, self.scope = saved
         return None
+
+    def _check_buffer_arguments(self, node, fn, arguments: dict):
+        """Each parameter annotated ``T.SharedBuffer(shape, dtype)`` (``FragmentBuffer``,
+        ``LocalBuffer``) gets a buffer of that scope, type and (where both are known) shape."""
+        for name, spec in getattr(fn, "__annotations__", {}).items():
+            if not isinstance(spec, BufferSpec) or name not in arguments:
+                continue
+            value, what = arguments[name], f"the T.macro {fn.__name__}'s parameter {name}"
+            if not isinstance(value, ir.Buffer):
+                raise self.error(node, f"{what} takes a {spec.scope} buffer, not {ir.describe(value)}")
+            if value.scope != spec.scope or value.dtype != spec.dtype:
+                raise self.error(node, f"{what} takes a {spec.scope} buffer of {spec.dtype.name}; {value.name} is a "
+                                       f"{value.scope} buffer of {value.dtype.name}")
+            got, want = value.static_shape(), tuple(ir.const_int(d) for d in spec.shape)
+            if got is not None and None not in want and tuple(got) != want:
+                raise self.error(node, f"{what} takes a buffer of shape {want}; {value.name} is {tuple(got)}")
 
     def run(self, fdef):
         """``parse_function(fdef)`` with this parser's builder installed for the T.* functions."""

@@ -23,6 +23,16 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class BufferSpec:
+    """The annotation ``T.SharedBuffer(shape, dtype)`` / ``T.FragmentBuffer`` / ``T.LocalBuffer`` on a
+    ``@T.macro``'s parameter: the call must pass a buffer of that scope, type and shape."""
+
+    scope: str
+    shape: tuple
+    dtype: DType
+
+
+@dataclass(frozen=True)
 class MacroSpec:
     """``@T.macro`` on a function: calling it inside a kernel inlines its body there, parsed as
     kernel code (``T.Parallel`` loops and all) with its parameters bound to the call's values."""

@@ -13,7 +13,16 @@ from ..ir import nodes as ir
 _py_bool = _builtins.bool
 
 
-def Parallel(*extents, coalesced_width=None):  # noqa: N802
+def Parallel(*extents, coalesced_width=None, loop_layout=None, annotations=None):  # noqa: N802
+    """``T.Parallel(*extents)``: every iteration independent, spread over the block's threads.
+    ``coalesced_width`` and ``annotations`` are TileLang's hints, taken and not needed (the compiler
+    chooses how threads take iterations, which changes no value); a ``loop_layout`` would be a
+    ``T.Fragment``, which tileworkbench does not have."""
+    if loop_layout is not None:
+        raise error("T.Parallel: loop_layout (a T.Fragment) is not supported: the compiler chooses which thread "
+                    "takes which iteration itself")
+    if annotations is not None and not isinstance(annotations, dict):
+        raise error(f"T.Parallel: annotations must be a dict, not {_b.describe(annotations)}")
     if not extents:
         raise error("T.Parallel needs at least one extent")
     checked = tuple(loop_extent(_b.integer(e, f"T.Parallel: extent {i}"), f"T.Parallel: extent {i}")

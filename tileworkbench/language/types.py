@@ -8,7 +8,7 @@ from ..dtypes import DType
 from ..errors import CompileError
 from ..frontend import builder as _b
 from ..frontend.builder import error
-from ..frontend.specs import TensorSpec
+from ..frontend.specs import BufferSpec, TensorSpec
 from ..ir import nodes as ir
 
 float16 = _dt.float16
@@ -94,6 +94,23 @@ def Tensor(shape, dtype=float32, data=None) -> TensorSpec:  # noqa: N802
 
 
 Buffer = Tensor
+
+
+def _buffer_annotation(scope: str):
+    def annotation(shape, dtype=float32) -> BufferSpec:
+        name = f"T.{scope.capitalize()}Buffer"
+        dt = _dtype(dtype, name)
+        return BufferSpec(scope, _tensor_dims(shape, name, dt), dt)
+
+    annotation.__name__ = f"{scope.capitalize()}Buffer"
+    annotation.__doc__ = (f"``T.{scope.capitalize()}Buffer(shape, dtype)``: a ``@T.macro`` parameter that takes a "
+                          f"{scope} buffer of that shape and type (checked at each call).")
+    return annotation
+
+
+SharedBuffer = _buffer_annotation("shared")
+FragmentBuffer = _buffer_annotation("fragment")
+LocalBuffer = _buffer_annotation("local")
 
 
 def StridedTensor(shape, strides, dtype=float32) -> TensorSpec:  # noqa: N802
