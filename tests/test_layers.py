@@ -22,7 +22,7 @@ LAYERS = [
     ["ir"],
     ["frontend"],
     ["language", "passes", "layout"],
-    ["examples", "codegen", "analysis"],
+    ["examples", "codegen", "analysis", "cuda"],
     ["backend", "interpreter"],
     ["jit"],
     ["report", "autotuner", "testing", "utils", "transform"],

@@ -26,6 +26,20 @@ class DType:
     def __repr__(self) -> str:
         return f"T.{self.name}"
 
+    # A dtype is its name too, as TileLang's are: T.float16 == "float16", and a dict keyed by dtypes
+    # answers for the name ({T.float32: 4, T.float16: 2}["float16"], as TileLang's Hadamard sizes its
+    # elements).
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            return self.name == other
+        if not isinstance(other, DType):
+            return NotImplemented
+        return (self.name, self.bits, self.kind, self.cpp, self.tma_code, self.packed, self.shared_only) == (
+            other.name, other.bits, other.kind, other.cpp, other.tma_code, other.packed, other.shared_only)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
     @property
     def is_float(self) -> bool:
         return self.kind == "float"

@@ -26,7 +26,7 @@ NOT_HERE = {
     "register_hip_postproc": _TVM + "; there is no hook into its code generation",
     "register_c_postproc": _TVM + "; there is no hook into its code generation",
     # other targets
-    "cpu": _TARGET, "cuda": _TARGET, "rocm": _TARGET, "metal": _TARGET, "webgpu": _TARGET, "ascend": _TARGET,
+    "cpu": _TARGET, "rocm": _TARGET, "metal": _TARGET, "webgpu": _TARGET, "ascend": _TARGET,
     # tools around TileLang's own compiler
     "carver": "TileLang's hint generator is not available: tune with tileworkbench.autotune(configs=...); the SM "
               "count is torch.cuda.get_device_properties(0).multi_processor_count",
@@ -58,6 +58,22 @@ def not_supported(name: str) -> ImportError:
     return ImportError(f"tileworkbench.{name} is not supported: {NOT_HERE[name]}", name=f"tileworkbench.{name}")
 
 
+# Modules of TileLang's that are here in part: the submodules that are (any other is refused)
+IN_PART = {"cuda": ("intrinsics",)}
+_BACKEND = ("tileworkbench compiles with its own passes and NVRTC, not TileLang's CUDA backend; of tilelang.cuda "
+            "only intrinsics.make_mma_swizzle_layout (a layout hint for T.annotate_layout) is here")
+
+
+def backend_part(qualname: str):
+    """A ``__getattr__`` for a module of ``IN_PART``: any name it lacks is an ImportError saying why."""
+    def __getattr__(name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(f"module {qualname!r} has no attribute {name!r}")
+        raise ImportError(f"{qualname}.{name} is not supported: {_BACKEND}", name=f"{qualname}.{name}")
+
+    return __getattr__
+
+
 class NotHereFinder:
     """A ``sys.meta_path`` finder: ``import tileworkbench.<name>`` of a name in ``NOT_HERE`` (or a
     module under it) raises its ``ImportError``; every other import it leaves to the others."""
@@ -66,6 +82,8 @@ class NotHereFinder:
         parts = fullname.split(".")
         if len(parts) >= 2 and parts[0] == "tileworkbench" and parts[1] in NOT_HERE:
             raise not_supported(parts[1])
+        if len(parts) >= 3 and parts[0] == "tileworkbench" and parts[2] not in IN_PART.get(parts[1], (parts[2],)):
+            raise ImportError(f"{fullname} is not supported: {_BACKEND}", name=fullname)
         return None
 
 

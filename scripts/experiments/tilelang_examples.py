@@ -148,7 +148,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _install(examples: Path):
-    stand_ins = {name for name in ("torch", "einops", "fla", "triton") if importlib.util.find_spec(name) is None}
+    stand_ins = {name for name in ("torch", "einops", "fla", "triton", "scipy") if importlib.util.find_spec(name) is None}
     sys.meta_path.insert(0, _Finder(stand_ins))
     sys.modules.setdefault("tilelang", tileworkbench)
 

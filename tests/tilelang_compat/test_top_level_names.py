@@ -11,6 +11,7 @@ import importlib
 import pytest
 
 import tileworkbench as tilelang
+import tileworkbench.language as T
 from tileworkbench.jit import cache
 from tileworkbench.not_here import NOT_HERE
 
@@ -78,3 +79,28 @@ def test_set_log_level_sets_our_logger():
         assert logging.getLogger("tileworkbench").level == logging.WARNING
     finally:
         logging.getLogger("tileworkbench").setLevel(before)
+
+
+def test_tilelang_cuda_has_the_mma_swizzle_hint_and_refuses_the_rest():
+    """``from tilelang.cuda.intrinsics import make_mma_swizzle_layout`` (TileLang's Hadamard example)
+    gives the shared-tile swizzle hint; the rest of TileLang's CUDA backend is an ImportError."""
+    import importlib
+
+    from tileworkbench.cuda.intrinsics import make_mma_swizzle_layout
+    from tileworkbench.layout import SwizzledLayout
+
+    assert make_mma_swizzle_layout.__name__ == "make_mma_swizzle_layout"
+    with pytest.raises(ImportError, match="tileworkbench.cuda.target is not supported: .* not TileLang's CUDA backend"):
+        importlib.import_module("tileworkbench.cuda.target")
+    with pytest.raises(ImportError, match="tileworkbench.cuda.intrinsics.get_mma_layout is not supported"):
+        from tileworkbench.cuda.intrinsics import get_mma_layout  # noqa: F401
+    with pytest.raises(ImportError, match="tileworkbench.cuda.codegen is not supported"):
+        tilelang.cuda.codegen  # noqa: B018
+    assert SwizzledLayout  # the hint's type, which T.annotate_layout takes on shared tiles
+
+
+def test_a_dtype_is_its_name_too():
+    """TileLang's dtypes compare equal to their names, and dicts keyed by them answer for the name."""
+    assert T.float16 == "float16" and T.float16 != "float32" and "bfloat16" == T.bfloat16
+    assert {T.float32: 4, T.float16: 2}["float16"] == 2
+    assert T.float16 != T.bfloat16 and len({T.float16, T.float16, T.bfloat16}) == 2
