@@ -4,18 +4,19 @@ path takes it.
 Expects: tile-level IR from the front end (gemms with their operands as written).
 Guarantees: every ``T.gemm`` whose A is a fragment either runs on register-A wgmma (``rules.gemm``
 says so for this target and launch: sm_90a, 16-bit operands, A not transposed, whole 64-row blocks
-of A per warpgroup) or reads A from shared memory: from the shared tile A was copied from, where
-that copy is earlier in the same sequence of statements, whole, of A's shape and type, and
-neither was written since (``T.copy(S_shared, P); T.gemm(P, V, O)`` reads ``S_shared``; the copy
-into P and P itself go where nothing else reads P); else
-from a new shared tile ``<A>_shared`` (numbered where that name is taken): the gemm becomes ``T.copy(A, A_shared); T.gemm(A_shared,
-B, C)``, the tile allocated beside A. That is what the
-refusal this replaces told the user to write (TileLang's MLA decode keeps P in a fragment for a
-gemm whose 64 rows two warpgroups share side by side along N; register-A wgmma would need each
-warpgroup to hold all of A); the later passes treat it as written so: the copy's barrier, the
-async-proxy fence before wgmma reads the tile, the shared-memory plan. A new tile comes with a
-``TileworkbenchWarning`` at the gemm: its copy costs a trip through shared memory and room there
-that register A would not.
+of A per warpgroup) or reads A from shared memory:
+  * from the shared tile A was copied from, where that copy is earlier in the same sequence of
+    statements, whole, of A's shape and type, and neither was written since (``T.copy(S_shared,
+    P); T.gemm(P, V, O)`` reads ``S_shared``); the copy into P and P itself go where nothing else
+    reads P;
+  * else from a new shared tile ``<A>_shared`` (numbered where that name is taken), allocated
+    beside A: the gemm becomes ``T.copy(A, A_shared); T.gemm(A_shared, B, C)``, with a
+    ``TileworkbenchWarning`` at the gemm (the copy costs a trip through shared memory, and room
+    there, that register A would not).
+That is what the refusal this replaces told the user to write (TileLang's MLA decode keeps P in a
+fragment for a gemm whose 64 rows two warpgroups share side by side along N; register-A wgmma
+would need each warpgroup to hold all of A); the later passes treat it as written so: the copy's
+barrier, the async-proxy fence before wgmma reads the tile, the shared-memory plan.
 """
 
 from __future__ import annotations
