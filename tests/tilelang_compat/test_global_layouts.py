@@ -116,6 +116,8 @@ def test_the_generated_code_indexes_the_memory_through_the_layout_and_compiles()
     ("T.annotate_layout({A: T.Layout(A.shape, swap)})\n        T.annotate_layout({A: T.Layout(A.shape, swap)})",
      "A already has a layout"),
     ("T.annotate_layout({A: T.Layout(A.shape, one_index)})", "the layout's function of A's indices failed"),
+    ("T.annotate_layout({A: T.Layout(A.shape, swap)})\n        T.reshape(A, (32,))",
+     "T.reshape of A, which has a layout .* is not supported"),
 ])
 def test_what_is_refused(statements, message, tmp_path):
     source = f'''import tileworkbench.language as T

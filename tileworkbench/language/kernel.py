@@ -11,7 +11,7 @@ from ..frontend import builder as _b
 from ..frontend.builder import error
 from ..frontend.specs import KernelSpec, WarpGroups, opens_kernel_scope, opens_thread_scope
 from ..ir import nodes as ir
-from ..frontend.regions import Layout
+from ..frontend.regions import Layout, laid_out
 from .global_layouts import lay_out
 from .types import _dtype, _shape, _tensor_dims, float32, int32
 
@@ -334,6 +334,9 @@ def _reshaped_view(src, shape, dtype, what: str):
                     "checks each tile by its own shape, and a second shape over its memory would hide accesses "
                     "from those analyses. Global tensors can be reshaped; for a tile, T.copy it into one of "
                     "the shape wanted")
+    if laid_out(src) is not None:
+        raise error(f"{what} of {src.name}, which has a layout (T.annotate_layout), is not supported: its elements "
+                    "do not lie in row-major order")
     base = src.attrs.get("view_of", src) if src.data is not None else src
     if base.data is not None:
         raise error(f"{what}: {src.name} is a tensor made from a pointer (T.make_tensor); give it the shape "
