@@ -47,7 +47,7 @@ class LaidOut:
 
     def element(self, indices) -> ir.BufferLoad:
         at = {v: i for v, i in zip(self.index_vars, indices)}
-        inside = simplify(ir.logical_and(*[ir.cmp("<", i, n) for i, n in zip(indices, self.tensor.shape)]))
+        inside = simplify(ir.within(indices, self.tensor.shape))
         outside = ir.const(0) if ir.const_int(inside) == 1 else ir.Select(inside, ir.const(0), ir.const(1), ir.dtypes.int32)
         return ir.BufferLoad(self.memory, (outside, *(simplify(substitute(p, at)) for p in self.positions)),
                              self.memory.dtype)

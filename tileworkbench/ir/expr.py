@@ -342,6 +342,17 @@ def logical_and(*conds) -> Expr | None:
     return out
 
 
+def within(indices, shape) -> Expr | None:
+    """``i < n`` for each index and the extent of its dimension: the indices inside a buffer of
+    ``shape`` (at its upper ends; an index is never negative); None for no indices."""
+    return logical_and(*[cmp("<", i, n) for i, n in zip(indices, shape)])
+
+
+def zero(dtype: DType) -> Expr:
+    """0 of ``dtype`` (what an element outside a tensor reads as)."""
+    return cast(const(0.0 if dtype.is_float else 0), dtype)
+
+
 def cast(value, dtype: DType) -> Expr:
     value = as_expr(value)
     if value.dtype == dtype:

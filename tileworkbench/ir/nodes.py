@@ -42,6 +42,8 @@ from .expr import (  # noqa: F401
     describe,
     logical_and,
     result_dtype,
+    within,
+    zero,
 )
 from .func import KernelSequence, Launch, PrimFunc  # noqa: F401
 from .stmt import (  # noqa: F401

@@ -83,8 +83,7 @@ def copy_elementwise(src: ir.Region, dst: ir.Region):
             return store
         zero = None
         if src.buffer.scope == "global" and dst.buffer.scope != "global":  # a tile's element outside: zero
-            zero = ir.BufferStore(store_at.buffer, store_at.indices,
-                                  ir.cast(ir.const(0.0 if dst.buffer.dtype.is_float else 0), dst.buffer.dtype))
+            zero = ir.BufferStore(store_at.buffer, store_at.indices, ir.zero(dst.buffer.dtype))
         return ir.IfThenElse(guard, store, zero)
 
     _b.current().emit(element_loop(src, dst, body, "T.copy of a tensor with a layout"))
@@ -127,4 +126,4 @@ def inside(buf: ir.Buffer, indices) -> ir.Expr | None:
     """``indices`` inside a global tensor's (logical) shape; None for tiles."""
     if buf.scope != "global":
         return None
-    return ir.logical_and(*[ir.cmp("<", i, n) for i, n in zip(indices, buf.shape)])
+    return ir.within(indices, buf.shape)

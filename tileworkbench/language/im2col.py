@@ -51,7 +51,7 @@ def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_p
     # Otherwise the T.Parallel loop a user would write, element by element.
     i, j = ir.Var(_b.current().fresh_name("i")), ir.Var(_b.current().fresh_name("j"))
     indices, inside = node.pixel(i, j)
-    zero = ir.cast(ir.const(0.0 if img.dtype.is_float else 0), img.dtype)
+    zero = ir.zero(img.dtype)
     pixel = ir.Select(inside, ir.BufferLoad(img, indices, img.dtype), zero, img.dtype)
     loc = _b.current().loc
     inner = ir.For(j, ir.const(block_k), ir.BufferStore(col, (i, j), pixel), "parallel", loc=loc)

@@ -106,7 +106,7 @@ class _Guard(CodegenWalk):
         check = self.in_bounds(node.buffer, node.indices)
         if check is None:
             return node
-        zero = ir.cast(ir.const(0.0 if node.dtype.is_float else 0), node.dtype)
+        zero = ir.zero(node.dtype)
         return ir.Select(check, node, zero, node.dtype)
 
     def visit_Call(self, node: ir.Call):

@@ -20,7 +20,7 @@ def global_bounds(region: ir.Region, idx) -> ir.Expr | None:
     """Condition that ``idx`` lies inside a global buffer (None for other scopes)."""
     if region.buffer.scope != "global":
         return None
-    return ir.logical_and(*[ir.cmp("<", i, dim) for i, dim in zip(idx, region.buffer.shape)])
+    return ir.within(idx, region.buffer.shape)
 
 
 def extent_bounds(regions, dims, ranges, what: str, loc) -> tuple[list[int], list]:
@@ -98,13 +98,12 @@ def partial_fragment_copy(node: ir.Copy) -> ir.Stmt | None:
                                for v, s, e, n in zip(loop_vars, starts, extents, shape) if (s, e) != (0, n)])
     s_idx, d_idx = (tuple(loop_vars), tuple(other_idx)) if part is src else (tuple(other_idx), tuple(loop_vars))
     body = ir.BufferStore(dst.buffer, d_idx, ir.cast(ir.BufferLoad(src.buffer, s_idx, src.buffer.dtype), dst.buffer.dtype))
-    outside = global_bounds(other, other_idx)
-    if outside is not None:
+    inside_tensor = global_bounds(other, other_idx)
+    if inside_tensor is not None:
         zero = None
         if other is src:  # an element of the slice whose source lies outside the tensor: zero, as a tile's
-            zero = ir.BufferStore(dst.buffer, d_idx, ir.cast(ir.const(0.0 if dst.buffer.dtype.is_float else 0),
-                                                             dst.buffer.dtype))
-        body = ir.IfThenElse(outside, body, zero)
+            zero = ir.BufferStore(dst.buffer, d_idx, ir.zero(dst.buffer.dtype))
+        body = ir.IfThenElse(inside_tensor, body, zero)
     body = ir.IfThenElse(in_slice, body)
     for var, n in reversed(list(zip(loop_vars, shape))):
         body = ir.For(var, ir.const(n), body, "parallel", loc=node.loc)
@@ -217,7 +216,7 @@ class CopyLowering:
             zero = call(f"tw::zero_vec<{nbytes}>", address_of(dst, d_idx))
         else:
             body = ir.BufferStore(dst, d_idx, ir.cast(ir.BufferLoad(src, s_idx, src.dtype), dst.dtype))
-            zero = ir.BufferStore(dst, d_idx, ir.cast(ir.const(0.0 if dst.dtype.is_float else 0), dst.dtype))
+            zero = ir.BufferStore(dst, d_idx, ir.zero(dst.dtype))
         if guard is None:
             return body
         # An out-of-bounds load still defines the tile (zeros); a store out of bounds does nothing.
