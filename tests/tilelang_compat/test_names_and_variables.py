@@ -112,3 +112,20 @@ def main(A: T.Tensor((256,), "float32")):
 '''
     with pytest.raises(tw.CompileError, match=message):
         import_kernel_file(tmp_path, source)
+
+
+@T.prim_func
+def two_stores_of_one_warp_sum(A: T.Tensor((32,), "int32"), B: T.Tensor((32,), "int32"),
+                               C: T.Tensor((32,), "int32")):
+    with T.Kernel(1, threads=32):
+        tx = T.get_thread_binding()
+        B[tx] = C[tx] = T.warp_reduce_sum(A[tx])
+
+
+def test_a_chained_store_builds_its_value_once():
+    """``B[i] = C[i] = T.warp_reduce_sum(x)``: the butterfly the value is made of is emitted once."""
+    source = tw.lower(two_stores_of_one_warp_sum, target="cuda").kernel_source
+    assert source.split('extern "C"')[1].count("__shfl_xor_sync(") == 5
+    a, b, c = np.arange(32, dtype=np.int32), np.zeros(32, np.int32), np.zeros(32, np.int32)
+    run_at_thread_level(two_stores_of_one_warp_sum, a, b, c)
+    assert b.tolist() == c.tolist() == [int(a.sum())] * 32

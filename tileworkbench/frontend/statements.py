@@ -62,10 +62,10 @@ class Statements:
         pass
 
     def visit_Assign(self, node):
-        value = None if all(isinstance(t, ast.Subscript) for t in node.targets) else self.eval(node.value)
+        value = self.eval(node.value)  # once: a value that emits statements (T.warp_reduce_sum) emits them once
         for target in node.targets:  # `a = b = value`: each, left to right, as Python assigns them
             if isinstance(target, ast.Subscript):
-                self._store(target, self.eval(node.value) if value is None else value)
+                self._store(target, value)
             else:
                 self._assign(target, value, node)
 
