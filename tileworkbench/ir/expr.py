@@ -1,10 +1,13 @@
 """The IR's values: expressions, and the buffers, regions and barrier slots they refer to.
 
 Expressions overload the arithmetic operators (``+ - * // % /`` and friends), so index
-expressions in the front end and in passes read like the Python the user wrote. Comparisons are
-*not* overloaded (nodes keep Python identity semantics); use :func:`cmp`. :func:`binop` folds
-constants and refuses what no kernel may compute (bitwise operators on floats, division by a
-constant zero, shifts past a value's width, pointer arithmetic).
+expressions in the front end and in passes read like the Python the user wrote. Comparisons
+(``== != < <= > >=``) build the IR comparison too, as TVM's expressions do, so a plain Python helper
+a kernel calls (``T.if_then_else(q_blk == k_blk, 1, 0)``) means what it says; as a Python truth
+value (the compiler's own ``x in items``, tuple equality, dictionary keys) ``==`` and ``!=`` still
+mean identity, and an ordering has none (:meth:`Expr.__bool__`). :func:`binop` folds constants and
+refuses what no kernel may compute (bitwise operators on floats, division by a constant zero,
+shifts past a value's width, pointer arithmetic).
 """
 
 from __future__ import annotations
@@ -95,7 +98,32 @@ class Expr:
     def __neg__(self):
         return binop("-", Const(0, self.dtype), self)
 
+    # Comparisons build IR (TVM's PrimExpr does the same, and TileLang's helpers rely on it); the
+    # hash stays the object's, so nodes keep working as dictionary keys and set members.
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return _python_comparison("==", self, other)
+
+    def __ne__(self, other):
+        return _python_comparison("!=", self, other)
+
+    def __lt__(self, other):
+        return _python_comparison("<", self, other)
+
+    def __le__(self, other):
+        return _python_comparison("<=", self, other)
+
+    def __gt__(self, other):
+        return _python_comparison(">", self, other)
+
+    def __ge__(self, other):
+        return _python_comparison(">=", self, other)
+
     def __bool__(self):
+        identity = getattr(self, "_python_identity", None)
+        if identity is not None:  # `a == b` / `a != b` written in Python: identity, as object equality
+            return identity
         raise CompileError(
             f"the kernel value {self} has no Python truth value while the kernel is built (it is known only "
             "when the kernel runs); test it with an `if` statement or T.if_then_else inside the kernel"
@@ -330,6 +358,22 @@ def binop(op: str, a, b) -> Expr:
 def cmp(op: str, a, b) -> Expr:
     assert op in COMPARISONS
     return binop(op, a, b)
+
+
+def _python_comparison(op: str, a, b):
+    """``a op b`` written in Python with a kernel value on one side: the IR comparison, or
+    ``NotImplemented`` where the other side is no number (a string, a buffer, None: Python then
+    compares identities, as before comparisons built IR). An ``==`` or ``!=`` node remembers
+    whether its sides are one object, its truth value where Python asks for one (``x in items``)."""
+    if not isinstance(b, (Expr, bool, int, float, dtypes.TypedValue)):
+        return NotImplemented
+    try:
+        node = cmp(op, a, b)
+    except CompileError:  # a pointer, or operands no comparison takes
+        return NotImplemented
+    if op in ("==", "!=") and isinstance(node, BinOp):
+        object.__setattr__(node, "_python_identity", (a is b) == (op == "=="))
+    return node
 
 
 def logical_and(*conds) -> Expr | None:
