@@ -433,3 +433,19 @@ def test_floats_become_integers_saturated_in_both_interpreters(source):
         run(a, *outs.values())
         for name, got in outs.items():
             assert got.tolist() == want[name].tolist(), name
+
+
+@T.prim_func
+def _scaled_copy(A: T.Tensor((n,), "float32"), C: T.Tensor((n,), "float32"), n: T.int32):  # noqa: F821
+    with T.Kernel(T.ceildiv(n, 64), threads=64) as bx:
+        for i in T.Parallel(64):
+            if bx * 64 + i < n:
+                C[bx * 64 + i] = A[bx * 64 + i] * 3
+
+
+def test_an_output_left_out_before_a_scalar_keeps_the_scalar_s_value():
+    """The outputs a call leaves out take no argument: a scalar after one is the next argument
+    (the interpreter paired them by position, lost ``n`` and could not size ``C``)."""
+    kernel = tw.compile(_scaled_copy, out_idx=[1], target="cpu")
+    a = np.random.default_rng(8).standard_normal(100).astype(np.float32)
+    np.testing.assert_array_equal(kernel(a, 100), a * 3)

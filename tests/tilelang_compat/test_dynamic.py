@@ -235,3 +235,51 @@ def test_a_warp_specialised_dynamic_loop_is_simulated_at_a_size_and_its_protocol
 
     broken = simulate(art.func.with_body(_DropArrives().visit(art.func.body)))  # the consumer's releases gone
     assert any(f["code"] == "wait_never_completes" and f["barrier"] == "stage_empty" for f in broken.findings)
+
+
+def _varlen_rows(heads: int, dim: int, block: int = 32):
+    """TileLang's varlen builders' shape: ``total = T.dynamic(...)`` in the builder, before the
+    ``@T.prim_func``; its tensors' annotations name it, and so may its body."""
+    total = T.dynamic("total_tokens")
+
+    @T.prim_func
+    def scale_rows(X: T.Tensor([total, heads, dim], "float32"), W: T.Tensor([heads], "float32"),
+                   Count: T.Tensor([1], "int32"), Y: T.Tensor([heads, total, dim], "float32")):
+        with T.Kernel(T.ceildiv(total, block), heads, threads=128) as (bx, by):
+            for i, j in T.Parallel(block, dim):
+                row = bx * block + i
+                if row < total:
+                    Y[by, row, j] = X[row, by, j] * W[by]
+            if bx == 0 and by == 0:
+                Count[0] = total
+
+    return scale_rows
+
+
+@pytest.mark.parametrize("out_idx", [-1, 3], ids=["counted from the end", "counted from the start"])
+def test_a_size_declared_outside_the_kernel_is_a_parameter_after_the_tensors(no_cache, out_idx):
+    kernel = tilelang.compile(_varlen_rows(4, 64), out_idx=out_idx, target="cpu")
+    assert [p.name for p in kernel.params] == ["X", "W", "Count", "Y", "total_tokens"]
+    assert kernel.func.attrs["dynamic_sizes"] == {"total_tokens": (0, 0, 1)}
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal(4).astype(np.float32)
+    for total in (70, 129):  # one kernel, two sizes; partial last tiles
+        x = rng.standard_normal((total, 4, 64)).astype(np.float32)
+        count = np.zeros(1, np.int32)
+        y = kernel(x, w, count)
+        assert count[0] == total
+        np.testing.assert_allclose(y, np.transpose(x, (1, 0, 2)) * w[:, None, None], rtol=1e-6)
+
+
+def test_a_size_declared_outside_compiles_for_sm_90a(no_cache):
+    code = tilelang.lower(_varlen_rows(4, 64), target="sm_90a").kernel_source
+    assert "int total_tokens" in kernel_part(code)
+
+
+def test_a_size_declared_outside_only_inside_an_expression_is_refused():
+    total = T.dynamic("total_plus_one")
+    with pytest.raises(tilelang.CompileError, match=r"total_plus_one is no whole dimension of a tensor parameter"):
+        @T.prim_func
+        def shifted(X: T.Tensor([total - 1], "float32")):
+            with T.Kernel(1, threads=32):
+                X[0] = total

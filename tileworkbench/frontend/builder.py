@@ -11,6 +11,7 @@ the value), build a node, emit it.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
 
 from ..dtypes import TypedValue, constant_problem
@@ -64,6 +65,17 @@ class Builder:
         n = self.names.get(base, 0)
         self.names[base] = n + 1
         return base if n == 0 else f"{base}_{n}"
+
+
+# T.dynamic sizes declared outside any kernel (in a builder, before its @T.prim_func: TileLang's
+# varlen kernels); the classic front end makes each a scalar parameter of the kernels whose
+# tensor annotations name it (``Parser.outer_sizes``).
+OUTER_SIZES: "weakref.WeakSet[ir.Var]" = weakref.WeakSet()
+
+
+def active() -> Builder | None:
+    """The builder of the kernel being parsed, None outside one."""
+    return getattr(_state, "builder", None)
 
 
 def current() -> Builder:

@@ -24,6 +24,7 @@ import threading
 from .. import dtypes as _dt
 from ..errors import DEBUG_ENV, TOO_DEEP, CompileError, InternalCompilerError, SourceLocation, caller_location
 from ..ir import nodes as ir
+from ..ir.visitor import collect
 from . import builder as _b
 from .comprehensions import Comprehensions
 from .expressions import Expressions
@@ -89,6 +90,26 @@ def deep_recursion():
             _RECURSION["depth"] -= 1
             if _RECURSION["depth"] == 0 and _RECURSION["previous"] < RECURSION_LIMIT:
                 sys.setrecursionlimit(_RECURSION["previous"])
+
+
+def outer_sizes(params: list, error) -> list:
+    """``(size, (tensor parameter index, dimension))`` for each ``T.dynamic`` size declared
+    outside the kernel (``_b.OUTER_SIZES``) that the tensor parameters' shapes name, from the first
+    tensor having it as a whole dimension; such a size becomes a scalar parameter after the others,
+    so the caller's tensors (and ``out_idx``, counted from either end) keep their places. A size
+    named only inside a larger expression is ``error(why)``: a call could not tell its value."""
+    found: dict = {}
+    for index, p in enumerate(params):
+        for dim, d in enumerate(getattr(p, "shape", ())):
+            if d in _b.OUTER_SIZES and d not in found:
+                found[d] = (index, dim)
+    for p in params:
+        for d in getattr(p, "shape", ()):
+            for v in collect(ir.as_expr(d), ir.Var):
+                if v in _b.OUTER_SIZES and v not in found:
+                    raise error(f"T.dynamic size {v.name} is no whole dimension of a tensor parameter "
+                                f"({p.name} has {ir.describe(d)}): a call could not tell its value")
+    return list(found.items())
 
 
 class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
@@ -205,6 +226,7 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
                                       f"T.StridedTensor or a dtype, not {ir.describe(spec)}")
             self.params.append(value)
             self.bind(arg.arg, value)
+        sizes = outer_sizes(self.params, lambda why: self.error(fdef, why))
         self.builder.push()
         self.visit_body(fdef.body)
         frame = list(self.builder.frames[-1])
@@ -212,9 +234,16 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
         if self.builder.launch is None:
             raise self.error(fdef, "the kernel body must contain `with T.Kernel(...)`")
         if len(self.kernels) > 1 or self.builder.workspaces:
+            if sizes:
+                raise self.error(fdef, f"T.dynamic size {sizes[0][0].name}, declared outside the kernel, in a function "
+                                       "with several T.Kernel blocks or T.alloc_global: not supported yet")
             return self.kernel_sequence(fdef, frame)
-        return ir.PrimFunc(fdef.name, self.params, body, self.builder.launch,
+        params = self.params + [var for var, _ in sizes]
+        func = ir.PrimFunc(fdef.name, params, body, self.builder.launch,
                            source_file=self.file, source_line=self.first_line + fdef.lineno - 1)
+        if sizes:  # where a call finds each: (parameter index of a tensor, its dimension, divisor 1)
+            func.attrs["dynamic_sizes"] = {var.name: (where[0], where[1], 1) for var, where in sizes}
+        return func
 
     def scalar_annotation(self, arg, annotations):
         """The dtype a parameter is annotated with, else None (a tensor, or not known yet)."""

@@ -162,8 +162,9 @@ def bind(name: str, params, out_idx, args) -> Call:
     if len(args) not in (len(params), n_in):
         raise KernelRuntimeError(f"{name} takes {n_in} inputs or all {len(params)} arguments; got {len(args)}")
     torch_like = any(type(a).__module__.startswith("torch") for a in args)
-    # the scalars first: the tensors' shapes may name them
-    scalars = {p: v for p, v in zip(params, args) if isinstance(p, ir.Var)}
+    # the scalars first: the tensors' shapes may name them (outputs left out take no argument)
+    passed = [p for i, p in enumerate(params) if not (len(args) == n_in and i in out_idx)]
+    scalars = {p: v for p, v in zip(passed, args) if isinstance(p, ir.Var)}
     given = iter(args)
     call = Call([], [i for i in range(len(params)) if i in out_idx], torch_like)
     for i, p in enumerate(params):

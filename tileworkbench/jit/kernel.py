@@ -30,7 +30,8 @@ class Kernel:
         self.record = record
         self.name = record["kernel_name"]
         self.params = record["params"]
-        self.out_idx = check_out_idx(out_idx, [(p["name"], p["kind"] == "tensor") for p in self.params], self.name)
+        self.out_idx = check_out_idx(out_idx, [(p["name"], p["kind"] == "tensor") for p in self.params], self.name,
+                                     record.get("sizes", {}))
         self.trace = Trace.from_dict(record["trace"])
         self.target = Target(**record["target"])
         self.tma_descriptors = {d["name"]: _descriptor(d) for d in record["tma_descriptors"]}
@@ -505,7 +506,8 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
 
         return compile_sequence(src, out_idx, lambda k: compile(k, None, tgt, configs, execution_backend,
                                                                 load_device, verbose))
-    out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name) or None
+    out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name,
+                            src.attrs.get("dynamic_sizes", {})) or None
     # Where the kernel is written is part of the key: its banner, messages and trace name that place
     # (a notebook cell by the number Jupyter shows), so a cell run again, or the same text in
     # another cell, must not be handed a record that names the first one.
@@ -566,7 +568,8 @@ def _compile_for_cpu(func, out_idx, pass_configs):
 
         out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name) or []
         return CpuSequence(src, [_compile_for_cpu(k, None, pass_configs) for k in src.kernels], out_idx)
-    out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name) or []
+    out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name,
+                            src.attrs.get("dynamic_sizes", {})) or []
     configs = PassContext.merged_configs(pass_configs)
     # The sm_90a compile it stands for: its trace (the workbench's views, the barrier check) and CUDA.
     artifact = lower(src, target="sm_90a", pass_configs=configs, out_idx=out_idx)

@@ -203,13 +203,15 @@ class _Deferred:
         return self.run()
 
 
-def check_out_idx(out_idx, params: list[tuple[str, bool]], kernel: str) -> list[int]:
+def check_out_idx(out_idx, params: list[tuple[str, bool]], kernel: str, sizes=()) -> list[int]:
     """The parameters ``out_idx`` names as outputs (``params``: (name, is a tensor) in order), as
-    sorted indices; negative indices count from the end, as TileLang's do. Anything else is a
-    CompileError at the user's line."""
+    sorted indices; negative indices count from the end, as TileLang's do, of the parameters a
+    caller passes (``sizes``, the names of ``T.dynamic`` sizes, are parameters a call fills in).
+    Anything else is a CompileError at the user's line."""
     if out_idx is None:
         return []
     n = len(params)
+    passed = [i for i, (name, _) in enumerate(params) if name not in sizes]
     items = [out_idx] if isinstance(out_idx, numbers.Integral) else out_idx
     if not isinstance(items, (list, tuple)) or any(isinstance(i, bool) or not isinstance(i, numbers.Integral)
                                                    for i in items):
@@ -217,10 +219,10 @@ def check_out_idx(out_idx, params: list[tuple[str, bool]], kernel: str) -> list[
                          f"ints, not {out_idx!r}")
     chosen: list[int] = []
     for i in items:
-        if not -n <= i < n:
-            raise user_error(f"out_idx {i} is out of range: {kernel} has {n} parameter(s) "
-                             f"({', '.join(name for name, _ in params)})")
-        index = int(i) + n if i < 0 else int(i)
+        if not -len(passed) <= i < n:
+            raise user_error(f"out_idx {i} is out of range: {kernel} has {len(passed)} parameter(s) "
+                             f"({', '.join(params[j][0] for j in passed)})")
+        index = passed[int(i)] if i < 0 else int(i)
         name, is_tensor = params[index]
         if index in chosen:
             raise user_error(f"out_idx names parameter {name} twice")

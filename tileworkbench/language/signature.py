@@ -39,11 +39,17 @@ def dynamic(names, dtype=_dt.int32):
     """Sizes known only when the kernel runs: one compiled kernel serves every value. Each name is
     a scalar parameter of the kernel (an ``int32`` Var; a tuple for several), which a call takes
     from the first tensor whose annotation names it (``A: T.Tensor((M, K))``); the kernel's code
-    keeps partial tiles inside the tensors at every size."""
+    keeps partial tiles inside the tensors at every size. Declared outside any kernel (in a
+    builder, before its ``@T.prim_func``), each is a parameter after the tensors of every kernel
+    whose tensor annotations name it (``frontend.parser.Parser.outer_sizes``)."""
     dt = _dtype(dtype, "T.dynamic")
     if dt.is_float:
         raise error(f"T.dynamic: sizes are integers, not {dt.name}")
-    builder = _b.current()
+    builder = _b.active()
+    if builder is None:  # in a builder, before its @T.prim_func: a size its kernels' tensors name
+        outer = tuple(ir.Var(n, dt) for n in _names(names, "T.dynamic"))
+        _b.OUTER_SIZES.update(outer)
+        return outer[0] if len(outer) == 1 else outer
     found = []
     multiple = builder.size_multiple
     for n in _names(names, "T.dynamic"):
