@@ -9,10 +9,11 @@ from __future__ import annotations
 import enum
 import numbers
 import threading
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .errors import user_error
+from .errors import TileworkbenchWarning, user_error
 
 
 class PassConfigKey(str, enum.Enum):
@@ -36,12 +37,109 @@ class PassConfigKey(str, enum.Enum):
     TW_TIMELINE_CAPACITY = "tw.timeline_capacity"  # events each recording thread keeps (default 2048)
     TW_VERIFY_IR = "tw.verify_ir"  # the IR verifier after every pass (as TILEWORKBENCH_VERIFY_IR=1)
     TW_CODE_OFFSET = "tw.code_offset"  # k fillers at the top of the kernel: its code moved 16 k bytes (a placement probe)
+    # TileLang 0.1.15's other keys. tl.disable_wgmma is tw.disable_wgmma; the rest are accepted and
+    # have no effect here (TILELANG_ONLY_KEYS says why, and a warning says so once).
+    TL_SIMPLIFY = "tl.Simplify"
+    TL_SIMPLIFY_TRANSITIVELY_PROVE_INEQUALITIES = "transitively_prove_inequalities"
+    TL_SIMPLIFY_CONVERT_BOOLEAN_TO_AND_OF_ORS = "convert_boolean_to_and_of_ors"
+    TL_SIMPLIFY_APPLY_CONSTRAINTS_TO_BOOLEAN_BRANCHES = "apply_constraints_to_boolean_branches"
+    TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_PROVE_CONDITIONAL = "propagate_knowns_to_prove_conditional"
+    TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_SIMPLIFY_EXPRESSIONS = "propagate_knowns_to_simplify_expressions"
+    TL_SIMPLIFY_ENABLE_LET_INLINE = "enable_simplify_let_inline"
+    TL_DISABLE_BUFFER_INIT_CHECK = "tl.disable_buffer_init_check"
+    TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
+    TL_DISABLE_PRELOWER_SEMANTIC_CHECK = "tl.disable_prelower_semantic_check"
+    TL_ENABLE_AUTO_SCHEDULE = "tl.enable_auto_schedule"
+    TL_ENABLE_AUTO_WARP_SPECIALIZATION = "tl.enable_auto_warp_specialization"
+    TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
+    TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"
+    TL_EMIT_LINE_DIRECTIVES = "tl.emit_line_directives"
+    TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
+    TL_ENABLE_REDUCER_PLAN_VERBOSE = "tl.enable_reducer_plan_verbose"
+    TL_LAYOUT_COST_MODEL = "tl.layout_cost_model"
+    TL_REDUCER_FORCE_BASELINE = "tl.reducer_force_baseline"
+    TL_DISABLE_VECTORIZE_256 = "tl.disable_vectorize_256"
+    TL_ENABLE_FP32X2_REDUCTION = "tl.enable_fp32x2_reduction"
+    TL_ENABLE_ASYNC_COPY = "tl.enable_async_copy"
+    TL_ENABLE_LOWER_LDGSTG = "tl.enable_lower_ldgstg"
+    TL_ENABLE_LOWER_LDGSTG_PREDICATED = "tl.enable_lower_ldgstg_predicated"
+    TL_ENABLE_VECTORIZE_PLANNER_VERBOSE = "tl.enable_vectorize_planner_verbose"
+    TL_DISABLE_WGMMA = "tl.disable_wgmma"
+    TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS = "tl.debug_merge_shared_memory_allocations"
+    TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE = "tl.enable_aggressive_shared_memory_merge"
+    TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
+    TL_DISABLE_SHUFFLE_ELECT = "tl.disable_shuffle_elect"
+    TL_DISABLE_LOOP_UNSWITCHING = "tl.disable_loop_unswitching"
+    TL_LOOP_UNSWITCHING_ALLOW_NON_TRIVIAL_ELSE = "tl.loop_unswitching_allow_non_trivial_else"
+    TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS = "tl.if_stmt_binding_inline_replayable_binds"
+    TL_DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"
+    TL_FORCE_LET_INLINE = "tl.force_let_inline"
+    TL_AST_PRINT_ENABLE = "tl.ast_print_enable"
+    TL_LAYOUT_VISUALIZATION_ENABLE = "tl.layout_visualization_enable"
+    TL_LAYOUT_VISUALIZATION_FORMATS = "tl.layout_visualization_formats"
+    TL_STORAGE_REWRITE_DETECT_INPLACE = "tl.storage_rewrite_detect_inplace"
+    TIR_ENABLE_EQUIV_TERMS_IN_CSE = "tir.enable_equiv_terms_in_cse_tir"
+    TIR_DISABLE_CSE = "tirx.disable_cse_tir"
+    TIR_SIMPLIFY = "tirx.Simplify"
+    TIR_DISABLE_STORAGE_REWRITE = "tirx.disable_storage_rewrite"
+    TIR_DISABLE_VECTORIZE = "tirx.disable_vectorize"
+    TIR_USE_ASYNC_COPY = "tirx.use_async_copy"
+    TIR_ENABLE_DEBUG = "tirx.enable_debug"
+    TIR_MERGE_STATIC_SMEM = "tirx.merge_static_smem"
+    TIR_ADD_LOWER_PASS = "tirx.add_lower_pass"
+    TIR_NOALIAS = "tirx.noalias"
+    CUDA_KERNELS_OUTPUT_DIR = "cuda.kernels_output_dir"
+    TL_DISABLE_OUT_OF_BOUND_WARNING = "tl.disable_out_of_bound_warning"
+    TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
+    TL_DUMP_IR_DIR = "tl.dump_ir_path"
+    TL_PASS_PROFILE = "tl.pass_profile"
+    TL_PASS_PROFILE_THRESHOLD_MS = "tl.pass_profile_threshold_ms"
 
     def __str__(self) -> str:
         return self.value
 
 
-_KNOWN_KEYS = {k.value for k in PassConfigKey}
+# TileLang's keys that do nothing here, each with why (the warning a use of one gives, once).
+_PASSES = "it tunes one of TVM's or TileLang's own passes, which this compiler does not have"
+_SYNCS = "this compiler puts a barrier wherever its analysis finds threads sharing data and nowhere else"
+_INDEX_BITS = "this compiler uses 64-bit offsets wherever the sizes could pass 2^31"
+_CHECKS = "it switches off a check TileLang makes before lowering; this compiler's checks always run"
+_DEBUG = "it asks for TileLang's debug output; the trace shows this compiler's IR after every pass"
+_FLAGS = "it passes flags to nvcc or ptxas; this compiler compiles with NVRTC and its own flags"
+
+
+def _each(reason: str, *names: str) -> dict:
+    return {PassConfigKey[n].value: reason for n in names}
+
+
+TILELANG_ONLY_KEYS = {
+    **_each(_PASSES, "TL_SIMPLIFY", "TL_SIMPLIFY_TRANSITIVELY_PROVE_INEQUALITIES",
+            "TL_SIMPLIFY_CONVERT_BOOLEAN_TO_AND_OF_ORS", "TL_SIMPLIFY_APPLY_CONSTRAINTS_TO_BOOLEAN_BRANCHES",
+            "TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_PROVE_CONDITIONAL",
+            "TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_SIMPLIFY_EXPRESSIONS", "TL_SIMPLIFY_ENABLE_LET_INLINE",
+            "TL_ENABLE_AUTO_SCHEDULE", "TL_ENABLE_AUTO_WARP_SPECIALIZATION", "TL_LAYOUT_COST_MODEL",
+            "TL_REDUCER_FORCE_BASELINE", "TL_DISABLE_VECTORIZE_256", "TL_ENABLE_FP32X2_REDUCTION",
+            "TL_ENABLE_ASYNC_COPY", "TL_ENABLE_LOWER_LDGSTG", "TL_ENABLE_LOWER_LDGSTG_PREDICATED",
+            "TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS", "TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE",
+            "TL_DISABLE_SHARED_MEMORY_REUSE", "TL_DISABLE_SHUFFLE_ELECT", "TL_DISABLE_LOOP_UNSWITCHING",
+            "TL_LOOP_UNSWITCHING_ALLOW_NON_TRIVIAL_ELSE", "TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS",
+            "TL_FORCE_LET_INLINE", "TL_STORAGE_REWRITE_DETECT_INPLACE", "TIR_ENABLE_EQUIV_TERMS_IN_CSE",
+            "TIR_DISABLE_CSE", "TIR_SIMPLIFY", "TIR_DISABLE_STORAGE_REWRITE", "TIR_DISABLE_VECTORIZE",
+            "TIR_USE_ASYNC_COPY", "TIR_MERGE_STATIC_SMEM", "TIR_ADD_LOWER_PASS", "TIR_NOALIAS"),
+    **_each(_SYNCS, "TL_DISABLE_THREAD_STORAGE_SYNC"),
+    **_each(_INDEX_BITS, "TL_CONFIG_INDEX_BITWIDTH"),
+    **_each(_CHECKS, "TL_DISABLE_BUFFER_INIT_CHECK", "TL_DISABLE_DATA_RACE_CHECK",
+            "TL_DISABLE_PRELOWER_SEMANTIC_CHECK", "TL_DISABLE_OUT_OF_BOUND_WARNING"),
+    **_each(_DEBUG, "TL_EMIT_LINE_DIRECTIVES", "TL_ENABLE_REDUCER_PLAN_VERBOSE",
+            "TL_ENABLE_VECTORIZE_PLANNER_VERBOSE", "TL_AST_PRINT_ENABLE", "TL_LAYOUT_VISUALIZATION_ENABLE",
+            "TL_LAYOUT_VISUALIZATION_FORMATS", "TIR_ENABLE_DEBUG", "CUDA_KERNELS_OUTPUT_DIR",
+            "TL_ENABLE_DUMP_IR", "TL_DUMP_IR_DIR", "TL_PASS_PROFILE", "TL_PASS_PROFILE_THRESHOLD_MS"),
+    **_each(_FLAGS, "TL_PTXAS_REGISTER_USAGE_LEVEL", "TL_DEVICE_COMPILE_FLAGS"),
+}
+# TileLang's names for keys of ours
+ALIASES = {PassConfigKey.TL_DISABLE_WGMMA.value: PassConfigKey.TW_DISABLE_WGMMA.value}
+_KNOWN_KEYS = {k.value for k in PassConfigKey} - set(TILELANG_ONLY_KEYS) - set(ALIASES)
+_warned_keys: set = set()
 # The values each key takes (every other key is a switch: True or False).
 BARRIER_CHECK_MODES = ("error", "warn", "off")
 CODE_OFFSET_MAX = 64  # tw.code_offset: 64 fillers move the code a kilobyte, past any fetch block
@@ -89,6 +187,10 @@ def normalize_pass_configs(configs) -> dict:
         if not isinstance(key, str):
             raise user_error(f"pass config keys are strings or PassConfigKey members, not {key!r}")
         name = key.value if isinstance(key, PassConfigKey) else key
+        name = ALIASES.get(name, name)
+        if name in TILELANG_ONLY_KEYS:
+            _warn_no_effect(name)
+            continue
         if name not in _KNOWN_KEYS:
             known = ", ".join(sorted(_KNOWN_KEYS))
             raise user_error(f"unknown pass config {name!r}; known keys: {known}")
@@ -97,6 +199,13 @@ def normalize_pass_configs(configs) -> dict:
             raise user_error(f"pass config {name} {problem}, not {value!r}")
         out[name] = value
     return out
+
+
+def _warn_no_effect(name: str):
+    if name not in _warned_keys:
+        _warned_keys.add(name)
+        warnings.warn(f"pass config {name} has no effect in tileworkbench: {TILELANG_ONLY_KEYS[name]}",
+                      TileworkbenchWarning, stacklevel=4)
 
 
 _ARCHS = {"sm_90": "sm_90a", "sm_90a": "sm_90a", "sm_100": "sm_100a", "sm_100a": "sm_100a",

@@ -13,6 +13,7 @@ import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.interpreter.threads import run_at_thread_level
 
+from .interpreters import on_both_interpreters
 from .kernel_files import import_kernel_file
 
 
@@ -33,8 +34,7 @@ def blocks_by_named_bounds(A: T.Tensor((4, 256), "float32"), B: T.Tensor((4, 256
         Total[bz] = total
 
 
-@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
-                         ids=["tile level", "thread level"])
+@on_both_interpreters
 def test_a_slice_between_named_bounds_has_their_constant_extent(run):
     a = np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32)
     b, total = np.zeros((4, 256), np.float32), np.zeros(4, np.float32)
@@ -76,8 +76,7 @@ def comprehended(A: T.Tensor((192,), "float32"), Out: T.Tensor((3,), "float32"))
         Out[2] = A[starts[2]] * weights[2] + blocks
 
 
-@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
-                         ids=["tile level", "thread level"])
+@on_both_interpreters
 def test_comprehensions_over_python_values(run):
     a = np.random.default_rng(2).standard_normal(192).astype(np.float32)
     out = np.zeros(3, np.float32)

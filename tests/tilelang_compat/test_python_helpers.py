@@ -13,8 +13,9 @@ import pytest
 import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.errors import CompileError
-from tileworkbench.interpreter.threads import run_at_thread_level
 from tileworkbench.ir import nodes as ir
+
+from .interpreters import on_both_interpreters
 
 
 def _tile_allowed(i, j, block: int, strict):
@@ -42,8 +43,7 @@ def _want(strict: bool) -> np.ndarray:
     return ((q == k) * 100 + before * 10 + (q != k) + (i < j) * 1000).astype(np.int32)
 
 
-@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
-                         ids=["tile level", "thread level"])
+@on_both_interpreters
 @pytest.mark.parametrize("strict", [0, 1])
 def test_a_helper_s_comparisons_mean_what_they_say(run, strict):
     out = np.full((32, 32), -1, np.int32)
@@ -81,3 +81,28 @@ def test_a_python_if_on_a_kernel_value_in_a_helper_is_refused():
                 for i in T.Parallel(4):
                     A[i] = _branching_helper(A[i])
     assert "_branching_helper(A[i])" in str(info.value)  # the kernel line, with its caret
+
+
+def _flipped_order_key(x):
+    """TileLang's top-k selector's helper: a float's bits made to sort as unsigned integers, with
+    ``~`` on a kernel value (it raised TypeError: Expr had no ``__invert__``)."""
+    bits = T.reinterpret(T.cast(x, T.float16), T.uint16)
+    return T.if_then_else(x < 0, ~bits & 0xFFFF, bits | 0x8000)
+
+
+@T.prim_func
+def order_keys(X: T.Tensor((64,), "float32"), K: T.Tensor((64,), "int32")):
+    with T.Kernel(1, threads=64):
+        for i in T.Parallel(64):
+            K[i] = _flipped_order_key(X[i])
+
+
+@on_both_interpreters
+def test_invert_in_a_helper_flips_bits(run):
+    x = np.random.default_rng(9).standard_normal(64).astype(np.float32)
+    keys = np.zeros(64, np.int32)
+    run(order_keys, x, keys)
+    bits = x.astype(np.float16).view(np.uint16).astype(np.int64)
+    want = np.where(x < 0, ~bits & 0xFFFF, bits | 0x8000)
+    assert np.array_equal(keys, want)
+    assert np.array_equal(np.argsort(keys, kind="stable"), np.argsort(x.astype(np.float16), kind="stable"))

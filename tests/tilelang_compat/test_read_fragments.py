@@ -14,8 +14,8 @@ import pytest
 
 import tileworkbench as tw
 import tileworkbench.language as T
-from tileworkbench.interpreter.threads import run_at_thread_level
 
+from .interpreters import on_both_interpreters
 from .kernel_files import import_kernel_file
 
 
@@ -33,8 +33,7 @@ def masked_rows(M: T.Tensor((8,), "int32"), A: T.Tensor((8, 64), "float32"), B: 
                     B[k, j] = s[63 - j] * 2  # other threads' elements: a barrier between
 
 
-@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
-                         ids=["tile level", "thread level"])
+@on_both_interpreters
 def test_a_mask_fragment_read_in_an_if(run):
     rng = np.random.default_rng(5)
     m = np.array([1, 0, 0, 1, 1, 0, 1, 0], np.int32)
@@ -72,8 +71,7 @@ def masked_scores(M: T.Tensor((32,), "uint8"), S: T.Tensor((16, 32), "float32"),
         T.copy(scores, Out)
 
 
-@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
-                         ids=["tile level", "thread level"])
+@on_both_interpreters
 def test_a_row_fragment_read_by_a_loop_s_column_variable(run):
     rng = np.random.default_rng(6)
     m = (rng.random(32) > 0.5).astype(np.uint8)
@@ -100,8 +98,7 @@ def part_of_a_fragment(A: T.Tensor((64, 32), "float32"), Out: T.Tensor((20, 32),
         T.copy(acc, Back)
 
 
-@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
-                         ids=["tile level", "thread level"])
+@on_both_interpreters
 def test_copies_to_and_from_part_of_a_fragment(run):
     a = np.random.default_rng(8).standard_normal((64, 32)).astype(np.float32)
     out, back = np.zeros((20, 32), np.float32), np.zeros((64, 32), np.float32)

@@ -102,7 +102,8 @@ class Expressions:
         key = self.eval(node.slice)
         if isinstance(base, ir.Buffer):
             return subscript_buffer(base, key)
-        if _is_ir(key) or isinstance(key, tuple) and any(_is_ir(k) for k in key):
+        kernel_key = _is_ir(key) or isinstance(key, tuple) and any(_is_ir(k) for k in key)
+        if kernel_key and not getattr(base, "takes_kernel_sizes", False):  # T.Tensor[(M, N), dtype] does
             raise self.error(node, f"{ir.describe(base)} is indexed while the kernel is built, so its index must "
                                    "be a Python value, not a kernel value")
         try:
@@ -192,9 +193,9 @@ class Expressions:
         if isinstance(node.op, ast.UAdd):
             return v
         if isinstance(node.op, ast.Invert):
-            if _is_ir(v) and v.dtype.is_float or isinstance(v, float):
+            if isinstance(v, float):
                 raise self.error(node, f"`~` takes an integer, not {ir.describe(v)}")
-            return ir.binop("^", v, -1) if _is_ir(v) else ~v
+            return ~v  # a kernel value's is ir.Expr.__invert__
         raise self.error(node, "unsupported unary operator")
 
     def visit_Compare(self, node):

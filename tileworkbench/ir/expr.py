@@ -98,6 +98,11 @@ class Expr:
     def __neg__(self):
         return binop("-", Const(0, self.dtype), self)
 
+    def __invert__(self):
+        if self.dtype.is_float:
+            raise CompileError(f"`~` takes an integer, not {describe(self)}")
+        return binop("^", self, -1)
+
     # Comparisons build IR (TVM's PrimExpr does the same, and TileLang's helpers rely on it); the
     # hash stays the object's, so nodes keep working as dictionary keys and set members.
     __hash__ = object.__hash__

@@ -15,22 +15,59 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
+import warnings
 
-from ..errors import CompileError, caller_location
+from ..errors import CompileError, TileworkbenchWarning, caller_location
 from ..frontend.eager import is_eager, parse_eager, tensor_parameters
 from ..ir import nodes as ir
-from ..target import PassContext
+from ..target import PassConfigKey, PassContext
 from .kernel import compile as compile_kernel, interpreted
 
 
-def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, **unsupported):
-    """``@jit`` or ``@jit(out_idx=..., target=..., pass_configs=...)`` (module doc)."""
+# TileLang's execution backends: how its kernels are launched. There is one launch path here (the
+# C launcher, else cuLaunchKernel from Python), so naming any of them changes nothing.
+EXECUTION_BACKENDS = ("auto", "dlpack", "ctypes", "cython", "nvrtc", "tvm_ffi", "torch", "cupy")
+# Where a TileLang compile flag has a meaning here, the pass config that gives it.
+_FLAG_CONFIGS = {"--use_fast_math": PassConfigKey.TL_ENABLE_FAST_MATH.value,
+                 "-use_fast_math": PassConfigKey.TL_ENABLE_FAST_MATH.value}
+
+
+def _with_compile_flags(pass_configs, compile_flags):
+    """``pass_configs`` with what ``compile_flags`` (nvcc's, in TileLang) mean here: fast math; the
+    others (-O3, -D..., ptxas options) have no effect, NVRTC compiling with this compiler's own
+    flags, and a warning names them."""
+    flags = [compile_flags] if isinstance(compile_flags, str) else list(compile_flags or ())
+    if not all(isinstance(f, str) for f in flags):
+        raise CompileError(f"jit: compile_flags is a list of strings, not {compile_flags!r}", caller_location())
+    configs = dict(pass_configs or {})
+    for flag in flags:
+        if flag in _FLAG_CONFIGS:
+            configs.setdefault(_FLAG_CONFIGS[flag], True)
+    ignored = [f for f in flags if f not in _FLAG_CONFIGS]
+    if ignored:
+        warnings.warn(f"jit: compile_flags {ignored} have no effect here (NVRTC compiles with tileworkbench's own "
+                      "flags; --use_fast_math is TL_ENABLE_FAST_MATH)", TileworkbenchWarning, stacklevel=3)
+    return configs or pass_configs
+
+
+def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, compile_flags=None, execution_backend="auto",
+        verbose=False, target_host=None, debug_root_path=None, **unsupported):
+    """``@jit`` or ``@jit(out_idx=..., target=..., pass_configs=...)`` (module doc). TileLang's
+    other options are taken: ``compile_flags`` (``--use_fast_math`` is fast math; the rest have no
+    effect, and a warning says so), ``execution_backend`` (one launch path here, whichever is
+    named), ``target_host`` and ``debug_root_path`` (the host code and the trace are this
+    compiler's own) and ``verbose`` (each compile's time, printed)."""
     if unsupported:
         raise CompileError(f"jit: unsupported option {next(iter(unsupported))!r} (this compiler takes out_idx, "
-                           "target and pass_configs)", caller_location())
+                           "target, pass_configs, compile_flags, execution_backend, verbose, target_host and "
+                           "debug_root_path)", caller_location())
+    if execution_backend not in EXECUTION_BACKENDS:
+        raise CompileError(f"jit: execution_backend {execution_backend!r} is none of TileLang's "
+                           f"({', '.join(EXECUTION_BACKENDS)})", caller_location())
+    pass_configs = _with_compile_flags(pass_configs, compile_flags)
 
     def wrap(fn):
-        return JitFunction(fn, out_idx, target, pass_configs)
+        return JitFunction(fn, out_idx, target, pass_configs, verbose=bool(verbose))
 
     return wrap(func) if func is not None else wrap
 
@@ -66,11 +103,12 @@ def _call_form(args: tuple, kwargs: dict):
 class JitFunction:
     """What ``@jit`` makes of a function (module doc)."""
 
-    def __init__(self, fn, out_idx, target, pass_configs):
+    def __init__(self, fn, out_idx, target, pass_configs, verbose: bool = False):
         self.fn = fn
         self.out_idx = out_idx
         self.target = target
         self.pass_configs = pass_configs
+        self.verbose = verbose
         self.eager = is_eager(fn)
         self.kernels: dict = {}  # call form -> Kernel
         self.dynamic_dims: dict = {}  # values -> {tensor: its T.dynamic dimensions}, once one is compiled
@@ -92,7 +130,7 @@ class JitFunction:
         key = ("builder", repr((args, sorted(kwargs.items()))), interpreted(self.target), PassContext.ambient())
         if key not in self.kernels:
             self.kernels[key] = compile_kernel(self.fn(*args, **kwargs), out_idx=self.out_idx, target=self.target,
-                                               pass_configs=self.pass_configs)
+                                               pass_configs=self.pass_configs, verbose=self.verbose)
         return self.kernels[key]
 
     # ---- the current style -------------------------------------------------------------------
@@ -162,7 +200,7 @@ class JitFunction:
         if kernel is None:
             parsed = parse_eager(self.fn, values, tensors)
             kernel = compile_kernel(parsed.func, out_idx=parsed.out_idx, target=self.target,
-                                    pass_configs=self.pass_configs)
+                                    pass_configs=self.pass_configs, verbose=self.verbose)
             dynamic = _dynamic_dims(parsed.func)
             if dynamic:
                 self.dynamic_dims[values_key] = dynamic

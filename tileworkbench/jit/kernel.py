@@ -491,7 +491,8 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     (``~/.cache/tileworkbench``), keyed by the kernel and where it is written, target, pass configs, ``out_idx``, package
     version, header contents and NVRTC's version and options; a disk hit runs no NVRTC, only the
     module load. Where NVRTC cannot be loaded (no CUDA on the machine) and ``load_device`` is
-    False, the kernel carries its sources but no cubin.
+    False, the kernel carries its sources but no cubin. ``verbose`` prints where the kernel came
+    from and how long each step took.
     """
     from ..backend import nvrtc
 
@@ -540,6 +541,9 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     kernel = Kernel(record, out_idx, load_device=load_device)
     kernel.timings["cache"] = source
     kernel.timings["compile_s"] = time.perf_counter() - start
+    if verbose:
+        print(f"tileworkbench: {kernel.name} for {tgt.arch}: {source} in {kernel.timings['compile_s']:.3f} s "
+              f"({', '.join(f'{k} {v:.3f} s' for k, v in timings.items()) if source == 'lowered' else 'no NVRTC'})")
     if cache.memory_enabled():
         cache.MEMORY[key] = kernel
     return kernel

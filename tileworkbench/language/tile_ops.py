@@ -112,8 +112,8 @@ def _kernel_variable(value):
 
 def fill(buffer, value):
     region = as_region(_kernel_variable(buffer), "T.fill destination")
-    if isinstance(region, _b.Point):
-        raise error("T.fill needs a buffer or a slice, not a single element")
+    if isinstance(region, _b.Point):  # T.fill(s[0], v): that one element, as TileLang's
+        region = ir.Region(region.buffer, tuple(region.indices), tuple(ir.const(1) for _ in region.indices))
     value = _b.stored_value(value, region.buffer, "T.fill: the value")
     _b.current().emit(ir.Fill(region, ir.cast(value, region.buffer.dtype)))
 

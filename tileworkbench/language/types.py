@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from .. import dtypes as _dt
 from ..dtypes import DType
 from ..errors import CompileError
@@ -85,6 +87,27 @@ def dtype(value) -> DType:
     return _dtype(value, "T.dtype")
 
 
+class _Subscriptable:
+    """An annotation maker called, ``T.Tensor((M, N), dtype)``, or subscripted as TileLang also
+    spells it, ``T.Tensor[(M, N), dtype]``: the same thing."""
+
+    takes_kernel_sizes = True  # its subscript may hold kernel sizes (T.dynamic ones): the front end lets it
+
+    def __init__(self, make):
+        self.make = make
+        functools.update_wrapper(self, make)
+
+    def __call__(self, *args, **kwargs):
+        return self.make(*args, **kwargs)
+
+    def __getitem__(self, key):
+        return self.make(*(key if isinstance(key, tuple) else (key,)))
+
+    def __repr__(self) -> str:
+        return f"T.{self.make.__name__}"
+
+
+@_Subscriptable
 def Tensor(shape, dtype=float32, data=None) -> TensorSpec:  # noqa: N802
     dt = _dtype(dtype, "T.Tensor")
     if data is not None:  # inside a kernel: another shape over a tensor's memory
