@@ -73,7 +73,7 @@ TILE_OPS = [
      "the slice of s along dimension 0 can reach element 6, past its 4"),
     ("fill-dynamic-unbounded", 's = T.alloc_shared((128,), "float32")\nT.fill(s[0:n], 1.0)  # <-',
      "T.fill: the extent n has no upper bound known"),
-    ("fill-point", "T.fill(A[0, 0], 1.0)  # <-", "T.fill needs a buffer or a slice, not a single element"),
+    ("fill-point-past", "T.fill(A[128, 0], 1.0)  # <-", "index 128 is out of range for dimension 0 of A"),  # one element (TileLang's T.fill(s[0], v))
     ("slice-step", "T.copy(B[0:8:2], B[8:12])  # <-", "slices of B must have step 1"),
     ("slice-empty", 's = T.alloc_shared((64,), "float32")\nT.fill(s[8:8], 1.0)  # <-', "slice 0 of s is empty"),
     ("slice-past-shared", 's = T.alloc_shared((64,), "float32")\nT.fill(s[32:96], 1.0)  # <-',
