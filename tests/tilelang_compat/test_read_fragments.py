@@ -118,7 +118,42 @@ def test_part_of_a_fragment_is_a_loop_over_all_of_it_and_compiles():
     compile_check(code, "sm_90a")
 
 
+@T.prim_func
+def scalar_fragments(D: T.Tensor((4,), "float32"), X: T.Tensor((4, 16, 32), "float32"),
+                     Out: T.Tensor((4, 16, 32), "float32")):
+    """Mamba's chunk scan: a one-element fragment set outside every T.Parallel loop (every thread
+    stores it) and read at [0] in a loop over (i, j); a second one set under an if on the block."""
+    with T.Kernel(4, threads=128) as bz:
+        d_local = T.alloc_fragment((1,), "float32")
+        bias = T.alloc_fragment((1,), "float32")
+        x = T.alloc_fragment((16, 32), "float32")
+        d_local[0] = D[bz]
+        bias[0] = 0.0
+        if bz % 2 == 1:
+            bias[0] = d_local[0] * 10
+        T.copy(X[bz, :, :], x)
+        for i, j in T.Parallel(16, 32):
+            x[i, j] = x[i, j] * d_local[0] + bias[0]
+        T.copy(x, Out[bz, :, :])
+
+
+@on_both_interpreters
+def test_a_fragment_every_thread_stores_outside_parallel_loops_is_a_per_thread_value(run):
+    rng = np.random.default_rng(10)
+    d, x = rng.standard_normal(4).astype(np.float32), rng.standard_normal((4, 16, 32)).astype(np.float32)
+    out = np.zeros_like(x)
+    run(scalar_fragments, d, x, out)
+    bias = np.where(np.arange(4) % 2 == 1, d * 10, 0).astype(np.float32)
+    np.testing.assert_allclose(out, x * d[:, None, None] + bias[:, None, None], rtol=1e-6)
+    code = tw.lower(scalar_fragments, target="sm_90a").kernel_source.split('extern "C"')[1]
+    assert "float d_local[1];" in code and "d_local[0] = D[bz];" in code
+
+
 @pytest.mark.parametrize("statements, message", [
+    # stored by one thread only (an if on the thread index): other threads' copies would differ
+    ("v = T.alloc_fragment((1,), 'float32')\n        tx = T.get_thread_binding()\n        v[0] = 0.0\n"
+     "        if tx == 0:\n            v[0] = A[0, 0]\n        for j in T.Parallel(64):\n            B[0, j] = v[0]",
+     "fragment v is \\(1,\\)"),
     # written element by element in T.Parallel: its elements are spread over the threads
     ("mask = T.alloc_fragment((8,), 'int32')\n        for i in T.Parallel(8):\n            mask[i] = M[i]\n"
      "        for k in T.serial(8):\n            if mask[k] != 0:\n                B[k, 0] = 1.0",

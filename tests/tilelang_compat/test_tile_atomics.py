@@ -19,8 +19,9 @@ RUNS = {"tile level": lambda f, *a: tw.compile(f, target="cpu")(*a), "thread lev
 
 @T.prim_func
 def blocks_add_their_tiles(A: T.Tensor((4, 64, 32), "float32"), C: T.Tensor((60, 32), "float32")):
-    """Each of 4 blocks adds 2 x its slice of A into C from a fragment and 1 x from a shared tile;
-    C has 60 rows, the tiles 64: their last 4 rows fall outside and are skipped."""
+    """Each of 4 blocks adds 2 x its slice of A into C from a fragment and 1 x from a shared tile,
+    twice: into a region, and at an origin (``C[0, 0]``, split-K's vectorised form, with TileLang's
+    ``use_tma`` hint); C has 60 rows, the tiles 64: their last 4 rows fall outside and are skipped."""
     with T.Kernel(4, threads=128) as b:
         s = T.alloc_shared((64, 32), "float32")
         f = T.alloc_fragment((64, 32), "float32")
@@ -30,6 +31,7 @@ def blocks_add_their_tiles(A: T.Tensor((4, 64, 32), "float32"), C: T.Tensor((60,
             f[i, j] = f[i, j] * 2
         T.atomic_add(C[0:64, 0:32], f)
         T.atomic_add(C[0:64, :], s)
+        T.atomic_add(C[0, 0], s, use_tma=True)
 
 
 @pytest.mark.parametrize("level", RUNS)
@@ -37,13 +39,13 @@ def test_tiles_add_into_their_region_atomically(level):
     a = np.random.default_rng(4).standard_normal((4, 64, 32)).astype(np.float32)
     c = np.ones((60, 32), np.float32)
     RUNS[level](blocks_add_their_tiles, a, c)
-    np.testing.assert_allclose(c, 1 + 3 * a.astype(np.float64).sum(0)[:60], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c, 1 + 4 * a.astype(np.float64).sum(0)[:60], rtol=1e-5, atol=1e-5)
 
 
 def test_they_are_element_atomics_that_compile_for_sm_90a():
     source = tw.lower(blocks_add_their_tiles, target="cuda").kernel_source
     body = source.split('extern "C"')[1]
-    assert body.count("atomicAdd(") >= 2 and "< 60" in body  # rows past C's 60 skipped
+    assert body.count("atomicAdd(") >= 3 and "< 60" in body  # rows past C's 60 skipped
     pytest.importorskip("cuda.bindings")
     from tileworkbench.backend.nvrtc import compile_check, nvrtc_version
 

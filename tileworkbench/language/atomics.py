@@ -24,7 +24,9 @@ ATOMIC_MAX_DTYPES = ("float32", "int32", "uint32", "int64", "uint64")
 ATOMIC_CALLS = {"add": ir.ATOMIC_ADD, "max": "atomicMax", "min": "atomicMin"}  # ir.ATOMIC_UPDATES
 
 
-def atomic_add(dst, value, memory_order=None, return_prev=False, **unsupported):
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, **unsupported):
+    """``use_tma=True`` (TileLang's TMA reduction of a shared tile into global memory) is taken
+    as the hint it is: the tile's elements are added atomically all the same."""
     _atomic("add", "adds to", ATOMIC_ADD_DTYPES, dst, value, memory_order, return_prev, unsupported)
 
 
@@ -44,7 +46,8 @@ def _atomic(op, verb, dtypes, dst, value, memory_order, return_prev, unsupported
         raise error(f"{name}: only the relaxed update that returns nothing is supported "
                     "(memory_order and return_prev are not)")
     target = as_region(dst, f"{name} destination")
-    if not isinstance(target, _b.Point):
+    if not isinstance(target, _b.Point) or isinstance(value, (ir.Buffer, ir.Region)):
+        # a region, or a tile origin (C[i, j]) with a tile as the value, as T.copy takes one
         _tile_atomic(op, name, verb, dtypes, target, value)
         return
     _b.current().emit(_atomic_call(op, name, verb, dtypes, ir.BufferLoad(target.buffer, tuple(target.indices),
@@ -68,8 +71,8 @@ def _atomic_call(op, name, verb, dtypes, element: ir.BufferLoad, value) -> ir.Ev
 
 
 def _tile_atomic(op, name, verb, dtypes, target: ir.Region, value):
-    """``T.atomic_add(C[i0:i1, j0:j1], tile)``: each element of the tile into its element of the
-    region, atomically, as a ``T.Parallel`` loop of element atomics (elements outside a global
+    """``T.atomic_add(C[i0:i1, j0:j1], tile)`` (or ``C[i0, j0]``, the region's origin, its
+    extents the tile's): each element of the tile into its element of the region, atomically, as a ``T.Parallel`` loop of element atomics (elements outside a global
     tensor's shape are skipped, as a copy's stores are)."""
     if not isinstance(value, (ir.Buffer, ir.Region, ir.BufferLoad)):
         raise error(f"{name} {verb} one element (dst[i, j]) by a value, or a region by a tile of its extents; "

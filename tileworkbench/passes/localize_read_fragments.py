@@ -6,8 +6,11 @@ Guarantees: a fragment read element by element where no thread is sure to hold t
 (outside every ``T.Parallel`` loop: TileLang's block-sparse attention copies its mask row into
 ``block_mask`` and asks ``if block_mask[k] != 0:`` in its key loop; or in one at other indices
 than the loop's variables in order: GQA decoding's ``mask_local[j]`` in a loop over ``(i, j)``),
-and written only whole, by ``T.copy`` and ``T.fill``, is a ``local`` buffer: each thread copies or fills all of it and reads any element. A fragment is the
-block's tile, one value per element; a copy of it in every thread, each written alike, holds
+and written only whole, by ``T.copy`` and ``T.fill``, or by stores every thread makes (outside
+every ``T.Parallel`` loop and ``T.ws`` scope, under conditions all threads share: Mamba's
+``D_local[0] = D[bz]``), is a ``local`` buffer: each thread copies, fills or stores all of it
+and reads any element. A fragment is the block's tile, one value per element; a copy of it in
+every thread, each written alike, holds
 those values, so the program means the same. Otherwise no thread could read an element it does
 not hold, and ``infer_fragment_layouts`` refuses such a read as before; so it does where the
 fragment is also written element by element or by a gemm, reduction or scan (those spread its
@@ -21,18 +24,24 @@ from ..ir import nodes as ir
 from ..ir.visitor import IRVisitor, collect
 from .manager import register
 from .rules.fragments import is_row, is_whole
+from .rules.uniformity import Variance
 
 
 class _Reads(IRVisitor):
     """Fragments loaded where no thread is sure to hold the element: outside every ``T.Parallel``
     loop, or inside one at indices other than its variables in order (all, or the leading ones:
-    ``rules.fragments.is_whole`` / ``is_row``), as ``mask_local[j]`` in a loop over ``(i, j)``; and
-    fragments written element by element."""
+    ``rules.fragments.is_whole`` / ``is_row``), as ``mask_local[j]`` in a loop over ``(i, j)``;
+    fragments written element by element inside a ``T.Parallel`` loop or a ``T.ws`` scope (by some
+    threads only); and the stores to fragments outside both, which every thread makes, with the
+    conditions of the ``if``s around each (Mamba's ``D_local[0] = D[bz]``)."""
 
     def __init__(self):
         self.loop_vars: list = []  # the variables of the T.Parallel loops around, outermost first
+        self.conditions: list = []  # of the ifs (and whiles) around
+        self.scopes = 0  # T.ws scopes around
         self.outside: set = set()
         self.stored: set = set()
+        self.stored_by_all: dict = {}  # fragment -> [conditions around each store every thread makes]
 
     def visit_For(self, node: ir.For):
         inner = node.kind == "parallel"
@@ -42,6 +51,18 @@ class _Reads(IRVisitor):
         if inner:
             self.loop_vars.pop()
 
+    def visit_IfThenElse(self, node):
+        self.conditions.append(node.cond)
+        self.generic_visit(node)
+        self.conditions.pop()
+
+    visit_While = visit_IfThenElse
+
+    def visit_ThreadScope(self, node):
+        self.scopes += 1
+        self.generic_visit(node)
+        self.scopes -= 1
+
     def visit_BufferLoad(self, node: ir.BufferLoad):
         if node.buffer.scope == "fragment" and not (is_whole(node.indices, self.loop_vars)
                                                     or is_row(node.indices, self.loop_vars)):
@@ -50,17 +71,26 @@ class _Reads(IRVisitor):
 
     def visit_BufferStore(self, node: ir.BufferStore):
         if node.buffer.scope == "fragment":
-            self.stored.add(node.buffer)
+            if self.loop_vars or self.scopes:
+                self.stored.add(node.buffer)
+            else:
+                self.stored_by_all.setdefault(node.buffer, []).append(tuple(self.conditions))
         self.generic_visit(node)
 
+    def stored_alike(self, buf, variance) -> bool:
+        """Every store to ``buf`` is one every thread makes, under conditions all threads share."""
+        return buf not in self.stored and all(variance.is_uniform(c) for conds in self.stored_by_all.get(buf, ())
+                                              for c in conds)
 
-def _written_whole(func: ir.PrimFunc, buf: ir.Buffer) -> bool:
-    """Every mention of ``buf`` is a load, its allocation, a copy's source or destination, or a
-    fill's destination (nothing spreads its elements over the threads), and no copy into it reads
-    a fragment (whose elements each thread holds only some of)."""
+
+def _written_whole(func: ir.PrimFunc, buf: ir.Buffer, stores: int) -> bool:
+    """Every mention of ``buf`` is a load, its allocation, a copy's source or destination, a
+    fill's destination or one of the ``stores`` every thread makes (nothing spreads its elements
+    over the threads), and no copy into it reads a fragment (whose elements each thread holds only
+    some of)."""
     if any(c.dst.buffer is buf and c.src.buffer.scope == "fragment" for c in collect(func.body, ir.Copy)):
         return False
-    allowed = sum(1 for a in collect(func.body, ir.Allocate) if a.buffer is buf)
+    allowed = stores + sum(1 for a in collect(func.body, ir.Allocate) if a.buffer is buf)
     allowed += sum((c.src.buffer is buf) + (c.dst.buffer is buf) for c in collect(func.body, ir.Copy))
     allowed += sum(1 for f in collect(func.body, ir.Fill) if f.dst.buffer is buf)
     allowed += sum(1 for load in collect(func.body, ir.BufferLoad) if load.buffer is buf)
@@ -71,7 +101,12 @@ def _written_whole(func: ir.PrimFunc, buf: ir.Buffer) -> bool:
 def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     reads = _Reads()
     reads.visit(func.body)
-    for buf in reads.outside - reads.stored:
-        if _written_whole(func, buf):
+    candidates = reads.outside - reads.stored
+    variance = Variance(func) if candidates & set(reads.stored_by_all) else None
+    for buf in candidates:
+        stores = reads.stored_by_all.get(buf, ())
+        if stores and not reads.stored_alike(buf, variance):
+            continue
+        if _written_whole(func, buf, len(stores)):
             buf.scope = "local"
     return func
