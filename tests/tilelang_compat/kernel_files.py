@@ -14,3 +14,25 @@ def import_kernel_file(tmp_path, source: str, name: str = "kernel_file"):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def main_with(tmp_path, signature: str, statements: str, threads: int = 128):
+    """Import a file defining ``@T.prim_func def main(<signature>)``, one block of ``threads``,
+    whose kernel body is ``statements`` (its later lines indented by 8 spaces, for the body), and
+    return ``main``: what the refusal tests build."""
+    source = f'''import tileworkbench.language as T
+
+
+@T.prim_func
+def main({signature}):
+    with T.Kernel(1, threads={threads}):
+        {statements}
+'''
+    return import_kernel_file(tmp_path, source).main
+
+
+def lower_main_with(tmp_path, signature: str, statements: str, threads: int = 128):
+    """``main_with``'s kernel lowered for sm_90a (where a refusal comes from a pass)."""
+    import tileworkbench as tw
+
+    return tw.lower(main_with(tmp_path, signature, statements, threads), target="sm_90a")

@@ -14,7 +14,7 @@ import tileworkbench.language as T
 from tileworkbench.interpreter.threads import run_at_thread_level
 
 from .interpreters import on_both_interpreters
-from .kernel_files import import_kernel_file
+from .kernel_files import main_with
 
 
 @T.prim_func
@@ -99,18 +99,9 @@ def test_comprehensions_over_python_values(run):
      "            x = x + 1", "x is assigned again, but the slice at line 12 has the extent it has"),
 ])
 def test_what_is_refused(statements, message, tmp_path):
-    source = f'''import tileworkbench.language as T
-
-
-@T.prim_func
-def main(A: T.Tensor((256,), "float32")):
-    with T.Kernel(1, threads=64):
-        s = T.alloc_shared((64,), "float32")
-        for k in T.serial(4):
-            {statements}
-'''
     with pytest.raises(tw.CompileError, match=message):
-        import_kernel_file(tmp_path, source)
+        main_with(tmp_path, 'A: T.Tensor((256,), "float32")',
+                  f's = T.alloc_shared((64,), "float32")\n        for k in T.serial(4):\n            {statements}', threads=64)
 
 
 @T.prim_func

@@ -16,7 +16,7 @@ import tileworkbench as tw
 import tileworkbench.language as T
 
 from .interpreters import on_both_interpreters
-from .kernel_files import import_kernel_file
+from .kernel_files import lower_main_with
 
 
 @T.prim_func
@@ -165,13 +165,6 @@ def test_a_fragment_every_thread_stores_outside_parallel_loops_is_a_per_thread_v
      "may differ between the threads of a block"),
 ])
 def test_what_is_refused(statements, message, tmp_path):
-    source = f'''import tileworkbench.language as T
-
-
-@T.prim_func
-def main(M: T.Tensor((8,), "int32"), A: T.Tensor((8, 64), "float32"), B: T.Tensor((8, 64), "float32")):
-    with T.Kernel(1, threads=128):
-        {statements}
-'''
     with pytest.raises(tw.CompileError, match=message):
-        tw.lower(import_kernel_file(tmp_path, source).main, target="sm_90a")
+        lower_main_with(tmp_path, 'M: T.Tensor((8,), "int32"), A: T.Tensor((8, 64), "float32"), '
+                                  'B: T.Tensor((8, 64), "float32")', statements)

@@ -11,7 +11,7 @@ import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.interpreter.threads import run_at_thread_level
 
-from .kernel_files import import_kernel_file
+from .kernel_files import main_with
 
 
 @T.prim_func
@@ -58,15 +58,6 @@ def test_the_views_are_pointers_into_their_tensors_and_compile_for_sm_90a():
     ("T.reshape(3, (2,))", "T.reshape: the int 3 is not a tensor"),
 ])
 def test_what_is_refused(statement, message, tmp_path):
-    source = f'''import tileworkbench.language as T
-
-
-@T.prim_func
-def main(A: T.Tensor((64, 64), "float32")):
-    with T.Kernel(1, threads=128):
-        s = T.alloc_shared((64,), "float32")
-        f = T.alloc_fragment((8, 8), "float32")
-        {statement}
-'''
     with pytest.raises(tw.CompileError, match=message):
-        import_kernel_file(tmp_path, source)
+        main_with(tmp_path, 'A: T.Tensor((64, 64), "float32")',
+                  f's = T.alloc_shared((64,), "float32")\n        f = T.alloc_fragment((8, 8), "float32")\n        {statement}')

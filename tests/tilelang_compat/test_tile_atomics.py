@@ -12,7 +12,7 @@ import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.interpreter.threads import run_at_thread_level
 
-from .kernel_files import import_kernel_file
+from .kernel_files import main_with
 
 RUNS = {"tile level": lambda f, *a: tw.compile(f, target="cpu")(*a), "thread level": run_at_thread_level}
 
@@ -81,16 +81,7 @@ def test_a_region_of_a_tensor_with_a_layout_adds_at_each_place(level):
     ("T.atomic_add(f[0:8, 0:8], s)", "is a fragment buffer, which only one thread holds"),
 ])
 def test_what_is_refused(statement, message, tmp_path):
-    source = f'''import tileworkbench.language as T
-
-
-@T.prim_func
-def main(A: T.Tensor((8, 8), "float32"), C: T.Tensor((8, 8), "float32")):
-    with T.Kernel(1, threads=32):
-        s = T.alloc_shared((8, 8), "float32")
-        f = T.alloc_fragment((8, 8), "float32")
-        T.fill(s, 1)
-        {statement}
-'''
     with pytest.raises(tw.CompileError, match=message):
-        import_kernel_file(tmp_path, source)
+        main_with(tmp_path, 'A: T.Tensor((8, 8), "float32"), C: T.Tensor((8, 8), "float32")',
+                  's = T.alloc_shared((8, 8), "float32")\n        f = T.alloc_fragment((8, 8), "float32")\n'
+                  f'        T.fill(s, 1)\n        {statement}', threads=32)

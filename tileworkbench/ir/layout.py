@@ -407,3 +407,55 @@ def padded_row(n: int, threads: int) -> int:
             return p
     return -(-n // threads) * threads
 
+
+
+def _squeezed(shape: tuple) -> tuple:
+    """``shape`` without its unit dimensions (one left where all are)."""
+    kept = tuple(s for s in shape if s != 1)
+    return kept or (1,)
+
+
+def with_shape(layout, shape: tuple):
+    """``layout`` for a fragment of ``shape``, which differs from the layout's only in unit
+    dimensions (LayerNorm's ``dgamma_acc[j]``, shape ``(D,)``, in a loop over ``(1, D)``): a blocked
+    layout places the element of flat index ``f`` alike at either shape, so the same layout at the
+    other shape; the layout itself at its own shape; None where neither holds (a tensor-core
+    accumulator, or a padded row that would be another dimension's)."""
+    shape = tuple(shape)
+    if tuple(layout.shape) == shape:
+        return layout
+    if not isinstance(layout, BlockedLayout) or _squeezed(layout.shape) != _squeezed(shape):
+        return None
+    if layout.row and (layout.shape[-1] != shape[-1]):
+        return None
+    return BlockedLayout(shape, layout.threads, layout.vec, layout.row)
+
+
+def slice_layout(layout, lead: int):
+    """The layout of ``F[k, ...]`` (the first ``lead`` indices fixed, GQA decoding's
+    ``lse_local[k, j]`` in a loop over ``j``) where every such slice lies alike over the threads: a
+    blocked ``layout`` whose slots per slice are whole sweeps of the threads (their count times the
+    run), so the slice's element ``f`` is in thread ``(f // vec) % threads`` whatever ``k``, at slot
+    ``k_flat * slice_slots(layout, lead) + `` its slot in the returned layout; else None."""
+    if not isinstance(layout, BlockedLayout) or not 0 < lead < len(layout.shape):
+        return None
+    inner = BlockedLayout(tuple(layout.shape[lead:]), layout.threads, layout.vec, layout.row)
+    per_slice = inner.slots
+    if per_slice % (layout.threads * layout.vec):
+        return None
+    return inner
+
+
+def slice_slots(layout: BlockedLayout, lead: int) -> int:
+    """Slots a thread holds of each slice ``F[k, ...]`` (``slice_layout``)."""
+    inner = BlockedLayout(tuple(layout.shape[lead:]), layout.threads, layout.vec, layout.row)
+    return inner.slots // layout.threads
+
+
+def stacked_layout(layout, lead_shape: tuple):
+    """The inverse of ``slice_layout``: the layout of a fragment whose slices ``F[k, ...]`` have
+    ``layout``, or None where no blocked layout gives every slice that one."""
+    if not isinstance(layout, BlockedLayout):
+        return None
+    whole = BlockedLayout(tuple(lead_shape) + tuple(layout.shape), layout.threads, layout.vec, layout.row)
+    return whole if slice_layout(whole, len(lead_shape)) == layout else None

@@ -36,9 +36,10 @@ import math
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import (BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, padded_row,
-                         project)
+                         project, slice_layout, stacked_layout, with_shape)
 from ..ir.visitor import IRVisitor, collect
 from .rules.fragment_runs import steps_by_one
+from .rules.fragments import ParallelNest
 from .rules.gemm import accumulator_dtype
 from .rules.thread_scopes import threads_of
 from .manager import register
@@ -112,6 +113,7 @@ class _Relations(IRVisitor):
     def __init__(self):
         self.same: list = []  # (a, b, loc)
         self.rows: list = []  # (part, whole, kept, loc)
+        self.slices: list = []  # (fragment, a fragment its slices F[k, ...] lie as, number of k, loc)
         self.not_runs: set = set()  # id() of fragments a thread must hold one element at a time
         # id() of a fragment -> (shared access, innermost loop variable) of the T.Parallel loops over it
         self.shared_steps: dict = {}
@@ -124,25 +126,35 @@ class _Relations(IRVisitor):
             loops.append(body)
             body = body.body
         loop_vars = [lp.var for lp in loops]
-        whole, parts = [], []
+        nest = ParallelNest.of(loops)
+        whole, parts, slices = [], [], []
         for access in collect(body, (ir.BufferLoad, ir.BufferStore)):
             buf = access.buffer
             if buf.scope != "fragment":
                 continue
-            idx = list(access.indices)
-            if len(idx) == len(loop_vars) and all(i is v for i, v in zip(idx, loop_vars)):
+            kind, lead = nest.match(access.indices, buf.static_shape()) or (None, 0)
+            if kind == "whole":
                 whole.append(buf)
-            elif 0 < len(idx) < len(loop_vars) and all(i is v for i, v in zip(idx, loop_vars)):
-                parts.append((buf, tuple(range(len(idx))), access))
+            elif kind == "row":
+                parts.append((buf, tuple(range(len(access.indices))), access))
+            elif kind == "slice":
+                slices.append((buf, lead))
+        # one of the loop's own shape first (the others differ from it in unit dimensions only)
+        whole.sort(key=lambda b: tuple(b.static_shape()) != nest.extents)
         for other in whole[1:]:
             self.same.append((whole[0], other, node.loc))
+        for buf, lead in slices:  # each slice lies over the threads as the loop's elements
+            self.not_runs.add(id(buf))
+            if whole:
+                self.not_runs.add(id(whole[0]))
+                self.slices.append((buf, whole[0], lead, node.loc))
         memory = [a for a in collect(body, (ir.BufferLoad, ir.BufferStore)) if a.buffer.scope in ("shared", "global")]
         if any(a.buffer.scope == "global" for a in memory):
             self.not_runs |= {id(b) for b in whole}
         for b in whole:  # shared elements a thread would reach in runs: checked once the run is known
             self.shared_steps.setdefault(id(b), []).extend((a, loop_vars[-1]) for a in memory)
         for buf, kept, access in parts:
-            if whole:
+            if whole and tuple(whole[0].static_shape()) == nest.extents:
                 self.rows.append((buf, whole[0], kept, node.loc))
         self.visit(body)
 
@@ -182,6 +194,7 @@ class _Inference:
         self.func = func
 
     def set(self, buf, layout, loc) -> bool:
+        layout = with_shape(layout, tuple(buf.static_shape())) or layout  # up to unit dimensions
         old = self.layouts.get(id(buf))
         if old is None:
             if tuple(layout.shape) != tuple(buf.static_shape()):
@@ -217,6 +230,15 @@ class _Inference:
                     changed |= self.set(part, rows, loc)
                 elif isinstance(lp, ProjectedLayout) and tuple(lp.base.shape) == tuple(whole.static_shape()):
                     changed |= self.set(whole, lp.base, loc)
+            for frag, other, lead, loc in self.relations.slices:
+                lf, lo = self.layouts.get(id(frag)), self.layouts.get(id(other))
+                if lf is not None and lo is None and (inner := slice_layout(lf, lead)) is not None:
+                    changed |= self.set(other, inner, loc)
+                elif lo is not None and lf is None:
+                    lead_shape = tuple(frag.static_shape()[:lead])
+                    stacked = stacked_layout(with_shape(lo, tuple(frag.static_shape()[lead:])) or lo, lead_shape)
+                    if stacked is not None:
+                        changed |= self.set(frag, stacked, loc)
 
     def run(self) -> dict:
         for gemm in collect(self.func.body, ir.Gemm):

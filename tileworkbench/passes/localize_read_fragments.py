@@ -23,20 +23,20 @@ from __future__ import annotations
 from ..ir import nodes as ir
 from ..ir.visitor import IRVisitor, collect
 from .manager import register
-from .rules.fragments import is_row, is_whole
+from .rules.fragments import ParallelNest
 from .rules.uniformity import Variance
 
 
 class _Reads(IRVisitor):
     """Fragments loaded where no thread is sure to hold the element: outside every ``T.Parallel``
     loop, or inside one at indices other than its variables in order (all, or the leading ones:
-    ``rules.fragments.is_whole`` / ``is_row``), as ``mask_local[j]`` in a loop over ``(i, j)``;
+    ``rules.fragments.ParallelNest``), as ``mask_local[j]`` in a loop over ``(i, j)``;
     fragments written element by element inside a ``T.Parallel`` loop or a ``T.ws`` scope (by some
     threads only); and the stores to fragments outside both, which every thread makes, with the
     conditions of the ``if``s around each (Mamba's ``D_local[0] = D[bz]``)."""
 
     def __init__(self):
-        self.loop_vars: list = []  # the variables of the T.Parallel loops around, outermost first
+        self.loops: list = []  # the T.Parallel loops around, outermost first
         self.conditions: list = []  # of the ifs (and whiles) around
         self.scopes = 0  # T.ws scopes around
         self.outside: set = set()
@@ -46,10 +46,10 @@ class _Reads(IRVisitor):
     def visit_For(self, node: ir.For):
         inner = node.kind == "parallel"
         if inner:
-            self.loop_vars.append(node.var)
+            self.loops.append(node)
         self.generic_visit(node)
         if inner:
-            self.loop_vars.pop()
+            self.loops.pop()
 
     def visit_IfThenElse(self, node):
         self.conditions.append(node.cond)
@@ -64,14 +64,15 @@ class _Reads(IRVisitor):
         self.scopes -= 1
 
     def visit_BufferLoad(self, node: ir.BufferLoad):
-        if node.buffer.scope == "fragment" and not (is_whole(node.indices, self.loop_vars)
-                                                    or is_row(node.indices, self.loop_vars)):
-            self.outside.add(node.buffer)
+        if node.buffer.scope == "fragment":
+            kind, _ = ParallelNest.of(self.loops).match(node.indices, node.buffer.static_shape()) or (None, 0)
+            if kind not in ("whole", "row"):
+                self.outside.add(node.buffer)
         self.generic_visit(node)
 
     def visit_BufferStore(self, node: ir.BufferStore):
         if node.buffer.scope == "fragment":
-            if self.loop_vars or self.scopes:
+            if self.loops or self.scopes:
                 self.stored.add(node.buffer)
             else:
                 self.stored_by_all.setdefault(node.buffer, []).append(tuple(self.conditions))

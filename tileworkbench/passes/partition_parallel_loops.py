@@ -39,12 +39,12 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import ProjectedLayout, unravel
+from ..ir.layout import ProjectedLayout, slice_layout, unravel, with_shape
 from ..ir.simplify import RangeTracker, launch_ranges, loop_range
 from ..ir.visitor import IRMutator, collect, reassigned_vars, uses_var
 from ..target import PassConfigKey
 from .manager import register
-from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, is_row, is_whole
+from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, ParallelNest
 from .rules.fragment_runs import run_copies
 from .rules.vector_runs import launcher_checked, vector_runs
 from .rules.result_stores import ResultStores
@@ -109,15 +109,24 @@ class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
         if None in extents:
             raise CompileError("T.Parallel needs constant extents", node.loc)
         accesses = [a for a in collect(body, (ir.BufferLoad, ir.BufferStore)) if a.buffer.scope == "fragment"]
-        whole = [a.buffer for a in accesses if is_whole(a.indices, loop_vars)]
+        nest = ParallelNest(tuple(loop_vars), tuple(extents))
+        kinds = [(a.buffer, nest.match(a.indices, a.buffer.static_shape()) or (None, 0)) for a in accesses]
+        whole = [b for b, (kind, _) in kinds if kind == "whole"]
+        whole.sort(key=lambda b: tuple(b.static_shape()) != tuple(extents))  # one of the loop's own shape first
         if whole:  # the loop runs over the layout of a fragment it indexes whole (rows of it come along)
-            return self.by_layout(node, loop_vars, extents, body, whole[0], whole[0].attrs["layout"])
-        rows = [a.buffer for a in accesses if is_row(a.indices, loop_vars)
-                and isinstance(layout := a.buffer.attrs["layout"], ProjectedLayout)
+            layout = whole[0].attrs["layout"]
+            return self.by_layout(node, loop_vars, extents, body, whole[0], with_shape(layout, extents) or layout)
+        rows = [b for b, (kind, _) in kinds if kind == "row"
+                and isinstance(layout := b.attrs["layout"], ProjectedLayout)
                 and tuple(layout.base.shape) == tuple(extents)]
         if rows:  # a loop over a shared tile reading rows of a fragment: over the layout they are rows of
             return self.by_layout(node, loop_vars, extents, body, rows[0], rows[0].attrs["layout"].base)
-        unrelated = [a.buffer for a in accesses if is_row(a.indices, loop_vars)]
+        slices = [(b, slice_layout(b.attrs["layout"], lead)) for b, (kind, lead) in kinds if kind == "slice"]
+        slices = [(b, inner) for b, inner in slices if inner is not None]
+        if slices:  # a loop over one slice of a fragment (F[k, j] in a loop over j): over the slice's layout
+            return self.by_layout(node, loop_vars, extents, body, slices[0][0], with_shape(slices[0][1], extents)
+                                  or slices[0][1])
+        unrelated = [b for b, (kind, _) in kinds if kind == "row"]
         if unrelated:
             name = unrelated[0].name
             raise CompileError(f"fragment {name} is indexed by part of this loop's indices, which works where it "
@@ -153,7 +162,7 @@ class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
         j = ir.Var("j")
         indices, guard = layout.forward(self.tid, j)
         rewritten = FragmentAccess(loop_vars, j, layout, node.loc, self.to_local,
-                                   accumulate_rows=bool(node.annotations.get(PARTIAL_ROWS))).visit(body)
+                                   accumulate_rows=bool(node.annotations.get(PARTIAL_ROWS)), extents=extents).visit(body)
         if isinstance(layout, ProjectedLayout) and not node.annotations.get(EACH_WARP):
             rewritten = _OwnerStores(layout.owner(self.tid)).visit(rewritten)
         lets = [ir.LetStmt(v, i) for v, i in zip(loop_vars, indices) if uses_var(rewritten, v)]

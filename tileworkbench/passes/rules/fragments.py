@@ -5,10 +5,12 @@ every fragment becomes a per-thread ``local`` array, an access left outside such
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...errors import CompileError
 from ...ir import nodes as ir
-from ...ir.layout import ProjectedLayout, project
-from ...ir.visitor import IRMutator
+from ...ir.layout import ProjectedLayout, project, slice_layout, slice_slots, with_shape
+from ...ir.visitor import IRMutator, uses_var
 
 # The annotation on a T.Parallel loop that lower_tile_ops makes for a reduction's partial sums: it
 # may write a row fragment in a loop over the whole one (each thread into its own copy).
@@ -28,36 +30,101 @@ def is_row(indices, loop_vars) -> bool:
     return 0 < len(indices) < len(loop_vars) and all(i is v for i, v in zip(indices, loop_vars))
 
 
-class FragmentAccess(IRMutator):
-    """Rewrites ``F[v0, v1]`` (identity indices) to ``F_local[j]``, and ``S[v0]`` (a fragment with
-    the rows of the loop's layout, ``ir.layout.ProjectedLayout``) to ``S_local[slot_of(j)]``: read
-    from the thread's own copy. Writing such a part inside a loop over the whole is refused (every
-    thread holding the row would write it), except in the partial sums a reduction lowers to
-    (``accumulate_rows``: each thread's own copy is its partial)."""
+@dataclass(frozen=True)
+class ParallelNest:
+    """A ``T.Parallel`` nest's variables and constant extents (None where not constant), and how
+    an access to a fragment of ``shape`` relates to it (:meth:`match`):
 
-    def __init__(self, loop_vars, j, layout, loc, to_local, accumulate_rows: bool = False):
+    * ``"whole"``: the nest's variables in order, up to unit dimensions on either side (LayerNorm's
+      ``x_hat[i, j]`` and ``dgamma_acc[j]`` in a loop over ``(1, D)``; the layouts then agree up to
+      them, ``ir.layout.with_shape``);
+    * ``"row"``: a leading part of them (``s[i]`` in a loop over ``(i, j)``; ``s[0]`` where ``i``
+      runs over one value);
+    * ``"slice"``: indices free of the nest's variables, then all of them (``lse[k, j]`` in a loop
+      over ``j``: ``ir.layout.slice_layout``)."""
+
+    vars: tuple
+    extents: tuple
+
+    @staticmethod
+    def of(loops) -> "ParallelNest":
+        return ParallelNest(tuple(lp.var for lp in loops), tuple(ir.const_int(lp.extent) for lp in loops))
+
+    def _unit(self, var) -> bool:
+        return any(v is var and e == 1 for v, e in zip(self.vars, self.extents))
+
+    def aligned(self, indices, shape) -> tuple:
+        """``indices`` with a constant 0 into a unit dimension, standing where a variable of one
+        value stands, replaced by that variable (both are 0)."""
+        if shape is None:
+            return tuple(indices)
+        return tuple(self.vars[p] if p < len(self.vars) and self.extents[p] == 1 and shape[p] == 1
+                     and ir.const_int(i) == 0 else i for p, i in enumerate(indices))
+
+    def match(self, indices, shape) -> tuple[str, int] | None:
+        """(kind, the number of fixed leading indices of a slice, else 0), or None; ``shape`` is
+        the fragment's (None: not known, then no unit dimension is looked through)."""
+        idx = self.aligned(indices, shape)
+        if is_whole(idx, self.vars):
+            return ("whole", 0)
+        if is_row(idx, self.vars):
+            return ("row", 0)
+        if shape is not None and len(shape) == len(idx):
+            kept = [i for i, n in zip(idx, shape) if not (n == 1 and (ir.const_int(i) == 0 or self._unit(i)))]
+            wanted = [v for v, e in zip(self.vars, self.extents) if e != 1]
+            if kept and is_whole(kept, wanted):
+                return ("whole", 0)
+        lead = len(indices) - len(self.vars)
+        if lead > 0 and is_whole(tuple(indices)[lead:], self.vars) and not any(
+                uses_var(i, v) for i in tuple(indices)[:lead] for v in self.vars):
+            return ("slice", lead)
+        return None
+
+
+class FragmentAccess(IRMutator):
+    """Rewrites ``F[v0, v1]`` (identity indices, up to unit dimensions: :class:`ParallelNest`) to
+    ``F_local[j]``, ``S[v0]`` (a fragment with the rows of the loop's layout,
+    ``ir.layout.ProjectedLayout``) to ``S_local[slot_of(j)]``, and ``F[k, v0]`` (a slice, each
+    alike over the threads: ``ir.layout.slice_layout``) to ``F_local[k * slots + j]``: read from
+    the thread's own copy. Writing such a row inside a loop over the whole is refused (every
+    thread holding the row would write it), except in the partial sums a reduction lowers to
+    (``accumulate_rows``: each thread's own copy is its partial). ``extents``: the loops' (None:
+    unit dimensions are not looked through)."""
+
+    def __init__(self, loop_vars, j, layout, loc, to_local, accumulate_rows: bool = False, extents=None):
         self.loop_vars, self.j, self.layout, self.loc, self.to_local = loop_vars, j, layout, loc, to_local
         self.accumulate_rows = accumulate_rows
+        self.nest = ParallelNest(tuple(loop_vars), tuple(extents) if extents is not None else (None,) * len(loop_vars))
 
     def local_index(self, buf, indices, store: bool, loc=None):
         layout = buf.attrs["layout"]
-        if is_whole(indices, self.loop_vars):
-            if layout != self.layout:
+        found = self.nest.match(indices, buf.static_shape() if self.nest.extents[0] is not None else None)
+        kind, lead = found or (None, 0)
+        if kind == "whole":
+            if with_shape(layout, tuple(self.layout.shape)) != self.layout:
                 raise CompileError(f"fragment {buf.name} has a different thread layout "
                                    f"({layout.describe()}) from the loop's "
                                    f"({self.layout.describe()}); copy through shared memory", self.loc)
             return self.j
         loop_rows = self.rows_of_loop(layout)
-        if is_row(indices, self.loop_vars) and loop_rows is not None and loop_rows == layout:
+        if kind == "row" and loop_rows is not None and loop_rows == layout:
             if store and not self.accumulate_rows:
                 raise CompileError(f"fragment {buf.name} is written in a loop over more than its own indices: every "
                                    f"thread holding a row would write it; write it in a loop over {buf.name} alone "
                                    "(or reduce into it with T.reduce_*)", loc or self.loc)
             return loop_rows.slot_of(self.j)
+        inner = slice_layout(layout, lead) if kind == "slice" else None
+        if inner is not None and with_shape(inner, tuple(self.layout.shape)) == self.layout:
+            first = 0
+            for index, n in zip(indices[:lead], layout.shape[:lead]):
+                first = first * n + index
+            return first * slice_slots(layout, lead) + self.j
         raise CompileError(f"fragment {buf.name} must be indexed by the T.Parallel loop variables "
                            f"in order, like {buf.name}[{', '.join(v.name for v in self.loop_vars)}]"
                            + (", or by the leading ones where it holds rows of the loop's fragment"
-                              if len(self.loop_vars) > 1 else ""), self.loc)
+                              if len(self.loop_vars) > 1 else "")
+                           + (f" (a slice {buf.name}[k, ...] is read where each slice lies over the threads as "
+                              "the loop's elements do)" if kind == "slice" else ""), self.loc)
 
     def rows_of_loop(self, layout):
         """The rows of the loop's layout in the form ``layout`` has (None if it holds no rows): the

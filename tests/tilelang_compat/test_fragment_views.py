@@ -1,0 +1,162 @@
+"""Fragments indexed in a ``T.Parallel`` loop other than by its variables in order, where the
+layouts still give each thread the elements it reads (``rules.fragments.ParallelNest``):
+
+* up to unit dimensions: LayerNorm backward's loop over ``(1, D)`` reads ``x_hat[i, j]`` and the
+  row sum ``sum_dx_hat[0]`` and accumulates ``dgamma_acc[j]``, a ``(D,)`` fragment
+  (``ir.layout.with_shape``);
+* a slice: GQA decoding's combine kernel reads ``lse_local[k, j]`` in a loop over ``j`` inside a
+  serial loop over ``k`` (``ir.layout.slice_layout``): every slice lies over the threads as the
+  loop's elements do, so each thread reads its own registers.
+
+The slot arithmetic is checked element by element against the layouts for every thread, and the
+programs run on both CPU interpreters against numpy (the thread-level one runs the final code,
+registers and all); what stays refused. (TileLang's own LayerNorm backward and GQA decoding build
+unchanged since: ``scripts/experiments/tilelang_examples.py``.)"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.ir.layout import BlockedLayout, slice_layout, slice_slots, stacked_layout, unravel, with_shape
+
+from .interpreters import on_both_interpreters
+from .kernel_files import lower_main_with
+
+
+def _owners(layout):
+    """{element index tuple: (thread, slot)} of a blocked layout, from its own forward map."""
+    held = {}
+    for tid in range(layout.threads):
+        for j in range(layout.local_size):
+            idx, guard = layout.forward(tid, j)
+            if guard is None or guard.value:  # on ints the guard folds to a constant
+                held[tuple(int(x) for x in idx)] = (tid, j)
+    return held
+
+
+@pytest.mark.parametrize("layout", [BlockedLayout((1, 256), 64), BlockedLayout((1, 512), 64, 4),
+                                    BlockedLayout((1, 1000), 128, 1, 1024)])
+def test_unit_dimensions_leave_every_element_where_it_was(layout):
+    flat = with_shape(layout, (layout.shape[-1],))
+    assert flat is not None and flat.local_size == layout.local_size
+    two, one = _owners(layout), _owners(flat)
+    assert {(0,) + k: v for k, v in one.items()} == two
+
+
+@pytest.mark.parametrize("layout, lead", [(BlockedLayout((8, 128), 128), 1), (BlockedLayout((4, 2, 256), 64, 4), 2),
+                                          (BlockedLayout((3, 1024), 256, 4), 1)])
+def test_each_slice_lies_as_the_slice_layout_at_its_own_slots(layout, lead):
+    inner = slice_layout(layout, lead)
+    assert stacked_layout(inner, layout.shape[:lead]) == layout
+    per = slice_slots(layout, lead)
+    whole, part = _owners(layout), _owners(inner)
+    n_lead = int(np.prod(layout.shape[:lead]))
+    for k in range(n_lead):
+        lead_idx = tuple(int(x) for x in unravel(k, layout.shape[:lead]))
+        for idx, (tid, j) in part.items():
+            assert whole[lead_idx + idx] == (tid, k * per + j)
+
+
+def test_a_slice_that_does_not_lie_alike_has_no_slice_layout():
+    assert slice_layout(BlockedLayout((8, 96), 128), 1) is None  # a slice is less than a sweep
+    assert with_shape(BlockedLayout((4, 8), 32), (32,)) is None  # another shape, not unit dimensions
+
+
+@T.prim_func
+def layer_norm_backward(X: T.Tensor((8, 256), "float32"), DY: T.Tensor((8, 256), "float32"),
+                        DX: T.Tensor((8, 256), "float32"), DG: T.Tensor((256,), "float32")):
+    """LayerNorm backward's shape of code: rows one at a time in a loop over (1, D), a row sum read
+    at [0], a (D,) accumulator over the rows, added atomically at the end."""
+    with T.Kernel(2, threads=64) as bx:
+        x_smem = T.alloc_shared((1, 256), "float32")
+        dx_smem = T.alloc_shared((1, 256), "float32")
+        x_hat = T.alloc_fragment((1, 256), "float32")
+        total = T.alloc_fragment((1,), "float32")
+        acc = T.alloc_fragment((256,), "float32")
+        T.clear(acc)
+        for k in T.serial(4):
+            row = bx * 4 + k
+            T.copy(X[row, 0], x_smem)
+            for i, j in T.Parallel(1, 256):
+                x_hat[i, j] = x_smem[i, j] * 2
+            T.reduce_sum(x_hat, total, dim=1)
+            for i, j in T.Parallel(1, 256):
+                dx_smem[i, j] = x_hat[i, j] - total[0] / 256
+                acc[j] += DY[row, j] * x_hat[i, j]
+            T.copy(dx_smem, DX[row, 0])
+        for j in T.Parallel(256):
+            T.atomic_add(DG[j], acc[j])
+
+
+@on_both_interpreters
+def test_unit_dimensions_in_layer_norm_backward(run):
+    rng = np.random.default_rng(12)
+    x, dy = rng.standard_normal((8, 256)).astype(np.float32), rng.standard_normal((8, 256)).astype(np.float32)
+    dx, dg = np.zeros((8, 256), np.float32), np.zeros(256, np.float32)
+    run(layer_norm_backward, x, dy, dx, dg)
+    x2 = 2 * x.astype(np.float64)
+    np.testing.assert_allclose(dx, x2 - x2.mean(1, keepdims=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dg, (dy * x2).sum(0), rtol=1e-5, atol=1e-4)
+
+
+@T.prim_func
+def combine(Lse: T.Tensor((4, 128), "float32"), Part: T.Tensor((4, 128), "float32"), Out: T.Tensor((128,), "float32")):
+    """GQA decoding's combine: per column j, the log-sum-exp of 4 split results and their weighted
+    sum, with lse_local[k, j] read in a loop over j inside a serial loop over k."""
+    with T.Kernel(1, threads=128):
+        lse_local = T.alloc_fragment((4, 128), "float32")
+        lse_max = T.alloc_fragment((128,), "float32")
+        lse_sum = T.alloc_fragment((128,), "float32")
+        acc = T.alloc_fragment((128,), "float32")
+        for k, j in T.Parallel(4, 128):
+            lse_local[k, j] = Lse[k, j]
+        T.reduce_max(lse_local, lse_max, dim=0, clear=True)
+        T.clear(lse_sum)
+        T.clear(acc)
+        for k in T.serial(4):
+            for j in T.Parallel(128):
+                lse_sum[j] += T.exp2(lse_local[k, j] - lse_max[j])
+        for j in T.Parallel(128):
+            lse_sum[j] = T.log2(lse_sum[j]) + lse_max[j]
+        for k in T.serial(4):
+            for j in T.Parallel(128):
+                acc[j] += Part[k, j] * T.exp2(lse_local[k, j] - lse_sum[j])
+        T.copy(acc, Out)
+
+
+@on_both_interpreters
+def test_slices_in_gqa_decoding_s_combine(run):
+    rng = np.random.default_rng(13)
+    lse, part = rng.standard_normal((4, 128)).astype(np.float32) * 3, rng.standard_normal((4, 128)).astype(np.float32)
+    out = np.zeros(128, np.float32)
+    run(combine, lse, part, out)
+    l64 = lse.astype(np.float64)
+    total = np.log2(np.exp2(l64 - l64.max(0)).sum(0)) + l64.max(0)
+    np.testing.assert_allclose(out, (part * np.exp2(l64 - total)).sum(0), rtol=1e-5, atol=1e-6)
+
+
+def test_the_slices_are_each_thread_s_own_registers():
+    code = tw.lower(combine, target="sm_90a").kernel_source.split('extern "C"')[1]
+    assert "float lse_local[4];" in code and re.search(r"lse_local\[k(_\d+)?\]", code)  # slot k * 1 + 0
+
+
+@pytest.mark.parametrize("statements, message", [
+    # a slice whose elements lie otherwise than the loop's: 96 columns do not fill the 128 threads
+    ("f = T.alloc_fragment((4, 96), 'float32')\n        g = T.alloc_fragment((96,), 'float32')\n"
+     "        for k, j in T.Parallel(4, 96):\n            f[k, j] = A[k, j]\n        for k in T.serial(4):\n"
+     "            for j in T.Parallel(96):\n                g[j] = f[k, j]\n        T.copy(g, B[0, 0:96])",
+     "a slice f\\[k, ...\\] is read where each slice lies over the threads as the loop's elements do"),
+    # a column where the loop's variable is no unit dimension: not the loop's elements
+    ("f = T.alloc_fragment((2, 64), 'float32')\n        g = T.alloc_fragment((64,), 'float32')\n"
+     "        for i, j in T.Parallel(2, 64):\n            f[i, j] = A[i, j]\n            g[j] = f[i, j]\n"
+     "        T.copy(g, B[0, 0:64])",
+     "fragment g"),
+])
+def test_what_stays_refused(statements, message, tmp_path):
+    with pytest.raises(tw.CompileError, match=message):
+        lower_main_with(tmp_path, 'A: T.Tensor((8, 128), "float32"), B: T.Tensor((8, 128), "float32")', statements)
