@@ -27,6 +27,22 @@ from pathlib import Path
 import tileworkbench
 import tileworkbench as tw
 
+F16 = "float16"
+
+
+def _sink_cfg(m):
+    """The sink backward builders call ``get_bwd_configs()``, which asks torch for the device's
+    compute capability (the stand-in cannot answer): sm_90's answer."""
+    m.get_bwd_configs = lambda: (128, 32, 2, 256)
+    return m
+
+
+def _gdn_dt(m):
+    T = m.T
+    return dict(input_dtype=T.bfloat16, output_dtype=T.bfloat16, accum_dtype=T.float32, gate_dtype=T.float32,
+                state_dtype=T.float32)
+
+
 # (example file, what to build: a function of the loaded module giving a kernel, a prim_func or a
 # kernel sequence)
 CASES = [
@@ -94,6 +110,186 @@ CASES = [
     ("gdn/example_cumsum.py", lambda m: m.tilelang_chunk_local_cumsum_scalar.fn(1, 1024, 8)),
     ("dequantize_gemm/example_dequant_gemm_fp4_hopper.py",
      lambda m: m.matmul.fn(256, 256, 256, "float16", "float16", "float32")),
+
+    # surveyed 2026-12-05: more of the example files, one kernel each
+    ("gemm/example_gemm_advanced_autotune.py",
+     lambda m: m.matmul.fn(1024, 1024, 1024, 128, 128, 32, 2, 128, True)),
+    ("gemm/example_gemm_autotune.py",
+     lambda m: m.matmul.fn(1024, 1024, 1024, 128, 128, 32, 2, 128, True)),
+    ("gemm/example_gemm_autotune_early_stop.py",
+     lambda m: m.matmul_early_stop.fn.fn(1024, 1024, 1024, block_M=128, block_N=128, block_K=32, num_stages=2,
+                                         thread_num=128)),
+    ("gemm/example_gemm_autotune_early_stop.py",  # API mode: AutoTuner.from_kernel's kernel factory (M=N=K=4096 globals)
+     lambda m: m.make_kernel()(block_M=128, block_N=128, block_K=32, num_stages=2, thread_num=128)),
+    ("gemm/example_gemm_autotune_pass_configs.py",
+     lambda m: m.matmul_decorator.fn.fn(1024, 1024, 1024, block_M=128, block_N=128, block_K=32, num_stages=2,
+                                        thread_num=128)),
+    ("gemm/example_gemm_intrinsics.py",
+     lambda m: m.tl_matmul.compile(M=1024, N=1024, K=1024, in_dtype=m.T.float16, out_dtype=m.T.float16,
+                                   accum_dtype=m.T.float32)),
+    ("gemm/example_gemm_persistent.py",
+     lambda m: m.matmul_persistent.compile(M=1024, N=1024, K=1024, block_M=128, block_N=256, block_K=64,
+                                           threads=256, num_stages=3)),
+    ("gemm/example_gemm_persistent.py",
+     lambda m: m.matmul_non_persistent.compile(M=1024, N=1024, K=1024, block_M=128, block_N=256, block_K=64,
+                                               threads=256, num_stages=3)),
+    ("gemm_fp8/example_tilelang_gemm_fp8_2xAcc.py",
+     lambda m: m.matmul.compile(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=64,
+                                dtype=m.T.float8_e4m3fn)),
+    ("gemm_splitk/example_tilelang_gemm_splitk_vectorize_atomicadd.py",
+     lambda m: m.matmul.compile(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, split_k=4)),
+    # warp_specialize/
+    ("warp_specialize/example_warp_specialize_gemm_copy_0_gemm_1.py",
+     lambda m: m.matmul_warp_specialize_copy_0_gemm_1.compile(M=1024, N=1024, K=1024, block_M=128, block_N=128,
+                                                              block_K=64)),
+    ("warp_specialize/example_warp_specialize_gemm_copy_1_gemm_0.py",
+     lambda m: m.matmul_warp_specialize_copy_1_gemm_0.compile(M=1024, N=1024, K=1024, block_M=128, block_N=128,
+                                                              block_K=64)),
+    ("warp_specialize/example_warp_specialize_gemm_copy_gemm_0_1.py",
+     lambda m: m.matmul_warp_specialize_copy_gemm_0_1.compile(M=1024, N=1024, K=1024, block_M=128, block_N=128,
+                                                              block_K=64)),
+    ("warp_specialize/example_warp_specialize_gemm_softpipe_stage2.py",
+     lambda m: m.matmul.compile(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=64)),
+    ("warp_specialize/example_warp_specialize_flashmla.py",
+     lambda m: m.flashattn.fn(1, 64, 1, 1024, 512, 64, 64, 64, 1)),
+    # misc
+    ("online_softmax/online_softmax.py", lambda m: m.softmax_kernel.compile(BLOCK_M=1, BLOCK_N=8192)),
+    ("quickstart.py", lambda m: m.matmul_relu_kernel),
+    ("convolution/example_convolution_autotune.py",
+     lambda m: m.convolution.fn.compile(N=2, C=64, H=16, W=16, F=128, K=3, S=1, D=1, P=1, block_M=64, block_N=128,
+                                        block_K=32, num_stages=2, thread_num=128, enable_rasteration=True)),
+    ("rand/rand_uint.py", lambda m: m.tilelang_rand_1d.compile(M=1024, seed=42)),
+    ("cast/example_group_per_split_token_cast_to_fp8.py",
+     lambda m: m.group_per_split_token_cast_to_fp8.compile(M=1024, N=1024, BG=2, M_max=768, blk_m=8)),
+    # linear_attention/
+    ("linear_attention/example_linear_attn_bwd.py", lambda m: m.tl_fused_chunk_bwd_kernel.fn(1, 512, 16, 128, 128)),
+    ("linear_attention/example_mamba_chunk_scan.py",
+     lambda m: m.chunk_scan_fwd.fn.compile(batch=1, seqlen=1024, chunk_size=256, ngroups=1, nheads=8, headdim=64,
+                                           dstate=128, block_M=64, block_N=64, block_K=64, block_Dstate=128,
+                                           num_stages=2, threads=128)),
+    ("linear_attention/example_mamba_chunk_state.py",
+     lambda m: m.chunk_state_fwd.fn.compile(batch=1, seqlen=1024, chunk_size=256, ngroups=1, nheads=8, headdim=64,
+                                            dstate=128, block_M=64, block_N=128, block_K=64, num_stages=4,
+                                            threads=128)),
+    # deepseek_v32/
+    ("deepseek_v32/fp8_lighting_indexer.py",
+     lambda m: m.mqa_attn_return_logits.compile(heads=32, index_dim=64)),
+    ("deepseek_v32/fp8_lighting_indexer.py", lambda m: m.clean_logits_.compile()),
+    ("deepseek_v32/sparse_mla_fwd.py",
+     lambda m: m.sparse_mla_fwd.compile(heads=128, dim=512, tail_dim=64, topk=2048, kv_group=1)),
+    ("deepseek_v32/sparse_mla_fwd_pipelined.py",
+     lambda m: m.sparse_mla_fwd.compile(heads=128, dim=512, tail_dim=64, topk=2048, kv_stride=1, kv_group=1)),
+    ("deepseek_v32/topk_selector.py", lambda m: m.tl_topk_impl.compile(topk=2048)),
+    # flash_attention
+    ("flash_attention/example_gqa_bwd.py", lambda m: m.flashattn_fwd.fn(1, 16, 512, 128, 128, True, 128, 64, groups=4)),
+    ("flash_attention/example_gqa_bwd.py",
+     lambda m: m.flashattn_bwd_atomic_add.fn(1, 16, 512, 128, 128, True, 128, 32, threads=256, num_stages=2, groups=4)),
+    ("flash_attention/example_gqa_bwd.py",
+     lambda m: m.flashattn_bwd_split.fn(1, 16, 512, 128, 128, True, 128, 32, threads=256, num_stages=2, groups=4)),
+    ("flash_attention/example_gqa_bwd_tma_reduce.py",
+     lambda m: m.flashattn_fwd.fn(1, 16, 512, 128, 128, True, 128, 64, groups=4)),
+    ("flash_attention/example_gqa_bwd_tma_reduce.py",
+     lambda m: m.flashattn_bwd_atomic_add.fn(1, 16, 512, 128, 128, True, 128, 32, threads=256, num_stages=2, groups=4)),
+    ("flash_attention/example_mha_bwd_bshd.py", lambda m: m.flashattn_fwd.fn(1, 4, 512, 64, False, 64, 64)),
+    ("flash_attention/example_mha_bwd_bshd.py", lambda m: m.flashattn_bwd.fn(1, 4, 512, 64, False, 64, 64)),
+    ("flash_attention/example_mha_fwd_bhsd.py",
+     lambda m: m.flashattn.fn.fn(1, 4, 256, 512, 64, True, block_M=128, block_N=128, num_stages=2, threads=256)),
+    ("flash_attention/example_mha_fwd_varlen.py",
+     lambda m: m.flashattn.fn.fn(2, 1024, 1024, 8, 128, False, block_M=64, block_N=64, num_stages=1, threads=128)),
+    ("flash_attention/example_gqa_fwd_varlen.py",
+     lambda m: m.flashattn.fn(2, 4, 1024, 1024, 16, 128, True, block_M=128, block_N=128, num_stages=2, threads=256)),
+    ("flash_attention/example_gqa_bwd_tma_reduce_varlen.py",
+     lambda m: m.flashattn_fwd.fn(2, 1024, 1024, 512, 16, 512, 128, 128, True, 128, 64, groups=4)),
+    ("flash_attention/example_gqa_bwd_tma_reduce_varlen.py",
+     lambda m: m.flashattn_bwd_atomic_add.fn(2, 1024, 1024, 512, 16, 512, 128, 128, True, 128, 32, threads=256,
+                                             num_stages=2, groups=4)),
+    # flash_decoding
+    ("flash_decoding/example_mha_inference.py", lambda m: m.flashattn.fn(1, 8, 128, 1024, 128, False, 128, 64)),
+    ("flash_decoding/example_gqa_decode_varlen_logits.py",
+     lambda m: m.flashattn.fn(1, 32, 8, 1024, 1024, 128, True)),
+    # attention_sink
+    ("attention_sink/example_gqa_sink_bwd_bhsd.py",
+     lambda m: m.flashattn_fwd.fn(1, 16, 512, 128, groups=4, block_M=128, block_N=128, num_stages=2, threads=256)),
+    ("attention_sink/example_gqa_sink_bwd_bhsd.py", lambda m: _sink_cfg(m).flashattn_bwd.fn(1, 16, 512, 128, 4)),
+    ("attention_sink/example_mha_sink_bwd_bhsd.py",
+     lambda m: m.flashattn_fwd.fn(1, 8, 512, 128, block_M=128, block_N=128, num_stages=2, threads=256)),
+    ("attention_sink/example_mha_sink_bwd_bhsd.py", lambda m: _sink_cfg(m).flashattn_bwd.fn(1, 8, 512, 128)),
+    ("attention_sink/example_gqa_sink_fwd_varlen.py",
+     lambda m: m.flashattn_sink.fn(2, 4, 1024, 1024, 16, 128, True, window_size=None, block_M=128, block_N=128,
+                                   num_stages=2, threads=256)),
+    # block_causal_attention
+    ("block_causal_attention/block_causal_attention.py",
+     lambda m: m._fwd_template.fn(1, 2, 256, 64, 16, 64 ** -0.5, dtype=F16)),
+    ("block_causal_attention/block_causal_attention.py",
+     lambda m: m._bwd_dq_template.fn(1, 2, 256, 64, 16, 64 ** -0.5, dtype=F16)),
+    ("block_causal_attention/block_causal_attention.py",
+     lambda m: m._bwd_dkv_template.fn(1, 2, 256, 64, 16, 64 ** -0.5, dtype=F16)),
+    ("block_causal_attention/block_causal_attention_varlen.py",
+     lambda m: m._fwd_varlen_template.fn(3, 2, 64, 16, 64 ** -0.5, dtype=F16)),
+    ("block_causal_attention/block_causal_attention_varlen.py",
+     lambda m: m._bwd_dq_varlen_template.fn(3, 2, 64, 16, 64 ** -0.5, dtype=F16)),
+    ("block_causal_attention/block_causal_attention_varlen.py",
+     lambda m: m._bwd_dkv_varlen_template.fn(3, 2, 64, 16, 64 ** -0.5, dtype=F16)),
+    # seer_attention
+    ("seer_attention/block_sparse_attn_tilelang.py", lambda m: m.blocksparse_flashattn.fn(1, 2, 256, 256, 64, 4, True)),
+    # deepseek_mla
+    ("deepseek_mla/example_mla_decode_paged.py",
+     lambda m: m.mla_decode_tilelang.fn(2, 128, 1, 1024, 512, 64, 64, 64, 1, 64, 576 ** -0.5)),
+    ("deepseek_mla/example_mla_decode_paged.py",
+     lambda m: m.mla_decode_tilelang.fn(2, 128, 1, 1024, 512, 64, 64, 64, 4, 64, 576 ** -0.5)),
+    ("deepseek_mla/example_mla_decode_persistent.py", lambda m: m.flashattn.fn(2, 128, 1, 1024, 512, 64, 64, 64, 2)),
+    ("deepseek_mla/example_mla_decode_ws.py",
+     lambda m: m.flashattn.fn(1, 128, 1, 1024, 512, 64, 64, 64, 1, 576 ** -0.5)),
+    # deepseek_nsa
+    ("deepseek_nsa/example_tilelang_nsa_bwd.py",
+     lambda m: m.tilelang_kernel_fwd.compile(batch=1, seq_len=1024, heads=16, dim=64, is_causal=True, groups=16,
+                                             selected_blocks=8, block_size=32)),
+    ("deepseek_nsa/example_tilelang_nsa_bwd.py",
+     lambda m: m.tilelang_kernel_bwd_dqkv.compile(batch=1, seq_len=1024, heads=16, dim=64, is_causal=True, groups=16,
+                                                  selected_blocks=8, block_size=32)),
+    ("deepseek_nsa/example_tilelang_nsa_bwd.py",
+     lambda m: m.tilelang_kernel_bwd_dkv.compile(batch=1, seq_len=1024, heads=16, dim=64, is_causal=True, groups=16,
+                                                 selected_blocks=8, block_size=32)),
+    ("deepseek_nsa/example_tilelang_nsa_decode.py",
+     lambda m: m.native_sparse_attention.compile(batch=1, seq_len=1024, heads=16, dim=64, groups=16,
+                                                 selected_blocks=8, block_size=32)),
+    ("deepseek_nsa/example_tilelang_nsa_fwd_varlen.py",
+     lambda m: m.native_sparse_attention_varlen.compile(heads=16, c_seq_len=1024, batch=2, dim=64, is_causal=True,
+                                                        groups=16, selected_blocks=8, block_size=32)),
+    # gdn
+    ("gdn/example_chunk_delta_bwd.py",
+     lambda m: m.tilelang_chunk_gated_delta_rule_bwd_dhu.fn(1, 1024, 8, 128, 128, chunk_size=64, scale=128 ** -0.5,
+                                                           block_DV=32, threads=128, num_stages=1, **_gdn_dt(m))),
+    ("gdn/example_chunk_delta_h.py",
+     lambda m: m.tilelang_chunk_gated_delta_rule_fwd_h.fn.fn(1, 1024, 8, 128, 128, chunk_size=64, use_g=True,
+                                                            use_initial_state=False, store_final_state=True,
+                                                            save_new_value=True, block_DK=32, block_DV=32,
+                                                            threads=128, num_stages=2, **_gdn_dt(m))),
+    ("gdn/example_chunk_o_bwd.py",
+     lambda m: m.tilelang_chunk_o_bwd_dqkwg.fn(1, 1024, 8, 128, 128, chunk_size=64, scale=128 ** -0.5,
+                                              block_DK=64, block_DV=64, threads=128, num_stages=0, **_gdn_dt(m))),
+    ("gdn/example_chunk_scaled_dot_kkt.py",
+     lambda m: m.tilelang_chunk_scaled_dot_kkt_fwd.fn(1, 1024, 8, 128, chunk_size=64, use_g=True, block_DK=64,
+                                                     threads=128, num_stages=2)),
+    ("gdn/example_wy_fast.py",
+     lambda m: m.tilelang_recompute_w_u_fwd.fn(1, 1024, 8, 128, 128, m.T.bfloat16, m.T.bfloat16, m.T.float32,
+                                              m.T.float32, 64, block_DK=64, block_DV=32, threads=128, num_stages=3)),
+    ("gdn/example_wy_fast_bwd_split.py",
+     lambda m: m.tilelang_wy_fast_bwd.fn(1, 1024, 8, 128, 128, chunk_size=64, block_DK=32, block_DV=32, threads=128,
+                                        num_stages=0, **_gdn_dt(m))),
+    ("gdn/example_wy_fast_bwd_split.py",
+     lambda m: m.tilelang_wy_fast_bwd_split.fn(1, 1024, 8, 128, 128, chunk_size=64, block_DK=32, block_DV=32,
+                                              threads=128, num_stages=0, **_gdn_dt(m))),
+    # fusedmoe
+    ("fusedmoe/example_fusedmoe_tilelang.py",
+     lambda m: m.moe_forward_tilelang_shared.compile(dhidden=512, dexpert=256, num_tokens=256, dtype=m.T.float16,
+                                                     block_token=128, block_dhidden=128, block_dexpert=128,
+                                                     threads=256, num_stages=1)),
+    ("fusedmoe/example_fusedmoe_tilelang.py",
+     lambda m: m.moe_forward_tilelang_routed.compile(dhidden=512, dexpert=256, n_routed_experts=8, dtype=m.T.float16,
+                                                     group_sum=1024, group_count=8, block_token=128,
+                                                     block_dhidden=128, block_dexpert=128, threads=256,
+                                                     num_stages=1)),
 ]
 
 
@@ -140,6 +336,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return importlib.import_module("tileworkbench" + spec.name[len("tilelang"):])
         module = types.ModuleType(spec.name)
         module.__path__, module.__file__ = [], f"<stand-in for {spec.name}>"
+        module.__version__ = "0"  # examples choose imports by it (NSA's fla)
         module.__getattr__ = lambda n: (_ for _ in ()).throw(AttributeError(n)) if n.startswith("__") else _Anything()
         return module
 

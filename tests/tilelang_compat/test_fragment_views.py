@@ -140,6 +140,31 @@ def test_slices_in_gqa_decoding_s_combine(run):
     np.testing.assert_allclose(out, (part * np.exp2(l64 - total)).sum(0), rtol=1e-5, atol=1e-6)
 
 
+@T.prim_func
+def slice_copies(Lse: T.Tensor((4, 128), "float32"), Out: T.Tensor((4, 128), "float32")):
+    """``T.copy`` of one slice of a fragment to a whole one and back (MHA inference's
+    ``T.copy(lse_local[k, :], lse_local_split)``)."""
+    with T.Kernel(1, threads=128):
+        lse_local = T.alloc_fragment((4, 128), "float32")
+        split = T.alloc_fragment((128,), "float32")
+        for k, j in T.Parallel(4, 128):
+            lse_local[k, j] = Lse[k, j]
+        for k in T.serial(4):
+            T.copy(lse_local[3 - k, :], split)
+            for j in T.Parallel(128):
+                split[j] = split[j] * (k + 1)
+            T.copy(split, lse_local[3 - k, :])
+        T.copy(lse_local, Out)
+
+
+@on_both_interpreters
+def test_copies_of_a_slice_of_a_fragment(run):
+    lse = np.random.default_rng(14).standard_normal((4, 128)).astype(np.float32)
+    out = np.zeros_like(lse)
+    run(slice_copies, lse, out)
+    np.testing.assert_array_equal(out, lse * np.array([4, 3, 2, 1], np.float32)[:, None])
+
+
 def test_the_slices_are_each_thread_s_own_registers():
     code = tw.lower(combine, target="sm_90a").kernel_source.split('extern "C"')[1]
     assert "float lse_local[4];" in code and re.search(r"lse_local\[k(_\d+)?\]", code)  # slot k * 1 + 0
@@ -151,6 +176,11 @@ def test_the_slices_are_each_thread_s_own_registers():
      "        for k, j in T.Parallel(4, 96):\n            f[k, j] = A[k, j]\n        for k in T.serial(4):\n"
      "            for j in T.Parallel(96):\n                g[j] = f[k, j]\n        T.copy(g, B[0, 0:96])",
      "a slice f\\[k, ...\\] is read where each slice lies over the threads as the loop's elements do"),
+    # a loop past a fragment's end (TileLang's attention-sink backward writes sinks[i], heads long,
+    # for i up to block_M): named, where TileLang writes past the fragment
+    ("f = T.alloc_fragment((16,), 'float32')\n        for i in T.Parallel(128):\n            f[i] = A[0, i]\n"
+     "        T.copy(f, B[0, 0:16])",
+     "the T.Parallel variable i runs to 127, past the 16 elements of f's dimension 0"),
     # a column where the loop's variable is no unit dimension: not the loop's elements
     ("f = T.alloc_fragment((2, 64), 'float32')\n        g = T.alloc_fragment((64,), 'float32')\n"
      "        for i, j in T.Parallel(2, 64):\n            f[i, j] = A[i, j]\n            g[j] = f[i, j]\n"

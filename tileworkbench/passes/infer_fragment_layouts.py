@@ -38,6 +38,7 @@ from ..ir import nodes as ir
 from ..ir.layout import (BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, padded_row,
                          project, slice_layout, stacked_layout, with_shape)
 from ..ir.visitor import IRVisitor, collect
+from .rules.copies import fragment_slice
 from .rules.fragment_runs import steps_by_one
 from .rules.fragments import ParallelNest
 from .rules.gemm import accumulator_dtype
@@ -106,6 +107,18 @@ def _elementwise_step(frag: ir.Region, other: ir.Region):
     return ir.BufferLoad(other.buffer, indices, other.buffer.dtype), loop_vars[-1]
 
 
+def _within(access, buf, nest, loc):
+    """A fragment indexed by a loop variable that runs past its dimension (TileLang's attention-sink
+    backward fills ``sinks[i]``, a fragment of ``heads`` elements, in a loop over ``block_M``): a
+    CompileError naming both, where TileLang writes past the fragment's end."""
+    shape = buf.static_shape()
+    for dim, index in enumerate(access.indices):
+        for var, extent in zip(nest.vars, nest.extents):
+            if index is var and extent is not None and shape is not None and extent > shape[dim]:
+                raise CompileError(f"{buf.name}[...]: the T.Parallel variable {var.name} runs to {extent - 1}, past "
+                                   f"the {shape[dim]} elements of {buf.name}'s dimension {dim}", loc)
+
+
 class _Relations(IRVisitor):
     """What the program says about fragments' layouts: pairs that share one (``same``), and
     (part, whole, kept) triples where ``part`` has the rows of ``whole`` (``rows``)."""
@@ -132,6 +145,7 @@ class _Relations(IRVisitor):
             buf = access.buffer
             if buf.scope != "fragment":
                 continue
+            _within(access, buf, nest, node.loc)
             kind, lead = nest.match(access.indices, buf.static_shape()) or (None, 0)
             if kind == "whole":
                 whole.append(buf)
@@ -160,7 +174,12 @@ class _Relations(IRVisitor):
 
     def visit_Copy(self, node: ir.Copy):
         src, dst = node.src.buffer, node.dst.buffer
-        if src.scope == "fragment" and dst.scope == "fragment":
+        lead = fragment_slice(node.src, node.dst) or fragment_slice(node.dst, node.src)
+        if lead:  # one slice of a fragment to or from a whole one: as F[k, j] in a loop over j
+            part, other = (src, dst) if fragment_slice(node.src, node.dst) else (dst, src)
+            self.not_runs |= {id(src), id(dst)}
+            self.slices.append((part, other, lead, node.loc))
+        elif src.scope == "fragment" and dst.scope == "fragment":
             self.same.append((src, dst, node.loc))
         elif "fragment" in (src.scope, dst.scope) and "global" not in (src.scope, dst.scope):
             frag, other = (node.src, node.dst) if src.scope == "fragment" else (node.dst, node.src)

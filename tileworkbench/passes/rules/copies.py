@@ -70,6 +70,21 @@ def fragment_frame(region: ir.Region, what: str, loc) -> list[int] | None:
     return list(range(region.buffer.ndim))
 
 
+def fragment_slice(part: ir.Region, other: ir.Region) -> int:
+    """How many leading indices ``part`` fixes where it is one slice ``F[k, ...]`` of a fragment
+    (extent 1 along them, the whole of the others) and ``other`` a whole fragment of the slice's
+    shape (GQA decoding's ``T.copy(lse_local[k, :], lse_local_split)``); else 0."""
+    if part.buffer.scope != "fragment" or other.buffer.scope != "fragment" or not other.is_full:
+        return 0
+    shape, extents = part.buffer.static_shape(), [ir.const_int(e) for e in part.extents]
+    lead = len(shape) - len(other.buffer.shape)
+    if lead <= 0 or any(e != 1 for e in extents[:lead]) or tuple(extents[lead:]) != tuple(shape[lead:]):
+        return 0
+    if any(ir.const_int(s) != 0 for s in part.starts[lead:]):
+        return 0
+    return lead if tuple(shape[lead:]) == tuple(other.buffer.static_shape()) else 0
+
+
 def partial_fragment_copy(node: ir.Copy) -> ir.Stmt | None:
     """A copy to or from part of a fragment (``T.copy(acc_o[:valid_H, :], O_shared)``, its slice of
     constant bounds): a ``T.Parallel`` loop over the whole fragment, so that
@@ -81,6 +96,16 @@ def partial_fragment_copy(node: ir.Copy) -> ir.Stmt | None:
     if part is None:
         return None
     other = src if part is dst else dst
+    lead = fragment_slice(part, other)
+    if lead:  # T.copy(lse_local[k, :], lse_split): the slice's elements, each thread its own (rules.fragments)
+        loop_vars = [ir.Var(f"i{d}") for d in range(len(other.buffer.shape))]
+        part_idx, other_idx = tuple(part.starts[:lead]) + tuple(loop_vars), tuple(loop_vars)
+        s_idx, d_idx = (part_idx, other_idx) if part is src else (other_idx, part_idx)
+        body = ir.BufferStore(dst.buffer, d_idx, ir.cast(ir.BufferLoad(src.buffer, s_idx, src.buffer.dtype),
+                                                          dst.buffer.dtype))
+        for var, n in reversed(list(zip(loop_vars, other.buffer.static_shape()))):
+            body = ir.For(var, ir.const(n), body, "parallel", loc=node.loc)
+        return body
     starts, extents = [ir.const_int(s) for s in part.starts], [ir.const_int(e) for e in part.extents]
     if None in starts or None in extents:
         raise CompileError(f"T.copy of part of fragment {part.buffer.name}: the slice's bounds must be known when "
