@@ -22,6 +22,7 @@ import pytest
 
 import tileworkbench as tw
 import tileworkbench.language as T
+from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.layout import BlockedLayout, slice_layout, slice_slots, stacked_layout, unravel, with_shape
 
 from .interpreters import on_both_interpreters
@@ -165,6 +166,53 @@ def test_copies_of_a_slice_of_a_fragment(run):
     np.testing.assert_array_equal(out, lse * np.array([4, 3, 2, 1], np.float32)[:, None])
 
 
+@T.prim_func
+def rows_over_another_width(X: T.Tensor((16, 64), "float32"), S: T.Tensor((16, 40), "float32"),
+                            Out: T.Tensor((16, 40), "float32")):
+    """GQA decoding's logits: the rows of a (16, 64) fragment's maxima and sums read in a loop over a
+    (16, 40) shared tile (``S_shared[h, k] = exp2(S_shared[h, k] - scores_max[h]) / logsum[h]``)."""
+    with T.Kernel(1, threads=128):
+        x = T.alloc_fragment((16, 64), "float32")
+        row_max = T.alloc_fragment((16,), "float32")
+        row_sum = T.alloc_fragment((16,), "float32")
+        s_shared = T.alloc_shared((16, 40), "float32")
+        T.copy(X, x)
+        T.copy(S, s_shared)
+        T.reduce_max(x, row_max, dim=1)
+        T.reduce_sum(x, row_sum, dim=1)
+        for h, k in T.Parallel(16, 40):
+            s_shared[h, k] = (s_shared[h, k] - row_max[h]) / row_sum[h]
+        T.copy(s_shared, Out)
+
+
+@on_both_interpreters
+def test_rows_of_a_fragment_over_a_tile_of_another_width(run):
+    rng = np.random.default_rng(15)
+    x, s = rng.random((16, 64)).astype(np.float32) + 0.5, rng.standard_normal((16, 40)).astype(np.float32)
+    out = np.zeros_like(s)
+    run(rows_over_another_width, x, s, out)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(out, (s - x64.max(1, keepdims=True)) / x64.sum(1, keepdims=True), rtol=1e-5)
+
+
+def test_each_row_s_holders_take_each_column_once():
+    """``ProjectedLayout.sharer_index`` numbers the threads holding each row 0 .. sharers - 1, for
+    every layout whose rows the compiler reads (so each (row, column) above runs exactly once)."""
+    from tileworkbench.ir.layout import WgmmaAccumLayout, project
+
+    for base in (WgmmaAccumLayout((64, 128), 1, 2), WgmmaAccumLayout((128, 64), 2), BlockedLayout((16, 64), 128),
+                 BlockedLayout((4, 1024), 128, 4), BlockedLayout((64, 128), 128, 4)):
+        rows = project(base, (0,))
+        holders = {}
+        for tid in range(base.threads):
+            for r in range(rows.local_size):
+                (row,), guard = rows.forward(tid, r)
+                if guard is None or guard.value:
+                    holders.setdefault(int(ir.const_int(row)), []).append(ir.const_int(rows.sharer_index(tid)))
+        assert sorted(holders) == list(range(base.shape[0]))
+        assert all(sorted(v) == list(range(rows.sharers)) for v in holders.values()), base
+
+
 def test_the_slices_are_each_thread_s_own_registers():
     code = tw.lower(combine, target="sm_90a").kernel_source.split('extern "C"')[1]
     assert "float lse_local[4];" in code and re.search(r"lse_local\[k(_\d+)?\]", code)  # slot k * 1 + 0
@@ -181,6 +229,11 @@ def test_the_slices_are_each_thread_s_own_registers():
     ("f = T.alloc_fragment((16,), 'float32')\n        for i in T.Parallel(128):\n            f[i] = A[0, i]\n"
      "        T.copy(f, B[0, 0:16])",
      "the T.Parallel variable i runs to 127, past the 16 elements of f's dimension 0"),
+    # a row written in a loop over another width: every thread sharing the row would write it
+    ("x = T.alloc_fragment((16, 64), 'float32')\n        m = T.alloc_fragment((16,), 'float32')\n"
+     "        s = T.alloc_shared((16, 40), 'float32')\n        T.copy(A[0:8, 0:64], x[0:8, :])\n"
+     "        T.reduce_max(x, m, dim=1)\n        for h, k in T.Parallel(16, 40):\n            m[h] = s[h, k]",
+     "fragment m is written in a loop whose columns are not its own"),
     # a column where the loop's variable is no unit dimension: not the loop's elements
     ("f = T.alloc_fragment((2, 64), 'float32')\n        g = T.alloc_fragment((64,), 'float32')\n"
      "        for i, j in T.Parallel(2, 64):\n            f[i, j] = A[i, j]\n            g[j] = f[i, j]\n"

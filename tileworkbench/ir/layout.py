@@ -235,6 +235,18 @@ class ProjectedLayout:
             return (tid // 32) % b.warps_n
         return (tid % self._blocked_row_sharers) // 32
 
+    @property
+    def sharers(self) -> int:
+        """Threads holding each row (lanes of a warp times warps)."""
+        return (1 << len(self.lane_masks)) * self.warp_sharers
+
+    def sharer_index(self, tid: ir.Expr) -> ir.Expr:
+        """Which of the ``sharers`` of its rows thread ``tid`` is (0 to sharers - 1): its lane
+        among the lanes sharing them, then its warp among the warps."""
+        lanes = 1 << len(self.lane_masks)
+        index = tid % lanes if lanes > 1 else ir.const(0)
+        return index + self.warp_slot(tid) * lanes if self.warp_sharers > 1 else index
+
     def owner(self, tid: ir.Expr) -> ir.Expr | None:
         """Whether thread ``tid`` is the one of the threads sharing its elements that stores them to
         memory (the first lane of the first warp), or None where no thread shares them."""

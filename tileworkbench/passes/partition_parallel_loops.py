@@ -25,7 +25,9 @@ Guarantees: no parallel loop and no fragment remains.
     the leading loop variables (``s[i]`` in a loop over ``(i, j)``) reads the thread's own copy of
     the row; a nest over such a fragment alone runs over its slots, every thread that shares a
     row updating its own copy, and only one of them (``owner``) storing it to memory. A nest over a
-    shared tile that reads rows of a fragment runs over the layout they are rows of.
+    shared tile that reads rows of a fragment runs over the layout they are rows of; where the
+    tile is of another width, over the rows each thread holds, each of the threads sharing a row
+    taking its share of the columns (``over_rows``).
   * A copy between a fragment held in runs (``BlockedLayout.vec``) and a global tensor moves each
     run with 16-byte accesses (``rules.fragment_runs``).
   * An element-wise nest touching no fragment whose store or loads can move in vectors goes to the
@@ -126,6 +128,11 @@ class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
         if slices:  # a loop over one slice of a fragment (F[k, j] in a loop over j): over the slice's layout
             return self.by_layout(node, loop_vars, extents, body, slices[0][0], with_shape(slices[0][1], extents)
                                   or slices[0][1])
+        wider = [b for b, (kind, _) in kinds if kind == "row" and len(extents) == 2
+                 and isinstance(layout := b.attrs["layout"], ProjectedLayout) and layout.kept == (0,)
+                 and layout.shape[0] == extents[0]]
+        if wider:  # rows of a fragment read over a tile of another width (S_shared[h, k], scores_max[h])
+            return self.over_rows(node, loop_vars, extents, body, wider[0].attrs["layout"])
         unrelated = [b for b, (kind, _) in kinds if kind == "row"]
         if unrelated:
             name = unrelated[0].name
@@ -169,6 +176,27 @@ class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
         inner = ir.seq(lets + [rewritten if guard is None else ir.IfThenElse(guard, rewritten)])
         return ir.For(j, ir.const(layout.local_size), inner, "unrolled",
                       annotations={"layout": layout.describe()}, loc=node.loc)
+
+    def over_rows(self, node, loop_vars, extents, body, rows: ProjectedLayout):
+        """A loop over ``(row, column)`` of a tile (GQA decoding's logits: ``S_shared[h, k]`` with
+        ``scores_max[h]``) reading rows of fragments whose columns are another tile's: each thread
+        runs the rows it holds (``rows``' slots), and of each row the columns ``s, s + S, ...``,
+        ``s`` its place among the ``S`` threads sharing the row (``ProjectedLayout.sharer_index``),
+        reading the rows from its own registers. Every (row, column) runs once. A store to a
+        fragment here would be each sharer's and is refused."""
+        stored = [st.buffer.name for st in collect(body, ir.BufferStore) if st.buffer.scope == "fragment"]
+        if stored:
+            raise CompileError(f"fragment {stored[0]} is written in a loop whose columns are not its own; write it in "
+                               f"a loop over {stored[0]} alone", node.loc)
+        r, c = ir.Var("r"), ir.Var("c")
+        (row,), guard = rows.forward(self.tid, r)
+        column = c * rows.sharers + rows.sharer_index(self.tid)
+        rewritten = FragmentAccess([loop_vars[0]], r, rows, node.loc, self.to_local).visit(body)
+        inside = ir.logical_and(guard, ir.cmp("<", column, extents[1]) if extents[1] % rows.sharers else None)
+        inner = ir.seq([ir.LetStmt(loop_vars[1], column), rewritten if inside is None else ir.IfThenElse(inside, rewritten)])
+        columns = ir.For(c, ir.const(-(-extents[1] // rows.sharers)), inner, "serial", loc=node.loc)
+        return ir.For(r, ir.const(rows.local_size), ir.seq([ir.LetStmt(loop_vars[0], row), columns]), "unrolled",
+                      annotations={"layout": rows.describe()}, loc=node.loc)
 
     def round_robin(self, node, loop_vars, extents, body):
         runs = vector_runs(loop_vars, extents, body, self.threads, self.tid, self.checked, node.loc)
