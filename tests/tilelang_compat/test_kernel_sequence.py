@@ -65,18 +65,40 @@ def test_alloc_global_inside_a_kernel_is_refused():
                 A[0] = w[0]
 
 
-def test_the_t_const_style_keeps_one_kernel_block():
-    @tw.jit
-    def twice(A):
-        N = T.const("N")
-        A: T.Tensor((N,), T.float32)
-        with T.Kernel(1, threads=128):
-            A[0] = 1.0
-        with T.Kernel(1, threads=128):
-            A[1] = 1.0
+def fused_two_steps(A, B, block=64):
+    N = T.const("N")
+    A: T.Tensor((N,), T.float32)
+    B: T.Tensor((N,), T.float32)
+    mid = T.empty((N,), T.float32)
+    with T.Kernel(N // block, threads=64) as bx:
+        start = bx * block
+        for i in T.Parallel(block):
+            mid[start + i] = A[start + i] * 2.0
+    with T.Kernel(N // block, threads=64) as bx:
+        start = (N // block - 1 - bx) * block
+        for i in T.Parallel(block):
+            B[bx * block + i] = mid[start + i] + 1.0
+    return mid
 
-    with pytest.raises(tw.CompileError, match="several, run one after another, are for a @T.prim_func"):
-        twice.compile(N=128)
+
+def test_the_t_const_style_runs_its_kernel_blocks_one_after_another():
+    """TileLang's fused MoE: a @jit function of the current style with two T.Kernel blocks, the
+    second assigning a name the first did (each kernel's names are its own: before, the second's
+    `start = ...` assigned the first kernel's variable, undefined in the second's code)."""
+    import numpy as np
+
+    a = np.random.default_rng(16).standard_normal(256).astype(np.float32)
+    b = np.zeros(256, np.float32)
+    mid = tw.jit(target="cpu")(fused_two_steps)(a, b)
+    assert np.array_equal(mid, a * 2)
+    assert np.array_equal(b, (a * 2).reshape(4, 64)[::-1].ravel() + 1)
+    kernel = tw.jit(target="sm_90a")(fused_two_steps).compile(N=256)
+    src = kernel.get_kernel_source()
+    assert "kernel 1 of 2" in src and "kernel 2 of 2" in src
+    from tileworkbench.backend.nvrtc import nvrtc_version
+
+    if nvrtc_version() is not None:  # each kernel's code compiles (a variable of the other's would not)
+        assert kernel.kernels[1].record["cubin"] is not None
 
 
 @pytest.mark.parametrize("shape, match", [((), "T.alloc_global: a buffer needs at least one dimension"),
@@ -99,3 +121,32 @@ def test_each_part_of_a_sequence_records_its_own_timeline():
         kernel.timeline(part=1)
     with pytest.raises(tw.KernelRuntimeError, match="part is 0 to 1, not 2"):
         kernel.timeline(part=2)
+
+
+def test_a_name_assigned_in_two_kernel_blocks_of_a_prim_func_is_each_kernel_s_own():
+    import numpy as np
+
+    @T.prim_func
+    def main(A: T.Tensor((256,), T.float32), B: T.Tensor((256,), T.float32)):
+        mid = T.alloc_global((256,), T.float32)
+        with T.Kernel(4, threads=64) as bx:
+            start = bx * 64
+            for i in T.Parallel(64):
+                mid[start + i] = A[start + i] * 3.0
+        with T.Kernel(4, threads=64) as bx:
+            start = (3 - bx) * 64
+            for i in T.Parallel(64):
+                B[bx * 64 + i] = mid[start + i]
+
+    names = [[s.var.name for s in _lets(k.body)] for k in main.kernels]
+    assert names == [["start"], ["start_1"]]  # a variable of each kernel's own, no assignment to the other's
+    a, b = np.random.default_rng(17).standard_normal(256).astype(np.float32), np.zeros(256, np.float32)
+    tw.compile(main, target="cpu")(a, b)
+    assert np.array_equal(b, (a * 3).reshape(4, 64)[::-1].ravel())
+
+
+def _lets(stmt):
+    from tileworkbench.ir import nodes as ir
+    from tileworkbench.ir.visitor import collect
+
+    return collect(stmt, ir.LetStmt)

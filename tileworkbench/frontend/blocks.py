@@ -9,12 +9,13 @@ from __future__ import annotations
 import ast
 
 from ..ir import nodes as ir
+from .statements import Scope
 
 _WITH_FORMS = "only `with T.Kernel(...) as ...:` and `with T.ws(...):` are supported"
 
 
 class Blocks:
-    """Needs the parser's ``builder``, ``kernel_seen``, ``kernels``, ``kernel_sequences``, ``eval``,
+    """Needs the parser's ``builder``, ``kernel_seen``, ``kernels``, ``kernel_names``, ``eval``,
     ``visit_body``, ``error``, ``bind`` and ``_target_names``."""
 
     def visit_With(self, node):
@@ -31,15 +32,16 @@ class Blocks:
         if self.builder.in_kernel:
             raise self.error(node, "`with T.Kernel(...)` inside a kernel: kernels run one after another, each at "
                                    "the top level of the function")
-        if self.kernel_seen and not self.kernel_sequences:
-            raise self.error(node, "a kernel has exactly one `with T.Kernel(...)` block (several, run one after "
-                                   "another, are for a @T.prim_func a builder returns)")
         self.kernel_seen = True
         names = self._target_names(item.optional_vars) if item.optional_vars is not None else []
         if len(names) > len(spec.grid):
             raise self.error(node, f"T.Kernel has {len(spec.grid)} grid dimension(s) but "
                                    f"{len(names)} names are bound")
         block_vars = tuple(ir.Var(names[i] if i < len(names) else f"b{'xyz'[i]}") for i in range(len(spec.grid)))
+        # The kernel's names live in a scope of its own: a kernel after it (fused MoE's two) that
+        # assigns the same name (`m_start = bx * 128`) makes a variable of its own, not an
+        # assignment to one the first kernel declared (undefined in the second's code).
+        outer, self.scope = self.scope, Scope({}, self.scope)
         for v in block_vars:
             self.bind(v.name, v)
         self.builder.launch = ir.Launch(spec.grid, spec.threads, block_vars, ir.Var("tx"),
@@ -50,6 +52,8 @@ class Blocks:
             self.visit_body(node.body)
         finally:
             self.builder.in_kernel = False
+            self.kernel_names.update(self.scope.names)
+            self.scope = outer
         # where this kernel's statements lie in the function's frame (several kernels: a sequence)
         self.kernels.append((self.builder.launch, start, len(self.builder.frames[-1]), node,
                              len(self.builder.frames)))

@@ -76,7 +76,6 @@ class EagerParser(Parser):
         self.symbols: dict = {}  # T.const name -> ConstSymbol
         self.outputs: list = []  # T.empty buffers, in order
         self.returned: list | None = None
-        self.kernel_sequences = False  # one T.Kernel block per @jit function of this style
 
     # ---- names -------------------------------------------------------------------------------
     def lookup(self, node, name):
@@ -98,6 +97,7 @@ class EagerParser(Parser):
                 self.bind(name, self.values[name] if name in self.values else p.default)
         self.builder.push()
         self.visit_body(fdef.body)
+        frame = list(self.builder.frames[-1])
         body = self.builder.pop()
         if self.builder.launch is None:
             raise self.error(fdef, "the kernel body must contain `with T.Kernel(...)`")
@@ -111,6 +111,12 @@ class EagerParser(Parser):
         inputs = sorted((p for p in self.params if p not in self.outputs), key=lambda b: order.index(b.name))
         sizes = self.dynamic_sizes(fdef, inputs, outputs)
         params = inputs + [var for var, _ in sizes] + outputs
+        if len(self.kernels) > 1 or self.builder.workspaces:  # kernels one after another (fused MoE's two)
+            if sizes:
+                raise self.error(fdef, f"T.dynamic size {sizes[0][0].name} in a function with several T.Kernel "
+                                       "blocks or T.alloc_global: not supported yet")
+            self.params = params
+            return self.kernel_sequence(fdef, frame), list(range(len(inputs), len(params)))
         func = ir.PrimFunc(fdef.name, params, body, self.builder.launch,
                            source_file=self.file, source_line=self.first_line + fdef.lineno - 1)
         if sizes:  # where a call finds each size: (parameter index of a tensor, its dimension, the divisor)

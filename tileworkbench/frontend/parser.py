@@ -128,8 +128,8 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
         self.builder = _b.Builder()
         self.params: list = []
         self.kernel_seen = False
+        self.kernel_names: set = set()  # names bound inside a T.Kernel block that has ended
         self.kernels: list = []  # (launch, first statement, end, the with node) per T.Kernel block
-        self.kernel_sequences = True  # several T.Kernel blocks make a KernelSequence
         self.mutable_vars: set = set()
 
     # ---- locations and errors ----------------------------------------------------------------
@@ -176,6 +176,9 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
             return self.globals[name]
         if hasattr(builtins, name):
             return getattr(builtins, name)
+        if name in self.kernel_names:
+            raise self.error(node, f"{name} is a name of the kernel block above; kernel statements and values must "
+                                   "be inside `with T.Kernel(...)`")
         raise self.error(node, f"unknown name {name!r}")
 
     # ---- function --------------------------------------------------------------------------------
