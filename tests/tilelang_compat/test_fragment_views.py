@@ -220,8 +220,10 @@ def test_the_slices_are_each_thread_s_own_registers():
 
 @pytest.mark.parametrize("statements, message", [
     # a slice whose elements lie otherwise than the loop's: 96 columns do not fill the 128 threads
+    # (the loop filling f stores elsewhere too, so no thread could compute all of f: it stays spread)
     ("f = T.alloc_fragment((4, 96), 'float32')\n        g = T.alloc_fragment((96,), 'float32')\n"
-     "        for k, j in T.Parallel(4, 96):\n            f[k, j] = A[k, j]\n        for k in T.serial(4):\n"
+     "        for k, j in T.Parallel(4, 96):\n            f[k, j] = A[k, j]\n            B[k + 4, j] = 0.0\n"
+     "        for k in T.serial(4):\n"
      "            for j in T.Parallel(96):\n                g[j] = f[k, j]\n        T.copy(g, B[0, 0:96])",
      "a slice f\\[k, ...\\] is read where each slice lies over the threads as the loop's elements do"),
     # a loop past a fragment's end (TileLang's attention-sink backward writes sinks[i], heads long,

@@ -149,13 +149,54 @@ def test_a_fragment_every_thread_stores_outside_parallel_loops_is_a_per_thread_v
     assert "float d_local[1];" in code and "d_local[0] = D[bz];" in code
 
 
+@T.prim_func
+def column_mask_and_full_max(Idx: T.Tensor((32,), "int32"), S: T.Tensor((16, 32), "float32"),
+                             X: T.Tensor((64,), "float32"), Out: T.Tensor((16, 32), "float32"),
+                             Y: T.Tensor((64,), "float32")):
+    """Sparse attention's mask, computed in a T.Parallel loop over it and read by the column
+    variable of a loop over (h, i) (every thread computes all of it); and top-k's maximum of a whole
+    1-D fragment read at [0] in a loop over it (every thread reduces it)."""
+    with T.Kernel(1, threads=128):
+        mask = T.alloc_fragment((32,), "bool")
+        scores = T.alloc_fragment((16, 32), "float32")
+        x = T.alloc_fragment((64,), "float32")
+        x_max = T.alloc_fragment((1,), "float32")
+        for i in T.Parallel(32):
+            index = Idx[i]
+            mask[i] = index >= 0
+        T.copy(S, scores)
+        for h, i in T.Parallel(16, 32):
+            scores[h, i] = T.if_then_else(mask[i], scores[h, i], -1.0)
+        T.copy(scores, Out)
+        T.copy(X, x)
+        T.reduce_max(x, x_max, dim=0)
+        for i in T.Parallel(64):
+            x[i] = x[i] - x_max[0]
+        T.copy(x, Y)
+
+
+@on_both_interpreters
+def test_a_mask_every_thread_computes_and_a_maximum_every_thread_reduces(run):
+    rng = np.random.default_rng(18)
+    idx = rng.integers(-3, 5, 32).astype(np.int32)
+    s, x = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    out, y = np.zeros_like(s), np.zeros_like(x)
+    run(column_mask_and_full_max, idx, s, x, out, y)
+    assert np.array_equal(out, np.where(idx[None, :] >= 0, s, -1.0).astype(np.float32))
+    assert np.array_equal(y, x - x.max())
+    code = tw.lower(column_mask_and_full_max, target="sm_90a").kernel_source.split('extern "C"')[1]
+    assert "bool mask[32];" in code and "float x_max[1];" in code
+
+
 @pytest.mark.parametrize("statements, message", [
     # stored by one thread only (an if on the thread index): other threads' copies would differ
     ("v = T.alloc_fragment((1,), 'float32')\n        tx = T.get_thread_binding()\n        v[0] = 0.0\n"
      "        if tx == 0:\n            v[0] = A[0, 0]\n        for j in T.Parallel(64):\n            B[0, j] = v[0]",
      "fragment v is \\(1,\\)"),
-    # written element by element in T.Parallel: its elements are spread over the threads
+    # written element by element in a T.Parallel loop that also stores elsewhere: no thread could run
+    # it whole (its other stores would be each thread's), so its elements are spread over the threads
     ("mask = T.alloc_fragment((8,), 'int32')\n        for i in T.Parallel(8):\n            mask[i] = M[i]\n"
+     "            B[7, i] = 1.0\n"
      "        for k in T.serial(8):\n            if mask[k] != 0:\n                B[k, 0] = 1.0",
      "fragment mask can only be accessed inside a T.Parallel loop"),
     # each thread's own row: the values differ between threads, no barrier may go inside the if

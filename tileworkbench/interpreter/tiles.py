@@ -109,15 +109,17 @@ class TileOps:
         fn = {"sum": np.sum, "max": np.max, "min": np.min, "abssum": lambda x, axis: np.sum(np.abs(x), axis=axis),
               "absmax": lambda x, axis: np.max(np.abs(x), axis=axis),
               **{k: op.reduce for k, op in _BITWISE.items()}}[s.kind]
-        out = fn(src, axis=s.dim)
         dst = self.b.array(s.dst)
+        # a per-thread destination (a local array: the threads' axis first) gets the result in every thread
+        shape = dst.shape[1:] if s.dst.scope == "local" else dst.shape
+        out = np.broadcast_to(fn(src, axis=s.dim).reshape(shape), dst.shape)
         if not s.clear:
-            old = loaded(dst, s.dst.dtype).reshape(out.shape)
+            old = loaded(dst, s.dst.dtype).reshape(dst.shape)
             if s.kind in _BITWISE or s.src.dtype.name == "uint64":
-                old = np.asarray(dst).astype(out.dtype).reshape(out.shape)
+                old = np.asarray(dst).astype(out.dtype).reshape(dst.shape)
             out = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.maximum,
                    "min": np.minimum, **_BITWISE}[s.kind](old, out)
-        dst[...] = stored(out.reshape(dst.shape), s.dst.dtype)
+        dst[...] = stored(out, s.dst.dtype)
         return
         yield
 

@@ -6,22 +6,26 @@ Guarantees: a fragment read element by element where no thread is sure to hold t
 (outside every ``T.Parallel`` loop: TileLang's block-sparse attention copies its mask row into
 ``block_mask`` and asks ``if block_mask[k] != 0:`` in its key loop; or in one at other indices
 than the loop's variables in order: GQA decoding's ``mask_local[j]`` in a loop over ``(i, j)``),
-and written only whole, by ``T.copy`` and ``T.fill``, or by stores every thread makes (outside
+and written only whole (by ``T.copy`` and ``T.fill``; by stores every thread makes, outside
 every ``T.Parallel`` loop and ``T.ws`` scope, under conditions all threads share: Mamba's
-``D_local[0] = D[bz]``), is a ``local`` buffer: each thread copies, fills or stores all of it
-and reads any element. A fragment is the block's tile, one value per element; a copy of it in
-every thread, each written alike, holds
-those values, so the program means the same. Otherwise no thread could read an element it does
-not hold, and ``infer_fragment_layouts`` refuses such a read as before; so it does where the
-fragment is also written element by element or by a gemm, reduction or scan (those spread its
-elements over the threads). The local array's values are then the same in every thread wherever
-the copy's source is (``rules.uniformity``), so a block barrier may stand inside an ``if`` on them.
+``D_local[0] = D[bz]``; by a reduction from a fragment or shared tile, top-k's maximum of a whole
+fragment read at ``[0]``, which every thread then reduces, ``rules.reductions``; or by ``T.Parallel``
+nests over it alone that read no fragment, local array or thread index, sparse attention's
+``mask[bi_i] = Indices[...] >= 0``, which every thread then runs whole as serial loops), is a
+``local`` buffer: each thread holds all of it and reads any element. A fragment is the block's
+tile, one value per element; a copy of it in every thread, each written alike, holds those
+values, so the program means the same. Otherwise no thread could read an element it does not
+hold, and ``infer_fragment_layouts`` refuses such a read as before; so it does where the fragment
+is also written element by element in other loops, by a gemm or scan, or is a reduction's source
+(those spread its elements over the threads). The local array's values are then the same in every
+thread wherever its sources are (``rules.uniformity``), so a block barrier may stand inside an
+``if`` on them.
 """
 
 from __future__ import annotations
 
 from ..ir import nodes as ir
-from ..ir.visitor import IRVisitor, collect
+from ..ir.visitor import IRMutator, IRVisitor, collect, uses_var
 from .manager import register
 from .rules.fragments import ParallelNest
 from .rules.uniformity import Variance
@@ -35,8 +39,11 @@ class _Reads(IRVisitor):
     threads only); and the stores to fragments outside both, which every thread makes, with the
     conditions of the ``if``s around each (Mamba's ``D_local[0] = D[bz]``)."""
 
-    def __init__(self):
+    def __init__(self, thread_var):
+        self.thread_var = thread_var
         self.loops: list = []  # the T.Parallel loops around, outermost first
+        self.replicable: dict = {}  # fragment -> the T.Parallel nests that every thread could run whole
+        self.in_replicable = False
         self.conditions: list = []  # of the ifs (and whiles) around
         self.scopes = 0  # T.ws scopes around
         self.outside: set = set()
@@ -45,11 +52,41 @@ class _Reads(IRVisitor):
 
     def visit_For(self, node: ir.For):
         inner = node.kind == "parallel"
+        replicable = self._replicable(node) if inner and not self.loops else None
+        if replicable is not None:
+            self.replicable.setdefault(replicable, []).append(node)
+            self.in_replicable = True
         if inner:
             self.loops.append(node)
         self.generic_visit(node)
         if inner:
             self.loops.pop()
+        if replicable is not None:
+            self.in_replicable = False
+
+    def _replicable(self, node: ir.For):
+        """The fragment a ``T.Parallel`` nest computes, where every thread could run the whole nest
+        and get the same values (sparse attention's ``mask[bi_i] = Indices[...] >= 0``): its only
+        stores are to that fragment at the nest's variables, and it reads no fragment or local
+        array and not the thread index; else None."""
+        loops, body = [node], node.body
+        while isinstance(body, ir.For) and body.kind == "parallel":
+            loops.append(body)
+            body = body.body
+        nest = ParallelNest.of(loops)
+        stores = collect(body, ir.BufferStore)
+        targets = {id(st.buffer): st.buffer for st in stores}
+        if len(targets) != 1 or any(f.kind == "parallel" for f in collect(body, ir.For)):
+            return None
+        frag = next(iter(targets.values()))
+        if frag.scope != "fragment" or tuple(frag.static_shape()) != nest.extents:
+            return None
+        if not all(len(st.indices) == len(nest.vars) and all(i is v for i, v in zip(st.indices, nest.vars))
+                   for st in stores):
+            return None
+        if any(ld.buffer.scope in ("fragment", "local") for ld in collect(body, ir.BufferLoad)):
+            return None
+        return None if uses_var(body, self.thread_var) else frag
 
     def visit_IfThenElse(self, node):
         self.conditions.append(node.cond)
@@ -72,7 +109,9 @@ class _Reads(IRVisitor):
 
     def visit_BufferStore(self, node: ir.BufferStore):
         if node.buffer.scope == "fragment":
-            if self.loops or self.scopes:
+            if self.in_replicable and not self.scopes:
+                pass  # counted with its nest (replicable)
+            elif self.loops or self.scopes:
                 self.stored.add(node.buffer)
             else:
                 self.stored_by_all.setdefault(node.buffer, []).append(tuple(self.conditions))
@@ -94,20 +133,46 @@ def _written_whole(func: ir.PrimFunc, buf: ir.Buffer, stores: int) -> bool:
     allowed = stores + sum(1 for a in collect(func.body, ir.Allocate) if a.buffer is buf)
     allowed += sum((c.src.buffer is buf) + (c.dst.buffer is buf) for c in collect(func.body, ir.Copy))
     allowed += sum(1 for f in collect(func.body, ir.Fill) if f.dst.buffer is buf)
+    # reduced into, from a fragment or shared tile: every thread reduces it (rules.reductions)
+    allowed += sum(1 for r in collect(func.body, ir.Reduce) if r.dst is buf and r.src is not buf)
     allowed += sum(1 for load in collect(func.body, ir.BufferLoad) if load.buffer is buf)
     return sum(1 for b in collect(func.body, ir.Buffer) if b is buf) == allowed
 
 
 @register("localize_read_fragments", "tile")
 def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    reads = _Reads()
+    reads = _Reads(func.launch.thread_var)
     reads.visit(func.body)
     candidates = reads.outside - reads.stored
     variance = Variance(func) if candidates & set(reads.stored_by_all) else None
+    replicated = []
     for buf in candidates:
         stores = reads.stored_by_all.get(buf, ())
         if stores and not reads.stored_alike(buf, variance):
             continue
-        if _written_whole(func, buf, len(stores)):
+        nests = reads.replicable.get(buf, [])
+        nest_stores = sum(len(collect(n, ir.BufferStore)) for n in nests)
+        if _written_whole(func, buf, len(stores) + nest_stores):
             buf.scope = "local"
-    return func
+            replicated += nests
+    return func.with_body(_EveryThread(replicated).visit(func.body)) if replicated else func
+
+
+class _EveryThread(IRMutator):
+    """The ``T.Parallel`` nests that compute a fragment made a per-thread array run whole in every
+    thread (serial loops), each thread computing all of its own copy."""
+
+    def __init__(self, nests):
+        self.nests = {id(n) for n in nests}
+        self.inside = 0
+
+    def visit_For(self, node: ir.For):
+        ours = id(node) in self.nests
+        self.inside += ours
+        node = self.generic_visit(node) if not self.inside else self._serial(node)
+        self.inside -= ours
+        return node
+
+    def _serial(self, node: ir.For) -> ir.For:
+        body = self._serial(node.body) if isinstance(node.body, ir.For) and node.body.kind == "parallel" else node.body
+        return ir.For(node.var, node.extent, body, "serial", annotations=dict(node.annotations), loc=node.loc)

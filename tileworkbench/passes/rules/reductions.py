@@ -183,9 +183,11 @@ def _across_warps(node, layout, part, acc_dtype, merge, tid) -> list:
 
 
 def reduce_through_shared(node: ir.Reduce) -> ir.Stmt:
-    """Everything else: a shared copy of the source; each destination element computed from it."""
+    """Everything else: a shared copy of the source; each destination element computed from it (by
+    every thread, where the destination is each thread's own: a fragment ``localize_read_fragments``
+    made a local array)."""
     src, dst = node.src, node.dst
-    if src.scope not in ("fragment", "shared") or dst.scope not in ("fragment", "shared"):
+    if src.scope not in ("fragment", "shared") or dst.scope not in ("fragment", "shared", "local"):
         raise CompileError("T.reduce_* reduces a fragment or shared buffer into one", node.loc)
     scratch = ir.Buffer(f"{src.name}_reduce_scratch", src.shape, src.dtype, "shared",
                         attrs={"swizzle": 0}, loc=node.loc)
@@ -214,6 +216,7 @@ def reduce_through_shared(node: ir.Reduce) -> ir.Stmt:
         ir.SyncThreads(),
         loop_nest(src.static_shape(), to_scratch, loc=node.loc),
         ir.SyncThreads(),
-        loop_nest(out_shape, reduce_row, loc=node.loc),
+        # a per-thread destination (localize_read_fragments): every thread reduces every element
+        loop_nest(out_shape, reduce_row, kind="serial" if dst.scope == "local" else "parallel", loc=node.loc),
         ir.SyncThreads(),
     ])
