@@ -283,3 +283,41 @@ def test_a_size_declared_outside_only_inside_an_expression_is_refused():
         def shifted(X: T.Tensor([total - 1], "float32")):
             with T.Kernel(1, threads=32):
                 X[0] = total
+
+
+def _split_and_combine(heads: int = 4):
+    """TileLang's sparse GQA decoding's shape: a size declared in the builder, two kernels (a split
+    writing partial sums into a workspace, a combine reading them) and a workspace of constant shape."""
+    seqlen = T.dynamic("max_cache_seqlen")
+
+    @T.prim_func
+    def main(K: T.Tensor([seqlen, heads], "float32"), Out: T.Tensor([heads], "float32")):
+        partial = T.alloc_global([2, heads], "float32")
+        with T.Kernel(2, threads=32) as split:
+            acc = T.alloc_fragment([heads], "float32")
+            T.clear(acc)
+            for s in T.serial(T.ceildiv(seqlen, 2)):
+                row = split * T.ceildiv(seqlen, 2) + s
+                for h in T.Parallel(heads):
+                    if row < seqlen:
+                        acc[h] += K[row, h]
+            for h in T.Parallel(heads):
+                partial[split, h] = acc[h]
+        with T.Kernel(1, threads=32):
+            for h in T.Parallel(heads):
+                Out[h] = partial[0, h] + partial[1, h]
+
+    return main
+
+
+def test_a_size_declared_outside_reaches_every_kernel_of_a_sequence(no_cache):
+    seq = _split_and_combine()
+    assert [p.name for p in seq.kernels[1].params] == ["K", "Out", "max_cache_seqlen", "partial"]
+    kernel = tilelang.compile(seq, out_idx=-1, target="cpu")
+    rng = np.random.default_rng(19)
+    for n in (37, 64):
+        k = rng.standard_normal((n, 4)).astype(np.float32)
+        np.testing.assert_allclose(kernel(k), k.astype(np.float64).sum(0), rtol=1e-5)
+    compiled = tilelang.compile(seq, out_idx=-1, target="sm_90a", load_device=False)
+    assert [p["name"] for p in compiled.workspaces] == ["partial"] and compiled.out_idx == [1]
+    assert all(k.record["sizes"] == {"max_cache_seqlen": [0, 0, 1]} for k in compiled.kernels)

@@ -237,10 +237,7 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
         if self.builder.launch is None:
             raise self.error(fdef, "the kernel body must contain `with T.Kernel(...)`")
         if len(self.kernels) > 1 or self.builder.workspaces:
-            if sizes:
-                raise self.error(fdef, f"T.dynamic size {sizes[0][0].name}, declared outside the kernel, in a function "
-                                       "with several T.Kernel blocks or T.alloc_global: not supported yet")
-            return self.kernel_sequence(fdef, frame)
+            return self.kernel_sequence(fdef, frame, sizes)
         params = self.params + [var for var, _ in sizes]
         func = ir.PrimFunc(fdef.name, params, body, self.builder.launch,
                            source_file=self.file, source_line=self.first_line + fdef.lineno - 1)
@@ -258,17 +255,26 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
                 return None
         return spec if isinstance(spec, _dt.DType) else None
 
-    def kernel_sequence(self, fdef, frame) -> ir.KernelSequence:
-        """One PrimFunc per T.Kernel block, each taking the function's parameters and then the
-        T.alloc_global workspaces."""
+    def kernel_sequence(self, fdef, frame, sizes=()) -> ir.KernelSequence:
+        """One PrimFunc per T.Kernel block, each taking the function's parameters, its ``T.dynamic``
+        sizes declared outside (``outer_sizes``: each kernel takes them from the tensors, as one
+        kernel does) and then the T.alloc_global workspaces."""
         workspaces = list(self.builder.workspaces)
+        size_vars = [var for var, _ in sizes]
+        for w in workspaces:
+            if any(v in size_vars for d in w.shape for v in collect(ir.as_expr(d), ir.Var)):
+                raise self.error(fdef, f"T.alloc_global {w.name}: a workspace shaped by a T.dynamic size is not "
+                                       "supported yet")
         kernels = []
         for i, (launch, start, end, node, depth) in enumerate(self.kernels):
             if depth != 1:
                 raise self.error(node, "each `with T.Kernel(...)` of a function with several kernels (or with "
                                        "T.alloc_global) stands at the function's top level")
-            kernels.append(ir.PrimFunc(f"{fdef.name}_{i}", self.params + workspaces, ir.seq(frame[start:end]), launch,
-                                       source_file=self.file, source_line=self.loc(node).line))
+            kernel = ir.PrimFunc(f"{fdef.name}_{i}", self.params + size_vars + workspaces, ir.seq(frame[start:end]),
+                                 launch, source_file=self.file, source_line=self.loc(node).line)
+            if sizes:
+                kernel.attrs["dynamic_sizes"] = {var.name: (where[0], where[1], 1) for var, where in sizes}
+            kernels.append(kernel)
         return ir.KernelSequence(fdef.name, list(self.params), workspaces, kernels, source_file=self.file,
                                  source_line=self.first_line + fdef.lineno - 1)
 

@@ -107,13 +107,31 @@ class CpuSequence:
         self.name, self.kernels, self.out_idx = seq.name, kernels, list(out_idx)
         self.params, self.workspaces = seq.params, seq.workspaces
         self.trace = kernels[0].trace
+        # T.dynamic sizes declared outside the kernels: (size parameter, index of a tensor, dimension)
+        first = seq.kernels[0]  # as parsed: its size variables are those the tensors' shapes name
+        self.sizes = [(p, *first.attrs["dynamic_sizes"][p.name][:2]) for p in first.params
+                      if isinstance(p, ir.Var) and p.name in first.attrs.get("dynamic_sizes", {})]
+
+    def _sizes(self, args) -> dict:
+        """The sizes, from the tensors the call passes (outputs it leaves out take no argument)."""
+        if not self.sizes:
+            return {}
+        left_out = len(args) == len(self.params) - len(self.out_idx)
+        passed = [i for i in range(len(self.params)) if not (left_out and i in self.out_idx)]
+        out = {}
+        for var, index, dim in self.sizes:
+            if index not in passed or passed.index(index) >= len(args):
+                raise KernelRuntimeError(f"{self.name}: the size {var.name} comes from argument "
+                                         f"{self.params[index].name}, which the call does not pass")
+            out[var] = int(args[passed.index(index)].shape[dim])
+        return out
 
     def timeline(self, part: int = 0, block=None):
         """No timeline here: ``tw.timeline`` instruments the GPU code, which the interpreter does not run."""
         raise no_timeline(self.name)
 
     def __call__(self, *args):
-        call = bind(self.name, self.params, self.out_idx, args)
+        call = bind(self.name, self.params, self.out_idx, args, self._sizes(args))
         scalars = {p: v for p, v in zip(self.params, call.full) if isinstance(p, ir.Var)}
         work = [_unwritten(w, scalars) for w in self.workspaces]
         passed = call.as_passed()  # once: each kernel's FP4 results stay in the packed bytes for the next
@@ -155,16 +173,17 @@ class Call:
             raw.view(np.uint8)[...] = pack_fp4(self.full[i])
 
 
-def bind(name: str, params, out_idx, args) -> Call:
+def bind(name: str, params, out_idx, args, sizes: dict | None = None) -> Call:
     """A call that passes all ``params`` or the inputs only (the ``out_idx`` outputs then
-    allocated, unwritten), its arguments checked against the signature."""
+    allocated, unwritten), its arguments checked against the signature; ``sizes``: values of
+    ``T.dynamic`` sizes the tensors' shapes name, which are no parameter here."""
     n_in = len(params) - len(out_idx)
     if len(args) not in (len(params), n_in):
         raise KernelRuntimeError(f"{name} takes {n_in} inputs or all {len(params)} arguments; got {len(args)}")
     torch_like = any(type(a).__module__.startswith("torch") for a in args)
     # the scalars first: the tensors' shapes may name them (outputs left out take no argument)
     passed = [p for i, p in enumerate(params) if not (len(args) == n_in and i in out_idx)]
-    scalars = {p: v for p, v in zip(passed, args) if isinstance(p, ir.Var)}
+    scalars = {**(sizes or {}), **{p: v for p, v in zip(passed, args) if isinstance(p, ir.Var)}}
     given = iter(args)
     call = Call([], [i for i in range(len(params)) if i in out_idx], torch_like)
     for i, p in enumerate(params):

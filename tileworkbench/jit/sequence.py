@@ -26,7 +26,8 @@ class KernelSequence:
         self.kernels = kernels
         n = len(seq.params)
         self.params = kernels[0].params[:n]  # the function's own, as a Kernel lists them
-        self.workspaces = kernels[0].params[n:]
+        # then its T.dynamic sizes (each kernel reads them from the tensors), then the workspaces
+        self.workspaces = [p for p in kernels[0].params[n:] if p["kind"] == "tensor"]
         self.out_idx = check_out_idx(out_idx, [(p["name"], p["kind"] == "tensor") for p in self.params], self.name)
         self.target = kernels[0].target
         self.timings = {"compile_s": sum(k.timings.get("compile_s", 0.0) for k in kernels)}
