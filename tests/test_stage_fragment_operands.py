@@ -103,3 +103,35 @@ def test_where_register_a_applies_nothing_is_staged():
     kernel = p_times_v(from_shared=False, rows=128, n=128, threads=256)
     artifact, staged = _lowered(kernel)
     assert not staged and "tw::wgmma_gemm_rs<" in artifact.kernel_source
+
+
+@T.prim_func
+def transposed_fragment_a(P: T.Tensor((64, 128), "float16"), V: T.Tensor((64, 128), "float16"),
+                          O: T.Tensor((128, 128), "float32")):
+    """O = P^T @ V with P (K x M, TileLang's indexer backward: a gradient in a fragment used
+    transposed): wgmma reads register A as M x K only, so P goes through a shared tile."""
+    with T.Kernel(1, threads=128):
+        p_shared = T.alloc_shared((64, 128), "float16")
+        v_shared = T.alloc_shared((64, 128), "float16")
+        scores = T.alloc_fragment((64, 128), "float32")
+        p = T.alloc_fragment((64, 128), "float16")
+        o = T.alloc_fragment((128, 128), "float32")
+        T.copy(P, p_shared)
+        T.copy(V, v_shared)
+        T.copy(p_shared, scores)
+        for i, j in T.Parallel(64, 128):
+            p[i, j] = scores[i, j] * 2
+        T.clear(o)
+        T.gemm(p, v_shared, o, transpose_A=True)
+        T.copy(o, O)
+
+
+def test_a_transposed_fragment_a_goes_through_shared_memory():
+    artifact, staged = _lowered(transposed_fragment_a)
+    assert len(staged) == 1 and "A is transposed" in str(staged[0].message)
+    rng = np.random.default_rng(8)
+    p, v = rng.standard_normal((64, 128)).astype(np.float16), rng.standard_normal((64, 128)).astype(np.float16)
+    o = np.zeros((128, 128), np.float32)
+    tw.compile(transposed_fragment_a, target="cpu")(p, v, o)
+    np.testing.assert_allclose(o, (2 * p.astype(np.float64)).T @ v.astype(np.float64), rtol=2e-3, atol=2e-3)
+    _compiles(artifact.kernel_source)

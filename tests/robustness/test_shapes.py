@@ -113,8 +113,6 @@ GEMMS = [
      "T.gemm: shapes do not agree: A is 128x64, B is 32x128, C is 128x128"),
     ("into-slice", 'b2 = T.alloc_shared((64, 64), "float16")\nT.gemm(a, b2, c[0:128, 0:64])  # <-\nT.gemm(a, b, c)',
      "T.gemm C must be a whole fragment: a gemm into part of c is not supported"),
-    ("a-fragment-transposed", 'af = T.alloc_fragment((64, 128), "float16")\nT.gemm(af, b, c, transpose_A=True)  # <-',
-     "T.gemm A: af is a fragment, which wgmma reads as M x K: transpose_A=True needs A in shared memory"),
     ("a-fragment-sliced", 'af = T.alloc_fragment((128, 128), "float16")\nT.gemm(af[0:128, 0:64], b, c)  # <-',
      "T.gemm A must be a whole fragment; af is sliced here"),
     ("b-fragment", 'bf = T.alloc_fragment((64, 128), "float16")\nT.gemm(a, bf, c)  # <-', "T.gemm B: bf is a fragment"),

@@ -1,15 +1,18 @@
 """TileLang's other spellings of things this compiler has: ``T.Tensor[(M, N), dtype]`` (a
 subscript, in a kernel's signature and in the current style's body, its shape holding
-``T.dynamic`` sizes) and ``T.fill(s[0], v)`` (one element). Both CPU interpreters against numpy."""
+``T.dynamic`` sizes), ``T.fill(s[0], v)`` (one element), TIR's ``T.parallel`` and
+``T.thread_binding``, and a Python local with a type hint. Both CPU interpreters against numpy."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tileworkbench as tilelang
 import tileworkbench.language as T
 
 from .interpreters import on_both_interpreters
+from .kernel_files import main_with
 
 @T.prim_func
 def shifted(A: T.Tensor[(4, 32), T.float32], Count: T.Tensor[(2,), T.int32], B: T.Tensor[(4, 32), T.float32]):
@@ -51,3 +54,45 @@ def row_sums(X):
 def test_a_subscripted_annotation_in_the_current_style_with_a_dynamic_size():
     kernel = row_sums.compile(cols=64)
     assert [p["name"] for p in kernel.params][:2] == ["X", "rows"] and kernel.record["sizes"] == {"rows": [0, 0, 1]}
+
+
+@T.prim_func
+def tir_spellings(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32), C: T.Tensor((128,), T.int32)):
+    """TIR's spellings TileLang's examples use: ``for i in T.parallel(n)`` (block mean pooling) and
+    ``tx = T.thread_binding(0, threads, thread="threadIdx.x")`` (logits cleaning)."""
+    with T.Kernel(1, threads=128):
+        tx = T.thread_binding(0, 128, thread="threadIdx.x")
+        for i in T.parallel(128):
+            B[i] = A[127 - i] * 2
+        C[tx] = tx * 3
+
+
+@on_both_interpreters
+def test_tir_spellings(run):
+    a = np.random.default_rng(20).standard_normal(128).astype(np.float32)
+    b, c = np.zeros(128, np.float32), np.zeros(128, np.int32)
+    run(tir_spellings, a, b, c)
+    assert np.array_equal(b, a[::-1] * 2) and np.array_equal(c, np.arange(128) * 3)
+
+
+def test_a_thread_binding_over_other_threads_than_the_block_s_is_refused(tmp_path):
+    with pytest.raises(tilelang.CompileError, match="the block has 128 thread\\(s\\) along threadIdx.x"):
+        main_with(tmp_path, 'A: T.Tensor((4,), "float32")', 'tx = T.thread_binding(0, 64, thread="threadIdx.x")\n'
+                  '        A[0] = tx')
+
+
+@tilelang.jit
+def annotated_python_local(X, scale_name: str = "double"):
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty((N,), T.float32)
+    factor: float = 2.0 if scale_name == "double" else 1.0  # a Python value with a type hint
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(N):
+            Y[i] = X[i] * factor
+    return Y
+
+
+def test_a_python_local_with_a_type_hint_is_a_python_value():
+    kernel = annotated_python_local.compile(N=64)
+    assert "* 2" in kernel.get_kernel_source().split('extern "C"')[1]

@@ -74,6 +74,9 @@ class Statements:
             raise self.error(node, "a declaration needs a value")
         value = self.eval(node.value)
         dtype = self.eval(node.annotation)
+        if not isinstance(dtype, _dt.DType) and not _is_ir(value) and isinstance(dtype, type):
+            self._assign(node.target, value, node)  # `dtype: str = BF16`: a Python value, its type a hint
+            return
         if not isinstance(dtype, _dt.DType):
             raise self.error(node.annotation, f"a variable's annotation must be a dtype such as T.int32, "
                                               f"not {ir.describe(dtype)}")

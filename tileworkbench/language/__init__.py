@@ -35,6 +35,7 @@ from .kernel import (
     make_tensor,
     no_set_max_nreg,
     reshape,
+    thread_binding,
     use_swizzle,
     view,
     WarpSpecialize,
@@ -42,7 +43,7 @@ from .kernel import (
 )
 from ..frontend.regions import Layout
 from .im2col import im2col
-from .loops import Parallel, Persistent, Pipelined, Serial, serial, unroll, vectorized
+from .loops import Parallel, Persistent, Pipelined, Serial, parallel, serial, unroll, vectorized
 from .macros import macro
 from .math import (  # noqa: A004 - TileLang's names: T.abs, T.max, T.pow, T.round ...
     abs,
@@ -305,6 +306,7 @@ __all__ = [
     "GemmWarpPolicy",
     "get_block_binding",
     "get_thread_binding",
+    "thread_binding",
     "atomic_add",
     "atomic_max",
     "atomic_min",
@@ -333,6 +335,7 @@ __all__ = [
     "min",
     "min_value",
     "Parallel",
+    "parallel",
     "Persistent",
     "Pipelined",
     "prim_func",

@@ -86,6 +86,28 @@ def get_thread_binding(dim: int = 0):
     return index
 
 
+_THREAD_AXES = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+
+
+def thread_binding(start, stop=None, thread: str = "threadIdx.x", annotations=None):
+    """``tx = T.thread_binding(0, threads, thread="threadIdx.x")`` (TileLang's logits cleaning): the
+    thread index along ``thread``, as ``T.get_thread_binding``; the range must be the block's
+    threads along that axis, from 0."""
+    if stop is None:
+        start, stop = 0, start
+    if thread not in _THREAD_AXES:
+        raise error(f"T.thread_binding: thread is one of {', '.join(_THREAD_AXES)}, not {_b.describe(thread)}")
+    axis = _THREAD_AXES[thread]
+    launch = _b.launch("T.thread_binding()")
+    dims = launch.thread_dims or (launch.threads,)
+    extent = dims[axis] if axis < len(dims) else 1
+    first, last = ir.const_int(_b.integer(start, "T.thread_binding: start")), ir.const_int(_b.integer(stop, "T.thread_binding: stop"))
+    if first != 0 or last != extent:
+        raise error(f"T.thread_binding({_b.describe(start)}, {_b.describe(stop)}, {thread!r}): the block has {extent} "
+                    f"thread(s) along {thread}; the binding runs over all of them, from 0 to {extent}")
+    return get_thread_binding(axis)
+
+
 def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True):
     """Visit thread blocks in panels of ``panel_size`` block rows, so blocks that run at the same
     time share tiles of A and B in L2 (TileLang's rasterisation). ``enable=False`` keeps the

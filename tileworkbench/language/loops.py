@@ -30,6 +30,18 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None, annotations=None)
     return LoopSpec("parallel", checked, tuple(ir.const(0) for _ in extents))
 
 
+def parallel(start, stop=None, *, annotations=None):
+    """TIR's parallel loop, ``for i in T.parallel(n)`` (TileLang's block mean pooling): a
+    one-dimensional ``T.Parallel(n)``; from a start other than 0 it is refused (write
+    ``T.Parallel(stop - start)`` and add the start)."""
+    if stop is None:
+        return Parallel(start, annotations=annotations)
+    if ir.const_int(_b.integer(start, "T.parallel: start")) != 0:
+        raise error(f"T.parallel({_b.describe(start)}, {_b.describe(stop)}): a parallel loop from a start other "
+                    "than 0 is not supported; loop over T.Parallel(stop - start) and add the start")
+    return Parallel(stop, annotations=annotations)
+
+
 def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802
     """``for bx, by in T.Persistent([m_blocks, n_blocks], sm_num, block_id)``: this block's tiles of
     the domain, wave after wave (``frontend.specs.PersistentTiles``)."""

@@ -145,10 +145,7 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
         if r.static_extents() is None or len(unit_dropped(r.extents)) != 2:
             raise error(f"T.gemm {n} must be a 2-D tile with constant extents")
     for r, n in ((a, "A"), (b, "B")):
-        if r.buffer.scope == "fragment" and n == "A":
-            if transpose_A:
-                raise error(f"T.gemm A: {r.buffer.name} is a fragment, which wgmma reads as M x K: "
-                            "transpose_A=True needs A in shared memory")
+        if r.buffer.scope == "fragment" and n == "A":  # transposed, it goes through shared memory
             if not r.is_full:
                 raise error(f"T.gemm A must be a whole fragment; {r.buffer.name} is sliced here")
             continue

@@ -10,7 +10,7 @@ and written only whole (by ``T.copy`` and ``T.fill``; by stores every thread mak
 every ``T.Parallel`` loop and ``T.ws`` scope, under conditions all threads share: Mamba's
 ``D_local[0] = D[bz]``; by a reduction from a fragment or shared tile, top-k's maximum of a whole
 fragment read at ``[0]``, which every thread then reduces, ``rules.reductions``; or by ``T.Parallel``
-nests over it alone that read no fragment, local array or thread index, sparse attention's
+nests over it alone that read only global tensors the kernel never writes, sparse attention's
 ``mask[bi_i] = Indices[...] >= 0``, which every thread then runs whole as serial loops), is a
 ``local`` buffer: each thread holds all of it and reads any element. A fragment is the block's
 tile, one value per element; a copy of it in every thread, each written alike, holds those
@@ -25,7 +25,7 @@ thread wherever its sources are (``rules.uniformity``), so a block barrier may s
 from __future__ import annotations
 
 from ..ir import nodes as ir
-from ..ir.visitor import IRMutator, IRVisitor, collect, uses_var
+from ..ir.visitor import IRMutator, IRVisitor, buffers_written, collect, uses_var
 from .manager import register
 from .rules.fragments import ParallelNest
 from .rules.uniformity import Variance
@@ -39,8 +39,14 @@ class _Reads(IRVisitor):
     threads only); and the stores to fragments outside both, which every thread makes, with the
     conditions of the ``if``s around each (Mamba's ``D_local[0] = D[bz]``)."""
 
-    def __init__(self, thread_var):
-        self.thread_var = thread_var
+    def __init__(self, func: ir.PrimFunc):
+        self.thread_var = func.launch.thread_var
+        # buffers the kernel writes (stores, tile-operation destinations, atomics' addresses): a
+        # nest every thread runs whole reads none of them, or a thread could read an element another
+        # has written since (what one thread alone reading it never could)
+        self.written = set(buffers_written(func.body)) | {
+            load.buffer for call in collect(func.body, ir.Call) if call.name == "address_of"
+            for load in collect(call, ir.BufferLoad)}
         self.loops: list = []  # the T.Parallel loops around, outermost first
         self.replicable: dict = {}  # fragment -> the T.Parallel nests that every thread could run whole
         self.in_replicable = False
@@ -67,8 +73,8 @@ class _Reads(IRVisitor):
     def _replicable(self, node: ir.For):
         """The fragment a ``T.Parallel`` nest computes, where every thread could run the whole nest
         and get the same values (sparse attention's ``mask[bi_i] = Indices[...] >= 0``): its only
-        stores are to that fragment at the nest's variables, and it reads no fragment or local
-        array and not the thread index; else None."""
+        stores are to that fragment at the nest's variables, it reads only global tensors the kernel
+        never writes, and not the thread index; else None."""
         loops, body = [node], node.body
         while isinstance(body, ir.For) and body.kind == "parallel":
             loops.append(body)
@@ -84,7 +90,7 @@ class _Reads(IRVisitor):
         if not all(len(st.indices) == len(nest.vars) and all(i is v for i, v in zip(st.indices, nest.vars))
                    for st in stores):
             return None
-        if any(ld.buffer.scope in ("fragment", "local") for ld in collect(body, ir.BufferLoad)):
+        if any(ld.buffer.scope != "global" or ld.buffer in self.written for ld in collect(body, ir.BufferLoad)):
             return None
         return None if uses_var(body, self.thread_var) else frag
 
@@ -141,7 +147,7 @@ def _written_whole(func: ir.PrimFunc, buf: ir.Buffer, stores: int) -> bool:
 
 @register("localize_read_fragments", "tile")
 def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    reads = _Reads(func.launch.thread_var)
+    reads = _Reads(func)
     reads.visit(func.body)
     candidates = reads.outside - reads.stored
     variance = Variance(func) if candidates & set(reads.stored_by_all) else None
