@@ -27,7 +27,7 @@ from pathlib import Path
 import tileworkbench
 import tileworkbench as tw
 
-F16 = "float16"
+F16, BF, F32 = "float16", "bfloat16", "float32"
 
 
 def _sink_cfg(m):
@@ -290,6 +290,113 @@ CASES = [
                                                      group_sum=1024, group_count=8, block_token=128,
                                                      block_dhidden=128, block_dexpert=128, threads=256,
                                                      num_stages=1)),
+    # surveyed 2026-12-05 (third part): kda, DSA, DeepSeek v4 and mHC, sparse GQA decoding, int4, sparse and dequantising GEMMs
+    ("kda/chunk_bwd_dqkwg.py",
+     lambda m: m.chunk_bwd_dqkwg.fn.fn(1, 256, 2, 128, 128, 1.0, 64, F32, F32, block_DK=32, block_DV=32,
+                                       threads=128, num_stages=2)),
+    ("kda/chunk_bwd_dv.py",
+     lambda m: m.tilelang_chunk_bwd_kernel_dv_local.fn.fn(1, 256, 2, 128, BF, BF, F32, 64, block_DV=128,
+                                                          threads=128, num_stages=1)),
+    ("kda/chunk_bwd_gla_dA.py",
+     lambda m: m.tilelang_chunk_bwd_kernel_dv_local.fn.fn(1, 256, 2, 128, 1.0, BF, F32, BF, 64, block_DV=128,
+                                                          threads=128, num_stages=1)),
+    ("kda/chunk_bwd_intra.py",
+     lambda m: m.tilelang_chunk_bwd_intra.fn.fn(1, 256, 2, 128, F32, F32, F32, F32, F32, 64, block_DK=32,
+                                                threads=128, num_stages=0)),
+    ("kda/chunk_delta_bwd.py",
+     lambda m: m.tilelang_chunk_gated_delta_rule_bwd_dhu.fn.fn(1, 256, 2, 128, 128, BF, BF, F32, F32, F32, 64,
+                                                               128 ** -0.5, True, True, True, block_DV=32,
+                                                               threads=128, num_stages=1)),
+    ("kda/chunk_delta_h_fwd.py",
+     lambda m: m.tilelang_chunk_gated_delta_rule_fwd_h.fn.fn(1, 256, 2, 128, 128, "float16", "float16", F32, F32,
+                                                             F32, 64, True, True, True, True, block_DK=32,
+                                                             block_DV=32, threads=128, num_stages=2)),
+    ("kda/chunk_inter_solve_fused.py",
+     lambda m: m.tilelang_chunk_kda_fwd_inter_fused.fn(1, 256, 2, 128, BF, BF, F32, F32, 64, 16, 1.0)),
+    ("kda/chunk_intra_token_parallel.py",
+     lambda m: m.tilelang_chunk_kda_fwd_intra_token_parallel.fn.fn(1, 256, 2, 128, BF, BF, F32, F32, 64, 16,
+                                                                   block_H=1, threads=128, num_stages=1)),
+    ("kda/chunk_o.py",
+     lambda m: m.tilelang_chunk_fwd_o.fn.fn(1, 256, 2, 128, 128, BF, BF, F32, F32, 64, 128 ** -0.5, 64,
+                                            block_DK=32, block_DV=32, threads=128, num_stages=1)),
+    ("kda/wy_fast.py",
+     lambda m: m.tilelang_recompute_w_u_fwd.fn.fn(1, 256, 2, 128, 128, m.T.bfloat16, m.T.bfloat16, m.T.float32,
+                                                  m.T.float32, 64, True, True, block_S=64, block_DK=64,
+                                                  block_DV=32, threads=128, num_stages=3)),
+    ("kda/wy_fast_bwd.py",
+     lambda m: m.tilelang_wy_fast_bwd.fn.fn(1, 256, 2, 128, 128, F32, F32, F32, F32, F32, 64, block_DK=32,
+                                            block_DV=32, threads=128, num_stages=0)),
+    # dsa_sparse_finetune/
+    ("dsa_sparse_finetune/indexer_bwd.py", lambda m: m.tl_indexer_bwd_impl.compile(heads=16, dim=128, topk=64)),
+    ("dsa_sparse_finetune/indexer_topk_reducesum.py",
+     lambda m: m.tl_indexer_topk_reducesum_impl.fn(heads=64, dim=128, topk=64, dtype=m.BF16)),
+    ("dsa_sparse_finetune/sparse_mla_bwd.py", lambda m: m.preprocess.compile(H=64, D=512)),
+    ("dsa_sparse_finetune/sparse_mla_bwd.py", lambda m: m.bwd.compile(H=64, D=512, D_tail=64, topk=512)),
+    ("dsa_sparse_finetune/sparse_mla_bwd.py", lambda m: m.postprocess.compile(D=512, D_tail=64)),
+    ("dsa_sparse_finetune/sparse_mla_fwd.py",
+     lambda m: m.sparse_mla_fwd.compile(heads=64, dim=512, tail_dim=64, topk=512)),
+    ("dsa_sparse_finetune/sparse_mla_topk_reducesum.py",
+     lambda m: m.tl_sparse_mla_topk_reducesum_impl.compile(heads=64, dim=512, tail_dim=64, topk=512)),
+    # dsa_hisa/
+    ("dsa_hisa/block_sparse_mqa_fp8.py",
+     lambda m: m.fp8_native_block_sparse_mqa_attn_return_logits.compile(seq_len=1024, seq_len_kv=4096)),
+    ("dsa_hisa/clean_and_maintain_logits.py",
+     lambda m: m.clean_and_maintain_logits_.compile(seq_len=1024, seq_len_kv=4096)),
+    ("dsa_hisa/fp8_block_mean_pooling.py", lambda m: m.fp8_native_block_mean_pooling.compile(seq_len_k=4096)),
+    ("dsa_hisa/pool_mqa_fp8.py",
+     lambda m: m.pool_mqa_attn_return_logits_fp8.compile(seq_len=1024, seq_len_blocked_kv=32)),
+    # deepseek_v4/
+    ("deepseek_v4/act_quant.py", lambda m: m.fp8_quant_kernel.compile(N=1024)),
+    ("deepseek_v4/act_quant.py", lambda m: m.fp4_quant_kernel.compile(N=1024)),
+    ("deepseek_v4/sparse_attn_fwd_sm90.py",
+     lambda m: m.sparse_attn_fwd.fn(1, 64, 256, 1024, 512, 256, dtype=m.T.bfloat16)),
+    # gemm_int4/
+    ("gemm_int4/example_tilelang_gemm_int4.py", lambda m: m.matmul_nt_int4(256, 256, 256, 128, 128, 64)),
+    # blocksparse_attention/
+    ("blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py",
+     lambda m: m.flashattn.fn(1, 32, 8, 128, 128, block_N=64, block_H=64, page_block_size=256, num_stages=2,
+                              threads=128, num_pages=64)),
+    ("blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py",
+     lambda m: m.flashattn.fn(1, 32, 8, 128, 128, block_N=64, block_H=64, num_stages=2, threads=128)),
+    ("blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py",
+     lambda m: m.flashattn.fn(1, 32, 8, 128, 128, block_N=64, block_H=64, num_stages=2, threads=128)),
+    # deepseek_mhc/
+    ("deepseek_mhc/example_mhc_bwd.py",
+     lambda m: m.sinkhorn_bwd_implicit_cg.fn.compile(n_stream=16, tilesize=32, threads=128)),
+    ("deepseek_mhc/example_mhc_post.py", lambda m: m.mhc_post_tilelang.compile(hc=4, hidden=2560)),
+    ("deepseek_mhc/example_mhc_pre.py",
+     lambda m: m.mhc_pre_big_fuse_tilelang.compile(hidden_size=1280, rms_eps=1e-6, hc_pre_eps=1e-6,
+                                                   hc_sinkhorn_eps=1e-6, hc_post_mult_value=1.0, sinkhorn_repeat=10,
+                                                   n_splits=1, hc_mult=4)),
+    ("deepseek_mhc/example_mhc_pre.py",
+     lambda m: m.mhc_pre_gemm_sqrsum_tilelang.compile(hc_mult3=24, hc_hidden_size=4 * 1280)),
+    # gemm_sp/
+    ("gemm_sp/example_gemm_sp.py",
+     lambda m: m.matmul_sp_fp16.fn(1024, 1024, 1024, m.T.float, m.T.int16, 128, 128, 64, 2, 128,
+                                   m.T.GemmWarpPolicy.Square, True)),
+    # deepseek_deepgemm/
+    ("deepseek_deepgemm/example_deepgemm_fp8_2xAcc.py",
+     lambda m: m.tl_gemm.compile(M=1024, N=1024, K=1024, block_N=128, in_dtype=m.T.float8_e4m3fn,
+                                 out_dtype=m.T.bfloat16, accum_dtype=m.T.float32)),
+    # dequantize_gemm/
+    ("dequantize_gemm/example_dequant_gemm_bf16_fp4_hopper.py",
+     lambda m: m.matmul.fn.fn(256, 256, 256, m.T.bfloat16, m.T.bfloat16, m.T.float32, num_bits=4, fast_dequant=True,
+                              block_M=256, block_N=128, block_K=128, num_stages=2, threads=256, split=1)),
+    ("dequantize_gemm/example_dequant_gemm_bf16_mxfp4_hopper.py",
+     lambda m: m.matmul.fn.fn(256, 256, 256, m.T.bfloat16, m.T.bfloat16, m.T.float32, num_bits=4, scale_size=32,
+                              block_M=256, block_N=128, block_K=128, num_stages=2, threads=256, split=1,
+                              fast_dequant=True, with_bias=False)),
+    ("dequantize_gemm/example_dequant_gemm_fine_grained.py",
+     lambda m: m.matmul.fn(256, 256, 256, 128, 128, 32, m.T.float16, m.T.float16, m.T.float16, 3, 128)),
+    ("dequantize_gemm/example_dequant_gemm_fine_grained.py",
+     lambda m: m.tl_matmul_with_ladder_weight_only_transform_block_reduce_int4(256, 1024, 512, m.T.float16,
+                                                                               m.T.float16, m.T.float16, 3)),
+    ("dequantize_gemm/example_dequant_gemm_w4a8.py",
+     lambda m: m.matmul_int8xint4.fn.fn(128, 256, 256, m.T.int8, m.T.int32, m.T.int32, num_bits=4, block_M=64,
+                                        block_N=64, block_K=128, num_stages=1, threads=128)),
+    ("dequantize_gemm/example_dequant_gemv_fp16xint4.py",
+     lambda m: m.dequantize_gemv.fn(1, 1024, 1024, m.T.float16, m.T.float16, m.T.float16, 4, m.T.int8, "uint", 4, 32,
+                                    True, False, True, -1, False)),
 ]
 
 
@@ -314,6 +421,14 @@ class _Anything:
 
     def __iter__(self):
         return iter(())
+
+    def __getitem__(self, key):
+        return _Anything()
+
+    def __or__(self, other):  # `torch.dtype | None` in an annotation
+        return _Anything()
+
+    __ror__ = __or__
 
     def __mro_entries__(self, bases):
         return (_StandInBase,)
@@ -346,12 +461,16 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def _install(examples: Path):
     stand_ins = {name for name in ("torch", "einops", "fla", "triton", "scipy") if importlib.util.find_spec(name) is None}
+    if "torch" in stand_ins:
+        stand_ins.add("FLA_KDA")  # kda's reference package: torch at import
     sys.meta_path.insert(0, _Finder(stand_ins))
     sys.modules.setdefault("tilelang", tileworkbench)
 
 
 def _load(path: Path):
     sys.path.insert(0, str(path.parent))  # an example's own helper modules (reference.py ...)
+    for helper in path.parent.glob("*.py"):  # another directory's of the same name (utils.py) loaded before
+        sys.modules.pop(helper.stem, None)
     try:
         spec = importlib.util.spec_from_file_location(f"example_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)

@@ -15,6 +15,7 @@ and not the sweep, a sweep resuming from its record (``ray_backend.py``).
 """
 
 from ..not_here import module_getattr
+from .capture import set_autotune_inputs
 from .decorator import AutoTuner, AutotuneResult as TunedResult, autotune
 from .memory import forget, memory_path, recall, remember
 from .space import Config, config_space
@@ -30,6 +31,7 @@ from .tuner import (
 
 __all__ = [
                     "AutoTuner",
+                    "set_autotune_inputs",
                     "AutotuneResult",
                     "TunedResult",
                     "Compiled",

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from ..errors import CompileError, caller_location
 from ..jit.decorator import JitFunction, jit
 from ..jit.profiler import TensorSupplyType
+from .capture import captured_inputs
 
 
 @dataclass
@@ -100,7 +101,7 @@ class AutoTuner:
                 skipped.append((config, f"does not compile: {err.message}"))
                 continue
             profiler = kernel.get_profiler(self.profile_args["supply_type"])
-            inputs = profiler.inputs()
+            inputs = captured_inputs() or profiler.inputs()  # set_autotune_inputs's tensors, else the supply's
             ref = self.profile_args["ref_prog"]
             if ref is not None and not self.profile_args["skip_check"]:
                 try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ..target import PassContext, Target
 from . import memory
+from .capture import captured_inputs
 from .space import Config, config_space
 
 
@@ -238,15 +239,18 @@ class GpuBenchmark:
     an optional check against ``ref_program``, then ``backend.timing.Timer`` (CUDA events, L2
     flushed, median)."""
 
-    def __init__(self, ref_program=None, max_rel_err: float = 1e-2, warmup: int = 10, rep: int = 50):
+    def __init__(self, ref_program=None, max_rel_err: float = 1e-2, warmup: int = 10, rep: int = 50,
+                 inputs: list | None = None):
         self.ref_program, self.max_rel_err, self.warmup, self.rep = ref_program, max_rel_err, warmup, rep
-        self._inputs = self._timer = None
+        self._inputs, self._timer = inputs, None  # inputs: set_autotune_inputs's tensors, else made once
 
     def __call__(self, kernel, config: Config) -> float:
         from ..backend.timing import Timer, passes, rel_err
 
         if self._inputs is None:
-            self._inputs, self._timer = kernel.get_profiler().inputs(), Timer()
+            self._inputs = kernel.get_profiler().inputs()
+        if self._timer is None:
+            self._timer = Timer()
         outs = kernel(*self._inputs)
         outs = list(outs) if isinstance(outs, tuple) else [outs]
         full = list(self._inputs)
@@ -303,8 +307,13 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
         return compile_kernel(builder(*args, **kwargs, **cfg.as_kwargs()), out_idx=out_idx, target=tgt,
                           pass_configs=pass_configs)
 
+    inputs = captured_inputs()
     if backend == "ray":
         from .ray_backend import RaySweep
+
+        if inputs is not None:
+            raise ValueError("set_autotune_inputs: the Ray sweep times each config on a worker, which makes its own "
+                             "inputs; tune locally (backend='local') to time on given tensors")
 
         sweep = RaySweep(ray_address, trial_timeout_s, record, gpus_per_trial)
         with sweep.session():
@@ -330,7 +339,7 @@ def autotune(builder, configs=None, args=(), out_idx=None, *, kwargs=None, targe
     if timer is None:
         if not gpu_present():
             raise NeedsGPUError(result)
-        timer = GpuBenchmark(ref_program, max_rel_err, warmup, rep)
+        timer = GpuBenchmark(ref_program, max_rel_err, warmup, rep, inputs)
 
     kernels = {}
     start = time.perf_counter()
