@@ -199,6 +199,12 @@ def test_a_mask_every_thread_computes_and_a_maximum_every_thread_reduces(run):
      "            B[7, i] = 1.0\n"
      "        for k in T.serial(8):\n            if mask[k] != 0:\n                B[k, 0] = 1.0",
      "fragment mask can only be accessed inside a T.Parallel loop"),
+    # a scalar set in the loop computing it: were every thread to run the loop, each would set it
+    # for every element; so the loop stays spread over the threads, and the read is refused
+    ("mask = T.alloc_fragment((8,), 'int32')\n        last = M[0]\n        for i in T.Parallel(8):\n"
+     "            mask[i] = M[i]\n            last = M[i]\n"
+     "        for k in T.serial(8):\n            if mask[k] != 0:\n                B[k, 0] = 1.0",
+     "fragment mask can only be accessed inside a T.Parallel loop"),
     # each thread's own row: the values differ between threads, no barrier may go inside the if
     ("row = T.alloc_local((4,), 'int32')\n        tx = T.get_thread_binding()\n        T.copy(M[tx % 2 * 4:tx % 2 * 4 + 4], row)\n"
      "        s = T.alloc_shared((64,), 'float32')\n        if row[0] != 0:\n            T.copy(A[0, :], s)\n"

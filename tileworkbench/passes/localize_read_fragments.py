@@ -73,8 +73,9 @@ class _Reads(IRVisitor):
     def _replicable(self, node: ir.For):
         """The fragment a ``T.Parallel`` nest computes, where every thread could run the whole nest
         and get the same values (sparse attention's ``mask[bi_i] = Indices[...] >= 0``): its only
-        stores are to that fragment at the nest's variables, it reads only global tensors the kernel
-        never writes, and not the thread index; else None."""
+        stores are to that fragment at the nest's variables, it has no other effect (no call made for
+        its effect, no scalar set), it reads only global tensors the kernel never writes, and not
+        the thread index; else None."""
         loops, body = [node], node.body
         while isinstance(body, ir.For) and body.kind == "parallel":
             loops.append(body)
@@ -84,6 +85,8 @@ class _Reads(IRVisitor):
         targets = {id(st.buffer): st.buffer for st in stores}
         if len(targets) != 1 or any(f.kind == "parallel" for f in collect(body, ir.For)):
             return None
+        if collect(body, (ir.Evaluate, ir.Assign)):  # a call's effect (an atomic, a print) or a scalar set:
+            return None                                 # every thread would make it
         frag = next(iter(targets.values()))
         if frag.scope != "fragment" or tuple(frag.static_shape()) != nest.extents:
             return None
