@@ -235,3 +235,23 @@ def buffers_written(node) -> list:
 
     _W().visit(node)
     return out
+
+
+def buffer_roles(node, buf) -> dict:
+    """How ``node`` mentions ``buf``: the count of each role (``allocate``, ``copy_src``,
+    ``copy_dst``, ``fill``, ``reduce_src``, ``reduce_dst``, ``load``, ``store``), and ``other`` for
+    every mention none of them accounts for (a gemm's operand, a scan, an atomic's address ...).
+    Passes that decide what may become of a buffer (``localize_read_fragments``,
+    ``stage_fragment_operands``) ask which roles it has."""
+    roles = {
+        "allocate": sum(1 for a in collect(node, ir.Allocate) if a.buffer is buf),
+        "copy_src": sum(1 for c in collect(node, ir.Copy) if c.src.buffer is buf),
+        "copy_dst": sum(1 for c in collect(node, ir.Copy) if c.dst.buffer is buf),
+        "fill": sum(1 for f in collect(node, ir.Fill) if f.dst.buffer is buf),
+        "reduce_src": sum(1 for r in collect(node, ir.Reduce) if r.src is buf),
+        "reduce_dst": sum(1 for r in collect(node, ir.Reduce) if r.dst is buf),
+        "load": sum(1 for x in collect(node, ir.BufferLoad) if x.buffer is buf),
+        "store": sum(1 for x in collect(node, ir.BufferStore) if x.buffer is buf),
+    }
+    roles["other"] = sum(1 for b in collect(node, ir.Buffer) if b is buf) - sum(roles.values())
+    return {role: n for role, n in roles.items() if n}

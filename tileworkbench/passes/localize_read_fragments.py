@@ -25,7 +25,7 @@ thread wherever its sources are (``rules.uniformity``), so a block barrier may s
 from __future__ import annotations
 
 from ..ir import nodes as ir
-from ..ir.visitor import IRMutator, IRVisitor, buffers_written, collect, uses_var
+from ..ir.visitor import IRMutator, IRVisitor, buffer_roles, buffers_written, collect, uses_var
 from .manager import register
 from .rules.fragments import ParallelNest
 from .rules.uniformity import Variance
@@ -134,18 +134,14 @@ class _Reads(IRVisitor):
 
 def _written_whole(func: ir.PrimFunc, buf: ir.Buffer, stores: int) -> bool:
     """Every mention of ``buf`` is a load, its allocation, a copy's source or destination, a
-    fill's destination or one of the ``stores`` every thread makes (nothing spreads its elements
-    over the threads), and no copy into it reads a fragment (whose elements each thread holds only
-    some of)."""
+    fill's destination, a reduction's destination or one of the ``stores`` every thread makes
+    (nothing spreads its elements over the threads), and no copy into it reads a fragment (whose
+    elements each thread holds only some of)."""
     if any(c.dst.buffer is buf and c.src.buffer.scope == "fragment" for c in collect(func.body, ir.Copy)):
         return False
-    allowed = stores + sum(1 for a in collect(func.body, ir.Allocate) if a.buffer is buf)
-    allowed += sum((c.src.buffer is buf) + (c.dst.buffer is buf) for c in collect(func.body, ir.Copy))
-    allowed += sum(1 for f in collect(func.body, ir.Fill) if f.dst.buffer is buf)
-    # reduced into, from a fragment or shared tile: every thread reduces it (rules.reductions)
-    allowed += sum(1 for r in collect(func.body, ir.Reduce) if r.dst is buf and r.src is not buf)
-    allowed += sum(1 for load in collect(func.body, ir.BufferLoad) if load.buffer is buf)
-    return sum(1 for b in collect(func.body, ir.Buffer) if b is buf) == allowed
+    roles = buffer_roles(func.body, buf)
+    return roles.get("store", 0) == stores and set(roles) <= {"allocate", "copy_src", "copy_dst", "fill", "reduce_dst",
+                                                             "load", "store"}
 
 
 @register("localize_read_fragments", "tile")

@@ -26,7 +26,7 @@ import warnings
 
 from ..errors import TileworkbenchWarning
 from ..ir import nodes as ir
-from ..ir.visitor import IRMutator, buffers_written, collect
+from ..ir.visitor import IRMutator, buffer_roles, buffers_written, collect
 from .rules import gemm as gemm_rules
 from .manager import register
 
@@ -138,14 +138,7 @@ class _DropUnread(IRMutator):
 
 def _unread(body, fragments: set) -> set:
     """Of ``fragments``, those the body mentions only as a copy's destination (and allocates)."""
-    mentions = collect(body, ir.Buffer)
-    out = set()
-    for f in fragments:
-        written = sum(1 for c in collect(body, ir.Copy) if c.dst.buffer is f)
-        declared = sum(1 for a in collect(body, ir.Allocate) if a.buffer is f)
-        if sum(1 for b in mentions if b is f) == written + declared:
-            out.add(f)
-    return out
+    return {f for f in fragments if set(buffer_roles(body, f)) <= {"allocate", "copy_dst"}}
 
 
 @register("stage_fragment_operands", "tile")
