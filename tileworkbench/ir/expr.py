@@ -507,6 +507,16 @@ class Region:
     def full(buffer: Buffer) -> "Region":
         return Region(buffer, tuple(const(0) for _ in buffer.shape), tuple(buffer.shape))
 
+    def non_unit_dims(self) -> list[int]:
+        """The dimensions whose extent is not the constant 1, in order."""
+        return [d for d, e in enumerate(self.extents) if const_int(e) != 1]
+
+    def paired_dims(self, other: "Region") -> dict:
+        """Dimension of this region -> the dimension of ``other`` its elements run along: the two
+        regions' non-unit dimensions, paired in order (a copy or tile atomic between a ``(1, n)``
+        slice and an ``(n,)`` tile moves element ``j`` to element ``j``)."""
+        return dict(zip(self.non_unit_dims(), other.non_unit_dims()))
+
     @property
     def is_full(self) -> bool:
         """The region covers its whole buffer (constant starts 0, extents the buffer's shape)."""

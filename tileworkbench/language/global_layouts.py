@@ -97,10 +97,9 @@ def element_loop(src: ir.Region, dst: ir.Region, body, what: str) -> ir.Stmt:
         raise error(f"{what}: the regions' extents must be known when the kernel is compiled")
     frame = dst if dst.buffer.scope == "fragment" or src.buffer.scope != "fragment" else src
     other = src if frame is dst else dst
-    frame_dims = (list(range(frame.buffer.ndim)) if frame.buffer.scope == "fragment"
-                  else [d for d, e in enumerate(frame.static_extents()) if e != 1])
-    other_dims = iter(d for d, e in enumerate(other.static_extents()) if e != 1)
-    pairs = [(d, next(other_dims) if frame.static_extents()[d] != 1 else None) for d in frame_dims]
+    frame_dims = list(range(frame.buffer.ndim)) if frame.buffer.scope == "fragment" else frame.non_unit_dims()
+    paired = frame.paired_dims(other)
+    pairs = [(d, paired.get(d)) for d in frame_dims]
     if len(unit_dropped(src.extents)) != len(unit_dropped(dst.extents)):
         raise error(f"internal: {what}: regions of different shapes")
     loop_vars = [ir.Var(f"i{n}") for n in range(len(pairs))]

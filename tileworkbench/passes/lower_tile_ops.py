@@ -33,7 +33,7 @@ from ..ir.visitor import IRMutator, reassigned_vars
 from ..ir.records import wgmma_functor_name
 from .rules.calls import address_of, call
 from .rules.gemm import ONE_BYTE_TYPES
-from .rules.copies import (CopyLowering, extent_bounds, fragment_frame, global_bounds, lower_im2col, non_unit,
+from .rules.copies import (CopyLowering, extent_bounds, fragment_frame, global_bounds, lower_im2col,
                            partial_fragment_copy, within_extents)
 from .rules.reductions import in_registers, loop_nest, reduce_in_registers, reduce_through_shared
 from .rules.scans import lower_scan
@@ -75,7 +75,7 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
 
     def visit_Fill(self, node: ir.Fill):
         region = node.dst
-        dims = fragment_frame(region, "T.fill", node.loc) or non_unit(region)
+        dims = fragment_frame(region, "T.fill", node.loc) or region.non_unit_dims()
         shape, dynamic = extent_bounds([region], dims, self.ranges, "T.fill", node.loc)
 
         def body(idx):

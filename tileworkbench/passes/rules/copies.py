@@ -12,10 +12,6 @@ from ...ir.simplify import interval, is_multiple_of, simplify
 from .calls import address_of, call, needs_alignment
 
 
-def non_unit(region: ir.Region) -> list[int]:
-    return [d for d, e in enumerate(region.extents) if ir.const_int(e) != 1]
-
-
 def global_bounds(region: ir.Region, idx) -> ir.Expr | None:
     """Condition that ``idx`` lies inside a global buffer (None for other scopes)."""
     if region.buffer.scope != "global":
@@ -115,7 +111,7 @@ def partial_fragment_copy(node: ir.Copy) -> ir.Stmt | None:
                            f"{other.buffer.name} is not supported; copy through a shared tile", node.loc)
     shape = part.buffer.static_shape()
     loop_vars = [ir.Var(f"i{d}") for d in range(len(shape))]
-    pairs = dict(zip([d for d, e in enumerate(extents) if e != 1], non_unit(other)))
+    pairs = part.paired_dims(other)
     other_idx = list(other.starts)
     for fd, od in pairs.items():
         other_idx[od] = other.starts[od] + (loop_vars[fd] - starts[fd])
@@ -139,7 +135,7 @@ class CopyLowering:
     def __init__(self, node: ir.Copy, ranges: dict):
         self.node = node
         self.src, self.dst = node.src, node.dst
-        self.sdims, self.ddims = non_unit(self.src), non_unit(self.dst)
+        self.sdims, self.ddims = self.src.non_unit_dims(), self.dst.non_unit_dims()
         # A fragment side sets the loop nest: all its dimensions. Its non-unit ones pair up with
         # the other side's in order (the front end checked that their extents agree).
         frame_dims = fragment_frame(self.dst, "T.copy", node.loc)
