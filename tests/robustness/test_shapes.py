@@ -56,6 +56,10 @@ BUFFERS = [
      "fragments need about 8192 32-bit registers per thread"),
     ("fragments-together-too-large", 'f = T.alloc_fragment((256, 256), "float32")\ng = T.alloc_fragment((256, 512), '
                                      '"float32")  # <-\nT.clear(f)\nT.clear(g)', "fragments need about 1536 32-bit"),
+    # a fragment every thread holds whole (read at [k] outside T.Parallel, filled by a copy): counted too
+    ("per-thread-fragment-too-large", 'f = T.alloc_fragment((64, 64), "float32")  # <-\nT.copy(A[0:64, 0:64], f)\n'
+                                      'B[0] = f[3, 4]',
+     "fragments need about 4096 32-bit registers per thread, its per-thread arrays counted"),
 ]
 
 TILE_OPS = [

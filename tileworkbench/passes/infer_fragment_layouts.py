@@ -24,9 +24,10 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     its rows padded (``BlockedLayout.row``: to 1024 there), so the rows are whole sweeps or shared
     by a power-of-two run of threads, which the reduction's shuffles need.
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
-words); past ``REGISTER_LIMIT`` the kernel is refused at the fragment that crosses it: a thread has
-255 registers, and NVRTC's time grows fast past that (8 s at 1024 words, 39 s at 2048 on the CPU
-machine), so such a kernel would take minutes to compile only to spill.
+words), with every per-thread array's (``T.alloc_local``, and fragments ``localize_read_fragments``
+gave every thread whole); past ``REGISTER_LIMIT`` the kernel is refused at the buffer that
+crosses it: a thread has 255 registers, and NVRTC's time grows fast past that (8 s at 1024 words,
+39 s at 2048 on the CPU machine), so such a kernel would take minutes to compile only to spill.
 """
 
 from __future__ import annotations
@@ -329,15 +330,19 @@ def infer_fragment_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     words, parts = 0, []
     for alloc in collect(func.body, ir.Allocate):
         buf = alloc.buffer
-        if buf.scope != "fragment":
+        if buf.scope == "local" and buf.static_shape() is not None:  # every thread holds all of it
+            own = -(-math.prod(buf.static_shape()) * buf.dtype.storage_bits // 32)
+            where = "in every thread"
+        elif buf.scope == "fragment":
+            layout = buf.attrs["layout"] = layouts[id(buf)]
+            own = -(-layout.local_size * buf.dtype.storage_bits // 32)
+            where = f"over {inference.fragment_threads.get(id(buf), func.launch.threads)} threads"
+        else:
             continue
-        layout = buf.attrs["layout"] = layouts[id(buf)]
-        own = -(-layout.local_size * buf.dtype.storage_bits // 32)
         words += own
-        parts.append(f"{buf.name}: {'x'.join(map(str, buf.static_shape()))} {buf.dtype.name} over {inference.fragment_threads.get(id(buf), func.launch.threads)} "
-                     f"threads is {own}")
+        parts.append(f"{buf.name}: {'x'.join(map(str, buf.static_shape()))} {buf.dtype.name} {where} is {own}")
         if words > REGISTER_LIMIT:
-            raise CompileError(f"the kernel's fragments need about {words} 32-bit registers per thread "
-                               f"({'; '.join(parts)}); a thread has 255, and past {REGISTER_LIMIT} the CUDA "
+            raise CompileError(f"the kernel's fragments need about {words} 32-bit registers per thread, its per-thread "
+                               f"arrays counted ({'; '.join(parts)}); a thread has 255, and past {REGISTER_LIMIT} the CUDA "
                                f"compiler would run for minutes: use smaller tiles or more threads", alloc.loc)
     return func.with_body(func.body)
