@@ -112,6 +112,12 @@ def outer_sizes(params: list, error) -> list:
     return list(found.items())
 
 
+def _size_attrs(sizes: list) -> dict:
+    """``func.attrs["dynamic_sizes"]`` of ``outer_sizes``: where a call finds each (parameter index of
+    a tensor, its dimension, the divisor: 1)."""
+    return {var.name: (where[0], where[1], 1) for var, where in sizes}
+
+
 class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
     """One ``ast.NodeVisitor`` over the kernel: its statements (``statements.Statements``) and
     expressions (``expressions.Expressions``); here the locations, the error choke point, names
@@ -241,8 +247,8 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
         params = self.params + [var for var, _ in sizes]
         func = ir.PrimFunc(fdef.name, params, body, self.builder.launch,
                            source_file=self.file, source_line=self.first_line + fdef.lineno - 1)
-        if sizes:  # where a call finds each: (parameter index of a tensor, its dimension, divisor 1)
-            func.attrs["dynamic_sizes"] = {var.name: (where[0], where[1], 1) for var, where in sizes}
+        if sizes:
+            func.attrs["dynamic_sizes"] = _size_attrs(sizes)
         return func
 
     def scalar_annotation(self, arg, annotations):
@@ -273,7 +279,7 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
             kernel = ir.PrimFunc(f"{fdef.name}_{i}", self.params + size_vars + workspaces, ir.seq(frame[start:end]),
                                  launch, source_file=self.file, source_line=self.loc(node).line)
             if sizes:
-                kernel.attrs["dynamic_sizes"] = {var.name: (where[0], where[1], 1) for var, where in sizes}
+                kernel.attrs["dynamic_sizes"] = _size_attrs(sizes)
             kernels.append(kernel)
         return ir.KernelSequence(fdef.name, list(self.params), workspaces, kernels, source_file=self.file,
                                  source_line=self.first_line + fdef.lineno - 1)

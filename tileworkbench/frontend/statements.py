@@ -74,7 +74,7 @@ class Statements:
             raise self.error(node, "a declaration needs a value")
         value = self.eval(node.value)
         dtype = self.eval(node.annotation)
-        if not isinstance(dtype, _dt.DType) and not _is_ir(value) and isinstance(dtype, type):
+        if isinstance(dtype, type) and not _is_ir(value):
             self._assign(node.target, value, node)  # `dtype: str = BF16`: a Python value, its type a hint
             return
         if not isinstance(dtype, _dt.DType):

@@ -113,18 +113,15 @@ class CpuSequence:
                       if isinstance(p, ir.Var) and p.name in first.attrs.get("dynamic_sizes", {})]
 
     def _sizes(self, args) -> dict:
-        """The sizes, from the tensors the call passes (outputs it leaves out take no argument)."""
+        """The sizes, read from the tensors the call passes (``ir.records.size_arguments``, the sizes
+        taken as parameters after the function's own)."""
         if not self.sizes:
             return {}
-        left_out = len(args) == len(self.params) - len(self.out_idx)
-        passed = [i for i in range(len(self.params)) if not (left_out and i in self.out_idx)]
-        out = {}
-        for var, index, dim in self.sizes:
-            if index not in passed or passed.index(index) >= len(args):
-                raise KernelRuntimeError(f"{self.name}: the size {var.name} comes from argument "
-                                         f"{self.params[index].name}, which the call does not pass")
-            out[var] = int(args[passed.index(index)].shape[dim])
-        return out
+        params = [(p.name, len(p.shape) if isinstance(p, ir.Buffer) else None) for p in self.params]
+        params += [(var.name, None) for var, _, _ in self.sizes]
+        where = {len(self.params) + k: (index, dim, 1) for k, (_, index, dim) in enumerate(self.sizes)}
+        _, values = size_arguments(self.name, params, where, self.out_idx, args)
+        return {var: values[var.name] for var, _, _ in self.sizes}
 
     def timeline(self, part: int = 0, block=None):
         """No timeline here: ``tw.timeline`` instruments the GPU code, which the interpreter does not run."""

@@ -451,17 +451,17 @@ def slice_layout(layout, lead: int):
     ``k_flat * slice_slots(layout, lead) + `` its slot in the returned layout; else None."""
     if not isinstance(layout, BlockedLayout) or not 0 < lead < len(layout.shape):
         return None
-    inner = BlockedLayout(tuple(layout.shape[lead:]), layout.threads, layout.vec, layout.row)
-    per_slice = inner.slots
-    if per_slice % (layout.threads * layout.vec):
-        return None
-    return inner
+    inner = _slice(layout, lead)
+    return None if inner.slots % (layout.threads * layout.vec) else inner
+
+
+def _slice(layout: BlockedLayout, lead: int) -> BlockedLayout:
+    return BlockedLayout(tuple(layout.shape[lead:]), layout.threads, layout.vec, layout.row)
 
 
 def slice_slots(layout: BlockedLayout, lead: int) -> int:
     """Slots a thread holds of each slice ``F[k, ...]`` (``slice_layout``)."""
-    inner = BlockedLayout(tuple(layout.shape[lead:]), layout.threads, layout.vec, layout.row)
-    return inner.slots // layout.threads
+    return _slice(layout, lead).slots // layout.threads
 
 
 def stacked_layout(layout, lead_shape: tuple):

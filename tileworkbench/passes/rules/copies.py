@@ -10,6 +10,7 @@ from ...errors import CompileError
 from ...ir import nodes as ir
 from ...ir.simplify import interval, is_multiple_of, simplify
 from .calls import address_of, call, needs_alignment
+from .reductions import loop_nest
 
 
 def global_bounds(region: ir.Region, idx) -> ir.Expr | None:
@@ -94,14 +95,13 @@ def partial_fragment_copy(node: ir.Copy) -> ir.Stmt | None:
     other = src if part is dst else dst
     lead = fragment_slice(part, other)
     if lead:  # T.copy(lse_local[k, :], lse_split): the slice's elements, each thread its own (rules.fragments)
-        loop_vars = [ir.Var(f"i{d}") for d in range(len(other.buffer.shape))]
-        part_idx, other_idx = tuple(part.starts[:lead]) + tuple(loop_vars), tuple(loop_vars)
-        s_idx, d_idx = (part_idx, other_idx) if part is src else (other_idx, part_idx)
-        body = ir.BufferStore(dst.buffer, d_idx, ir.cast(ir.BufferLoad(src.buffer, s_idx, src.buffer.dtype),
-                                                          dst.buffer.dtype))
-        for var, n in reversed(list(zip(loop_vars, other.buffer.static_shape()))):
-            body = ir.For(var, ir.const(n), body, "parallel", loc=node.loc)
-        return body
+        def element(loop_vars):
+            part_idx = tuple(part.starts[:lead]) + tuple(loop_vars)
+            s_idx, d_idx = (part_idx, loop_vars) if part is src else (loop_vars, part_idx)
+            return ir.BufferStore(dst.buffer, d_idx, ir.cast(ir.BufferLoad(src.buffer, s_idx, src.buffer.dtype),
+                                                             dst.buffer.dtype))
+
+        return loop_nest(other.buffer.static_shape(), element, loc=node.loc)
     starts, extents = [ir.const_int(s) for s in part.starts], [ir.const_int(e) for e in part.extents]
     if None in starts or None in extents:
         raise CompileError(f"T.copy of part of fragment {part.buffer.name}: the slice's bounds must be known when "
