@@ -201,6 +201,38 @@ CASES = check_unique(
                 with T.Kernel(1, threads=128):
                     A[1] = 1.0
             ''', r"main runs 2 kernel\(s\) one after another .* lower each of them"),
+        Bad("tir-parallel-from-a-start", '''
+            @T.prim_func
+            def main(A: T.Tensor((128,), "float32")):
+                with T.Kernel(1, threads=128):
+                    for i in T.parallel(4, 8):  # <-
+                        A[i] = 1.0
+            ''', r"a parallel loop from a start other than 0 is not supported"),
+        Bad("thread-binding-part-of-the-block", '''
+            @T.prim_func
+            def main(A: T.Tensor((128,), "float32")):
+                with T.Kernel(1, threads=128):
+                    tx = T.thread_binding(0, 64, thread="threadIdx.x")  # <-
+                    A[tx] = 1.0
+            ''', r"the block has 128 thread\(s\) along threadIdx.x"),
+        Bad("thread-binding-unknown-axis", '''
+            @T.prim_func
+            def main(A: T.Tensor((128,), "float32")):
+                with T.Kernel(1, threads=128):
+                    tx = T.thread_binding(0, 128, thread="blockIdx.x")  # <-
+                    A[tx] = 1.0
+            ''', r"thread is one of threadIdx.x, threadIdx.y, threadIdx.z"),
+        Bad("builder-size-shaping-a-workspace", '''
+            n = T.dynamic("n")
+
+            @T.prim_func
+            def main(A: T.Tensor((n,), "float32")):
+                w = T.alloc_global((n,), "float32")  # <-
+                with T.Kernel(1, threads=128):
+                    w[0] = A[0]
+                with T.Kernel(1, threads=128):
+                    A[0] = w[0]
+            ''', r"T.alloc_global: dimension 0 must be a constant integer, not a int32 kernel value \(n\)"),
         Bad("builder-passed-uncalled", '''
             def build(n):
                 @T.prim_func

@@ -265,12 +265,8 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
         """One PrimFunc per T.Kernel block, each taking the function's parameters, its ``T.dynamic``
         sizes declared outside (``outer_sizes``: each kernel takes them from the tensors, as one
         kernel does) and then the T.alloc_global workspaces."""
-        workspaces = list(self.builder.workspaces)
+        workspaces = list(self.builder.workspaces)  # of constant shapes (T.alloc_global checks)
         size_vars = [var for var, _ in sizes]
-        for w in workspaces:
-            if any(v in size_vars for d in w.shape for v in collect(ir.as_expr(d), ir.Var)):
-                raise self.error(fdef, f"T.alloc_global {w.name}: a workspace shaped by a T.dynamic size is not "
-                                       "supported yet")
         kernels = []
         for i, (launch, start, end, node, depth) in enumerate(self.kernels):
             if depth != 1:
