@@ -3,6 +3,7 @@ import (the tests put this folder on their PYTHONPATH): Ray ships functions by r
 
 import os
 import time
+from pathlib import Path
 
 from tileworkbench.examples.gemm import matmul
 
@@ -11,6 +12,21 @@ SIZE = 256
 
 def plain_matmul(block_M, block_N, block_K, num_stages, threads):
     return matmul(SIZE, SIZE, SIZE, block_M, block_N, block_K, "float16", "float16", num_stages, threads)
+
+
+def side_by_side_matmul(block_M, block_N, block_K, num_stages, threads):
+    """plain_matmul, but a worker's compile waits (up to a minute) until a second worker process
+    has started one too: the compiles are sent out at once, so a backend that runs them side by
+    side passes at once, and one that ran them one after another would be seen (one worker
+    process). Without the wait the check would hang on how fast Ray starts workers: on a slow
+    machine the first worker can finish all three before a second one is up."""
+    meeting = os.environ.get("TW_MEETING_DIR")  # set for the Ray workers only, never the driver
+    if meeting:
+        Path(meeting, str(os.getpid())).touch()
+        deadline = time.monotonic() + 60
+        while len(os.listdir(meeting)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return plain_matmul(block_M, block_N, block_K, num_stages, threads)
 
 
 def crashing_matmul(block_M, block_N, block_K, num_stages, threads):

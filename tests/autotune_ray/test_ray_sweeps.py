@@ -29,10 +29,12 @@ def cluster(tmp_path_factory):
     """A local Ray cluster whose workers import this folder and the source tree, with a compile
     cache of their own."""
     cache = tmp_path_factory.mktemp("ray-cache")
+    meeting = tmp_path_factory.mktemp("ray-meeting")  # ray_helpers.side_by_side_matmul's
     repo = str(HERE.parents[1])
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(HERE), repo]),
-                                       "TILEWORKBENCH_CACHE_DIR": str(cache)}})
+                                       "TILEWORKBENCH_CACHE_DIR": str(cache),
+                                       "TW_MEETING_DIR": str(meeting)}})
     yield
     ray.shutdown()
 
@@ -48,7 +50,7 @@ def sweep(builder, **kw):
 
 
 def test_a_compile_only_sweep_finds_what_the_local_pool_finds(cluster):
-    on_ray = sweep(ray_helpers.plain_matmul, benchmark=False)
+    on_ray = sweep(ray_helpers.side_by_side_matmul, benchmark=False)
     here = compile_candidates(ray_helpers.plain_matmul, CONFIGS, out_idx=[2], target="sm_90a", progress=False)
     assert [c.config for c in on_ray.compiled] == CONFIGS
     assert [(c.ok, c.registers, c.spills_bytes, c.smem_bytes) for c in on_ray.compiled] == \
