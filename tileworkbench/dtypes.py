@@ -117,7 +117,8 @@ ALL = {
 }
 ALIASES = {"half": float16, "float": float32, "double": float64, "int": int32, "bf16": bfloat16,
            "fp16": float16, "fp32": float32, "ptr": handle, "float8_e4m3fn": float8_e4m3,
-           "e4m3_float8": float8_e4m3, "e5m2_float8": float8_e5m2}
+           "e4m3_float8": float8_e4m3, "e5m2_float8": float8_e5m2,
+           "tfloat32": float32}  # TileLang's TF32: float32 here (language/types.py says why)
 
 TMA_TYPE_NAMES = {
     0: "UINT8", 1: "UINT16", 2: "UINT32", 3: "INT32", 4: "UINT64", 5: "INT64", 6: "FLOAT16",

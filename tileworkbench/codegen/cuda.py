@@ -47,13 +47,17 @@ DEBUG_PARAM = "tw_debug"  # the debug record parameter (last)
 TIMELINE_PARAM = "tw_timeline"  # the timeline buffer parameter (before the wave)
 TIMELINE_WAVE_PARAM = "tw_timeline_wave"  # blocks resident at once on the device (last): tw/timeline.h
 TIMELINE_HEADER = "timeline.h"  # inlined only in timeline mode
+# Headers inlined only into a kernel that calls what they define (so that adding one leaves every
+# other kernel's source as it was): header -> the call that needs it.
+ON_DEMAND_HEADERS = {"mma_tf32.h": "tw::gemm_ss_tf32<"}
 
 
-def inlined_headers(debug: bool = False, timeline: bool = False) -> str:
+def inlined_headers(debug: bool = False, timeline: bool = False, on_demand: tuple = ()) -> str:
     """Our headers, concatenated, with their local #includes and #pragma once removed (and their
-    debug-mode sections unless ``debug``; the timeline header only with ``timeline``)."""
+    debug-mode sections unless ``debug``; the timeline header only with ``timeline``; the
+    ``on_demand`` ones of ``ON_DEMAND_HEADERS`` after the rest)."""
     parts = []
-    for name in HEADER_ORDER + ((TIMELINE_HEADER,) if timeline else ()):
+    for name in HEADER_ORDER + tuple(on_demand) + ((TIMELINE_HEADER,) if timeline else ()):
         text = (HEADER_DIR / name).read_text()
         if not debug:
             text = _DEBUG_SECTION.sub("", text)
@@ -396,4 +400,6 @@ def generate_cuda(func: ir.PrimFunc, kernel_name: str, target, debug_timeout_s: 
     timeline = func.attrs.get("timeline") is not None
     if timeline:
         banner += "// Timeline mode: the kernel records its barrier, TMA, wgmma and store events (tw.timeline).\n"
-    return banner + "\n" + inlined_headers(bool(debug_timeout_s), timeline) + "\n// ---- kernel ----\n" + body
+    on_demand = tuple(name for name, call in ON_DEMAND_HEADERS.items() if call in body)
+    return (banner + "\n" + inlined_headers(bool(debug_timeout_s), timeline, on_demand) + "\n// ---- kernel ----\n"
+            + body)

@@ -101,6 +101,16 @@ def converted(values, dtype):
     return stored(values, dtype)
 
 
+def tf32_rounded(values) -> np.ndarray:
+    """float32 values rounded to TF32 (10 mantissa bits) as ``cvt.rna.tf32.f32`` rounds them: to
+    nearest, ties away from zero (adding half of the dropped part to the magnitude's bits carries
+    into the exponent where it should); infinities and NaN as they are."""
+    v = np.ascontiguousarray(values, np.float32)
+    bits = v.view(np.uint32)
+    rounded = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(np.isfinite(v), rounded, v)
+
+
 def to_integer(v, dtype):
     """A float converted to the integer ``dtype`` as generated code converts it: towards zero,
     saturated to the type's range, NaN to 0 (``tw::to_integer`` in the generated code, where C's own

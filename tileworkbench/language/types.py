@@ -29,6 +29,10 @@ bool = _dt.boolean  # noqa: A001 - TileLang spells it T.bool
 float8_e4m3 = _dt.float8_e4m3
 float8_e5m2 = _dt.float8_e5m2
 float8_e4m3fn = float8_e4m3  # TileLang's (and torch's) name: finite, no infinities
+# TileLang's TF32 is float32 here: a gemm multiplies float32 tiles in TF32 (tw::gemm_ss_tf32 rounds
+# each operand), as TileLang's does its tfloat32 tiles; elsewhere the values keep float32's
+# precision, where TileLang rounds them to TF32 at every store (docs/tilelang.md, "What differs")
+tfloat32 = float32
 float4_e2m1fn = _dt.float4_e2m1fn
 float4_e2m1_unpacked = _dt.float4_e2m1_unpacked
 ptr = _dt.handle

@@ -4,7 +4,7 @@ Expects: lowered IR; steady-state loops of ``inject_software_pipeline`` (annotat
 ``pipelined``) start with ``tw::fence_proxy_async()`` and a block barrier before refilling the
 version read in the previous iteration.
 Guarantees: the fence is removed from such a loop when nothing in it reads shared memory through
-the generic proxy — no thread load of a shared buffer and no ``tw::gemm_ss`` (ldmatrix) — so the
+the generic proxy — no thread load of a shared buffer and no ``tw::gemm_ss`` (ldmatrix) or ``tw::gemm_ss_tf32`` — so the
 previous reads were all wgmma or TMA (async proxy), which the wgmma wait and the block barrier
 already order before the next TMA write. Loops with generic reads keep their fence.
 A kernel in which nothing uses the async proxy at all (no TMA, no wgmma: ``ASYNC_PROXY_CALLS``)
@@ -35,7 +35,7 @@ def _generic_shared_reads(body) -> bool:
     addressed = {id(c.args[0]) for c in calls if c.name == "address_of" and c.args}  # not reads
     if any(load.buffer.scope == "shared" and id(load) not in addressed for load in collect(body, ir.BufferLoad)):
         return True
-    return any(c.name.startswith("tw::gemm_ss<") for c in calls)
+    return any(c.name.startswith(("tw::gemm_ss<", "tw::gemm_ss_tf32<")) for c in calls)
 
 
 def _is_fence(stmt) -> bool:

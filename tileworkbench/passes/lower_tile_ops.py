@@ -16,7 +16,8 @@ Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce``/``Scan`` remains. Instead:
   * ``T.gemm`` is one call of ``tw::wgmma_gemm_ss<...>`` (Hopper warpgroup MMA, when
     ``choose_shared_layouts`` chose that path), ``tw::wgmma_gemm_rs<...>`` for an A in a fragment
     (its registers are wgmma's A operand), or ``tw::gemm_ss<M, N, K, WM, WN, transA, transB,
-    swizzleA, swizzleB, T>`` (mma.sync) on the shared tiles and the accumulator;
+    swizzleA, swizzleB, T>`` (mma.sync) on the shared tiles and the accumulator; float32 tiles
+    take ``tw::gemm_ss_tf32<...>`` (mma.sync m16n8k8, each operand rounded to TF32);
   * reductions of a fragment's rows into a fragment with those rows' layout stay in registers
     (each thread's partial, ``shfl.xor`` across the lanes of a row, shared memory across warps);
     others go through a shared scratch tile (``rules.reductions``);
@@ -42,6 +43,7 @@ from .manager import register
 
 
 _CPP_TYPES = {"float16": "tw::half", "bfloat16": "tw::bfloat16"}
+_MMA_SYNC_TYPES = (*_CPP_TYPES, "float32")  # float32: tw::gemm_ss_tf32
 
 
 def _tile_dims(region: ir.Region) -> list[int]:
@@ -104,8 +106,8 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
                                    "wgmma only: sm_90a, A stored M x K and B stored N x K (transpose_B=True), K a "
                                    "multiple of 32, threads a multiple of 128, 64 rows per warpgroup and a "
                                    f"{'int32' if kind == 'int8' else 'float32'} accumulator", node.loc)
-            if r.buffer.dtype.name not in _CPP_TYPES and node.plan is None:
-                raise CompileError(f"T.gemm on tensor cores takes float16 or bfloat16 inputs; "
+            if r.buffer.dtype.name not in _MMA_SYNC_TYPES and node.plan is None:
+                raise CompileError(f"T.gemm on tensor cores takes float16, bfloat16 or float32 (as TF32) inputs; "
                                    f"{r.buffer.name} is {r.buffer.dtype.name}", node.loc)
             if _tile_dims(r) != list(r.buffer.static_shape()[-2:]):
                 raise CompileError(f"T.gemm: operand {name} must be a whole shared tile", node.loc)
@@ -117,14 +119,17 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
             raise CompileError("internal: only a wgmma gemm can leave work in flight", node.loc)
         m, n = layout.shape
         k = _tile_dims(a)[0] if node.trans_a else _tile_dims(a)[1]
-        if k % 16:
-            raise CompileError(f"T.gemm: K={k} must be a multiple of 16 for mma.sync", node.loc)
+        tf32 = a.buffer.dtype.name == "float32"  # B and C float32 too: the front end checks
+        k_step = 8 if tf32 else 16  # mma.sync m16n8k8 (TF32) or m16n8k16
+        if k % k_step:
+            raise CompileError(f"T.gemm: K={k} must be a multiple of {k_step} for mma.sync", node.loc)
         if layout.threads != self.threads:
             raise CompileError("T.gemm: the accumulator layout needs all threads of the block", node.loc)
         flag = {True: "true", False: "false"}
-        template = (f"tw::gemm_ss<{m}, {n}, {k}, {layout.warps_m}, {layout.warps_n}, {flag[node.trans_a]}, "
-                    f"{flag[node.trans_b]}, {a.buffer.attrs.get('swizzle', 0)}, {b.buffer.attrs.get('swizzle', 0)}, "
-                    f"{_CPP_TYPES[a.buffer.dtype.name]}>")
+        shape = (f"{m}, {n}, {k}, {layout.warps_m}, {layout.warps_n}, {flag[node.trans_a]}, {flag[node.trans_b]}, "
+                 f"{a.buffer.attrs.get('swizzle', 0)}, {b.buffer.attrs.get('swizzle', 0)}")
+        template = (f"tw::gemm_ss_tf32<{shape}>" if tf32 else
+                    f"tw::gemm_ss<{shape}, {_CPP_TYPES[a.buffer.dtype.name]}>")
         return self.gemm_call(node, template)
 
     def wgmma(self, node: ir.Gemm, plan) -> ir.Stmt:

@@ -7,3 +7,4 @@
 #include "cp_async.h"
 #include "mma.h"
 #include "wgmma.h"
+#include "mma_tf32.h"

@@ -1,0 +1,83 @@
+"""``T.gemm`` on float32 tiles (and TileLang's ``T.tfloat32``, float32 here): mma.sync m16n8k8 in
+TF32 (``tw::gemm_ss_tf32``), each operand rounded to TF32 (``cvt.rna``: to nearest, ties away from
+zero) as TileLang's KDA and GDN kernels use it. The tile-level interpreter rounds alike, so it is
+checked against float64 products of the rounded inputs (tight) and of the raw ones (TF32's own
+error); the rounding itself on its edge cases; NVRTC compiles the instruction for sm_90a; the TF32
+header is inlined only into kernels that call it; and the refusals (K not a multiple of 8, float64 tiles)."""
+
+import numpy as np
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.errors import CompileError
+from tileworkbench.examples.gemm import matmul
+from tileworkbench.interpreter.values import tf32_rounded
+from tileworkbench.jit.lower import lower
+
+
+def tf32_gemm(M, N, K, block_M=64, block_N=64, block_K=32, transpose_A=False, transpose_B=False, num_stages=2,
+              threads=128, dtype=T.float32):
+    """The GEMM example on float32 (or ``T.tfloat32``) tiles into float32."""
+    return matmul(M, N, K, block_M, block_N, block_K, dtype, T.float32, num_stages, threads, transpose_B, transpose_A)
+
+
+CASES = [dict(M=128, N=128, K=128), dict(M=128, N=64, K=96, transpose_A=True),
+         dict(M=64, N=128, K=64, transpose_B=True, block_K=16),
+         dict(M=200, N=136, K=72, transpose_A=True, transpose_B=True, block_K=8, num_stages=3),
+         dict(M=128, N=256, K=64, block_M=128, block_N=128, threads=256, dtype=T.tfloat32)]
+IDS = ["NN", "TN", "NT-bk16", "TT-partial-tiles-bk8", "tfloat32-256-threads"]
+
+
+def inputs(case, seed):
+    rng = np.random.default_rng(seed)
+    M, N, K = case["M"], case["N"], case["K"]
+    a = rng.standard_normal((K, M) if case.get("transpose_A") else (M, K)).astype(np.float32)
+    b = rng.standard_normal((N, K) if case.get("transpose_B") else (K, N)).astype(np.float32)
+    return a, b
+
+
+def reference(case, a, b, rounded=True):
+    a, b = (tf32_rounded(a), tf32_rounded(b)) if rounded else (a, b)
+    a = a.astype(np.float64).T if case.get("transpose_A") else a.astype(np.float64)
+    b = b.astype(np.float64).T if case.get("transpose_B") else b.astype(np.float64)
+    return a @ b
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_the_interpreter_multiplies_tf32_rounded_operands(case):
+    a, b = inputs(case, case["K"])
+    c = np.zeros((case["M"], case["N"]), np.float32)
+    tw.compile(tf32_gemm(**case), target="cpu")(a, b, c)
+    np.testing.assert_allclose(c, reference(case, a, b), rtol=1e-5, atol=1e-4)  # float32 sums of TF32 products
+    raw = reference(case, a, b, rounded=False)
+    assert 1e-4 < np.abs(c - raw).max() < 2e-3 * np.sqrt(case["K"])  # TF32's error, not float32's
+
+
+def test_tf32_rounding_is_to_nearest_ties_away_from_zero():
+    ulp = 2.0 ** -10  # TF32 keeps 10 mantissa bits
+    x = np.array([1 + ulp / 2, 1 + ulp / 2 - 2.0 ** -23, 1 + 1.5 * ulp, -(1 + ulp / 2), 3.4e38, np.inf, -np.inf],
+                 np.float32)
+    expected = np.array([1 + ulp, 1, 1 + 2 * ulp, -(1 + ulp), 1.998046875 * 2.0 ** 127, np.inf, -np.inf], np.float32)
+    assert np.array_equal(tf32_rounded(x), expected)
+    assert np.isnan(tf32_rounded(np.array([np.nan], np.float32)))[0]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_it_is_a_tf32_mma_and_compiles(case, nvrtc_check):
+    source = lower(tf32_gemm(**case), target="cuda").kernel_source
+    assert "tw::gemm_ss_tf32<" in source and "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in source
+    assert "// ---- tw/mma_tf32.h ----" in source
+    assert nvrtc_check(source, "sm_90a").spills_bytes == 0
+
+
+def test_other_kernels_do_not_carry_the_tf32_header():
+    source = lower(tf32_gemm(128, 128, 128, dtype=T.float16), target="cuda").kernel_source
+    assert "wgmma" in source and "mma_tf32.h" not in source and "gemm_ss_tf32" not in source
+
+
+def test_what_is_refused():
+    with pytest.raises(CompileError, match="K=12 must be a multiple of 8 for mma.sync"):
+        lower(tf32_gemm(128, 128, 48, block_K=12), target="cuda")
+    with pytest.raises(CompileError, match=r"float16, bfloat16 or float32 \(as TF32\) inputs; A_shared is float64"):
+        lower(tf32_gemm(128, 128, 128, dtype=T.float64), target="cuda")
