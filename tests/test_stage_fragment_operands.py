@@ -135,3 +135,51 @@ def test_a_transposed_fragment_a_goes_through_shared_memory():
     tw.compile(transposed_fragment_a, target="cpu")(p, v, o)
     np.testing.assert_allclose(o, (2 * p.astype(np.float64)).T @ v.astype(np.float64), rtol=2e-3, atol=2e-3)
     _compiles(artifact.kernel_source)
+
+
+def fragment_b(rows=128, n=64, k=64, threads=256, dtype="float16", a_in_fragment=False):
+    """O = A @ (0.5 * V) with the scaled V (k x n) computed in a fragment, as TileLang's KDA backward
+    computes its B (``kg_fragment``); A from shared memory, or itself a fragment copied from there."""
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, k), dtype), V: T.Tensor((k, n), dtype), O: T.Tensor((rows, n), "float32")):
+        with T.Kernel(1, threads=threads):
+            a_shared = T.alloc_shared((rows, k), dtype)
+            v_shared = T.alloc_shared((k, n), dtype)
+            a = T.alloc_fragment((rows, k), dtype)
+            v = T.alloc_fragment((k, n), dtype)
+            o = T.alloc_fragment((rows, n), "float32")
+            T.copy(A, a_shared)
+            T.copy(V, v_shared)
+            for i, j in T.Parallel(k, n):
+                v[i, j] = v_shared[i, j] * 0.5
+            T.clear(o)
+            if a_in_fragment:
+                for i, j in T.Parallel(rows, k):
+                    a[i, j] = a_shared[i, j] * 1
+                T.gemm(a, v, o)
+            else:
+                T.gemm(a_shared, v, o)
+            T.copy(o, O)
+
+    return main
+
+
+@pytest.mark.parametrize("dtype, a_in_fragment, path", [("float16", False, "tw::wgmma_gemm_ss<"),
+                                                         ("float16", True, "tw::wgmma_gemm_rs<"),
+                                                         ("float32", False, "tw::gemm_ss_tf32<")],
+                         ids=["wgmma", "register-a-wgmma", "tf32-mma-sync"])
+def test_a_fragment_b_goes_through_a_new_shared_tile_with_a_warning(dtype, a_in_fragment, path):
+    kernel = fragment_b(dtype=dtype, a_in_fragment=a_in_fragment)
+    artifact, staged = _lowered(kernel)
+    assert [str(w.message) for w in staged] == [
+        "T.gemm: B (v) is a fragment and gemms read B from shared memory; it is copied into a shared tile "
+        "(v_shared_1) for the gemm"]  # A, where a fragment, stays in registers: B is in shared memory now
+    assert path in artifact.kernel_source
+    rng = np.random.default_rng(9)
+    a, v = rng.standard_normal((128, 64)).astype(dtype), rng.standard_normal((64, 64)).astype(dtype)
+    o = np.zeros((128, 64), np.float32)
+    tw.compile(kernel, target="cpu")(a, v, o)
+    tolerance = 2e-3 if dtype == "float16" else 2e-2  # TF32's 10 mantissa bits
+    np.testing.assert_allclose(o, a.astype(np.float64) @ (0.5 * v.astype(np.float64)), rtol=tolerance, atol=tolerance)
+    _compiles(artifact.kernel_source)

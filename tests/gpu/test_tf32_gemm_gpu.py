@@ -1,7 +1,8 @@
 """On the H200, ``T.gemm`` on float32 tiles in TF32 (CPU tests: tests/test_tf32_gemm.py): against
 float64 products of the TF32-rounded inputs (the rounding the interpreter models; only float32
 summation left between them) and of the raw inputs (TF32's own error), every operand order,
-partial tiles and ``T.tfloat32`` included."""
+partial tiles and ``T.tfloat32`` included; and gemms whose B is a fragment (staged through shared
+memory), on wgmma, register-A wgmma and TF32 mma.sync."""
 
 import sys
 
@@ -31,3 +32,20 @@ def test_tf32_gemm_matches_float64_of_the_rounded_inputs(torch, index):
     got = c.cpu().numpy()
     np.testing.assert_allclose(got, cpu.reference(case, a, b), rtol=1e-5, atol=1e-4)
     assert np.abs(got - cpu.reference(case, a, b, rounded=False)).max() > 1e-4  # TF32, not float32
+
+
+@pytest.mark.parametrize("dtype, a_in_fragment", [("float16", False), ("float16", True), ("float32", False)],
+                         ids=["wgmma", "register-a-wgmma", "tf32-mma-sync"])
+def test_a_gemm_whose_b_is_a_fragment(torch, dtype, a_in_fragment):
+    """B computed in a fragment goes through a shared tile (tests/test_stage_fragment_operands.py)."""
+    sys.path.insert(0, __file__.rsplit("/gpu/", 1)[0])
+    from test_stage_fragment_operands import fragment_b
+
+    gen = torch.Generator().manual_seed(10)
+    a = torch.randn(128, 64, generator=gen).to(getattr(torch, dtype))
+    v = torch.randn(64, 64, generator=gen).to(getattr(torch, dtype))
+    o = torch.zeros(128, 64, device="cuda", dtype=torch.float32)
+    tw.compile(fragment_b(dtype=dtype, a_in_fragment=a_in_fragment))(a.cuda(), v.cuda(), o)
+    want = a.double() @ (0.5 * v.double())
+    tolerance = 2e-3 if dtype == "float16" else 2e-2
+    torch.testing.assert_close(o.cpu().double(), want, rtol=tolerance, atol=tolerance)

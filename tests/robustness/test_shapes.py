@@ -119,7 +119,8 @@ GEMMS = [
      "T.gemm C must be a whole fragment: a gemm into part of c is not supported"),
     ("a-fragment-sliced", 'af = T.alloc_fragment((128, 128), "float16")\nT.gemm(af[0:128, 0:64], b, c)  # <-',
      "T.gemm A must be a whole fragment; af is sliced here"),
-    ("b-fragment", 'bf = T.alloc_fragment((64, 128), "float16")\nT.gemm(a, bf, c)  # <-', "T.gemm B: bf is a fragment"),
+    ("b-fragment-sliced", 'bf = T.alloc_fragment((64, 256), "float16")\nT.gemm(a, bf[0:64, 0:128], c)  # <-',
+     "T.gemm B must be a whole fragment; bf is sliced here"),
     ("a-global", "T.gemm(A, b, c)  # <-", "T.gemm A must be a shared tile \\(T.alloc_shared\\), not the global buffer A"),
     ("a-sliced", "T.gemm(a[0:128, 0:32], b[0:32, 0:128], c)  # <-", "T.gemm A must be a whole shared tile"),
     ("c-shared", 'cs = T.alloc_shared((128, 128), "float32")\nT.gemm(a, b, cs)  # <-',
@@ -130,8 +131,9 @@ GEMMS = [
     ("dtypes", 'bb = T.alloc_shared((64, 128), "bfloat16")\nT.gemm(a, bb, c)  # <-', "A and B must have one dtype"),
     ("point", "T.gemm(a, b, c[0, 0])  # <-", "T.gemm C must be a whole buffer or a slice"),
     ("one-d", 'v = T.alloc_shared((64,), "float16")\nT.gemm(v, b, c)  # <-', "T.gemm A must be a 2-D tile"),
-    ("float32-inputs", 'a32 = T.alloc_shared((128, 64), "float32")\nb32 = T.alloc_shared((64, 128), "float32")\n'
-                       "T.gemm(a32, b32, c)  # <-", "T.gemm on tensor cores takes float16 or bfloat16 inputs"),
+    ("float64-inputs", 'a64 = T.alloc_shared((128, 64), "float64")\nb64 = T.alloc_shared((64, 128), "float64")\n'
+                       "T.gemm(a64, b64, c)  # <-",
+     "T.gemm on tensor cores takes float16, bfloat16 or float32 \\(as TF32\\) inputs"),
     ("k-not-16", 'a8 = T.alloc_shared((128, 8), "float16")\nb8 = T.alloc_shared((8, 128), "float16")\n'
                  "T.gemm(a8, b8, c)  # <-", "K=8 must be a multiple of 16"),
     ("warps", 'c2 = T.alloc_fragment((16, 8), "float32")\na2 = T.alloc_shared((16, 16), "float16")\n'

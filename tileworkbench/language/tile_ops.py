@@ -137,7 +137,8 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
     """``C += A @ B`` on tiles: A and B whole shared tiles (float16 or bfloat16 for the tensor
     cores), C a whole float32 fragment. ``transpose_A`` reads A stored K x M, ``transpose_B`` B
     stored N x K. A may be a whole fragment instead (attention's P @ V: register-A wgmma on
-    sm_90a, the fragment in the layout of a wgmma accumulator of its shape)."""
+    sm_90a, the fragment in the layout of a wgmma accumulator of its shape), and so may B (copied
+    into a shared tile for the gemm: passes/stage_fragment_operands.py)."""
     a, b, c = (as_region(x, f"T.gemm {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
     for r, n in ((a, "A"), (b, "B"), (c, "C")):
         if isinstance(r, _b.Point):
@@ -145,13 +146,10 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
         if r.static_extents() is None or len(unit_dropped(r.extents)) != 2:
             raise error(f"T.gemm {n} must be a 2-D tile with constant extents")
     for r, n in ((a, "A"), (b, "B")):
-        if r.buffer.scope == "fragment" and n == "A":  # transposed, it goes through shared memory
+        if r.buffer.scope == "fragment":  # B (and A where no register-A path takes it) go through shared memory
             if not r.is_full:
-                raise error(f"T.gemm A must be a whole fragment; {r.buffer.name} is sliced here")
+                raise error(f"T.gemm {n} must be a whole fragment; {r.buffer.name} is sliced here")
             continue
-        if r.buffer.scope == "fragment":
-            raise error(f"T.gemm B: {r.buffer.name} is a fragment; B is read from shared memory "
-                        "(copy it to a T.alloc_shared tile)")
         if r.buffer.scope != "shared":
             raise error(f"T.gemm {n} must be a shared tile (T.alloc_shared), not {_b.describe(r.buffer)}")
         if not r.is_full and _one_stage_of(r):

@@ -1,22 +1,24 @@
-"""stage_fragment_operands: a gemm's A in a fragment goes through shared memory where no register-A
-path takes it.
+"""stage_fragment_operands: a gemm operand in a fragment goes through shared memory where no
+register path takes it.
 
 Expects: tile-level IR from the front end (gemms with their operands as written).
-Guarantees: every ``T.gemm`` whose A is a fragment either runs on register-A wgmma (``rules.gemm``
-says so for this target and launch: sm_90a, 16-bit operands, A not transposed, whole 64-row blocks
-of A per warpgroup) or reads A from shared memory:
-  * from the shared tile A was copied from, where that copy is earlier in the same sequence of
-    statements, whole, of A's shape and type, and neither was written since (``T.copy(S_shared,
-    P); T.gemm(P, V, O)`` reads ``S_shared``); the copy into P and P itself go where nothing else
-    reads P;
-  * else from a new shared tile ``<A>_shared`` (numbered where that name is taken), allocated
-    beside A: the gemm becomes ``T.copy(A, A_shared); T.gemm(A_shared, B, C)``, with a
-    ``TileworkbenchWarning`` at the gemm (the copy costs a trip through shared memory, and room
-    there, that register A would not).
+Guarantees: every ``T.gemm`` reads B from shared memory, and A too unless it runs on register-A
+wgmma (``rules.gemm`` says so for this target and launch: sm_90a, 16-bit operands, A not
+transposed, whole 64-row blocks of A per warpgroup, B in shared memory). An operand in a fragment
+is read:
+  * from the shared tile it was copied from, where that copy is earlier in the same sequence of
+    statements, whole, of the fragment's shape and type, and neither was written since
+    (``T.copy(S_shared, P); T.gemm(P, V, O)`` reads ``S_shared``); the copy into the fragment and
+    the fragment itself go where nothing else reads it;
+  * else from a new shared tile ``<fragment>_shared`` (numbered where that name is taken),
+    allocated beside the fragment: the gemm becomes ``T.copy(P, P_shared); T.gemm(P_shared, B, C)``,
+    with a ``TileworkbenchWarning`` at the gemm (the copy costs a trip through shared memory, and
+    room there, that register A would not).
 That is what the refusal this replaces told the user to write (TileLang's MLA decode keeps P in a
 fragment for a gemm whose 64 rows two warpgroups share side by side along N; register-A wgmma
-would need each warpgroup to hold all of A); the later passes treat it as written so: the copy's
-barrier, the async-proxy fence before wgmma reads the tile, the shared-memory plan.
+would need each warpgroup to hold all of A; TileLang's KDA backward multiplies by a B it computed
+in a fragment); the later passes treat it as written so: the copy's barrier, the async-proxy fence
+before wgmma reads the tile, the shared-memory plan.
 """
 
 from __future__ import annotations
@@ -43,13 +45,7 @@ class _Stage(IRMutator):
         copied_from: dict = {}
         out = []
         for stmt in node.stmts:
-            if isinstance(stmt, ir.Gemm) and self._staged(stmt):
-                source = copied_from.get(stmt.a.buffer)
-                if source is not None:
-                    self.forwarded.add(stmt.a.buffer)
-                out.append(dataclasses.replace(stmt, a=source) if source is not None else self.visit(stmt))
-            else:
-                out.append(self.visit(stmt))
+            out.append(self._gemm(stmt, copied_from) if isinstance(stmt, ir.Gemm) else self.visit(stmt))
             written = _written(stmt)
             copied_from = {f: src for f, src in copied_from.items()
                            if f not in written and src.buffer not in written}
@@ -58,6 +54,9 @@ class _Stage(IRMutator):
         if all(new is old for new, old in zip(out, node.stmts)):
             return node
         return ir.seq(out)
+
+    def visit_Gemm(self, node: ir.Gemm):
+        return self._gemm(node, {})
 
     def _fresh(self, name: str) -> str:
         """``name``, or ``name_1``, ``name_2`` ... where the kernel has a buffer of that name."""
@@ -69,24 +68,40 @@ class _Stage(IRMutator):
             fresh = f"{name}_{n}"
         return fresh
 
-    def _staged(self, node: ir.Gemm) -> bool:
-        return node.a.buffer.scope == "fragment" and not gemm_rules.register_a(node, self.threads, self.ctx)
+    def _gemm(self, node: ir.Gemm, copied_from: dict) -> ir.Stmt:
+        """The gemm reading each fragment operand that needs it from shared memory (B first: whether
+        register-A wgmma takes A depends on B being in shared memory), after the copies into new
+        tiles it needs."""
+        copies = []
+        for operand in ("b", "a"):
+            region = getattr(node, operand)
+            if region.buffer.scope != "fragment" or (operand == "a" and gemm_rules.register_a(node, self.threads,
+                                                                                                self.ctx)):
+                continue
+            source = copied_from.get(region.buffer)
+            if source is not None:
+                self.forwarded.add(region.buffer)
+            else:
+                source = self._tile_for(node, operand)
+                copies.append(ir.Copy(ir.Region.full(region.buffer), ir.Region.full(source.buffer), None,
+                                      loc=node.loc))
+            node = dataclasses.replace(node, **{operand: source})
+        return ir.seq([*copies, node]) if copies else node
 
-    def visit_Gemm(self, node: ir.Gemm):
-        if not self._staged(node):
-            return node
-        a = node.a.buffer
-        tile = self.staged.get(a)
+    def _tile_for(self, node: ir.Gemm, operand: str) -> ir.Region:
+        """The shared tile a fragment operand is copied into (one per fragment), announced once."""
+        fragment = getattr(node, operand).buffer
+        tile = self.staged.get(fragment)
         if tile is None:
-            tile = self.staged[a] = ir.Buffer(self._fresh(f"{a.name}_shared"), a.shape, a.dtype, "shared", loc=a.loc)
+            tile = self.staged[fragment] = ir.Buffer(self._fresh(f"{fragment.name}_shared"), fragment.shape,
+                                                     fragment.dtype, "shared", loc=fragment.loc)
+            why = (f"that register-A wgmma cannot read here ({gemm_rules.why_not_register_a(node, self.threads, self.ctx)})"
+                   if operand == "a" else "and gemms read B from shared memory")
             line = node.loc.line if node.loc is not None else self.func.source_line
             warnings.warn_explicit(TileworkbenchWarning(
-                f"T.gemm: A ({a.name}) is a fragment that register-A wgmma cannot read here "
-                f"({gemm_rules.why_not_register_a(node, self.threads, self.ctx)}); it is copied into a shared "
-                f"tile ({tile.name}) for the gemm"), TileworkbenchWarning, self.func.source_file, line or 0)
-        region = ir.Region(tile, node.a.starts, node.a.extents)
-        return ir.seq([ir.Copy(ir.Region.full(a), ir.Region.full(tile), None, loc=node.loc),
-                       dataclasses.replace(node, a=region)])
+                f"T.gemm: {operand.upper()} ({fragment.name}) is a fragment {why}; it is copied into a "
+                f"shared tile ({tile.name}) for the gemm"), TileworkbenchWarning, self.func.source_file, line or 0)
+        return ir.Region.full(tile)
 
 
 def _same_tile(copy: ir.Copy) -> bool:
