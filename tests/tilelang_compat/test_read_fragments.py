@@ -188,6 +188,41 @@ def test_a_mask_every_thread_computes_and_a_maximum_every_thread_reduces(run):
     assert "bool mask[32];" in code and "float x_max[1];" in code
 
 
+@T.prim_func
+def column_vector_from_shared(K: T.Tensor((8, 64), "float32"), Beta: T.Tensor((8,), "float32"),
+                              G: T.Tensor((16, 64), "float32"), Out: T.Tensor((16, 64), "float32")):
+    """KDA backward's ``kbj[k] = kj_shared[k] * bj_local[0]``: a fragment computed from a shared tile
+    and a per-thread value all threads share, then read by the column variable of a loop over
+    (i, k): every thread computes all of it, each iteration of a serial loop."""
+    with T.Kernel(1, threads=128):
+        k_shared = T.alloc_shared((64,), "float32")
+        b_local = T.alloc_local((1,), "float32")
+        kb = T.alloc_fragment((64,), "float32")
+        acc = T.alloc_fragment((16, 64), "float32")
+        T.copy(G, acc)
+        for j in T.serial(8):
+            T.copy(K[j, :], k_shared)
+            b_local[0] = Beta[j]
+            for k in T.Parallel(64):
+                kb[k] = k_shared[k] * b_local[0]
+            for i, k in T.Parallel(16, 64):
+                acc[i, k] += T.if_then_else(i <= j, kb[k], 0.0)
+        T.copy(acc, Out)
+
+
+@on_both_interpreters
+def test_a_column_vector_every_thread_computes_from_shared_memory(run):
+    rng = np.random.default_rng(19)
+    k, beta, g = (rng.standard_normal(shape).astype(np.float32) for shape in ((8, 64), (8,), (16, 64)))
+    out = np.zeros_like(g)
+    run(column_vector_from_shared, k, beta, g, out)
+    kb = k.astype(np.float64) * beta.astype(np.float64)[:, None]
+    want = g + np.stack([kb[i:].sum(axis=0) for i in range(16)])  # rows i >= 8 take no j
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    code = tw.lower(column_vector_from_shared, target="sm_90a").kernel_source.split('extern "C"')[1]
+    assert "float kb[64];" in code
+
+
 @pytest.mark.parametrize("statements, message", [
     # stored by one thread only (an if on the thread index): other threads' copies would differ
     ("v = T.alloc_fragment((1,), 'float32')\n        tx = T.get_thread_binding()\n        v[0] = 0.0\n"
@@ -205,6 +240,13 @@ def test_a_mask_every_thread_computes_and_a_maximum_every_thread_reduces(run):
      "            mask[i] = M[i]\n            last = M[i]\n"
      "        for k in T.serial(8):\n            if mask[k] != 0:\n                B[k, 0] = 1.0",
      "fragment mask can only be accessed inside a T.Parallel loop"),
+    # computed from a per-thread value that differs between threads: each thread's whole copy
+    # would differ, so the loop stays spread over the threads, and the read is refused
+    ("s = T.alloc_shared((8,), 'float32')\n        own = T.alloc_local((1,), 'float32')\n"
+     "        tx = T.get_thread_binding()\n        T.copy(A[0, 0:8], s)\n        own[0] = A[1, tx % 8]\n"
+     "        v = T.alloc_fragment((8,), 'float32')\n        for i in T.Parallel(8):\n            v[i] = s[i] * own[0]\n"
+     "        for k in T.serial(8):\n            B[k, 0] = v[k]",
+     "fragment v can only be accessed inside a T.Parallel loop"),
     # each thread's own row: the values differ between threads, no barrier may go inside the if
     ("row = T.alloc_local((4,), 'int32')\n        tx = T.get_thread_binding()\n        T.copy(M[tx % 2 * 4:tx % 2 * 4 + 4], row)\n"
      "        s = T.alloc_shared((64,), 'float32')\n        if row[0] != 0:\n            T.copy(A[0, :], s)\n"

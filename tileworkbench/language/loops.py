@@ -13,11 +13,14 @@ from ..ir import nodes as ir
 _py_bool = _builtins.bool
 
 
-def Parallel(*extents, coalesced_width=None, loop_layout=None, annotations=None):  # noqa: N802
+def Parallel(*extents, coalesced_width=None, loop_layout=None, annotations=None, prefer_async=False):  # noqa: N802
     """``T.Parallel(*extents)``: every iteration independent, spread over the block's threads.
-    ``coalesced_width`` and ``annotations`` are TileLang's hints, taken and not needed (the compiler
-    chooses how threads take iterations, which changes no value); a ``loop_layout`` would be a
-    ``T.Fragment``, which tileworkbench does not have."""
+    ``coalesced_width``, ``annotations`` and ``prefer_async`` (TileLang's request for cp.async
+    in a loop that copies global to shared memory, newer than 0.1.15) are hints, taken and not
+    needed: the compiler chooses how threads take iterations and how a copy moves, which changes no
+    value (a loop TileLang would leave in flight, without its commit and wait, is complete here when
+    it ends: the stronger order); a ``loop_layout`` would be a ``T.Fragment``, which tileworkbench
+    does not have."""
     if loop_layout is not None:
         raise error("T.Parallel: loop_layout (a T.Fragment) is not supported: the compiler chooses which thread "
                     "takes which iteration itself")

@@ -10,8 +10,10 @@ and written only whole (by ``T.copy`` and ``T.fill``; by stores every thread mak
 every ``T.Parallel`` loop and ``T.ws`` scope, under conditions all threads share: Mamba's
 ``D_local[0] = D[bz]``; by a reduction from a fragment or shared tile, top-k's maximum of a whole
 fragment read at ``[0]``, which every thread then reduces, ``rules.reductions``; or by ``T.Parallel``
-nests over it alone that read only global tensors the kernel never writes, sparse attention's
-``mask[bi_i] = Indices[...] >= 0``, which every thread then runs whole as serial loops), is a
+nests over it alone that read only global tensors the kernel never writes, shared tiles and
+per-thread arrays whose values every thread shares, sparse attention's ``mask[bi_i] =
+Indices[...] >= 0``, KDA's ``kbj[k] = kj_shared[k] * bj_local[0]``, which every thread then
+runs whole as serial loops), is a
 ``local`` buffer: each thread holds all of it and reads any element. A fragment is the block's
 tile, one value per element; a copy of it in every thread, each written alike, holds those
 values, so the program means the same. Otherwise no thread could read an element it does not
@@ -72,10 +74,11 @@ class _Reads(IRVisitor):
 
     def _replicable(self, node: ir.For):
         """The fragment a ``T.Parallel`` nest computes, where every thread could run the whole nest
-        and get the same values (sparse attention's ``mask[bi_i] = Indices[...] >= 0``): its only
-        stores are to that fragment at the nest's variables, it has no other effect (no call made for
-        its effect, no scalar set), it reads only global tensors the kernel never writes, and not
-        the thread index; else None."""
+        and get the same values (sparse attention's ``mask[bi_i] = Indices[...] >= 0``; KDA's
+        ``kbj[k] = kj_shared[k] * bj_local[0]``): its only stores are to that fragment at the nest's
+        variables, it has no other effect (no call made for its effect, no scalar set), it reads
+        only global tensors the kernel never writes, shared tiles and per-thread arrays (those two
+        checked later: ``_uniform_inputs``), and not the thread index; else None."""
         loops, body = [node], node.body
         while isinstance(body, ir.For) and body.kind == "parallel":
             loops.append(body)
@@ -93,7 +96,7 @@ class _Reads(IRVisitor):
         if not all(len(st.indices) == len(nest.vars) and all(i is v for i, v in zip(st.indices, nest.vars))
                    for st in stores):
             return None
-        if any(ld.buffer.scope != "global" or ld.buffer in self.written for ld in collect(body, ir.BufferLoad)):
+        if any(not _readable_by_all(ld.buffer, self.written) for ld in collect(body, ir.BufferLoad)):
             return None
         return None if uses_var(body, self.thread_var) else frag
 
@@ -144,18 +147,39 @@ def _written_whole(func: ir.PrimFunc, buf: ir.Buffer, stores: int) -> bool:
                                                              "load", "store"}
 
 
+def _readable_by_all(buf: ir.Buffer, written: set) -> bool:
+    """A buffer a nest every thread runs whole may read: a global tensor the kernel never writes
+    (else a thread could read an element another has written since, what one thread alone reading
+    it never could); a shared tile (``insert_thread_syncs`` orders every thread's reads after the
+    writes before, as for any thread code); a per-thread array, if its values are the same in every
+    thread (``_uniform_inputs``)."""
+    return (buf.scope == "global" and buf not in written) or buf.scope in ("shared", "local")
+
+
+def _uniform_inputs(nest: ir.For, variance: Variance) -> bool:
+    """The nest's per-thread inputs are the same in every thread: each per-thread array it reads,
+    and each scalar but its own loop variables (which every thread runs through alike) and the
+    names it binds (computed from the rest)."""
+    own = {loop.var for loop in collect(nest, ir.For)} | {let.var for let in collect(nest, ir.LetStmt)}
+    loads = collect(nest, ir.BufferLoad)
+    return (not any(ld.buffer.scope == "local" and ld.buffer in variance.variant_buffers for ld in loads)
+            and not any(v in variance.variant_vars and v not in own for v in collect(nest, ir.Var)))
+
+
 @register("localize_read_fragments", "tile")
 def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     reads = _Reads(func)
     reads.visit(func.body)
     candidates = reads.outside - reads.stored
-    variance = Variance(func) if candidates & set(reads.stored_by_all) else None
+    variance = Variance(func) if candidates & (set(reads.stored_by_all) | set(reads.replicable)) else None
     replicated = []
     for buf in candidates:
         stores = reads.stored_by_all.get(buf, ())
         if stores and not reads.stored_alike(buf, variance):
             continue
         nests = reads.replicable.get(buf, [])
+        if not all(_uniform_inputs(n, variance) for n in nests):
+            continue
         nest_stores = sum(len(collect(n, ir.BufferStore)) for n in nests)
         if _written_whole(func, buf, len(stores) + nest_stores):
             buf.scope = "local"
