@@ -81,3 +81,50 @@ def test_what_is_refused():
         lower(tf32_gemm(128, 128, 48, block_K=12), target="cuda")
     with pytest.raises(CompileError, match=r"float16, bfloat16 or float32 \(as TF32\) inputs; A_shared is float64"):
         lower(tf32_gemm(128, 128, 128, dtype=T.float64), target="cuda")
+
+
+@T.prim_func
+def tf32_and_half_accumulators_added(A: T.Tensor((64, 32), "float32"), B: T.Tensor((32, 64), "float32"),
+                                     X: T.Tensor((64, 64), "float16"), Y: T.Tensor((64, 64), "float16"),
+                                     Out: T.Tensor((64, 64), "float32")):
+    """TileLang's GDN backward: a TF32 gemm's accumulator and a float16 one's combined element by
+    element. The first is mma.sync's layout, the second would be wgmma's: one loop over both needs
+    one layout, so the second gemm takes mma.sync too (choose_shared_layouts)."""
+    with T.Kernel(1, threads=128):
+        a = T.alloc_shared((64, 32), "float32")
+        b = T.alloc_shared((32, 64), "float32")
+        x = T.alloc_shared((64, 64), "float16")
+        y = T.alloc_shared((64, 64), "float16")
+        c1 = T.alloc_fragment((64, 64), "float32")
+        c2 = T.alloc_fragment((64, 64), "float32")
+        acc = T.alloc_fragment((64, 64), "float32")
+        T.copy(A, a)
+        T.copy(B, b)
+        T.copy(X, x)
+        T.copy(Y, y)
+        T.clear(acc)
+        T.gemm(a, b, c1, clear_accum=True)
+        T.gemm(x, y, c2, clear_accum=True)
+        for i, j in T.Parallel(64, 64):
+            acc[i, j] += c1[i, j] - c2[i, j]
+        T.copy(acc, Out)
+
+
+def mixed_inputs(seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((64, 32)).astype(np.float32), rng.standard_normal((32, 64)).astype(np.float32)
+    x, y = rng.standard_normal((64, 64)).astype(np.float16), rng.standard_normal((64, 64)).astype(np.float16)
+    want = (tf32_rounded(a).astype(np.float64) @ tf32_rounded(b).astype(np.float64)
+            - x.astype(np.float64) @ y.astype(np.float64))
+    return (a, b, x, y), want
+
+
+def test_accumulators_one_loop_combines_share_the_mma_sync_layout(nvrtc_check):
+    inputs, want = mixed_inputs(3)
+    out = np.zeros((64, 64), np.float32)
+    tw.compile(tf32_and_half_accumulators_added, target="cpu")(*inputs, out)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+    source = lower(tf32_and_half_accumulators_added, target="cuda").kernel_source
+    code = source.split('extern "C"')[1]
+    assert "tw::gemm_ss_tf32<" in code and "tw::gemm_ss<" in code and "tw::wgmma_gemm" not in code
+    nvrtc_check(source, "sm_90a")

@@ -17,7 +17,8 @@ from tilelang_compat.test_dynamic import _split_and_combine
 from tilelang_compat.test_fragment_views import combine, layer_norm_backward, rows_over_another_width, slice_copies
 from tilelang_compat.test_kernel_sequence import fused_two_steps
 from tilelang_compat.test_python_helpers import _want as tile_masks_want, tile_masks
-from tilelang_compat.test_read_fragments import column_mask_and_full_max, scalar_fragments
+from tilelang_compat.test_fragment_rows import row_vector_computed_first
+from tilelang_compat.test_read_fragments import column_mask_and_full_max, column_vector_from_shared, scalar_fragments
 
 pytestmark = gpu_marks(9, 0)
 
@@ -68,6 +69,21 @@ def test_fragments_every_thread_holds_whole(torch):
     tw.compile(column_mask_and_full_max)(idx, s, v, masked, shifted)
     assert torch.equal(masked, torch.where(idx[None, :] >= 0, s, torch.full_like(s, -1.0)))
     assert torch.equal(shifted, v - v.max())
+
+
+def test_vectors_computed_in_loops_of_their_own(torch):
+    """A column vector every thread computes from shared memory (KDA backward), and a row vector
+    that takes the rows of the fragment it later scales (GDN backward)."""
+    k, beta, g = torch.randn(8, 64, device="cuda"), torch.randn(8, device="cuda"), torch.randn(16, 64, device="cuda")
+    out = torch.zeros_like(g)
+    tw.compile(column_vector_from_shared)(k, beta, g, out)
+    kb = k.double() * beta.double()[:, None]
+    want = g.double() + torch.stack([kb[i:].sum(0) for i in range(16)])
+    torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-5)
+    gv, q = torch.randn(64, device="cuda"), torch.randn(64, 32, device="cuda")
+    scaled = torch.zeros_like(q)
+    tw.compile(row_vector_computed_first)(gv, q, scaled)
+    torch.testing.assert_close(scaled.double(), q.double() * gv.double().exp()[:, None], rtol=1e-5, atol=1e-6)
 
 
 def test_comparisons_in_python_helpers(torch):

@@ -49,3 +49,11 @@ def test_a_gemm_whose_b_is_a_fragment(torch, dtype, a_in_fragment):
     want = a.double() @ (0.5 * v.double())
     tolerance = 2e-3 if dtype == "float16" else 2e-2
     torch.testing.assert_close(o.cpu().double(), want, rtol=tolerance, atol=tolerance)
+
+
+def test_a_tf32_and_a_half_accumulator_added_in_one_loop(torch):
+    cpu = _cpu_tests()
+    inputs, want = cpu.mixed_inputs(4)
+    out = torch.zeros(64, 64, device="cuda", dtype=torch.float32)
+    tw.compile(cpu.tf32_and_half_accumulators_added)(*(torch.from_numpy(x).cuda() for x in inputs), out)
+    np.testing.assert_allclose(out.cpu().numpy(), want, rtol=1e-5, atol=1e-4)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 
 import tileworkbench as tilelang
@@ -14,7 +15,11 @@ import tileworkbench.language as T
 from tileworkbench.backend import nvrtc
 from tileworkbench.errors import CompileError
 from tileworkbench.examples.tilelang_programs.norms import rms_norm
+from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.layout import BlockedLayout, MmaAccumLayout, WgmmaAccumLayout, project
+from tileworkbench.ir.visitor import collect
+
+from .interpreters import on_both_interpreters
 
 SM90 = "sm_90a"
 
@@ -256,3 +261,34 @@ def test_a_fragment_read_by_row_in_a_loop_over_a_shared_tile_needs_rows_to_come_
     with pytest.raises(CompileError, match="no fragment here gives s its rows") as info:
         scale_rows.compile(M=4, N=64)
     assert "for i, j in T.Parallel(4, 64)" in str(info.value)
+
+
+@T.prim_func
+def row_vector_computed_first(G: T.Tensor((64,), "float32"), Q: T.Tensor((64, 32), "float32"),
+                              Out: T.Tensor((64, 32), "float32")):
+    """GDN backward's ``G_fragment_exp[i] = T.exp(G_shared[i])`` in a loop of its own, allocated and
+    computed before the fragment whose rows it then scales, ``Q_fragment[i, k] * G_fragment_exp[i]``:
+    nothing else decides either layout, and the row vector takes the rows of the other (decided first)."""
+    with T.Kernel(1, threads=128):
+        g_shared = T.alloc_shared((64,), "float32")
+        g_exp = T.alloc_fragment((64,), "float32")
+        q = T.alloc_fragment((64, 32), "float32")
+        T.copy(G, g_shared)
+        for i in T.Parallel(64):
+            g_exp[i] = T.exp(g_shared[i])
+        T.copy(Q, q)
+        for i, k in T.Parallel(64, 32):
+            q[i, k] = q[i, k] * g_exp[i]
+        T.copy(q, Out)
+
+
+@on_both_interpreters
+def test_a_row_vector_computed_before_the_fragment_it_scales(run):
+    rng = np.random.default_rng(21)
+    g, q = rng.standard_normal(64).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+    out = np.zeros_like(q)
+    run(row_vector_computed_first, g, q, out)
+    np.testing.assert_allclose(out, q * np.exp(g.astype(np.float64))[:, None], rtol=1e-5)
+    artifact = tilelang.lower(row_vector_computed_first, target=SM90)
+    layouts = {a.buffer.name: a.buffer.attrs.get("layout") for a in collect(artifact.func.body, ir.Allocate)}
+    assert layouts["g_exp"] == project(layouts["q"], (0,))

@@ -8,8 +8,9 @@ Guarantees:
     panels with the 128B swizzle (``attrs["panel"]``); an A in a fragment has no tile here;
   * the gemms of one accumulator share one accumulator layout, and every wgmma gemm reading a
     tile wants the same layout of it: where two would disagree (one accumulator fed by a wgmma
-    and an mma.sync gemm, or by two wgmma forms; one tile read K-major by one gemm and N-major by
-    another), the gemms involved take the mma.sync path, whose layouts always agree;
+    and an mma.sync gemm, or by two wgmma forms; two accumulators a ``T.Parallel`` loop reads or
+    writes whole alike, fed so; one tile read K-major by one gemm and N-major by another), the
+    gemms involved take the mma.sync path, whose layouts always agree;
   * other gemm operand tiles and tiles moved by a descriptor TMA (but for the tile of a final
     store, ``rules.tma.STORE_ONLY``) get the swizzle their inner
     dimension allows (``rules.tma.swizzle_for_tile``), or, when their rows are wider than 128
@@ -32,6 +33,7 @@ import dataclasses
 from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, collect
 from .rules import gemm as gemm_rules
+from .rules.fragments import ParallelNest
 from .rules import tma as tma_rules
 from .rules.thread_scopes import threads_of
 from .manager import register
@@ -85,16 +87,51 @@ def _accumulator_layout(plan):
     return None if plan is None else (plan.m, plan.n, plan.warpgroups, plan.n_groups)
 
 
-def _agreeing_plans(gemms, plans: dict) -> dict:
+def _layout_sharers(body) -> dict:
+    """id(fragment) -> a representative of the fragments that must share its thread layout because
+    one ``T.Parallel`` nest reads or writes them whole, each at the nest's variables in order
+    (``b_dh[i, j] += b_dh_1[i, j] - b_dh_2[i, j]``: TileLang's GDN backward adds a TF32 gemm's
+    accumulator to a wgmma's), directly or through other such nests."""
+    parent: dict = {}
+
+    def find(key):
+        while parent.get(key, key) != key:
+            key = parent[key]
+        return key
+
+    for nest in _outer_parallel_nests(body):
+        loops, inner = [nest], nest.body
+        while isinstance(inner, ir.For) and inner.kind == "parallel":
+            loops.append(inner)
+            inner = inner.body
+        shape_of = ParallelNest.of(loops)
+        whole = {id(a.buffer) for a in collect(inner, (ir.BufferLoad, ir.BufferStore))
+                 if a.buffer.scope == "fragment"
+                 and (shape_of.match(a.indices, a.buffer.static_shape()) or (None,))[0] == "whole"}
+        keys = sorted(whole)
+        for key in keys[1:]:
+            parent[find(key)] = find(keys[0])
+    return {key: find(key) for key in list(parent)}  # a key not here is its own representative
+
+
+def _outer_parallel_nests(body) -> list:
+    """The ``T.Parallel`` loops not inside another."""
+    inner = {id(f.body) for f in collect(body, ir.For) if f.kind == "parallel"}
+    return [f for f in collect(body, ir.For) if f.kind == "parallel" and id(f) not in inner]
+
+
+def _agreeing_plans(gemms, plans: dict, sharers: dict) -> dict:
     """``plans`` (id(gemm) -> WgmmaPlan | None) with the gemms whose plans disagree (module doc)
-    moved to the mma.sync path, until every accumulator and every operand tile has one layout."""
+    moved to the mma.sync path, until every accumulator and every operand tile has one layout;
+    accumulators that must share a layout (``_layout_sharers``) count as one."""
     plans = dict(plans)
     changed = True
     while changed:
         changed = False
         by_accumulator: dict = {}
         for g in gemms:
-            by_accumulator.setdefault(id(g.c.buffer), []).append(g)
+            key = id(g.c.buffer)
+            by_accumulator.setdefault(sharers.get(key, key), []).append(g)
         for group in by_accumulator.values():
             if len({_accumulator_layout(plans[id(g)]) for g in group}) > 1:
                 for g in group:
@@ -136,7 +173,7 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     for gemm in gemms:
         plan = gemm_rules.wgmma_plan(gemm, gemm_threads[id(gemm)], ctx)
         plans[id(gemm)] = plan if plan is not None and gemm_rules.plan_fits(plan, gemm, pairs) else None
-    plans = _agreeing_plans(gemms, plans)
+    plans = _agreeing_plans(gemms, plans, _layout_sharers(func.body))
     for gemm in gemms:
         plan = plans[id(gemm)]
         if plan is not None:

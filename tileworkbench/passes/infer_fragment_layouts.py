@@ -19,7 +19,8 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     a run being 16 bytes of the tile too (``_run_in_shared``), or copied to and from such a tile of
     their own shape (``_elementwise_step``), and every row is whole sweeps or a
     whole number of runs: ``BlockedLayout.vec``), decided in program order where nothing above
-    decides it, after which the rules above apply again; a fragment another holds the rows of
+    decides it (the fragments whose rows others hold first), after which the rules above apply
+    again; a fragment another holds the rows of
     whose row length neither divides nor is divided by the threads (RMSNorm's 1000 over 128) has
     its rows padded (``BlockedLayout.row``: to 1024 there), so the rows are whole sweeps or shared
     by a power-of-two run of threads, which the reduction's shuffles need.
@@ -269,7 +270,11 @@ class _Inference:
             if gemm.a.buffer.scope == "fragment":
                 self.set(gemm.a.buffer, _register_a_layout(gemm), gemm.loc)
         self.propagate()
-        for key, buf in self.buffers.items():  # program order: the first undecided one gets blocked
+        # program order, the first undecided one blocked; but those whose rows others hold first, so
+        # a row vector computed in a loop of its own before it meets them (GDN backward's
+        # G_fragment_exp, then Q_fragment[i, k] * G_fragment_exp[i]) takes their rows
+        wholes = {id(whole) for _, whole, _, _ in self.relations.rows}
+        for key, buf in sorted(self.buffers.items(), key=lambda item: item[0] not in wholes):
             if key not in self.layouts:
                 shape, threads = tuple(buf.static_shape()), self.fragment_threads.get(key, self.threads)
                 self.set(buf, self.blocked(buf, shape, threads), buf.loc)
