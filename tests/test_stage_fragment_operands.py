@@ -2,7 +2,8 @@
 (two warpgroups side by side along N on 64 rows, as TileLang's MLA decode has it; fewer than 64 rows;
 a target without wgmma) reads A from shared memory: from the tile A was just copied from, or from
 a new tile with a warning. Each on the tile-level interpreter against numpy in float64, and the
-generated code compiled for sm_90a; where register A applies nothing changes."""
+generated code compiled for sm_90a; where register A applies nothing changes. Also a gemm's B in a
+fragment, and T.Parallel loops that read or store a fragment transposed."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.errors import TileworkbenchWarning
+
+from tilelang_compat.interpreters import on_both_interpreters
 
 
 def p_times_v(from_shared: bool, rows=64, n=256, k=64, threads=256):
@@ -182,4 +185,35 @@ def test_a_fragment_b_goes_through_a_new_shared_tile_with_a_warning(dtype, a_in_
     tw.compile(kernel, target="cpu")(a, v, o)
     tolerance = 2e-3 if dtype == "float16" else 2e-2  # TF32's 10 mantissa bits
     np.testing.assert_allclose(o, a.astype(np.float64) @ (0.5 * v.astype(np.float64)), rtol=tolerance, atol=tolerance)
+    _compiles(artifact.kernel_source)
+
+
+@T.prim_func
+def transposes(X: T.Tensor((32, 64), "float32"), Y: T.Tensor((64, 32), "float32"), Z: T.Tensor((64, 32), "float32")):
+    """Mamba's chunk state reads a fragment transposed, ``xt[i, j] = x[j, i] * ...``; GDN's backward
+    stores one so, ``zt[k, s] = x[s, k]`` in a loop over (s, k)."""
+    with T.Kernel(1, threads=128):
+        x = T.alloc_fragment((32, 64), "float32")
+        xt = T.alloc_fragment((64, 32), "float32")
+        zt = T.alloc_fragment((64, 32), "float32")
+        T.copy(X, x)
+        for i, j in T.Parallel(64, 32):
+            xt[i, j] = x[j, i] * 2.0
+        T.copy(xt, Y)
+        for s, k in T.Parallel(32, 64):
+            zt[k, s] = x[s, k] + 1.0
+        T.copy(zt, Z)
+
+
+@on_both_interpreters
+def test_a_fragment_read_or_stored_transposed_goes_through_shared_memory(run):
+    x = np.random.default_rng(10).standard_normal((32, 64)).astype(np.float32)
+    y, z = np.zeros((64, 32), np.float32), np.zeros((64, 32), np.float32)
+    run(transposes, x, y, z)
+    assert np.array_equal(y, x.T * 2) and np.array_equal(z, x.T + 1)
+    artifact, staged = _lowered(transposes)
+    assert [str(w.message).split(":")[0] for w in staged] == [
+        "T.Parallel reads x at its loop variables in another order",
+        "T.Parallel stores a fragment and reads x at its loop variables in different orders"]
+    assert "float* x_shared = " in artifact.kernel_source
     _compiles(artifact.kernel_source)

@@ -4,7 +4,9 @@ test_kernel_sequence, test_dynamic), each against torch in float64 on random inp
 to unit dimensions (LayerNorm backward), slices (GQA decoding's combine) and slice copies, rows
 over a tile of another width, fragments every thread holds whole (a stored scalar, a mask a loop
 computes, a whole-fragment maximum), comparisons in plain Python helpers, two kernels naming one
-variable, and a builder's T.dynamic size in a kernel sequence."""
+variable, and a builder's T.dynamic size in a kernel sequence; and (later) vectors computed in loops
+of their own (KDA's column vector from shared memory, GDN's row vector) and fragments read or stored
+transposed (through shared memory: tests/test_stage_fragment_operands.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from tilelang_compat.test_dynamic import _split_and_combine
 from tilelang_compat.test_fragment_views import combine, layer_norm_backward, rows_over_another_width, slice_copies
 from tilelang_compat.test_kernel_sequence import fused_two_steps
 from tilelang_compat.test_python_helpers import _want as tile_masks_want, tile_masks
+from test_stage_fragment_operands import transposes
 from tilelang_compat.test_fragment_rows import row_vector_computed_first
 from tilelang_compat.test_read_fragments import column_mask_and_full_max, column_vector_from_shared, scalar_fragments
 
@@ -84,6 +87,13 @@ def test_vectors_computed_in_loops_of_their_own(torch):
     scaled = torch.zeros_like(q)
     tw.compile(row_vector_computed_first)(gv, q, scaled)
     torch.testing.assert_close(scaled.double(), q.double() * gv.double().exp()[:, None], rtol=1e-5, atol=1e-6)
+
+
+def test_fragments_read_and_stored_transposed(torch):
+    x = torch.randn(32, 64, device="cuda")
+    y, z = torch.zeros(64, 32, device="cuda"), torch.zeros(64, 32, device="cuda")
+    tw.compile(transposes)(x, y, z)
+    assert torch.equal(y, x.T * 2) and torch.equal(z, x.T + 1)
 
 
 def test_comparisons_in_python_helpers(torch):

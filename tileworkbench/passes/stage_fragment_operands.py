@@ -1,7 +1,8 @@
-"""stage_fragment_operands: a gemm operand in a fragment goes through shared memory where no
-register path takes it.
+"""stage_fragment_operands: a fragment read where its registers cannot serve goes through shared
+memory: a gemm operand no register path takes, and a ``T.Parallel`` loop's read of a fragment at
+its variables in another order.
 
-Expects: tile-level IR from the front end (gemms with their operands as written).
+Expects: tile-level IR from the front end (gemms and loops as written).
 Guarantees: every ``T.gemm`` reads B from shared memory, and A too unless it runs on register-A
 wgmma (``rules.gemm`` says so for this target and launch: sm_90a, 16-bit operands, A not
 transposed, whole 64-row blocks of A per warpgroup, B in shared memory). An operand in a fragment
@@ -19,6 +20,14 @@ fragment for a gemm whose 64 rows two warpgroups share side by side along N; reg
 would need each warpgroup to hold all of A; TileLang's KDA backward multiplies by a B it computed
 in a fragment); the later passes treat it as written so: the copy's barrier, the async-proxy fence
 before wgmma reads the tile, the shared-memory plan.
+
+Transposes (``_Transposes``): a ``T.Parallel`` nest that stores a fragment only at its variables
+in one other order (GDN backward's ``Q_t[k, s] = Q[s, k]`` in a loop over ``(s, k)``) runs its
+loops in that order (its iterations are independent); then a fragment the nest reads at all of its
+variables in another order and does not store (Mamba's ``x_local[j, i]`` in a loop over ``(i, j)``)
+is read from a shared copy made just before the nest, ``T.copy(x_local, x_local_shared)``, with a
+``TileworkbenchWarning``: no thread holds the elements the loop's thread needs (a fragment's layout
+follows its own indices), and a shared tile is what TileLang's layouts would avoid here.
 """
 
 from __future__ import annotations
@@ -156,10 +165,88 @@ def _unread(body, fragments: set) -> set:
     return {f for f in fragments if set(buffer_roles(body, f)) <= {"allocate", "copy_dst"}}
 
 
+def _nest(node: ir.For) -> tuple[list, ir.Stmt]:
+    """The perfectly nested ``T.Parallel`` loops from ``node`` down, and their body."""
+    loops, body = [node], node.body
+    while isinstance(body, ir.For) and body.kind == "parallel":
+        loops.append(body)
+        body = body.body
+    return loops, body
+
+
+def _order(indices, loop_vars) -> tuple | None:
+    """Where each index is among the loop variables, if the indices are all of them in some order."""
+    if len(indices) != len(loop_vars):
+        return None
+    order = tuple(next((k for k, v in enumerate(loop_vars) if v is i), -1) for i in indices)
+    return order if sorted(order) == list(range(len(loop_vars))) else None
+
+
+class _Transposes(IRMutator):
+    """The transposes of the module doc: loops reordered to a permuted store, permuted reads from a
+    shared copy (one tile per fragment, in ``stage.staged``)."""
+
+    def __init__(self, stage: _Stage):
+        self.stage = stage
+
+    def visit_For(self, node: ir.For):
+        if node.kind != "parallel":
+            return self.generic_visit(node)
+        loops, body = _nest(node)
+        identity = tuple(range(len(loops)))
+        stored = [_order(st.indices, [lp.var for lp in loops]) for st in collect(body, ir.BufferStore)
+                  if st.buffer.scope == "fragment"]
+        reordered = bool(stored) and len(set(stored)) == 1 and stored[0] not in (None, identity)
+        if reordered:
+            loops = [loops[k] for k in stored[0]]  # the store's order: it is the loop's own now
+        loop_vars = [lp.var for lp in loops]
+        written = set(buffers_written(body))
+        permuted = {}
+        for load in collect(body, ir.BufferLoad):
+            frag = load.buffer
+            order = _order(load.indices, loop_vars)
+            if (frag.scope == "fragment" and frag not in written and order not in (None, identity)
+                    and all(frag.static_shape()[k] == ir.const_int(loops[o].extent) for k, o in enumerate(order))):
+                permuted[frag] = self._tile(frag, node, reordered)
+        if loops[0] is node and not permuted:
+            return node
+        if permuted:
+            body = _ReadFrom(permuted).visit(body)
+        for lp in reversed(loops):
+            body = dataclasses.replace(lp, body=body)
+        copies = [ir.Copy(ir.Region.full(f), ir.Region.full(t), None, loc=node.loc) for f, t in permuted.items()]
+        return ir.seq([*copies, body]) if copies else body
+
+    def _tile(self, frag: ir.Buffer, loop: ir.For, reordered: bool) -> ir.Buffer:
+        tile = self.stage.staged.get(frag)
+        if tile is None:
+            tile = self.stage.staged[frag] = ir.Buffer(self.stage._fresh(f"{frag.name}_shared"), frag.shape,
+                                                       frag.dtype, "shared", loc=frag.loc)
+        how = (f"stores a fragment and reads {frag.name} at its loop variables in different orders" if reordered
+               else f"reads {frag.name} at its loop variables in another order")
+        line = loop.loc.line if loop.loc is not None else self.stage.func.source_line
+        warnings.warn_explicit(TileworkbenchWarning(
+            f"T.Parallel {how}: no thread holds the elements it needs of {frag.name}, so that fragment is "
+            f"copied into a shared tile ({tile.name}) before the loop"),
+            TileworkbenchWarning, self.stage.func.source_file, line or 0)
+        return tile
+
+
+class _ReadFrom(IRMutator):
+    """Loads of each fragment of ``tiles`` read its shared tile instead."""
+
+    def __init__(self, tiles: dict):
+        self.tiles = tiles
+
+    def visit_BufferLoad(self, node: ir.BufferLoad):
+        tile = self.tiles.get(node.buffer)
+        return node if tile is None else dataclasses.replace(node, buffer=tile)
+
+
 @register("stage_fragment_operands", "tile")
 def stage_fragment_operands(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     stage = _Stage(func, ctx)
-    body = stage.visit(func.body)
+    body = _Transposes(stage).visit(stage.visit(func.body))
     if body is func.body:
         return func
     if stage.forwarded:
