@@ -39,13 +39,14 @@ from ..errors import TileworkbenchWarning
 from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, buffer_roles, buffers_written, collect
 from .rules import gemm as gemm_rules
+from .rules.staging import SharedStandIns, copied_in_before
 from .manager import register
 
 
 class _Stage(IRMutator):
     def __init__(self, func: ir.PrimFunc, ctx):
         self.func, self.threads, self.ctx = func, func.launch.threads, ctx
-        self.staged: dict = {}  # fragment -> its shared tile
+        self.stand_ins = SharedStandIns(func)  # fragment -> its shared tile
         self.forwarded: set = set()  # fragments a gemm no longer reads (it reads their source tile)
 
     def visit_SeqStmt(self, node: ir.SeqStmt):
@@ -66,16 +67,6 @@ class _Stage(IRMutator):
 
     def visit_Gemm(self, node: ir.Gemm):
         return self._gemm(node, {})
-
-    def _fresh(self, name: str) -> str:
-        """``name``, or ``name_1``, ``name_2`` ... where the kernel has a buffer of that name."""
-        taken = {p.name for p in self.func.params if isinstance(p, ir.Buffer)}
-        taken |= {x.buffer.name for x in collect(self.func.body, ir.Allocate)} | {b.name for b in self.staged.values()}
-        n, fresh = 0, name
-        while fresh in taken:
-            n += 1
-            fresh = f"{name}_{n}"
-        return fresh
 
     def _gemm(self, node: ir.Gemm, copied_from: dict) -> ir.Stmt:
         """The gemm reading each fragment operand that needs it from shared memory (B first: whether
@@ -100,10 +91,9 @@ class _Stage(IRMutator):
     def _tile_for(self, node: ir.Gemm, operand: str) -> ir.Region:
         """The shared tile a fragment operand is copied into (one per fragment), announced once."""
         fragment = getattr(node, operand).buffer
-        tile = self.staged.get(fragment)
-        if tile is None:
-            tile = self.staged[fragment] = ir.Buffer(self._fresh(f"{fragment.name}_shared"), fragment.shape,
-                                                     fragment.dtype, "shared", loc=fragment.loc)
+        announced = fragment in self.stand_ins.tiles
+        tile = self.stand_ins.tile(fragment)
+        if not announced:
             why = (f"that register-A wgmma cannot read here ({gemm_rules.why_not_register_a(node, self.threads, self.ctx)})"
                    if operand == "a" else "and gemms read B from shared memory")
             line = node.loc.line if node.loc is not None else self.func.source_line
@@ -130,17 +120,6 @@ def _written(stmt) -> set:
         for load in collect(call, ir.BufferLoad):
             out.add(load.buffer)
     return out
-
-
-class _Declare(IRMutator):
-    """Each staged tile's ``Allocate`` right after its fragment's."""
-
-    def __init__(self, staged: dict):
-        self.staged = staged
-
-    def visit_Allocate(self, node: ir.Allocate):
-        tile = self.staged.get(node.buffer)
-        return node if tile is None else ir.seq([node, ir.Allocate(tile, loc=node.loc)])
 
 
 class _DropUnread(IRMutator):
@@ -184,7 +163,7 @@ def _order(indices, loop_vars) -> tuple | None:
 
 class _Transposes(IRMutator):
     """The transposes of the module doc: loops reordered to a permuted store, permuted reads from a
-    shared copy (one tile per fragment, in ``stage.staged``)."""
+    shared copy (one tile per fragment, ``rules.staging.SharedStandIns``)."""
 
     def __init__(self, stage: _Stage):
         self.stage = stage
@@ -210,18 +189,12 @@ class _Transposes(IRMutator):
                 permuted[frag] = self._tile(frag, node, reordered)
         if loops[0] is node and not permuted:
             return node
-        if permuted:
-            body = _ReadFrom(permuted).visit(body)
         for lp in reversed(loops):
             body = dataclasses.replace(lp, body=body)
-        copies = [ir.Copy(ir.Region.full(f), ir.Region.full(t), None, loc=node.loc) for f, t in permuted.items()]
-        return ir.seq([*copies, body]) if copies else body
+        return copied_in_before(body, permuted)
 
     def _tile(self, frag: ir.Buffer, loop: ir.For, reordered: bool) -> ir.Buffer:
-        tile = self.stage.staged.get(frag)
-        if tile is None:
-            tile = self.stage.staged[frag] = ir.Buffer(self.stage._fresh(f"{frag.name}_shared"), frag.shape,
-                                                       frag.dtype, "shared", loc=frag.loc)
+        tile = self.stage.stand_ins.tile(frag)
         how = (f"stores a fragment and reads {frag.name} at its loop variables in different orders" if reordered
                else f"reads {frag.name} at its loop variables in another order")
         line = loop.loc.line if loop.loc is not None else self.stage.func.source_line
@@ -230,17 +203,6 @@ class _Transposes(IRMutator):
             f"copied into a shared tile ({tile.name}) before the loop"),
             TileworkbenchWarning, self.stage.func.source_file, line or 0)
         return tile
-
-
-class _ReadFrom(IRMutator):
-    """Loads of each fragment of ``tiles`` read its shared tile instead."""
-
-    def __init__(self, tiles: dict):
-        self.tiles = tiles
-
-    def visit_BufferLoad(self, node: ir.BufferLoad):
-        tile = self.tiles.get(node.buffer)
-        return node if tile is None else dataclasses.replace(node, buffer=tile)
 
 
 @register("stage_fragment_operands", "tile")
@@ -253,4 +215,4 @@ def stage_fragment_operands(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         unread = _unread(body, stage.forwarded)
         if unread:
             body = _DropUnread(unread).visit(body)
-    return func.with_body(_Declare(stage.staged).visit(body) if stage.staged else body)
+    return func.with_body(stage.stand_ins.declared(body))
