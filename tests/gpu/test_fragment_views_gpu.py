@@ -5,8 +5,8 @@ to unit dimensions (LayerNorm backward), slices (GQA decoding's combine) and sli
 over a tile of another width, fragments every thread holds whole (a stored scalar, a mask a loop
 computes, a whole-fragment maximum), comparisons in plain Python helpers, two kernels naming one
 variable, and a builder's T.dynamic size in a kernel sequence; and (later) vectors computed in loops
-of their own (KDA's column vector from shared memory, GDN's row vector) and fragments read or stored
-transposed (through shared memory: tests/test_stage_fragment_operands.py)."""
+of their own (KDA's column vector from shared memory, GDN's row vector) fragments read or stored
+transposed and a column vector no thread holds whole (through shared memory)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ import numpy as np
 import tileworkbench as tw
 from tileworkbench.testing import gpu_marks
 
+from test_stage_fragment_operands import transposes
 from tilelang_compat.test_dynamic import _split_and_combine
+from tilelang_compat.test_fragment_rows import row_vector_computed_first
 from tilelang_compat.test_fragment_views import combine, layer_norm_backward, rows_over_another_width, slice_copies
 from tilelang_compat.test_kernel_sequence import fused_two_steps
 from tilelang_compat.test_python_helpers import _want as tile_masks_want, tile_masks
-from test_stage_fragment_operands import transposes
-from tilelang_compat.test_fragment_rows import row_vector_computed_first
-from tilelang_compat.test_read_fragments import column_mask_and_full_max, column_vector_from_shared, scalar_fragments
+from tilelang_compat.test_read_fragments import (column_mask_and_full_max, column_scale, column_scale_want,
+                                                 column_vector_from_shared, scalar_fragments)
 
 pytestmark = gpu_marks(9, 0)
 
@@ -94,6 +95,14 @@ def test_fragments_read_and_stored_transposed(torch):
     y, z = torch.zeros(64, 32, device="cuda"), torch.zeros(64, 32, device="cuda")
     tw.compile(transposes)(x, y, z)
     assert torch.equal(y, x.T * 2) and torch.equal(z, x.T + 1)
+
+
+def test_a_column_read_through_shared_memory(torch):
+    x, d = torch.randn(4, 32, 64, device="cuda"), torch.randn(4, 32, device="cuda")
+    y = torch.zeros(4, 64, 32, device="cuda")
+    tw.compile(column_scale)(x, d, y)
+    np.testing.assert_allclose(y.cpu().numpy(), column_scale_want(x.cpu().numpy(), d.cpu().numpy()), rtol=1e-5,
+                               atol=1e-6)
 
 
 def test_comparisons_in_python_helpers(torch):

@@ -223,6 +223,46 @@ def test_a_column_vector_every_thread_computes_from_shared_memory(run):
     assert "float kb[64];" in code
 
 
+@T.prim_func
+def column_scale(X: T.Tensor((4, 32, 64), "float32"), D: T.Tensor((4, 32), "float32"),
+                 Y: T.Tensor((4, 64, 32), "float32")):
+    """Mamba's chunk state: ``scale[j]`` read in a loop over ``(i, j)`` (with ``x`` transposed),
+    ``scale`` computed from another fragment in a loop of its own, so no thread can hold it whole:
+    each loop reads it from a shared copy."""
+    with T.Kernel(1, threads=128):
+        d_shared = T.alloc_shared((32,), "float32")
+        d_local = T.alloc_fragment((32,), "float32")
+        scale = T.alloc_fragment((32,), "float32")
+        x = T.alloc_fragment((32, 64), "float32")
+        xt = T.alloc_fragment((64, 32), "float32")
+        for k in T.Pipelined(4, num_stages=1):
+            T.copy(D[k, :], d_shared)
+            T.copy(d_shared, d_local)
+            for i in T.Parallel(32):
+                scale[i] = T.exp2(d_local[i]) * d_local[i]
+            T.copy(X[k, :, :], x)
+            for i, j in T.Parallel(64, 32):
+                xt[i, j] = x[j, i] * scale[j]
+            T.copy(xt, Y[k, :, :])
+
+
+def column_scale_want(x, d):
+    return np.transpose(x, (0, 2, 1)) * (np.exp2(d.astype(np.float64)) * d)[:, None, :]
+
+
+@on_both_interpreters
+def test_a_column_read_of_a_fragment_no_thread_holds_whole_goes_through_shared_memory(run, nvrtc_check):
+    rng = np.random.default_rng(20)
+    x, d = rng.standard_normal((4, 32, 64)).astype(np.float32), rng.standard_normal((4, 32)).astype(np.float32)
+    y = np.zeros((4, 64, 32), np.float32)
+    run(column_scale, x, d, y)
+    np.testing.assert_allclose(y, column_scale_want(x, d), rtol=1e-6, atol=1e-6)
+    with pytest.warns(tw.TileworkbenchWarning, match="reads scale at some of its loop variables, not as its rows"):
+        source = tw.lower(column_scale, target="sm_90a").kernel_source
+    assert "float* scale_shared = " in source
+    assert nvrtc_check(source, "sm_90a").spills_bytes == 0
+
+
 @pytest.mark.parametrize("statements, message", [
     # stored by one thread only (an if on the thread index): other threads' copies would differ
     ("v = T.alloc_fragment((1,), 'float32')\n        tx = T.get_thread_binding()\n        v[0] = 0.0\n"

@@ -22,14 +22,22 @@ is also written element by element in other loops, by a gemm or scan, or is a re
 (those spread its elements over the threads). The local array's values are then the same in every
 thread wherever its sources are (``rules.uniformity``), so a block barrier may stand inside an
 ``if`` on them.
+Such a fragment that stays one, read only inside ``T.Parallel`` nests at some of their variables
+but not as its rows (Mamba's ``scale[j]`` in a loop over ``(i, j)``, ``scale`` computed from other
+fragments) and stored in none of them, is read by each such nest from a shared copy made just
+before it, with a warning (``rules.staging``); read anywhere else, it is refused as before.
 """
 
 from __future__ import annotations
 
+import warnings
+
+from ..errors import TileworkbenchWarning
 from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, IRVisitor, buffer_roles, buffers_written, collect, uses_var
 from .manager import register
 from .rules.fragments import ParallelNest
+from .rules.staging import SharedStandIns, copied_in_before
 from .rules.uniformity import Variance
 
 
@@ -55,6 +63,8 @@ class _Reads(IRVisitor):
         self.conditions: list = []  # of the ifs (and whiles) around
         self.scopes = 0  # T.ws scopes around
         self.outside: set = set()
+        self.column_nests: dict = {}  # fragment -> {id: the T.Parallel nest} where it is read at some of its variables
+        self.read_elsewhere: set = set()  # fragments read outside T.Parallel, or at other indices than variables
         self.stored: set = set()
         self.stored_by_all: dict = {}  # fragment -> [conditions around each store every thread makes]
 
@@ -117,6 +127,10 @@ class _Reads(IRVisitor):
             kind, _ = ParallelNest.of(self.loops).match(node.indices, node.buffer.static_shape()) or (None, 0)
             if kind not in ("whole", "row"):
                 self.outside.add(node.buffer)
+                if kind is None and _of_loop_vars(node, self.loops):
+                    self.column_nests.setdefault(node.buffer, {})[id(self.loops[0])] = self.loops[0]
+                else:
+                    self.read_elsewhere.add(node.buffer)
         self.generic_visit(node)
 
     def visit_BufferStore(self, node: ir.BufferStore):
@@ -145,6 +159,49 @@ def _written_whole(func: ir.PrimFunc, buf: ir.Buffer, stores: int) -> bool:
     roles = buffer_roles(func.body, buf)
     return roles.get("store", 0) == stores and set(roles) <= {"allocate", "copy_src", "copy_dst", "fill", "reduce_dst",
                                                              "load", "store"}
+
+
+def _of_loop_vars(load: ir.BufferLoad, loops: list) -> bool:
+    """``load``'s indices are distinct variables of the ``T.Parallel`` loops around, each running
+    over that dimension of the fragment (``scale[j]`` in a loop over ``(i, j)``)."""
+    extents = {id(lp.var): ir.const_int(lp.extent) for lp in loops}
+    found = [extents.get(id(i)) for i in load.indices]
+    return (bool(loops) and len({id(i) for i in load.indices}) == len(found)
+            and list(load.buffer.static_shape()) == found)
+
+
+def _columns_from_shared(func: ir.PrimFunc, reads: _Reads, localized: set) -> ir.PrimFunc:
+    """The fallback for a fragment no thread can hold whole that ``T.Parallel`` nests read at some
+    of their variables but not as its rows (``scale[j]`` in a loop over ``(i, j)``: Mamba's chunk
+    state, where ``scale`` is computed from other fragments): each such nest reads it from a shared
+    copy made just before it, with a warning. Not where it is read anywhere else, or stored in
+    such a nest."""
+    plans: dict = {}  # id(nest) -> {fragment: tile}
+    stand_ins = SharedStandIns(func)
+    for buf, nests in reads.column_nests.items():
+        if buf in localized or buf in reads.read_elsewhere:
+            continue
+        if any(st.buffer is buf for nest in nests.values() for st in collect(nest, ir.BufferStore)):
+            continue
+        for key, nest in nests.items():
+            plans.setdefault(key, {})[buf] = stand_ins.tile(buf)
+            line = nest.loc.line if nest.loc is not None else func.source_line
+            warnings.warn_explicit(TileworkbenchWarning(
+                f"T.Parallel reads {buf.name} at some of its loop variables, not as its rows: no thread holds "
+                f"all it needs of that fragment, so it is copied into a shared tile ({stand_ins.tiles[buf].name}) "
+                "before the loop"), TileworkbenchWarning, func.source_file, line or 0)
+    if not plans:
+        return func
+    return func.with_body(stand_ins.declared(_CopyInBefore(plans).visit(func.body)))
+
+
+class _CopyInBefore(IRMutator):
+    def __init__(self, plans: dict):
+        self.plans = plans
+
+    def visit_For(self, node: ir.For):
+        tiles = self.plans.get(id(node))
+        return self.generic_visit(node) if tiles is None else copied_in_before(node, tiles)
 
 
 def _readable_by_all(buf: ir.Buffer, written: set) -> bool:
@@ -184,7 +241,9 @@ def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         if _written_whole(func, buf, len(stores) + nest_stores):
             buf.scope = "local"
             replicated += nests
-    return func.with_body(_EveryThread(replicated).visit(func.body)) if replicated else func
+    localized = {buf for buf in candidates if buf.scope == "local"}
+    func = func.with_body(_EveryThread(replicated).visit(func.body)) if replicated else func
+    return _columns_from_shared(func, reads, localized)
 
 
 class _EveryThread(IRMutator):
