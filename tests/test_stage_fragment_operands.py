@@ -198,7 +198,7 @@ def transposes(X: T.Tensor((32, 64), "float32"), Y: T.Tensor((64, 32), "float32"
         zt = T.alloc_fragment((64, 32), "float32")
         T.copy(X, x)
         for i, j in T.Parallel(64, 32):
-            xt[i, j] = x[j, i] * 2.0
+            xt[i, j] = x[j, i] + x[j, i]  # two reads, one copy (and one warning)
         T.copy(xt, Y)
         for s, k in T.Parallel(32, 64):
             zt[k, s] = x[s, k] + 1.0

@@ -94,8 +94,8 @@ class _Stage(IRMutator):
         announced = fragment in self.stand_ins.tiles
         tile = self.stand_ins.tile(fragment)
         if not announced:
-            why = (f"that register-A wgmma cannot read here ({gemm_rules.why_not_register_a(node, self.threads, self.ctx)})"
-                   if operand == "a" else "and gemms read B from shared memory")
+            why = ("and gemms read B from shared memory" if operand == "b" else
+                   f"that register-A wgmma cannot read here ({gemm_rules.why_not_register_a(node, self.threads, self.ctx)})")
             line = node.loc.line if node.loc is not None else self.func.source_line
             warnings.warn_explicit(TileworkbenchWarning(
                 f"T.gemm: {operand.upper()} ({fragment.name}) is a fragment {why}; it is copied into a "
@@ -184,8 +184,9 @@ class _Transposes(IRMutator):
         for load in collect(body, ir.BufferLoad):
             frag = load.buffer
             order = _order(load.indices, loop_vars)
-            if (frag.scope == "fragment" and frag not in written and order not in (None, identity)
-                    and all(frag.static_shape()[k] == ir.const_int(loops[o].extent) for k, o in enumerate(order))):
+            if frag.scope != "fragment" or frag in written or frag in permuted or order in (None, identity):
+                continue
+            if all(frag.static_shape()[k] == ir.const_int(loops[o].extent) for k, o in enumerate(order)):
                 permuted[frag] = self._tile(frag, node, reordered)
         if loops[0] is node and not permuted:
             return node
