@@ -1,5 +1,6 @@
 """GEMM as TileLang writes it now: sizes from T.const, the output returned; B as (K, N) and, with
-``transpose_B``, as (N, K) (TileLang's gemm examples)."""
+``transpose_B``, as (N, K) (TileLang's gemm examples); on float32 inputs, a TF32 GEMM (as
+TileLang's KDA and GDN kernels use it)."""
 
 import tileworkbench as tilelang
 import tileworkbench.language as T
@@ -101,6 +102,13 @@ CASES = {
         inputs=lambda torch: (_randn(torch, S, S), _randn(torch, S, S)),
         reference=lambda a, b: a.float() @ b.float().T,
         rtol=1e-2, atol=1e-2, flops=2 * S**3),
+    "gemm_tf32": dict(
+        compile=lambda: matmul_nt.compile(M=S, N=S, K=S, block_M=128, block_N=128, block_K=32, dtype=T.float32),
+        inputs=lambda torch: (torch.randn(S, S, device="cuda"), torch.randn(S, S, device="cuda")),
+        reference=lambda a, b: a.double() @ b.double().T,
+        # TF32 keeps 10 mantissa bits: over K = 4096 products of N(0, 1) values the error reaches about
+        # 0.1 on results up to about 300 (numpy with the operands rounded alike)
+        rtol=1e-2, atol=0.25, flops=2 * S**3),
     "gemm_persistent": dict(
         compile=lambda: matmul_persistent.compile(M=S, N=S, K=S, block_M=128, block_N=256, block_K=64, threads=256,
                                                   num_stages=3, sm_num=SMS),
