@@ -46,7 +46,7 @@ PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
     "unwrap_persistent_walk",  # tile: a T.Persistent GEMM walk becomes a grid (made persistent again below)
     "inline_index_lets",  # tile: names for tile offsets (m0 = by * 128, kk = k * 64) replaced by their values
-    "stage_fragment_operands",  # tile: a gemm's fragment A no register-A wgmma reads goes through a shared tile
+    "stage_fragment_operands",  # tile: a fragment a gemm or a transposing loop cannot read from registers -> shared
     "localize_read_fragments",  # tile: a fragment read outside T.Parallel, written whole, is a per-thread array
     "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse
     "warp_specialize",  # tile: producer warpgroup + full/empty mbarriers for a TMA/wgmma GEMM loop
