@@ -5,7 +5,8 @@ maps ``tilelang`` and ``tilelang.*`` to ``tileworkbench`` and its modules); on a
 torch, einops or fla those imports get stand-ins, enough for a module to define its kernels (the
 examples use them to make inputs and references). Each case then builds one kernel at a small size
 and lowers it for sm_90a; the table says which build and, for the others, the first line of what
-stopped them. Nothing runs on a GPU (the CPU interpreter and the GPU tests check what the families
+stopped them. A file whose own run at import stops (it calls its kernel on a GPU tensor, a stand-in
+here) keeps what it defined before that; a case building from it says where the import stopped. Nothing runs on a GPU (the CPU interpreter and the GPU tests check what the families
 in ``examples/tilelang_programs`` compute).
 
     git -C <tilelang repo> archive HEAD examples | tar -x -C /tmp/tl
@@ -474,7 +475,12 @@ def _load(path: Path):
     try:
         spec = importlib.util.spec_from_file_location(f"example_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - the file's own run at import (torch on a GPU, say)
+            # what the file defined before it stopped stays in the module: a case may still build
+            # its kernel from it (``main`` says so, and reports this error where it cannot)
+            module.__dict__["__import_error__"] = exc
         return module
     finally:
         sys.path.remove(str(path.parent))
@@ -487,21 +493,31 @@ def _lines_of_cuda(built) -> int:
     return sum(len(tw.lower(p, target="sm_90a").kernel_source.splitlines()) for p in parts)
 
 
+def _first_line(exc: Exception) -> str:
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {first[:160]}"
+
+
 def main(examples: Path):
     _install(examples)
     print("| example | builds | what stopped it |")
     print("| --- | --- | --- |")
     built = 0
     for file, make in CASES:
+        stopped = None
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                lines = _lines_of_cuda(make(_load(examples / file)))
-            print(f"| {file} | yes ({lines} lines of CUDA) | |")
+                module = _load(examples / file)
+                stopped = module.__dict__.get("__import_error__")
+                lines = _lines_of_cuda(make(module))
+            note = f"the file's own run at import stopped: {_first_line(stopped)}" if stopped else ""
+            print(f"| {file} | yes ({lines} lines of CUDA) | {note} |")
             built += 1
-        except Exception as exc:  # the table reports it
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            print(f"| {file} | no | {type(exc).__name__}: {first[:160]} |")
+        except Exception as exc:  # the table reports it (the import's own error, where that came first)
+            if stopped is not None and isinstance(exc, (AttributeError, NameError)):
+                exc = stopped
+            print(f"| {file} | no | {_first_line(exc)} |")
     print(f"\n{built} of {len(CASES)} build")
 
 
