@@ -176,3 +176,39 @@ def _allocations(func):
     from tileworkbench.ir.visitor import collect
 
     return collect(func.body, ir.Allocate)
+
+
+def _gemm_allocating(inside: bool, stages=3, threads=256, block_K=64):
+    """A GEMM whose tiles are allocated inside its T.Pipelined body (as TileLang's mHC kernels do)
+    or before it."""
+    import tileworkbench.language as T
+
+    M = N = K = 256
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // 128, M // 128, threads=threads) as (bx, by):
+            c = T.alloc_fragment((128, 128), "float32")
+            T.clear(c)
+            if not inside:  # right before the loop, where the body's own are declared
+                a = T.alloc_shared((128, block_K), "float16")
+                b = T.alloc_shared((block_K, 128), "float16")
+            for k in T.Pipelined(K // block_K, num_stages=stages):
+                if inside:
+                    a = T.alloc_shared((128, block_K), "float16")
+                    b = T.alloc_shared((block_K, 128), "float16")
+                T.copy(A[by * 128, k * block_K], a)
+                T.copy(B[k * block_K, bx * 128], b)
+                T.gemm(a, b, c)
+            T.copy(c, C[by * 128, bx * 128])
+
+    return main
+
+
+@pytest.mark.parametrize("stages, threads, block_K", [(3, 256, 64), (2, 128, 32)], ids=["warp-specialised", "cp.async"])
+def test_tiles_a_pipelined_body_allocates_are_the_same_kernel_as_tiles_allocated_before(stages, threads, block_K):
+    # the prologue fills them before the loop: allocated in the body, they were declared too late for it
+    inside, before = (tw.lower(_gemm_allocating(x, stages, threads, block_K), target="sm_90a") for x in (True, False))
+    assert inside.kernel_source.split('extern "C"')[1] == before.kernel_source.split('extern "C"')[1]
+    assert inside.func.attrs["warp_specialized"]["applied"] == (stages == 3)
+    compile_check(inside.kernel_source, "sm_90a")

@@ -13,7 +13,7 @@ from .. import dtypes as _dt
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
 from ..ir.records import PersistentWalk
-from ..ir.visitor import collect
+from ..ir.visitor import collect, uses_var
 from . import builder as _b
 from .regions import subscript_buffer
 from .expressions import BINOPS
@@ -186,10 +186,24 @@ class Statements:
             del self.builder.loop_vars[-len(loop_vars):]
             self.scope = outer
         body = self.builder.pop()
+        if spec.kind == "pipelined":
+            body = self._declared_before(body, loop_vars)
         for var, start, extent in reversed(list(zip(loop_vars, spec.starts, spec.extents))):
             pipeline = ir.PipelineInfo(spec.stages) if spec.kind == "pipelined" else None
             body = ir.For(var, extent, body, spec.kind, start, dict(spec.annotations), pipeline, loc=self.loc(node))
         self.builder.emit(body)
+
+    def _declared_before(self, body: ir.Stmt, loop_vars) -> ir.Stmt:
+        """A ``T.Pipelined`` body without the buffers it allocates itself (mHC's ``x_smem =
+        T.alloc_shared(...)`` in the loop), which are declared before the loop instead: one buffer
+        for every iteration, as TileLang has it, that the pipeline can fill ahead of the loop (its
+        prologue) and warp specialisation can hand between its roles."""
+        statements = ir.statements(body)
+        declared = [s for s in statements if isinstance(s, ir.Allocate)
+                    and not any(uses_var(e, v) for e in s.buffer.shape for v in loop_vars)]
+        for alloc in declared:
+            self.builder.emit(alloc)
+        return ir.seq([s for s in statements if not any(s is d for d in declared)]) if declared else body
 
     def visit_Assert(self, node):
         """An ``assert`` on values known while the kernel is built (sizes) is checked then, as
