@@ -22,7 +22,7 @@ from tilelang_compat.test_fragment_views import combine, layer_norm_backward, ro
 from tilelang_compat.test_kernel_sequence import fused_two_steps
 from tilelang_compat.test_python_helpers import _want as tile_masks_want, tile_masks
 from tilelang_compat.test_read_fragments import (column_mask_and_full_max, column_scale, column_scale_want,
-                                                 column_vector_from_shared, scalar_fragments)
+                                                 column_vector_from_shared, scalar_fragments, squares_by_groups)
 
 pytestmark = gpu_marks(9, 0)
 
@@ -103,6 +103,13 @@ def test_a_column_read_through_shared_memory(torch):
     tw.compile(column_scale)(x, d, y)
     np.testing.assert_allclose(y.cpu().numpy(), column_scale_want(x.cpu().numpy(), d.cpu().numpy()), rtol=1e-5,
                                atol=1e-6)
+
+
+def test_a_large_fragment_read_at_computed_indices(torch):
+    x = torch.randn(32, 512, device="cuda")
+    s = torch.zeros(32, 4, device="cuda")
+    tw.compile(squares_by_groups)(x, s)
+    torch.testing.assert_close(s.double(), (x.double() ** 2).reshape(32, 128, 4).sum(1), rtol=1e-5, atol=1e-5)
 
 
 def test_comparisons_in_python_helpers(torch):

@@ -257,7 +257,7 @@ def test_a_column_read_of_a_fragment_no_thread_holds_whole_goes_through_shared_m
     y = np.zeros((4, 64, 32), np.float32)
     run(column_scale, x, d, y)
     np.testing.assert_allclose(y, column_scale_want(x, d), rtol=1e-6, atol=1e-6)
-    with pytest.warns(tw.TileworkbenchWarning, match="reads scale at some of its loop variables, not as its rows"):
+    with pytest.warns(tw.TileworkbenchWarning, match="reads scale at other indices than its loop variables or its rows"):
         source = tw.lower(column_scale, target="sm_90a").kernel_source
     assert "float* scale_shared = " in source
     assert nvrtc_check(source, "sm_90a").spills_bytes == 0
@@ -297,3 +297,35 @@ def test_what_is_refused(statements, message, tmp_path):
     with pytest.raises(tw.CompileError, match=message):
         lower_main_with(tmp_path, 'M: T.Tensor((8,), "int32"), A: T.Tensor((8, 64), "float32"), '
                                   'B: T.Tensor((8, 64), "float32")', statements)
+
+
+@T.prim_func
+def squares_by_groups(X: T.Tensor((32, 512), "float32"), S: T.Tensor((32, 4), "float32")):
+    """mHC pre's sum of squares: ``x[i, jj * 4 + j]`` in a loop over ``(i, j)`` inside a serial loop
+    over ``jj``; ``x`` (32 x 512 floats) is more than every thread should hold, so it is read from
+    one shared copy made before the ``jj`` loop (which does not write it)."""
+    with T.Kernel(1, threads=128):
+        x = T.alloc_fragment((32, 512), "float32")
+        part = T.alloc_fragment((32, 4), "float32")
+        T.copy(X, x)
+        T.clear(part)
+        for jj in T.serial(128):
+            for i, j in T.Parallel(32, 4):
+                part[i, j] += x[i, jj * 4 + j] * x[i, jj * 4 + j]
+        T.copy(part, S)
+
+
+@on_both_interpreters
+def test_a_large_fragment_read_at_computed_indices_is_copied_to_shared_memory_once(run, nvrtc_check):
+    x = np.random.default_rng(22).standard_normal((32, 512)).astype(np.float32)
+    s = np.zeros((32, 4), np.float32)
+    run(squares_by_groups, x, s)
+    want = (x.astype(np.float64) ** 2).reshape(32, 128, 4).sum(axis=1)
+    np.testing.assert_allclose(s, want, rtol=1e-5)
+    with pytest.warns(tw.TileworkbenchWarning, match="reads x at other indices than its loop variables or its rows"):
+        artifact = tw.lower(squares_by_groups, target="sm_90a")
+    code = artifact.kernel_source.split('extern "C"')[1]
+    assert "float* x_shared = " in code
+    # the copy is made once, ahead of the jj loop: the store into x_shared precedes it
+    assert code.index("x_shared[") < code.index("for (int jj = 0;")
+    assert nvrtc_check(artifact.kernel_source, "sm_90a").spills_bytes == 0

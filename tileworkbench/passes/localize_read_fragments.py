@@ -22,18 +22,24 @@ is also written element by element in other loops, by a gemm or scan, or is a re
 (those spread its elements over the threads). The local array's values are then the same in every
 thread wherever its sources are (``rules.uniformity``), so a block barrier may stand inside an
 ``if`` on them.
-Such a fragment that stays one, read only inside ``T.Parallel`` nests at some of their variables
-but not as its rows (Mamba's ``scale[j]`` in a loop over ``(i, j)``, ``scale`` computed from other
-fragments) and stored in none of them, is read by each such nest from a shared copy made just
-before it, with a warning (``rules.staging``); read anywhere else, it is refused as before.
+Such a fragment that stays one, read only inside ``T.Parallel`` nests at other indices than their
+variables in order or as its rows, each provably inside it (Mamba's ``scale[j]`` in a loop over
+``(i, j)``, ``scale`` computed from other fragments; mHC's ``x[i, jj * 4 + j]``), stored in none
+of them and, outside ``T.Parallel``, only alike by every thread, is read by each such nest from a
+shared copy made just before it, or before the outermost serial loop around it that does not
+write it (``rules.staging``), with a warning; read anywhere else, it is refused as before. So is one
+every thread could hold whole but at more than ``PER_THREAD_WORDS`` registers (mHC's ``x_frag``,
+32 x 256 floats), where its reads allow.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 
 from ..errors import TileworkbenchWarning
 from ..ir import nodes as ir
+from ..ir.simplify import interval
 from ..ir.visitor import IRMutator, IRVisitor, buffer_roles, buffers_written, collect, uses_var
 from .manager import register
 from .rules.fragments import ParallelNest
@@ -63,7 +69,11 @@ class _Reads(IRVisitor):
         self.conditions: list = []  # of the ifs (and whiles) around
         self.scopes = 0  # T.ws scopes around
         self.outside: set = set()
-        self.column_nests: dict = {}  # fragment -> {id: the T.Parallel nest} where it is read at some of its variables
+        self.ranges: dict = {}  # Var -> (lo, hi) of the loops around whose bounds are constants
+        # the serial loops around, out to the nearest if, while, T.ws scope or T.Parallel loop: a
+        # shared copy of a fragment goes before the outermost of them that does not write it
+        self.hoist_chain: list = []
+        self.column_nests: dict = {}  # fragment -> {id: the T.Parallel nest} where it reads it in bounds, not as rows
         self.read_elsewhere: set = set()  # fragments read outside T.Parallel, or at other indices than variables
         self.stored: set = set()
         self.stored_by_all: dict = {}  # fragment -> [conditions around each store every thread makes]
@@ -76,7 +86,14 @@ class _Reads(IRVisitor):
             self.in_replicable = True
         if inner:
             self.loops.append(node)
+        start, extent = ir.const_int(node.start), ir.const_int(node.extent)
+        if start is not None and extent is not None and extent > 0:
+            self.ranges[node.var] = (start, start + extent - 1)
+        chain = self.hoist_chain
+        self.hoist_chain = chain + [node] if not self.loops else chain
         self.generic_visit(node)
+        self.hoist_chain = chain
+        self.ranges.pop(node.var, None)
         if inner:
             self.loops.pop()
         if replicable is not None:
@@ -110,25 +127,41 @@ class _Reads(IRVisitor):
             return None
         return None if uses_var(body, self.thread_var) else frag
 
+    def _hoisted(self, buf: ir.Buffer, nest: ir.For) -> ir.Stmt:
+        """Where a shared copy of ``buf`` for ``nest`` goes: before the outermost serial loop around
+        it (``hoist_chain``) that does not write ``buf`` (mHC's ``x_frag``, read in a loop over
+        ``jj``: copied once, not once per ``jj``), else before the nest."""
+        anchor = nest
+        for loop in reversed(self.hoist_chain):
+            if buf in buffers_written(loop):
+                break
+            anchor = loop
+        return anchor
+
     def visit_IfThenElse(self, node):
+        chain, self.hoist_chain = self.hoist_chain, []
         self.conditions.append(node.cond)
         self.generic_visit(node)
         self.conditions.pop()
+        self.hoist_chain = chain
 
     visit_While = visit_IfThenElse
 
     def visit_ThreadScope(self, node):
+        chain, self.hoist_chain = self.hoist_chain, []
         self.scopes += 1
         self.generic_visit(node)
         self.scopes -= 1
+        self.hoist_chain = chain
 
     def visit_BufferLoad(self, node: ir.BufferLoad):
         if node.buffer.scope == "fragment":
             kind, _ = ParallelNest.of(self.loops).match(node.indices, node.buffer.static_shape()) or (None, 0)
             if kind not in ("whole", "row"):
                 self.outside.add(node.buffer)
-                if kind is None and _of_loop_vars(node, self.loops):
-                    self.column_nests.setdefault(node.buffer, {})[id(self.loops[0])] = self.loops[0]
+                if kind is None and self.loops and _in_bounds(node, self.ranges):
+                    anchor = self._hoisted(node.buffer, self.loops[0])
+                    self.column_nests.setdefault(node.buffer, {})[id(anchor)] = (anchor, self.loops[0])
                 else:
                     self.read_elsewhere.add(node.buffer)
         self.generic_visit(node)
@@ -161,33 +194,46 @@ def _written_whole(func: ir.PrimFunc, buf: ir.Buffer, stores: int) -> bool:
                                                              "load", "store"}
 
 
-def _of_loop_vars(load: ir.BufferLoad, loops: list) -> bool:
-    """``load``'s indices are distinct variables of the ``T.Parallel`` loops around, each running
-    over that dimension of the fragment (``scale[j]`` in a loop over ``(i, j)``)."""
-    extents = {id(lp.var): ir.const_int(lp.extent) for lp in loops}
-    found = [extents.get(id(i)) for i in load.indices]
-    return (bool(loops) and len({id(i) for i in load.indices}) == len(found)
-            and list(load.buffer.static_shape()) == found)
+PER_THREAD_WORDS = 256  # a fragment every thread would hold whole past this goes through shared memory instead
+
+
+def _too_big_to_copy(buf: ir.Buffer) -> bool:
+    """Every thread holding all of ``buf`` would take more than ``PER_THREAD_WORDS`` 32-bit
+    registers (``infer_fragment_layouts`` refuses a kernel past 1024): where its reads allow,
+    it is read from a shared copy instead (``_columns_from_shared``)."""
+    return math.prod(buf.static_shape()) * max(1, buf.dtype.bits // 32) > PER_THREAD_WORDS
+
+
+def _in_bounds(load: ir.BufferLoad, ranges: dict) -> bool:
+    """Each of ``load``'s indices provably inside the fragment's dimension, over the constant ranges
+    of the loops around (``scale[j]`` in a loop over ``(i, j)``; mHC's ``x[i, jj * 4 + j]``)."""
+    shape = load.buffer.static_shape()
+    if len(load.indices) != len(shape):
+        return False
+    bounds = [interval(i, ranges) for i in load.indices]
+    return all(lo is not None and hi is not None and 0 <= lo and hi < n for (lo, hi), n in zip(bounds, shape))
 
 
 def _columns_from_shared(func: ir.PrimFunc, reads: _Reads, localized: set) -> ir.PrimFunc:
-    """The fallback for a fragment no thread can hold whole that ``T.Parallel`` nests read at some
-    of their variables but not as its rows (``scale[j]`` in a loop over ``(i, j)``: Mamba's chunk
-    state, where ``scale`` is computed from other fragments): each such nest reads it from a shared
-    copy made just before it, with a warning. Not where it is read anywhere else, or stored in
-    such a nest."""
+    """The fallback for a fragment no thread can hold whole that ``T.Parallel`` nests read at
+    other indices than their variables in order or as its rows, each provably inside it
+    (``scale[j]`` in a loop over ``(i, j)``: Mamba's chunk state, where ``scale`` is computed from
+    other fragments; ``x[i, jj * 4 + j]`` in mHC): each such nest reads it from a shared copy made
+    just before it, with a warning. Not where it is read anywhere else, or stored in such a nest."""
     plans: dict = {}  # id(nest) -> {fragment: tile}
     stand_ins = SharedStandIns(func)
     for buf, nests in reads.column_nests.items():
         if buf in localized or buf in reads.read_elsewhere:
             continue
-        if any(st.buffer is buf for nest in nests.values() for st in collect(nest, ir.BufferStore)):
+        if buf in reads.stored_by_all and not reads.stored_alike(buf, Variance(func)):
+            continue  # each thread's store outside T.Parallel may differ: whose would the copy hold?
+        if any(st.buffer is buf for _, nest in nests.values() for st in collect(nest, ir.BufferStore)):
             continue
-        for key, nest in nests.items():
+        for key, (_anchor, nest) in nests.items():
             plans.setdefault(key, {})[buf] = stand_ins.tile(buf)
             line = nest.loc.line if nest.loc is not None else func.source_line
             warnings.warn_explicit(TileworkbenchWarning(
-                f"T.Parallel reads {buf.name} at some of its loop variables, not as its rows: no thread holds "
+                f"T.Parallel reads {buf.name} at other indices than its loop variables or its rows: no thread holds "
                 f"all it needs of that fragment, so it is copied into a shared tile ({stand_ins.tiles[buf].name}) "
                 "before the loop"), TileworkbenchWarning, func.source_file, line or 0)
     if not plans:
@@ -201,7 +247,7 @@ class _CopyInBefore(IRMutator):
 
     def visit_For(self, node: ir.For):
         tiles = self.plans.get(id(node))
-        return self.generic_visit(node) if tiles is None else copied_in_before(node, tiles)
+        return self.generic_visit(node) if tiles is None else copied_in_before(self.generic_visit(node), tiles)
 
 
 def _readable_by_all(buf: ir.Buffer, written: set) -> bool:
@@ -237,6 +283,8 @@ def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         nests = reads.replicable.get(buf, [])
         if not all(_uniform_inputs(n, variance) for n in nests):
             continue
+        if _too_big_to_copy(buf) and buf in reads.column_nests and buf not in reads.read_elsewhere:
+            continue  # every thread holding all of it would cost registers a shared copy does not
         nest_stores = sum(len(collect(n, ir.BufferStore)) for n in nests)
         if _written_whole(func, buf, len(stores) + nest_stores):
             buf.scope = "local"

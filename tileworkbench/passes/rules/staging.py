@@ -9,6 +9,7 @@ import dataclasses
 
 from ...ir import nodes as ir
 from ...ir.visitor import IRMutator, collect
+from .reductions import loop_nest
 
 
 class SharedStandIns:
@@ -62,6 +63,11 @@ class ReadFrom(IRMutator):
 
 def copied_in_before(loop: ir.For, tiles: dict) -> ir.Stmt:
     """``loop`` reading the tiles of ``tiles`` (fragment -> tile), each filled from its fragment
-    just before it."""
-    copies = [ir.Copy(ir.Region.full(f), ir.Region.full(t), None, loc=loop.loc) for f, t in tiles.items()]
-    return ir.seq([*copies, ReadFrom(tiles).visit(loop)])
+    just before it by a ``T.Parallel`` loop over the fragment (what ``T.copy`` of a fragment lowers
+    to; a loop rather than the tile operation, which a kernel that has none by now must not get
+    back: ``ir.verify``)."""
+    def filled(frag, tile):
+        return loop_nest(frag.static_shape(), lambda idx: ir.BufferStore(tile, idx, ir.BufferLoad(frag, idx, frag.dtype)),
+                         loc=loop.loc)
+
+    return ir.seq([*(filled(f, t) for f, t in tiles.items()), ReadFrom(tiles).visit(loop)])
