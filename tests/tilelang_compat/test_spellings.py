@@ -96,3 +96,22 @@ def annotated_python_local(X, scale_name: str = "double"):
 def test_a_python_local_with_a_type_hint_is_a_python_value():
     kernel = annotated_python_local.compile(N=64)
     assert "* 2" in kernel.get_kernel_source().split('extern "C"')[1]
+
+
+def test_a_named_barrier_for_the_whole_block_is_the_block_barrier_and_one_for_part_of_it_is_refused(tmp_path):
+    body = ("s = T.alloc_shared((128,), 'float32')\n        tx = T.get_thread_binding()\n"
+            "        s[tx] = A[tx]\n        T.sync_threads({})\n        B[tx] = s[127 - tx]")
+    signature = 'A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")'
+    folders = {name: tmp_path / name for name in ("named", "plain", "part")}
+    for folder in folders.values():
+        folder.mkdir()
+    named, plain = (main_with(folders[name], signature, body.format(args)) for name, args in
+                    (("named", "3, 128"), ("plain", "")))
+    a = np.arange(128, dtype=np.float32)
+    for kernel in (named, plain):
+        b = np.zeros(128, np.float32)
+        tilelang.compile(kernel, target="cpu")(a, b)
+        assert np.array_equal(b, a[::-1])
+    with pytest.raises(tilelang.CompileError, match=r"T.sync_threads\(3, 64\): a named barrier for 64 of the block's "
+                                                    r"128 threads is not supported yet"):
+        main_with(folders["part"], signature, body.format("3, 64"))

@@ -44,5 +44,20 @@ def tma_store_wait(read=False):
     _b.current().emit(ir.TmaStoreWait(_py_bool(read)))
 
 
-def sync_threads():
+def sync_threads(barrier_id=None, arrive_count=None):
+    """``__syncthreads()``. TileLang's named form, ``T.sync_threads(barrier_id, arrive_count)``
+    (``bar.sync id, count``: a barrier only ``arrive_count`` threads meet), is taken where the count
+    is the whole block; for part of the block it is refused: the compiler places the barriers that
+    order threads' shared-memory accesses itself, and which threads meet a barrier the program
+    names is what its race and barrier checks cannot see yet."""
+    if arrive_count is not None:
+        count = _b.constant_int(arrive_count, "T.sync_threads: arrive_count", low=1)
+        ident = _b.constant_int(barrier_id, "T.sync_threads: barrier_id", low=0) if barrier_id is not None else None
+        threads = _b.launch("T.sync_threads(barrier_id, arrive_count)").threads
+        if count != threads:
+            raise error(f"T.sync_threads({ident}, {count}): a named barrier for {count} of the "
+                        f"block's {threads} threads is not supported yet; leave the barriers to the compiler "
+                        "(it orders shared-memory accesses between threads itself) or use T.sync_threads()")
+    elif barrier_id is not None:
+        _b.constant_int(barrier_id, "T.sync_threads: barrier_id", low=0)
     _b.current().emit(ir.SyncThreads())
