@@ -33,7 +33,7 @@ import dataclasses
 from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, collect
 from .rules import gemm as gemm_rules
-from .rules.fragments import ParallelNest
+from .rules.fragments import ParallelNest, parallel_nest
 from .rules import tma as tma_rules
 from .rules.thread_scopes import threads_of
 from .manager import register
@@ -100,10 +100,7 @@ def _layout_sharers(body) -> dict:
         return key
 
     for nest in _outer_parallel_nests(body):
-        loops, inner = [nest], nest.body
-        while isinstance(inner, ir.For) and inner.kind == "parallel":
-            loops.append(inner)
-            inner = inner.body
+        loops, inner = parallel_nest(nest)
         shape_of = ParallelNest.of(loops)
         whole = {id(a.buffer) for a in collect(inner, (ir.BufferLoad, ir.BufferStore))
                  if a.buffer.scope == "fragment"

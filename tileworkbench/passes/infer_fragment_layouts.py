@@ -42,7 +42,7 @@ from ..ir.layout import (BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAc
 from ..ir.visitor import IRVisitor, collect
 from .rules.copies import fragment_slice
 from .rules.fragment_runs import steps_by_one
-from .rules.fragments import ParallelNest
+from .rules.fragments import ParallelNest, parallel_nest
 from .rules.gemm import accumulator_dtype
 from .rules.thread_scopes import threads_of
 from .manager import register
@@ -136,10 +136,7 @@ class _Relations(IRVisitor):
     def visit_For(self, node: ir.For):
         if node.kind != "parallel":
             return self.generic_visit(node)
-        loops, body = [node], node.body
-        while isinstance(body, ir.For) and body.kind == "parallel":
-            loops.append(body)
-            body = body.body
+        loops, body = parallel_nest(node)
         loop_vars = [lp.var for lp in loops]
         nest = ParallelNest.of(loops)
         whole, parts, slices = [], [], []

@@ -42,7 +42,7 @@ from ..ir import nodes as ir
 from ..ir.simplify import interval
 from ..ir.visitor import IRMutator, IRVisitor, buffer_roles, buffers_written, collect, uses_var
 from .manager import register
-from .rules.fragments import ParallelNest
+from .rules.fragments import ParallelNest, parallel_nest
 from .rules.staging import SharedStandIns, copied_in_before
 from .rules.uniformity import Variance
 
@@ -106,10 +106,7 @@ class _Reads(IRVisitor):
         variables, it has no other effect (no call made for its effect, no scalar set), it reads
         only global tensors the kernel never writes, shared tiles and per-thread arrays (those two
         checked later: ``_uniform_inputs``), and not the thread index; else None."""
-        loops, body = [node], node.body
-        while isinstance(body, ir.For) and body.kind == "parallel":
-            loops.append(body)
-            body = body.body
+        loops, body = parallel_nest(node)
         nest = ParallelNest.of(loops)
         stores = collect(body, ir.BufferStore)
         targets = {id(st.buffer): st.buffer for st in stores}

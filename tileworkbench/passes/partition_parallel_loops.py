@@ -46,7 +46,7 @@ from ..ir.simplify import RangeTracker, launch_ranges, loop_range
 from ..ir.visitor import IRMutator, collect, reassigned_vars, uses_var
 from ..target import PassConfigKey
 from .manager import register
-from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, ParallelNest
+from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, ParallelNest, parallel_nest
 from .rules.fragment_runs import run_copies
 from .rules.vector_runs import launcher_checked, vector_runs
 from .rules.result_stores import ResultStores
@@ -57,11 +57,7 @@ UNROLL_LIMIT = 32
 
 def _nest(loop: ir.For):
     """The perfectly nested parallel loops starting at ``loop`` and the innermost body."""
-    loops = [loop]
-    body = loop.body
-    while isinstance(body, ir.For) and body.kind == "parallel":
-        loops.append(body)
-        body = body.body
+    loops, body = parallel_nest(loop)
     for inner in collect(body, ir.For):
         if inner.kind == "parallel":
             raise CompileError("nested T.Parallel loops must be perfectly nested "

@@ -29,6 +29,7 @@ from ..ir import nodes as ir
 from ..ir.simplify import Affine, simplify
 from ..ir.visitor import IRMutator, collect, with_fresh_bindings
 from .manager import register
+from .rules.fragments import parallel_nest
 
 COMPARISONS = ("<", "<=", ">", ">=")
 
@@ -57,16 +58,8 @@ class _Splitter(IRMutator):
                 self.uniform.discard(node.var)
 
 
-def _nest(loop: ir.For):
-    loops, body = [loop], loop.body
-    while isinstance(body, ir.For) and body.kind == "parallel":
-        loops.append(body)
-        body = body.body
-    return loops, body
-
-
 def _split(nest: ir.For, uniform: set):
-    loops, body = _nest(nest)
+    loops, body = parallel_nest(nest)
     ranges = {}
     for loop in loops:
         start, extent = ir.const_int(loop.start), ir.const_int(loop.extent)

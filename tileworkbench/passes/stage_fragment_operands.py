@@ -39,6 +39,7 @@ from ..errors import TileworkbenchWarning
 from ..ir import nodes as ir
 from ..ir.visitor import IRMutator, buffer_roles, buffers_written, collect
 from .rules import gemm as gemm_rules
+from .rules.fragments import parallel_nest
 from .rules.staging import SharedStandIns, copied_in_before
 from .manager import register
 
@@ -144,15 +145,6 @@ def _unread(body, fragments: set) -> set:
     return {f for f in fragments if set(buffer_roles(body, f)) <= {"allocate", "copy_dst"}}
 
 
-def _nest(node: ir.For) -> tuple[list, ir.Stmt]:
-    """The perfectly nested ``T.Parallel`` loops from ``node`` down, and their body."""
-    loops, body = [node], node.body
-    while isinstance(body, ir.For) and body.kind == "parallel":
-        loops.append(body)
-        body = body.body
-    return loops, body
-
-
 def _order(indices, loop_vars) -> tuple | None:
     """Where each index is among the loop variables, if the indices are all of them in some order."""
     if len(indices) != len(loop_vars):
@@ -171,7 +163,7 @@ class _Transposes(IRMutator):
     def visit_For(self, node: ir.For):
         if node.kind != "parallel":
             return self.generic_visit(node)
-        loops, body = _nest(node)
+        loops, body = parallel_nest(node)
         identity = tuple(range(len(loops)))
         stored = [_order(st.indices, [lp.var for lp in loops]) for st in collect(body, ir.BufferStore)
                   if st.buffer.scope == "fragment"]

@@ -20,6 +20,16 @@ PARTIAL_ROWS = "partial_rows"
 EACH_WARP = "each_warp"
 
 
+def parallel_nest(loop: ir.For) -> tuple[list, ir.Stmt]:
+    """The perfectly nested ``T.Parallel`` loops from ``loop`` down (``T.Parallel(M, N)`` is two),
+    and the innermost body."""
+    loops, body = [loop], loop.body
+    while isinstance(body, ir.For) and body.kind == "parallel":
+        loops.append(body)
+        body = body.body
+    return loops, body
+
+
 def is_whole(indices, loop_vars) -> bool:
     """``F[v0, v1]``: a fragment indexed by all of a loop nest's variables, in order."""
     return len(indices) == len(loop_vars) and all(i is v for i, v in zip(indices, loop_vars))
