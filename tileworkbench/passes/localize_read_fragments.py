@@ -73,6 +73,7 @@ class _Reads(IRVisitor):
         # the serial loops around, out to the nearest if, while, T.ws scope or T.Parallel loop: a
         # shared copy of a fragment goes before the outermost of them that does not write it
         self.hoist_chain: list = []
+        self.loop_writes: dict = {}  # id(serial loop of the chain) -> the buffers it writes
         self.column_nests: dict = {}  # fragment -> {id: the T.Parallel nest} where it reads it in bounds, not as rows
         self.read_elsewhere: set = set()  # fragments read outside T.Parallel, or at other indices than variables
         self.stored: set = set()
@@ -130,7 +131,9 @@ class _Reads(IRVisitor):
         ``jj``: copied once, not once per ``jj``), else before the nest."""
         anchor = nest
         for loop in reversed(self.hoist_chain):
-            if buf in buffers_written(loop):
+            if id(loop) not in self.loop_writes:
+                self.loop_writes[id(loop)] = set(buffers_written(loop))
+            if buf in self.loop_writes[id(loop)]:
                 break
             anchor = loop
         return anchor
@@ -219,11 +222,14 @@ def _columns_from_shared(func: ir.PrimFunc, reads: _Reads, localized: set) -> ir
     just before it, with a warning. Not where it is read anywhere else, or stored in such a nest."""
     plans: dict = {}  # id(nest) -> {fragment: tile}
     stand_ins = SharedStandIns(func)
+    variance = None  # the kernel's, once a fragment stored outside T.Parallel needs it
     for buf, nests in reads.column_nests.items():
         if buf in localized or buf in reads.read_elsewhere:
             continue
-        if buf in reads.stored_by_all and not reads.stored_alike(buf, Variance(func)):
-            continue  # each thread's store outside T.Parallel may differ: whose would the copy hold?
+        if buf in reads.stored_by_all:
+            variance = variance or Variance(func)
+            if not reads.stored_alike(buf, variance):
+                continue  # each thread's store outside T.Parallel may differ: whose would the copy hold?
         if any(st.buffer is buf for _, nest in nests.values() for st in collect(nest, ir.BufferStore)):
             continue
         for key, (_anchor, nest) in nests.items():
