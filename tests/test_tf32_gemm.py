@@ -1,9 +1,12 @@
-"""``T.gemm`` on float32 tiles (and TileLang's ``T.tfloat32``, float32 here): mma.sync m16n8k8 in
-TF32 (``tw::gemm_ss_tf32``), each operand rounded to TF32 (``cvt.rna``: to nearest, ties away from
-zero) as TileLang's KDA and GDN kernels use it. The tile-level interpreter rounds alike, so it is
-checked against float64 products of the rounded inputs (tight) and of the raw ones (TF32's own
-error); the rounding itself on its edge cases; NVRTC compiles the instruction for sm_90a; the TF32
-header is inlined only into kernels that call it; and the refusals (K not a multiple of 8, float64 tiles)."""
+"""``T.gemm`` on float32 tiles (and TileLang's ``T.tfloat32``, float32 here) runs in TF32: on
+Hopper's wgmma (m64nNk8) where both operands are K-major (A stored M x K, B stored N x K), which
+reads the float32 bits and drops the 13 low mantissa bits; else on mma.sync m16n8k8
+(``tw::gemm_ss_tf32``), each operand rounded to TF32 (``cvt.rna``: to nearest, ties away from
+zero) as TileLang's KDA and GDN kernels use it. The tile-level interpreter converts alike, so it is
+checked against float64 products of the converted inputs (tight) and of the raw ones (TF32's own
+error); the conversions themselves on their edge cases; NVRTC compiles each path for sm_90a; the
+mma.sync TF32 header is inlined only into kernels that call it; and the refusals (K not a multiple
+of 8, float64 tiles)."""
 
 import numpy as np
 import pytest
@@ -12,7 +15,7 @@ import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.errors import CompileError
 from tileworkbench.examples.gemm import matmul
-from tileworkbench.interpreter.values import tf32_rounded
+from tileworkbench.interpreter.values import tf32_rounded, tf32_truncated
 from tileworkbench.jit.lower import lower
 
 
@@ -25,8 +28,18 @@ def tf32_gemm(M, N, K, block_M=64, block_N=64, block_K=32, transpose_A=False, tr
 CASES = [dict(M=128, N=128, K=128), dict(M=128, N=64, K=96, transpose_A=True),
          dict(M=64, N=128, K=64, transpose_B=True, block_K=16),
          dict(M=200, N=136, K=72, transpose_A=True, transpose_B=True, block_K=8, num_stages=3),
-         dict(M=128, N=256, K=64, block_M=128, block_N=128, threads=256, dtype=T.tfloat32)]
-IDS = ["NN", "TN", "NT-bk16", "TT-partial-tiles-bk8", "tfloat32-256-threads"]
+         dict(M=128, N=256, K=64, block_M=128, block_N=128, threads=256, dtype=T.tfloat32),
+         dict(M=256, N=192, K=160, transpose_B=True, block_M=128, block_N=64, block_K=32, threads=256),
+         dict(M=128, N=128, K=136, transpose_B=True, block_K=8, num_stages=3),
+         dict(M=128, N=128, K=128, transpose_B=True, block_K=64, threads=64)]
+IDS = ["NN", "TN", "NT-bk16", "TT-partial-tiles-bk8", "tfloat32-256-threads", "NT-256-threads", "NT-bk8-partial-k",
+       "NT-two-warps"]
+
+
+def on_wgmma(case) -> bool:
+    """Both operands K-major (A not transposed, B transposed) on whole warpgroups: TF32 wgmma."""
+    return (not case.get("transpose_A") and case.get("transpose_B", False)
+            and case.get("threads", 128) % 128 == 0)
 
 
 def inputs(case, seed):
@@ -37,21 +50,29 @@ def inputs(case, seed):
     return a, b
 
 
-def reference(case, a, b, rounded=True):
-    a, b = (tf32_rounded(a), tf32_rounded(b)) if rounded else (a, b)
+def reference(case, a, b, converted=True):
+    to_tf32 = tf32_truncated if on_wgmma(case) else tf32_rounded
+    a, b = (to_tf32(a), to_tf32(b)) if converted else (a, b)
     a = a.astype(np.float64).T if case.get("transpose_A") else a.astype(np.float64)
     b = b.astype(np.float64).T if case.get("transpose_B") else b.astype(np.float64)
     return a @ b
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_the_interpreter_multiplies_tf32_rounded_operands(case):
+def test_the_interpreter_multiplies_tf32_operands(case):
     a, b = inputs(case, case["K"])
     c = np.zeros((case["M"], case["N"]), np.float32)
     tw.compile(tf32_gemm(**case), target="cpu")(a, b, c)
     np.testing.assert_allclose(c, reference(case, a, b), rtol=1e-5, atol=1e-4)  # float32 sums of TF32 products
-    raw = reference(case, a, b, rounded=False)
-    assert 1e-4 < np.abs(c - raw).max() < 2e-3 * np.sqrt(case["K"])  # TF32's error, not float32's
+    other = tf32_rounded if on_wgmma(case) else tf32_truncated  # the other path's conversion is told apart
+    assert np.abs(c - reference(case, other(a), other(b), converted=False)).max() > 1e-4
+    raw = reference(case, a, b, converted=False)
+    # TF32's error, not float32's: each operand off by at most one unit of its 10th mantissa bit
+    # (truncation) or half of one (rounding), so each product by twice that, relative
+    unit = 2.0 ** -10 if on_wgmma(case) else 2.0 ** -11
+    magnitudes = reference(case, np.abs(a), np.abs(b), converted=False)
+    error = np.abs(c - raw)
+    assert error.max() > 1e-4 and np.all(error <= 2 * unit * magnitudes * 1.01 + 1e-4)
 
 
 def test_tf32_rounding_is_to_nearest_ties_away_from_zero():
@@ -63,11 +84,24 @@ def test_tf32_rounding_is_to_nearest_ties_away_from_zero():
     assert np.isnan(tf32_rounded(np.array([np.nan], np.float32)))[0]
 
 
+def test_tf32_truncation_drops_the_low_bits_towards_zero():
+    ulp = 2.0 ** -10
+    x = np.array([1 + ulp / 2, 1 + ulp - 2.0 ** -23, 1 + 1.5 * ulp, -(1 + 1.75 * ulp), 3.4e38, np.inf, -np.inf],
+                 np.float32)
+    expected = np.array([1, 1, 1 + ulp, -(1 + ulp), 1.998046875 * 2.0 ** 127, np.inf, -np.inf], np.float32)
+    assert np.array_equal(tf32_truncated(x), expected)
+    assert np.isnan(tf32_truncated(np.array([np.nan], np.float32)))[0]
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_it_is_a_tf32_mma_and_compiles(case, nvrtc_check):
+def test_it_takes_its_tf32_path_and_compiles(case, nvrtc_check):
     source = lower(tf32_gemm(**case), target="cuda").kernel_source
-    assert "tw::gemm_ss_tf32<" in source and "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in source
-    assert "// ---- tw/mma_tf32.h ----" in source
+    if on_wgmma(case):
+        assert "tw::wgmma_gemm_ss<" in source and "wgmma.mma_async.sync.aligned.m64n" in source
+        assert "k8.f32.tf32.tf32" in source and "gemm_ss_tf32" not in source
+    else:
+        assert "tw::gemm_ss_tf32<" in source and "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in source
+        assert "// ---- tw/mma_tf32.h ----" in source and "tw::wgmma_gemm" not in source.split('extern "C"')[1]
     assert nvrtc_check(source, "sm_90a").spills_bytes == 0
 
 

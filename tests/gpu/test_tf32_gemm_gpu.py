@@ -1,8 +1,8 @@
 """On the H200, ``T.gemm`` on float32 tiles in TF32 (CPU tests: tests/test_tf32_gemm.py): against
-float64 products of the TF32-rounded inputs (the rounding the interpreter models; only float32
-summation left between them) and of the raw inputs (TF32's own error), every operand order,
-partial tiles and ``T.tfloat32`` included; and gemms whose B is a fragment (staged through shared
-memory), on wgmma, register-A wgmma and TF32 mma.sync."""
+float64 products of the inputs converted to TF32 as the interpreter models each path (wgmma
+truncates, mma.sync rounds; only float32 summation left between them) and of the raw inputs
+(TF32's own error), every operand order, partial tiles and ``T.tfloat32`` included; and gemms
+whose B is a fragment (staged through shared memory), on wgmma, register-A wgmma and TF32 mma.sync."""
 
 import sys
 
@@ -22,8 +22,8 @@ def _cpu_tests():
     return test_tf32_gemm
 
 
-@pytest.mark.parametrize("index", range(5))
-def test_tf32_gemm_matches_float64_of_the_rounded_inputs(torch, index):
+@pytest.mark.parametrize("index", range(8))
+def test_tf32_gemm_matches_float64_of_the_converted_inputs(torch, index):
     cpu = _cpu_tests()
     case = cpu.CASES[index]
     a, b = cpu.inputs(case, case["K"] + 1)
@@ -31,7 +31,7 @@ def test_tf32_gemm_matches_float64_of_the_rounded_inputs(torch, index):
     tw.compile(cpu.tf32_gemm(**case))(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), c)
     got = c.cpu().numpy()
     np.testing.assert_allclose(got, cpu.reference(case, a, b), rtol=1e-5, atol=1e-4)
-    assert np.abs(got - cpu.reference(case, a, b, rounded=False)).max() > 1e-4  # TF32, not float32
+    assert np.abs(got - cpu.reference(case, a, b, converted=False)).max() > 1e-4  # TF32, not float32
 
 
 @pytest.mark.parametrize("dtype, a_in_fragment", [("float16", False), ("float16", True), ("float32", False)],

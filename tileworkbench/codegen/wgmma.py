@@ -1,17 +1,19 @@
 """The ``wgmma.mma_async`` instruction for one shape, emitted as a small C++ functor.
 
-An ``m64nNk16`` (FP8 and int8: ``k32``) wgmma writes N/2 float (int8: int) registers per thread;
-spelling the asm out per N keeps the headers small (no giant switch over every N) and the generated
-source honest about what it uses. The three forms (A from shared memory, A in registers, one-byte
-operands) differ only in
+An ``m64nNk16`` (FP8 and int8: ``k32``; TF32: ``k8``) wgmma writes N/2 float (int8: int) registers
+per thread; spelling the asm out per N keeps the headers small (no giant switch over every N) and the
+generated source honest about what it uses. The three forms (A from shared memory, A in registers,
+both operands K-major: one-byte and TF32 operands) differ only in
 their operands and immediates: ``_functor`` writes each.
 """
 
 from __future__ import annotations
 
+from ..ir.records import WGMMA_PTX_TYPES as _TYPES
 from ..ir.records import wgmma_functor_name as functor_name
+from ..ir.records import wgmma_k
 
-_TYPES = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2", "int8": "s8", "uint8": "u8"}
+_K_MAJOR_ONLY = ("float8_e4m3", "float8_e5m2", "int8", "uint8", "float32")  # no transpose operands
 _INTEGER = ("int8", "uint8")  # s32 accumulators, and no scale immediates (integer wgmma has none)
 
 
@@ -27,12 +29,12 @@ def functor_source(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True, 
                         "                                             unsigned int a3, unsigned long long desc_b",
                         n, 16, ptx_type, f"{{{a_regs}}}, %{regs + 4}", f", {0 if b_k_major else 1}",
                         '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b)', 5)
-    if dtype.startswith("float8") or dtype in _INTEGER:  # m64nNk32, both K-major: no transpose operands
-        acc = "s32" if dtype in _INTEGER else "f32"
+    if dtype in _K_MAJOR_ONLY:  # m64nNk32 (TF32: k8), both K-major: no transpose operands
+        acc, k = ("s32" if dtype in _INTEGER else "f32"), wgmma_k(dtype)
         params = _DESCRIPTOR_PARAMS.replace("float*", "int*") if acc == "s32" else _DESCRIPTOR_PARAMS
         return _functor(functor_name(n, dtype, True),
-                        f"D (64x{n}, {acc}) += A (64x32, {ptx_type}, K-major) * B (32x{n}, {ptx_type}, K-major), both "
-                        "from shared memory", params, n, 32, ptx_type, f"%{regs}, %{regs + 1}", "", descriptors, 2, acc)
+                        f"D (64x{n}, {acc}) += A (64x{k}, {ptx_type}, K-major) * B ({k}x{n}, {ptx_type}, K-major), both "
+                        "from shared memory", params, n, k, ptx_type, f"%{regs}, %{regs + 1}", "", descriptors, 2, acc)
     trans_a, trans_b = (0 if a_k_major else 1), (0 if b_k_major else 1)
     return _functor(functor_name(n, dtype, b_k_major, a_k_major),
                     f"D (64x{n}, f32) += A (64x16, {'K' if a_k_major else 'M'}-major) * B (16x{n}, {b_major}-major), "

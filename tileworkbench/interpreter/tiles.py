@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..passes.rules.reductions import accumulator
-from .values import evaluate, loaded, stored, tf32_rounded
+from .values import evaluate, loaded, stored, tf32_rounded, tf32_truncated
 
 
 def shaped(values: np.ndarray, extents, name: str) -> np.ndarray:
@@ -94,8 +94,10 @@ class TileOps:
         bm = _matrix(loaded(self.b.read(s.b), s.b.buffer.dtype))
         a = a.T if s.trans_a else a
         bm = bm.T if s.trans_b else bm
-        if s.a.buffer.dtype.name == "float32":  # tensor cores multiply float32 tiles in TF32 (tw::gemm_ss_tf32)
-            a, bm = tf32_rounded(a), tf32_rounded(bm)
+        if s.a.buffer.dtype.name == "float32":  # tensor cores multiply float32 tiles in TF32:
+            # wgmma (a plan) drops the low mantissa bits, tw::gemm_ss_tf32 (mma.sync) rounds them
+            to_tf32 = tf32_truncated if s.plan is not None else tf32_rounded
+            a, bm = to_tf32(a), to_tf32(bm)
         acc = {"float64": np.float64, "int32": np.int64}.get(s.c.buffer.dtype.name, np.float32)  # int8: exact sums
         c = _matrix(loaded(self.b.read(s.c), s.c.buffer.dtype)).astype(acc)
         product = a.astype(acc) @ bm.astype(acc)

@@ -111,6 +111,14 @@ def tf32_rounded(values) -> np.ndarray:
     return np.where(np.isfinite(v), rounded, v)
 
 
+def tf32_truncated(values) -> np.ndarray:
+    """float32 values as TF32 wgmma reads them from shared memory: the 13 low mantissa bits dropped
+    (towards zero); infinities and NaN as they are."""
+    v = np.ascontiguousarray(values, np.float32)
+    truncated = (v.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(np.isfinite(v), truncated, v)
+
+
 def to_integer(v, dtype):
     """A float converted to the integer ``dtype`` as generated code converts it: towards zero,
     saturated to the type's range, NaN to 0 (``tw::to_integer`` in the generated code, where C's own

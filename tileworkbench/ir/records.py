@@ -84,15 +84,24 @@ class WgmmaPlan:
         return self.n // self.n_groups
 
 
+# The PTX type of wgmma's operands for each tile type (float32 tiles multiply in TF32).
+WGMMA_PTX_TYPES = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2", "int8": "s8",
+                   "uint8": "u8", "float32": "tf32"}
+
+
+def wgmma_k(dtype: str) -> int:
+    """The K of one wgmma instruction on ``dtype`` tiles: 32 bytes of each operand's rows."""
+    return {"float32": 8, "float8_e4m3": 32, "float8_e5m2": 32, "int8": 32, "uint8": 32}.get(dtype, 16)
+
+
 def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True,
                        a_registers: bool = False) -> str:
     """Name of the generated C++ functor for one wgmma shape (codegen/wgmma.py emits it): the
     suffix says where A and B are (k: K-major, m/n: M- or N-major in shared memory; r: A in
     registers)."""
-    short = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2", "int8": "s8",
-             "uint8": "u8"}[dtype]
+    short = WGMMA_PTX_TYPES[dtype]
     a = "r" if a_registers else "k" if a_k_major else "m"
-    k = 32 if dtype.startswith("float8") or dtype in ("int8", "uint8") else 16
+    k = wgmma_k(dtype)
     return f"tw_wgmma_m64n{n}k{k}_{short}_{a}{'k' if b_k_major else 'n'}"
 
 

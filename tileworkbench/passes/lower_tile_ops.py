@@ -17,7 +17,8 @@ Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce``/``Scan`` remains. Instead:
     ``choose_shared_layouts`` chose that path), ``tw::wgmma_gemm_rs<...>`` for an A in a fragment
     (its registers are wgmma's A operand), or ``tw::gemm_ss<M, N, K, WM, WN, transA, transB,
     swizzleA, swizzleB, T>`` (mma.sync) on the shared tiles and the accumulator; float32 tiles
-    take ``tw::gemm_ss_tf32<...>`` (mma.sync m16n8k8, each operand rounded to TF32);
+    run in TF32: on wgmma (m64nNk8) where both are K-major, else ``tw::gemm_ss_tf32<...>``
+    (mma.sync m16n8k8, each operand rounded to TF32);
   * reductions of a fragment's rows into a fragment with those rows' layout stay in registers
     (each thread's partial, ``shfl.xor`` across the lanes of a row, shared memory across warps);
     others go through a shared scratch tile (``rules.reductions``);

@@ -1,7 +1,8 @@
 """Which tensor-core path a ``T.gemm`` takes, decided in one place (not a pass itself).
 
 ``wgmma_plan`` returns a :class:`WgmmaPlan` when the Hopper path applies — sm_90a, fp16/bf16
-tiles in shared memory (or A in a fragment: register-A wgmma; or FP8 or int8 tiles, both K-major), a float32
+tiles in shared memory (or A in a fragment: register-A wgmma; or FP8, int8 or float32 (TF32) tiles,
+both K-major), a float32
 accumulator (int32 for int8), whole
 warpgroups (along M, whole 64-row blocks each; or, for a 64-row tile on two warpgroups, side by
 side along N, ``WgmmaPlan.n_groups``: 16-bit A in shared memory, an N-major B split on its
@@ -39,7 +40,9 @@ def _tile_shape(buf: ir.Buffer):
 FP8_TYPES = ("float8_e4m3", "float8_e5m2")
 INT8_TYPES = ("int8", "uint8")
 ONE_BYTE_TYPES = FP8_TYPES + INT8_TYPES  # m64nNk32, both operands K-major
-TENSOR_CORE_TYPES = ("float16", "bfloat16") + ONE_BYTE_TYPES
+TF32_TYPES = ("float32",)  # m64nNk8 in TF32, both operands K-major
+K_MAJOR_ONLY_TYPES = ONE_BYTE_TYPES + TF32_TYPES  # wgmma has no transposed form for these
+TENSOR_CORE_TYPES = ("float16", "bfloat16") + K_MAJOR_ONLY_TYPES
 
 
 def accumulator_dtype(operand_dtype: str) -> str:
@@ -59,13 +62,15 @@ def _k_major(k: int, elem_bytes: int = 2) -> tuple[int, int] | None:
     return None
 
 
-def _one_byte_plan(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int) -> WgmmaPlan | None:
-    """FP8 and int8 wgmma (m64nNk32: e4m3 or e5m2 into float32, s8 or u8 into int32) reads both
-    operands K-major from shared memory: A as stored (M x K), B stored N x K (``transpose_B``);
-    there is no transposed form."""
-    if gemm.a.buffer.scope != "shared" or gemm.trans_a or not gemm.trans_b or k % 32:
+def _k_major_only_plan(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int) -> WgmmaPlan | None:
+    """FP8 and int8 wgmma (m64nNk32: e4m3 or e5m2 into float32, s8 or u8 into int32) and TF32 wgmma
+    (m64nNk8 on float32 tiles) read both operands K-major from shared memory: A as stored (M x K),
+    B stored N x K (``transpose_B``); there is no transposed form. Each instruction takes 32 bytes
+    of K. (TF32 wgmma reads the float32 bits as they are and drops the 13 low mantissa bits: the
+    tile interpreter truncates alike, where ``tw::gemm_ss_tf32`` on mma.sync rounds.)"""
+    if gemm.a.buffer.scope != "shared" or gemm.trans_a or not gemm.trans_b:
         return None
-    k_major = _k_major(k, 1)
+    k_major = _k_major(k, gemm.a.buffer.dtype.bits // 8)
     if k_major is None:
         return None
     span, panel = k_major
@@ -88,13 +93,13 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     n = b_shape[0] if gemm.trans_b else b_shape[1]
     warpgroups = threads // 128
     split = _warpgroup_split(m, n, warpgroups)
-    if split is None or k % 16:
+    if split is None or k % (32 // (a.dtype.bits // 8)):  # a wgmma takes 32 bytes of K
         return None
     warpgroups, n_groups = split  # from here on warpgroups counts those along M
-    if n_groups > 1 and (a_registers or a.dtype.name in ONE_BYTE_TYPES):
-        return None  # a register A is read per M block by every warpgroup; one-byte types kept to one form
-    if a.dtype.name in ONE_BYTE_TYPES:
-        return _one_byte_plan(gemm, m, n, k, warpgroups)
+    if n_groups > 1 and (a_registers or a.dtype.name in K_MAJOR_ONLY_TYPES):
+        return None  # a register A is read per M block by every warpgroup; K-major-only types kept to one form
+    if a.dtype.name in K_MAJOR_ONLY_TYPES:
+        return None if a_registers else _k_major_only_plan(gemm, m, n, k, warpgroups)
     plan = _plan(gemm, m, n, k, warpgroups, a_registers)
     if plan is None or n_groups == 1:
         return plan
