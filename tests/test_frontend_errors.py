@@ -1,5 +1,6 @@
 """User mistakes are CompileErrors that name the problem and point at the kernel line."""
 
+import numpy as np
 import pytest
 
 import tileworkbench as tw
@@ -257,15 +258,79 @@ def main(A: T.Tensor((4,), "float32")):
         for i in T.Parallel(2):
             {op}
 '''
+    _refused_on_both_targets(src, tmp_path / "tile_op_in_parallel.py",
+                             r"inside a T.Parallel loop: a tile operation runs once for the whole block", op)
+
+
+def _refused_on_both_targets(src: str, path, message: str, line_text: str):
+    """``main`` defined by ``src`` (written to ``path``, so errors can quote its lines) is refused
+    for CUDA and for the CPU interpreter with ``message``, at the line holding ``line_text``."""
     namespace = {"T": T}
-    path = tmp_path / "tile_op_in_parallel.py"
     path.write_text(src)
     exec(compile(src, str(path), "exec"), namespace)
     for target in ("cuda", "cpu"):
-        with pytest.raises(CompileError, match=r"inside a T.Parallel loop: a tile operation runs once for the whole "
-                                               "block") as info:
+        with pytest.raises(CompileError, match=message) as info:
             tw.lower(namespace["main"], target=target) if target == "cuda" else tw.compile(namespace["main"], target="cpu")
-        assert op in info.value.loc.text
+        assert line_text in info.value.loc.text
+
+
+@pytest.mark.parametrize("guard, op", [
+    ("if tx < 32:", "T.fill(s, 2.0)"),
+    ("if A[tx] > 0:", "T.copy(A, s)"),
+    ("if tx % 2 == 0:", "for i in T.Parallel(256):\n                    s[i] = 2.0"),
+    ("while flag[0] < tx:", "T.fill(s, 2.0)\n                flag[0] += 1"),
+], ids=["fill-if-tx", "copy-if-data", "parallel-if-parity", "fill-while"])
+def test_a_tile_operation_under_a_condition_the_threads_may_not_share_is_refused(guard, op, tmp_path):
+    """Each thread does its share of a tile operation: threads that skip the `if` leave theirs
+    undone (the generated CUDA filled 128 of the 256 elements, where the tile-level interpreter
+    filled all of them)."""
+    src = f'''
+@T.prim_func
+def main(A: T.Tensor((256,), "float32")):
+    with T.Kernel(1, threads=128):
+        tx = T.get_thread_binding()
+        s = T.alloc_shared((256,), "float32")
+        flag = T.alloc_local((1,), "int32")
+        flag[0] = 0
+        T.fill(s, 1.0)
+        {guard}
+            if True:
+                {op}
+        T.copy(s, A)
+'''
+    _refused_on_both_targets(src, tmp_path / "tile_op_under_variant_if.py",
+                             r"may differ between the block's threads: the block's threads share its work",
+                             op.split("\n")[0])
+
+
+def test_tile_operations_under_conditions_every_thread_shares_are_taken():
+    """Block indices, serial loop variables, data at such indices, a fragment element at a shared
+    index (TileLang's block-sparse attention: `if block_mask[k] != 0`), and local buffers' own
+    copies under any condition."""
+    @T.prim_func
+    def shared_conditions(A: T.Tensor((4, 64), "float32"), Mask: T.Tensor((4,), "int32"),
+                          Out: T.Tensor((4, 64), "float32")):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((64,), "float32")
+            mask = T.alloc_fragment((4,), "int32")
+            mine = T.alloc_local((4,), "float32")
+            T.copy(Mask, mask)
+            for k in T.serial(4):
+                T.fill(s, -1.0)
+                if mask[k] != 0:
+                    T.copy(A[k, :], s)
+                if tx < 4:
+                    T.copy(A[k, 0:4], mine)
+                T.copy(s, Out[k, :])
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 64)).astype(np.float32)
+    mask = np.array([1, 0, 1, 1], np.int32)
+    out = np.zeros((4, 64), np.float32)
+    tw.compile(shared_conditions, target="cpu")(a, mask, out)
+    np.testing.assert_array_equal(out, np.where(mask[:, None] != 0, a, -1.0).astype(np.float32))
+    tw.lower(shared_conditions, target="cuda")  # and the CUDA lowering takes it too
 
 
 def test_a_copy_between_overlapping_regions_of_one_tensor_is_refused():

@@ -7,6 +7,7 @@ import pytest
 
 import tileworkbench as tw
 import tileworkbench.language as T
+from tileworkbench.errors import CompileError
 from tileworkbench.examples import matmul_tma_copy
 from tileworkbench.ir import nodes as ir
 from tileworkbench.ir.layout import WgmmaAccumLayout
@@ -74,8 +75,8 @@ def test_the_pass_config_keeps_paired_stores():
 
 
 def _gemm_copying(guard):
-    """A GEMM whose accumulators only some threads copy to shared memory: ``guard`` is
-    "below 64" (two whole warps), "below 48" (half a warp too) or "even" (every other thread)."""
+    """A GEMM whose accumulator is copied to shared memory under a condition: ``guard`` is "data"
+    (a value every thread reads alike), "below 64" (two whole warps) or "even" (every other thread)."""
 
     @T.prim_func
     def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float16")):
@@ -91,27 +92,28 @@ def _gemm_copying(guard):
             if guard == "even":
                 if tid % 2 == 0:
                     T.copy(C_l, C_s)
-            elif guard == "below 48":
-                if tid < 48:
+            elif guard == "below 64":
+                if tid < 64:
                     T.copy(C_l, C_s)
             else:
-                if tid < 64:
+                if A[0, 0] > 0:
                     T.copy(C_l, C_s)
             T.copy(C_s, C[0, 0])
 
     return main
 
 
-@pytest.mark.parametrize("guard, store", [
-    ("below 64", "tw::store_matrix_x4"),  # whole warps on either side
-    ("below 48", "tw::store_pair"),  # splits a warp: stmatrix would be undefined
-    ("even", "tw::store_pair"),
-])
-def test_stmatrix_only_under_conditions_that_keep_warps_whole(guard, store):
-    art = tw.lower(_gemm_copying(guard), target=SM90)
-    body = _kernel_body(art)
-    assert f"{store}(" in body
-    assert ({"tw::store_pair", "tw::store_matrix_x4"} - {store}).isdisjoint(re.findall(r"tw::store_\w+", body))
+def test_stmatrix_under_a_condition_every_thread_shares():
+    body = _kernel_body(tw.lower(_gemm_copying("data"), target=SM90))
+    assert "tw::store_matrix_x4(" in body and "tw::store_pair(" not in body
+
+
+@pytest.mark.parametrize("guard", ["below 64", "even"])
+def test_a_copy_under_a_condition_on_the_thread_is_refused(guard):
+    """Each thread stores its own part of the accumulator: under `tid < 64` half of it would be
+    stored (stmatrix or not), where the tile-level interpreter copies all of it."""
+    with pytest.raises(CompileError, match="may differ between the block's threads"):
+        tw.lower(_gemm_copying(guard), target=SM90)
 
 
 def _fors(func):

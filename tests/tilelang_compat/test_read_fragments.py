@@ -291,7 +291,7 @@ def test_a_column_read_of_a_fragment_no_thread_holds_whole_goes_through_shared_m
     ("row = T.alloc_local((4,), 'int32')\n        tx = T.get_thread_binding()\n        T.copy(M[tx % 2 * 4:tx % 2 * 4 + 4], row)\n"
      "        s = T.alloc_shared((64,), 'float32')\n        if row[0] != 0:\n            T.copy(A[0, :], s)\n"
      "            for j in T.Parallel(64):\n                B[0, j] = s[63 - j]",
-     "may differ between the threads of a block"),
+     "may differ between the block's threads"),
 ])
 def test_what_is_refused(statements, message, tmp_path):
     with pytest.raises(tw.CompileError, match=message):

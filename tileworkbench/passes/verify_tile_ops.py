@@ -8,15 +8,23 @@ runs between two overlapping regions of one buffer (known from constants); no ti
 operation stands inside a ``T.Parallel`` loop (it runs once for the whole block, its threads
 sharing the work: inside a loop over elements it would run once per element, each element's
 threads racing over the whole tile; the lowering had made ``T.fill(T0, i)`` in a loop over ``i``
-two threads storing different values into one element).
+two threads storing different values into one element); and no tile operation spread over the
+threads, nor a ``T.Parallel`` loop, stands under an ``if`` or ``while`` whose condition may differ
+between the threads (``if tx < 32: T.fill(s, 0)``: each thread does its share, so the threads that
+skip the ``if`` would leave theirs undone and only part of the tile would be written, where the
+tile-level interpreter wrote all of it). Copies, fills, reductions and scans of per-thread
+``local`` buffers are each thread's own serial loops and may stand there; so may a TMA copy
+(one elected thread issues it; the barrier checker reports a condition that leaves it out).
 """
 
 from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.visitor import IRVisitor
+from ..ir.printer import expr_text
+from ..ir.visitor import IRVisitor, collect
 from .manager import register
+from .rules.uniformity import Variance
 
 FP4_UNPACK_ONLY = "only supports float4_e2m1_unpacked as an FP4 unpack load"
 
@@ -25,9 +33,31 @@ _USER_NAMES = {ir.Copy: "T.copy", ir.TmaCopy: "T.tma_copy", ir.Im2Col: "T.im2col
                ir.Gemm: "T.gemm", ir.Reduce: "T.reduce_*", ir.Scan: "T.cumsum / T.cummax"}
 
 
+def _per_thread(node) -> bool:
+    """A tile operation each thread runs whole by itself: one on a per-thread ``local`` buffer."""
+    regions = [getattr(node, name) for name in ("src", "dst") if hasattr(node, name)]
+    return any(r.buffer.scope == "local" for r in regions)
+
+
+def _spread_over_threads(node) -> bool:
+    """A statement whose work the block's threads share: a tile operation (but one on a local
+    buffer, and a TMA copy, which one elected thread issues: the barrier checker finds a condition
+    that leaves that thread out) or a ``T.Parallel`` loop."""
+    if isinstance(node, ir.For):
+        return node.kind == "parallel"
+    return isinstance(node, ir.TILE_OPS) and not isinstance(node, ir.TmaCopy) and not _per_thread(node)
+
+
 class _Verify(IRVisitor):
-    def __init__(self):
+    def __init__(self, func: ir.PrimFunc):
+        self.func = func
         self.parallel = 0  # T.Parallel loops around the statement being visited
+        self.variant_condition = None  # the innermost if or while around it whose condition may differ between threads
+        self._variance = None
+
+    def variance(self) -> Variance:
+        self._variance = self._variance or Variance(self.func, tile_level=True)
+        return self._variance
 
     def visit_For(self, node: ir.For):
         inside = node.kind == "parallel"
@@ -35,12 +65,44 @@ class _Verify(IRVisitor):
         self.generic_visit(node)
         self.parallel -= inside
 
+    def visit_IfThenElse(self, node):
+        self.visit(node.cond)
+        saved = self.variant_condition
+        if saved is None and any(_spread_over_threads(n) for n in collect(node, (ir.For, *ir.TILE_OPS))) \
+                and not self.variance().is_uniform(node.cond):
+            self.variant_condition = node
+        for body in (node.then_body, node.else_body):
+            if body is not None:
+                self.visit(body)
+        self.variant_condition = saved
+
+    def visit_While(self, node):
+        saved = self.variant_condition
+        if saved is None and any(_spread_over_threads(n) for n in collect(node.body, (ir.For, *ir.TILE_OPS))) \
+                and not self.variance().is_uniform(node.cond):
+            self.variant_condition = node
+        self.generic_visit(node)
+        self.variant_condition = saved
+
     def visit(self, node):
         if self.parallel and isinstance(node, ir.TILE_OPS):
             raise CompileError(f"{_USER_NAMES[type(node)]} inside a T.Parallel loop: a tile operation runs once for "
                                "the whole block, its threads sharing the work; put it outside the loop, or write the "
                                "elements in the loop", node.loc)
+        if self.variant_condition is not None and not self.parallel and _spread_over_threads(node):
+            raise self._under_variant_condition(node)
         return super().visit(node)
+
+    def _under_variant_condition(self, node) -> CompileError:
+        what = "a T.Parallel loop" if isinstance(node, ir.For) else _USER_NAMES[type(node)]
+        guard = self.variant_condition
+        kind = "`while` loop" if isinstance(guard, ir.While) else "`if`"
+        line = f" (line {guard.loc.line})" if guard.loc is not None and guard.loc.line else ""
+        return CompileError(
+            f"{what} inside an {kind}{line} whose condition ({expr_text(guard.cond)}) may differ between the "
+            f"block's threads: the block's threads share its work, each doing its part, so the threads that "
+            f"skip the {kind} would leave their parts undone. Move it out of the {kind} (a T.Parallel loop may "
+            f"test the condition per element inside), or write the elements with T.serial loops", node.loc)
 
     def visit_TmaCopy(self, node: ir.TmaCopy):
         for r in (node.src, node.dst):
@@ -85,5 +147,5 @@ def _overlap(a: ir.Region, b: ir.Region) -> bool:
 
 @register("verify_tile_ops", "tile")
 def verify_tile_ops(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    _Verify().visit(func.body)
+    _Verify(func).visit(func.body)
     return func

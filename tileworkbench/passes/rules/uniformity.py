@@ -18,6 +18,11 @@ Everything else (constants, block indices, serial and pipelined loop variables, 
 from them, loads of global or shared memory at such indices: ``BlockMask[by, bx, k]``) is
 block-uniform. The answer is conservative: "variant" may be said of a value that happens to be
 uniform, never the other way round.
+
+``Variance(func, tile_level=True)`` asks about the tile-level IR, before fragments are laid out
+over the threads: there a fragment is one tile, and an element of it read at block-uniform indices
+(``block_mask[k]`` outside a ``T.Parallel`` loop) is one value, which the lowering gives every
+thread that reads it (``localize_read_fragments``).
 """
 
 from __future__ import annotations
@@ -93,7 +98,7 @@ class _Taint(IRVisitor):
         """The same elements in every thread, holding the same values (not a fragment's, nor a
         variant local array's)."""
         buf = region.buffer
-        return (buf.scope != "fragment" and buf not in self.variance.variant_buffers
+        return ((buf.scope != "fragment" or self.variance.tile_level) and buf not in self.variance.variant_buffers
                 and all(self.variance.is_uniform(e) for e in (*region.starts, *region.extents)))
 
     def visit_BufferStore(self, n):
@@ -113,7 +118,7 @@ class _Uses(IRVisitor):
             self.variant = True
 
     def visit_BufferLoad(self, n):
-        if n.buffer.scope == "fragment" or n.buffer in self.variance.variant_buffers:
+        if (n.buffer.scope == "fragment" and not self.variance.tile_level) or n.buffer in self.variance.variant_buffers:
             self.variant = True
         self.generic_visit(n)
 
@@ -124,7 +129,8 @@ class _Uses(IRVisitor):
 class Variance:
     """The thread-variant scalars and local buffers of one kernel; ``is_uniform(expr)`` asks."""
 
-    def __init__(self, func: ir.PrimFunc):
+    def __init__(self, func: ir.PrimFunc, tile_level: bool = False):
+        self.tile_level = tile_level
         self.variant_vars = {func.launch.thread_var}
         self.variant_buffers: set = set()
         while True:  # a fixed point: each walk can only add to the two sets
