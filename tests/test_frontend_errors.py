@@ -275,7 +275,7 @@ def _refused_on_both_targets(src: str, path, message: str, line_text: str):
 
 
 @pytest.mark.parametrize("guard, op", [
-    ("if tx < 32:", "T.fill(s, 2.0)"),
+    ("if tx < 48:", "T.fill(s, 2.0)"),  # part of a warp (tx < 32 is a scope of whole warps)
     ("if A[tx] > 0:", "T.copy(A, s)"),
     ("if tx % 2 == 0:", "for i in T.Parallel(256):\n                    s[i] = 2.0"),
     ("while flag[0] < tx:", "T.fill(s, 2.0)\n                flag[0] += 1"),

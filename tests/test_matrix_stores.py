@@ -108,11 +108,15 @@ def test_stmatrix_under_a_condition_every_thread_shares():
     assert "tw::store_matrix_x4(" in body and "tw::store_pair(" not in body
 
 
-@pytest.mark.parametrize("guard", ["below 64", "even"])
-def test_a_copy_under_a_condition_on_the_thread_is_refused(guard):
-    """Each thread stores its own part of the accumulator: under `tid < 64` half of it would be
-    stored (stmatrix or not), where the tile-level interpreter copies all of it."""
-    with pytest.raises(CompileError, match="may differ between the block's threads"):
+@pytest.mark.parametrize("guard, why", [
+    ("even", "may differ between the block's threads"),
+    ("below 64", r"fragment C_l is used by 128 threads at line \d+ and by 64 here"),
+])
+def test_a_copy_under_a_condition_on_the_thread_is_refused(guard, why):
+    """Each thread stores its own part of the accumulator: under `tid % 2 == 0` half of it would be
+    stored (stmatrix or not), where the tile-level interpreter copies all of it; `tid < 64` is a
+    scope of two warps, which cannot hold the 128 threads' accumulator."""
+    with pytest.raises(CompileError, match=why):
         tw.lower(_gemm_copying(guard), target=SM90)
 
 

@@ -79,9 +79,9 @@ def masked_tile_sum(condition: str):
             if condition == "block" and mask[bx] != 0:
                 xs[t] = x[bx * 128 + t]
                 y[bx * 128 + t] = xs[127 - t]
-            if condition == "thread" and t < 64:
+            if condition == "thread" and t < 48:  # part of a warp: no scope of its own (t < 64 would be)
                 xs[t] = x[bx * 128 + t]
-                y[bx * 128 + t] = xs[63 - t]
+                y[bx * 128 + t] = xs[47 - t]
     return main
 
 
@@ -96,7 +96,7 @@ def test_a_hazard_inside_an_if_on_the_thread_index_is_a_compile_error_at_the_if(
     with pytest.raises(tw.CompileError) as info:
         tw.lower(masked_tile_sum("thread"), target=SM90)
     message = str(info.value)
-    assert "may differ between the threads of a block" in message and "(t < 64)" in message
+    assert "may differ between the threads of a block" in message and "(t < 48)" in message
     assert info.value.loc is not None and "if condition == \"thread\"" in info.value.loc.text
 
 

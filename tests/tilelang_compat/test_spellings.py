@@ -112,6 +112,6 @@ def test_a_named_barrier_for_the_whole_block_is_the_block_barrier_and_one_for_pa
         b = np.zeros(128, np.float32)
         tilelang.compile(kernel, target="cpu")(a, b)
         assert np.array_equal(b, a[::-1])
-    with pytest.raises(tilelang.CompileError, match=r"T.sync_threads\(3, 64\): a named barrier for 64 of the block's "
-                                                    r"128 threads is not supported yet"):
+    with pytest.raises(tilelang.CompileError, match=r"T.sync_threads\(3, 64\): a named barrier for 64 threads where "
+                                                    r"the block's 128 threads run it is not supported"):
         main_with(folders["part"], signature, body.format("3, 64"))

@@ -273,8 +273,7 @@ class CudaRenderer(CStyleRenderer):
 
     def s_ThreadScope(self, s, d):
         tid = self.name(self.func.launch.thread_var)
-        groups = ", ".join(map(str, s.warpgroups))
-        self.emit(d, f"if ({tid} >= {s.first} && {tid} < {s.first + s.count}) {{  // T.ws({groups})")
+        self.emit(d, f"if ({tid} >= {s.first} && {tid} < {s.first + s.count}) {{  // {s.spelling}")
         if uses_var(s.body, s.var):
             self.emit(d + 1, f"const int {self.declare(s.var)} = {tid} - {s.first};")
         self.stmt(s.body, d + 1)

@@ -262,15 +262,57 @@ class Statements:
             return
         if not self.builder.in_kernel:
             raise self.error(node, "an `if` on a kernel value must be inside `with T.Kernel(...)`")
-        self.builder.push()
-        self.visit_body(node.body)
-        then_body = self.builder.pop()
-        else_body = None
-        if node.orelse:
-            self.builder.push()
-            self.visit_body(node.orelse)
-            else_body = self.builder.pop()
+        first_threads = _first_warps(cond, self.builder)
+        then_body = self._branch(node.body, None if first_threads is None else (0, first_threads))
+        rest = None if first_threads is None else (first_threads, self.builder.launch.threads - first_threads)
+        else_body = self._branch(node.orelse, rest) if node.orelse else None
+        if first_threads is not None and any(b is not None and _works_together(b) for b in (then_body, else_body)):
+            # `if tx < C: ... else: ...` split the block by threads: each branch is a scope of its own,
+            # whose code tests tx against the scope's range
+            self.builder.emit(ir.ThreadScope(0, first_threads, then_body, ir.Var("tx_first"), loc=self.builder.loc))
+            if else_body is not None:
+                self.builder.emit(ir.ThreadScope(*rest, else_body, ir.Var("tx_rest"), loc=self.builder.loc))
+            return
         self.builder.emit(ir.IfThenElse(cond, then_body, else_body))
+
+    def _branch(self, statements, scope: tuple[int, int] | None) -> ir.Stmt:
+        """A branch's statements, built as code of the threads ``scope`` (first, count) where the
+        branch may become one (``T.sync_threads(id, count)`` inside counts them)."""
+        outer = self.builder.thread_scope
+        if scope is not None:
+            self.builder.thread_scope = scope
+        self.builder.push()
+        try:
+            self.visit_body(statements)
+        finally:
+            self.builder.thread_scope = outer
+        return self.builder.pop()
+
+
+def _first_warps(cond, builder) -> int | None:
+    """C where ``cond`` is ``tx < C`` (the thread index, or a name given it and not changed
+    since) with C whole warps and fewer than the block's threads, outside a ``T.ws`` scope:
+    TileLang's way of giving work to the block's first warps, whose tile operations spread over
+    those threads and whose barriers are theirs (``ir.ThreadScope``); else None."""
+    launch = builder.launch
+    if not isinstance(cond, ir.BinOp) or cond.op != "<" or builder.thread_scope is not None \
+            or len(launch.thread_dims) > 1 or launch.producer_threads:
+        return None
+    index, bound = cond.a, ir.const_int(cond.b)
+    if isinstance(index, ir.Var) and index is not launch.thread_var and index not in builder.reassigned:
+        index = builder.let_values.get(index, index)
+    if index is not launch.thread_var or bound is None or bound % 32 or not 0 < bound < launch.threads:
+        return None
+    return bound
+
+
+def _works_together(body: ir.Stmt) -> bool:
+    """Whether the threads running ``body`` share work or memory in it: tile operations,
+    ``T.Parallel`` loops, barriers, or stores into shared memory (which other threads read)."""
+    if collect(body, (*ir.TILE_OPS, ir.SyncThreads)):
+        return True
+    return any(f.kind == "parallel" for f in collect(body, ir.For)) or \
+        any(st.buffer.scope == "shared" for st in collect(body, ir.BufferStore))
 
 
 def _changes_condition(body: ir.Stmt, cond: ir.Expr) -> bool:

@@ -222,11 +222,27 @@ class ThreadBlock(Calls):
         self.mem.write(sp, off[:, None], act, v[:, None])
 
     def s_SyncThreads(self, s):
-        if s.threads is not None:
-            raise Unsupported(f"the thread-level interpreter does not run named barriers (of {s.threads} threads)"
-                              f"{self.describe()}")
+        if s.threads is not None:  # a named barrier of the threads running here (a scope's)
+            if self.act.size != s.threads:
+                raise KernelRuntimeError(f"a barrier of {s.threads} threads is reached by {self.act.size}"
+                                         f"{self.describe()}: it never completes (a hang on the GPU)")
+            members = np.zeros(self.threads, bool)
+            members[self.act] = True
+            self.mem.barrier(members)
+            return
         if self.act.size != self.threads:
             raise KernelRuntimeError(f"T.sync_threads() is reached by {self.act.size} of the block's {self.threads} "
                                      f"threads{self.describe()}: the others never arrive (a hang on the GPU)")
         self.mem.barrier()
+
+    def s_ThreadScope(self, s):
+        """The block's threads ``[first, first + count)`` run the body, ``s.var`` their index in it."""
+        inside = (self.lanes >= s.first) & (self.lanes < s.first + s.count)
+        base = np.ones(self.threads, bool) if self.mask is None else self.mask
+        self.frames.append({})
+        try:
+            self.declare(s.var, self.lanes - s.first)
+            self.with_mask(base & inside, s.body)
+        finally:
+            self.leave()
 

@@ -14,7 +14,7 @@ dimensions where the address has one index a dimension (the lowered IR's logical
 one run from a flat offset (the codegen phase's, panels resolved); the swizzle both the threads'
 accesses and TMA apply cancels out, so neither models it. ``refusal`` names, before anything
 runs, what a kernel holds that is none of these (wgmma, mma.sync, TMA loads, mbarriers, cp.async,
-named barriers, other calls).
+other calls).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ _KINDS = (("wgmma", "wgmma"), ("tw::gemm_", "mma.sync"), ("mma", "mma.sync"), ("
           ("store_matrix", "stmatrix"), ("tma_load", "TMA loads"), ("cp_async", "cp.async"),
           ("barrier", "mbarriers"), (".init", "mbarriers"), ("arrive", "mbarriers"))
 _RUNS = {"SeqStmt", "Comment", "Allocate", "LetStmt", "Assign", "BaseOffset", "For", "While", "IfThenElse",
-         "BufferStore", "SyncThreads", "Evaluate"}
+         "BufferStore", "SyncThreads", "Evaluate", "ThreadScope"}
 
 
 def refusal(func: ir.PrimFunc) -> str | None:
@@ -67,8 +67,6 @@ def refusal(func: ir.PrimFunc) -> str | None:
                 note(next((k for part, k in _KINDS if part in call), call), call, st.loc)
         elif isinstance(st, ir.Allocate) and st.buffer.scope == "barrier":
             note("mbarriers", st.buffer.name, st.loc)
-        elif isinstance(st, ir.SyncThreads) and st.threads is not None:
-            note("named barriers", f"a barrier of {st.threads} threads", st.loc)
         elif isinstance(st, ir.For) and st.kind == "parallel":
             note("T.Parallel loops", "T.Parallel", st.loc)
     if not found:

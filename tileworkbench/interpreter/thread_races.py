@@ -41,10 +41,20 @@ class SharedRecords:
         self.tma = np.full(nbytes, NONE, np.int32)
         self.tma_line = np.zeros(nbytes, np.int32)
 
-    def barrier(self):
-        self.writer.fill(NONE)
-        self.atomic.fill(False)
-        self.reader.fill(NONE)
+    def barrier(self, members: np.ndarray | None = None):
+        """A block barrier forgets every access; a named barrier (``members``: which threads meet
+        at it) those its threads made (and those of several threads at once, whose threads are not
+        kept: a race between them and another scope's threads may go unreported)."""
+        if members is None:
+            self.writer.fill(NONE)
+            self.atomic.fill(False)
+            self.reader.fill(NONE)
+            return
+        for who in (self.writer, self.reader):
+            known = who >= 0
+            forget = (who == SEVERAL) | (known & members[np.where(known, who, 0)])
+            who[forget] = NONE
+        self.atomic[self.writer == NONE] = False
 
 
 def _groups(pos: np.ndarray, tids: np.ndarray, extra: np.ndarray | None = None):
@@ -122,8 +132,8 @@ class RaceRecords:
         raise KernelRuntimeError(f"shared-memory race on {sp.buf.name} (element {element}): {this} it{self._at()}"
                                  f"{them} with no block barrier (T.sync_threads) between {tail}".rstrip())
 
-    def barrier(self):
-        self.records.barrier()
+    def barrier(self, members: np.ndarray | None = None):
+        self.records.barrier(members)
 
     # ---- races: global memory across blocks --------------------------------------------------
     def _global_read(self, sp: Space, cols: np.ndarray, act: np.ndarray):

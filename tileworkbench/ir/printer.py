@@ -215,9 +215,12 @@ class _Printer:
 
 
     def p_ThreadScope(self, s, d):
-        groups = ", ".join(map(str, s.warpgroups))
-        self.emit(d, f"with T.ws({groups}):  # threads {s.first}..{s.first + s.count - 1}, "
-                     f"{s.var.name} counts from 0 among them")
+        if s.spelling.startswith("T.ws"):
+            self.emit(d, f"with {s.spelling}:  # threads {s.first}..{s.first + s.count - 1}, "
+                         f"{s.var.name} counts from 0 among them")
+        else:
+            self.emit(d, f"with thread_scope({s.first}, {s.count}):  # {s.spelling}, "
+                         f"{s.var.name} counts from 0 among them")
         self.stmt(s.body, d + 1)
 
 

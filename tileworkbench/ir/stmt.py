@@ -353,7 +353,8 @@ class WarpSpecialize(Stmt):
 @dataclass(eq=False, repr=False)
 class ThreadScope(Stmt):
     """``with T.ws(...)``: only the block's threads ``[first, first + count)`` run ``body`` (whole
-    warpgroups; TileLang's warp specialisation written by the user). Inside, the tile operations
+    warpgroups; TileLang's warp specialisation written by the user; or whole warps, an
+    ``if tx < C:`` whose branch works together, and its ``else``: ``frontend.statements``). Inside, the tile operations
     are spread over those ``count`` threads, whose index within the scope is ``var``
     (``tx - first``); a block barrier inside is a named barrier of those threads. The scopes talk
     to each other through the user's mbarriers."""
@@ -367,6 +368,14 @@ class ThreadScope(Stmt):
     @property
     def warpgroups(self) -> tuple[int, ...]:
         return tuple(range(self.first // 128, (self.first + self.count) // 128))
+
+    @property
+    def spelling(self) -> str:
+        """How the program wrote the scope: ``T.ws(groups)`` for whole warpgroups, else the thread
+        range an ``if tx < C:`` (or its ``else``) gave."""
+        if self.first % 128 == 0 and self.count % 128 == 0:
+            return f"T.ws({', '.join(map(str, self.warpgroups))})"
+        return f"threads {self.first}..{self.first + self.count - 1}"
 
     @property
     def thread_range(self) -> tuple[int, int]:

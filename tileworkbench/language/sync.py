@@ -47,17 +47,22 @@ def tma_store_wait(read=False):
 def sync_threads(barrier_id=None, arrive_count=None):
     """``__syncthreads()``. TileLang's named form, ``T.sync_threads(barrier_id, arrive_count)``
     (``bar.sync id, count``: a barrier only ``arrive_count`` threads meet), is taken where the count
-    is the whole block; for part of the block it is refused: the compiler places the barriers that
-    order threads' shared-memory accesses itself, and which threads meet a barrier the program
-    names is what its race and barrier checks cannot see yet."""
+    is the threads running it: the whole block, or those of the ``if tx < C:`` or ``T.ws`` scope it
+    stands in (the compiler numbers the scope's barrier itself); for another part of the block it
+    is refused: the compiler places the barriers that order threads' shared-memory accesses
+    itself, and which threads meet a barrier the program names is what its race and barrier
+    checks cannot see."""
     if arrive_count is not None:
         count = _b.constant_int(arrive_count, "T.sync_threads: arrive_count", low=1)
         ident = _b.constant_int(barrier_id, "T.sync_threads: barrier_id", low=0) if barrier_id is not None else None
         threads = _b.launch("T.sync_threads(barrier_id, arrive_count)").threads
-        if count != threads:
-            raise error(f"T.sync_threads({ident}, {count}): a named barrier for {count} of the "
-                        f"block's {threads} threads is not supported yet; leave the barriers to the compiler "
-                        "(it orders shared-memory accesses between threads itself) or use T.sync_threads()")
+        scope = _b.current().thread_scope
+        running = scope[1] if scope is not None else threads
+        if count != running:
+            where = f"the {running} threads of its scope" if scope is not None else f"the block's {threads} threads"
+            raise error(f"T.sync_threads({ident}, {count}): a named barrier for {count} threads where {where} run "
+                        "it is not supported; leave the barriers to the compiler (it orders shared-memory "
+                        "accesses between threads itself) or use T.sync_threads()")
     elif barrier_id is not None:
         _b.constant_int(barrier_id, "T.sync_threads: barrier_id", low=0)
     _b.current().emit(ir.SyncThreads())

@@ -58,7 +58,8 @@ class _Where(IRVisitor):
                 raise CompileError(
                     f"fragment {buf.name} is used by {seen[0]} threads at line {_line(seen[1])} and by "
                     f"{self.threads} here: a fragment lives in the registers of the threads of one "
-                    f"`T.ws` scope (or of the whole block); copy it through shared memory", stmt.loc)
+                    f"`T.ws` or `if tx < C:` scope (or of the whole block); copy it through shared memory",
+                    stmt.loc)
 
     def visit_For(self, node: ir.For):
         if node.kind == "parallel":
