@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import random
 import sys
-import warnings
 
 import numpy as np
 
 import tileworkbench as tw
 import tileworkbench.language as T
-from tileworkbench.errors import CompileError
 from tileworkbench.interpreter.threads import run_at_thread_level
+
+from _sweep import outcome, sweep
 
 FORMS = ("transpose_read", "transpose_store", "column", "groups")
 
@@ -94,7 +94,8 @@ def draw(rng: random.Random) -> tuple:
 def check(config: tuple, seed: int, nvrtc: bool) -> str:
     """``"ok"`` or ``"refused: <why>"``; raises AssertionError on a wrong number."""
     form, R, C, g, threads, dtype = config
-    try:
+
+    def run_and_compare():
         main, reference, shape, out_dtype = kernel(*config)
         x = np.random.default_rng(seed).standard_normal((R, C)).astype(dtype)
         want = reference(x.astype(np.float64))
@@ -103,29 +104,13 @@ def check(config: tuple, seed: int, nvrtc: bool) -> str:
             y = np.zeros(shape, out_dtype)
             run(main, x, y)
             np.testing.assert_allclose(y.astype(np.float64), want, rtol=tol, atol=tol, err_msg=str(config))
-        if nvrtc:
-            from tileworkbench.backend.nvrtc import compile_check
+        return main
 
-            compile_check(tw.lower(main, target="sm_90a").kernel_source, "sm_90a")
-        return "ok"
-    except CompileError as exc:
-        if "internal" in str(exc):
-            raise
-        return "refused: " + str(exc).splitlines()[0]
+    return outcome(run_and_compare, nvrtc)
 
 
 def main(draws: int):
-    warnings.simplefilter("ignore")
-    rng, counts = random.Random(3), {}
-    for n in range(draws):
-        config = draw(rng)
-        try:
-            outcome = check(config, n, nvrtc=n % 4 == 0)
-        except Exception as exc:  # noqa: BLE001 - counted and printed: the bugs this looks for
-            outcome = "bug"
-            print("BUG", config, type(exc).__name__, str(exc)[:300])
-        counts[outcome] = counts.get(outcome, 0) + 1
-    print(counts)
+    sweep(draw, check, draws, seed=3)
 
 
 if __name__ == "__main__":

@@ -434,6 +434,28 @@ class _Anything:
     def __mro_entries__(self, bases):
         return (_StandInBase,)
 
+    def _arithmetic(self, other):
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _arithmetic
+
+
+class _Tensor(_Anything):
+    """A stand-in tensor that knows its shape (``M, K = A.shape`` at stream-K's module level);
+    arithmetic on it gives a tensor of the same shape."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+def _tensor_factory(*args, **kwargs):
+    """``torch.rand(m, k, ...)`` (or ``torch.rand((m, k))``) as a stand-in tensor of that shape."""
+    shape = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+    return _Tensor(s for s in shape if isinstance(s, int))
+
+
+_TENSOR_FACTORIES = ("rand", "randn", "zeros", "ones", "empty")
+
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """``tilelang[.x]`` as ``tileworkbench[.x]``; the packages in ``stand_ins`` as stand-in modules."""
@@ -453,7 +475,8 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module = types.ModuleType(spec.name)
         module.__path__, module.__file__ = [], f"<stand-in for {spec.name}>"
         module.__version__ = "0"  # examples choose imports by it (NSA's fla)
-        module.__getattr__ = lambda n: (_ for _ in ()).throw(AttributeError(n)) if n.startswith("__") else _Anything()
+        module.__getattr__ = lambda n: (_ for _ in ()).throw(AttributeError(n)) if n.startswith("__") else \
+            _tensor_factory if spec.name == "torch" and n in _TENSOR_FACTORIES else _Anything()
         return module
 
     def exec_module(self, module):

@@ -15,12 +15,15 @@ and launches nothing, so call-time checks run without a GPU) and ``FakeGpuArray`
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import linecache
 import re
+import sys
 import textwrap
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -51,6 +54,20 @@ class Good:
     id: str
     source: str
     expect: tuple = ()
+
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "scripts" / "experiments"
+
+
+def experiment(name: str):
+    """The kept experiment script ``scripts/experiments/<name>.py`` as a module (its folder on the
+    path, for the helpers it shares with the others): a CI property runs a slice of its sweep."""
+    if str(EXPERIMENTS) not in sys.path:
+        sys.path.insert(0, str(EXPERIMENTS))
+    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def ids(cases) -> list[str]:

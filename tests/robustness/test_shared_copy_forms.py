@@ -3,24 +3,14 @@ computed indices) at random shapes match numpy on both CPU interpreters, or are 
 CompileError; never a wrong number or an internal error. A slice of
 ``scripts/experiments/shared_copy_forms.py`` (its forms, draws and references)."""
 
-import importlib.util
-import os
 import random
 import warnings
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "experiments", "shared_copy_forms.py")
+from .harness import experiment
 
-
-def _sweep():
-    spec = importlib.util.spec_from_file_location("shared_copy_forms", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SWEEP = _sweep()
+SWEEP = experiment("shared_copy_forms")
 DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(12)]
 
 

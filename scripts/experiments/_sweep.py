@@ -1,0 +1,47 @@
+"""For the random sweeps of compiler forms (shared_copy_forms.py, thread_scope_forms.py): a kernel's
+outcome (matched, or refused with a CompileError), NVRTC on some draws, and the counting loop that
+prints every bug it meets."""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import tileworkbench as tw
+from tileworkbench.errors import CompileError
+
+
+def outcome(run_and_compare, nvrtc: bool) -> str:
+    """``"ok"`` when ``run_and_compare()`` returns the kernel it ran (it raises AssertionError on a
+    wrong number) and, with ``nvrtc``, NVRTC compiles that kernel for sm_90a; ``"refused: <why>"``
+    for a CompileError that is not an internal one (that one is raised: it is a bug)."""
+    try:
+        main = run_and_compare()
+        if nvrtc:
+            from tileworkbench.backend.nvrtc import compile_check
+
+            compile_check(tw.lower(main, target="sm_90a").kernel_source, "sm_90a")
+        return "ok"
+    except CompileError as exc:
+        if "internal" in str(exc):
+            raise
+        return "refused: " + str(exc).splitlines()[0]
+
+
+def sweep(draw, check, draws: int, seed: int, key=lambda config, result: result) -> dict:
+    """``draws`` configurations from ``draw(rng)``, each ``check(config, n, nvrtc=n % 4 == 0)``ed;
+    any exception is a bug, printed and counted. Returns (and prints) the counts by ``key``."""
+    warnings.simplefilter("ignore")
+    rng, counts = random.Random(seed), {}
+    for n in range(draws):
+        config = draw(rng)
+        try:
+            result = check(config, n, nvrtc=n % 4 == 0)
+        except Exception as exc:  # noqa: BLE001 - counted and printed: the bugs this looks for
+            result = "bug"
+            print("BUG", config, type(exc).__name__, str(exc)[:300])
+        k = key(config, result)
+        counts[k] = counts.get(k, 0) + 1
+    counts = dict(sorted(counts.items()))
+    print(counts)
+    return counts
