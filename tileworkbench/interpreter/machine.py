@@ -149,6 +149,30 @@ class Block(RaceRecords):
             self.writing(buf, *_box(idx), "the threads' store")
         arr[idx] = stored(value, buf.dtype)
 
+    def call_hook(self, e: ir.Call):
+        """The calls whose value this interpreter works out itself: an atomic update's (the
+        element's value before it, ``T.atomic_add(..., return_prev=True)``), the running threads'
+        updates made one after another in thread order; else NotImplemented."""
+        if e.name not in ir.ATOMIC_UPDATES:
+            return NotImplemented
+        if self.in_parallel:
+            raise Unsupported("the CPU interpreter runs an atomic update's returned value in code each thread "
+                              "runs, not in T.Parallel")
+        target = e.args[0].args[0]
+        n = self.active.size
+        idx = [np.broadcast_to(np.asarray(evaluate(i, self), np.int64), (n,)) for i in target.indices]
+        value = np.broadcast_to(np.asarray(evaluate(e.args[1], self)), (n,))
+        arr = self.array(target.buffer)
+        self._check_bounds(target.buffer, arr.shape, tuple(idx), "updates", None)
+        work = loaded(arr, target.buffer.dtype).copy()
+        prev = np.empty(n, work.dtype)
+        for k in range(n):
+            where = tuple(int(i[k]) for i in idx)
+            prev[k] = work[where]
+            work[where] = _ATOMIC_OPS[e.name](work[where], value[k])
+        arr[...] = stored(work, target.buffer.dtype)
+        return prev
+
     def targets(self, idx: list, value):
         """The elements many iterations or threads write at once and their values: indices and
         values broadcast to one shape, kept where the ``if`` around them holds (``mask``)."""
@@ -255,6 +279,10 @@ class Block(RaceRecords):
 
     def threads(self) -> int:
         return int(self.active.size)
+
+
+_ATOMIC_OPS = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
+               "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum}
 
 
 def uniform(value):
@@ -484,8 +512,7 @@ class Runner(TileOps):
         arr = self.b.array(target.buffer)
         idx, value = self.b.targets([evaluate(i, self.b) for i in target.indices], value)
         self.b._check_bounds(target.buffer, arr.shape, tuple(idx), "updates", loc)
-        op = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
-              "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum}[call.name]
+        op = _ATOMIC_OPS[call.name]
         work = loaded(arr, target.buffer.dtype).copy()
         op.at(work, tuple(idx), value)
         arr[...] = stored(work, target.buffer.dtype)

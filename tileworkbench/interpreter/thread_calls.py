@@ -88,6 +88,10 @@ class Calls:
     def call_hook(self, e: ir.Call):
         if e.name in _SHUFFLES:
             return self.shuffle(e)
+        if e.name in _ATOMIC:  # `prev = atomicAdd(...)`: each running thread's element before its update
+            prev = np.zeros(self.threads, compute_dtype(e.args[0].args[0].buffer.dtype))
+            prev[self.act] = self.atomic(e, returning=True)
+            return prev
         m = _ELECT.match(e.name)
         if m:  # lane 0 of each group's first warp (runtime/include/tw/common.h)
             return self.lanes % int(m.group(1)) == 0
@@ -193,15 +197,17 @@ class Calls:
             raw = np.ascontiguousarray(self.mem.read(src, s_off[:, None] + np.arange(sn), act)).view(np.uint8)
         self.mem.write(dst, d_off[:, None] + np.arange(dn), act, raw.reshape(act.size, nbytes).view(dst.dtype))
 
-    def atomic(self, call):
+    def atomic(self, call, returning: bool = False) -> np.ndarray | None:
+        """The update, by the running threads one after another in thread order; with
+        ``returning``, each one's element before its own update (what ``atomicAdd`` returns)."""
         sp, off, _ = self.pointer(call.args[0], None, "updates")
         value = evaluate(call.args[1], self)
         act = self.act
         value = np.broadcast_to(np.asarray(value), self.lanes.shape)[act] if np.ndim(value) else \
             np.full(act.size, value)
         dtype = sp.buf.dtype
-        self.mem.atomic(sp, off, act, np.asarray(stored(loaded(value, dtype), dtype)), _ATOMIC[call.name],
-                        compute_dtype(dtype))
+        return self.mem.atomic(sp, off, act, np.asarray(stored(loaded(value, dtype), dtype)), _ATOMIC[call.name],
+                               compute_dtype(dtype), returning)
 
     def tma_store(self, call):
         """A bulk store (``tma_store(dst, src, bytes)``) or a tensor store through a descriptor

@@ -187,9 +187,11 @@ class BlockMemory(RaceRecords):
         return (first[:, :, None] + np.arange(sp.itemsize)).reshape(len(cols), -1)
 
     # ---- atomics -----------------------------------------------------------------------------
-    def atomic(self, sp: Space, off: np.ndarray, act: np.ndarray, values: np.ndarray, op, compute):
+    def atomic(self, sp: Space, off: np.ndarray, act: np.ndarray, values: np.ndarray, op, compute,
+               returning: bool = False) -> np.ndarray | None:
         """``op`` (a numpy ufunc) of each lane's value into its element, one lane after another,
-        each result rounded to the buffer's type (as the hardware's atomics do)."""
+        each result rounded to the buffer's type (as the hardware's atomics do); with
+        ``returning``, each lane's element before its update."""
         cols = off[:, None]
         if sp.kind == "local":
             raise KernelRuntimeError(f"an atomic update of the thread-local {sp.buf.name}{self._at()}")
@@ -200,9 +202,12 @@ class BlockMemory(RaceRecords):
         else:
             self._global_write(sp, cols, act, None, atomic=True)
             view = sp.array
-        if sp.dtype in (np.float32, np.float64) or sp.dtype.kind in "iu":  # integers wrap as they do
-            op.at(view, off, values.astype(sp.dtype))
-            return
-        for o, v in zip(off.tolist(), values.tolist()):  # 16-bit floats: rounded each time
+        if not returning and (sp.dtype in (np.float32, np.float64) or sp.dtype.kind in "iu"):
+            op.at(view, off, values.astype(sp.dtype))  # integers wrap as they do
+            return None
+        prev = np.empty(off.size, compute)
+        for k, (o, v) in enumerate(zip(off.tolist(), values.tolist())):  # 16-bit floats: rounded each time
+            prev[k] = view[o]
             view[o] = np.asarray(op(compute.type(view[o]), compute.type(v))).astype(sp.dtype)
+        return prev
 

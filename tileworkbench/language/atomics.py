@@ -26,8 +26,12 @@ ATOMIC_CALLS = {"add": ir.ATOMIC_ADD, "max": "atomicMax", "min": "atomicMin"}  #
 
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, **unsupported):
     """``use_tma=True`` (TileLang's TMA reduction of a shared tile into global memory) is taken
-    as the hint it is: the tile's elements are added atomically all the same."""
-    _atomic("add", "adds to", ATOMIC_ADD_DTYPES, dst, value, memory_order, return_prev, unsupported)
+    as the hint it is: the tile's elements are added atomically all the same. ``return_prev=True``
+    on one element of shared memory returns the value it held before this thread's add (the
+    top-k selector's ``pos = T.atomic_add(s_histogram[b], 1, return_prev=True)``: each thread
+    gets a place of its own); threads' adds land in no set order, so which thread gets which old
+    value is not fixed, only that together they see every step once."""
+    return _atomic("add", "adds to", ATOMIC_ADD_DTYPES, dst, value, memory_order, return_prev, unsupported)
 
 
 def atomic_max(dst, value, memory_order=None, return_prev=False, **unsupported):
@@ -42,16 +46,34 @@ def _atomic(op, verb, dtypes, dst, value, memory_order, return_prev, unsupported
     name = f"T.atomic_{op}"
     if unsupported:
         raise error(f"{name}: unsupported keyword(s) {', '.join(unsupported)}")
-    if memory_order not in (None, "relaxed") or return_prev:
-        raise error(f"{name}: only the relaxed update that returns nothing is supported "
-                    "(memory_order and return_prev are not)")
+    if memory_order not in (None, "relaxed"):
+        raise error(f"{name}: only the relaxed update is supported (memory_order={memory_order!r} is not)")
     target = as_region(dst, f"{name} destination")
+    if return_prev:
+        return _atomic_returning(op, name, verb, dtypes, target, value)
     if not isinstance(target, _b.Point) or isinstance(value, (ir.Buffer, ir.Region)):
         # a region, or a tile origin (C[i, j]) with a tile as the value, as T.copy takes one
         _tile_atomic(op, name, verb, dtypes, target, value)
         return
     _b.current().emit(_atomic_call(op, name, verb, dtypes, ir.BufferLoad(target.buffer, tuple(target.indices),
                                                                          target.buffer.dtype), value))
+
+
+def _atomic_returning(op, name, verb, dtypes, target, value) -> ir.Var:
+    """``return_prev=True``: the update of one shared element as a value, ``prev = atomicAdd(...)``
+    (``ir.LetStmt`` whose value is the atomic call; the passes that order shared accesses and both
+    interpreters know an atomic call wherever it stands)."""
+    if op != "add":
+        raise error(f"{name}: return_prev is supported for T.atomic_add only")
+    if not isinstance(target, _b.Point) or target.buffer.scope != "shared":
+        what = "a region" if not isinstance(target, _b.Point) else f"{target.buffer.scope} memory"
+        raise error(f"{name}: return_prev is supported on one element of shared memory; "
+                    f"{target.buffer.name}[...] is {what}")
+    call = _atomic_call(op, name, verb, dtypes, ir.BufferLoad(target.buffer, tuple(target.indices),
+                                                              target.buffer.dtype), value).call
+    prev = ir.Var(_b.current().fresh_name("prev"), target.buffer.dtype)
+    _b.current().emit(ir.LetStmt(prev, call))
+    return prev
 
 
 def _atomic_call(op, name, verb, dtypes, element: ir.BufferLoad, value) -> ir.Evaluate:

@@ -101,9 +101,9 @@ class _Accesses(IRVisitor):
             self.writes.add(n.buffer.name)
         self.generic_visit(n)
 
-    def visit_Evaluate(self, n):
-        call = n.call
-        if isinstance(call, ir.Call) and call.name in ir.ATOMIC_UPDATES:  # (address_of(buf[idx]), value)
+    def visit_Call(self, call):
+        # an atomic, a statement of its own or the value of a `prev = T.atomic_add(..., return_prev=True)`
+        if call.name in ir.ATOMIC_UPDATES:  # (address_of(buf[idx]), value)
             target = call.args[0].args[0]
             if self.shared(target.buffer):  # adds commute with each other; max/min count as writes
                 (self.adds if call.name == ir.ATOMIC_ADD else self.writes).add(target.buffer.name)
@@ -111,7 +111,7 @@ class _Accesses(IRVisitor):
                 self.visit(index)
             self.visit(call.args[1])
             return
-        self.generic_visit(n)
+        self.generic_visit(call)
 
     def visit_Copy(self, n):
         if self.shared(n.src.buffer) and n.instruction != "tma":
@@ -163,7 +163,8 @@ def _iteration_disjoint(loop: ir.For) -> set:
     if loop.kind == "pipelined" or n is None or n < 2 or start != 0:
         return set()
     tiles = _Accesses()
-    for op in collect(loop.body, (ir.Copy, ir.TmaCopy, ir.Fill, ir.Gemm, ir.Evaluate)):
+    atomics = [c for c in collect(loop.body, ir.Call) if c.name in ir.ATOMIC_UPDATES]
+    for op in [*collect(loop.body, (ir.Copy, ir.TmaCopy, ir.Fill, ir.Gemm, ir.Evaluate)), *atomics]:
         tiles.visit(op)  # tile operations and atomics: their elements are not followed here
     for op in collect(loop.body, ir.Reduce):
         tiles.reads |= {op.src.name, op.dst.name}

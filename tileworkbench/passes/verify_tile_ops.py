@@ -85,6 +85,10 @@ class _Verify(IRVisitor):
         self.variant_condition = saved
 
     def visit(self, node):
+        if self.parallel and isinstance(node, ir.LetStmt) and isinstance(node.value, ir.Call) \
+                and node.value.name in ir.ATOMIC_UPDATES:
+            raise CompileError("T.atomic_add(..., return_prev=True) inside a T.Parallel loop is not supported: "
+                               "the value is each thread's own; use it in code every thread runs", node.loc)
         if self.parallel and isinstance(node, ir.TILE_OPS):
             raise CompileError(f"{_USER_NAMES[type(node)]} inside a T.Parallel loop: a tile operation runs once for "
                                "the whole block, its threads sharing the work; put it outside the loop, or write the "

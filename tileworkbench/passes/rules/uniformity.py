@@ -11,8 +11,8 @@ A value is *thread-variant* when it may differ between the threads of one block:
   loop or under a thread-variant condition (followed to a fixed point, so ``flag = A[tx]`` taints
   ``flag`` and all computed from it); a local buffer a ``T.copy`` fills from a fragment, a variant
   local buffer or a region at variant indices, or a ``T.fill`` with a variant value;
-* a load of any buffer at a thread-variant index; anything the compiler cannot see through
-  (raw code).
+* a load of any buffer at a thread-variant index; the value an atomic update returns
+  (``T.atomic_add(..., return_prev=True)``); anything the compiler cannot see through (raw code).
 
 Everything else (constants, block indices, serial and pipelined loop variables, scalars computed
 from them, loads of global or shared memory at such indices: ``BlockMask[by, bx, k]``) is
@@ -124,6 +124,11 @@ class _Uses(IRVisitor):
 
     def visit_Raw(self, n):
         self.variant = True
+
+    def visit_Call(self, n):
+        if n.name in ir.ATOMIC_UPDATES:  # the value an atomic returns differs from thread to thread
+            self.variant = True
+        self.generic_visit(n)
 
 
 class Variance:
