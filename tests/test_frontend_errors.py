@@ -51,12 +51,12 @@ def test_copy_shape_mismatch():
 
 
 def test_unsupported_construct():
-    with pytest.raises(CompileError, match="`break` is not supported"):
+    with pytest.raises(CompileError, match="`continue` is not supported"):
         @T.prim_func
         def main(A: T.Tensor((128,), "float32")):
             with T.Kernel(1, threads=128):
                 for i in T.serial(4):
-                    break
+                    continue
 
 
 def test_tma_load_needs_a_barrier():

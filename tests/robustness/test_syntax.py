@@ -18,7 +18,7 @@ def kernel(body: str, params: str = PARAMS, head: str = "with T.Kernel(4, thread
 
 STATEMENTS = [
     ("while-never-ends", "while bx < 3:  # <-\n    A[0] = 1.0", "changes nothing its condition"),
-    ("break", "for i in T.serial(4):\n    break  # <-", "`break` is not supported"),
+    ("break", "for i in T.Parallel(4):\n    break  # <-", "`break` in a T.Parallel loop"),
     ("continue", "for i in T.serial(4):\n    continue  # <-", "`continue` is not supported"),
     ("return-value", "return A  # <-", "a kernel returns nothing"),
     ("return-bare", "return  # <-", "a kernel returns nothing"),

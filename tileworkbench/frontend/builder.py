@@ -28,6 +28,7 @@ class Builder:
         self.launch: ir.Launch | None = None
         self.names: dict[str, int] = {}
         self.loop_vars: list[ir.Var] = []  # innermost last
+        self.loop_frames: list = []  # breaks.LoopFrame of the kernel loops being built, innermost last
         self.pipelined_depth = 0
         self.in_kernel = False  # inside the body of `with T.Kernel(...)`
         self.thread_scope: tuple[int, int] | None = None  # (first thread, count) inside `with T.ws(...)`

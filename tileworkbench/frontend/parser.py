@@ -30,6 +30,8 @@ from .comprehensions import Comprehensions
 from .expressions import Expressions
 from .specs import BufferSpec, TensorSpec
 from .blocks import Blocks
+from .branch_names import BranchOnly
+from .breaks import Breaks
 from .statements import Scope, Statements
 
 # Python frames the compiler may use while it works: the front end, the passes and the printer
@@ -39,7 +41,6 @@ RECURSION_LIMIT = 8000
 
 # Constructs Python has that kernels do not, with what to write instead.
 _UNSUPPORTED = {
-    "Break": "`break` is not supported: kernel loops run all their iterations (guard the body with an `if`)",
     "Continue": "`continue` is not supported: kernel loops run all their iterations (guard the body with an `if`)",
     "Return": "a kernel returns nothing: write its results into a tensor parameter",
     "Try": "`try` is not supported in kernels",
@@ -118,7 +119,7 @@ def _size_attrs(sizes: list) -> dict:
     return {var.name: (where[0], where[1], 1) for var, where in sizes}
 
 
-class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
+class Parser(Blocks, Breaks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
     """One ``ast.NodeVisitor`` over the kernel: its statements (``statements.Statements``) and
     expressions (``expressions.Expressions``); here the locations, the error choke point, names
     and the function itself."""
@@ -176,6 +177,8 @@ class Parser(Blocks, Statements, Comprehensions, Expressions, ast.NodeVisitor):
 
     def lookup(self, node, name):
         found, value = self.scope.lookup(name)
+        if isinstance(value, BranchOnly):
+            raise self.error(node, value.message())
         if found:
             return value
         if name in self.globals:

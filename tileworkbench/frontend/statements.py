@@ -15,6 +15,8 @@ from ..ir.printer import expr_text
 from ..ir.records import PersistentWalk
 from ..ir.visitor import collect, uses_var
 from . import builder as _b
+from .branch_names import BranchNames
+from .breaks import LoopFrame, with_breaks
 from .regions import subscript_buffer
 from .expressions import BINOPS
 from .specs import LoopSpec, serial_loop
@@ -103,7 +105,11 @@ class Statements:
             if value.name in ("buf", "mbar", "tensor"):
                 value.name = self.builder.fresh_name(name)
             self.bind(name, value)
-        elif _is_ir(value):
+        elif _is_ir(value) or (found and isinstance(old, ir.Var) and old in self.mutable_vars
+                               and isinstance(value, (int, float))):
+            # a kernel variable stays one: `x = T.int32(-1)` ... `x = 5` assigns it (a Python number
+            # bound to the name instead was used by all code after it, whichever branch ran)
+            value = value if _is_ir(value) else ir.const(value)
             found, old = self.scope.lookup(name)
             if found and isinstance(old, ir.Var) and old in self.mutable_vars:
                 where = self.builder.sized_by.get(old)
@@ -180,30 +186,22 @@ class Statements:
         self.scope = Scope({n: v for n, v in zip(names, loop_vars)}, outer)
         self.builder.push()
         self.builder.loop_vars.extend(loop_vars)
+        self.builder.loop_frames.append(LoopFrame(spec.kind))
         try:
             self.visit_body(node.body)
         finally:
             del self.builder.loop_vars[-len(loop_vars):]
             self.scope = outer
-        body = self.builder.pop()
+            frame = self.builder.loop_frames.pop()
+        before, body = with_breaks(frame, self.builder.pop())
+        for stmt in before:
+            self.builder.emit(stmt)
         if spec.kind == "pipelined":
-            body = self._declared_before(body, loop_vars)
+            body = _declared_before(self.builder, body, loop_vars)
         for var, start, extent in reversed(list(zip(loop_vars, spec.starts, spec.extents))):
             pipeline = ir.PipelineInfo(spec.stages) if spec.kind == "pipelined" else None
             body = ir.For(var, extent, body, spec.kind, start, dict(spec.annotations), pipeline, loc=self.loc(node))
         self.builder.emit(body)
-
-    def _declared_before(self, body: ir.Stmt, loop_vars) -> ir.Stmt:
-        """A ``T.Pipelined`` body without the buffers it allocates itself (mHC's ``x_smem =
-        T.alloc_shared(...)`` in the loop), which are declared before the loop instead: one buffer
-        for every iteration, as TileLang has it, that the pipeline can fill ahead of the loop (its
-        prologue) and warp specialisation can hand between its roles."""
-        statements = ir.statements(body)
-        declared = [s for s in statements if isinstance(s, ir.Allocate)
-                    and not any(uses_var(e, v) for e in s.buffer.shape for v in loop_vars)]
-        for alloc in declared:
-            self.builder.emit(alloc)
-        return ir.seq([s for s in statements if not any(s is d for d in declared)]) if declared else body
 
     def visit_Assert(self, node):
         """An ``assert`` on values known while the kernel is built (sizes) is checked then, as
@@ -227,10 +225,12 @@ class Statements:
         self.scope = Scope({}, outer)
         self.builder.push()
         self.builder.loop_vars.append(ir.Var("while"))  # names re-assigned in it are loop-carried
+        self.builder.loop_frames.append(LoopFrame("while"))
         try:
             self.visit_body(node.body)
         finally:
             self.builder.loop_vars.pop()
+            self.builder.loop_frames.pop()
             self.scope = outer
         body = self.builder.pop()
         if not _changes_condition(body, cond):
@@ -263,9 +263,12 @@ class Statements:
         if not self.builder.in_kernel:
             raise self.error(node, "an `if` on a kernel value must be inside `with T.Kernel(...)`")
         first_threads = _first_warps(cond, self.builder)
+        names = BranchNames(self.scope.names)
         then_body = self._branch(node.body, None if first_threads is None else (0, first_threads))
         rest = None if first_threads is None else (first_threads, self.builder.launch.threads - first_threads)
+        names.start_branch()
         else_body = self._branch(node.orelse, rest) if node.orelse else None
+        names.end_if(self.loc(node).line if self.loc(node) is not None else None)
         if first_threads is not None and any(b is not None and _works_together(b) for b in (then_body, else_body)):
             # `if tx < C: ... else: ...` split the block by threads: each branch is a scope of its own,
             # whose code tests tx against the scope's range
@@ -304,6 +307,19 @@ def _first_warps(cond, builder) -> int | None:
     if index is not launch.thread_var or bound is None or bound % 32 or not 0 < bound < launch.threads:
         return None
     return bound
+
+
+def _declared_before(builder, body: ir.Stmt, loop_vars) -> ir.Stmt:
+    """A ``T.Pipelined`` body without the buffers it allocates itself (mHC's ``x_smem =
+    T.alloc_shared(...)`` in the loop), which are declared before the loop instead: one buffer
+    for every iteration, as TileLang has it, that the pipeline can fill ahead of the loop (its
+    prologue) and warp specialisation can hand between its roles."""
+    statements = ir.statements(body)
+    declared = [s for s in statements if isinstance(s, ir.Allocate)
+                and not any(uses_var(e, v) for e in s.buffer.shape for v in loop_vars)]
+    for alloc in declared:
+        builder.emit(alloc)
+    return ir.seq([s for s in statements if not any(s is d for d in declared)]) if declared else body
 
 
 def _works_together(body: ir.Stmt) -> bool:

@@ -22,6 +22,7 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .races import RaceRecords
 from .tiles import TileOps, shaped
+from .updates import merged, update_all, update_in_turn
 from .values import (Unsupported, compute_dtype, converted, evaluate, held, loaded, print_lines, storage_dtype, stored,
                      wait_group)
 
@@ -164,14 +165,7 @@ class Block(RaceRecords):
         value = np.broadcast_to(np.asarray(evaluate(e.args[1], self)), (n,))
         arr = self.array(target.buffer)
         self._check_bounds(target.buffer, arr.shape, tuple(idx), "updates", None)
-        work = loaded(arr, target.buffer.dtype).copy()
-        prev = np.empty(n, work.dtype)
-        for k in range(n):
-            where = tuple(int(i[k]) for i in idx)
-            prev[k] = work[where]
-            work[where] = _ATOMIC_OPS[e.name](work[where], value[k])
-        arr[...] = stored(work, target.buffer.dtype)
-        return prev
+        return update_in_turn(arr, target.buffer, e.name, idx, value)
 
     def targets(self, idx: list, value):
         """The elements many iterations or threads write at once and their values: indices and
@@ -279,10 +273,6 @@ class Block(RaceRecords):
 
     def threads(self) -> int:
         return int(self.active.size)
-
-
-_ATOMIC_OPS = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
-               "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum}
 
 
 def uniform(value):
@@ -449,13 +439,17 @@ class Runner(TileOps):
         for var, value in b.vars.items():
             if isinstance(value, np.ndarray) and value.shape == saved_active.shape and b.mask is None:
                 b.vars[var] = value[keep]
+        entry = dict(b.vars)
         b.active = saved_active[keep]
         try:
             yield from self.run(body)
         finally:
             b.active = saved_active
             for var, value in saved_vars.items():
-                if isinstance(value, np.ndarray) and value.shape == saved_active.shape:
+                inside = b.vars.get(var)
+                if inside is not entry.get(var) and b.mask is None:  # assigned by the threads that ran
+                    b.vars[var] = merged(value, inside, keep)
+                elif isinstance(value, np.ndarray) and value.shape == saved_active.shape:
                     b.vars[var] = value
 
     def s_ThreadScope(self, s):
@@ -512,10 +506,7 @@ class Runner(TileOps):
         arr = self.b.array(target.buffer)
         idx, value = self.b.targets([evaluate(i, self.b) for i in target.indices], value)
         self.b._check_bounds(target.buffer, arr.shape, tuple(idx), "updates", loc)
-        op = _ATOMIC_OPS[call.name]
-        work = loaded(arr, target.buffer.dtype).copy()
-        op.at(work, tuple(idx), value)
-        arr[...] = stored(work, target.buffer.dtype)
+        update_all(arr, target.buffer, call.name, tuple(idx), value)
 
     def s_SyncThreads(self, s):
         # Its threads' reads are done: a block barrier orders every side's, one inside a T.ws scope
