@@ -167,3 +167,18 @@ def test_per_thread_code_under_tx_stays_a_plain_if():
 
     art = tw.lower(main, target="cuda")
     assert not collect(art.func.body, ir.ThreadScope) and collect(art.func.body, ir.IfThenElse)
+
+
+def test_the_name_that_decided_the_scope_may_not_change():
+    """In a loop, the second iteration's `t` would name other threads than the scope's."""
+    with pytest.raises(CompileError, match=r"t is assigned again, but the `if` at line \d+ gives its branch to "
+                                           "the threads t names there"):
+        @T.prim_func
+        def main(X: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                t = T.get_thread_binding()
+                s = T.alloc_shared((128,), "float32")
+                for k in T.serial(2):
+                    if t < 64:
+                        T.fill(s, 1.0)
+                    t = t + 64

@@ -39,6 +39,7 @@ class Builder:
         self.let_values: dict = {}
         self.reassigned: set = set()
         self.sized_by: dict = {}
+        self.decides_threads: dict = {}  # var -> where an `if var < C:` made the threads' scope
         # global tensors given a layout by T.annotate_layout: buffer -> regions.LaidOut
         self.global_layouts: dict = {}
         # T.dynamic sizes, (name, parameter, value): a call takes the parameter from a tensor's shape;

@@ -112,11 +112,8 @@ class Statements:
             value = value if _is_ir(value) else ir.const(value)
             found, old = self.scope.lookup(name)
             if found and isinstance(old, ir.Var) and old in self.mutable_vars:
-                where = self.builder.sized_by.get(old)
-                if where is not None:
-                    raise self.error(node, f"{name} is assigned again, but the slice at line {where.line} has the "
-                                           f"extent it has because {name} keeps its first value; give the new "
-                                           "value another name")
+                if (why := _kept(self.builder, name, old)) is not None:
+                    raise self.error(node, f"{name} is assigned again, but {why}; give the new value another name")
                 self.builder.reassigned.add(old)
                 self.builder.emit(ir.Assign(old, ir.cast(value, old.dtype)))
                 return
@@ -292,6 +289,15 @@ class Statements:
         return self.builder.pop()
 
 
+def _kept(builder, name: str, var: ir.Var) -> str | None:
+    """Why the kernel variable ``var`` must keep its first value, if it must."""
+    if (where := builder.sized_by.get(var)) is not None:
+        return f"the slice at line {where.line} has the extent it has because {name} keeps its first value"
+    if (where := builder.decides_threads.get(var)) is not None:
+        return f"the `if` at line {where.line} gives its branch to the threads {name} names there"
+    return None
+
+
 def _first_warps(cond, builder) -> int | None:
     """C where ``cond`` is ``tx < C`` (the thread index, or a name given it and not changed
     since) with C whole warps and fewer than the block's threads, outside a ``T.ws`` scope:
@@ -302,10 +308,13 @@ def _first_warps(cond, builder) -> int | None:
             or len(launch.thread_dims) > 1 or launch.producer_threads:
         return None
     index, bound = cond.a, ir.const_int(cond.b)
+    name = index
     if isinstance(index, ir.Var) and index is not launch.thread_var and index not in builder.reassigned:
         index = builder.let_values.get(index, index)
     if index is not launch.thread_var or bound is None or bound % 32 or not 0 < bound < launch.threads:
         return None
+    if name is not index:  # `tx = T.get_thread_binding()`: tx may not change after this (a loop around)
+        builder.decides_threads[name] = builder.loc
     return bound
 
 
