@@ -66,22 +66,22 @@ class _Verify(IRVisitor):
         self.parallel -= inside
 
     def visit_IfThenElse(self, node):
-        self.visit(node.cond)
-        saved = self.variant_condition
-        if saved is None and any(_spread_over_threads(n) for n in collect(node, (ir.For, *ir.TILE_OPS))) \
-                and not self.variance().is_uniform(node.cond):
-            self.variant_condition = node
-        for body in (node.then_body, node.else_body):
-            if body is not None:
-                self.visit(body)
-        self.variant_condition = saved
+        self._under(node, node.then_body, node.else_body)
 
     def visit_While(self, node):
+        self._under(node, node.body)
+
+    def _under(self, guard, *bodies):
+        """Visit ``bodies`` under ``guard`` (an if or a while), the variant condition around them
+        if it is the first whose condition may differ between threads and they hold shared work."""
+        self.visit(guard.cond)
         saved = self.variant_condition
-        if saved is None and any(_spread_over_threads(n) for n in collect(node.body, (ir.For, *ir.TILE_OPS))) \
-                and not self.variance().is_uniform(node.cond):
-            self.variant_condition = node
-        self.generic_visit(node)
+        bodies = [b for b in bodies if b is not None]
+        if saved is None and any(_spread_over_threads(n) for b in bodies for n in collect(b, (ir.For, *ir.TILE_OPS))) \
+                and not self.variance().is_uniform(guard.cond):
+            self.variant_condition = guard
+        for body in bodies:
+            self.visit(body)
         self.variant_condition = saved
 
     def visit(self, node):
