@@ -9,11 +9,9 @@ their operands and immediates: ``_functor`` writes each.
 
 from __future__ import annotations
 
+from ..ir.records import WGMMA_K_MAJOR_ONLY, wgmma_k
 from ..ir.records import WGMMA_PTX_TYPES as _TYPES
 from ..ir.records import wgmma_functor_name as functor_name
-from ..ir.records import wgmma_k
-
-_K_MAJOR_ONLY = ("float8_e4m3", "float8_e5m2", "int8", "uint8", "float32")  # no transpose operands
 _INTEGER = ("int8", "uint8")  # s32 accumulators, and no scale immediates (integer wgmma has none)
 
 
@@ -29,7 +27,7 @@ def functor_source(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True, 
                         "                                             unsigned int a3, unsigned long long desc_b",
                         n, 16, ptx_type, f"{{{a_regs}}}, %{regs + 4}", f", {0 if b_k_major else 1}",
                         '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b)', 5)
-    if dtype in _K_MAJOR_ONLY:  # m64nNk32 (TF32: k8), both K-major: no transpose operands
+    if dtype in WGMMA_K_MAJOR_ONLY:  # m64nNk32 (TF32: k8), both K-major: no transpose operands
         acc, k = ("s32" if dtype in _INTEGER else "f32"), wgmma_k(dtype)
         params = _DESCRIPTOR_PARAMS.replace("float*", "int*") if acc == "s32" else _DESCRIPTOR_PARAMS
         return _functor(functor_name(n, dtype, True),

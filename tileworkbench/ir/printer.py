@@ -215,7 +215,7 @@ class _Printer:
 
 
     def p_ThreadScope(self, s, d):
-        if s.spelling.startswith("T.ws"):
+        if s.of_warpgroups:
             self.emit(d, f"with {s.spelling}:  # threads {s.first}..{s.first + s.count - 1}, "
                          f"{s.var.name} counts from 0 among them")
         else:

@@ -87,11 +87,13 @@ class WgmmaPlan:
 # The PTX type of wgmma's operands for each tile type (float32 tiles multiply in TF32).
 WGMMA_PTX_TYPES = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2", "int8": "s8",
                    "uint8": "u8", "float32": "tf32"}
+# Tile types wgmma reads only K-major (A stored M x K, B stored N x K): it has no transposed form for them.
+WGMMA_K_MAJOR_ONLY = ("float8_e4m3", "float8_e5m2", "int8", "uint8", "float32")
 
 
 def wgmma_k(dtype: str) -> int:
     """The K of one wgmma instruction on ``dtype`` tiles: 32 bytes of each operand's rows."""
-    return {"float32": 8, "float8_e4m3": 32, "float8_e5m2": 32, "int8": 32, "uint8": 32}.get(dtype, 16)
+    return 32 * 8 // dtypes.as_dtype(dtype).bits
 
 
 def wgmma_functor_name(n: int, dtype: str, b_k_major: bool, a_k_major: bool = True,

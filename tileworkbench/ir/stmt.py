@@ -370,10 +370,15 @@ class ThreadScope(Stmt):
         return tuple(range(self.first // 128, (self.first + self.count) // 128))
 
     @property
+    def of_warpgroups(self) -> bool:
+        """Whole warpgroups (``with T.ws(...)``), not the warps of an ``if tx < C:``."""
+        return self.first % 128 == 0 and self.count % 128 == 0
+
+    @property
     def spelling(self) -> str:
         """How the program wrote the scope: ``T.ws(groups)`` for whole warpgroups, else the thread
         range an ``if tx < C:`` (or its ``else``) gave."""
-        if self.first % 128 == 0 and self.count % 128 == 0:
+        if self.of_warpgroups:
             return f"T.ws({', '.join(map(str, self.warpgroups))})"
         return f"threads {self.first}..{self.first + self.count - 1}"
 

@@ -163,8 +163,10 @@ def _iteration_disjoint(loop: ir.For) -> set:
     if loop.kind == "pipelined" or n is None or n < 2 or start != 0:
         return set()
     tiles = _Accesses()
-    atomics = [c for c in collect(loop.body, ir.Call) if c.name in ir.ATOMIC_UPDATES]
-    for op in [*collect(loop.body, (ir.Copy, ir.TmaCopy, ir.Fill, ir.Gemm, ir.Evaluate)), *atomics]:
+    # atomics stand in statements of their own, or as the value of `prev = T.atomic_add(..., return_prev=True)`
+    returned = [s.value for s in collect(loop.body, ir.LetStmt)
+                if isinstance(s.value, ir.Call) and s.value.name in ir.ATOMIC_UPDATES]
+    for op in [*collect(loop.body, (ir.Copy, ir.TmaCopy, ir.Fill, ir.Gemm, ir.Evaluate)), *returned]:
         tiles.visit(op)  # tile operations and atomics: their elements are not followed here
     for op in collect(loop.body, ir.Reduce):
         tiles.reads |= {op.src.name, op.dst.name}

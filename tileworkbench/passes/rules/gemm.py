@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import nodes as ir
-from ...ir.records import WgmmaPlan
+from ...ir.records import WGMMA_K_MAJOR_ONLY, WgmmaPlan, wgmma_k
 from ...target import PassConfigKey
 from . import tma as tma_rules
 
@@ -40,9 +40,7 @@ def _tile_shape(buf: ir.Buffer):
 FP8_TYPES = ("float8_e4m3", "float8_e5m2")
 INT8_TYPES = ("int8", "uint8")
 ONE_BYTE_TYPES = FP8_TYPES + INT8_TYPES  # m64nNk32, both operands K-major
-TF32_TYPES = ("float32",)  # m64nNk8 in TF32, both operands K-major
-K_MAJOR_ONLY_TYPES = ONE_BYTE_TYPES + TF32_TYPES  # wgmma has no transposed form for these
-TENSOR_CORE_TYPES = ("float16", "bfloat16") + K_MAJOR_ONLY_TYPES
+TENSOR_CORE_TYPES = ("float16", "bfloat16") + WGMMA_K_MAJOR_ONLY  # the last: one-byte and TF32
 
 
 def accumulator_dtype(operand_dtype: str) -> str:
@@ -93,12 +91,12 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     n = b_shape[0] if gemm.trans_b else b_shape[1]
     warpgroups = threads // 128
     split = _warpgroup_split(m, n, warpgroups)
-    if split is None or k % (32 // (a.dtype.bits // 8)):  # a wgmma takes 32 bytes of K
+    if split is None or k % wgmma_k(a.dtype.name):
         return None
     warpgroups, n_groups = split  # from here on warpgroups counts those along M
-    if n_groups > 1 and (a_registers or a.dtype.name in K_MAJOR_ONLY_TYPES):
+    if n_groups > 1 and (a_registers or a.dtype.name in WGMMA_K_MAJOR_ONLY):
         return None  # a register A is read per M block by every warpgroup; K-major-only types kept to one form
-    if a.dtype.name in K_MAJOR_ONLY_TYPES:
+    if a.dtype.name in WGMMA_K_MAJOR_ONLY:
         return None if a_registers else _k_major_only_plan(gemm, m, n, k, warpgroups)
     plan = _plan(gemm, m, n, k, warpgroups, a_registers)
     if plan is None or n_groups == 1:
