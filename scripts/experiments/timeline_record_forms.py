@@ -11,10 +11,15 @@ into a copy of the headers:
 - ``lanes, guarded``: a sampled kernel keeps one body (the pass's ``SAMPLED_COPY`` off) and a
   block that does not record skips each record by a branch uniform in the block;
 - ``skip``: a warp that does not record leaves each record at once (a branch uniform in the
-  warp) instead of running it with its store switched off.
+  warp) instead of running it with its store switched off;
+- ``shared``: the warp's 32 held events go to a static shared-memory array (``st.shared``, which an
+  arrival releases at once) instead of the global buffer, and the stream's events are copied out
+  at its close (the spec kernels only: their one stream of 2048 events is 16 KB of shared memory).
 
 ``python3 timeline_record_forms.py`` runs the first three forms (as docs/experiments.md
-reports them); ``python3 timeline_record_forms.py skip`` the shipped form against ``skip``.
+reports them); ``python3 timeline_record_forms.py skip`` the shipped form against ``skip``;
+``python3 timeline_record_forms.py shared`` the shipped form against ``shared`` on the 2- and
+3-stage spec kernels.
 (At e0081aa the header also spread the recording warp over the warpgroup by block, and this
 command compared that with the form before it: docs/experiments.md, "Measured timelines".)
 """
@@ -55,8 +60,42 @@ def form_text(form: str) -> str:
         start = "    const unsigned int info"
         assert body.count(start) == 1
         return text.replace(body, body.replace(start, "    if (at == NONE) return;\n" + start))
+    if form == "shared":
+        return _shared_events(text)
     assert form == "lanes", form
     return text
+
+
+STORE_HELD = re.compile(r"  __device__ __forceinline__ void store_held\(.*?\n  }\n", re.S)
+CLOSE_PARTIAL = "      store_held(n & ~31u, n & 31u);  // the last, partial run\n"
+
+
+def _shared_events(text: str) -> str:
+    """The ``shared`` form: held events go to shared memory, the close copies them out."""
+    held = STORE_HELD.search(text).group(0)
+    text = text.replace(held, """  static __device__ __forceinline__ uint2* shared_events() {
+    __shared__ uint2 events[STREAMS * CAPACITY];
+    return events;
+  }
+  __device__ __forceinline__ uint2* stream_events() const {
+    return shared_events() + (at - first) / STREAM_WORDS * CAPACITY;
+  }
+  __device__ __forceinline__ void store_held(unsigned int from, unsigned int lanes) {
+    const unsigned int lane = threadIdx.x & 31u;
+    const unsigned int on = at != NONE && lane < lanes && from + lane < CAPACITY;
+    const unsigned int e = smem_addr(stream_events() + from + lane);
+    asm volatile(
+        "{\\n .reg .pred p;\\n setp.ne.u32 p, %3, 0;\\n @p st.shared.v2.u32 [%0], {%1, %2};\\n}\\n" ::"r"(e),
+        "r"(held_clock), "r"(held_info), "r"(on));
+  }
+""")
+    assert text.count(CLOSE_PARTIAL) == 1
+    return text.replace(CLOSE_PARTIAL, CLOSE_PARTIAL + """      __syncwarp();
+      const unsigned int kept = n < CAPACITY ? n : CAPACITY;
+      for (unsigned int i = threadIdx.x & 31u; i < kept; i += 32u) {
+        reinterpret_cast<uint2*>(buffer + at + HEADER)[i] = stream_events()[i];
+      }
+""")
 
 
 def compile_with(form: str, build, configs):
@@ -104,17 +143,26 @@ def main() -> int:
     kernels = {
         "spec matmul_tma_copy s2": (lambda: matmul_tma_copy(N, N, N, 128, 128, 32, "float16", "float16", "float32",
                                                             128, 2), {"tl.disable_warp_specialized": True}),
+        "spec matmul_tma_copy s3": (lambda: matmul_tma_copy(N, N, N, 128, 128, 32, "float16", "float16", "float32",
+                                                            128, 3), {"tl.disable_warp_specialized": True}),
         "ws gemm 128x256x64 s3": (lambda: matmul(N, N, N, 128, 256, 64, num_stages=3, threads=256), {}),
     }
+    shared = sys.argv[1:] == ["shared"]
+    wanted = {"spec matmul_tma_copy s2", "spec matmul_tma_copy s3" if shared else "ws gemm 128x256x64 s3"}
     print("| kernel | form | every | ms | cost | quartiles of the rounds |\n|---|---|---|---|---|---|")
     for name, (build, configs) in kernels.items():
         variants = [("plain", None, compile_with("lanes", build, configs))]
         forms = [("lanes", True), ("lanes", 8), ("lanes", 64), ("empty", True), ("empty", 8), ("lanes, guarded", 8)]
         if sys.argv[1:] == ["skip"]:
             forms = [("lanes", True), ("lanes", 8), ("skip", True), ("skip", 8)]
+        if name not in wanted:
+            continue
+        if shared:
+            forms = [("lanes", True), ("lanes", 64), ("shared", True), ("shared", 8), ("shared", 64)]
         for form, every in forms:
+            capacity = 2048 if shared else CAPACITY  # 16 KB a stream: the 3-stage kernel keeps 3 blocks an SM
             variants.append((form, every, compile_with(form, build, {**configs, "tw.timeline": every,
-                                                                      "tw.timeline_capacity": CAPACITY})))
+                                                                      "tw.timeline_capacity": capacity})))
         for form, every, kernel in variants:
             err = float((kernel(a, b).float() - want).norm() / want.norm())
             assert err < 1e-3, (name, form, every, err)
