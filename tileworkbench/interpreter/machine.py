@@ -22,7 +22,7 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .races import RaceRecords
 from .tiles import TileOps, shaped
-from .updates import merged, update_all, update_in_turn
+from .updates import update_all, update_in_turn, vars_after_branch
 from .values import (Unsupported, compute_dtype, converted, evaluate, held, loaded, print_lines, storage_dtype, stored,
                      wait_group)
 
@@ -445,12 +445,7 @@ class Runner(TileOps):
             yield from self.run(body)
         finally:
             b.active = saved_active
-            for var, value in saved_vars.items():
-                inside = b.vars.get(var)
-                if inside is not entry.get(var) and b.mask is None:  # assigned by the threads that ran
-                    b.vars[var] = merged(value, inside, keep)
-                elif isinstance(value, np.ndarray) and value.shape == saved_active.shape:
-                    b.vars[var] = value
+            b.vars = vars_after_branch(saved_vars, entry, b.vars, keep, masked=b.mask is not None)
 
     def s_ThreadScope(self, s):
         b = self.b

@@ -43,3 +43,21 @@ def merged(outer, inside, keep: np.ndarray):
     if out.ndim == 1 and out.size and (out == out[0]).all():
         return out[0]
     return out
+
+
+def vars_after_branch(saved: dict, entry: dict, inner: dict, keep: np.ndarray, masked: bool) -> dict:
+    """The kernel variables after the threads ``keep`` (of the running ones) ran one branch of an
+    ``if``: ``saved`` as they were before it, ``entry`` as the branch began (narrowed to its
+    threads), ``inner`` as it ended. A variable those threads assigned is ``merged``, one they did
+    not is as it was, and one bound inside (a let) ends with the branch. Under a uniform ``if``
+    (``masked``: every thread takes the branch, some masked off) an assignment stands."""
+    out = {}
+    for var, value in saved.items():
+        inside = inner.get(var)
+        if inside is not entry.get(var) and not masked:  # assigned by the threads that ran
+            out[var] = merged(value, inside, keep)
+        elif isinstance(value, np.ndarray) and value.shape == keep.shape:
+            out[var] = value
+        else:
+            out[var] = inside
+    return out

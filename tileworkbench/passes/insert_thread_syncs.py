@@ -15,7 +15,12 @@ A ``T.atomic_add`` to a shared element is ordered like a write against reads and
 against other atomic adds (they commute: threads may add in any order); ``T.atomic_max``/``min``
 are ordered as writes. A shared buffer that
 different iterations of a serial loop touch only at different elements (``A_s[k]``, ``B_s[tx, k]``
-in ``for k``) carries no hazard from one iteration to the next; a sync needed only because of what
+in ``for k``) carries no hazard from one iteration to the next. Accesses whose first index is the
+same for every thread of the block and provably different (``s[r ^ 1, pos]`` written where
+``s[r, i]`` was read, ``r`` a loop's or a block's value: the halves of a double buffer; ``s[k]`` and
+``s[k + 1]``) touch different elements and need no barrier between them (``_Walk.part``,
+``_disjoint``); at a loop's back edge and exit such an index that uses a variable bound inside the
+loop counts as the whole buffer again. A sync needed only because of what
 came before a loop goes before it, not into every iteration. Each sync stands right before the
 statement that needs it, except that a loop body's first sync moves to the top of the body when
 the statements it passes fill tiles from global memory and the body needs no more syncs for it
@@ -42,6 +47,9 @@ from .manager import register
 from .rules.uniformity import Variance
 
 
+WHOLE = None  # the part of an access whose first index proves nothing: the whole buffer
+
+
 @dataclass
 class _State:
     written: set = field(default_factory=set)  # shared buffers written by threads since the last sync
@@ -51,17 +59,22 @@ class _State:
     # (first, count)}; and the threads of the code being walked now.
     roles: dict = field(default_factory=dict)
     role: tuple | None = None
+    # (kind "r" / "w" / "a", buffer) -> the first indices of those accesses (WHOLE: any element)
+    parts: dict = field(default_factory=dict)
 
     def merge(self, other: "_State") -> "_State":
         roles = {k: set(v) for k, v in self.roles.items()}
         for k, v in other.roles.items():
             roles.setdefault(k, set()).update(v)
+        parts = {k: list(v) for k, v in self.parts.items()}
+        for k, v in other.parts.items():
+            parts.setdefault(k, []).extend(v)
         return _State(self.written | other.written, self.read | other.read, self.added | other.added, roles,
-                      self.role)
+                      self.role, parts)
 
     def copy(self) -> "_State":
         return _State(set(self.written), set(self.read), set(self.added),
-                      {k: set(v) for k, v in self.roles.items()}, self.role)
+                      {k: set(v) for k, v in self.roles.items()}, self.role, {k: list(v) for k, v in self.parts.items()})
 
     def cleared(self) -> "_State":
         """After a barrier of the threads being walked."""
@@ -73,32 +86,110 @@ class _State:
         self.added |= acc.adds
         for name in acc.writes | acc.reads | acc.adds:
             self.roles.setdefault(name, set()).add(self.role)
+        for key, parts in acc.parts.items():
+            if key[0] != "t":  # TMA writes are ordered by their mbarriers
+                self.parts.setdefault(key, []).extend(parts)
 
     def by(self, who) -> "_State":
         """The accesses to the buffers some threads satisfying ``who(role)`` made."""
         names = {k for k, v in self.roles.items() if any(who(r) for r in v)}
         return _State(self.written & names, self.read & names, self.added & names,
-                      {k: set(self.roles[k]) for k in names}, self.role)
+                      {k: set(self.roles[k]) for k in names}, self.role,
+                      {k: list(v) for k, v in self.parts.items() if k[1] in names})
+
+    def without_parts_using(self, bound: set) -> "_State":
+        """The state with every first index that uses a variable of ``bound`` (bound inside a loop
+        whose back edge or exit this is) counted as the whole buffer."""
+        parts = {k: [WHOLE if p is not WHOLE and any(uses_var(p, v) for v in bound) else p for p in v]
+                 for k, v in self.parts.items()}
+        return replace(self, parts=parts)
+
+
+class _Walk(Variance):
+    """The kernel's thread-variant values (``Variance``) and the variables a kernel assigns: what
+    an access's first index may be trusted as (``part``)."""
+
+    def __init__(self, func: ir.PrimFunc):
+        super().__init__(func)
+        self.assigned = {a.var for a in collect(func.body, ir.Assign)}
+
+    def part(self, first_index: ir.Expr):
+        """``first_index`` as the part of its buffer an access touches, where two such parts can be
+        compared (``_disjoint``): the same for every thread and made of values no statement
+        re-assigns (loop variables, block indices, let-bound names); else WHOLE."""
+        if not self.is_uniform(first_index) or any(v in self.assigned for v in collect(first_index, ir.Var)):
+            return WHOLE
+        return first_index
+
+
+def _disjoint(a, b) -> bool:
+    """Whether two uniform first indices (``_Walk.part``), read at points no binding of their
+    variables separates, are provably different: ``x ^ c`` and ``x`` (c != 0), ``x ^ c`` and
+    ``x ^ d`` (c != d), or a nonzero constant apart."""
+    if a is WHOLE or b is WHOLE:
+        return False
+    xa, ca = _xor_parts(a)
+    xb, cb = _xor_parts(b)
+    if ca != cb and _same(xa, xb):
+        return True
+    difference = Affine.of(simplify(ir.binop("-", a, b)))
+    return not difference.terms and difference.const != 0
+
+
+def _xor_parts(e: ir.Expr) -> tuple:
+    """(x, c) with e == x ^ c for a constant c (c = 0 where e is no such xor)."""
+    if isinstance(e, ir.BinOp) and e.op == "^" and ir.const_int(e.b) is not None:
+        return e.a, ir.const_int(e.b)
+    return e, 0
+
+
+def _same(a: ir.Expr, b: ir.Expr) -> bool:
+    """Structural equality, variables by identity."""
+    if a is b:
+        return True
+    if isinstance(a, ir.Const) and isinstance(b, ir.Const):
+        return a.value == b.value
+    if isinstance(a, ir.BinOp) and isinstance(b, ir.BinOp):
+        return a.op == b.op and _same(a.a, b.a) and _same(a.b, b.b)
+    return False
 
 
 class _Accesses(IRVisitor):
-    """Shared buffers (by name) a statement reads / writes with threads, or writes with TMA."""
+    """Shared buffers (by name) a statement reads / writes with threads, or writes with TMA; with a
+    ``_Walk``, also the part of each buffer each access touches (``parts``: (kind, name) -> first
+    indices; kind "r" read, "w" written, "a" atomically added, "t" TMA-written)."""
 
-    def __init__(self):
+    def __init__(self, walk: "_Walk | None" = None):
         self.reads, self.writes, self.tma_writes, self.adds = set(), set(), set(), set()
+        self.walk = walk
+        self.parts: dict = {}
 
     @staticmethod
     def shared(buf):
         return buf.scope == "shared"
 
+    def _touch(self, kind: str, buf, first_index):
+        {"r": self.reads, "w": self.writes, "a": self.adds, "t": self.tma_writes}[kind].add(buf.name)
+        part = WHOLE if self.walk is None or first_index is None else self.walk.part(first_index)
+        self.parts.setdefault((kind, buf.name), []).append(part)
+
+    @staticmethod
+    def _first(indices):
+        return indices[0] if indices else None
+
+    @staticmethod
+    def _region_first(region: ir.Region):
+        """A region's first start where it is one index thick along the first dimension."""
+        return region.starts[0] if region.starts and ir.const_int(region.extents[0]) == 1 else None
+
     def visit_BufferLoad(self, n):
         if self.shared(n.buffer):
-            self.reads.add(n.buffer.name)
+            self._touch("r", n.buffer, self._first(n.indices))
         self.generic_visit(n)
 
     def visit_BufferStore(self, n):
         if self.shared(n.buffer):
-            self.writes.add(n.buffer.name)
+            self._touch("w", n.buffer, self._first(n.indices))
         self.generic_visit(n)
 
     def visit_Call(self, call):
@@ -106,7 +197,7 @@ class _Accesses(IRVisitor):
         if call.name in ir.ATOMIC_UPDATES:  # (address_of(buf[idx]), value)
             target = call.args[0].args[0]
             if self.shared(target.buffer):  # adds commute with each other; max/min count as writes
-                (self.adds if call.name == ir.ATOMIC_ADD else self.writes).add(target.buffer.name)
+                self._touch("a" if call.name == ir.ATOMIC_ADD else "w", target.buffer, self._first(target.indices))
             for index in target.indices:
                 self.visit(index)
             self.visit(call.args[1])
@@ -115,42 +206,59 @@ class _Accesses(IRVisitor):
 
     def visit_Copy(self, n):
         if self.shared(n.src.buffer) and n.instruction != "tma":
-            self.reads.add(n.src.buffer.name)
+            self._touch("r", n.src.buffer, self._region_first(n.src))
         if self.shared(n.dst.buffer):
-            (self.tma_writes if n.instruction == "tma" else self.writes).add(n.dst.buffer.name)
+            self._touch("t" if n.instruction == "tma" else "w", n.dst.buffer, self._region_first(n.dst))
 
     def visit_Im2Col(self, n):
-        self.writes.add(n.dst.buffer.name)
+        self._touch("w", n.dst.buffer, None)
 
     def visit_TmaCopy(self, n):
         if n.is_load:
-            self.tma_writes.add(n.dst.buffer.name)
+            self._touch("t", n.dst.buffer, None)
 
     def visit_Fill(self, n):
         if self.shared(n.dst.buffer):
-            self.writes.add(n.dst.buffer.name)
+            self._touch("w", n.dst.buffer, self._region_first(n.dst))
 
     def visit_Gemm(self, n):
         for r in (n.a, n.b):
             if self.shared(r.buffer):
-                self.reads.add(r.buffer.name)
+                self._touch("r", r.buffer, self._region_first(r))
 
 
-def _accesses(stmt):
-    a = _Accesses()
+def _accesses(stmt, walk: "_Walk | None" = None):
+    a = _Accesses(walk)
     a.visit(stmt)
     return a
 
 
+# An access of each kind (later) against the kinds of earlier accesses it must wait for.
+_AFTER = {"r": "wa", "w": "rwa", "t": "rwa", "a": "rw"}
+
+
 def _hazard(acc: _Accesses, state: _State) -> bool:
-    return bool((acc.reads & (state.written | state.added))
-                or ((acc.writes | acc.tma_writes) & (state.read | state.written | state.added))
-                or (acc.adds & (state.read | state.written)))
+    for (kind, name), later in acc.parts.items():
+        for earlier_kind in _AFTER[kind]:
+            earlier = state.parts.get((earlier_kind, name))
+            if earlier is None:
+                continue
+            if not all(_disjoint(p, q) for p in later for q in earlier):
+                return True
+    return False
 
 
 def _without(state: _State, names: set) -> _State:
     return _State(state.written - names, state.read - names, state.added - names,
-                  {k: set(v) for k, v in state.roles.items() if k not in names}, state.role)
+                  {k: set(v) for k, v in state.roles.items() if k not in names}, state.role,
+                  {k: list(v) for k, v in state.parts.items() if k[1] not in names})
+
+
+def _bound_inside(loop) -> set:
+    """The variables a loop (or ``while``) binds anew each iteration: its own and those of the
+    loops and lets inside it."""
+    own = {loop.var} if isinstance(loop, ir.For) else set()
+    return own | {f.var for f in collect(loop.body, ir.For)} | {let.var for let in collect(loop.body, ir.LetStmt)}
 
 
 def _iteration_disjoint(loop: ir.For) -> set:
@@ -206,8 +314,8 @@ def _sync(out: list):
     out.append(ir.SyncThreads())
 
 
-def _leaf(stmt, state: _State, out: list) -> _State:
-    acc = _accesses(stmt)
+def _leaf(stmt, state: _State, walk: _Walk, out: list) -> _State:
+    acc = _accesses(stmt, walk)
     if _hazard(acc, state):
         _sync(out)
         state = state.cleared()
@@ -229,7 +337,7 @@ def _after_first_sync(stmt):
 
 
 def _if(s: ir.IfThenElse, state: _State, variance: Variance, out: list) -> _State:
-    if _hazard(_accesses(s), state):  # what came before the if: one sync before it
+    if _hazard(_accesses(s, variance), state):  # what came before the if: one sync before it
         _sync(out)
         state = state.cleared()
     then, then_end = _block(s.then_body, state.copy(), variance)
@@ -258,11 +366,13 @@ def _barrier_under_variant_condition(s, needs, what: str, why: str) -> CompileEr
 
 def _while(s: ir.While, state: _State, variance: Variance, out: list) -> _State:
     """As a serial loop of unknown trip count: what one iteration leaves behind meets the next."""
-    if _hazard(_accesses(ir.Evaluate(s.cond)), state):  # the condition reads what was just written
+    if _hazard(_accesses(ir.Evaluate(s.cond), variance), state):  # the condition reads what was just written
         _sync(out)
         state = state.cleared()
+    bound = _bound_inside(s)
     _, end = _block(s.body, state.copy(), variance)
-    body, end = _block(s.body, state.merge(end), variance)
+    body, end = _block(s.body, state.merge(end.without_parts_using(bound)), variance)
+    end = end.without_parts_using(bound)
     if _syncs(body) and not variance.is_uniform(s.cond):
         raise _barrier_under_variant_condition(s, _after_first_sync(body), "`while` loop",
                                                "threads that leave the loop early would hang the block")
@@ -278,7 +388,7 @@ def _thread_scope(s: ir.ThreadScope, state: _State, variance: Variance, out: lis
     role = (s.first, s.count)
     trusts_mbarriers = bool(collect(s.body, ir.BarrierWait))
     before = state.by(lambda r: r is None or (r != role and not trusts_mbarriers))
-    if _hazard(_accesses(s), before):
+    if _hazard(_accesses(s, variance), before):
         _sync(out)
         state = state.cleared()
     inner = state.by(lambda r: r == role)
@@ -327,17 +437,21 @@ def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
             state = state.cleared()
         elif isinstance(s, ir.For) and s.kind in ("serial", "pipelined", "unrolled"):
             own = _iteration_disjoint(s)  # buffers no two iterations touch at one element
-            _, end = _block(s.body, state.copy(), variance)  # first pass: what one iteration leaves behind
+            bound = _bound_inside(s)  # what one iteration leaves behind, at the back edge and the exit:
+            _, end = _block(s.body, state.copy(), variance)  # first pass
+            end = end.without_parts_using(bound)
             body, end = _block(s.body, state.merge(_without(end, own)), variance)  # loop-carried hazards included
+            end = end.without_parts_using(bound)
             inside = _syncs(body)
             if inside:  # would nothing from before the loop need fewer? (a third walk only then)
                 carried, carried_end = _block(s.body, _without(end, own), variance)
                 if _syncs(carried) < inside:
                     # Only what came before the loop needs this one: a sync before it, not one per iteration.
                     _sync(out)
-                    body, end = carried, carried_end
+                    body, end = carried, carried_end.without_parts_using(bound)
             if _syncs(body) and s.kind != "unrolled":
                 body, end = _sync_on_top(s.body, body, end, state.role, variance)
+                end = end.without_parts_using(bound)
             out.append(dataclasses.replace(s, body=body))
             state = state.merge(end)
         elif isinstance(s, ir.WarpSpecialize):
@@ -352,11 +466,11 @@ def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
         elif isinstance(s, ir.While):
             state = _while(s, state, variance, out)
         else:
-            state = _leaf(s, state, out)
+            state = _leaf(s, state, variance, out)
     return ir.seq(out), state
 
 
 @register("insert_thread_syncs", "tile")
 def insert_thread_syncs(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    body, _ = _block(func.body, _State(), Variance(func))
+    body, _ = _block(func.body, _State(), _Walk(func))
     return func.with_body(body)
