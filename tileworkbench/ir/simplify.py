@@ -139,6 +139,23 @@ class Affine:
         q.const, r.const = divmod(self.const, c)
         return q, r
 
+    def remainders_folded(self, dtype) -> "Affine":
+        """``k*x - k*c*(x // c)`` as ``k*(x % c)`` (exact for floor division), wherever the sum holds
+        both (an index taken apart and put back: ``bs - (bs // 64) * 64``), repeated while it applies."""
+        form = self
+        while True:
+            for key, (atom, coef) in form.terms.items():
+                c = ir.const_int(atom.b) if isinstance(atom, ir.BinOp) and atom.op == "//" else None
+                if not c or c < 0 or coef % c:
+                    continue
+                x = Affine.of(atom.a).scaled(-coef // c)
+                if all(k in form.terms and form.terms[k][1] == v for k, (_, v) in x.terms.items()) and x.terms:
+                    rest = form.plus(x, -1).plus(Affine({key: [atom, coef]}), -1)
+                    form = rest.plus(Affine.of(ir.BinOp("%", atom.a, atom.b, dtype)).scaled(-coef // c))
+                    break
+            else:
+                return form
+
     def to_expr(self, dtype) -> ir.Expr:
         out = None
         # Stable order: the order atoms first appeared keeps output close to what users wrote.
@@ -261,7 +278,7 @@ class _Simplifier(RangeTracker, IRMutator):
             return node
         op = node.op
         if op in ("+", "-", "*"):
-            return Affine.of(node).to_expr(node.dtype)
+            return Affine.of(node).remainders_folded(node.dtype).to_expr(node.dtype)
         c = ir.const_int(node.b)
         if op in ("//", "%") and c is not None and c > 0:
             total = Affine.of(node.a)
