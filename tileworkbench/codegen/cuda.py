@@ -40,7 +40,7 @@ HEADER_ORDER = ("common.h", "sync.h", "tma.h", "cp_async.h", "mma.h", "wgmma.h")
 # built-in variables, and what the generated code itself names at kernel scope (our namespace,
 # the shared-memory array, the descriptor type).
 _CUDA_NAMES = frozenset({"half", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "tw", "tw_smem",
-                         "CUtensorMap"})
+                         "CUtensorMap", "tw_rng"})
 
 _DEBUG_SECTION = re.compile(r"^[ \t]*// >>> debug mode.*?^[ \t]*// <<< debug mode[^\n]*\n", re.MULTILINE | re.DOTALL)
 DEBUG_PARAM = "tw_debug"  # the debug record parameter (last)
@@ -49,7 +49,7 @@ TIMELINE_WAVE_PARAM = "tw_timeline_wave"  # blocks resident at once on the devic
 TIMELINE_HEADER = "timeline.h"  # inlined only in timeline mode
 # Headers inlined only into a kernel that calls what they define (so that adding one leaves every
 # other kernel's source as it was): header -> the call that needs it.
-ON_DEMAND_HEADERS = {"mma_tf32.h": "tw::gemm_ss_tf32<"}
+ON_DEMAND_HEADERS = {"mma_tf32.h": "tw::gemm_ss_tf32<", "random.h": "tw::Philox tw_rng;"}
 
 
 def inlined_headers(debug: bool = False, timeline: bool = False, on_demand: tuple = ()) -> str:
@@ -143,6 +143,7 @@ class CudaRenderer(CStyleRenderer):
         self.debug_ns = int(debug_timeout_s * 1e9) if debug_timeout_s else 0
         self.stmt_index = 0  # pre-order number of the statement being rendered (analysis/program.py's)
         self.barrier_ids: dict = {}
+        self.draws_random = False  # a call of the thread's generator was rendered (tw/random.h)
 
     # ---- values ------------------------------------------------------------------------------
     def value_type(self, dtype) -> str:
@@ -165,6 +166,8 @@ class CudaRenderer(CStyleRenderer):
         return super().e_Cast(e)
 
     def e_Call(self, e: ir.Call) -> str:
+        if e.name.startswith("tw_rng."):  # T.rng_init and the draws: the generator is declared at the top
+            self.draws_random = True
         if e.name == ir.REINTERPRET:
             return self.reinterpret(e.args[0], e.dtype)
         if e.name == ir.PRINT:
@@ -332,6 +335,7 @@ class CudaRenderer(CStyleRenderer):
         if self.func.attrs.get("smem_bytes", 0):
             self.emit(1, "extern __shared__ __align__(1024) unsigned char tw_smem[];")
         self.emit(1, f"const int {self.declare(launch.thread_var)} = threadIdx.x;")
+        generator_at = len(self.lines)
         if self.code_offset:  # tw.code_offset: where ptxas places a loop can move a kernel by percents
             self.emit(1, f"// tw.code_offset: {self.code_offset} one-instruction fillers, the code after them "
                          f"moved {16 * self.code_offset} bytes")
@@ -351,6 +355,8 @@ class CudaRenderer(CStyleRenderer):
         for line in block_order.block_index_lines(launch, names):
             self.emit(1, line)
         self.stmt(self.func.body, 1)
+        if self.draws_random:
+            self.lines.insert(generator_at, "  tw::Philox tw_rng;  // this thread's random numbers (T.rng_init)")
         self.emit(0, "}")
         return "\n".join(self.lines) + "\n"
 

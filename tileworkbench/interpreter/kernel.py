@@ -17,6 +17,7 @@ from ..dtypes import as_dtype
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..ir.records import size_arguments
+from ..ir.visitor import collect
 from .machine import Block, Blocked, Runner
 from .values import Unsupported, evaluate, pack_fp4, storage_dtype, unpack_fp4
 
@@ -35,6 +36,9 @@ class CpuKernel:
         self.params = func.params
         self.artifact = artifact  # the sm_90a compile it stands for (``jit.lower``'s Artifact), if any
         self.trace = artifact.trace if artifact is not None else None
+        # Random draws depend on each thread's order of elements, which the tile level does not
+        # know: such a kernel runs on the thread-level interpreter (the sm_90a compile's threads).
+        self.draws = any(c.name == ir.RNG_INIT for c in collect(func.body, ir.Call))
 
     def get_kernel_source(self) -> str:
         """The CUDA the kernel is on the GPU (what the interpreter runs is its tile-level IR)."""
@@ -50,6 +54,10 @@ class CpuKernel:
         raise no_timeline(self.name)
 
     def __call__(self, *args):
+        if self.draws:
+            from .threads import ThreadKernel
+
+            return ThreadKernel.of(self)(*args)
         call = bind(self.name, self.params, self.out_idx, self._with_sizes(args))
         scalars = {p: v for p, v in zip(self.params, call.full) if isinstance(p, ir.Var)}
         arrays = {p.name: a for p, a in zip(self.params, call.full) if isinstance(p, ir.Buffer)}

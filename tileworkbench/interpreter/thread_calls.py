@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..ir.visitor import collect
+from .random import Generators
 from .values import Unsupported, compute_dtype, evaluate, loaded, print_lines, storage_dtype, stored
 
 _VECTOR = re.compile(r"^tw::(copy|zero)_vec<(\d+)>$")
@@ -62,8 +63,8 @@ def refusal(func: ir.PrimFunc) -> str | None:
             note("mbarriers" if "Barrier" in name else name, name, st.loc)
         elif isinstance(st, ir.Evaluate) and isinstance(st.call, ir.Call):
             call = st.call.name
-            if not (_VECTOR.match(call) or call in _ATOMIC or call in _NO_OPS or call in ("tw::tma_store", ir.PRINT)
-                    or call.startswith("tw::tma_store_wait<")):
+            if not (_VECTOR.match(call) or call in _ATOMIC or call in _NO_OPS
+                    or call in ("tw::tma_store", ir.PRINT, ir.RNG_INIT) or call.startswith("tw::tma_store_wait<")):
                 note(next((k for part, k in _KINDS if part in call), call), call, st.loc)
         elif isinstance(st, ir.Allocate) and st.buffer.scope == "barrier":
             note("mbarriers", st.buffer.name, st.loc)
@@ -95,7 +96,20 @@ class Calls:
         m = _ELECT.match(e.name)
         if m:  # lane 0 of each group's first warp (runtime/include/tw/common.h)
             return self.lanes % int(m.group(1)) == 0
+        if e.name == ir.RNG_INIT or e.name in ir.RNG_DRAWS:
+            return self.random(e)
         return NotImplemented
+
+    def random(self, e: ir.Call):
+        """``T.rng_init`` (returns nothing) or a draw: the running threads' generators (``random.Generators``)."""
+        if getattr(self, "generators", None) is None:
+            self.generators = Generators(self.threads)
+        act = self.act
+        if e.name == ir.RNG_INIT:
+            self.generators.init(act, *(evaluate(a, self) for a in e.args))
+            return 0
+        values = getattr(self.generators, e.name.removeprefix("tw_rng."))(act)
+        return self.spread(values.astype(compute_dtype(e.dtype)), act)
 
     def shuffle(self, e: ir.Call):
         args = [_literal(a) if isinstance(a, ir.Raw) else evaluate(a, self) for a in e.args]
@@ -158,6 +172,8 @@ class Calls:
         elif name == ir.PRINT:
             for line in print_lines(call, self, lambda v: np.broadcast_to(v, self.lanes.shape)[self.act]):
                 print(line)
+        elif name == ir.RNG_INIT:
+            self.random(call)
         elif name not in _NO_OPS:
             raise Unsupported(f"the thread-level interpreter does not run {name}{self.describe()}")
 

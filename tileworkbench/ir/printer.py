@@ -38,7 +38,7 @@ def expr_text(e, parent_prec: int = 0) -> str:
         args = [expr_text(a) for a in e.args]
         if e.name.startswith("."):  # a member call on a barrier: mbar[0].wait(parity)
             return f"{args[0]}{e.name}({', '.join(args[1:])})"
-        if "::" in e.name:  # an intrinsic of our CUDA headers, shown as called
+        if "::" in e.name or e.name.startswith("tw_rng."):  # our headers' intrinsics, shown as called
             return f"{e.name}({', '.join(args)})"
         return f"T.{e.name}({', '.join(args)})"
     if isinstance(e, ir.Cast):

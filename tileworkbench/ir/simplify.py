@@ -195,7 +195,10 @@ def loop_range(node: ir.For, ranges: dict) -> Interval:
 def _key(e: ir.Expr) -> str:
     if isinstance(e, ir.Var):
         return f"var:{id(e)}"
-    return expr_text(e)
+    text = expr_text(e)
+    if "tw_rng." in text:  # a random draw (ir.RNG_DRAWS): two that print alike are two numbers, not one term
+        return f"draw:{id(e)}"
+    return text
 
 
 class RangeTracker:

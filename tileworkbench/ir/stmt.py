@@ -396,6 +396,21 @@ TILE_OPS = (Copy, TmaCopy, Im2Col, Fill, Gemm, Reduce, Scan)
 ATOMIC_ADD = "atomicAdd"
 ATOMIC_UPDATES = (ATOMIC_ADD, "atomicMax", "atomicMin", "tw::atomic_max", "tw::atomic_min")
 
+# A thread's random numbers (``T.rng_init``, ``T.rng_rand``, ``T.rng_rand_float``): calls of the one
+# generator a kernel that draws declares per thread (``tw_rng``, tw/random.h). ``RNG_INIT`` is a
+# statement; each of ``RNG_DRAWS`` (name -> the value's dtype name) steps the generator, so no pass may
+# copy, merge, drop or reorder one (``draws``; passes/verify_draws.py says where draws may stand).
+RNG_INIT = "tw_rng.init"
+RNG_DRAWS = {"tw_rng.rand": "uint32", "tw_rng.uniform": "float32", "tw_rng.uniform_double": "float64",
+             "tw_rng.normal_value": "float32", "tw_rng.normal_double_value": "float64"}
+
+
+def draws(node) -> int:
+    """How many random draws ``node`` (an expression or a statement) holds."""
+    from .visitor import collect
+    return sum(1 for c in collect(node, Call) if c.name in RNG_DRAWS)
+
+
 # T.reinterpret(value, dtype) is Call(REINTERPRET, (value,), dtype): the bits of value as dtype (the
 # same width); the CUDA renderer spells it out for the types held as float32.
 REINTERPRET = "tw::reinterpret"

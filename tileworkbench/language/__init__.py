@@ -129,6 +129,7 @@ from .math import (  # noqa: A004 - TileLang's names: T.abs, T.max, T.pow, T.rou
     warp_reduce_bitor,
 )
 from .debug import print  # noqa: A004 - TileLang's T.print
+from .random import rng_init, rng_rand, rng_rand_float
 from .signature import const, dynamic, empty, symbolic
 from .sync import barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, sync_threads, tma_store_wait
 from .tile_ops import (
@@ -203,6 +204,9 @@ __all__ = [
     "atomic_addx2",
     "atomic_addx4",
     "print",
+    "rng_init",
+    "rng_rand",
+    "rng_rand_float",
     "transpose",
     "get_lane_idx",
     "get_warp_idx",

@@ -38,12 +38,14 @@ from . import (  # noqa: F401 - importing registers the passes
     store_last_tile_by_tma,
     unwrap_persistent_walk,
     vectorize_loops,
+    verify_draws,
     verify_tile_ops,
     warp_specialize,
 )
 
 PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
+    "verify_draws",  # tile: reject random draws whose order or number the code would not keep
     "unwrap_persistent_walk",  # tile: a T.Persistent GEMM walk becomes a grid (made persistent again below)
     "inline_index_lets",  # tile: names for tile offsets (m0 = by * 128, kk = k * 64) replaced by their values
     "stage_fragment_operands",  # tile: a fragment a gemm or a transposing loop cannot read from registers -> shared

@@ -126,8 +126,8 @@ class _Uses(IRVisitor):
         self.variant = True
 
     def visit_Call(self, n):
-        if n.name in ir.ATOMIC_UPDATES:  # the value an atomic returns differs from thread to thread
-            self.variant = True
+        if n.name in ir.ATOMIC_UPDATES or n.name in ir.RNG_DRAWS:  # an atomic's value, a random draw:
+            self.variant = True  # each thread's own
         self.generic_visit(n)
 
 

@@ -8,3 +8,4 @@
 #include "mma.h"
 #include "wgmma.h"
 #include "mma_tf32.h"
+#include "random.h"
