@@ -61,3 +61,24 @@ def test_a_million_draws_have_the_moments_they_should(torch):
     assert abs(n.mean().item()) < 5e-3 and abs(n.std().item() - 1) < 5e-3
     assert torch.unique(u).numel() > 0.95 * u.numel()  # float32 values repeat: about 2% of a million
 
+
+def test_a_jit_kernel_of_outputs_only_returns_torch_tensors(torch):
+    """TileLang's rand_uint example as a user writes it: no input tensor to follow, so the output
+    comes back as a torch tensor (TileLang's), since the program uses torch."""
+    import tileworkbench as tilelang
+
+    @tilelang.jit
+    def rand_1d(M=1024, seed=42):
+        A = T.empty((M,), "uint32")
+        with T.Kernel(T.ceildiv(M, 128), threads=1) as bx:
+            tx = T.get_thread_binding()
+            T.rng_init(seed, 0, bx * 128 + tx * 128)
+            for i, j in T.Parallel(1, 128):
+                idx = (bx + i) * 128 + j
+                if idx < M:
+                    A[idx] = T.rng_rand()
+        return A
+
+    out = rand_1d(1000, 42)
+    assert isinstance(out, torch.Tensor) and out.is_cuda and out.dtype == torch.uint32
+    assert out.cpu().numpy().tolist() == words(42, 0, 0, 1000)

@@ -8,6 +8,7 @@ import contextlib
 import inspect
 import operator
 import os
+import sys
 import warnings
 import time
 
@@ -321,10 +322,16 @@ def _allocating_on(args, handle: int):
 
 def _allocate(param: dict, like, form: tuple | None = None):
     """An output array in the framework of the inputs (torch if they are torch tensors), on
-    their device; ``form``: ``output_form(param)``, where the caller keeps it."""
+    their device; with no inputs, torch's where the program has imported torch, else CuPy's;
+    ``form``: ``output_form(param)``, where the caller keeps it."""
     shape, dtype = form or output_form(param)
     if like is not None and type(like).__module__.startswith("torch"):
         return like.new_empty(shape, dtype=_torch_dtype(dtype))  # like's device; torch's current stream
+    torch = sys.modules.get("torch")
+    if like is None and torch is not None and torch.cuda.is_available():
+        # No input to follow (a kernel of outputs only: TileLang's random example): a torch program
+        # gets torch tensors, as TileLang returns, on torch's current device and stream.
+        return torch.empty(shape, dtype=_torch_dtype(dtype), device="cuda")
     import cupy
 
     from .. import dtypes
