@@ -112,3 +112,19 @@ def test_the_halves_swap_at_the_back_edge(run):
 def test_one_barrier_a_round_where_the_halves_swap():
     body = _loop_bodies(tw.lower(swap_halves(), target="sm_90a").device_source)["r"]
     assert body.count("__syncthreads") == 1
+
+
+def test_halves_a_constant_apart_modulo_two_need_no_barrier():
+    """``s[(r + 1) % 2]`` and ``s[r % 2]`` differ as ``r ^ 1`` and ``r`` do."""
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=N):
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((2, N), "float32")
+            s[0, tx] = X[tx]
+            for r in T.serial(4):
+                v = s[r % 2, (tx + 1) % N]
+                s[(r + 1) % 2, tx] = v + 1.0
+            Y[tx] = s[0, tx]
+
+    assert _loop_bodies(tw.lower(main, target="sm_90a").device_source)["r"].count("__syncthreads") == 1

@@ -125,7 +125,7 @@ class _Walk(Variance):
 def _disjoint(a, b) -> bool:
     """Whether two uniform first indices (``_Walk.part``), read at points no binding of their
     variables separates, are provably different: ``x ^ c`` and ``x`` (c != 0), ``x ^ c`` and
-    ``x ^ d`` (c != d), or a nonzero constant apart."""
+    ``x ^ d`` (c != d), a nonzero constant apart, or ``(x + c) % m`` and ``x % m`` (m not dividing c)."""
     if a is WHOLE or b is WHOLE:
         return False
     xa, ca = _xor_parts(a)
@@ -133,7 +133,21 @@ def _disjoint(a, b) -> bool:
     if ca != cb and _same(xa, xb):
         return True
     difference = Affine.of(simplify(ir.binop("-", a, b)))
-    return not difference.terms and difference.const != 0
+    if not difference.terms and difference.const != 0:
+        return True
+    # (x + c) % m and x % m, c not a multiple of m: the halves (r + 1) % 2 and r % 2
+    m = _modulus(a)
+    if m is not None and m == _modulus(b):
+        apart = Affine.of(simplify(ir.binop("-", a.a, b.a)))
+        return not apart.terms and apart.const % m != 0
+    return False
+
+
+def _modulus(e) -> int | None:
+    """m where ``e`` is ``x % m`` for a positive constant m, else None."""
+    if isinstance(e, ir.BinOp) and e.op == "%" and (m := ir.const_int(e.b)) is not None and m > 0:
+        return m
+    return None
 
 
 def _xor_parts(e: ir.Expr) -> tuple:
