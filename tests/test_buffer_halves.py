@@ -85,9 +85,9 @@ def test_a_half_that_differs_between_threads_proves_nothing():
         tw.lower(filter_rounds(half=lambda r, tx: (r + tx) % 2), target="sm_90a")
 
 
-def swap_halves():
-    """Each round reads one half and writes the other: the round after reads what this one
-    wrote, so a barrier at each back edge, and none between a round's read and its write."""
+def swap_halves(other=lambda r: (r % 2) ^ 1):
+    """Each round reads one half and writes the other (``other(r)``): the round after reads what
+    this one wrote, so a barrier at each back edge, and none between a round's read and its write."""
     @T.prim_func
     def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
         with T.Kernel(1, threads=N):
@@ -96,7 +96,7 @@ def swap_halves():
             s[0, tx] = X[tx]
             for r in T.serial(4):
                 v = s[r % 2, (tx + 1) % N]
-                s[(r % 2) ^ 1, tx] = v + 1.0
+                s[other(r), tx] = v + 1.0
             Y[tx] = s[0, tx]
     return main
 
@@ -114,17 +114,8 @@ def test_one_barrier_a_round_where_the_halves_swap():
     assert body.count("__syncthreads") == 1
 
 
+
 def test_halves_a_constant_apart_modulo_two_need_no_barrier():
     """``s[(r + 1) % 2]`` and ``s[r % 2]`` differ as ``r ^ 1`` and ``r`` do."""
-    @T.prim_func
-    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
-        with T.Kernel(1, threads=N):
-            tx = T.get_thread_binding()
-            s = T.alloc_shared((2, N), "float32")
-            s[0, tx] = X[tx]
-            for r in T.serial(4):
-                v = s[r % 2, (tx + 1) % N]
-                s[(r + 1) % 2, tx] = v + 1.0
-            Y[tx] = s[0, tx]
-
-    assert _loop_bodies(tw.lower(main, target="sm_90a").device_source)["r"].count("__syncthreads") == 1
+    body = _loop_bodies(tw.lower(swap_halves(other=lambda r: (r + 1) % 2), target="sm_90a").device_source)["r"]
+    assert body.count("__syncthreads") == 1
