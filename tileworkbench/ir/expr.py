@@ -507,6 +507,16 @@ class Region:
     def full(buffer: Buffer) -> "Region":
         return Region(buffer, tuple(const(0) for _ in buffer.shape), tuple(buffer.shape))
 
+    def column_block(self) -> tuple[int, int] | None:
+        """(first, count) of the columns this region takes where it is whole along every other
+        dimension and its last dimension's bounds are constants (``Q_shared[:, :512]``); else None."""
+        buf = self.buffer
+        for d in range(buf.ndim - 1):
+            if const_int(self.starts[d]) != 0 or const_int(self.extents[d]) != const_int(buf.shape[d]):
+                return None
+        first, count = const_int(self.starts[-1]), const_int(self.extents[-1])
+        return None if first is None or count is None else (first, count)
+
     def non_unit_dims(self) -> list[int]:
         """The dimensions whose extent is not the constant 1, in order."""
         return [d for d, e in enumerate(self.extents) if const_int(e) != 1]

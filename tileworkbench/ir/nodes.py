@@ -78,6 +78,7 @@ from .stmt import (  # noqa: F401
     ATOMIC_UPDATES,
     REINTERPRET,
     RNG_INIT,
+    COLUMN_BLOCKS,
     RNG_DRAWS,
     draws,
     PRINT,

@@ -396,6 +396,10 @@ TILE_OPS = (Copy, TmaCopy, Im2Col, Fill, Gemm, Reduce, Scan)
 ATOMIC_ADD = "atomicAdd"
 ATOMIC_UPDATES = (ATOMIC_ADD, "atomicMax", "atomicMin", "tw::atomic_max", "tw::atomic_min")
 
+# Buffer.attrs key: a shared tile ``T.gemm`` read in column blocks (``Q_shared[:, :512]``), the
+# gemm's location as its value; passes/split_column_blocks.py makes one tile a block.
+COLUMN_BLOCKS = "column_blocks"
+
 # A thread's random numbers (``T.rng_init``, ``T.rng_rand``, ``T.rng_rand_float``): calls of the one
 # generator a kernel that draws declares per thread (``tw_rng``, tw/random.h). ``RNG_INIT`` is a
 # statement; each of ``RNG_DRAWS`` (name -> the value's dtype name) steps the generator, so no pass may

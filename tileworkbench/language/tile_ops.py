@@ -155,9 +155,13 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
         if not r.is_full and _one_stage_of(r):
             # a ring of tiles the program versions itself: laid out as a pipeline's versioned tiles
             r.buffer.attrs["versions"] = r.buffer.static_shape()[0]
+        elif not r.is_full and r.column_block() is not None and r.buffer.ndim == 2:
+            # columns of a wider tile (sparse MLA's Q_shared[:, :D] and its tail): one tile a block
+            r.buffer.attrs.setdefault(ir.COLUMN_BLOCKS, _b.current().loc)
         elif not r.is_full:
-            raise error(f"T.gemm {n} must be a whole shared tile, or one whole 2-D stage of a stack of them "
-                        f"(A_shared[k % 2, :, :]); {r.buffer.name} is sliced here (allocate a tile of the "
+            raise error(f"T.gemm {n} must be a whole shared tile, one whole 2-D stage of a stack of them "
+                        f"(A_shared[k % 2, :, :]) or a block of a tile's columns (Q_shared[:, :512]); "
+                        f"{r.buffer.name} is sliced here (allocate a tile of the "
                         f"operand's shape instead)")
     if c.buffer.scope != "fragment":
         raise error(f"T.gemm: the accumulator C must be a fragment (T.alloc_fragment), not "

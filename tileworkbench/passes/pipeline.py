@@ -32,6 +32,7 @@ from . import (  # noqa: F401 - importing registers the passes
     scalarize_loop_temporaries,
     scope_consumer_syncs,
     simplify_ir,
+    split_column_blocks,
     split_uniform_selects,
     stage_epilogue,
     stage_fragment_operands,
@@ -46,6 +47,7 @@ from . import (  # noqa: F401 - importing registers the passes
 PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
     "verify_draws",  # tile: reject random draws whose order or number the code would not keep
+    "split_column_blocks",  # tile: a shared tile gemms read in column blocks -> one tile a block
     "unwrap_persistent_walk",  # tile: a T.Persistent GEMM walk becomes a grid (made persistent again below)
     "inline_index_lets",  # tile: names for tile offsets (m0 = by * 128, kk = k * 64) replaced by their values
     "stage_fragment_operands",  # tile: a fragment a gemm or a transposing loop cannot read from registers -> shared
