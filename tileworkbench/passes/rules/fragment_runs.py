@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ...ir import nodes as ir
 from ...ir.layout import BlockedLayout
-from ...ir.simplify import simplify
+from ...ir.simplify import is_multiple_of, simplify
 from ...ir.visitor import substitute
 from .calls import address_of, call, needs_alignment
 from .result_stores import unit_column
@@ -40,7 +40,16 @@ def steps_by_one(buf: ir.Buffer, indices, last: ir.Var, run: int) -> bool:
     """The element offset of ``buf[indices]`` is ``last`` plus a multiple of ``run``."""
     form = unit_column(buf, indices, last)
     return form is not None and form.const % run == 0 and all(
-        coef % run == 0 for atom, coef in form.terms.values() if atom is not last)
+        _multiple(atom, coef, run) for atom, coef in form.terms.values() if atom is not last)
+
+
+def _multiple(atom: ir.Expr, coef: int, run: int) -> bool:
+    """``coef * atom`` is a multiple of ``run``: by its coefficient, or by a factor of a product
+    (a row of a tensor whose sizes are known at run time, ``b * (seq_len * 576)``)."""
+    if coef % run == 0:
+        return True
+    return isinstance(atom, ir.BinOp) and atom.op == "*" and any(
+        is_multiple_of(ir.binop("*", factor, ir.const(coef)), run) for factor in (atom.a, atom.b))
 
 
 def _loop_indexed(frag_idx, loop_vars) -> bool:

@@ -5,7 +5,8 @@ It applies to a nest whose body is one store, ``dst[...] = value``, where the st
 ``value`` is *movable*: a global tensor the launcher checks (a kernel parameter or a view of one)
 or a shared tile not laid out in panels, of a dtype of at least one byte, whose element offset
 steps by one with the innermost loop variable and is otherwise a multiple of the run. A run is
-``16 // widest`` neighbours (the widest element among the movable accesses: 8 halves or 4 floats);
+``16 // widest`` neighbours (the widest element among the movable accesses: 8 halves or 4 floats;
+a shared tile in 128-byte panels where a run lies inside one);
 the innermost extent must be a whole number of runs. Each thread then takes runs
 ``it * threads + tid`` in turn (TileLang's vectorised element-wise loops, Q scaled into its shared
 tile in chunked retention): every movable load comes into a ``local`` array with one
@@ -14,7 +15,8 @@ tile in chunked retention): every movable load comes into a ``local`` array with
 ``tw::copy_vec``. A swizzled tile keeps a run contiguous: runs are at most 16 bytes and start at a
 multiple of their size, and the swizzles permute whole 16-byte units. Loads under a select (the
 bounds checks of ``guard_global_accesses``, a ``T.if_then_else``) are never moved ahead of their
-condition. Anything else is left to the element-by-element split (correct, only slower).
+condition: where the condition is the same for a run's elements (a row's bounds, the sparse MLA's
+gathered rows of KV), the run moves under it, its elements read from the run only where it holds. Anything else is left to the element-by-element split (correct, only slower).
 """
 
 from __future__ import annotations
@@ -23,19 +25,28 @@ from ...ir import nodes as ir
 from ...ir.layout import unravel
 from ...ir.printer import expr_text
 from ...ir.simplify import simplify
-from ...ir.visitor import IRMutator, IRVisitor, substitute
+from ...ir.visitor import IRMutator, IRVisitor, substitute, uses_var
 from .calls import address_of, call, needs_alignment
 from .fragment_runs import CHUNK_BYTES, steps_by_one
 
 
-class _UnconditionalLoads(IRVisitor):
-    """The loads ``value`` always evaluates: none under a select or inside an address."""
+class _Loads(IRVisitor):
+    """The loads ``value`` evaluates: always (``found``), or only where a condition holds that is
+    the same for every element of a run (``guarded``: id -> (load, condition)): the taken side of
+    a select whose condition does not use the run's variable ``last`` (a bounds check of a row,
+    ``guard_global_accesses``'). None inside an address or under any other select."""
 
-    def __init__(self):
+    def __init__(self, last: ir.Var):
+        self.last, self.condition = last, None
         self.found: list = []
+        self.guarded: dict = {}
 
     def visit_Select(self, node):
         self.visit(node.cond)  # its branches run only when chosen
+        if self.condition is None and not uses_var(node.cond, self.last):
+            self.condition = node.cond
+            self.visit(node.a)
+            self.condition = None
 
     def visit_Call(self, node):
         if node.name in ("address_of", "if_then_else"):
@@ -43,7 +54,10 @@ class _UnconditionalLoads(IRVisitor):
         self.generic_visit(node)
 
     def visit_BufferLoad(self, node):
-        self.found.append(node)
+        if self.condition is None:
+            self.found.append(node)
+        else:
+            self.guarded[id(node)] = (node, self.condition)
         self.generic_visit(node)
 
 
@@ -75,7 +89,7 @@ def _movable(access, checked: set) -> bool:
         return False
     if buf.scope == "global":
         return alignment_checked(buf, checked)
-    return buf.scope == "shared" and not buf.attrs.get("panel", 0)
+    return buf.scope == "shared"  # panels too, where a run lies in one (vector_runs)
 
 
 def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=None) -> ir.For | None:
@@ -83,15 +97,22 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
     if not isinstance(body, ir.BufferStore):
         return None
     last = loop_vars[-1]
-    finder = _UnconditionalLoads()
+    finder = _Loads(last)
     finder.visit(body.value)
-    accesses = [a for a in [body, *finder.found] if _movable(a, checked)]
+    guarded = {k: cond for k, (_, cond) in finder.guarded.items()}
+    accesses = [a for a in [body, *finder.found, *(ld for ld, _ in finder.guarded.values())] if _movable(a, checked)]
     if not accesses:
         return None
-    run = CHUNK_BYTES // max(a.buffer.dtype.storage_bits // 8 for a in accesses)
+    while True:  # the run of the widest access that can move; those that cannot drop out
+        run = CHUNK_BYTES // max(a.buffer.dtype.storage_bits // 8 for a in accesses)
+        kept = [a for a in accesses if steps_by_one(a.buffer, a.indices, last, run)
+                and a.buffer.attrs.get("panel", 0) % run == 0]  # a run inside one 128-byte panel
+        if len(kept) == len(accesses) or not kept:
+            accesses = kept
+            break
+        accesses = kept
     if run < 2 or extents[-1] % run:
         return None
-    accesses = [a for a in accesses if steps_by_one(a.buffer, a.indices, last, run)]
     if not accesses:
         return None
     total = 1
@@ -111,12 +132,14 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
     lets = [ir.LetStmt(v, e) for v, e in zip(loop_vars[:-1], start[:-1])] + [ir.LetStmt(first, start[-1])]
     stmts, temps, seen = [], {}, {}
     for load in (a for a in accesses if isinstance(a, ir.BufferLoad)):
-        key = (id(load.buffer), expr_text(load))
+        condition = guarded.get(id(load))
+        key = (id(load.buffer), expr_text(load), None if condition is None else expr_text(condition))
         if key not in seen:  # one array per distinct element read (s[i, j] * s[i, j] reads it once)
             tmp = ir.Buffer(f"{load.buffer.name}_run{len(seen)}", (ir.const(run),), load.dtype, "local",
                             attrs={"align_bytes": chunk(load)}, loc=loc)
-            stmts += [ir.Allocate(tmp), call(f"tw::copy_vec<{chunk(load)}>", address_of(tmp, (ir.const(0),)),
-                                             run_address(load))]
+            move = call(f"tw::copy_vec<{chunk(load)}>", address_of(tmp, (ir.const(0),)), run_address(load))
+            # a guarded load moves where its condition holds (the run's elements are read only then)
+            stmts += [ir.Allocate(tmp), move if condition is None else ir.IfThenElse(condition, move)]
             seen[key] = tmp
         temps[id(load)] = seen[key]
     value = _FromRuns(temps, k).visit(body.value)

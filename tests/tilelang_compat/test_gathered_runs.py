@@ -1,0 +1,82 @@
+"""Rows gathered by an index into a shared tile, as DeepSeek's sparse MLA gathers its KV rows
+(``KV_shared[i, d] = KV[Indices[i], d]``): the bounds check ``guard_global_accesses`` puts on each
+load is the same for a row's neighbours, so they move 16 bytes at a time under it
+(``rules.vector_runs``), a row out of range read as zeros; and a tile in 128-byte panels (a gemm's
+operand wider than 128 bytes) takes such runs too. Both CPU interpreters against numpy (the
+thread level checks every access is in bounds), the CUDA's runs, NVRTC."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tileworkbench as tw
+import tileworkbench.language as T
+
+from .interpreters import on_both_interpreters
+
+ROWS, SOURCE_ROWS, COLS, N = 64, 100, 256, 64
+
+
+@T.prim_func
+def gather(X: T.Tensor((SOURCE_ROWS, COLS), "float16"), Idx: T.Tensor((ROWS,), "int32"),
+           Y: T.Tensor((ROWS, COLS), "float16")):
+    with T.Kernel(1, threads=128):
+        s = T.alloc_shared((ROWS, COLS), "float16")
+        for i, j in T.Parallel(ROWS, COLS):
+            s[i, j] = X[Idx[i], j]
+        for i, j in T.Parallel(ROWS, COLS):
+            Y[i, j] = s[i, j]
+
+
+@T.prim_func
+def gather_gemm(X: T.Tensor((SOURCE_ROWS, COLS), "float16"), Idx: T.Tensor((ROWS,), "int32"),
+                W: T.Tensor((N, COLS), "float16"), Y: T.Tensor((ROWS, N), "float32")):
+    """The gathered tile is a gemm's A, wider than 128 bytes: laid out in panels."""
+    with T.Kernel(1, threads=128):
+        s = T.alloc_shared((ROWS, COLS), "float16")
+        w = T.alloc_shared((N, COLS), "float16")
+        acc = T.alloc_fragment((ROWS, N), "float32")
+        for i, j in T.Parallel(ROWS, COLS):
+            s[i, j] = X[Idx[i], j]
+        T.copy(W, w)
+        T.clear(acc)
+        T.gemm(s, w, acc, transpose_B=True)
+        T.copy(acc, Y)
+
+
+def indices(seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, SOURCE_ROWS, ROWS).astype(np.int32)
+    idx[[3, 17]] = [SOURCE_ROWS, -1]  # out of range: read as zeros
+    return idx
+
+
+def gathered(x, idx):
+    inside = (idx >= 0) & (idx < SOURCE_ROWS)
+    return np.where(inside[:, None], x[np.clip(idx, 0, SOURCE_ROWS - 1)], 0)
+
+
+@on_both_interpreters
+def test_rows_gathered_by_an_index_out_of_range_read_as_zeros(run):
+    x = np.random.default_rng(1).standard_normal((SOURCE_ROWS, COLS)).astype(np.float16)
+    idx = indices()
+    y = np.zeros((ROWS, COLS), np.float16)
+    run(gather, x, idx, y)
+    np.testing.assert_array_equal(y, gathered(x, idx))
+
+
+def _kernel_text(func) -> str:
+    return tw.lower(func, target="sm_90a").device_source.split("// ---- kernel ----")[1]
+
+
+def test_a_gathered_row_moves_16_bytes_at_a_time_under_its_check(nvrtc_check):
+    for func in (gather, gather_gemm):
+        source = _kernel_text(func)
+        load = source.find("tw::copy_vec<16>((&X_run0[0]), (&X[")
+        assert load != -1 and source.rfind("if (", 0, load) > source.rfind("X_run0[8];", 0, load)
+        nvrtc_check(tw.lower(func, target="sm_90a").device_source, "sm_90a")
+
+
+def test_a_tile_in_panels_takes_the_runs():
+    source = _kernel_text(gather_gemm)
+    assert "tw::copy_vec<16>((&tw::swizzled<tw::half, 128>(s, " in source
