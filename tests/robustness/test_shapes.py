@@ -122,7 +122,9 @@ GEMMS = [
     ("b-fragment-sliced", 'bf = T.alloc_fragment((64, 256), "float16")\nT.gemm(a, bf[0:64, 0:128], c)  # <-',
      "T.gemm B must be a whole fragment; bf is sliced here"),
     ("a-global", "T.gemm(A, b, c)  # <-", "T.gemm A must be a shared tile \\(T.alloc_shared\\), not the global buffer A"),
-    ("a-sliced", "T.gemm(a[0:128, 0:32], b[0:32, 0:128], c)  # <-", "T.gemm A must be a whole shared tile"),
+    ("a-sliced", "T.gemm(a[0:64, 0:64], b, c)  # <-", "T.gemm A must be a whole shared tile"),
+    # a block of A's columns is taken (sparse MLA's Q_shared[:, :D]); B's rows are not
+    ("b-rows-sliced", "T.gemm(a[0:128, 0:32], b[0:32, 0:128], c)  # <-", "T.gemm B must be a whole shared tile"),
     ("c-shared", 'cs = T.alloc_shared((128, 128), "float32")\nT.gemm(a, b, cs)  # <-',
      "the accumulator C must be a fragment \\(T.alloc_fragment\\), not the shared buffer cs"),
     ("c-local", 'cl = T.alloc_local((128, 128), "float32")\nT.gemm(a, b, cl)  # <-',
