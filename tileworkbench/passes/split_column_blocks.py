@@ -44,7 +44,7 @@ class _Split(RangeTracker, IRMutator):
         for start, (n, tile) in self.blocks[buf].items():
             if start <= first and first + count <= start + n:
                 return start, tile
-        raise _refuse(buf, f"columns {first}..{first + count - 1} lie across two of its blocks")
+        raise _refuse(buf, f"columns {first}..{first + count - 1} are not inside one of its blocks")
 
     def visit_Region(self, node: ir.Region):
         starts = tuple(self.visit(s) for s in node.starts)
@@ -108,8 +108,10 @@ def _blocks_of(func: ir.PrimFunc, buf: ir.Buffer) -> dict:
         end = first + count - 1
     for gemm in collect(func.body, ir.Gemm):
         for region in (gemm.a, gemm.b):
-            if region.buffer is buf and blocks.get(region.column_block()[0], (None,))[0] != region.column_block()[1]:
-                first, count = region.column_block()
+            if region.buffer is not buf:
+                continue
+            first, count = region.column_block()
+            if blocks.get(first, (None,))[0] != count:
                 raise _refuse(buf, f"a gemm reads columns {first}..{first + count - 1}, part of a wider block "
                                    "another access takes")
     return blocks
