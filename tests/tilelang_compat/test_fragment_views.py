@@ -219,13 +219,6 @@ def test_the_slices_are_each_thread_s_own_registers():
 
 
 @pytest.mark.parametrize("statements, message", [
-    # a slice whose elements lie otherwise than the loop's: 96 columns do not fill the 128 threads
-    # (the loop filling f stores elsewhere too, so no thread could compute all of f: it stays spread)
-    ("f = T.alloc_fragment((4, 96), 'float32')\n        g = T.alloc_fragment((96,), 'float32')\n"
-     "        for k, j in T.Parallel(4, 96):\n            f[k, j] = A[k, j]\n            B[k + 4, j] = 0.0\n"
-     "        for k in T.serial(4):\n"
-     "            for j in T.Parallel(96):\n                g[j] = f[k, j]\n        T.copy(g, B[0, 0:96])",
-     "a slice f\\[k, ...\\] is read where each slice lies over the threads as the loop's elements do"),
     # a loop past a fragment's end (TileLang's attention-sink backward writes sinks[i], heads long,
     # for i up to block_M): named, where TileLang writes past the fragment
     ("f = T.alloc_fragment((16,), 'float32')\n        for i in T.Parallel(128):\n            f[i] = A[0, i]\n"
@@ -245,3 +238,41 @@ def test_the_slices_are_each_thread_s_own_registers():
 def test_what_stays_refused(statements, message, tmp_path):
     with pytest.raises(tw.CompileError, match=message):
         lower_main_with(tmp_path, 'A: T.Tensor((8, 128), "float32"), B: T.Tensor((8, 128), "float32")', statements)
+
+
+def narrow_slices(M: int):
+    """The slices ``lse[k, i]`` of a (4, M) float16 fragment copied from global memory, read in a
+    loop over M < 128 threads' worth of elements: the fragment takes no runs and its rows are
+    padded to whole sweeps of the threads, so every slice lies as the (M,) fragments do."""
+    @T.prim_func
+    def main(G: T.Tensor((4, M), "float16"), Out: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=128):
+            lse = T.alloc_fragment((4, M), "float16")
+            split = T.alloc_fragment((M,), "float32")
+            top = T.alloc_fragment((M,), "float32")
+            total = T.alloc_fragment((M,), "float32")
+            T.copy(G, lse)
+            T.reduce_max(lse, top, dim=0, clear=True)
+            T.clear(total)
+            for k in T.serial(4):
+                for i in T.Parallel(M):
+                    split[i] = lse[k, i]
+                for i in T.Parallel(M):
+                    total[i] += T.exp2(split[i] - top[i])
+            T.copy(total, Out)
+    return main
+
+
+@on_both_interpreters
+@pytest.mark.parametrize("M", [32, 64, 96])
+def test_slices_of_rows_narrower_than_the_threads(run, M):
+    g = np.random.default_rng(M).standard_normal((4, M)).astype(np.float16)
+    out = np.zeros(M, np.float32)
+    run(narrow_slices(M), g, out)
+    g32 = g.astype(np.float32)
+    np.testing.assert_allclose(out, np.exp2(g32 - g32.max(0)).sum(0), rtol=1e-6)
+
+
+def test_narrow_slices_compile(nvrtc_check):
+    for M in (32, 96):
+        nvrtc_check(tw.lower(narrow_slices(M), target="sm_90a").device_source, "sm_90a")

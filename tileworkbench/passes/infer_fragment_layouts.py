@@ -23,7 +23,10 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     again; a fragment another holds the rows of
     whose row length neither divides nor is divided by the threads (RMSNorm's 1000 over 128) has
     its rows padded (``BlockedLayout.row``: to 1024 there), so the rows are whole sweeps or shared
-    by a power-of-two run of threads, which the reduction's shuffles need.
+    by a power-of-two run of threads, which the reduction's shuffles need; a fragment whose slices
+    ``F[k, ...]`` are read as whole fragments takes no runs, and its rows are padded to whole sweeps
+    of the threads where they are shorter (a (4, 64) ``lse_local`` over 128 threads), so that every
+    slice lies over the threads as the whole fragments do (``slice_layout``).
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
 words), with every per-thread array's (``T.alloc_local``, and fragments ``localize_read_fragments``
 gave every thread whole); past ``REGISTER_LIMIT`` the kernel is refused at the buffer that
@@ -282,8 +285,17 @@ class _Inference:
         """The blocked layout of ``buf`` (and of the fragments that will share it): in runs where
         :meth:`run_length` allows them; with rows padded (``padded_row``) where another fragment
         holds its rows (a reduction's result, ``s[i]`` in a loop over ``x[i, j]``) and a row's
-        length neither divides nor is divided by the threads in a power of two."""
+        length neither divides nor is divided by the threads in a power of two; without runs, and
+        with rows padded to whole sweeps of the threads, where its slices ``F[k, ...]`` are read
+        as whole fragments (``slice_layout``)."""
         vec = self.run_length(buf, shape, threads)
+        sliced = {id(frag) for frag, _, _, _ in self.relations.slices}
+        if len(shape) >= 2 and shape[-1] % (threads * vec) and any(k in sliced for k in self.group(buf)):
+            # its slices F[k, ...] lie alike over the threads only as whole sweeps (GQA and MHA
+            # decoding's lse_local[k, i]): no runs, and rows padded to whole sweeps
+            vec = 1
+            if shape[-1] % threads:
+                return BlockedLayout(shape, threads, 1, -(-shape[-1] // threads) * threads)
         wholes = {id(whole) for _, whole, _, _ in self.relations.rows}
         if vec == 1 and len(shape) == 2 and any(k in wholes for k in self.group(buf)):
             row = padded_row(shape[-1], threads)
