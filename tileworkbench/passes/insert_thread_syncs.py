@@ -52,15 +52,13 @@ WHOLE = None  # the part of an access whose first index proves nothing: the whol
 
 @dataclass
 class _State:
-    written: set = field(default_factory=set)  # shared buffers written by threads since the last sync
-    read: set = field(default_factory=set)  # shared buffers read by threads since the last sync
-    added: set = field(default_factory=set)  # shared buffers atomically added to since the last sync
+    # (kind "r" read / "w" written / "a" atomically added, shared buffer) -> the first indices of
+    # those accesses by threads since the last sync (WHOLE: any element)
+    parts: dict = field(default_factory=dict)
     # Which threads made those accesses: buffer -> {None (the whole block) or a T.ws scope's
     # (first, count)}; and the threads of the code being walked now.
     roles: dict = field(default_factory=dict)
     role: tuple | None = None
-    # (kind "r" / "w" / "a", buffer) -> the first indices of those accesses (WHOLE: any element)
-    parts: dict = field(default_factory=dict)
 
     def merge(self, other: "_State") -> "_State":
         roles = {k: set(v) for k, v in self.roles.items()}
@@ -69,33 +67,27 @@ class _State:
         parts = {k: list(v) for k, v in self.parts.items()}
         for k, v in other.parts.items():
             parts.setdefault(k, []).extend(v)
-        return _State(self.written | other.written, self.read | other.read, self.added | other.added, roles,
-                      self.role, parts)
+        return _State(parts, roles, self.role)
 
     def copy(self) -> "_State":
-        return _State(set(self.written), set(self.read), set(self.added),
-                      {k: set(v) for k, v in self.roles.items()}, self.role, {k: list(v) for k, v in self.parts.items()})
+        return _State({k: list(v) for k, v in self.parts.items()}, {k: set(v) for k, v in self.roles.items()},
+                      self.role)
 
     def cleared(self) -> "_State":
         """After a barrier of the threads being walked."""
         return _State(role=self.role)
 
     def note(self, acc: "_Accesses"):
-        self.written |= acc.writes
-        self.read |= acc.reads
-        self.added |= acc.adds
-        for name in acc.writes | acc.reads | acc.adds:
-            self.roles.setdefault(name, set()).add(self.role)
         for key, parts in acc.parts.items():
             if key[0] != "t":  # TMA writes are ordered by their mbarriers
                 self.parts.setdefault(key, []).extend(parts)
+                self.roles.setdefault(key[1], set()).add(self.role)
 
     def by(self, who) -> "_State":
         """The accesses to the buffers some threads satisfying ``who(role)`` made."""
         names = {k for k, v in self.roles.items() if any(who(r) for r in v)}
-        return _State(self.written & names, self.read & names, self.added & names,
-                      {k: set(self.roles[k]) for k in names}, self.role,
-                      {k: list(v) for k, v in self.parts.items() if k[1] in names})
+        return _State({k: list(v) for k, v in self.parts.items() if k[1] in names},
+                      {k: set(self.roles[k]) for k in names}, self.role)
 
     def without_parts_using(self, bound: set) -> "_State":
         """The state with every first index that uses a variable of ``bound`` (bound inside a loop
@@ -263,9 +255,8 @@ def _hazard(acc: _Accesses, state: _State) -> bool:
 
 
 def _without(state: _State, names: set) -> _State:
-    return _State(state.written - names, state.read - names, state.added - names,
-                  {k: set(v) for k, v in state.roles.items() if k not in names}, state.role,
-                  {k: list(v) for k, v in state.parts.items() if k[1] not in names})
+    return _State({k: list(v) for k, v in state.parts.items() if k[1] not in names},
+                  {k: set(v) for k, v in state.roles.items() if k not in names}, state.role)
 
 
 def _bound_inside(loop) -> set:
