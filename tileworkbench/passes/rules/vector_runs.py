@@ -31,15 +31,16 @@ from .fragment_runs import CHUNK_BYTES, steps_by_one
 
 
 class _Loads(IRVisitor):
-    """The loads ``value`` evaluates: always (``found``), or only where a condition holds that is
-    the same for every element of a run (``guarded``: id -> (load, condition)): the taken side of
-    a select whose condition does not use the run's variable ``last`` (a bounds check of a row,
+    """The loads of ``value`` that may move ahead of its element loop (``found``): those it always
+    evaluates, and those it evaluates only where a condition holds that is the same for every
+    element of a run (``conditions``: id of the load -> that condition), on the taken side of a
+    select whose condition does not use the run's variable ``last`` (a bounds check of a row,
     ``guard_global_accesses``'). None inside an address or under any other select."""
 
     def __init__(self, last: ir.Var):
         self.last, self.condition = last, None
         self.found: list = []
-        self.guarded: dict = {}
+        self.conditions: dict = {}
 
     def visit_Select(self, node):
         self.visit(node.cond)  # its branches run only when chosen
@@ -54,10 +55,9 @@ class _Loads(IRVisitor):
         self.generic_visit(node)
 
     def visit_BufferLoad(self, node):
-        if self.condition is None:
-            self.found.append(node)
-        else:
-            self.guarded[id(node)] = (node, self.condition)
+        self.found.append(node)
+        if self.condition is not None:
+            self.conditions[id(node)] = self.condition
         self.generic_visit(node)
 
 
@@ -99,21 +99,15 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
     last = loop_vars[-1]
     finder = _Loads(last)
     finder.visit(body.value)
-    guarded = {k: cond for k, (_, cond) in finder.guarded.items()}
-    accesses = [a for a in [body, *finder.found, *(ld for ld, _ in finder.guarded.values())] if _movable(a, checked)]
-    if not accesses:
-        return None
-    while True:  # the run of the widest access that can move; those that cannot drop out
+    accesses = [a for a in [body, *finder.found] if _movable(a, checked)]
+    while accesses:  # the run of the widest access that can move; those that cannot drop out
         run = CHUNK_BYTES // max(a.buffer.dtype.storage_bits // 8 for a in accesses)
         kept = [a for a in accesses if steps_by_one(a.buffer, a.indices, last, run)
                 and a.buffer.attrs.get("panel", 0) % run == 0]  # a run inside one 128-byte panel
-        if len(kept) == len(accesses) or not kept:
-            accesses = kept
+        if len(kept) == len(accesses):
             break
         accesses = kept
-    if run < 2 or extents[-1] % run:
-        return None
-    if not accesses:
+    if not accesses or run < 2 or extents[-1] % run:
         return None
     total = 1
     for e in extents:
@@ -132,7 +126,7 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
     lets = [ir.LetStmt(v, e) for v, e in zip(loop_vars[:-1], start[:-1])] + [ir.LetStmt(first, start[-1])]
     stmts, temps, seen = [], {}, {}
     for load in (a for a in accesses if isinstance(a, ir.BufferLoad)):
-        condition = guarded.get(id(load))
+        condition = finder.conditions.get(id(load))
         key = (id(load.buffer), expr_text(load), None if condition is None else expr_text(condition))
         if key not in seen:  # one array per distinct element read (s[i, j] * s[i, j] reads it once)
             tmp = ir.Buffer(f"{load.buffer.name}_run{len(seen)}", (ir.const(run),), load.dtype, "local",
