@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
+from .random import Generators
 from .thread_calls import Calls
 from .thread_memory import BlockMemory
 from .values import Unsupported, compute_dtype, evaluate, held, loaded, stored
@@ -39,6 +40,7 @@ class ThreadBlock(Calls):
         self.frames: list[dict] = [{}]  # per body: the variables it declared, and what they hid
         self.descriptors = {d.name: d for d in func.attrs.get("tma_descriptors", [])}
         self.line: int | None = None
+        self.generators: Generators | None = None  # the threads' random numbers, from the first T.rng_init
 
     # ---- the environment of values.evaluate ----------------------------------------------------
     @property

@@ -102,7 +102,7 @@ class Calls:
 
     def random(self, e: ir.Call):
         """``T.rng_init`` (returns nothing) or a draw: the running threads' generators (``random.Generators``)."""
-        if getattr(self, "generators", None) is None:
+        if self.generators is None:
             self.generators = Generators(self.threads)
         act = self.act
         if e.name == ir.RNG_INIT:
