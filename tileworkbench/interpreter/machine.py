@@ -6,10 +6,11 @@ wait, and a block in which every side is blocked is a deadlock (a ``KernelRuntim
 the barrier, slot, parity, iteration and line). Tile operations run whole (numpy): copies with
 TMA's zero fill outside a global tensor and its clipped stores, a gemm as a float32 matmul, reductions,
 fills. A ``T.Parallel`` nest runs once for all its iterations (arrays over them); ``cp.async``
-copies land when a ``cp_async_wait`` lets their group complete, as on the GPU, so a read before
-it sees the old tile; TMA loads land at once and count towards nothing but their barrier's phase
-(the arrivals complete it). Reading a tile a TMA load fills before waiting on the phase it lands
-with is a race: a ``KernelRuntimeError`` naming the read's line and the load's (``races``).
+copies (and the shared stores of a nest a pipeline issues ahead, ``ir.ASYNC_COPY``) land when a
+``cp_async_wait`` lets their group complete, as on the GPU, so a read before it sees the old tile;
+TMA loads land at once and count towards nothing but their barrier's phase (the arrivals complete
+it). Reading a tile a TMA load fills before waiting on the phase it lands with is a race: a
+``KernelRuntimeError`` naming the read's line and the load's (``races``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Block(RaceRecords):
     mask: np.ndarray | None = None  # inside a T.Parallel nest under an `if`: the iterations it holds for
     active: np.ndarray | None = None  # the threads running the code (their indices)
     in_parallel: int = 0  # depth of T.Parallel nests around the code
+    async_copy: bool = False  # inside a nest a pipeline issues ahead (ir.ASYNC_COPY): its shared stores are cp.async
     in_flight: list = field(default_factory=list)  # TMA loads (InFlight) not known to have landed everywhere
     seen: dict = field(default_factory=dict)  # (barrier, slot) -> phases the running side has waited for
     line: int | None = None  # the line of the statement running
@@ -146,6 +148,9 @@ class Block(RaceRecords):
             idx, value = self.targets(idx, value)
         idx = tuple(idx)
         self._check_bounds(buf, arr.shape, idx, "writes", loc)
+        if buf.scope == "shared" and self.async_copy:  # lands when a cp_async_wait completes its group
+            self.pending.append((arr, idx, stored(value, buf.dtype)))
+            return
         if buf.scope == "shared" and self.readers:
             self.writing(buf, *_box(idx), "the threads' store")
         arr[idx] = stored(value, buf.dtype)
@@ -332,8 +337,7 @@ class Runner(TileOps):
                 yield from self.run(x)
 
     def s_Comment(self, s):
-        return
-        yield
+        yield from ()
 
     def s_Allocate(self, s):
         buf = s.buffer
@@ -403,10 +407,11 @@ class Runner(TileOps):
             self.b.vars[loop.var] = g.reshape(-1)
         self.b.mask = None if saved is None else np.broadcast_to(saved, grids[0].reshape(-1).shape)
         self.b.in_parallel += 1
+        self.b.async_copy = bool(s.annotations.get(ir.ASYNC_COPY))
         try:
             yield from self.run(loops[-1].body)
         finally:
-            self.b.mask = saved
+            self.b.mask, self.b.async_copy = saved, False
             self.b.in_parallel -= 1
 
     def s_IfThenElse(self, s):

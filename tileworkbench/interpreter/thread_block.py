@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .random import Generators
+from .thread_async_copies import AsyncCopies
 from .thread_calls import Calls
 from .thread_memory import BlockMemory
 from .values import Unsupported, compute_dtype, evaluate, held, loaded, stored
@@ -27,7 +28,7 @@ from .values import Unsupported, compute_dtype, evaluate, held, loaded, stored
 _MISSING = object()
 
 
-class ThreadBlock(Calls):
+class ThreadBlock(Calls, AsyncCopies):
     """Runs the statements of one block (module doc); the environment ``values.evaluate`` reads."""
 
     def __init__(self, func: ir.PrimFunc, memory: BlockMemory, block_index: tuple, hw: dict):
@@ -41,6 +42,8 @@ class ThreadBlock(Calls):
         self.descriptors = {d.name: d for d in func.attrs.get("tma_descriptors", [])}
         self.line: int | None = None
         self.generators: Generators | None = None  # the threads' random numbers, from the first T.rng_init
+        self.held: list = []  # cp.async copies issued, not landed (thread_async_copies.HeldCopies)
+        self.committed = np.zeros(self.threads, np.int64)  # each thread's closed cp.async groups
 
     # ---- the environment of values.evaluate ----------------------------------------------------
     @property

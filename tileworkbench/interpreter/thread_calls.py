@@ -2,7 +2,8 @@
 besides plain statements, and what it refuses.
 
 Vector copies ``tw::copy_vec<N>`` / ``tw::zero_vec<N>`` (naturally aligned: a misaligned one is a
-``KernelRuntimeError``, as the GPU's fault), atomic updates (one lane after another, each rounded),
+``KernelRuntimeError``, as the GPU's fault), ``cp.async`` with its commit groups and waits
+(``thread_async_copies``), atomic updates (one lane after another, each rounded),
 warp shuffles (``__shfl_sync``, ``_xor``, ``_down``, ``_up``: lanes of a warp are ``tx % 32`` of
 the threads in lockstep; every lane the mask names must run the shuffle, and the lane read must
 be one that runs it), ``tw::shuffle_elect<N>`` (lane 0 of each group's first warp), and TMA
@@ -13,8 +14,8 @@ tensor store reads the box from the tile at the address's element along the tile
 dimensions where the address has one index a dimension (the lowered IR's logical indices), else as
 one run from a flat offset (the codegen phase's, panels resolved); the swizzle both the threads'
 accesses and TMA apply cancels out, so neither models it. ``refusal`` names, before anything
-runs, what a kernel holds that is none of these (wgmma, mma.sync, TMA loads, mbarriers, cp.async,
-other calls).
+runs, what a kernel holds that is none of these (wgmma, mma.sync, TMA loads, mbarriers, other
+calls).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..ir.visitor import collect
 from .random import Generators
+from .thread_async_copies import is_async_copy_call
 from .values import Unsupported, compute_dtype, evaluate, loaded, print_lines, storage_dtype, stored
 
 _VECTOR = re.compile(r"^tw::(copy|zero)_vec<(\d+)>$")
@@ -39,7 +41,7 @@ WARP = 32
 
 # What the unsupported calls are, by a part of their names (first match).
 _KINDS = (("wgmma", "wgmma"), ("tw::gemm_", "mma.sync"), ("mma", "mma.sync"), ("ldmatrix", "ldmatrix"),
-          ("store_matrix", "stmatrix"), ("tma_load", "TMA loads"), ("cp_async", "cp.async"),
+          ("store_matrix", "stmatrix"), ("tma_load", "TMA loads"),
           ("barrier", "mbarriers"), (".init", "mbarriers"), ("arrive", "mbarriers"))
 _RUNS = {"SeqStmt", "Comment", "Allocate", "LetStmt", "Assign", "BaseOffset", "For", "While", "IfThenElse",
          "BufferStore", "SyncThreads", "Evaluate", "ThreadScope"}
@@ -47,7 +49,7 @@ _RUNS = {"SeqStmt", "Comment", "Allocate", "LetStmt", "Assign", "BaseOffset", "F
 
 def refusal(func: ir.PrimFunc) -> str | None:
     """What in ``func`` the thread-level interpreter does not run, named with its first line (by
-    kind: wgmma, mma.sync, TMA loads, cp.async, mbarriers ...); None if it runs all of it."""
+    kind: wgmma, mma.sync, TMA loads, mbarriers ...); None if it runs all of it."""
     found: dict = {}
 
     line = [None]  # the line of the nearest statement before that has one (lowered calls have none)
@@ -63,7 +65,7 @@ def refusal(func: ir.PrimFunc) -> str | None:
             note("mbarriers" if "Barrier" in name else name, name, st.loc)
         elif isinstance(st, ir.Evaluate) and isinstance(st.call, ir.Call):
             call = st.call.name
-            if not (_VECTOR.match(call) or call in _ATOMIC or call in _NO_OPS
+            if not (_VECTOR.match(call) or call in _ATOMIC or call in _NO_OPS or is_async_copy_call(call)
                     or call in ("tw::tma_store", ir.PRINT, ir.RNG_INIT) or call.startswith("tw::tma_store_wait<")):
                 note(next((k for part, k in _KINDS if part in call), call), call, st.loc)
         elif isinstance(st, ir.Allocate) and st.buffer.scope == "barrier":
@@ -174,6 +176,8 @@ class Calls:
                 print(line)
         elif name == ir.RNG_INIT:
             self.random(call)
+        elif is_async_copy_call(name):
+            self.async_copy(call)
         elif name not in _NO_OPS:
             raise Unsupported(f"the thread-level interpreter does not run {name}{self.describe()}")
 
@@ -200,18 +204,24 @@ class Calls:
         if not zero:
             src, s_off, sn = self.pointer(call.args[1], nbytes, "reads")
             ends.append((src, s_off))
-        for sp, off in ends:  # naturally aligned (a global tensor's start is: the launcher checks it)
-            address = (sp.base if sp.kind == "shared" else 0) + off * sp.itemsize
-            if sp.kind != "local" and (address % nbytes).any():
-                k = int(np.flatnonzero(address % nbytes)[0])
-                raise KernelRuntimeError(f"a {nbytes}-byte vector access of {sp.buf.name} at element {int(off[k])} "
-                                         f"(byte {int(address[k])}) is not {nbytes}-byte aligned, by thread "
-                                         f"{int(act[k])}{self.describe()}")
+        for sp, off in ends:
+            self.aligned(sp, off, nbytes, act)
         if zero:
             raw = np.zeros((act.size, nbytes), np.uint8)
         else:
             raw = np.ascontiguousarray(self.mem.read(src, s_off[:, None] + np.arange(sn), act)).view(np.uint8)
         self.mem.write(dst, d_off[:, None] + np.arange(dn), act, raw.reshape(act.size, nbytes).view(dst.dtype))
+
+    def aligned(self, sp, off: np.ndarray, nbytes: int, act: np.ndarray):
+        """A vector access of ``nbytes`` at each running thread's element ``off`` of ``sp`` is naturally
+        aligned (a global tensor's start is: the launcher checks it); else the GPU's fault, here a
+        ``KernelRuntimeError``."""
+        address = (sp.base if sp.kind == "shared" else 0) + off * sp.itemsize
+        if sp.kind != "local" and (address % nbytes).any():
+            k = int(np.flatnonzero(address % nbytes)[0])
+            raise KernelRuntimeError(f"a {nbytes}-byte vector access of {sp.buf.name} at element {int(off[k])} "
+                                     f"(byte {int(address[k])}) is not {nbytes}-byte aligned, by thread "
+                                     f"{int(act[k])}{self.describe()}")
 
     def atomic(self, call, returning: bool = False) -> np.ndarray | None:
         """The update, by the running threads one after another in thread order; with

@@ -9,8 +9,8 @@ checked too. Blocks run one after another (``thread_block.ThreadBlock``: the thr
 lockstep), on the block indices the generated code computes from the hardware's
 (``codegen.block_order``); memory, bounds and races are ``thread_memory``'s.
 
-It runs kernels of plain loads and stores, vector copies, shuffles, atomics and TMA stores;
-tensor cores, TMA loads, mbarriers, ``cp.async``, warp specialisation and persistent kernels are
+It runs kernels of plain loads and stores, vector copies, ``cp.async``, shuffles, atomics and TMA
+stores; tensor cores, TMA loads, mbarriers, warp specialisation and persistent kernels are
 ``Unsupported`` (named). ``ThreadKernel`` binds arguments as ``CpuKernel`` does (its ``bind`` and
 ``T.dynamic`` sizes); ``run_at_thread_level`` lowers and runs a program in one call.
 """

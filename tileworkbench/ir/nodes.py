@@ -73,6 +73,7 @@ from .stmt import (  # noqa: F401
     SyncThreads,
     TILE_LOOP,
     PERSISTENT_WALK,
+    ASYNC_COPY,
     TILE_OPS,
     ATOMIC_ADD,
     ATOMIC_UPDATES,

@@ -443,6 +443,9 @@ TILE_LOOP = "persistent_tiles"
 # The annotation of a user's ``T.Persistent`` loop over waves (its value: the walk, an
 # ``ir.records.PersistentWalk``), which ``unwrap_persistent_walk`` may turn into a grid.
 PERSISTENT_WALK = "persistent_walk"
+# The annotation of a ``T.Parallel`` nest a software pipeline issues ahead of its consumers (a gather
+# into a shared tile, ``inject_software_pipeline``): its element copies may go as ``cp.async``.
+ASYNC_COPY = "async_copy"
 # The hardware block index and block count a persistent kernel's tile loop reads (its grid is
 # one-dimensional), signed like every index they meet. The simplifier knows their ranges and the
 # barrier simulation binds their texts like variables.

@@ -15,6 +15,11 @@ Guarantees, for every pipelined loop with ``s >= 2``:
     be refilled is no longer read by any thread (write-after-read across iterations);
   * global->shared ``T.copy`` producers (and ``T.im2col`` tiles, ``ir.Im2Col``) become ``cp.async`` with one commit group per
     iteration, and consumers wait for their group (``cp.async.wait_group s-1``) and sync.
+  * a ``T.Parallel`` nest that only copies elements of a global tensor into a shared tile (a gather:
+    sparse MLA's ``KV_shared[i, d] = KV[b, Indices[b, s, i_i * BI + i], g, d]``) is a producer too,
+    where it can be issued ahead (``_issuable_gather``); it is marked ``ir.ASYNC_COPY``, and
+    ``partition_parallel_loops`` moves its runs with ``cp.async`` where they are whole 4-16 byte
+    copies (else with plain loads and stores, which the same waits and barriers order).
 Loops with ``num_stages <= 1`` become plain serial loops.
 
 A body that is one ``if`` on a condition every iteration can evaluate ahead of time (the loop
@@ -32,8 +37,9 @@ import dataclasses
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
-from ..ir.visitor import IRMutator, collect, substitute
+from ..ir.visitor import IRMutator, collect, reassigned_vars, substitute
 from .manager import register
+from .rules.fragments import parallel_nest
 from .rules.versions import OnVersion
 
 
@@ -70,6 +76,49 @@ def _evaluable_ahead(cond, loop: ir.For, written: set, outer: set) -> bool:
     if collect(cond, (ir.Raw, ir.Call)):
         return False
     return all(v is loop.var or v in outer for v in collect(cond, ir.Var))
+
+
+def _gather_store(s) -> ir.BufferStore | None:
+    """The store of a ``T.Parallel`` nest whose body is one store of a shared tile's element from a
+    global tensor's element of the same dtype, else None."""
+    if not isinstance(s, ir.For) or s.kind != "parallel":
+        return None
+    _, body = parallel_nest(s)
+    if not isinstance(body, ir.BufferStore) or body.buffer.scope != "shared" or \
+            not isinstance(body.value, ir.BufferLoad):
+        return None
+    load = body.value
+    return body if load.buffer.scope == "global" and load.buffer.dtype == body.buffer.dtype else None
+
+
+def _issuable_gather(s, body: list, loop: ir.For, written: set, outer: set) -> bool:
+    """Whether ``s``, a statement of a pipelined loop's ``body``, is a gather the pipeline may issue
+    ``stages - 1`` iterations early: its addresses read only its own loop variables, the pipelined
+    loop's, ``outer`` variables and global tensors the kernel never writes (its source among them),
+    and no other statement of the body writes its tile or reads it before it (which would read the
+    last iteration's elements)."""
+    store = _gather_store(s)
+    if store is None or id(store.value.buffer) in written:
+        return False
+    nest = {lp.var for lp in parallel_nest(s)[0]}
+    addresses = [*store.indices, *store.value.indices]
+    for index in addresses:
+        if collect(index, (ir.Raw, ir.Call)) or any(
+                load.buffer.scope != "global" or id(load.buffer) in written for load in collect(index, ir.BufferLoad)):
+            return False
+        if not all(v is loop.var or v in outer or v in nest for v in collect(index, ir.Var)):
+            return False
+    tile = store.buffer
+    before = True
+    for other in body:
+        if other is s:
+            before = False
+            continue
+        touched = collect(other, (ir.BufferLoad, ir.Region)) if before else []
+        stores = collect(other, ir.BufferStore) + [c.dst for c in collect(other, (ir.Copy, ir.TmaCopy, ir.Fill))]
+        if any(x.buffer is tile for x in [*touched, *stores]):
+            return False
+    return True
 
 
 def _split_condition(body: list, loop: ir.For, written: set, outer: set) -> list:
@@ -122,13 +171,22 @@ class _Pipeline(IRMutator):
         self.versioned: dict = {}  # old Buffer -> new Buffer (shared tiles and barriers)
         self.records: list = []
         self.written = _written_buffers(func)
-        # What a condition may read besides the loop variable: block indices, scalar parameters,
-        # the variables of loops around it.
+        # What a condition or a gather's address may read besides the loop variable: block indices,
+        # scalar parameters, the variables of loops around it and scalars bound before it (never
+        # assigned again).
         self.outer = set(func.launch.block_vars) | {p for p in func.params if isinstance(p, ir.Var)}
+        self.reassigned = reassigned_vars(func.body)
+
+    def visit_LetStmt(self, node: ir.LetStmt):
+        if node.var not in self.reassigned:
+            self.outer.add(node.var)
+        return self.generic_visit(node)
 
     def visit_For(self, node: ir.For):
+        around = set(self.outer)
         self.outer.add(node.var)
         node = self.generic_visit(node)
+        self.outer = around  # what the body bound is not bound before it
         if node.kind != "pipelined":
             return node
         stages = node.pipeline.stages
@@ -140,12 +198,13 @@ class _Pipeline(IRMutator):
     def pipeline(self, loop: ir.For, s: int) -> ir.Stmt:
         if collect(loop.body, ir.ThreadScope):
             return self.versions_only(loop, s)
-        body = _split_condition(ir.statements(loop.body), loop, self.written, self.outer - {loop.var})
+        body = _split_condition(ir.statements(loop.body), loop, self.written, self.outer)
         tma_loads = [x for x in body if isinstance(x, ir.TmaCopy) and x.is_load]
         thread_loads = [x for x in body if _is_global_to_shared_copy(x)]
+        gathers = [x for x in body if _issuable_gather(x, body, loop, self.written, self.outer)]
         arrived = {id(a.barrier.buffer): a.barrier.buffer for a in collect(loop.body, ir.BarrierArrive)}
         load_barriers = {id(t.barrier.buffer) for t in tma_loads}
-        producers = [x for x in body if x in tma_loads or x in thread_loads or
+        producers = [x for x in body if x in tma_loads or x in thread_loads or x in gathers or
                      (isinstance(x, ir.BarrierArrive) and id(x.barrier.buffer) in load_barriers)]
         if not producers:
             return ir.For(loop.var, loop.extent, loop.body, "serial", loop.start,
@@ -153,8 +212,8 @@ class _Pipeline(IRMutator):
         consumers = [x for x in body if not any(x is p for p in producers)]
 
         buffers = {}
-        for p in tma_loads + thread_loads:
-            old = _guarded_copy(p).dst.buffer
+        for old in [_guarded_copy(p).dst.buffer for p in tma_loads + thread_loads] + \
+                [_gather_store(g).buffer for g in gathers]:
             if old not in buffers:
                 buffers[old] = old.versioned(s)
         barriers = {}
@@ -164,8 +223,9 @@ class _Pipeline(IRMutator):
                                       attrs={**old.attrs, "counts": counts, "versions": s}, loc=old.loc)
         self.versioned.update(buffers)
         self.versioned.update(barriers)
-        if thread_loads:
-            producers = [_as_cp_async(p) if any(p is t for t in thread_loads) else p for p in producers]
+        if thread_loads or gathers:
+            producers = [_as_cp_async(p) if any(p is t for t in thread_loads + gathers) else p for p in producers]
+            thread_loads = thread_loads + gathers  # one commit group an iteration, and its wait
 
         def stage(stmts, k_expr):
             return ir.seq([_Versioner(loop, s, buffers, barriers, k_expr).run(x) for x in stmts])
@@ -230,6 +290,8 @@ class _Pipeline(IRMutator):
 
 
 def _as_cp_async(p):
+    if isinstance(p, ir.For):  # a gather
+        return dataclasses.replace(p, annotations={**p.annotations, ir.ASYNC_COPY: True})
     copy = _guarded_copy(p)
     new = dataclasses.replace(copy, instruction="cp_async")
     return new if copy is p else ir.IfThenElse(p.cond, new, loc=p.loc)

@@ -32,7 +32,8 @@ Guarantees: no parallel loop and no fragment remains.
     run with 16-byte accesses (``rules.fragment_runs``).
   * An element-wise nest touching no fragment whose store or loads can move in vectors goes to the
     threads in runs of neighbours, each run loaded and stored with one vector access
-    (``rules.vector_runs``).
+    (``rules.vector_runs``); one a software pipeline issues ahead (``ir.ASYNC_COPY``) with ``cp.async``
+    where its runs are whole copies.
   * Any other parallel nest is split round-robin: flat iteration ``it * threads + tx``.
   * Fragments become per-thread ``local`` arrays of ``local_size`` elements.
 """
@@ -195,7 +196,8 @@ class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
                       annotations={"layout": rows.describe()}, loc=node.loc)
 
     def round_robin(self, node, loop_vars, extents, body):
-        runs = vector_runs(loop_vars, extents, body, self.threads, self.tid, self.checked, node.loc)
+        runs = vector_runs(loop_vars, extents, body, self.threads, self.tid, self.checked, node.loc,
+                           async_copy=bool(node.annotations.get(ir.ASYNC_COPY)))
         if runs is not None:
             return runs
         total = 1

@@ -17,6 +17,11 @@ multiple of their size, and the swizzles permute whole 16-byte units. Loads unde
 bounds checks of ``guard_global_accesses``, a ``T.if_then_else``) are never moved ahead of their
 condition: where the condition is the same for a run's elements (a row's bounds, the sparse MLA's
 gathered rows of KV), the run moves under it, its elements read from the run only where it holds. Anything else is left to the element-by-element split (correct, only slower).
+
+A nest a software pipeline issues ahead (``ir.ASYNC_COPY``: ``async_copy=True``) whose store only
+copies the moved load (or zero where its run-invariant guard fails) into a shared tile moves each
+run with one ``tw::cp_async`` (4, 8 or 16 bytes; the guard's zero fill is ``cp.async``'s own): the
+pipeline's ``cp.async`` waits order it. Any other such nest moves as above.
 """
 
 from __future__ import annotations
@@ -92,7 +97,28 @@ def _movable(access, checked: set) -> bool:
     return buf.scope == "shared"  # panels too, where a run lies in one (vector_runs)
 
 
-def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=None) -> ir.For | None:
+def _is_zero(e) -> bool:
+    while isinstance(e, ir.Cast):
+        e = e.value
+    return isinstance(e, ir.Const) and not isinstance(e.value, bool) and e.value == 0
+
+
+def _copied_load(body: ir.BufferStore, finder: _Loads, accesses: list):
+    """``(load, condition)`` where the store only copies ``load`` (of the store's dtype, or zero where
+    ``condition`` fails: a bounds check), both moving in runs; else None."""
+    value, condition = body.value, None
+    if isinstance(value, ir.Select) and _is_zero(value.b):
+        value, condition = value.a, value.cond
+    if not isinstance(value, ir.BufferLoad) or value.dtype != body.buffer.dtype or \
+            finder.conditions.get(id(value)) is not condition:
+        return None
+    if not any(a is body for a in accesses) or not any(a is value for a in accesses):
+        return None
+    return value, condition
+
+
+def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=None,
+                async_copy: bool = False) -> ir.For | None:
     """The nest as runs of vector moves (module doc), or None where it is not such a nest."""
     if not isinstance(body, ir.BufferStore):
         return None
@@ -113,7 +139,7 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
     for e in extents:
         total *= e
     runs = total // run
-    it, flat, first, k = ir.Var("it"), ir.Var("flat"), ir.Var(f"{last.name}0"), ir.Var("k")
+    it, flat, first = ir.Var("it"), ir.Var("flat"), ir.Var(f"{last.name}0")
     start = unravel(flat, tuple(extents))
     at_run = {last: first}
 
@@ -124,6 +150,30 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
         return run * (access.buffer.dtype.storage_bits // 8)
 
     lets = [ir.LetStmt(v, e) for v, e in zip(loop_vars[:-1], start[:-1])] + [ir.LetStmt(first, start[-1])]
+    copied = _copied_load(body, finder, accesses) if async_copy and body.buffer.scope == "shared" else None
+    if copied is not None and chunk(body) in (4, 8, 16):  # one cp.async, zero-filled where the guard fails
+        load, condition = copied
+        stmts = [call(f"tw::cp_async<{chunk(body)}>", run_address(body), run_address(load),
+                      ir.const(True) if condition is None else condition)]
+    else:
+        stmts = _moved_run(body, accesses, finder, run, last, first, run_address, chunk, loc)
+    for a in accesses:
+        if a.buffer.scope == "global":
+            needs_alignment(a.buffer, chunk(a))
+    iters = -(-runs // threads)
+    head = ir.LetStmt(flat, (it * threads + tid) * run)
+    inner = ir.seq(lets + stmts)
+    if runs % threads:
+        inner = ir.IfThenElse(ir.cmp("<", flat, total), inner)
+    return ir.For(it, ir.const(iters), ir.seq([head, inner]), "unrolled" if iters <= 32 else "serial", loc=loc)
+
+
+def _moved_run(body: ir.BufferStore, accesses: list, finder: _Loads, run: int, last: ir.Var, first: ir.Var,
+               run_address, chunk, loc) -> list:
+    """One run's statements: each movable load into a local array with one vector copy (under its
+    guard where it has one), the value computed element by element (``last`` = ``first + k``), and
+    the store out with one vector copy where it moves, else element by element."""
+    k = ir.Var("k")
     stmts, temps, seen = [], {}, {}
     for load in (a for a in accesses if isinstance(a, ir.BufferLoad)):
         condition = finder.conditions.get(id(load))
@@ -142,17 +192,7 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
         out = ir.Buffer(f"{body.buffer.name}_run", (ir.const(run),), body.buffer.dtype, "local",
                         attrs={"align_bytes": chunk(body)}, loc=loc)
         compute = ir.For(k, ir.const(run), ir.seq([element, ir.BufferStore(out, (k,), value)]), "unrolled", loc=loc)
-        stmts += [ir.Allocate(out), compute,
-                  call(f"tw::copy_vec<{chunk(body)}>", run_address(body), address_of(out, (ir.const(0),)))]
-    else:
-        store = ir.BufferStore(body.buffer, body.indices, value, loc=body.loc)
-        stmts.append(ir.For(k, ir.const(run), ir.seq([element, store]), "unrolled", loc=loc))
-    for a in accesses:
-        if a.buffer.scope == "global":
-            needs_alignment(a.buffer, chunk(a))
-    iters = -(-runs // threads)
-    head = ir.LetStmt(flat, (it * threads + tid) * run)
-    inner = ir.seq(lets + stmts)
-    if runs % threads:
-        inner = ir.IfThenElse(ir.cmp("<", flat, total), inner)
-    return ir.For(it, ir.const(iters), ir.seq([head, inner]), "unrolled" if iters <= 32 else "serial", loc=loc)
+        return stmts + [ir.Allocate(out), compute,
+                        call(f"tw::copy_vec<{chunk(body)}>", run_address(body), address_of(out, (ir.const(0),)))]
+    store = ir.BufferStore(body.buffer, body.indices, value, loc=body.loc)
+    return stmts + [ir.For(k, ir.const(run), ir.seq([element, store]), "unrolled", loc=loc)]
