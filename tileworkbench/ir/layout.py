@@ -262,6 +262,73 @@ class ProjectedLayout:
         return f"rows of {self.base.describe()} ({self.local_size} per thread)"
 
 
+@dataclass(frozen=True)
+class ColumnsLayout:
+    """The layout of a fragment read as the columns of a tensor-core accumulator: ``mask[j]`` in a
+    loop over ``acc_s[i, j]`` (DeepSeek's sparse MLA). Every thread that holds an element
+    ``x[i, j]`` holds ``c[j]`` (a copy of it: the threads that hold one column share it), in slot
+    :meth:`slot_of` of its base element, so a loop over ``x`` reads ``c`` from its own registers;
+    a loop over ``c`` alone runs each thread over the columns it holds, and :meth:`owner` says which
+    of the threads sharing a column stores it to memory. Defined for a wgmma or mma.sync
+    accumulator ``base``: a thread holds pairs of neighbouring columns, ``2 (lane % 4)`` and the
+    next, in each block of 8 of its warp(group)'s columns."""
+
+    base: object
+
+    @property
+    def shape(self) -> tuple:
+        return (self.base.shape[1],)
+
+    @property
+    def threads(self) -> int:
+        return self.base.threads
+
+    @property
+    def _blocks(self) -> int:
+        """Blocks of 8 columns a warp(group) holds."""
+        b = self.base
+        return b.group_columns // 8 if isinstance(b, WgmmaAccumLayout) else b.ni
+
+    @property
+    def local_size(self) -> int:
+        return 2 * self._blocks
+
+    def slot_of(self, j: ir.Expr) -> ir.Expr:
+        """The slot holding the column of base element ``j`` of the same thread (``j = ... + 4 ni + 2 h
+        + e`` in both accumulators: column ``8 ni + 2 (lane % 4) + e``)."""
+        return ((j // 4) % self._blocks) * 2 + j % 2
+
+    def _first_column(self, tid: ir.Expr) -> ir.Expr:
+        b = self.base
+        if isinstance(b, WgmmaAccumLayout):
+            gn = b.group_of(tid)[1]
+            return (tid % 4) * 2 if gn is None else gn * b.group_columns + (tid % 4) * 2
+        return ((tid // 32) % b.warps_n) * (b.shape[1] // b.warps_n) + (tid % 4) * 2
+
+    def forward(self, tid: ir.Expr, r: ir.Expr) -> tuple[tuple, None]:
+        """((column,), None) of slot ``r`` of thread ``tid``."""
+        return (self._first_column(tid) + (r // 2) * 8 + r % 2,), None
+
+    def owner(self, tid: ir.Expr) -> ir.Expr:
+        """Whether thread ``tid`` is the one of the threads sharing its columns that stores them:
+        lane ``lane % 4`` of the first row of lanes, in the first warp of rows (and warpgroup)."""
+        b = self.base
+        if isinstance(b, WgmmaAccumLayout):
+            first_rows = ir.cmp("<", tid % 128, 4)
+            return first_rows if b.warpgroups == 1 else ir.logical_and(first_rows, ir.cmp("==", b.group_of(tid)[0], 0))
+        return ir.logical_and(ir.cmp("<", tid % 32, 4), ir.cmp("==", (tid // 32) // b.warps_n, 0))
+
+    def describe(self) -> str:
+        return f"columns of {self.base.describe()} ({self.local_size} per thread)"
+
+
+def columns_of(layout) -> ColumnsLayout:
+    """``ColumnsLayout(layout)``, or a ``ValueError`` saying why it is not supported."""
+    if not isinstance(layout, (WgmmaAccumLayout, MmaAccumLayout)):
+        raise ValueError(f"columns are held by threads of a tensor-core accumulator only, not of {layout.describe()}")
+    return ColumnsLayout(layout)
+
+
 def project(layout, kept: tuple) -> ProjectedLayout:
     """``ProjectedLayout(layout, kept)``, or a ``ValueError`` saying why it is not supported."""
     if isinstance(layout, ProjectedLayout):

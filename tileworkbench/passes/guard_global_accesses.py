@@ -5,7 +5,9 @@ still loops of kind ``parallel``; tile copies are not lowered yet (they get thei
 in ``lower_tile_ops``, ``rules.copies``).
 Guarantees: inside every parallel loop, each access to a global tensor whose indices the known
 ranges (block indices, loop variables, never re-assigned integer names) do not prove inside the
-tensor's shape is guarded: a load reads ``in_bounds ? load : 0``, and a store, or a statement
+tensor's shape is guarded (a size known only at launch counts where the grid proves it: a block
+index runs below its grid extent, so ``by < batch`` on a grid of ``batch`` rows, ``bx // 2 < S`` on
+one of ``2 * S`` columns): a load reads ``in_bounds ? load : 0``, and a store, or a statement
 that writes through an element's address (``T.atomic_add(C[i, j], v)``), runs under ``if (in_bounds)``, ``in_bounds`` checking just the dimensions not proven (``i < extent``, and
 ``0 <= i`` where ``i`` may be negative). A condition the kernel already puts around the access
 (an ``if`` or the ``T.if_then_else`` it sits in) that is the very check needed counts as proof.
@@ -46,6 +48,56 @@ class _Guard(CodegenWalk):
         self.parallel_depth = 0
         self.known: list[str] = []  # the text of each condition that holds where the walk is
         self.addressed: list[ir.Expr] = []  # checks of the addresses the current statement takes
+        # a block index's last value where the grid's extent is a size known at launch only
+        self.last_block = {v: simplify(g - 1) for v, g in zip(func.launch.block_vars, func.launch.grid)
+                           if ir.const_int(g) is None}
+        self.let_values: dict = {}  # never re-assigned integer names -> their values
+
+    def visit_LetStmt(self, node: ir.LetStmt):
+        node = super().visit_LetStmt(node)
+        if not node.var.dtype.is_float and node.var not in self.reassigned:
+            self.let_values[node.var] = node.value
+        return node
+
+    def bound(self, e: ir.Expr, upper: bool) -> ir.Expr | None:
+        """An expression ``e`` never exceeds (``upper``) or never falls below, in the sizes the kernel
+        is launched with: a block index runs from 0 to its grid extent's last value, a loop variable
+        or name over its known range, a name as its value; sums, differences, products by constants
+        and floor divisions by positive constants follow. None where no such bound is known."""
+        if isinstance(e, ir.Const):
+            return e
+        if isinstance(e, ir.Var):
+            if e in self.last_block:
+                return self.last_block[e] if upper else ir.const(0)
+            if e in self.let_values:
+                return self.bound(self.let_values[e], upper)
+            lo, hi = self.ranges.get(e, (None, None))
+            known = hi if upper else lo
+            return None if known is None else ir.const(known, e.dtype)
+        if not isinstance(e, ir.BinOp):
+            return None
+        if e.op == "+":
+            a, b = self.bound(e.a, upper), self.bound(e.b, upper)
+            return None if a is None or b is None else a + b
+        if e.op == "-":
+            a, b = self.bound(e.a, upper), self.bound(e.b, not upper)
+            return None if a is None or b is None else a - b
+        if e.op == "*":
+            for factor, other in ((e.a, e.b), (e.b, e.a)):
+                c = ir.const_int(factor)
+                if c is not None:
+                    inner = self.bound(other, upper if c >= 0 else not upper)
+                    return None if inner is None else inner * c
+            return None
+        if e.op == "//" and (d := ir.const_int(e.b)) is not None and d > 0:
+            inner = self.bound(e.a, upper)
+            return None if inner is None else inner // d
+        return None
+
+    def proven(self, difference: ir.Expr | None) -> bool:
+        """``difference`` (a bound's distance from a limit) simplifies to a constant of at least 0."""
+        value = ir.const_int(simplify(difference)) if difference is not None else None
+        return value is not None and value >= 0
 
     # ---- scopes ----------------------------------------------------------------------------
     def visit_For(self, node: ir.For):
@@ -95,9 +147,10 @@ class _Guard(CodegenWalk):
         for index, extent in zip(indices, buffer.shape):
             lo, hi = interval(simplify(index, self.ranges), self.ranges)
             size = ir.const_int(extent)
-            if lo is None or lo < 0:
+            if (lo is None or lo < 0) and not self.proven(self.bound(index, upper=False)):
                 checks.append(ir.cmp(">=", index, ir.const(0, index.dtype)))
-            if hi is None or size is None or hi >= size:
+            if (hi is None or size is None or hi >= size) and not (
+                    (top := self.bound(index, upper=True)) is not None and self.proven(extent - 1 - top)):
                 checks.append(ir.cmp("<", index, extent))
         return ir.logical_and(*[c for c in checks if expr_text(c) not in self.known])
 

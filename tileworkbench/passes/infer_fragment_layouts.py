@@ -12,7 +12,9 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
   * a fragment indexed by a leading part of such a loop's variables (``s[i]`` in a loop over
     ``x[i, j]``), and the result of reducing a fragment along its last dimension
     (``T.reduce_*(x, s, dim=1)``), has the rows of the other's layout (``ir.layout.ProjectedLayout``:
-    every thread holding ``x[i, j]`` holds ``s[i]``);
+    every thread holding ``x[i, j]`` holds ``s[i]``); one indexed by the last of two variables of
+    a loop over a tensor-core accumulator (``mask[j]`` in a loop over ``acc_s[i, j]``) has its
+    columns (``ir.layout.ColumnsLayout``);
   * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
     per thread where those fragments are only computed on in registers, copied to and from global
     memory, met in T.Parallel loops by unswizzled shared tiles whose elements step with the run,
@@ -40,12 +42,12 @@ import math
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import (BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, padded_row,
-                         project, slice_layout, stacked_layout, with_shape)
+from ..ir.layout import (BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, columns_of,
+                         padded_row, project, slice_layout, stacked_layout, with_shape)
 from ..ir.visitor import IRVisitor, collect
 from .rules.copies import fragment_slice
 from .rules.fragment_runs import steps_by_one
-from .rules.fragments import ParallelNest, parallel_nest
+from .rules.fragments import ParallelNest, is_column, parallel_nest
 from .rules.gemm import accumulator_dtype
 from .rules.thread_scopes import threads_of
 from .manager import register
@@ -131,6 +133,7 @@ class _Relations(IRVisitor):
     def __init__(self):
         self.same: list = []  # (a, b, loc)
         self.rows: list = []  # (part, whole, kept, loc)
+        self.columns: list = []  # (part, whole, loc): part[j] read in a loop over whole[i, j]
         self.slices: list = []  # (fragment, a fragment its slices F[k, ...] lie as, number of k, loc)
         self.not_runs: set = set()  # id() of fragments a thread must hold one element at a time
         # id() of a fragment -> (shared access, innermost loop variable) of the T.Parallel loops over it
@@ -142,7 +145,7 @@ class _Relations(IRVisitor):
         loops, body = parallel_nest(node)
         loop_vars = [lp.var for lp in loops]
         nest = ParallelNest.of(loops)
-        whole, parts, slices = [], [], []
+        whole, parts, slices, columns = [], [], [], []
         for access in collect(body, (ir.BufferLoad, ir.BufferStore)):
             buf = access.buffer
             if buf.scope != "fragment":
@@ -155,6 +158,8 @@ class _Relations(IRVisitor):
                 parts.append((buf, tuple(range(len(access.indices))), access))
             elif kind == "slice":
                 slices.append((buf, lead))
+            elif kind is None and is_column(access.indices, loop_vars):
+                columns.append(buf)
         # one of the loop's own shape first (the others differ from it in unit dimensions only)
         whole.sort(key=lambda b: tuple(b.static_shape()) != nest.extents)
         for other in whole[1:]:
@@ -172,6 +177,8 @@ class _Relations(IRVisitor):
         for buf, kept, access in parts:
             if whole and tuple(whole[0].static_shape()) == nest.extents:
                 self.rows.append((buf, whole[0], kept, node.loc))
+        if whole and tuple(whole[0].static_shape()) == nest.extents:
+            self.columns += [(buf, whole[0], node.loc) for buf in columns]
         self.visit(body)
 
     def visit_Copy(self, node: ir.Copy):
@@ -251,6 +258,14 @@ class _Inference:
                     changed |= self.set(part, rows, loc)
                 elif isinstance(lp, ProjectedLayout) and tuple(lp.base.shape) == tuple(whole.static_shape()):
                     changed |= self.set(whole, lp.base, loc)
+            for part, whole, loc in self.relations.columns:
+                lw = self.layouts.get(id(whole))
+                try:  # a tensor-core accumulator's; any other leaves the read to be refused where it is lowered
+                    columns = columns_of(lw) if lw is not None else None
+                except ValueError:
+                    columns = None
+                if columns is not None:
+                    changed |= self.set(part, columns, loc)
             for frag, other, lead, loc in self.relations.slices:
                 lf, lo = self.layouts.get(id(frag)), self.layouts.get(id(other))
                 if lf is not None and lo is None and (inner := slice_layout(lf, lead)) is not None:

@@ -22,6 +22,10 @@ is also written element by element in other loops, by a gemm or scan, or is a re
 (those spread its elements over the threads). The local array's values are then the same in every
 thread wherever its sources are (``rules.uniformity``), so a block barrier may stand inside an
 ``if`` on them.
+A fragment read only as the columns of nests over one gemm's accumulator (``mask[bi_i]`` in a loop
+over ``acc_s[h_i, bi_i]``) and written only by such nests over itself stays a fragment instead:
+``infer_fragment_layouts`` gives it the accumulator's columns, so each thread computes and holds
+only the columns it reads.
 Such a fragment that stays one, read only inside ``T.Parallel`` nests at other indices than their
 variables in order or as its rows, each provably inside it (Mamba's ``scale[j]`` in a loop over
 ``(i, j)``, ``scale`` computed from other fragments; mHC's ``x[i, jj * 4 + j]``), stored in none
@@ -42,7 +46,7 @@ from ..ir import nodes as ir
 from ..ir.simplify import interval
 from ..ir.visitor import IRMutator, IRVisitor, buffer_roles, buffers_written, collect, uses_var
 from .manager import register
-from .rules.fragments import ParallelNest, parallel_nest
+from .rules.fragments import ParallelNest, is_column, parallel_nest
 from .rules.staging import SharedStandIns, copied_in_before
 from .rules.uniformity import Variance
 
@@ -76,6 +80,11 @@ class _Reads(IRVisitor):
         self.loop_writes: dict = {}  # id(serial loop of the chain) -> the buffers it writes
         self.column_nests: dict = {}  # fragment -> {id: the T.Parallel nest} where it reads it in bounds, not as rows
         self.read_elsewhere: set = set()  # fragments read outside T.Parallel, or at other indices than variables
+        # fragment -> the fragments of the nests that read it as their columns (``mask[j]`` in a loop over
+        # ``acc_s[i, j]``), and how many such reads; against ``outside_reads``, all its reads so placed
+        self.column_wholes: dict = {}
+        self.column_reads: dict = {}
+        self.outside_reads: dict = {}
         self.stored: set = set()
         self.stored_by_all: dict = {}  # fragment -> [conditions around each store every thread makes]
 
@@ -159,6 +168,10 @@ class _Reads(IRVisitor):
             kind, _ = ParallelNest.of(self.loops).match(node.indices, node.buffer.static_shape()) or (None, 0)
             if kind not in ("whole", "row"):
                 self.outside.add(node.buffer)
+                self.outside_reads[node.buffer] = self.outside_reads.get(node.buffer, 0) + 1
+                if kind is None and self.loops and is_column(node.indices, [lp.var for lp in self.loops]):
+                    self.column_wholes.setdefault(node.buffer, set()).update(_whole_fragments(self.loops))
+                    self.column_reads[node.buffer] = self.column_reads.get(node.buffer, 0) + 1
                 if kind is None and self.loops and _in_bounds(node, self.ranges):
                     anchor = self._hoisted(node.buffer, self.loops[0])
                     self.column_nests.setdefault(node.buffer, {})[id(anchor)] = (anchor, self.loops[0])
@@ -180,6 +193,35 @@ class _Reads(IRVisitor):
         """Every store to ``buf`` is one every thread makes, under conditions all threads share."""
         return buf not in self.stored and all(variance.is_uniform(c) for conds in self.stored_by_all.get(buf, ())
                                               for c in conds)
+
+
+def _whole_fragments(loops) -> set:
+    """The fragments a T.Parallel nest (its loops, outermost first) indexes by all its variables."""
+    nest = ParallelNest.of(loops)
+    return {a.buffer for a in collect(loops[-1].body, (ir.BufferLoad, ir.BufferStore))
+            if a.buffer.scope == "fragment" and (nest.match(a.indices, a.buffer.static_shape()) or (None,))[0] == "whole"}
+
+
+def _held_as_columns(func: ir.PrimFunc, reads: _Reads, variance) -> set:
+    """The fragments that stay fragments, holding the columns of a tensor-core accumulator
+    (``ir.layout.ColumnsLayout``), rather than becoming every thread's whole: read only as the
+    columns of nests over one gemm's accumulator (sparse MLA's ``mask[bi_i]`` in a loop over
+    ``acc_s[h_i, bi_i]``) and written only by nests over themselves from inputs every thread sees
+    alike, so each thread computes the columns it holds."""
+    accumulators = {g.c.buffer for g in collect(func.body, ir.Gemm)}
+    held = set()
+    for buf, wholes in reads.column_wholes.items():
+        if len(wholes) != 1 or reads.column_reads[buf] != reads.outside_reads[buf] or buf in reads.stored \
+                or buf in reads.stored_by_all or buf not in reads.replicable:
+            continue
+        (whole,) = wholes
+        if whole not in accumulators or tuple(buf.static_shape()) != tuple(whole.static_shape()[-1:]):
+            continue
+        if not set(buffer_roles(func.body, buf)) <= {"allocate", "load", "store", "fill"}:
+            continue
+        if all(_uniform_inputs(n, variance) for n in reads.replicable[buf]):
+            held.add(buf)
+    return held
 
 
 def _written_whole(func: ir.PrimFunc, buf: ir.Buffer, stores: int) -> bool:
@@ -278,6 +320,8 @@ def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     reads.visit(func.body)
     candidates = reads.outside - reads.stored
     variance = Variance(func) if candidates & (set(reads.stored_by_all) | set(reads.replicable)) else None
+    held = _held_as_columns(func, reads, variance) if reads.column_wholes and variance is not None else set()
+    candidates -= held
     replicated = []
     for buf in candidates:
         stores = reads.stored_by_all.get(buf, ())
@@ -294,7 +338,7 @@ def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             replicated += nests
     localized = {buf for buf in candidates if buf.scope == "local"}
     func = func.with_body(_EveryThread(replicated).visit(func.body)) if replicated else func
-    return _columns_from_shared(func, reads, localized)
+    return _columns_from_shared(func, reads, localized | held)
 
 
 class _EveryThread(IRMutator):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ...errors import CompileError
 from ...ir import nodes as ir
-from ...ir.layout import ProjectedLayout, project, slice_layout, slice_slots, with_shape
+from ...ir.layout import ColumnsLayout, ProjectedLayout, project, slice_layout, slice_slots, with_shape
 from ...ir.visitor import IRMutator, uses_var
 
 # The annotation on a T.Parallel loop that lower_tile_ops makes for a reduction's partial sums: it
@@ -38,6 +38,12 @@ def is_whole(indices, loop_vars) -> bool:
 def is_row(indices, loop_vars) -> bool:
     """``F[v0]`` in a loop over ``(v0, v1)``: a leading part of the variables, in order."""
     return 0 < len(indices) < len(loop_vars) and all(i is v for i, v in zip(indices, loop_vars))
+
+
+def is_column(indices, loop_vars) -> bool:
+    """``c[j]`` in a loop over ``(i, j)``: the last of two variables alone (a fragment holding the
+    columns of the loop's, ``ir.layout.ColumnsLayout``)."""
+    return len(loop_vars) == 2 and len(indices) == 1 and indices[0] is loop_vars[1]
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,8 @@ class ParallelNest:
 class FragmentAccess(IRMutator):
     """Rewrites ``F[v0, v1]`` (identity indices, up to unit dimensions: :class:`ParallelNest`) to
     ``F_local[j]``, ``S[v0]`` (a fragment with the rows of the loop's layout,
-    ``ir.layout.ProjectedLayout``) to ``S_local[slot_of(j)]``, and ``F[k, v0]`` (a slice, each
+    ``ir.layout.ProjectedLayout``) to ``S_local[slot_of(j)]``, ``C[v1]`` (a fragment with the columns of
+    the loop's tensor-core accumulator, ``ir.layout.ColumnsLayout``) likewise, and ``F[k, v0]`` (a slice, each
     alike over the threads: ``ir.layout.slice_layout``) to ``F_local[k * slots + j]``: read from
     the thread's own copy. Writing such a row inside a loop over the whole is refused (every
     thread holding the row would write it), except in the partial sums a reduction lowers to
@@ -123,6 +130,13 @@ class FragmentAccess(IRMutator):
                                    f"thread holding a row would write it; write it in a loop over {buf.name} alone "
                                    "(or reduce into it with T.reduce_*)", loc or self.loc)
             return loop_rows.slot_of(self.j)
+        if kind is None and isinstance(layout, ColumnsLayout) and is_column(indices, self.loop_vars) \
+                and layout.base == self.layout:
+            if store:
+                raise CompileError(f"fragment {buf.name} is written in a loop over more than its own indices: every "
+                                   f"thread holding a column would write it; write it in a loop over {buf.name} alone",
+                                   loc or self.loc)
+            return layout.slot_of(self.j)
         inner = slice_layout(layout, lead) if kind == "slice" else None
         if inner is not None and with_shape(inner, tuple(self.layout.shape)) == self.layout:
             first = 0
