@@ -79,6 +79,19 @@ def gather_at_a_computed_row(X: T.Tensor((SOURCE_ROWS, COLS), "float16"), Idx: T
                 Y[k, i, d] = s[i, d]
 
 
+@T.prim_func
+def gather_read_after_the_loop(X: T.Tensor((SOURCE_ROWS, COLS), "float16"), Idx: T.Tensor((CHUNKS * BI,), "int32"),
+                               Y: T.Tensor((BI, COLS), "float16")):
+    """The tile is read after the loop too (the last iteration's rows): it keeps one version, and
+    the gather its place."""
+    with T.Kernel(1, threads=128):
+        s = T.alloc_shared((BI, COLS), "float16")
+        for k in T.Pipelined(CHUNKS, num_stages=2):
+            for i, d in T.Parallel(BI, COLS):
+                s[i, d] = X[Idx[k * BI + i], d]
+        T.copy(s, Y)
+
+
 def indices(seed: int = 0) -> np.ndarray:
     idx = np.random.default_rng(seed).integers(0, SOURCE_ROWS, CHUNKS * BI).astype(np.int32)
     idx[[3, 70, 200]] = [SOURCE_ROWS, -1, SOURCE_ROWS + 5]  # out of range: read as zeros
@@ -128,6 +141,9 @@ def test_gathers_that_cannot_be_issued_ahead_still_compute_the_same(run):
     shifted = gathered(x, idx + np.repeat(shifts, BI).astype(np.int32)).reshape(CHUNKS, BI, COLS)
     run(gather_at_a_computed_row, x, idx, y)
     np.testing.assert_array_equal(y, shifted)
+    last = np.zeros((BI, COLS), np.float16)
+    run(gather_read_after_the_loop, x, idx, last)
+    np.testing.assert_array_equal(last, rows[-1])
 
 
 def _pipelines(func) -> list:
@@ -141,8 +157,8 @@ def test_the_gather_is_a_producer_with_a_version_per_stage():
             ("cp_async", ["s"], 1, stages)
 
 
-def test_a_gather_that_reads_the_loop_or_is_read_before_it_is_not_issued_ahead():
-    for func in (gather_after_its_reader, gather_at_a_computed_row):
+def test_a_gather_that_reads_the_loop_or_whose_tile_is_read_before_it_or_after_the_loop_is_not_issued_ahead():
+    for func in (gather_after_its_reader, gather_at_a_computed_row, gather_read_after_the_loop):
         assert _pipelines(func) == [], func.name  # nothing else to pipeline: a plain loop
         source = tw.lower(func, target="sm_90a").device_source
         assert "tw::cp_async<" not in source.split("// ---- kernel ----")[1]

@@ -17,7 +17,7 @@ Guarantees, for every pipelined loop with ``s >= 2``:
     iteration, and consumers wait for their group (``cp.async.wait_group s-1``) and sync.
   * a ``T.Parallel`` nest that only copies elements of a global tensor into a shared tile (a gather:
     sparse MLA's ``KV_shared[i, d] = KV[b, Indices[b, s, i_i * BI + i], g, d]``) is a producer too,
-    where it can be issued ahead (``_issuable_gather``); it is marked ``ir.ASYNC_COPY``, and
+    where it can be issued ahead (``_issuable_gather``) and its tile is not used outside the loop; it is marked ``ir.ASYNC_COPY``, and
     ``partition_parallel_loops`` moves its runs with ``cp.async`` where they are whole 4-16 byte
     copies (else with plain loads and stores, which the same waits and barriers order).
 Loops with ``num_stages <= 1`` become plain serial loops.
@@ -121,6 +121,12 @@ def _issuable_gather(s, body: list, loop: ir.For, written: set, outer: set) -> b
     return True
 
 
+def _mentions(node, buf: ir.Buffer) -> int:
+    """How many loads, stores and regions under ``node`` name ``buf`` (a gather's tile used outside
+    its loop too stays where it is: its versions would be the loop's alone)."""
+    return sum(1 for x in collect(node, (ir.BufferLoad, ir.BufferStore, ir.Region)) if x.buffer is buf)
+
+
 def _split_condition(body: list, loop: ir.For, written: set, outer: set) -> list:
     """``[if c: copies..., work...]`` -> ``[if c: copy, ..., if c: work]`` where that is safe to
     pipeline (see the module docstring); else ``body`` unchanged."""
@@ -176,6 +182,7 @@ class _Pipeline(IRMutator):
         # assigned again).
         self.outer = set(func.launch.block_vars) | {p for p in func.params if isinstance(p, ir.Var)}
         self.reassigned = reassigned_vars(func.body)
+        self.body = func.body
 
     def visit_LetStmt(self, node: ir.LetStmt):
         if node.var not in self.reassigned:
@@ -201,7 +208,8 @@ class _Pipeline(IRMutator):
         body = _split_condition(ir.statements(loop.body), loop, self.written, self.outer)
         tma_loads = [x for x in body if isinstance(x, ir.TmaCopy) and x.is_load]
         thread_loads = [x for x in body if _is_global_to_shared_copy(x)]
-        gathers = [x for x in body if _issuable_gather(x, body, loop, self.written, self.outer)]
+        gathers = [x for x in body if _issuable_gather(x, body, loop, self.written, self.outer)
+                   and _mentions(self.body, _gather_store(x).buffer) == _mentions(loop.body, _gather_store(x).buffer)]
         arrived = {id(a.barrier.buffer): a.barrier.buffer for a in collect(loop.body, ir.BarrierArrive)}
         load_barriers = {id(t.barrier.buffer) for t in tma_loads}
         producers = [x for x in body if x in tma_loads or x in thread_loads or x in gathers or
