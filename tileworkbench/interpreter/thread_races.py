@@ -1,7 +1,8 @@
 """Who touched what, for the thread-level interpreter's race checks.
 
-Between two block barriers each byte of shared memory remembers the thread that wrote it (and
-whether by atomics) and the thread that read it (or that several did). A thread reading a byte
+Between two block barriers each byte of shared memory remembers the threads that wrote it (and
+whether by atomics) and those that read it, and which threads a named barrier (a scope's) has
+ordered those accesses before (``Accesses``). A thread reading a byte
 another thread wrote since the barrier, or writing one another thread read or wrote, is a
 ``KernelRuntimeError`` naming the buffer, the threads and both lines, unless both wrote the same
 bytes (threads storing one value alike) or both updated it atomically; threads of one store writing
@@ -23,19 +24,76 @@ from ..errors import KernelRuntimeError
 if TYPE_CHECKING:
     from .thread_memory import Space
 
-NONE, SEVERAL = -1, -2
+NONE = -1
+
+
+class Accesses:
+    """Per byte of shared memory, who accessed it (written, or read) since the last block barrier,
+    as two ranges of thread indices: ``u`` (``u_lo``..``u_hi``) the threads whose accesses no barrier
+    has ordered yet (one thread where ``u_lo == u_hi``; else some threads of the range), ``s``
+    (``s_lo``..``s_hi``) the threads a named barrier has ordered the earlier accesses before (so
+    those threads, and only they, may touch the byte again). ``NONE`` where a range is empty."""
+
+    def __init__(self, nbytes: int):
+        self.u_lo, self.u_hi = np.full(nbytes, NONE, np.int32), np.full(nbytes, NONE, np.int32)
+        self.s_lo, self.s_hi = np.full(nbytes, NONE, np.int32), np.full(nbytes, NONE, np.int32)
+
+    def conflicts(self, pos: np.ndarray, tids: np.ndarray) -> np.ndarray:
+        """Where thread ``tids`` touching byte ``pos`` is not ordered after an access recorded there."""
+        u_lo, u_hi, s_lo, s_hi = self.u_lo[pos], self.u_hi[pos], self.s_lo[pos], self.s_hi[pos]
+        unordered = (u_lo != NONE) & ~((u_lo == u_hi) & (u_lo == tids))
+        unseen = (s_lo != NONE) & ((tids < s_lo) | (tids > s_hi))
+        return unordered | unseen
+
+    def who(self, b: int) -> str:
+        """Who accessed byte ``b``, for a message."""
+        lo, hi = int(self.u_lo[b]), int(self.u_hi[b])
+        if lo == NONE:
+            return f"threads before a barrier that only threads {int(self.s_lo[b])}-{int(self.s_hi[b])} met"
+        return f"thread {lo}" if lo == hi else f"some of threads {lo}-{hi}"
+
+    def add(self, p: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        """Threads ``lo``..``hi`` accessed bytes ``p`` (one store or load: each position once)."""
+        empty = self.u_lo[p] == NONE
+        self.u_lo[p] = np.where(empty, lo, np.minimum(self.u_lo[p], lo))
+        self.u_hi[p] = np.where(empty, hi, np.maximum(self.u_hi[p], hi))
+
+    def only(self, p: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        """Threads ``lo``..``hi`` wrote bytes ``p``, ordered after whatever was recorded there (a
+        write supersedes: a thread not ordered after the earlier writes is not after this one either)."""
+        self.u_lo[p], self.u_hi[p] = lo, hi
+        self.s_lo[p] = self.s_hi[p] = NONE
+
+    def empty(self) -> np.ndarray:
+        return (self.u_lo == NONE) & (self.s_lo == NONE)
+
+    def clear(self):
+        for a in (self.u_lo, self.u_hi, self.s_lo, self.s_hi):
+            a.fill(NONE)
+
+    def named_barrier(self, first: int, last: int):
+        """Threads ``first``..``last`` met at a named barrier: the accesses they alone made, unordered
+        so far, and those ordered before threads that meet them there, are ordered before all of
+        them now. An access of another thread stays as it was (it is not ordered before anyone)."""
+        u_none, s_none = self.u_lo == NONE, self.s_lo == NONE
+        inside = ~u_none & (self.u_lo >= first) & (self.u_hi <= last)
+        meets = ~s_none & (self.s_lo <= last) & (self.s_hi >= first)
+        grow = u_none & meets  # seen by some of them, who pass it on to the rest
+        settle = inside & (s_none | meets)
+        self.s_lo[grow] = np.minimum(self.s_lo[grow], first)
+        self.s_hi[grow] = np.maximum(self.s_hi[grow], last)
+        self.s_lo[settle], self.s_hi[settle] = first, last
+        self.u_lo[settle] = self.u_hi[settle] = NONE
 
 
 class SharedRecords:
-    """Per byte of shared memory, since the last block barrier: the writing thread (``SEVERAL``:
-    threads that stored the same bytes, or updated them atomically), whether by atomics, the
-    reading thread (``SEVERAL``: more than one), the lines; and the thread whose TMA store still
-    reads the byte."""
+    """Per byte of shared memory, since the last block barrier: who wrote it (whether by atomics) and
+    who read it (``Accesses``), the lines; and the thread whose TMA store still reads the byte."""
 
     def __init__(self, nbytes: int):
-        self.writer = np.full(nbytes, NONE, np.int32)
+        self.writes = Accesses(nbytes)
         self.atomic = np.zeros(nbytes, bool)
-        self.reader = np.full(nbytes, NONE, np.int32)
+        self.reads = Accesses(nbytes)
         self.wline = np.zeros(nbytes, np.int32)
         self.rline = np.zeros(nbytes, np.int32)
         self.tma = np.full(nbytes, NONE, np.int32)
@@ -43,18 +101,19 @@ class SharedRecords:
 
     def barrier(self, members: np.ndarray | None = None):
         """A block barrier forgets every access; a named barrier (``members``: which threads meet
-        at it) those its threads made (and those of several threads at once, whose threads are not
-        kept: a race between them and another scope's threads may go unreported)."""
+        at it, a run of consecutive threads as every scope's are) orders those its threads made
+        before all of them (``Accesses.named_barrier``). Members not consecutive order nothing here
+        (a race may then be reported that a finer record would not)."""
         if members is None:
-            self.writer.fill(NONE)
+            self.writes.clear()
+            self.reads.clear()
             self.atomic.fill(False)
-            self.reader.fill(NONE)
             return
-        for who in (self.writer, self.reader):
-            known = who >= 0
-            forget = (who == SEVERAL) | (known & members[np.where(known, who, 0)])
-            who[forget] = NONE
-        self.atomic[self.writer == NONE] = False
+        ids = np.flatnonzero(members)
+        if ids.size and ids[-1] - ids[0] + 1 == ids.size:
+            for record in (self.writes, self.reads):
+                record.named_barrier(int(ids[0]), int(ids[-1]))
+        self.atomic[self.writes.empty()] = False
 
 
 def _groups(pos: np.ndarray, tids: np.ndarray, extra: np.ndarray | None = None):
@@ -78,16 +137,13 @@ class RaceRecords:
     def _shared_read(self, sp: Space, pos: np.ndarray, act: np.ndarray, line: int | None = None):
         r = self.records
         tids = np.broadcast_to(act[:, None], pos.shape)
-        w = r.writer[pos]
-        bad = (w != NONE) & (w != tids)
+        bad = r.writes.conflicts(pos, tids)
         if bad.any():
-            k = np.argwhere(bad)[0]
-            b = int(pos[tuple(k)])
-            who = "several threads" if w[tuple(k)] == SEVERAL else f"thread {int(w[tuple(k)])}"
-            self._race(sp, b, f"thread {int(tids[tuple(k)])} reads", f"{who} wrote", int(r.wline[b]))
+            k = tuple(np.argwhere(bad)[0])
+            b = int(pos[k])
+            self._race(sp, b, f"thread {int(tids[k])} reads", f"{r.writes.who(b)} wrote", int(r.wline[b]))
         p, lo, hi = _groups(pos.ravel(), tids.ravel())
-        old = r.reader[p]
-        r.reader[p] = np.where((lo == hi) & ((old == NONE) | (old == lo)), lo, SEVERAL)
+        r.reads.add(p, lo, hi)
         r.rline[p] = line if line is not None else (self.where.line or 0)
 
     def _shared_write(self, sp: Space, pos: np.ndarray, act: np.ndarray, raw: np.ndarray | None, atomic=False):
@@ -98,30 +154,29 @@ class RaceRecords:
             b = int(pos[tuple(np.argwhere(pending)[0])])
             self._race(sp, b, "a thread writes", f"the TMA store issued by thread {int(r.tma[b])} still reads",
                        int(r.tma_line[b]), "before that thread waits on it (tma_store_wait)")
-        rd = r.reader[pos]
-        bad = (rd != NONE) & (rd != tids)
+        bad = r.reads.conflicts(pos, tids)
         if bad.any():
             k = tuple(np.argwhere(bad)[0])
-            who = "several threads" if rd[k] == SEVERAL else f"thread {int(rd[k])}"
-            self._race(sp, int(pos[k]), f"thread {int(tids[k])} writes", f"{who} read", int(r.rline[int(pos[k])]))
-        w = r.writer[pos]
-        other = (w != NONE) & (w != tids)
+            b = int(pos[k])
+            self._race(sp, b, f"thread {int(tids[k])} writes", f"{r.reads.who(b)} read", int(r.rline[b]))
+        other = r.writes.conflicts(pos, tids)
         if atomic:
             other &= ~r.atomic[pos]
         else:
             other &= ~((self.arena[pos] == raw) & ~r.atomic[pos])  # the same bytes stored again: benign
         if other.any():
             k = tuple(np.argwhere(other)[0])
-            who = "several threads" if w[k] == SEVERAL else f"thread {int(w[k])}"
-            self._race(sp, int(pos[k]), f"thread {int(tids[k])} writes", f"{who} wrote", int(r.wline[int(pos[k])]))
+            b = int(pos[k])
+            self._race(sp, b, f"thread {int(tids[k])} writes", f"{r.writes.who(b)} wrote", int(r.wline[b]))
         groups = _groups(pos.ravel(), tids.ravel(), None if atomic else raw.ravel())
         p, lo, hi = groups[:3]
         if not atomic and (groups[3] != groups[4]).any():  # one store, threads writing different values
             b = int(p[np.flatnonzero(groups[3] != groups[4])[0]])
             self._race(sp, b, "threads write different values at once to", "", None)
-        old = r.writer[p]
-        keep = (lo == hi) & ((old == NONE) | (old == lo))
-        r.writer[p] = np.where(keep, lo, SEVERAL)
+        if atomic:  # updates accumulate: every thread that made one is a writer
+            r.writes.add(p, lo, hi)
+        else:
+            r.writes.only(p, lo, hi)
         r.atomic[p] = atomic
         r.wline[p] = self.where.line or 0
 
@@ -188,7 +243,7 @@ class RaceRecords:
         sel = np.isin(r.tma, threads)
         if not sel.any():
             return
-        old, issuer = r.reader[sel], r.tma[sel]
-        r.reader[sel] = np.where((old == NONE) | (old == issuer), issuer, SEVERAL)
+        p, issuer = np.flatnonzero(sel), r.tma[sel]
+        r.reads.add(p, issuer, issuer)
         r.rline[sel] = r.tma_line[sel]
         r.tma[sel] = NONE
