@@ -6,13 +6,17 @@ met by another scope's read with no block barrier between went unreported.)"""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
 import tileworkbench.language as T
 from tileworkbench.errors import KernelRuntimeError
 from tileworkbench.interpreter.thread_races import Accesses
-from tileworkbench.interpreter.threads import run_at_thread_level
+from tileworkbench.interpreter.threads import ThreadKernel, run_at_thread_level
+from tileworkbench.ir import nodes as ir
+from tileworkbench.ir.visitor import collect
 
 BYTE = np.array([0])
 
@@ -66,24 +70,42 @@ def test_a_new_access_after_the_barrier_is_its_threads_alone():
     assert not conflicts(acc, 8) and conflicts(acc, 64)
 
 
-def test_a_scopes_collective_store_read_by_another_scope_is_a_race_at_the_thread_level():
-    """All of scope 0's threads store s[0] (one value: an access of several threads), meet at their
-    named barrier, and scope 1 reads it with no barrier between the scopes: a race on the GPU (its
-    threads may read before the store), which the interpreter reports. The compiler accepts the
-    program (it orders shared accesses within a scope, not across two ``if`` branches)."""
-    @T.prim_func
-    def main(X: T.Tensor((4,), "float32"), Y: T.Tensor((256,), "float32")):
-        with T.Kernel(1, threads=256):
-            tx = T.get_thread_binding()
-            s = T.alloc_shared((4,), "float32")
-            if tx < 128:
-                s[0] = X[0]
-                T.sync_threads(1, 128)
-                Y[tx] = s[0]
-            else:
-                Y[tx] = s[0] * 2.0
+@T.prim_func
+def scopes_sharing_a_store(X: T.Tensor((4,), "float32"), Y: T.Tensor((256,), "float32")):
+    """All of scope 0's threads store s[0] (one value: an access of several threads) and meet at
+    their named barrier; scope 1 reads s[0]."""
+    with T.Kernel(1, threads=256):
+        tx = T.get_thread_binding()
+        s = T.alloc_shared((4,), "float32")
+        if tx < 128:
+            s[0] = X[0]
+            T.sync_threads(1, 128)
+            Y[tx] = s[0]
+        else:
+            Y[tx] = s[0] * 2.0
 
+
+def test_another_scope_reads_the_store_after_a_block_barrier():
+    """``insert_thread_syncs`` puts a block barrier between the scopes (scope 0's own barrier orders
+    its store before its threads only), so the program runs race-free at the thread level."""
+    x, y = np.arange(1, 5, dtype=np.float32), np.zeros(256, np.float32)
+    run_at_thread_level(scopes_sharing_a_store, x, y)
+    np.testing.assert_array_equal(y, np.r_[np.full(128, 1.0), np.full(128, 2.0)].astype(np.float32))
+
+
+def _without_block_barriers(func):
+    """The lowered kernel with its block barriers between the scopes taken out."""
+    for seq in collect(func.body, ir.SeqStmt):
+        seq.stmts[:] = [x for x in seq.stmts if not (isinstance(x, ir.SyncThreads) and x.threads is None)]
+    return func
+
+
+def test_without_that_barrier_the_read_is_a_race_at_the_thread_level():
+    """The record the interpreter keeps: before, an access of several threads was forgotten at a
+    named barrier, and this read went unreported."""
+    kernel = ThreadKernel.of(scopes_sharing_a_store)
+    func = _without_block_barriers(copy.deepcopy(kernel.func))
     x, y = np.arange(1, 5, dtype=np.float32), np.zeros(256, np.float32)
     with pytest.raises(KernelRuntimeError, match=r"race on s \(element 0\): thread 128 reads it .* threads before "
                                                  r"a barrier that only threads 0-127 met wrote"):
-        run_at_thread_level(main, x, y)
+        ThreadKernel(func, kernel.out_idx, kernel.name)(x, y)

@@ -389,7 +389,8 @@ def _thread_scope(s: ir.ThreadScope, state: _State, variance: Variance, out: lis
     """``with T.ws(...)``: hazards among its own threads get a barrier of theirs inside it; what
     the whole block did before it gets a block barrier before it; what other scopes did is ordered
     by the user's mbarriers when the scope waits on one (the barrier checker verifies that
-    protocol), else by a block barrier before it too."""
+    protocol), else by a block barrier before it too. Every access the scope made counts after it
+    for the other threads, those its own barriers ordered included (they order its threads only)."""
     role = (s.first, s.count)
     trusts_mbarriers = bool(collect(s.body, ir.BarrierWait))
     before = state.by(lambda r: r is None or (r != role and not trusts_mbarriers))
@@ -401,7 +402,11 @@ def _thread_scope(s: ir.ThreadScope, state: _State, variance: Variance, out: lis
     body, end = _block(s.body, inner, variance)
     out.append(replace(s, body=body))
     end.role = state.role
-    return state.merge(end)
+    # The scope's own barriers ordered its accesses before its threads only: for every other thread
+    # (another scope's, or the whole block's after it) each of them is still unordered.
+    ordered_within = _State(role=("ordered within", role))
+    ordered_within.note(_accesses(s, variance))
+    return state.merge(ordered_within).merge(end)
 
 
 def _loads_tiles(stmt) -> bool:
