@@ -1,11 +1,14 @@
-"""For the random sweeps of compiler forms (shared_copy_forms.py, thread_scope_forms.py): a kernel's
-outcome (matched, or refused with a CompileError), NVRTC on some draws, and the counting loop that
-prints every bug it meets."""
+"""For the random sweeps of compiler forms (shared_copy_forms.py, thread_scope_forms.py, ...): a
+kernel's outcome (matched, or refused with a CompileError), NVRTC on some draws, the counting loop
+that prints every bug it meets, and a generated kernel's source imported from a file of its own."""
 
 from __future__ import annotations
 
+import importlib.util
 import random
+import tempfile
 import warnings
+from pathlib import Path
 
 import tileworkbench as tw
 from tileworkbench.errors import CompileError
@@ -26,6 +29,17 @@ def outcome(run_and_compare, nvrtc: bool) -> str:
         if "internal" in str(exc):
             raise
         return "refused: " + str(exc).splitlines()[0]
+
+
+def kernel_from_source(source: str, prefix: str):
+    """``main`` of ``source`` written to a file of its own and imported (the front end reads a
+    kernel's source from its file, so a generated kernel needs one)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}_")) / f"{prefix}_kernel.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"{prefix}_{abs(hash(source))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
 
 
 def sweep(draw, check, draws: int, seed: int, key=lambda config, result: result) -> dict:

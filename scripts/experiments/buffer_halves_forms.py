@@ -15,17 +15,14 @@ The CI property ``tests/robustness/test_buffer_halves_forms.py`` runs a slice of
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
 from tileworkbench.interpreter.threads import run_at_thread_level
 
-from _sweep import outcome, sweep
+from _sweep import kernel_from_source, outcome, sweep
 
 N = 128
 HALVES = ("r % 2", "(r % 2) ^ 1", "(r + 1) % 2", "0", "1")
@@ -78,13 +75,7 @@ def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((2, N), "float32")):
 
 def kernel(rounds: int, statements: tuple):
     """The kernel, from its source written to a file of its own (the front end reads the source)."""
-    folder = Path(tempfile.mkdtemp(prefix="halves_"))
-    path = folder / "halves_kernel.py"
-    path.write_text(kernel_source(rounds, statements))
-    spec = importlib.util.spec_from_file_location(f"halves_{abs(hash((rounds, statements)))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return kernel_from_source(kernel_source(rounds, statements), "halves")
 
 
 def reference(x: np.ndarray, rounds: int, statements: tuple) -> np.ndarray:

@@ -18,18 +18,15 @@ The CI property ``tests/robustness/test_pipelined_gather_forms.py`` runs a slice
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
 import tileworkbench as tw
 from tileworkbench.interpreter.threads import run_at_thread_level
 
-from _sweep import outcome, sweep
+from _sweep import kernel_from_source, outcome, sweep
 
 SOURCE_ROWS = 50
 
@@ -71,13 +68,7 @@ def main(X: T.Tensor((SRC, COLS), "{dtype}"), Idx: T.Tensor((CHUNKS * BI,), "int
 
 
 def kernel(config):
-    folder = Path(tempfile.mkdtemp(prefix="gathers_"))
-    path = folder / "gather_kernel.py"
-    path.write_text(kernel_source(*config))
-    spec = importlib.util.spec_from_file_location(f"gathers_{abs(hash(config))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return kernel_from_source(kernel_source(*config), "gathers")
 
 
 def reference(x, idx, config) -> np.ndarray:
