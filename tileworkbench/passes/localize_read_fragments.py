@@ -207,7 +207,10 @@ def _held_as_columns(func: ir.PrimFunc, reads: _Reads, variance) -> set:
     (``ir.layout.ColumnsLayout``), rather than becoming every thread's whole: read only as the
     columns of nests over one gemm's accumulator (sparse MLA's ``mask[bi_i]`` in a loop over
     ``acc_s[h_i, bi_i]``) and written only by nests over themselves from inputs every thread sees
-    alike, so each thread computes the columns it holds."""
+    alike, so each thread computes the columns it holds. Not in a kernel with ``T.ws`` or ``if tx < C``
+    scopes (whose fragments lie over the scope's threads only)."""
+    if collect(func.body, ir.ThreadScope):  # a scope's fragments lie over its threads alone: not tried there
+        return set()
     accumulators = {g.c.buffer for g in collect(func.body, ir.Gemm)}
     held = set()
     for buf, wholes in reads.column_wholes.items():
