@@ -10,6 +10,11 @@ of device + host source per kernel/config pair (the "from file.py:line" banner l
     PYTHONPATH=. python3 scripts/source_hashes.py before.json      # at the old commit
     PYTHONPATH=. python3 scripts/source_hashes.py after.json       # at the new one
     PYTHONPATH=. python3 scripts/source_hashes.py after.json --against before.json
+    ... source_hashes.py after.json --tilelang-examples /path/to/tilelang/examples --against before.json
+
+With ``--tilelang-examples DIR`` it also hashes the kernels built from TileLang's own example files in
+``DIR`` (TileLang's ``examples`` folder), each case of ``experiments/tilelang_examples.py`` (those that
+stop: the exception's type), so a change shows on them too (no GPU run covers most of them).
 
 With ``--kernel-only`` the inlined headers are left out of each hash (the device source after
 ``// ---- kernel ----``, and the launcher): a header change shows only where it changes a kernel's
@@ -20,11 +25,14 @@ exits 1 if any differ.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
+import io
 import json
 import re
 import sys
+from pathlib import Path
 
 import tileworkbench as tw
 from tileworkbench.bench.gemm import candidate_kernels, spec_kernels
@@ -102,11 +110,38 @@ def hashes(kernel_only: bool = False, device_only: bool = False) -> dict:
     return out
 
 
+def example_file_hashes(folder: str, kernel_only: bool, device_only: bool) -> dict:
+    """Hashes of the kernels built from TileLang's example files in ``folder`` (the cases of
+    ``experiments/tilelang_examples.py``; its stand-ins for torch and the like are installed)."""
+    sys.path.insert(0, str(Path(__file__).parent / "experiments"))
+    examples = importlib.import_module("tilelang_examples")
+    lower = importlib.import_module("tileworkbench.jit.lower").lower
+    examples._install(Path(folder))
+    out = {}
+    for n, (file, make) in enumerate(examples.CASES):
+        key = f"tilelang file {n}: {file}"
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # some files print what they build
+                built = make(examples._load(Path(folder) / file))
+            if hasattr(built, "get_kernel_source"):
+                out[key] = _case_hash(built, kernel_only, device_only)
+            else:
+                parts = [source_hash(lower(p, target="sm_90a"), kernel_only, device_only)
+                         for p in getattr(built, "kernels", None) or [built]]
+                out[key] = hashlib.sha256("".join(parts).encode()).hexdigest()[:16]
+        except Exception as exc:  # noqa: BLE001 - a file that stops counts too: how it stops must not change
+            out[key] = f"stops: {type(exc).__name__}"
+    return out
+
+
 def main(argv) -> int:
     if not argv or argv[0].startswith("--"):
         print(__doc__)
         return 2
     current = hashes("--kernel-only" in argv, "--device-only" in argv)
+    if "--tilelang-examples" in argv:
+        current.update(example_file_hashes(argv[argv.index("--tilelang-examples") + 1], "--kernel-only" in argv,
+                                           "--device-only" in argv))
     with open(argv[0], "w") as f:
         json.dump(current, f, indent=0, sort_keys=True)
     print(f"{len(current)} kernel/config pairs hashed into {argv[0]}")
