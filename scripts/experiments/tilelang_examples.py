@@ -484,7 +484,8 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _install(examples: Path):
-    stand_ins = {name for name in ("torch", "einops", "fla", "triton", "scipy") if importlib.util.find_spec(name) is None}
+    stand_ins = {name for name in ("torch", "einops", "fla", "triton", "scipy", "tqdm")
+                 if importlib.util.find_spec(name) is None}
     if "torch" in stand_ins:
         stand_ins.add("FLA_KDA")  # kda's reference package: torch at import
     sys.meta_path.insert(0, _Finder(stand_ins))

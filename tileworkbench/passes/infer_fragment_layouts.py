@@ -126,6 +126,11 @@ def _within(access, buf, nest, loc):
                                    f"the {shape[dim]} elements of {buf.name}'s dimension {dim}", loc)
 
 
+def _buffer_of(target) -> ir.Buffer:
+    """A tile operation's destination as a buffer (a region's, or the buffer itself)."""
+    return target.buffer if isinstance(target, ir.Region) else target
+
+
 class _Relations(IRVisitor):
     """What the program says about fragments' layouts: pairs that share one (``same``), and
     (part, whole, kept) triples where ``part`` has the rows of ``whole`` (``rows``)."""
@@ -219,6 +224,10 @@ class _Inference:
                 self.buffers[id(alloc.buffer)] = alloc.buffer
         self.relations = _Relations()
         self.relations.visit(func.body)
+        # fragments a tile operation writes (a reduction's, a copy's, a scan's destination, a gemm's
+        # accumulator): none takes the columns of another (columns are computed by loops over them)
+        self.tile_written = {id(_buffer_of(n.c if isinstance(n, ir.Gemm) else n.dst))
+                             for n in collect(func.body, (ir.Copy, ir.Reduce, ir.Scan, ir.Gemm))}
         self.func = func
 
     def set(self, buf, layout, loc) -> bool:
@@ -259,6 +268,8 @@ class _Inference:
                 elif isinstance(lp, ProjectedLayout) and tuple(lp.base.shape) == tuple(whole.static_shape()):
                     changed |= self.set(whole, lp.base, loc)
             for part, whole, loc in self.relations.columns:
+                if id(part) in self.tile_written:
+                    continue  # a tile operation writes it (a reduction, a copy): its own layout rules
                 lw = self.layouts.get(id(whole))
                 try:  # a tensor-core accumulator's; any other leaves the read to be refused where it is lowered
                     columns = columns_of(lw) if lw is not None else None
