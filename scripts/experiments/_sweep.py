@@ -42,6 +42,12 @@ def kernel_from_source(source: str, prefix: str):
     return module.main
 
 
+def refusals_together(config, result: str) -> str:
+    """A sweep's count key: every refusal under one name, the kernels that ran (with any label of
+    theirs, ``"ok, ahead"``) and the bugs by name."""
+    return result if result.startswith(("ok", "bug")) else "refused"
+
+
 def sweep(draw, check, draws: int, seed: int, key=lambda config, result: result) -> dict:
     """``draws`` configurations from ``draw(rng)``, each ``check(config, n, nvrtc=n % 4 == 0)``ed;
     any exception is a bug, printed and counted. Returns (and prints) the counts by ``key``."""

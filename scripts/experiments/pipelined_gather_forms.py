@@ -26,7 +26,7 @@ import numpy as np
 import tileworkbench as tw
 from tileworkbench.interpreter.threads import run_at_thread_level
 
-from _sweep import kernel_from_source, outcome, sweep
+from _sweep import kernel_from_source, outcome, refusals_together, sweep
 
 SOURCE_ROWS = 50
 
@@ -95,6 +95,8 @@ def issued_ahead(main) -> bool:
 def check(config, seed: int, nvrtc: bool) -> str:
     dtype, cols, rows, chunks = config[:4]
 
+    label = []  # issued ahead or not, of the kernel that ran
+
     def run():
         main = kernel(config)
         rng = np.random.default_rng(seed)
@@ -105,14 +107,13 @@ def check(config, seed: int, nvrtc: bool) -> str:
             y = np.zeros((chunks, 2, rows, cols), dtype)  # Y[k, 0] stays 0 where nothing reads before the gather
             runner(x, idx, y)
             np.testing.assert_array_equal(y, want)
+        label.append("ahead" if issued_ahead(main) else "in place")
         return main
 
     result = outcome(run, nvrtc)
-    if result == "ok":
-        return "ok, ahead" if issued_ahead(kernel(config)) else "ok, in place"
-    return result
+    return f"ok, {label[0]}" if result == "ok" else result
 
 
 if __name__ == "__main__":
     sweep(draw, check, int(sys.argv[1]) if len(sys.argv) > 1 else 200, seed=11,
-          key=lambda config, result: result if result.startswith(("ok", "bug")) else "refused")
+          key=refusals_together)

@@ -70,6 +70,14 @@ def experiment(name: str):
     return module
 
 
+def swept(sweep, config, seed: int) -> str:
+    """One draw of an experiment's sweep (``experiment``) checked as its CI slice checks it: warnings
+    quiet, no NVRTC; the sweep's outcome (``"ok..."``, ``"refused: ..."``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sweep.check(config, seed=seed, nvrtc=False)
+
+
 def ids(cases) -> list[str]:
     return [c.id for c in cases]
 

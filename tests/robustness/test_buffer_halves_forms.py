@@ -7,11 +7,10 @@ trusts too much (every first index counted apart: 48 races in 60 draws; halves k
 a loop's back edge: 1 in 100)."""
 
 import random
-import warnings
 
 import pytest
 
-from .harness import experiment
+from .harness import experiment, swept
 
 SWEEP = experiment("buffer_halves_forms")
 DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(10)] + [
@@ -22,9 +21,7 @@ DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(10)] + [
 
 @pytest.mark.parametrize("config", DRAWS, ids=lambda c: str(abs(hash(c)) % 10**8))
 def test_buffer_halves_race_free_and_right_or_refused(config):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        outcome = SWEEP.check(config, seed=7, nvrtc=False)
+    outcome = swept(SWEEP, config, seed=7)
     assert outcome == "ok" or outcome.startswith("refused: ")
     if config in DRAWS[-2:]:
         assert outcome == "ok"

@@ -6,11 +6,10 @@ slice of ``scripts/experiments/grid_bound_forms.py`` (200 draws, none wrong; it 
 off-by-one in the proof: 26 of 100 draws read out of bounds with it)."""
 
 import random
-import warnings
 
 import pytest
 
-from .harness import experiment
+from .harness import experiment, swept
 
 SWEEP = experiment("grid_bound_forms")
 DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(8)] + [
@@ -22,9 +21,7 @@ DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(8)] + [
 
 @pytest.mark.parametrize("config", DRAWS, ids=lambda c: str(abs(hash(c)) % 10**8))
 def test_grid_bounds_compute_what_numpy_does(config):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = SWEEP.check(config, seed=3, nvrtc=False)
+    result = swept(SWEEP, config, seed=3)
     assert result.startswith("ok"), result
     if config == DRAWS[-3]:
         assert result == "ok, proven"

@@ -8,11 +8,10 @@ reader before the gather not counted, 5 of 60 draws went wrong; with an index re
 loop's own values trusted, 3 of 60)."""
 
 import random
-import warnings
 
 import pytest
 
-from .harness import experiment
+from .harness import experiment, swept
 
 SWEEP = experiment("pipelined_gather_forms")
 DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(8)] + [
@@ -24,9 +23,7 @@ DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(8)] + [
 
 @pytest.mark.parametrize("config", DRAWS, ids=lambda c: str(abs(hash(c)) % 10**8))
 def test_pipelined_gathers_compute_what_numpy_does(config):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = SWEEP.check(config, seed=3, nvrtc=False)
+    result = swept(SWEEP, config, seed=3)
     assert result.startswith("ok"), result
     if config == DRAWS[-3]:
         assert result == "ok, ahead"

@@ -4,11 +4,10 @@ CompileError; never a wrong number or an internal error. A slice of
 ``scripts/experiments/shared_copy_forms.py`` (its forms, draws and references)."""
 
 import random
-import warnings
 
 import pytest
 
-from .harness import experiment
+from .harness import experiment, swept
 
 SWEEP = experiment("shared_copy_forms")
 DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(12)]
@@ -16,7 +15,5 @@ DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(12)]
 
 @pytest.mark.parametrize("config", DRAWS, ids=lambda c: "-".join(map(str, c)))
 def test_shared_copy_forms_match_numpy_or_are_refused(config):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        outcome = SWEEP.check(config, seed=sum(config[1:5]), nvrtc=False)
+    outcome = swept(SWEEP, config, seed=sum(config[1:5]))
     assert outcome == "ok" or outcome.startswith("refused: ")

@@ -4,11 +4,10 @@ on both CPU interpreters, and tile work under a condition of part of a warp is r
 wrong number or an internal error. A slice of ``scripts/experiments/thread_scope_forms.py``."""
 
 import random
-import warnings
 
 import pytest
 
-from .harness import experiment
+from .harness import experiment, swept
 
 SWEEP = experiment("thread_scope_forms")
 # twelve draws, and the two forms they leave out (a T.Parallel loop in the scope; an if/else)
@@ -17,9 +16,7 @@ DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(12)] + [("parallel", 
 
 @pytest.mark.parametrize("config", DRAWS, ids=lambda c: "-".join(map(str, c)))
 def test_thread_scope_forms_match_numpy_or_are_refused(config):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        outcome = SWEEP.check(config, seed=sum(config[1:]), nvrtc=False)
+    outcome = swept(SWEEP, config, seed=sum(config[1:]))
     if config[0] == "part_of_warp":
         assert outcome.startswith("refused: ") and "may differ between the block's threads" in outcome
     else:

@@ -17,15 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .values import evaluate
+from .values import evaluate, wait_group
 
 CP_ASYNC = re.compile(r"^tw::cp_async<(\d+)>$")
-WAIT_GROUP = re.compile(r"^tw::cp_async_wait<(\d+)>$")
 COMMIT = "tw::cp_async_commit"
 
 
 def is_async_copy_call(name: str) -> bool:
-    return bool(CP_ASYNC.match(name) or WAIT_GROUP.match(name)) or name == COMMIT
+    return bool(CP_ASYNC.match(name)) or wait_group(name) is not None or name == COMMIT
 
 
 @dataclass
@@ -54,7 +53,7 @@ class AsyncCopies:
         elif name == COMMIT:
             self.committed[self.act] += 1
         else:
-            self.land(int(WAIT_GROUP.match(name).group(1)))
+            self.land(wait_group(name))
 
     def issue(self, call, nbytes: int):
         act = self.act

@@ -91,14 +91,22 @@ def _gather_store(s) -> ir.BufferStore | None:
     return body if load.buffer.scope == "global" and load.buffer.dtype == body.buffer.dtype else None
 
 
-def _issuable_gather(s, body: list, loop: ir.For, written: set, outer: set) -> bool:
+def _mentions(node, buf: ir.Buffer) -> int:
+    """How many loads, stores and regions under ``node`` name ``buf``."""
+    return sum(1 for x in collect(node, (ir.BufferLoad, ir.BufferStore, ir.Region)) if x.buffer is buf)
+
+
+def _issuable_gather(s, body: list, loop: ir.For, written: set, outer: set, kernel: ir.Stmt) -> bool:
     """Whether ``s``, a statement of a pipelined loop's ``body``, is a gather the pipeline may issue
     ``stages - 1`` iterations early: its addresses read only its own loop variables, the pipelined
     loop's, ``outer`` variables and global tensors the kernel never writes (its source among them),
-    and no other statement of the body writes its tile or reads it before it (which would read the
-    last iteration's elements)."""
+    no other statement of the body writes its tile or reads it before it (which would read the
+    last iteration's elements), and nothing of the ``kernel`` outside the loop uses the tile (its
+    versions would be the loop's alone)."""
     store = _gather_store(s)
     if store is None or id(store.value.buffer) in written:
+        return False
+    if _mentions(kernel, store.buffer) != _mentions(loop.body, store.buffer):
         return False
     nest = {lp.var for lp in parallel_nest(s)[0]}
     addresses = [*store.indices, *store.value.indices]
@@ -119,12 +127,6 @@ def _issuable_gather(s, body: list, loop: ir.For, written: set, outer: set) -> b
         if any(x.buffer is tile for x in [*touched, *stores]):
             return False
     return True
-
-
-def _mentions(node, buf: ir.Buffer) -> int:
-    """How many loads, stores and regions under ``node`` name ``buf`` (a gather's tile used outside
-    its loop too stays where it is: its versions would be the loop's alone)."""
-    return sum(1 for x in collect(node, (ir.BufferLoad, ir.BufferStore, ir.Region)) if x.buffer is buf)
 
 
 def _split_condition(body: list, loop: ir.For, written: set, outer: set) -> list:
@@ -208,8 +210,7 @@ class _Pipeline(IRMutator):
         body = _split_condition(ir.statements(loop.body), loop, self.written, self.outer)
         tma_loads = [x for x in body if isinstance(x, ir.TmaCopy) and x.is_load]
         thread_loads = [x for x in body if _is_global_to_shared_copy(x)]
-        gathers = [x for x in body if _issuable_gather(x, body, loop, self.written, self.outer)
-                   and _mentions(self.body, _gather_store(x).buffer) == _mentions(loop.body, _gather_store(x).buffer)]
+        gathers = [x for x in body if _issuable_gather(x, body, loop, self.written, self.outer, self.body)]
         arrived = {id(a.barrier.buffer): a.barrier.buffer for a in collect(loop.body, ir.BarrierArrive)}
         load_barriers = {id(t.barrier.buffer) for t in tma_loads}
         producers = [x for x in body if x in tma_loads or x in thread_loads or x in gathers or

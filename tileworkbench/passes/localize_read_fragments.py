@@ -81,10 +81,9 @@ class _Reads(IRVisitor):
         self.column_nests: dict = {}  # fragment -> {id: the T.Parallel nest} where it reads it in bounds, not as rows
         self.read_elsewhere: set = set()  # fragments read outside T.Parallel, or at other indices than variables
         # fragment -> the fragments of the nests that read it as their columns (``mask[j]`` in a loop over
-        # ``acc_s[i, j]``), and how many such reads; against ``outside_reads``, all its reads so placed
+        # ``acc_s[i, j]``); and the fragments also read, where no thread is sure to hold them, otherwise
         self.column_wholes: dict = {}
-        self.column_reads: dict = {}
-        self.outside_reads: dict = {}
+        self.read_not_as_columns: set = set()
         self.stored: set = set()
         self.stored_by_all: dict = {}  # fragment -> [conditions around each store every thread makes]
 
@@ -168,10 +167,10 @@ class _Reads(IRVisitor):
             kind, _ = ParallelNest.of(self.loops).match(node.indices, node.buffer.static_shape()) or (None, 0)
             if kind not in ("whole", "row"):
                 self.outside.add(node.buffer)
-                self.outside_reads[node.buffer] = self.outside_reads.get(node.buffer, 0) + 1
                 if kind is None and self.loops and is_column(node.indices, [lp.var for lp in self.loops]):
                     self.column_wholes.setdefault(node.buffer, set()).update(_whole_fragments(self.loops))
-                    self.column_reads[node.buffer] = self.column_reads.get(node.buffer, 0) + 1
+                else:
+                    self.read_not_as_columns.add(node.buffer)
                 if kind is None and self.loops and _in_bounds(node, self.ranges):
                     anchor = self._hoisted(node.buffer, self.loops[0])
                     self.column_nests.setdefault(node.buffer, {})[id(anchor)] = (anchor, self.loops[0])
@@ -214,7 +213,7 @@ def _held_as_columns(func: ir.PrimFunc, reads: _Reads, variance) -> set:
     accumulators = {g.c.buffer for g in collect(func.body, ir.Gemm)}
     held = set()
     for buf, wholes in reads.column_wholes.items():
-        if len(wholes) != 1 or reads.column_reads[buf] != reads.outside_reads[buf] or buf in reads.stored \
+        if len(wholes) != 1 or buf in reads.read_not_as_columns or buf in reads.stored \
                 or buf in reads.stored_by_all or buf not in reads.replicable:
             continue
         (whole,) = wholes
