@@ -130,3 +130,36 @@ def test_columns_of_a_blocked_fragment_stay_every_threads_whole(run):
     np.testing.assert_array_equal(y, np.where(idx[None, :] <= LIMIT, x, -x))
     kernel = tw.lower(masked_rows, target="sm_90a").device_source.split("// ---- kernel ----")[1]
     assert "bool mask[64];" in kernel
+
+
+def test_a_column_written_in_a_loop_over_the_accumulator_is_refused_at_its_line(tmp_path):
+    """Every row's threads would write ``mask[j]``: refused where it is written, with a caret."""
+    from tileworkbench.errors import CompileError
+
+    from .kernel_files import import_kernel_file
+
+    source = '''import tileworkbench.language as T
+
+
+@T.prim_func
+def main(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((64, 64), "float16"), S: T.Tensor((64, 64), "float32")):
+    with T.Kernel(1, threads=128):
+        q = T.alloc_shared((64, 64), "float16")
+        k = T.alloc_shared((64, 64), "float16")
+        acc = T.alloc_fragment((64, 64), "float32")
+        mask = T.alloc_fragment((64,), "float32")
+        T.copy(Q, q)
+        T.copy(K, k)
+        T.clear(acc)
+        T.gemm(q, k, acc, transpose_B=True)
+        for i, j in T.Parallel(64, 64):
+            mask[j] = acc[i, j]
+        for i, j in T.Parallel(64, 64):
+            acc[i, j] = acc[i, j] * mask[j]
+        T.copy(acc, S)
+'''
+    main = import_kernel_file(tmp_path, source).main
+    with pytest.raises(CompileError, match=r"kernel_file.py:16: fragment mask is written in a loop over more than its "
+                                           r"own indices: every thread holding a column would write it") as err:
+        tw.lower(main, target="sm_90a")
+    assert "mask[j] = acc[i, j]\n" in str(err.value) and "^" in str(err.value)
