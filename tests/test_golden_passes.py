@@ -22,7 +22,8 @@ import pathlib
 import pytest
 
 from tileworkbench.examples import matmul, matmul_tma_copy
-from tileworkbench.examples.edge_cases import loop_temporaries, masked_scores, overhanging_tiles, persistent_walk_gemm
+from tileworkbench.examples.edge_cases import (head_sums, loop_temporaries, masked_scores, overhanging_tiles,
+                                              persistent_walk_gemm)
 from tileworkbench.frontend import parse
 from tileworkbench.ir.printer import print_ir
 from tileworkbench.passes.manager import REGISTRY, LowerContext
@@ -45,6 +46,8 @@ PROGRAMS = {
     "persistent_walk": lambda: persistent_walk_gemm(),  # examples.edge_cases
     # Thread arrays: two carry values only within an iteration (become scalars), one across loops.
     "loop_temporaries": lambda: loop_temporaries(),
+    # A fragment seen through T.reshape: its loop's dimensions merged, its heads summed in runs.
+    "head_sums": lambda: head_sums(),
 }
 
 

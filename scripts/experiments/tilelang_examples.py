@@ -10,7 +10,7 @@ here) keeps what it defined before that; a case building from it says where the 
 in ``examples/tilelang_programs`` compute).
 
     git -C <tilelang repo> archive HEAD examples | tar -x -C /tmp/tl
-    PYTHONPATH=. python3 scripts/experiments/tilelang_examples.py /tmp/tl/examples
+    PYTHONPATH=. python3 scripts/experiments/tilelang_examples.py /tmp/tl/examples [part of a file name ...]
 
 docs/experiments.md, "TileLang's examples, unchanged", has a run.
 """
@@ -522,12 +522,13 @@ def _first_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {first[:160]}"
 
 
-def main(examples: Path):
+def main(examples: Path, only: list | None = None):
     _install(examples)
     print("| example | builds | what stopped it |")
     print("| --- | --- | --- |")
     built = 0
-    for file, make in CASES:
+    cases = [(file, make) for file, make in CASES if not only or any(part in file for part in only)]
+    for file, make in cases:
         stopped = None
         try:
             with warnings.catch_warnings():
@@ -542,8 +543,8 @@ def main(examples: Path):
             if stopped is not None and isinstance(exc, (AttributeError, NameError)):
                 exc = stopped
             print(f"| {file} | no | {_first_line(exc)} |")
-    print(f"\n{built} of {len(CASES)} build")
+    print(f"\n{built} of {len(cases)} build")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/tl/examples"))
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/tl/examples"), sys.argv[2:])

@@ -1,6 +1,7 @@
 """``T.reshape`` / ``T.view`` on global tensors: another row-major shape over the same memory (as
 TileLang's ``T.Tensor(shape, t.dtype, t.data)``), on both CPU interpreters and in the generated
-code; what is refused (tiles, another dtype, a different element count)."""
+code; what is refused (shared tiles, another dtype, a different element count). Fragment views:
+test_fragment_reshape.py."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def test_the_views_are_pointers_into_their_tensors_and_compile_for_sm_90a():
 
 @pytest.mark.parametrize("statement, message", [
     ("T.reshape(s, (32, 2))", "T.reshape of the shared buffer s is not supported yet"),
-    ("T.reshape(f, (64,))", "T.reshape of the fragment buffer f is not supported yet"),
+    ("T.reshape(f, (63,))", "f has 64 elements and the shape asked for 63"),  # views: test_fragment_reshape.py
     ("T.reshape(A, (32, 64))", "A has 4096 elements and the shape asked for 2048"),
     ("T.view(A, dtype='int32')", "A as int32 \\(it holds float32\\) is not supported yet"),
     ("T.reshape(3, (2,))", "T.reshape: the int 3 is not a tensor"),

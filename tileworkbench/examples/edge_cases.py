@@ -9,7 +9,8 @@ reading and writing global tensors on tiles that hang over the tensors' edges (t
 wrote past the end of the output); TileLang's persistent GEMM walk in the forms that may and may not
 become a grid of its tiles; thread-local arrays that carry values only within a loop iteration
 (which become scalars) beside one that carries them across loops; floats converted to integers
-(C leaves NaN and out-of-range values undefined; ours saturate, NaN to 0)."""
+(C leaves NaN and out-of-range values undefined; ours saturate, NaN to 0); a fragment seen through
+``T.reshape`` with its heads summed in runs."""
 
 import numpy as np
 
@@ -382,3 +383,28 @@ def conversions_expected(source: str) -> dict:
     out = {name: saturated(values, np.dtype(dtype).type) for name, dtype in INTEGER_TARGETS}
     out["copied"] = saturated(as_half, np.uint8)
     return out
+
+
+def head_sums(rows=64, groups=4, heads=32):
+    """A fragment of ``rows x (groups * heads)`` scores seen through ``T.reshape`` as
+    ``(rows, groups, heads)``: each score's ReLU weighted per (group, head), the heads of each
+    group summed (``T.reduce_sum`` along the view's last dimension), the sums stored transposed.
+    ``Out[g, r] = sum_h max(A[r, g * heads + h], 0) * W[g, h]`` (DeepSeek's FP8 indexers' form)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, groups * heads), "float32"), W: T.Tensor((groups, heads), "float32"),
+             Out: T.Tensor((groups, rows), "float32")):
+        with T.Kernel(1, threads=128):
+            scores = T.alloc_fragment((rows, groups * heads), "float32")
+            per_head = T.reshape(scores, (rows, groups, heads))
+            w = T.alloc_fragment((groups, heads), "float32")
+            sums = T.alloc_fragment((rows, groups), "float32")
+            T.copy(A, scores)
+            T.copy(W, w)
+            for r, g, h in T.Parallel(rows, groups, heads):
+                per_head[r, g, h] = T.max(per_head[r, g, h], 0) * w[g, h]
+            T.reduce_sum(per_head, sums, dim=-1)
+            for g, r in T.Parallel(groups, rows):
+                Out[g, r] = sums[r, g]
+
+    return main

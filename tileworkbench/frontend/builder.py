@@ -42,6 +42,8 @@ class Builder:
         self.decides_threads: dict = {}  # var -> where an `if var < C:` made the threads' scope
         # global tensors given a layout by T.annotate_layout: buffer -> regions.LaidOut
         self.global_layouts: dict = {}
+        # T.reshape / T.view of fragments: view buffer -> fragment_views.FragmentView
+        self.fragment_views: dict = {}
         # T.dynamic sizes, (name, parameter, value): a call takes the parameter from a tensor's shape;
         # compiled for sizes that are multiples of ``size_multiple``, the value is parameter * it
         self.dynamic_sizes: list = []

@@ -13,6 +13,7 @@ from ..ir.simplify import simplify
 from ..ir.visitor import collect, substitute
 from . import builder as _builder
 from .builder import Point, describe, error, integer
+from .fragment_views import fragment_view
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,7 +78,9 @@ def subscript_buffer(buffer: ir.Buffer, key):
         indices = tuple(integer(k, f"index {d} of {buffer.name}") for d, k in enumerate(key))
         for d, i in enumerate(indices):
             _check_constant_index(buffer, d, i, buffer.name)
-        layout = laid_out(buffer)
+        layout, view = laid_out(buffer), fragment_view(buffer)
+        if view is not None:  # the fragment's element at the same row-major position
+            return ir.BufferLoad(view.base, view.element(indices), view.base.dtype)
         return layout.element(indices) if layout is not None else ir.BufferLoad(buffer, indices, buffer.dtype)
     starts, extents = [], []
     for d, (k, dim) in enumerate(zip(key, buffer.shape)):
@@ -163,6 +166,14 @@ def as_region(value, what: str) -> ir.Region | Point:
         name = value.buffer.name if isinstance(value, ir.BarrierRef) else value.name
         raise error(f"{what} must be a tile, but {name} is a barrier (T.alloc_barrier): barriers are set up by "
                     "the compiler and used only with T.barrier_arrive / T.barrier_wait and TMA copies")
+    view = fragment_view(value.buffer if isinstance(value, (ir.Region, ir.BufferLoad)) else value)
+    if view is not None:
+        if what.startswith(("T.fill", "T.clear")) and isinstance(value, ir.Buffer):
+            return ir.Region.full(view.base)  # the same elements
+        raise error(f"{what}: {view.view.name} is a view of the fragment {view.base.name} (T.reshape / T.view), "
+                    "which element accesses, T.fill, T.clear and T.reduce_* take; this tile operation on it "
+                    f"is not supported yet (use {view.base.name} itself, or loop over the view's elements "
+                    "with T.Parallel)")
     region = ir.Region.full(value) if isinstance(value, ir.Buffer) else value
     if isinstance(region, ir.Region) and laid_out(region.buffer) is not None and not what.startswith(_FOLLOW_LAYOUTS):
         raise error(f"{what}: {region.buffer.name} has a layout (T.annotate_layout), which T.copy, T.atomic_add "

@@ -102,7 +102,8 @@ class Statements:
                 _b.stored_value(value, old, f"the value assigned to {name}"), old.dtype)))
             return
         if isinstance(value, ir.Buffer):
-            if value.name in ("buf", "mbar", "tensor"):
+            view = self.builder.fragment_views.get(value)
+            if value.name in ("buf", "mbar", "tensor") or view is not None and value.name == f"{view.base.name}_view":
                 value.name = self.builder.fresh_name(name)
             self.bind(name, value)
         elif _is_ir(value) or (found and isinstance(old, ir.Var) and old in self.mutable_vars

@@ -116,7 +116,11 @@ class TileOps:
         dst = self.b.array(s.dst)
         # a per-thread destination (a local array: the threads' axis first) gets the result in every thread
         shape = dst.shape[1:] if s.dst.scope == "local" else dst.shape
-        out = np.broadcast_to(fn(src, axis=s.dim).reshape(shape), dst.shape)
+        axis = s.dim
+        if s.segment is not None:  # runs of `segment` along the dimension, each reduced on its own
+            src = src.reshape(src.shape[:axis] + (src.shape[axis] // s.segment, s.segment) + src.shape[axis + 1:])
+            axis += 1
+        out = np.broadcast_to(fn(src, axis=axis).reshape(shape), dst.shape)
         if not s.clear:
             old = loaded(dst, s.dst.dtype).reshape(dst.shape)
             if s.kind in _BITWISE or s.src.dtype.name == "uint64":

@@ -184,7 +184,8 @@ class _Printer:
         self.emit(d, f"T.gemm({region_text(s.a)}, {region_text(s.b)}, {region_text(s.c)}{flags})")
 
     def p_Reduce(self, s, d):
-        self.emit(d, f"T.reduce_{s.kind}({s.src.name}, {s.dst.name}, dim={s.dim}, clear={s.clear})")
+        segment = f", segment={s.segment}" if s.segment is not None else ""
+        self.emit(d, f"T.reduce_{s.kind}({s.src.name}, {s.dst.name}, dim={s.dim}, clear={s.clear}{segment})")
 
     def p_Scan(self, s, d):
         reverse = ", reverse=True" if s.reverse else ""

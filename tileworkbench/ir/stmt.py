@@ -274,13 +274,17 @@ class Gemm(Stmt):
 
 @dataclass(eq=False, repr=False)
 class Reduce(Stmt):
-    """``T.reduce_<kind>(src, dst, dim)``: reduce ``src`` along ``dim`` into ``dst``."""
+    """``T.reduce_<kind>(src, dst, dim)``: reduce ``src`` along ``dim`` into ``dst``. With a
+    ``segment``, each run of that many consecutive elements along ``dim`` is reduced on its own:
+    ``dst`` has ``src``'s shape with ``src.shape[dim] // segment`` there (a reduction of a fragment
+    view, ``frontend.fragment_views``); without, ``dst`` has the other dimensions."""
 
     kind: str
     src: Buffer
     dst: Buffer
     dim: int
     clear: bool = True
+    segment: int | None = None
     loc: SourceLocation | None = _loc()
 
 

@@ -11,6 +11,7 @@ from ..frontend import builder as _b
 from ..frontend.builder import error
 from ..frontend.specs import KernelSpec, WarpGroups, opens_kernel_scope, opens_thread_scope
 from ..ir import nodes as ir
+from ..frontend.fragment_views import FragmentView
 from ..frontend.regions import Layout, laid_out
 from .global_layouts import lay_out
 from .types import _dtype, _shape, _tensor_dims, float32, int32
@@ -339,7 +340,8 @@ def view_tensor(data, shape, dtype, name: str = "tensor", layout_of: ir.Buffer |
 
 def reshape(src, shape):
     """``T.reshape(t, shape)``: the global tensor ``t``'s memory seen with another row-major shape of
-    as many elements (TileLang's ``T.Tensor(shape, t.dtype, t.data)``)."""
+    as many elements (TileLang's ``T.Tensor(shape, t.dtype, t.data)``); of a fragment, its elements
+    seen so (``frontend.fragment_views``)."""
     return _reshaped_view(src, shape, None, "T.reshape")
 
 
@@ -351,6 +353,8 @@ def view(src, shape=None, dtype=None):
 def _reshaped_view(src, shape, dtype, what: str):
     if not isinstance(src, ir.Buffer):
         raise error(f"{what}: {_b.describe(src)} is not a tensor")
+    if src.scope == "fragment":
+        return _fragment_view(src, shape, dtype, what)
     if src.scope != "global":
         raise error(f"{what} of the {src.scope} buffer {src.name} is not supported yet: the compiler plans and "
                     "checks each tile by its own shape, and a second shape over its memory would hide accesses "
@@ -375,6 +379,29 @@ def _reshaped_view(src, shape, dtype, what: str):
         raise error(f"{what}: {src.name} has {old_n} elements and the shape asked for {new_n}; a reshaped "
                     "view keeps every element")
     return view_tensor(_b.TensorData(base), dims, dt)
+
+
+def _fragment_view(src: ir.Buffer, shape, dtype, what: str) -> ir.Buffer:
+    """A view of a fragment (``frontend.fragment_views``): a buffer no statement allocates, whose
+    element accesses and reductions the front end turns into the fragment's."""
+    if _b.current().fragment_views.get(src) is not None:
+        src = _b.current().fragment_views[src].base  # a view of a view: of the fragment itself
+    if shape is None:
+        raise error(f"{what} of the fragment {src.name} needs the shape to see it with")
+    if dtype is not None and _dtype(dtype, what) != src.dtype:
+        raise error(f"{what}: {src.name} as {_dtype(dtype, what).name} (it holds {src.dtype.name}) is not "
+                    "supported: a view of a fragment keeps its dtype")
+    dims = _tensor_dims(shape, what, src.dtype)
+    new = [ir.const_int(d) for d in dims]
+    if None in new:
+        raise error(f"{what}: a view of the fragment {src.name} needs a shape known when the kernel is built")
+    if math.prod(new) != math.prod(src.static_shape()):
+        raise error(f"{what}: {src.name} has {math.prod(src.static_shape())} elements and the shape asked for "
+                    f"{math.prod(new)}; a reshaped view keeps every element")
+    view = ir.Buffer(f"{src.name}_view", tuple(ir.const(n) for n in new), src.dtype, "fragment",
+                     loc=_b.current().loc)
+    _b.current().fragment_views[view] = FragmentView.of(view, src)
+    return view
 
 
 def make_tensor(ptr, shape, dtype=float32, strides=None):

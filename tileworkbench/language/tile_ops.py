@@ -10,6 +10,7 @@ import builtins as _builtins
 
 from ..frontend import builder as _b
 from ..frontend.builder import error
+from ..frontend.fragment_views import fragment_view
 from ..frontend.regions import as_barrier, as_region, laid_out, resolve_regions, unit_dropped
 from ..ir import nodes as ir
 from .global_layouts import copy_elementwise
@@ -203,6 +204,9 @@ def _reduce(kind):
         if _b.constant_int(batch, f"T.reduce_{kind}: batch") < 1:
             raise error(f"T.reduce_{kind}: batch must be at least 1, got {batch}")
         _reduce_annotations(kind, annotations)
+        if fragment_view(out) is not None:
+            raise error(f"T.reduce_{kind}: the output {out.name} is a view of a fragment (T.reshape); reduce "
+                        f"into {fragment_view(out).base.name} itself")
         nd = buffer.ndim
         dim = _b.constant_int(dim, f"T.reduce_{kind}: dim")
         d = dim + nd if dim < 0 else dim
@@ -211,6 +215,10 @@ def _reduce(kind):
         expect = [s for i, s in enumerate(buffer.static_shape()) if i != d] or [1]
         if list(out.static_shape()) != expect:
             raise error(f"T.reduce_{kind}: output shape {out.static_shape()} should be {tuple(expect)}")
+        view = fragment_view(buffer)
+        if view is not None:
+            _b.current().emit(_reduce_of_view(kind, view, out, d, _py_bool(clear)))
+            return
         _b.current().emit(ir.Reduce(kind, buffer, out, d, _py_bool(clear)))
 
     reduce.__name__ = f"reduce_{kind}"
@@ -218,6 +226,29 @@ def _reduce(kind):
 
 
 BITWISE_KINDS = ("bitand", "bitor", "bitxor")
+
+
+def _reduce_of_view(kind, view, out, d, clear) -> ir.Reduce:
+    """``T.reduce_*`` of a fragment view along its dimension ``d``: of the fragment along the
+    dimension ``d`` is (part of), in runs where the view splits that dimension (the FP8 indexers'
+    ``(block_N, block_Q, heads)`` scores summed over the heads: runs of ``heads`` along the
+    fragment's ``block_Q * heads``)."""
+    runs = view.reduced_runs(d)
+    base = view.base
+    if runs is not None:
+        base_dim, segment = runs
+        shape = list(base.static_shape())
+        n = shape[base_dim]
+        # (run length, the destination's shape): the whole dimension reduced away, or kept as runs
+        forms = [(None, shape[:base_dim] + shape[base_dim + 1:] or [1])] if segment is None else []
+        forms.append((segment or n, shape[:base_dim] + [n // (segment or n)] + shape[base_dim + 1:]))
+        for run, want in forms:
+            if list(out.static_shape()) == want:
+                return ir.Reduce(kind, base, out, base_dim, clear, segment=run)
+    raise error(f"T.reduce_{kind}: {view.view.name} {tuple(view.view.static_shape())} is a view of the fragment "
+                f"{base.name} {tuple(base.static_shape())}; a view is reduced along a dimension the fragment has, or "
+                "along the inner part of one it splits ((N, Q * H) seen as (N, Q, H), along H), into a fragment "
+                "shaped as the rest of the fragment's dimensions: not this one (not supported yet)")
 
 
 def _reduce_annotations(kind, annotations):

@@ -208,7 +208,8 @@ class _Relations(IRVisitor):
 
     def visit_Reduce(self, node: ir.Reduce):
         src, dst = node.src, node.dst
-        if src.scope == "fragment" and dst.scope == "fragment" and src.ndim == 2 and node.dim == 1:
+        if src.scope == "fragment" and dst.scope == "fragment" and src.ndim == 2 and node.dim == 1 \
+                and node.segment is None:
             self.rows.append((dst, src, (0,), node.loc))
 
 

@@ -23,6 +23,7 @@ from . import (  # noqa: F401 - importing registers the passes
     linearize_accesses,
     localize_read_fragments,
     lower_tma,
+    merge_parallel_dims,
     name_buffers_uniquely,
     partition_parallel_loops,
     peel_first_iteration,
@@ -50,6 +51,7 @@ PIPELINE = [
     "split_column_blocks",  # tile: a shared tile gemms read in column blocks -> one tile a block
     "unwrap_persistent_walk",  # tile: a T.Persistent GEMM walk becomes a grid (made persistent again below)
     "inline_index_lets",  # tile: names for tile offsets (m0 = by * 128, kk = k * 64) replaced by their values
+    "merge_parallel_dims",  # tile: T.Parallel(N, Q, H) indexing a fragment at [n, q * H + h] -> T.Parallel(N, Q * H)
     "stage_fragment_operands",  # tile: a fragment a gemm or a transposing loop cannot read from registers -> shared
     "localize_read_fragments",  # tile: a fragment read outside T.Parallel, written whole, is a per-thread array
     "rasterize_blocks",  # tile: GEMM blocks visited in panels for L2 reuse

@@ -20,4 +20,4 @@ its key-dimension parts), not timed.
 FAMILIES = ("elementwise", "gemm", "gemv", "norms", "softmax", "splitk", "attention", "gemm_fp8", "flash_decoding",
             "blocksparse_gemm", "topk", "streamk_gemm", "convolution",
             "retention", "hadamard", "attention_bwd", "warp_specialize",
-            "dynamic_shape", "cumsum", "mla_decode")
+            "dynamic_shape", "cumsum", "mla_decode", "fp8_indexer")

@@ -5,8 +5,8 @@ tiles in shared memory (or A in a fragment: register-A wgmma; or FP8, int8 or fl
 both K-major), a float32
 accumulator (int32 for int8), whole
 warpgroups (along M, whole 64-row blocks each; or, for a 64-row tile on two warpgroups, side by
-side along N, ``WgmmaPlan.n_groups``: 16-bit A in shared memory, an N-major B split on its
-128-byte panels), tile sizes wgmma can take, and operand tiles whose layout wgmma can read (A K-major,
+side along N, ``WgmmaPlan.n_groups``: A in shared memory, an N-major B split on its 128-byte
+panels or a K-major one on its rows), tile sizes wgmma can take, and operand tiles whose layout wgmma can read (A K-major,
 or M-major for ``transpose_A``; B K-major or N-major; swizzled, and in 128-byte panels where
 their rows are wider) — else None, and the gemm stays on the ``mma.sync`` path.
 ``choose_shared_layouts`` (swizzle and panels of the operand tiles), ``infer_fragment_layouts``
@@ -94,10 +94,12 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     if split is None or k % wgmma_k(a.dtype.name):
         return None
     warpgroups, n_groups = split  # from here on warpgroups counts those along M
-    if n_groups > 1 and (a_registers or a.dtype.name in WGMMA_K_MAJOR_ONLY):
-        return None  # a register A is read per M block by every warpgroup; K-major-only types kept to one form
+    if n_groups > 1 and a_registers:
+        return None  # a register A is read per M block by every warpgroup
     if a.dtype.name in WGMMA_K_MAJOR_ONLY:
-        return None if a_registers else _k_major_only_plan(gemm, m, n, k, warpgroups)
+        plan = None if a_registers else _k_major_only_plan(gemm, m, n, k, warpgroups)
+        # a K-major B's columns for a warpgroup along N are rows of it (tw::wgmma_b_columns)
+        return plan if plan is None or n_groups == 1 else dataclasses.replace(plan, n_groups=n_groups)
     plan = _plan(gemm, m, n, k, warpgroups, a_registers)
     if plan is None or n_groups == 1:
         return plan

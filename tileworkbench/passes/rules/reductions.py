@@ -101,7 +101,7 @@ def loop_nest(shape, make_body, kind="parallel", loc=None, annotations=None):
 def in_registers(node: ir.Reduce, threads: int) -> bool:
     """The reduction is rows of a fragment into a fragment with those rows' layout (module doc)."""
     src, dst = node.src, node.dst
-    if src.scope != "fragment" or dst.scope != "fragment" or src.ndim != 2 or node.dim != 1:
+    if src.scope != "fragment" or dst.scope != "fragment" or src.ndim != 2 or node.dim != 1 or node.segment:
         return False
     layout = dst.attrs.get("layout")
     src_layout = src.attrs.get("layout")
@@ -200,17 +200,25 @@ def reduce_through_shared(node: ir.Reduce) -> ir.Stmt:
     def reduce_row(out_idx):
         acc = ir.Var(f"{node.kind}_acc", acc_dtype)
         r = ir.Var("r")
-        full = list(out_idx) if src.ndim > 1 else []  # a 1-D source reduces into a 1-element dst
-        full.insert(node.dim, r)
+        if node.segment is not None:  # the run out_idx names along the dimension
+            full = list(out_idx)
+            full[node.dim] = out_idx[node.dim] * node.segment + r
+        else:
+            full = list(out_idx) if src.ndim > 1 else []  # a 1-D source reduces into a 1-element dst
+            full.insert(node.dim, r)
         start = init(acc_dtype) if node.clear else ir.cast(ir.BufferLoad(dst, out_idx, dst.dtype), acc_dtype)
         value = ir.cast(ir.BufferLoad(scratch, tuple(full), src.dtype), acc_dtype)
+        extent = src.shape[node.dim] if node.segment is None else ir.const(node.segment)
         return ir.seq([
             ir.LetStmt(acc, start),
-            ir.For(r, src.shape[node.dim], ir.Assign(acc, join(acc, value)), "serial"),
+            ir.For(r, extent, ir.Assign(acc, join(acc, value)), "serial"),
             ir.BufferStore(dst, tuple(out_idx), ir.cast(acc, dst.dtype)),
         ])
 
     out_shape = [s for i, s in enumerate(src.static_shape()) if i != node.dim] or [1]
+    if node.segment is not None:  # one result a run
+        out_shape = list(src.static_shape())
+        out_shape[node.dim] //= node.segment
     return ir.seq([
         ir.Allocate(scratch),
         ir.SyncThreads(),
