@@ -18,6 +18,7 @@ from tileworkbench.examples.edge_cases import head_sums
 from tileworkbench.examples.tilelang_programs import fp8_indexer
 from tileworkbench.frontend.fragment_views import FragmentView
 from tileworkbench.ir import nodes as ir
+from tileworkbench.ir.layout import MmaAccumLayout, WgmmaAccumLayout, segments_of
 
 from .interpreters import on_both_interpreters
 from .kernel_files import lower_main_with, main_with
@@ -36,6 +37,40 @@ def test_each_view_element_is_the_fragment_element_at_its_row_major_position(bas
         got = tuple(ir.const_int(i) for i in fv.element(tuple(ir.const(i) for i in idx)))
         want = np.unravel_index(np.ravel_multi_index(idx, view), base)
         assert got == tuple(int(w) for w in want), (idx, got, want)
+
+
+@pytest.mark.parametrize("base, segment", [(WgmmaAccumLayout((64, 128), 1), 32), (WgmmaAccumLayout((256, 128), 4), 32),
+                                           (WgmmaAccumLayout((128, 64), 2), 64), (WgmmaAccumLayout((64, 64), 1), 8),
+                                           (MmaAccumLayout((128, 32), 4, 1), 16), (MmaAccumLayout((64, 64), 2, 1), 8)])
+def test_each_accumulator_element_adds_into_its_rows_run_in_its_own_thread(base, segment):
+    runs = segments_of(base, segment)
+    held = {}
+    for tid in range(base.threads):
+        for r in range(runs.local_size):
+            (row, run), _ = runs.forward(tid, r)
+            held[(tid, int(row), int(run))] = r
+        for j in range(base.local_size):
+            (row, col), _ = base.forward(tid, j)
+            slot = int(ir.const_int(runs.slot_of(ir.const(j))))
+            assert held[(tid, int(row), int(col) // segment)] == slot
+    # each thread holds a result for every run of each of its rows; the row's four lanes the same ones
+    assert len(held) == base.threads * runs.local_size
+    assert {(t // 4, row, run) for t, row, run in held} == {(t // 4, row, run) for t, row, run in held if t % 4 == 0}
+
+
+@pytest.mark.parametrize("base, segment, why", [
+    (WgmmaAccumLayout((64, 128), 1, 2), 32, "split between warps along N"),
+    (MmaAccumLayout((64, 64), 2, 2), 16, "split between warps along N"),
+    (WgmmaAccumLayout((64, 128), 1), 12, "not whole blocks of 8")])
+def test_runs_stay_in_registers_only_where_a_warp_holds_whole_rows(base, segment, why):
+    with pytest.raises(ValueError, match=why):
+        segments_of(base, segment)
+
+
+def test_the_fp8_indexer_sums_its_heads_in_registers():
+    src = fp8_indexer.mqa_logits.compile(S=64, SKV=1024, heads=32, index_dim=64).get_kernel_source()
+    assert "float logits_part[8];" in src and "scratch" not in src  # two rows a thread, four runs each
+    assert src.count("__shfl_xor_sync(0xffffffffu, logits_part[") == 2
 
 
 def test_the_heads_of_a_viewed_fragment_sum_in_runs_on_both_interpreters():

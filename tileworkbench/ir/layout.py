@@ -322,6 +322,73 @@ class ColumnsLayout:
         return f"columns of {self.base.describe()} ({self.local_size} per thread)"
 
 
+@dataclass(frozen=True)
+class SegmentsLayout:
+    """The layout of a reduction over runs of a tensor-core accumulator's rows: ``T.reduce_sum`` of
+    an ``(M, Q, H)`` view of an ``(M, Q * H)`` accumulator into ``(M, Q)`` (DeepSeek's FP8 indexers
+    summing each token's heads). Every thread holding a row of ``base`` holds that row's ``Q``
+    results (a copy: the four lanes of the row share them), in slot ``row_slot * Q + q``, so the
+    reduction's partials stay in registers and combine over the row's lanes. Defined where a run is
+    whole blocks of 8 columns and one warp(group) holds a row's every column (a wgmma accumulator
+    on warpgroups along M only, an mma.sync one with one warp along N): :func:`segments_of`."""
+
+    base: object
+    segment: int
+
+    @property
+    def rows(self) -> ProjectedLayout:
+        return ProjectedLayout(self.base, (0,))
+
+    @property
+    def runs(self) -> int:
+        return self.base.shape[1] // self.segment
+
+    @property
+    def shape(self) -> tuple:
+        return (self.base.shape[0], self.runs)
+
+    @property
+    def threads(self) -> int:
+        return self.base.threads
+
+    @property
+    def local_size(self) -> int:
+        return self.rows.local_size * self.runs
+
+    def slot_of(self, j: ir.Expr) -> ir.Expr:
+        """The slot holding the run of base element ``j`` of the same thread: element ``j`` is in
+        column ``8 ((j // 4) % blocks) + 2 (lane % 4) + j % 2``, whose run does not depend on the
+        lane (a run is whole blocks of 8)."""
+        blocks = self.base.shape[1] // 8
+        return self.rows.slot_of(j) * self.runs + ((j // 4) % blocks) // (self.segment // 8)
+
+    def forward(self, tid: ir.Expr, r: ir.Expr) -> tuple[tuple, None]:
+        (row,), _ = self.rows.forward(tid, r // self.runs)
+        return (row, r % self.runs), None
+
+    lane_masks = (1, 2)  # the four lanes lane // 4 names hold one row
+    warp_sharers = 1
+
+    def owner(self, tid: ir.Expr) -> ir.Expr:
+        """Whether thread ``tid`` stores its rows' results to memory: the first of the row's four lanes."""
+        return ir.cmp("==", tid % 4, 0)
+
+    def describe(self) -> str:
+        return f"runs of {self.segment} of the rows of {self.base.describe()} ({self.local_size} per thread)"
+
+
+def segments_of(layout, segment: int) -> SegmentsLayout:
+    """``SegmentsLayout(layout, segment)``, or a ``ValueError`` saying why it is not supported."""
+    if isinstance(layout, WgmmaAccumLayout) and layout.n_groups != 1 or \
+            isinstance(layout, MmaAccumLayout) and layout.warps_n != 1:
+        raise ValueError("the accumulator's rows are split between warps along N")
+    if not isinstance(layout, (WgmmaAccumLayout, MmaAccumLayout)):
+        raise ValueError(f"runs of rows are held in registers for tensor-core accumulators only, not {layout.describe()}")
+    if segment % 8 or layout.shape[1] % segment:
+        raise ValueError(f"runs of {segment} columns are not whole blocks of 8 of the {layout.shape[1]}")
+    return SegmentsLayout(layout, segment)
+
+
 def columns_of(layout) -> ColumnsLayout:
     """``ColumnsLayout(layout)``, or a ``ValueError`` saying why it is not supported."""
     if not isinstance(layout, (WgmmaAccumLayout, MmaAccumLayout)):

@@ -14,7 +14,9 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     (``T.reduce_*(x, s, dim=1)``), has the rows of the other's layout (``ir.layout.ProjectedLayout``:
     every thread holding ``x[i, j]`` holds ``s[i]``); one indexed by the last of two variables of
     a loop over a tensor-core accumulator (``mask[j]`` in a loop over ``acc_s[i, j]``) has its
-    columns (``ir.layout.ColumnsLayout``);
+    columns (``ir.layout.ColumnsLayout``); the result of reducing runs of a tensor-core
+    accumulator's rows (``ir.Reduce.segment``, a fragment view's reduction) has its rows, each
+    with a slot per run (``ir.layout.SegmentsLayout``), where one warp(group) holds whole rows;
   * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
     per thread where those fragments are only computed on in registers, copied to and from global
     memory, met in T.Parallel loops by unswizzled shared tiles whose elements step with the run,
@@ -43,7 +45,7 @@ import math
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.layout import (BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, columns_of,
-                         padded_row, project, slice_layout, stacked_layout, with_shape)
+                         padded_row, project, segments_of, slice_layout, stacked_layout, with_shape)
 from ..ir.visitor import IRVisitor, collect
 from .rules.copies import fragment_slice
 from .rules.fragment_runs import steps_by_one
@@ -140,6 +142,7 @@ class _Relations(IRVisitor):
         self.rows: list = []  # (part, whole, kept, loc)
         self.columns: list = []  # (part, whole, loc): part[j] read in a loop over whole[i, j]
         self.slices: list = []  # (fragment, a fragment its slices F[k, ...] lie as, number of k, loc)
+        self.segments: list = []  # (result, source, run length, loc): a reduction over runs of rows
         self.not_runs: set = set()  # id() of fragments a thread must hold one element at a time
         # id() of a fragment -> (shared access, innermost loop variable) of the T.Parallel loops over it
         self.shared_steps: dict = {}
@@ -208,9 +211,11 @@ class _Relations(IRVisitor):
 
     def visit_Reduce(self, node: ir.Reduce):
         src, dst = node.src, node.dst
-        if src.scope == "fragment" and dst.scope == "fragment" and src.ndim == 2 and node.dim == 1 \
-                and node.segment is None:
-            self.rows.append((dst, src, (0,), node.loc))
+        if src.scope == "fragment" and dst.scope == "fragment" and src.ndim == 2 and node.dim == 1:
+            if node.segment is None:
+                self.rows.append((dst, src, (0,), node.loc))
+            else:
+                self.segments.append((dst, src, node.segment, node.loc))
 
 
 class _Inference:
@@ -278,6 +283,13 @@ class _Inference:
                     columns = None
                 if columns is not None:
                     changed |= self.set(part, columns, loc)
+            for part, whole, segment, loc in self.relations.segments:
+                lw = self.layouts.get(id(whole))
+                if lw is not None and id(part) not in self.layouts:
+                    try:  # a tensor-core accumulator's rows; else the reduction goes through shared memory
+                        changed |= self.set(part, segments_of(lw, segment), loc)
+                    except ValueError:
+                        pass
             for frag, other, lead, loc in self.relations.slices:
                 lf, lo = self.layouts.get(id(frag)), self.layouts.get(id(other))
                 if lf is not None and lo is None and (inner := slice_layout(lf, lead)) is not None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ...errors import CompileError
 from ...ir import nodes as ir
-from ...ir.layout import ColumnsLayout, ProjectedLayout, project, slice_layout, slice_slots, with_shape
+from ...ir.layout import ColumnsLayout, ProjectedLayout, SegmentsLayout, project, slice_layout, slice_slots, with_shape
 from ...ir.visitor import IRMutator, uses_var
 
 # The annotation on a T.Parallel loop that lower_tile_ops makes for a reduction's partial sums: it
@@ -137,6 +137,13 @@ class FragmentAccess(IRMutator):
                                    f"thread holding a column would write it; write it in a loop over {buf.name} alone",
                                    loc or self.loc)
             return layout.slot_of(self.j)
+        if kind is None and isinstance(layout, SegmentsLayout) and layout.base == self.layout \
+                and self._runs_of_loop(indices, layout.segment):
+            if store and not self.accumulate_rows:
+                raise CompileError(f"fragment {buf.name} is written in a loop over more than its own indices: every "
+                                   f"thread holding a row would write it; reduce into it with T.reduce_*",
+                                   loc or self.loc)
+            return layout.slot_of(self.j)
         inner = slice_layout(layout, lead) if kind == "slice" else None
         if inner is not None and with_shape(inner, tuple(self.layout.shape)) == self.layout:
             first = 0
@@ -149,6 +156,14 @@ class FragmentAccess(IRMutator):
                               if len(self.loop_vars) > 1 else "")
                            + (f" (a slice {buf.name}[k, ...] is read where each slice lies over the threads as "
                               "the loop's elements do)" if kind == "slice" else ""), self.loc)
+
+    def _runs_of_loop(self, indices, segment: int) -> bool:
+        """``P[v0, v1 // segment]`` in a loop over ``(v0, v1)``: a reduction's partial per run of a row."""
+        if len(self.loop_vars) != 2 or len(indices) != 2 or indices[0] is not self.loop_vars[0]:
+            return False
+        run = indices[1]
+        return isinstance(run, ir.BinOp) and run.op == "//" and run.a is self.loop_vars[1] \
+            and ir.const_int(run.b) == segment
 
     def rows_of_loop(self, layout):
         """The rows of the loop's layout in the form ``layout`` has (None if it holds no rows): the

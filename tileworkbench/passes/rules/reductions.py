@@ -12,6 +12,8 @@ stay in registers:
      shared scratch tile, and after a block barrier every thread combines the warps' values;
   4. the result is the destination (or, with ``clear=False``, combined with what it held).
 Every thread holding a row ends with its value, which is what later loops over the row read.
+Runs of a tensor-core accumulator's rows (``ir.Reduce.segment``) into a fragment with
+``ir.layout.SegmentsLayout`` go the same way, a partial per row and run (steps 1, 2 and 4).
 Anything else (shared buffers, layouts whose slots need a guard, 1-D sources) goes through a
 shared scratch copy of the source, each destination element computed from its row there.
 """
@@ -23,7 +25,7 @@ import math
 from ... import dtypes
 from ...errors import CompileError
 from ...ir import nodes as ir
-from ...ir.layout import ProjectedLayout, project
+from ...ir.layout import ProjectedLayout, SegmentsLayout, project
 from .fragments import EACH_WARP, PARTIAL_ROWS
 
 FULL_WARP = ir.Raw("0xffffffffu")
@@ -101,10 +103,12 @@ def loop_nest(shape, make_body, kind="parallel", loc=None, annotations=None):
 def in_registers(node: ir.Reduce, threads: int) -> bool:
     """The reduction is rows of a fragment into a fragment with those rows' layout (module doc)."""
     src, dst = node.src, node.dst
-    if src.scope != "fragment" or dst.scope != "fragment" or src.ndim != 2 or node.dim != 1 or node.segment:
+    if src.scope != "fragment" or dst.scope != "fragment" or src.ndim != 2 or node.dim != 1:
         return False
     layout = dst.attrs.get("layout")
     src_layout = src.attrs.get("layout")
+    if node.segment is not None:  # runs of a tensor-core accumulator's rows (infer_fragment_layouts)
+        return layout == SegmentsLayout(src_layout, node.segment) and layout.threads == threads
     if not isinstance(layout, ProjectedLayout) or isinstance(src_layout, ProjectedLayout) or src_layout is None:
         return False
     try:
@@ -119,7 +123,7 @@ def in_registers(node: ir.Reduce, threads: int) -> bool:
 
 def reduce_in_registers(node: ir.Reduce, tid: ir.Var) -> ir.Stmt:
     src, dst = node.src, node.dst
-    layout: ProjectedLayout = dst.attrs["layout"]
+    layout: ProjectedLayout | SegmentsLayout = dst.attrs["layout"]
     acc_dtype = _accumulator_dtype(src)
     init, join, merge = REDUCERS[node.kind]
     part = ir.Buffer(f"{dst.name}_part", dst.shape, acc_dtype, "fragment", attrs={"layout": layout}, loc=node.loc)
@@ -128,8 +132,8 @@ def reduce_in_registers(node: ir.Reduce, tid: ir.Var) -> ir.Stmt:
     def start(idx):
         return ir.BufferStore(part, idx, init(acc_dtype))
 
-    def accumulate(idx):  # idx = (row, column) of the source
-        row = idx[:1]
+    def accumulate(idx):  # idx = (row, column) of the source; with runs, (row, the column's run) of part
+        row = idx[:1] if node.segment is None else (idx[0], idx[1] // node.segment)
         return ir.BufferStore(part, row, join(ir.BufferLoad(part, row, acc_dtype),
                                               ir.cast(ir.BufferLoad(src, idx, src.dtype), acc_dtype)))
 
