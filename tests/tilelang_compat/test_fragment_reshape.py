@@ -18,7 +18,7 @@ from tileworkbench.examples.edge_cases import head_sums
 from tileworkbench.examples.tilelang_programs import fp8_indexer
 from tileworkbench.frontend.fragment_views import FragmentView
 from tileworkbench.ir import nodes as ir
-from tileworkbench.ir.layout import MmaAccumLayout, WgmmaAccumLayout, segments_of
+from tileworkbench.ir.layout import MmaAccumLayout, WgmmaAccumLayout, columns_of, segments_of
 
 from .interpreters import on_both_interpreters
 from .kernel_files import lower_main_with, main_with
@@ -71,6 +71,20 @@ def test_the_fp8_indexer_sums_its_heads_in_registers():
     src = fp8_indexer.mqa_logits.compile(S=64, SKV=1024, heads=32, index_dim=64).get_kernel_source()
     assert "float logits_part[8];" in src and "scratch" not in src  # two rows a thread, four runs each
     assert src.count("__shfl_xor_sync(0xffffffffu, logits_part[") == 2
+    # the head weights w[q_h // 32, q_h % 32]: each thread holds the 32 of its accumulator columns
+    assert "float w[32];" in src
+
+
+@pytest.mark.parametrize("base, split", [(WgmmaAccumLayout((256, 128), 4), 32), (WgmmaAccumLayout((64, 128), 1, 2), 64),
+                                         (MmaAccumLayout((64, 64), 2, 2), 16), (WgmmaAccumLayout((64, 64), 1), 1)])
+def test_a_2d_fragment_holds_the_columns_at_their_row_major_places(base, split):
+    columns = columns_of(base, split)
+    assert columns.shape == (base.shape[1] // split, split)
+    for tid in range(base.threads):
+        for j in range(base.local_size):
+            (_, col), _ = base.forward(tid, j)
+            place, _ = columns.forward(tid, ir.const_int(columns.slot_of(ir.const(j))))
+            assert tuple(int(x) for x in place) == (int(col) // split, int(col) % split)
 
 
 def test_the_heads_of_a_viewed_fragment_sum_in_runs_on_both_interpreters():

@@ -271,13 +271,17 @@ class ColumnsLayout:
     a loop over ``c`` alone runs each thread over the columns it holds, and :meth:`owner` says which
     of the threads sharing a column stores it to memory. Defined for a wgmma or mma.sync
     accumulator ``base``: a thread holds pairs of neighbouring columns, ``2 (lane % 4)`` and the
-    next, in each block of 8 of its warp(group)'s columns."""
+    next, in each block of 8 of its warp(group)'s columns. With ``split``, the fragment is 2-D,
+    ``(N // split, split)``, column ``c`` its element ``(c // split, c % split)`` (read as
+    ``w[j // H, j % H]``: ``rules.fragments.is_column``)."""
 
     base: object
+    split: int = 0
 
     @property
     def shape(self) -> tuple:
-        return (self.base.shape[1],)
+        n = self.base.shape[1]
+        return (n,) if not self.split else (n // self.split, self.split)
 
     @property
     def threads(self) -> int:
@@ -306,8 +310,9 @@ class ColumnsLayout:
         return ((tid // 32) % b.warps_n) * (b.shape[1] // b.warps_n) + (tid % 4) * 2
 
     def forward(self, tid: ir.Expr, r: ir.Expr) -> tuple[tuple, None]:
-        """((column,), None) of slot ``r`` of thread ``tid``."""
-        return (self._first_column(tid) + (r // 2) * 8 + r % 2,), None
+        """((column,), None) of slot ``r`` of thread ``tid`` (with ``split``, the column's place)."""
+        column = self._first_column(tid) + (r // 2) * 8 + r % 2
+        return ((column,) if not self.split else (column // self.split, column % self.split)), None
 
     def owner(self, tid: ir.Expr) -> ir.Expr:
         """Whether thread ``tid`` is the one of the threads sharing its columns that stores them:
@@ -389,11 +394,13 @@ def segments_of(layout, segment: int) -> SegmentsLayout:
     return SegmentsLayout(layout, segment)
 
 
-def columns_of(layout) -> ColumnsLayout:
-    """``ColumnsLayout(layout)``, or a ``ValueError`` saying why it is not supported."""
+def columns_of(layout, split: int = 0) -> ColumnsLayout:
+    """``ColumnsLayout(layout, split)``, or a ``ValueError`` saying why it is not supported."""
     if not isinstance(layout, (WgmmaAccumLayout, MmaAccumLayout)):
         raise ValueError(f"columns are held by threads of a tensor-core accumulator only, not of {layout.describe()}")
-    return ColumnsLayout(layout)
+    if split and layout.shape[1] % split:
+        raise ValueError(f"rows of {split} do not tile the {layout.shape[1]} columns")
+    return ColumnsLayout(layout, split)
 
 
 def project(layout, kept: tuple) -> ProjectedLayout:

@@ -13,8 +13,9 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     ``x[i, j]``), and the result of reducing a fragment along its last dimension
     (``T.reduce_*(x, s, dim=1)``), has the rows of the other's layout (``ir.layout.ProjectedLayout``:
     every thread holding ``x[i, j]`` holds ``s[i]``); one indexed by the last of two variables of
-    a loop over a tensor-core accumulator (``mask[j]`` in a loop over ``acc_s[i, j]``) has its
-    columns (``ir.layout.ColumnsLayout``); the result of reducing runs of a tensor-core
+    a loop over a tensor-core accumulator (``mask[j]`` in a loop over ``acc_s[i, j]``; a 2-D one at
+    the columns' row-major places, ``w[j // H, j % H]``) has its columns (``ir.layout.ColumnsLayout``;
+    written by loops over itself or copied from global memory, not by another tile operation); the result of reducing runs of a tensor-core
     accumulator's rows (``ir.Reduce.segment``, a fragment view's reduction) has its rows, each
     with a slot per run (``ir.layout.SegmentsLayout``), where one warp(group) holds whole rows;
   * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
@@ -166,7 +167,7 @@ class _Relations(IRVisitor):
                 parts.append((buf, tuple(range(len(access.indices))), access))
             elif kind == "slice":
                 slices.append((buf, lead))
-            elif kind is None and is_column(access.indices, loop_vars):
+            elif kind is None and is_column(access.indices, loop_vars, buf.static_shape()):
                 columns.append(buf)
         # one of the loop's own shape first (the others differ from it in unit dimensions only)
         whole.sort(key=lambda b: tuple(b.static_shape()) != nest.extents)
@@ -232,8 +233,10 @@ class _Inference:
         self.relations.visit(func.body)
         # fragments a tile operation writes (a reduction's, a copy's, a scan's destination, a gemm's
         # accumulator): none takes the columns of another (columns are computed by loops over them)
+        # (a copy from global memory is a loop over the destination's own layout, whatever it is)
         self.tile_written = {id(_buffer_of(n.c if isinstance(n, ir.Gemm) else n.dst))
-                             for n in collect(func.body, (ir.Copy, ir.Reduce, ir.Scan, ir.Gemm))}
+                             for n in collect(func.body, (ir.Copy, ir.Reduce, ir.Scan, ir.Gemm))
+                             if not (isinstance(n, ir.Copy) and n.src.buffer.scope == "global")}
         self.func = func
 
     def set(self, buf, layout, loc) -> bool:
@@ -275,10 +278,10 @@ class _Inference:
                     changed |= self.set(whole, lp.base, loc)
             for part, whole, loc in self.relations.columns:
                 if id(part) in self.tile_written:
-                    continue  # a tile operation writes it (a reduction, a copy): its own layout rules
+                    continue  # a tile operation writes it (a reduction, a copy from a tile): its own layout rules
                 lw = self.layouts.get(id(whole))
                 try:  # a tensor-core accumulator's; any other leaves the read to be refused where it is lowered
-                    columns = columns_of(lw) if lw is not None else None
+                    columns = columns_of(lw, part.static_shape()[1] if part.ndim == 2 else 0) if lw is not None else None
                 except ValueError:
                     columns = None
                 if columns is not None:

@@ -167,7 +167,8 @@ class _Reads(IRVisitor):
             kind, _ = ParallelNest.of(self.loops).match(node.indices, node.buffer.static_shape()) or (None, 0)
             if kind not in ("whole", "row"):
                 self.outside.add(node.buffer)
-                if kind is None and self.loops and is_column(node.indices, [lp.var for lp in self.loops]):
+                if kind is None and self.loops and is_column(node.indices, [lp.var for lp in self.loops],
+                                                             node.buffer.static_shape()):
                     self.column_wholes.setdefault(node.buffer, set()).update(_whole_fragments(self.loops))
                 else:
                     self.read_not_as_columns.add(node.buffer)
@@ -205,23 +206,29 @@ def _held_as_columns(func: ir.PrimFunc, reads: _Reads, variance) -> set:
     """The fragments that stay fragments, holding the columns of a tensor-core accumulator
     (``ir.layout.ColumnsLayout``), rather than becoming every thread's whole: read only as the
     columns of nests over one gemm's accumulator (sparse MLA's ``mask[bi_i]`` in a loop over
-    ``acc_s[h_i, bi_i]``) and written only by nests over themselves from inputs every thread sees
-    alike, so each thread computes the columns it holds. Not in a kernel with ``T.ws`` or ``if tx < C``
-    scopes (whose fragments lie over the scope's threads only)."""
+    ``acc_s[h_i, bi_i]``; or, 2-D, at the columns' row-major places, the FP8 indexers' ``w[q_h //
+    heads, q_h % heads]``) and written only by nests over themselves from inputs every thread sees
+    alike or by copies from global tensors the kernel does not write, so each thread computes (or
+    loads) the columns it holds. Not in a kernel with ``T.ws`` or ``if tx < C`` scopes (whose
+    fragments lie over the scope's threads only)."""
     if collect(func.body, ir.ThreadScope):  # a scope's fragments lie over its threads alone: not tried there
         return set()
     accumulators = {g.c.buffer for g in collect(func.body, ir.Gemm)}
+    written = buffers_written(func.body)
     held = set()
     for buf, wholes in reads.column_wholes.items():
+        copies = [c for c in collect(func.body, ir.Copy) if c.dst.buffer is buf]
         if len(wholes) != 1 or buf in reads.read_not_as_columns or buf in reads.stored \
-                or buf in reads.stored_by_all or buf not in reads.replicable:
+                or buf in reads.stored_by_all or (buf not in reads.replicable and not copies):
             continue
         (whole,) = wholes
-        if whole not in accumulators or tuple(buf.static_shape()) != tuple(whole.static_shape()[-1:]):
+        if whole not in accumulators or buf.ndim > 2 or math.prod(buf.static_shape()) != whole.static_shape()[-1]:
             continue
-        if not set(buffer_roles(func.body, buf)) <= {"allocate", "load", "store", "fill"}:
+        if not set(buffer_roles(func.body, buf)) <= {"allocate", "load", "store", "fill", "copy_dst"}:
             continue
-        if all(_uniform_inputs(n, variance) for n in reads.replicable[buf]):
+        if any(c.src.buffer.scope != "global" or any(c.src.buffer is w for w in written) for c in copies):
+            continue
+        if all(_uniform_inputs(n, variance) for n in reads.replicable.get(buf, [])):
             held.add(buf)
     return held
 
@@ -321,7 +328,8 @@ def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     reads = _Reads(func)
     reads.visit(func.body)
     candidates = reads.outside - reads.stored
-    variance = Variance(func) if candidates & (set(reads.stored_by_all) | set(reads.replicable)) else None
+    variance = Variance(func) if candidates & (set(reads.stored_by_all) | set(reads.replicable)) \
+        or reads.column_wholes else None
     held = _held_as_columns(func, reads, variance) if reads.column_wholes and variance is not None else set()
     candidates -= held
     replicated = []

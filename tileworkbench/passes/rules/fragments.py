@@ -40,10 +40,21 @@ def is_row(indices, loop_vars) -> bool:
     return 0 < len(indices) < len(loop_vars) and all(i is v for i, v in zip(indices, loop_vars))
 
 
-def is_column(indices, loop_vars) -> bool:
+def is_column(indices, loop_vars, shape=None) -> bool:
     """``c[j]`` in a loop over ``(i, j)``: the last of two variables alone (a fragment holding the
-    columns of the loop's, ``ir.layout.ColumnsLayout``)."""
-    return len(loop_vars) == 2 and len(indices) == 1 and indices[0] is loop_vars[1]
+    columns of the loop's, ``ir.layout.ColumnsLayout``); or, for a 2-D ``c`` of ``shape`` ``(Q, H)``,
+    that variable's row-major place in it, ``c[j // H, j % H]`` (the FP8 indexers' head weights in a
+    loop over a fragment view's merged dimensions, ``merge_parallel_dims``)."""
+    if len(loop_vars) != 2:
+        return False
+    j = loop_vars[1]
+    if len(indices) == 1:
+        return indices[0] is j
+    if shape is None or len(indices) != 2:
+        return False
+    row, col = indices
+    return all(isinstance(x, ir.BinOp) and x.op == op and x.a is j and ir.const_int(x.b) == shape[1]
+               for x, op in ((row, "//"), (col, "%")))
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,7 @@ class FragmentAccess(IRMutator):
                                    f"thread holding a row would write it; write it in a loop over {buf.name} alone "
                                    "(or reduce into it with T.reduce_*)", loc or self.loc)
             return loop_rows.slot_of(self.j)
-        if kind is None and isinstance(layout, ColumnsLayout) and is_column(indices, self.loop_vars) \
+        if kind is None and isinstance(layout, ColumnsLayout) and is_column(indices, self.loop_vars, layout.shape) \
                 and layout.base == self.layout:
             if store:
                 raise CompileError(f"fragment {buf.name} is written in a loop over more than its own indices: every "
