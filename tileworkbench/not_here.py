@@ -58,6 +58,13 @@ def not_supported(name: str) -> ImportError:
     return ImportError(f"tileworkbench.{name} is not supported: {NOT_HERE[name]}", name=f"tileworkbench.{name}")
 
 
+# Submodules of TileLang's packages we have that we do not: why (else Python's bare "No module named")
+SUBMODULES_NOT_HERE = {
+    "language.dtypes": "TileLang's dtype objects and torch-dtype tables are not here: dtypes are strings "
+                       "(\"float16\") or T.float16 ..., and tensors' dtypes are read from torch or numpy directly "
+                       "(TileLang's sparse GEMM helpers import it; T.gemm_sp is not supported either)",
+}
+
 # Modules of TileLang's that are here in part: the submodules that are (any other is refused)
 IN_PART = {"cuda": ("intrinsics",)}
 _BACKEND = ("tileworkbench compiles with its own passes and NVRTC, not TileLang's CUDA backend; of tilelang.cuda "
@@ -76,7 +83,8 @@ def backend_part(qualname: str):
 
 class NotHereFinder:
     """A ``sys.meta_path`` finder: ``import tileworkbench.<name>`` of a name in ``NOT_HERE`` (or a
-    module under it) raises its ``ImportError``; every other import it leaves to the others."""
+    module under it), or of a submodule in ``SUBMODULES_NOT_HERE``, raises its ``ImportError``;
+    every other import it leaves to the others."""
 
     def find_spec(self, fullname, path=None, target=None):
         parts = fullname.split(".")
@@ -84,6 +92,9 @@ class NotHereFinder:
             raise not_supported(parts[1])
         if len(parts) >= 3 and parts[0] == "tileworkbench" and parts[2] not in IN_PART.get(parts[1], (parts[2],)):
             raise ImportError(f"{fullname} is not supported: {_BACKEND}", name=fullname)
+        inner = ".".join(parts[1:3])
+        if parts[0] == "tileworkbench" and inner in SUBMODULES_NOT_HERE:
+            raise ImportError(f"tileworkbench.{inner} is not supported: {SUBMODULES_NOT_HERE[inner]}", name=fullname)
         return None
 
 

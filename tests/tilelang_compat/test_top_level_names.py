@@ -104,3 +104,14 @@ def test_a_dtype_is_its_name_too():
     assert T.float16 == "float16" and T.float16 != "float32" and "bfloat16" == T.bfloat16
     assert {T.float32: 4, T.float16: 2}["float16"] == 2
     assert T.float16 != T.bfloat16 and len({T.float16, T.float16, T.bfloat16}) == 2
+
+
+def test_a_submodule_of_tilelang_s_we_lack_says_so():
+    """``from tilelang.language.dtypes import dtype`` (TileLang's sparse GEMM helpers): an ImportError
+    saying it is not supported and why, not Python's bare "No module named"."""
+    import importlib
+
+    for load in (lambda: importlib.import_module("tileworkbench.language.dtypes"),
+                 lambda: importlib.import_module("tileworkbench.language.dtypes.sub")):
+        with pytest.raises(ImportError, match="tileworkbench.language.dtypes is not supported: TileLang's dtype objects"):
+            load()
