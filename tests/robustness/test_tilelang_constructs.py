@@ -1,5 +1,5 @@
 """Misused constructs of TileLang's newer language (``T.ws`` warp specialisation, ``T.reinterpret``,
-``T.dynamic``): each a CompileError at the user's line saying what is wrong. (Scopes nested, in a
+``T.dynamic``, fragment views): each a CompileError at the user's line saying what is wrong. (Scopes nested, in a
 block of partial warpgroups or outside the kernel, and dynamic sizes no tensor gives, are in
 tests/tilelang_compat.)"""
 
@@ -13,6 +13,9 @@ def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "int32"), n: T.int3
     with T.Kernel(1, threads=256) as bx:
         {body}
 '''
+
+
+VIEW = "f = T.alloc_fragment((128,), 'float32')\n        "
 
 
 def case(id_, body, match):
@@ -39,6 +42,17 @@ CASES = check_unique([
     case("reinterpret-too-many", "B[0] = T.reinterpret(A[0], 'int32', 3)  # <-", "too many positional arguments"),
     case("dynamic-in-the-kernel", "m = T.dynamic('m')  # <-\n        A[0] = 1.0", r"T.dynamic\('m'\) inside the kernel: "
                                                                               r"declare sizes before `with T.Kernel"),
+    # fragment views (T.reshape / T.view of a fragment): what they do not take
+    case("view-into-a-gemm", VIEW + "c = T.alloc_fragment((64, 64), 'float32')\n        a = T.alloc_shared((64, 32), 'float16')\n"
+         "        T.gemm(a, a, T.reshape(c, (64, 2, 32)), transpose_B=True)  # <-", "T.gemm C: c_view is a view of the fragment c"),
+    case("view-copied-into", VIEW + "T.copy(A[0:128], T.reshape(f, (2, 64)))  # <-", "T.copy destination: f_view is a view"),
+    case("view-scanned", VIEW + "T.cumsum(T.reshape(f, (2, 64)), dim=1)  # <-", "T.cumsum source: f_view is a view"),
+    case("view-reduced-along-an-outer-part", VIEW + "o = T.alloc_fragment((64,), 'float32')\n"
+         "        T.reduce_sum(T.reshape(f, (2, 64)), o, dim=0)  # <-", "along the inner part of one it splits"),
+    case("view-of-a-runtime-shape", VIEW + "v = T.reshape(f, (n, 64))  # <-", "needs a shape known when the kernel is built"),
+    case("view-without-a-shape", VIEW + "v = T.view(f, dtype='float32')  # <-", "needs the shape to see it with"),
+    case("view-element-out-of-range", VIEW + "v = T.reshape(f, (2, 64))\n        v[2, 0] = 1.0  # <-",
+         "index 2 is out of range for dimension 0 of v"),
 ])
 
 
