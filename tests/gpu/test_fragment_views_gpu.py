@@ -6,7 +6,8 @@ over a tile of another width, fragments every thread holds whole (a stored scala
 computes, a whole-fragment maximum), comparisons in plain Python helpers, two kernels naming one
 variable, and a builder's T.dynamic size in a kernel sequence; and (later) vectors computed in loops
 of their own (KDA's column vector from shared memory, GDN's row vector) fragments read or stored
-transposed and a column vector no thread holds whole (through shared memory)."""
+transposed and a column vector no thread holds whole (through shared memory); a fragment too big
+for every thread to hold, read only as slices (mHC's pre kernel's mix)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from tileworkbench.testing import gpu_marks
 from test_stage_fragment_operands import transposes
 from tilelang_compat.test_dynamic import _split_and_combine
 from tilelang_compat.test_fragment_rows import row_vector_computed_first
-from tilelang_compat.test_fragment_views import combine, layer_norm_backward, rows_over_another_width, slice_copies
+from tilelang_compat.test_fragment_views import (combine, layer_norm_backward, rows_over_another_width, slice_copies,
+                                                weighted_rows)
 from tilelang_compat.test_kernel_sequence import fused_two_steps
 from tilelang_compat.test_python_helpers import _want as tile_masks_want, tile_masks
 from tilelang_compat.test_read_fragments import (column_mask_and_full_max, column_scale, column_scale_want,
@@ -128,3 +130,11 @@ def test_two_kernel_blocks_and_a_builder_size_in_a_sequence(torch):
     for n in (37, 64):
         k = torch.randn(n, 4, device="cuda")
         torch.testing.assert_close(kernel(k).double(), k.double().sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_fragment_read_only_as_slices(torch):
+    for threads, scoped in ((96, False), (96, True), (128, False)):
+        r, p = torch.randn(4, 256, device="cuda"), torch.randn(4, device="cuda")
+        out, flag = torch.zeros(256, device="cuda"), torch.zeros(1, device="cuda")
+        tw.compile(weighted_rows(threads, scoped))(r, p, out, flag)
+        torch.testing.assert_close(out.double(), (p.double()[:, None] * r.double()).sum(0), rtol=1e-5, atol=1e-5)

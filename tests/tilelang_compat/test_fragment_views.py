@@ -276,3 +276,43 @@ def test_slices_of_rows_narrower_than_the_threads(run, M):
 def test_narrow_slices_compile(nvrtc_check):
     for M in (32, 96):
         nvrtc_check(tw.lower(narrow_slices(M), target="sm_90a").device_source, "sm_90a")
+
+
+def weighted_rows(threads: int, scoped: bool):
+    """mHC's pre kernel's mix: ``ol[j] += pre * xl[h, j]`` over the 4 rows of a (4, 256) float32
+    fragment, in the 64 threads of an ``else`` scope or in all ``threads``. Every thread holding all
+    of ``xl`` would take 1024 registers; read only as slices, it stays a fragment whose slices lie
+    over the threads as ``ol`` does."""
+
+    @T.prim_func
+    def main(R: T.Tensor((4, 256), "float32"), P: T.Tensor((4,), "float32"), O: T.Tensor((256,), "float32"),
+             Flag: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=threads):
+            if scoped and T.get_thread_binding() < 32:
+                Flag[0] = 1.0
+            else:
+                xs = T.alloc_shared((4, 256), "float32")
+                xl = T.alloc_fragment((4, 256), "float32")
+                T.copy(R, xs)
+                T.copy(xs, xl)
+                ol = T.alloc_fragment(256, "float32")
+                T.clear(ol)
+                for h in T.serial(4):
+                    pre = P[h]
+                    for j in T.Parallel(256):
+                        ol[j] += pre * xl[h, j]
+                T.copy(ol, O)
+
+    return main
+
+
+@on_both_interpreters
+@pytest.mark.parametrize("threads, scoped, per_thread", [(96, False, 12), (96, True, 16), (128, False, 8)])
+def test_a_fragment_too_big_for_every_thread_read_as_slices_stays_one(run, threads, scoped, per_thread):
+    kernel = weighted_rows(threads, scoped)
+    assert f"float xl[{per_thread}];" in tw.lower(kernel, target="sm_90a").kernel_source  # not 1024 a thread
+    rng = np.random.default_rng(threads)
+    r, p = rng.standard_normal((4, 256)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    out, flag = np.zeros(256, np.float32), np.zeros(1, np.float32)
+    run(kernel, r, p, out, flag)
+    np.testing.assert_allclose(out, (p[:, None].astype(np.float64) * r).sum(0), rtol=1e-5, atol=1e-5)

@@ -33,7 +33,9 @@ of them and, outside ``T.Parallel``, only alike by every thread, is read by each
 shared copy made just before it, or before the outermost serial loop around it that does not
 write it (``rules.staging``), with a warning; read anywhere else, it is refused as before. So is one
 every thread could hold whole but at more than ``PER_THREAD_WORDS`` registers (mHC's ``x_frag``,
-32 x 256 floats), where its reads allow.
+32 x 256 floats), where its reads allow; one that big read only as slices ``F[k, j]`` in loops over
+``j`` (mHC's ``xl[i_hc, i1_h]``, 4 x 256 floats) stays a fragment, each slice laid out as the loops
+that read it (``infer_fragment_layouts``, ``ir.layout.slice_layout``).
 """
 
 from __future__ import annotations
@@ -84,6 +86,10 @@ class _Reads(IRVisitor):
         # ``acc_s[i, j]``); and the fragments also read, where no thread is sure to hold them, otherwise
         self.column_wholes: dict = {}
         self.read_not_as_columns: set = set()
+        # fragments read as slices F[k, j] in loops over j (which infer_fragment_layouts lays out as
+        # the loop's elements: ``ir.layout.slice_layout``), and those read otherwise where no thread is sure to hold them
+        self.slice_reads: set = set()
+        self.not_slice_reads: set = set()
         self.stored: set = set()
         self.stored_by_all: dict = {}  # fragment -> [conditions around each store every thread makes]
 
@@ -177,6 +183,7 @@ class _Reads(IRVisitor):
                     self.column_nests.setdefault(node.buffer, {})[id(anchor)] = (anchor, self.loops[0])
                 else:
                     self.read_elsewhere.add(node.buffer)
+                (self.slice_reads if kind == "slice" else self.not_slice_reads).add(node.buffer)
         self.generic_visit(node)
 
     def visit_BufferStore(self, node: ir.BufferStore):
@@ -342,6 +349,8 @@ def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             continue
         if _too_big_to_copy(buf) and buf in reads.column_nests and buf not in reads.read_elsewhere:
             continue  # every thread holding all of it would cost registers a shared copy does not
+        if _too_big_to_copy(buf) and buf in reads.slice_reads and buf not in reads.not_slice_reads:
+            continue  # read only as slices: each slice laid out as the loops that read it (infer_fragment_layouts)
         nest_stores = sum(len(collect(n, ir.BufferStore)) for n in nests)
         if _written_whole(func, buf, len(stores) + nest_stores):
             buf.scope = "local"
