@@ -10,7 +10,7 @@ wrote past the end of the output); TileLang's persistent GEMM walk in the forms 
 become a grid of its tiles; thread-local arrays that carry values only within a loop iteration
 (which become scalars) beside one that carries them across loops; floats converted to integers
 (C leaves NaN and out-of-range values undefined; ours saturate, NaN to 0); a fragment seen through
-``T.reshape`` with its heads summed in runs."""
+``T.reshape`` with its heads summed in runs; eight reductions whose scratch tiles would not fit side by side."""
 
 import numpy as np
 
@@ -408,3 +408,42 @@ def head_sums(rows=64, groups=4, heads=32):
                 Out[g, r] = sums[r, g]
 
     return main
+
+
+def many_row_reductions(rows=64, cols=128):
+    """Eight reductions of one shared ``rows x cols`` float32 tile's rows (sum, max, min, abssum,
+    absmax, then sum and max with ``clear=False`` onto the result before, then min), each through a
+    scratch copy of the tile: 32 KB each at 64 x 128, 288 KB side by side, over sm_90a's 227 KB;
+    ``plan_shared_memory`` places the scratch tiles over each other. ``Out[k]`` is the k-th result."""
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, cols), "float32"), Out: T.Tensor((8, rows), "float32")):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((rows, cols), "float32")
+            r = T.alloc_fragment((rows,), "float32")
+            T.copy(A, a)
+            T.reduce_sum(a, r, dim=1)
+            T.copy(r, Out[0, :])
+            T.reduce_max(a, r, dim=1)
+            T.copy(r, Out[1, :])
+            T.reduce_min(a, r, dim=1)
+            T.copy(r, Out[2, :])
+            T.reduce_abssum(a, r, dim=1)
+            T.copy(r, Out[3, :])
+            T.reduce_absmax(a, r, dim=1)
+            T.copy(r, Out[4, :])
+            T.reduce_sum(a, r, dim=1, clear=False)
+            T.copy(r, Out[5, :])
+            T.reduce_max(a, r, dim=1, clear=False)
+            T.copy(r, Out[6, :])
+            T.reduce_min(a, r, dim=1)
+            T.copy(r, Out[7, :])
+
+    return main
+
+
+def many_row_reductions_expected(a: np.ndarray) -> np.ndarray:
+    x = a.astype(np.float64)
+    absmax_then_sum = np.abs(x).max(1) + x.sum(1)
+    return np.stack([x.sum(1), x.max(1), x.min(1), np.abs(x).sum(1), np.abs(x).max(1), absmax_then_sum,
+                     np.maximum(absmax_then_sum, x.max(1)), x.min(1)])

@@ -74,6 +74,7 @@ from .stmt import (  # noqa: F401
     TILE_LOOP,
     PERSISTENT_WALK,
     ASYNC_COPY,
+    SCRATCH,
     TILE_OPS,
     ATOMIC_ADD,
     ATOMIC_UPDATES,

@@ -450,6 +450,10 @@ PERSISTENT_WALK = "persistent_walk"
 # The annotation of a ``T.Parallel`` nest a software pipeline issues ahead of its consumers (a gather
 # into a shared tile, ``inject_software_pipeline``): its element copies may go as ``cp.async``.
 ASYNC_COPY = "async_copy"
+# The attribute of a shared scratch tile a tile operation's lowering allocates for itself (a
+# reduction's): its Allocate is followed at once by a block barrier, and it is used only by the
+# statements after it in that sequence, so ``plan_shared_memory`` may place such tiles over each other.
+SCRATCH = "scratch"
 # The hardware block index and block count a persistent kernel's tile loop reads (its grid is
 # one-dimensional), signed like every index they meet. The simplifier knows their ranges and the
 # barrier simulation binds their texts like variables.

@@ -15,6 +15,12 @@ of after them, and a block barrier (with an async-proxy fence: wgmma and TMA use
 is put before its first use unless one is already there. Its plan entry names the buffers it
 shares bytes with (``shares_with``). A buffer marked ``attrs["reuses_pipeline_tiles"]`` (the
 warp-specialised epilogue tile) is placed over them too; the pass that made it put the barrier.
+
+Scratch tiles (``ir.SCRATCH``: a reduction's, each used only by the statements after its
+allocation, the first of them a block barrier) all go at one offset where the kernel would not
+fit otherwise: any two uses of them are apart by the barrier that starts the later one, so sharing
+bytes is safe (mHC's backward sums seven 32 KB tiles). Not in a kernel with ``T.ws`` or warp
+specialisation, whose barriers are its scopes' only. Each entry names the others (``shares_with``).
 """
 
 from __future__ import annotations
@@ -90,6 +96,21 @@ def _place(buffers, start: int, plan: list, shares_with=None) -> int:
     return offset
 
 
+def _scratch_pool(func: ir.PrimFunc, body, buffers) -> list:
+    """The scratch tiles that may share bytes (module doc): two or more, each allocated right before
+    a block barrier, in a kernel without thread scopes or warp specialisation; else none."""
+    scratch = [b for b in buffers if b.attrs.get(ir.SCRATCH)]
+    if len(scratch) < 2 or collect(body, (ir.ThreadScope, ir.WarpSpecialize)) \
+            or (func.attrs.get("warp_specialized") or {}).get("applied"):
+        return []
+    barrier_next = set()
+    for seq in collect(body, ir.SeqStmt):
+        for stmt, after in zip(seq.stmts, seq.stmts[1:]):
+            if isinstance(stmt, ir.Allocate) and isinstance(after, ir.SyncThreads) and after.threads is None:
+                barrier_next.add(id(stmt.buffer))
+    return scratch if all(id(b) in barrier_next for b in scratch) else []
+
+
 def _crossing_the_limit(buffers, limit: int):
     """Where the allocation was made whose bytes, added to those allocated before it (in the
     user's order: the buffer the user can shrink or drop), pass ``limit``; None if none has a
@@ -115,6 +136,13 @@ def plan_shared_memory(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     placed = {id(b) for b in tiles + late}
     offset = _place([b for b in buffers if id(b) not in placed], max(end_tiles, end_late), plan)
     limit = smem_limit(ctx.target.arch)
+    pool = _scratch_pool(func, body, [b for b in buffers if id(b) not in placed]) if offset > limit else []
+    if pool:  # the scratch tiles over each other, after everything else
+        plan = []
+        _place(tiles, 0, plan)
+        _place(late, 0, plan, shares_with=tiles)
+        start = _place([b for b in buffers if id(b) not in placed and b not in pool], max(end_tiles, end_late), plan)
+        offset = max(_place([b], start, plan, shares_with=[o for o in pool if o is not b]) for b in pool)
     if offset > limit:
         listing = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in plan)
         raise CompileError(f"the kernel needs {offset} bytes of shared memory, more than the {limit} "

@@ -167,7 +167,7 @@ def _across_warps(node, layout, part, acc_dtype, merge, tid) -> list:
     warps = layout.warp_sharers
     (rows,) = part.static_shape()
     scratch = ir.Buffer(f"{node.dst.name}_warps", (ir.const(warps), ir.const(rows)), acc_dtype, "shared",
-                        attrs={"swizzle": 0}, loc=node.loc)
+                        attrs={"swizzle": 0, ir.SCRATCH: True}, loc=node.loc)
     writer = ir.cmp("==", tid % (1 << len(layout.lane_masks)), 0)
 
     def write(idx):
@@ -194,7 +194,7 @@ def reduce_through_shared(node: ir.Reduce) -> ir.Stmt:
     if src.scope not in ("fragment", "shared") or dst.scope not in ("fragment", "shared", "local"):
         raise CompileError("T.reduce_* reduces a fragment or shared buffer into one", node.loc)
     scratch = ir.Buffer(f"{src.name}_reduce_scratch", src.shape, src.dtype, "shared",
-                        attrs={"swizzle": 0}, loc=node.loc)
+                        attrs={"swizzle": 0, ir.SCRATCH: True}, loc=node.loc)
     acc_dtype = _accumulator_dtype(src)
     init, join, _ = REDUCERS[node.kind]
 
