@@ -17,7 +17,8 @@ import tileworkbench as tw
 from tileworkbench.analysis.evaluate import evaluate
 from tileworkbench.backend import nvrtc
 from tileworkbench.ir import nodes as ir
-from tileworkbench.ir.layout import BlockedLayout, padded_row, project
+from tileworkbench.ir.layout import BlockedLayout, padded_row
+from tileworkbench.ir.fragment_parts import project
 
 T_VAR, J_VAR = ir.Var("t"), ir.Var("j")
 

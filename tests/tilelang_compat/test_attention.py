@@ -9,7 +9,8 @@ import pytest
 import tileworkbench as tw
 from tileworkbench.codegen.wgmma import functor_source
 from tileworkbench.examples.tilelang_programs import attention
-from tileworkbench.ir.layout import MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, project
+from tileworkbench.ir.layout import MmaAccumLayout, WgmmaAccumLayout
+from tileworkbench.ir.fragment_parts import ProjectedLayout, project
 
 
 def _lower(seq_len=512, dim=128, causal=False, **config):

@@ -1,6 +1,6 @@
 """A fragment read as the columns of a gemm's accumulator, as DeepSeek's sparse MLA reads its mask
 (``mask[bi_i]`` in a loop over ``acc_s[h_i, bi_i]``, ``mask`` computed by a loop of its own from the
-indices): it holds the accumulator's columns (``ir.layout.ColumnsLayout``), each thread computing
+indices): it holds the accumulator's columns (``ir.fragment_parts.ColumnsLayout``), each thread computing
 and keeping only the columns it holds (8 of 64 where a warpgroup holds 32 columns), rather than
 every thread all of it. The layout's algebra; the kernel on the tile-level interpreter against
 numpy; its CUDA and NVRTC; a read as columns of a fragment no tensor core lays out stays every
@@ -14,7 +14,8 @@ import pytest
 import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.ir import nodes as ir
-from tileworkbench.ir.layout import BlockedLayout, ColumnsLayout, MmaAccumLayout, WgmmaAccumLayout, columns_of
+from tileworkbench.ir.layout import BlockedLayout, MmaAccumLayout, WgmmaAccumLayout
+from tileworkbench.ir.fragment_parts import ColumnsLayout, columns_of
 from tileworkbench.ir.simplify import simplify
 from tileworkbench.ir.visitor import collect
 

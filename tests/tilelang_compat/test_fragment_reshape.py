@@ -18,7 +18,8 @@ from tileworkbench.examples.edge_cases import head_sums
 from tileworkbench.examples.tilelang_programs import fp8_indexer
 from tileworkbench.frontend.fragment_views import FragmentView
 from tileworkbench.ir import nodes as ir
-from tileworkbench.ir.layout import MmaAccumLayout, WgmmaAccumLayout, columns_of, segments_of
+from tileworkbench.ir.layout import MmaAccumLayout, WgmmaAccumLayout
+from tileworkbench.ir.fragment_parts import columns_of, segments_of
 
 from .interpreters import on_both_interpreters
 from .kernel_files import lower_main_with, main_with

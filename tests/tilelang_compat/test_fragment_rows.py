@@ -1,4 +1,4 @@
-"""Rows of fragments (``ir.layout.ProjectedLayout``) and reductions that stay in registers, on the
+"""Rows of fragments (``ir.fragment_parts.ProjectedLayout``) and reductions that stay in registers, on the
 CPU: the layout algebra the shuffles rely on, checked element by element against the base layout
 for every thread; what the passes make of TileLang's norm, softmax and GEMM-epilogue programs; the
 errors for what is not supported; NVRTC compiles the results for sm_90a."""
@@ -16,7 +16,8 @@ from tileworkbench.backend import nvrtc
 from tileworkbench.errors import CompileError
 from tileworkbench.examples.tilelang_programs.norms import rms_norm
 from tileworkbench.ir import nodes as ir
-from tileworkbench.ir.layout import BlockedLayout, MmaAccumLayout, WgmmaAccumLayout, project
+from tileworkbench.ir.layout import BlockedLayout, MmaAccumLayout, WgmmaAccumLayout
+from tileworkbench.ir.fragment_parts import project
 from tileworkbench.ir.visitor import collect
 
 from .interpreters import on_both_interpreters

@@ -198,7 +198,8 @@ def test_rows_of_a_fragment_over_a_tile_of_another_width(run):
 def test_each_row_s_holders_take_each_column_once():
     """``ProjectedLayout.sharer_index`` numbers the threads holding each row 0 .. sharers - 1, for
     every layout whose rows the compiler reads (so each (row, column) above runs exactly once)."""
-    from tileworkbench.ir.layout import WgmmaAccumLayout, project
+    from tileworkbench.ir.layout import WgmmaAccumLayout
+    from tileworkbench.ir.fragment_parts import project
 
     for base in (WgmmaAccumLayout((64, 128), 1, 2), WgmmaAccumLayout((128, 64), 2), BlockedLayout((16, 64), 128),
                  BlockedLayout((4, 1024), 128, 4), BlockedLayout((64, 128), 128, 4)):

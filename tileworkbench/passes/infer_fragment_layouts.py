@@ -11,13 +11,13 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     a fragment-to-fragment ``T.copy``, share one layout;
   * a fragment indexed by a leading part of such a loop's variables (``s[i]`` in a loop over
     ``x[i, j]``), and the result of reducing a fragment along its last dimension
-    (``T.reduce_*(x, s, dim=1)``), has the rows of the other's layout (``ir.layout.ProjectedLayout``:
+    (``T.reduce_*(x, s, dim=1)``), has the rows of the other's layout (``ir.fragment_parts.ProjectedLayout``:
     every thread holding ``x[i, j]`` holds ``s[i]``); one indexed by the last of two variables of
     a loop over a tensor-core accumulator (``mask[j]`` in a loop over ``acc_s[i, j]``; a 2-D one at
-    the columns' row-major places, ``w[j // H, j % H]``) has its columns (``ir.layout.ColumnsLayout``;
+    the columns' row-major places, ``w[j // H, j % H]``) has its columns (``ir.fragment_parts.ColumnsLayout``;
     written by loops over itself or copied from global memory, not by another tile operation); the result of reducing runs of a tensor-core
     accumulator's rows (``ir.Reduce.segment``, a fragment view's reduction) has its rows, each
-    with a slot per run (``ir.layout.SegmentsLayout``), where one warp(group) holds whole rows;
+    with a slot per run (``ir.fragment_parts.SegmentsLayout``), where one warp(group) holds whole rows;
   * every other fragment is blocked (element ``i`` in thread ``i % threads``, or runs of 16 bytes
     per thread where those fragments are only computed on in registers, copied to and from global
     memory, met in T.Parallel loops by unswizzled shared tiles whose elements step with the run,
@@ -45,8 +45,8 @@ import math
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import (BlockedLayout, MmaAccumLayout, ProjectedLayout, WgmmaAccumLayout, choose_warp_grid, columns_of,
-                         padded_row, project, segments_of, slice_layout, stacked_layout, with_shape)
+from ..ir.layout import BlockedLayout, MmaAccumLayout, WgmmaAccumLayout, choose_warp_grid, padded_row, slice_layout, stacked_layout, with_shape
+from ..ir.fragment_parts import ProjectedLayout, columns_of, project, segments_of
 from ..ir.visitor import IRVisitor, collect
 from .rules.copies import fragment_slice
 from .rules.fragment_runs import steps_by_one

@@ -211,7 +211,7 @@ def _whole_fragments(loops) -> set:
 
 def _held_as_columns(func: ir.PrimFunc, reads: _Reads, variance) -> set:
     """The fragments that stay fragments, holding the columns of a tensor-core accumulator
-    (``ir.layout.ColumnsLayout``), rather than becoming every thread's whole: read only as the
+    (``ir.fragment_parts.ColumnsLayout``), rather than becoming every thread's whole: read only as the
     columns of nests over one gemm's accumulator (sparse MLA's ``mask[bi_i]`` in a loop over
     ``acc_s[h_i, bi_i]``; or, 2-D, at the columns' row-major places, the FP8 indexers' ``w[q_h //
     heads, q_h % heads]``) and written only by nests over themselves from inputs every thread sees

@@ -21,7 +21,7 @@ Guarantees: no parallel loop and no fragment remains.
     warp-wide instruction, so only where every condition around the store is the same for a whole
     warp (``tx < 256`` splitting warpgroups is; anything finer keeps ``store_pair``), and not with
     ``tw.disable_matrix_stores``.
-  * A nest that indexes a fragment holding rows of another (``ir.layout.ProjectedLayout``) by
+  * A nest that indexes a fragment holding rows of another (``ir.fragment_parts.ProjectedLayout``) by
     the leading loop variables (``s[i]`` in a loop over ``(i, j)``) reads the thread's own copy of
     the row; a nest over such a fragment alone runs over its slots, every thread that shares a
     row updating its own copy, and only one of them (``owner``) storing it to memory. A nest over a
@@ -42,7 +42,8 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import ColumnsLayout, ProjectedLayout, SegmentsLayout, slice_layout, unravel, with_shape
+from ..ir.layout import slice_layout, unravel, with_shape
+from ..ir.fragment_parts import ColumnsLayout, ProjectedLayout, SegmentsLayout
 from ..ir.simplify import RangeTracker, launch_ranges, loop_range
 from ..ir.visitor import IRMutator, collect, reassigned_vars, uses_var
 from ..target import PassConfigKey

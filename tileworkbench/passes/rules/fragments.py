@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from ...errors import CompileError
 from ...ir import nodes as ir
-from ...ir.layout import ColumnsLayout, ProjectedLayout, SegmentsLayout, project, slice_layout, slice_slots, with_shape
+from ...ir.layout import slice_layout, slice_slots, with_shape
+from ...ir.fragment_parts import ColumnsLayout, ProjectedLayout, SegmentsLayout, project
 from ...ir.visitor import IRMutator, uses_var
 
 # The annotation on a T.Parallel loop that lower_tile_ops makes for a reduction's partial sums: it
@@ -42,7 +43,7 @@ def is_row(indices, loop_vars) -> bool:
 
 def is_column(indices, loop_vars, shape=None) -> bool:
     """``c[j]`` in a loop over ``(i, j)``: the last of two variables alone (a fragment holding the
-    columns of the loop's, ``ir.layout.ColumnsLayout``); or, for a 2-D ``c`` of ``shape`` ``(Q, H)``,
+    columns of the loop's, ``ir.fragment_parts.ColumnsLayout``); or, for a 2-D ``c`` of ``shape`` ``(Q, H)``,
     that variable's row-major place in it, ``c[j // H, j % H]`` (the FP8 indexers' head weights in a
     loop over a fragment view's merged dimensions, ``merge_parallel_dims``)."""
     if len(loop_vars) != 2:
@@ -111,8 +112,8 @@ class ParallelNest:
 class FragmentAccess(IRMutator):
     """Rewrites ``F[v0, v1]`` (identity indices, up to unit dimensions: :class:`ParallelNest`) to
     ``F_local[j]``, ``S[v0]`` (a fragment with the rows of the loop's layout,
-    ``ir.layout.ProjectedLayout``) to ``S_local[slot_of(j)]``, ``C[v1]`` (a fragment with the columns of
-    the loop's tensor-core accumulator, ``ir.layout.ColumnsLayout``) likewise, and ``F[k, v0]`` (a slice, each
+    ``ir.fragment_parts.ProjectedLayout``) to ``S_local[slot_of(j)]``, ``C[v1]`` (a fragment with the columns of
+    the loop's tensor-core accumulator, ``ir.fragment_parts.ColumnsLayout``) likewise, and ``F[k, v0]`` (a slice, each
     alike over the threads: ``ir.layout.slice_layout``) to ``F_local[k * slots + j]``: read from
     the thread's own copy. Writing such a row inside a loop over the whole is refused (every
     thread holding the row would write it), except in the partial sums a reduction lowers to

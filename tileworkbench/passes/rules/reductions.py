@@ -1,7 +1,7 @@
 """How ``lower_tile_ops`` lowers ``T.reduce_*``.
 
 Rows of a fragment into a fragment that has those rows' layout (``infer_fragment_layouts`` gives
-the result of ``T.reduce_*(x, s, dim=1)`` the rows of ``x``'s layout, ``ir.layout.ProjectedLayout``)
+the result of ``T.reduce_*(x, s, dim=1)`` the rows of ``x``'s layout, ``ir.fragment_parts.ProjectedLayout``)
 stay in registers:
   1. each thread combines the elements of each row it holds into its own partial, one slot per row;
   2. the threads of a warp that hold one row combine their partials with ``shfl.xor`` (the
@@ -13,7 +13,7 @@ stay in registers:
   4. the result is the destination (or, with ``clear=False``, combined with what it held).
 Every thread holding a row ends with its value, which is what later loops over the row read.
 Runs of a tensor-core accumulator's rows (``ir.Reduce.segment``) into a fragment with
-``ir.layout.SegmentsLayout`` go the same way, a partial per row and run (steps 1, 2 and 4).
+``ir.fragment_parts.SegmentsLayout`` go the same way, a partial per row and run (steps 1, 2 and 4).
 Anything else (shared buffers, layouts whose slots need a guard, 1-D sources) goes through a
 shared scratch copy of the source, each destination element computed from its row there.
 """
@@ -25,7 +25,7 @@ import math
 from ... import dtypes
 from ...errors import CompileError
 from ...ir import nodes as ir
-from ...ir.layout import ProjectedLayout, SegmentsLayout, project
+from ...ir.fragment_parts import ProjectedLayout, SegmentsLayout, project
 from .fragments import EACH_WARP, PARTIAL_ROWS
 
 FULL_WARP = ir.Raw("0xffffffffu")
