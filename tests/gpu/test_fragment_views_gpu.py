@@ -7,7 +7,8 @@ computes, a whole-fragment maximum), comparisons in plain Python helpers, two ke
 variable, and a builder's T.dynamic size in a kernel sequence; and (later) vectors computed in loops
 of their own (KDA's column vector from shared memory, GDN's row vector) fragments read or stored
 transposed and a column vector no thread holds whole (through shared memory); a fragment too big
-for every thread to hold, read only as slices (mHC's pre kernel's mix)."""
+for every thread to hold, read only as slices (mHC's pre kernel's mix); slices laid out as an
+accumulator's rows (MHA inference's combine)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from test_stage_fragment_operands import transposes
 from tilelang_compat.test_dynamic import _split_and_combine
 from tilelang_compat.test_fragment_rows import row_vector_computed_first
 from tilelang_compat.test_fragment_views import (combine, layer_norm_backward, rows_over_another_width, slice_copies,
-                                                weighted_rows)
+                                                split_combine, split_combine_want, weighted_rows)
 from tilelang_compat.test_kernel_sequence import fused_two_steps
 from tilelang_compat.test_python_helpers import _want as tile_masks_want, tile_masks
 from tilelang_compat.test_read_fragments import (column_mask_and_full_max, column_scale, column_scale_want,
@@ -138,3 +139,12 @@ def test_a_fragment_read_only_as_slices(torch):
         out, flag = torch.zeros(256, device="cuda"), torch.zeros(1, device="cuda")
         tw.compile(weighted_rows(threads, scoped))(r, p, out, flag)
         torch.testing.assert_close(out.double(), (p.double()[:, None] * r.double()).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_slices_as_the_rows_of_an_accumulator(torch):
+    lse = torch.randn(4, 128, device="cuda").half()
+    parts = torch.randn(128, 4, 128, device="cuda").half()
+    out = torch.zeros(128, 128, device="cuda")
+    tw.compile(split_combine())(lse, parts, out)
+    np.testing.assert_allclose(out.cpu().numpy(), split_combine_want(lse.cpu().numpy(), parts.cpu().numpy()),
+                               rtol=1e-4, atol=1e-4)

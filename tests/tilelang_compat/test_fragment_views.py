@@ -317,3 +317,75 @@ def test_a_fragment_too_big_for_every_thread_read_as_slices_stays_one(run, threa
     out, flag = np.zeros(256, np.float32), np.zeros(1, np.float32)
     run(kernel, r, p, out, flag)
     np.testing.assert_allclose(out, (p[:, None].astype(np.float64) * r).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def split_combine(splits=4, rows=128, dim=128):
+    """MHA inference's combine step: each split's log-sum-exp ``lse[k, i]`` (a (splits, rows)
+    fragment: its maximum over the splits, slices copied and read in loops whose rows are the
+    output accumulator's) scales that split's partial output. The slices lie as the accumulator's
+    rows (``ir.layout.StackedLayout`` of its ``ProjectedLayout``): no blocked layout gives them that."""
+
+    @T.prim_func
+    def main(Lse: T.Tensor((splits, rows), "float16"), Parts: T.Tensor((rows, splits, dim), "float16"),
+             Out: T.Tensor((rows, dim), "float32")):
+        with T.Kernel(1, threads=128):
+            po = T.alloc_fragment((rows, dim), "float16")
+            acc = T.alloc_fragment((rows, dim), "float32")
+            lse = T.alloc_fragment((splits, rows), "float16")
+            lse_split = T.alloc_fragment((rows,), "float32")
+            logsum = T.alloc_fragment((rows,), "float32")
+            top = T.alloc_fragment((rows,), "float32")
+            scale = T.alloc_fragment((rows,), "float32")
+            T.clear(logsum)
+            T.clear(acc)
+            T.copy(Lse, lse)
+            T.reduce_max(lse, top, dim=0, clear=True)
+            for k in T.Pipelined(splits):
+                T.copy(lse[k, :], lse_split)
+                for i in T.Parallel(rows):
+                    logsum[i] += T.exp2(lse_split[i] - top[i])
+            for i in T.Parallel(rows):
+                logsum[i] = T.log2(logsum[i]) + top[i]
+            for k in T.Pipelined(splits, num_stages=2):
+                T.copy(Parts[0:rows, k, :], po)
+                for i in T.Parallel(rows):
+                    lse_split[i] = lse[k, i]
+                for i in T.Parallel(rows):
+                    scale[i] = T.exp2(lse_split[i] - logsum[i])
+                for i, j in T.Parallel(rows, dim):
+                    acc[i, j] += po[i, j] * scale[i]
+            T.copy(acc, Out)
+
+    return main
+
+
+def split_combine_want(lse, parts):
+    lse = lse.astype(np.float64)
+    logsum = np.log2(np.exp2(lse - lse.max(0)).sum(0)) + lse.max(0)
+    return (parts.astype(np.float64) * np.exp2(lse - logsum).T[:, :, None]).sum(1)
+
+
+@on_both_interpreters
+def test_slices_lie_as_the_rows_of_an_accumulator(run):
+    kernel = split_combine()
+    assert "tw::half lse[64];" in tw.lower(kernel, target="sm_90a").kernel_source  # 4 splits x 16 rows a thread
+    rng = np.random.default_rng(4)
+    lse, parts = rng.standard_normal((4, 128)).astype(np.float16), rng.standard_normal((128, 4, 128)).astype(np.float16)
+    out = np.zeros((128, 128), np.float32)
+    run(kernel, lse, parts, out)
+    np.testing.assert_allclose(out, split_combine_want(lse, parts), rtol=1e-5, atol=1e-5)
+
+
+def test_stacked_slices_hold_each_element_where_its_slice_layout_does():
+    from tileworkbench.ir.fragment_parts import project
+    from tileworkbench.ir.layout import StackedLayout, slice_layout, slice_slots, stacked_layout
+
+    rows = project(BlockedLayout((128, 128), 128, 4), (0,))
+    stacked = stacked_layout(rows, (4,))
+    assert isinstance(stacked, StackedLayout) and slice_layout(stacked, 1) == rows
+    per = slice_slots(stacked, 1)
+    for tid in range(0, 128, 7):
+        for k in range(4):
+            for j in range(per):
+                (kk, i), _ = stacked.forward(tid, k * per + j)
+                assert (int(kk), int(i)) == (k, int(rows.forward(tid, j)[0][0]))

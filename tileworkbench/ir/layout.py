@@ -275,12 +275,52 @@ def with_shape(layout, shape: tuple):
     return BlockedLayout(shape, layout.threads, layout.vec, layout.row)
 
 
+@dataclass(frozen=True)
+class StackedLayout:
+    """Slices ``F[k, ...]`` (the leading ``len(lead_shape)`` indices fixed) each laid out as
+    ``inner``, a layout no blocked one stacks into (MHA inference's ``lse_local[k, i]`` read in a
+    loop whose rows are an accumulator's, ``ir.fragment_parts.ProjectedLayout``): slice ``k``'s
+    element at ``inner``'s slot ``j`` is slot ``k_flat * inner.local_size + j`` of the same thread.
+    Stores to memory are made by ``inner``'s owner."""
+
+    inner: object
+    lead_shape: tuple
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.lead_shape) + tuple(self.inner.shape)
+
+    @property
+    def threads(self) -> int:
+        return self.inner.threads
+
+    @property
+    def local_size(self) -> int:
+        n = 1
+        for d in self.lead_shape:
+            n *= d
+        return n * self.inner.local_size
+
+    def forward(self, tid: ir.Expr, r: ir.Expr) -> tuple[tuple, ir.Expr | None]:
+        idx, guard = self.inner.forward(tid, r % self.inner.local_size)
+        return unravel(r // self.inner.local_size, tuple(self.lead_shape)) + tuple(idx), guard
+
+    def owner(self, tid: ir.Expr):
+        return self.inner.owner(tid) if hasattr(self.inner, "owner") else None
+
+    def describe(self) -> str:
+        return f"{' x '.join(map(str, self.lead_shape))} slices of {self.inner.describe()}"
+
+
 def slice_layout(layout, lead: int):
     """The layout of ``F[k, ...]`` (the first ``lead`` indices fixed, GQA decoding's
     ``lse_local[k, j]`` in a loop over ``j``) where every such slice lies alike over the threads: a
     blocked ``layout`` whose slots per slice are whole sweeps of the threads (their count times the
     run), so the slice's element ``f`` is in thread ``(f // vec) % threads`` whatever ``k``, at slot
-    ``k_flat * slice_slots(layout, lead) + `` its slot in the returned layout; else None."""
+    ``k_flat * slice_slots(layout, lead) + `` its slot in the returned layout; a ``StackedLayout``'s
+    own slices; else None."""
+    if isinstance(layout, StackedLayout):
+        return layout.inner if lead == len(layout.lead_shape) else None
     if not isinstance(layout, BlockedLayout) or not 0 < lead < len(layout.shape):
         return None
     inner = _slice(layout, lead)
@@ -291,15 +331,20 @@ def _slice(layout: BlockedLayout, lead: int) -> BlockedLayout:
     return BlockedLayout(tuple(layout.shape[lead:]), layout.threads, layout.vec, layout.row)
 
 
-def slice_slots(layout: BlockedLayout, lead: int) -> int:
+def slice_slots(layout, lead: int) -> int:
     """Slots a thread holds of each slice ``F[k, ...]`` (``slice_layout``)."""
+    if isinstance(layout, StackedLayout):
+        return layout.inner.local_size
     return _slice(layout, lead).slots // layout.threads
 
 
 def stacked_layout(layout, lead_shape: tuple):
     """The inverse of ``slice_layout``: the layout of a fragment whose slices ``F[k, ...]`` have
-    ``layout``, or None where no blocked layout gives every slice that one."""
+    ``layout`` (a blocked one where that gives every slice it; else a ``StackedLayout`` of it, where
+    its slots have no guard), or None."""
     if not isinstance(layout, BlockedLayout):
-        return None
+        if isinstance(layout, StackedLayout) or layout.forward(ir.Var("t"), ir.Var("r"))[1] is not None:
+            return None
+        return StackedLayout(layout, tuple(lead_shape))
     whole = BlockedLayout(tuple(lead_shape) + tuple(layout.shape), layout.threads, layout.vec, layout.row)
     return whole if slice_layout(whole, len(lead_shape)) == layout else None

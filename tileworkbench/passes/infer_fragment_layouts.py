@@ -31,7 +31,9 @@ Guarantees: ``buffer.attrs["layout"]`` on every fragment, agreeing wherever frag
     by a power-of-two run of threads, which the reduction's shuffles need; a fragment whose slices
     ``F[k, ...]`` are read as whole fragments takes no runs, and its rows are padded to whole sweeps
     of the threads where they are shorter (a (4, 64) ``lse_local`` over 128 threads), so that every
-    slice lies over the threads as the whole fragments do (``slice_layout``).
+    slice lies over the threads as the whole fragments do (``slice_layout``); where the slices are
+    read in loops whose layout no blocked one stacks into (an accumulator's rows), each slice has
+    that layout (``ir.layout.StackedLayout``).
 The fragments' registers per thread are estimated (their elements each thread holds, in 32-bit
 words), with every per-thread array's (``T.alloc_local``, and fragments ``localize_read_fragments``
 gave every thread whole); past ``REGISTER_LIMIT`` the kernel is refused at the buffer that

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import slice_layout, unravel, with_shape
+from ..ir.layout import StackedLayout, slice_layout, unravel, with_shape
 from ..ir.fragment_parts import ColumnsLayout, ProjectedLayout, SegmentsLayout
 from ..ir.simplify import RangeTracker, launch_ranges, loop_range
 from ..ir.visitor import IRMutator, collect, reassigned_vars, uses_var
@@ -168,7 +168,8 @@ class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
         indices, guard = layout.forward(self.tid, j)
         rewritten = FragmentAccess(loop_vars, j, layout, node.loc, self.to_local,
                                    accumulate_rows=bool(node.annotations.get(PARTIAL_ROWS)), extents=extents).visit(body)
-        if isinstance(layout, (ProjectedLayout, ColumnsLayout, SegmentsLayout)) and not node.annotations.get(EACH_WARP):
+        if isinstance(layout, (ProjectedLayout, ColumnsLayout, SegmentsLayout, StackedLayout)) \
+                and not node.annotations.get(EACH_WARP):
             rewritten = _OwnerStores(layout.owner(self.tid)).visit(rewritten)
         lets = [ir.LetStmt(v, i) for v, i in zip(loop_vars, indices) if uses_var(rewritten, v)]
         inner = ir.seq(lets + [rewritten if guard is None else ir.IfThenElse(guard, rewritten)])
