@@ -53,6 +53,9 @@ CASES = check_unique([
     case("view-without-a-shape", VIEW + "v = T.view(f, dtype='float32')  # <-", "needs the shape to see it with"),
     case("view-element-out-of-range", VIEW + "v = T.reshape(f, (2, 64))\n        v[2, 0] = 1.0  # <-",
          "index 2 is out of range for dimension 0 of v"),
+    # a per-thread array filled from a fragment (each thread holds only part of it): at the copy's line
+    case("fragment-into-a-thread-array", VIEW + "l = T.alloc_local((128,), 'float32')\n        T.copy(A, f)\n"
+         "        T.copy(f, l)  # <-\n        A[0] = l[3]", "fragment f can only be accessed inside a T.Parallel loop"),
 ])
 
 

@@ -122,8 +122,9 @@ def _indexer_inputs(s, skv, heads, dim, seed=0):
     (64, 64, 256, "tw::wgmma_gemm_ss<64, 128, 64, 1, 64, 64, true, tw_wgmma_m64n64k32_e4m3_kk, 0, true, 2>"),
 ])
 def test_the_fp8_indexer_matches_float64_on_the_cpu_and_compiles(monkeypatch, heads, block_N, threads, call):
-    (q, k, k_scale, weights), want = _indexer_inputs(8 if heads == 32 else 6, 512, heads, 64)
-    kernel = fp8_indexer.mqa_logits.compile(S=len(weights), SKV=512, heads=heads, index_dim=64, block_N=block_N,
+    # partial blocks of tokens (block_Q = 128 // heads) and of keys
+    (q, k, k_scale, weights), want = _indexer_inputs(7 if heads == 32 else 5, 500, heads, 64)
+    kernel = fp8_indexer.mqa_logits.compile(S=len(weights), SKV=500, heads=heads, index_dim=64, block_N=block_N,
                                             threads=threads)
     src = kernel.get_kernel_source()
     assert call in src

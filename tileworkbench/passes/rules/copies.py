@@ -218,7 +218,9 @@ class CopyLowering:
         extents = list(self.extents)
         if v > 1:
             extents[-1] //= v
-        kind = "serial" if per_thread else "parallel"
+        # a per-thread array holds all of its elements in every thread: one copied into a fragment is
+        # read by each thread for the fragment's elements it holds (a loop over the fragment)
+        kind = "serial" if per_thread and dst.scope != "fragment" else "parallel"
         for var, ext in reversed(list(zip(loop_vars, extents))):
             body = ir.For(var, ir.const(ext), body, kind, annotations={"vector": v} if v > 1 else {},
                           loc=self.node.loc)

@@ -233,8 +233,8 @@ class FragmentsToLocal(IRMutator):
 
     def visit_BufferStore(self, node):
         if node.buffer.scope == "fragment":
-            raise self._outside(node.buffer, node.loc)
-        self.loc = node.loc
+            raise self._outside(node.buffer, node.loc or self.loc)
+        self.loc = node.loc or self.loc  # a store a lowering made has none: the statement around it names the line
         return self.generic_visit(node)
 
     def generic_visit(self, node):
