@@ -1,6 +1,7 @@
 """Experiment: fragment views (``T.reshape`` of a fragment, ``frontend.fragment_views``) at random.
 Each draw: an ``(R, G * H)`` fragment loaded from ``A``, seen as ``(R, G, H)``; a ``T.Parallel``
-loop over the view's dimensions (merged into one over the fragment's by ``merge_parallel_dims``)
+loop over the view's dimensions, in their order or another (merged into one over the fragment's by
+``merge_parallel_dims``)
 applies a weight of each (group, head), from a fragment or from global memory; one of the view's
 reductions (sum, max, min, absmax; along its last dimension, runs of ``H``; with ``clear=False``
 into a result loaded first, or not); the result stored in order (``T.copy``) or transposed, or the
@@ -39,10 +40,11 @@ def draw(rng: random.Random) -> tuple:
     kind = rng.choice(tuple(KINDS))
     clear = rng.random() < 0.7
     store = rng.choice(("copy", "transposed", "view"))
-    return rows, groups, heads, threads, weight, kind, clear, store
+    order = rng.choice(("rgh", "rgh", "grh", "hrg"))  # the weighting loop's dimensions, in this order
+    return rows, groups, heads, threads, weight, kind, clear, store, order
 
 
-def kernel_source(rows, groups, heads, threads, weight, kind, clear, store) -> str:
+def kernel_source(rows, groups, heads, threads, weight, kind, clear, store, order="rgh") -> str:
     factor = {"fragment": " * w[g, h]", "global": " * W[g, h]", "none": ""}[weight]
     lines = [
         f's = T.alloc_fragment(({rows}, {groups * heads}), "float32")',
@@ -52,7 +54,8 @@ def kernel_source(rows, groups, heads, threads, weight, kind, clear, store) -> s
     ]
     if weight == "fragment":
         lines += [f'w = T.alloc_fragment(({groups}, {heads}), "float32")', "T.copy(W, w)"]
-    lines += [f"for r, g, h in T.Parallel({rows}, {groups}, {heads}):",
+    extent = {"r": rows, "g": groups, "h": heads}
+    lines += [f"for {', '.join(order)} in T.Parallel({', '.join(str(extent[d]) for d in order)}):",
               f"    v[r, g, h] = v[r, g, h]{factor} + 0.5"]
     if not clear:
         lines += ["T.copy(Start, out)"]
@@ -77,7 +80,7 @@ def main(A: T.Tensor(({rows}, {groups * heads}), "float32"), W: T.Tensor(({group
 
 
 def reference(a, w, start, config) -> dict:
-    rows, groups, heads, threads, weight, kind, clear, store = config
+    rows, groups, heads, threads, weight, kind, clear, store = config[:8]
     v = a.astype(np.float64).reshape(rows, groups, heads)
     v = v * (w if weight != "none" else 1) + 0.5
     out = KINDS[kind](v, axis=2)

@@ -11,9 +11,10 @@ from .harness import experiment, swept
 
 SWEEP = experiment("fragment_view_forms")
 DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(8)] + [
-    (64, 4, 32, 128, "fragment", "sum", True, "transposed"),  # the FP8 indexers' form
-    (16, 1, 8, 64, "global", "max", False, "copy"),  # a group of one: the whole row is the run
-    (8, 3, 5, 32, "none", "absmax", True, "view"),  # runs of 5 over one warp; the view stored back
+    (64, 4, 32, 128, "fragment", "sum", True, "transposed", "rgh"),  # the FP8 indexers' form
+    (16, 1, 8, 64, "global", "max", False, "copy", "rgh"),  # a group of one: the whole row is the run
+    (8, 3, 5, 32, "none", "absmax", True, "view", "rgh"),  # runs of 5 over one warp; the view stored back
+    (64, 4, 16, 128, "fragment", "sum", True, "copy", "hrg"),  # the loop's dimensions in another order
 ]
 
 

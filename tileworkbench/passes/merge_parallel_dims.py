@@ -1,12 +1,13 @@
-"""merge_parallel_dims: two neighbouring ``T.Parallel`` dimensions that index a fragment together, as one.
+"""merge_parallel_dims: two ``T.Parallel`` dimensions that index a fragment together, as one.
 
 Expects: tile-level IR (a ``T.Parallel`` nest is ``For`` loops of kind ``"parallel"``, one per
 dimension, each the only statement of the one around it).
-Guarantees: where a nest's dimensions ``q`` (extent ``Q``) and ``h`` (extent ``H``, the next one in)
-both start at 0 and the nest indexes a fragment with ``k * (q * H + h) + c`` in one dimension
-(``k``, ``c`` anything without ``q`` and ``h``), the two are one dimension ``q_h`` of extent ``Q * H``:
-that index is ``k * q_h + c`` wherever it appears, and every other use of ``q`` and ``h`` is
-``q_h // H`` and ``q_h % H``. Repeated while it applies (three dimensions can become one).
+Guarantees: where two of a nest's dimensions, ``q`` (extent ``Q``) and ``h`` (extent ``H``), in
+either order and not necessarily neighbours, both start at 0 and the nest indexes a fragment with
+``k * (q * H + h) + c`` in one dimension (``k``, ``c`` anything without ``q`` and ``h``), the two
+are one dimension ``q_h`` of extent ``Q * H`` in ``q``'s place: that index is ``k * q_h + c``
+wherever it appears, and every other use of ``q`` and ``h`` is ``q_h // H`` and ``q_h % H``.
+Repeated while it applies (three dimensions can become one).
 
 Why: a fragment view (``T.reshape(s, (N, Q, H))`` of an ``(N, Q * H)`` fragment,
 ``frontend.fragment_views``) indexed in a loop over its three dimensions reads and writes
@@ -67,7 +68,8 @@ def _merge_pair(chain: list) -> list | None:
     body = chain[-1].body
     fragment_indices = [i for a in collect(body, (ir.BufferLoad, ir.BufferStore)) if a.buffer.scope == "fragment"
                         for i in a.indices]
-    for outer, inner in zip(chain, chain[1:]):
+    # any two of the nest's dimensions (its iterations are unordered): the merged one takes q's place
+    for outer, inner in ((a, b) for a in chain for b in chain if a is not b):
         q_n, h_n = ir.const_int(outer.extent), ir.const_int(inner.extent)
         if q_n is None or h_n is None or ir.const_int(outer.start) != 0 or ir.const_int(inner.start) != 0:
             continue
