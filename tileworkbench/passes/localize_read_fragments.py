@@ -183,7 +183,8 @@ class _Reads(IRVisitor):
                     self.column_nests.setdefault(node.buffer, {})[id(anchor)] = (anchor, self.loops[0])
                 else:
                     self.read_elsewhere.add(node.buffer)
-                (self.slice_reads if kind == "slice" else self.not_slice_reads).add(node.buffer)
+                # (outside every loop an element read matches as a slice of no variables: not one)
+                (self.slice_reads if kind == "slice" and self.loops else self.not_slice_reads).add(node.buffer)
         self.generic_visit(node)
 
     def visit_BufferStore(self, node: ir.BufferStore):
