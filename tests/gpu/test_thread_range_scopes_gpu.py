@@ -1,7 +1,7 @@
 """On the GPU, ``if tx < C:`` scopes (CPU tests: tests/tilelang_compat/test_thread_range_scopes.py)
 against float64 (or exact integer) references on random inputs: the first warps' own tile work, an
 ``else`` as the other threads' scope, and a shared-memory scan ordered by the scope's named barrier
-(``T.sync_threads(3, 64)``)."""
+(``T.sync_threads(3, 64)``); ``if tx >= C:`` as the last threads' scope."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 import tileworkbench as tw
 from tileworkbench.testing import gpu_marks
 
-from tilelang_compat.test_thread_range_scopes import first_warps_sum_rows, scan_in_the_first_warps, split_by_warps
+from tilelang_compat.test_thread_range_scopes import (first_warps_sum_rows, last_warps_first, scan_in_the_first_warps,
+                                                      split_by_warps)
 
 pytestmark = gpu_marks(9, 0)
 
@@ -36,3 +37,11 @@ def test_a_named_barrier_of_the_scope_orders_a_shared_scan(torch):
     tw.compile(scan_in_the_first_warps)(x, out)
     want = np.cumsum(x.cpu().numpy()[::-1])[::-1]
     np.testing.assert_array_equal(out.cpu().numpy(), want)
+
+
+def test_tx_at_least_c_is_the_last_threads_scope(torch):
+    x = torch.randn(128, device="cuda")
+    y, z = torch.zeros(128, device="cuda"), torch.zeros(128, device="cuda")
+    tw.compile(last_warps_first)(x, y, z)
+    torch.testing.assert_close(y, x * 2, rtol=0, atol=0)
+    torch.testing.assert_close(z, torch.full_like(x, x.max().item()), rtol=0, atol=0)

@@ -3,7 +3,7 @@ a kernel to the block's first warps (DeepSeek's mHC pre kernel, the v3.2 top-k s
 the branch holds tile operations, ``T.Parallel`` loops, barriers or shared-memory stores it is a
 thread scope (``ir.ThreadScope``, as ``with T.ws(...)``), its tile operations spread over those
 threads and its barriers theirs (``T.sync_threads(id, C)`` among them); an ``else`` is the scope of
-the other threads. Checked on both CPU interpreters against numpy and by NVRTC; the other
+the other threads. ``if tx >= C:`` is the scope of the last threads, its ``else`` the first C. Checked on both CPU interpreters against numpy and by NVRTC; the other
 conditions on the thread stay refused for tile operations."""
 
 from __future__ import annotations
@@ -43,6 +43,30 @@ def split_by_warps(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32"
         xs = T.alloc_shared((128,), "float32")
         T.copy(X, xs)
         if T.get_thread_binding() < 32:
+            for i in T.Parallel(128):
+                Y[i] = xs[i] * 2.0
+        else:
+            f = T.alloc_fragment((128,), "float32")
+            m = T.alloc_fragment((1,), "float32")
+            T.copy(xs, f)
+            T.reduce_max(f, m, dim=0)
+            for i in T.Parallel(128):
+                Z[i] = m[0]
+
+
+@T.prim_func
+def last_warps_first(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32"), Z: T.Tensor((128,), "float32")):
+    """`if tx >= 96: ... else: ...` (MInference's vertical-slash kernel gives its last warpgroup the
+    loads so): the last warp doubles X into Y, the first three fill Z with X's maximum; the gather
+    into the shared tile asks for cp.async (``prefer_async``) and is committed and waited for."""
+    with T.Kernel(1, threads=128):
+        tid = T.get_thread_binding()
+        xs = T.alloc_shared((128,), "float32")
+        for i in T.Parallel(128, prefer_async=True):
+            xs[i] = X[i]
+        T.ptx_commit_group()
+        T.ptx_wait_group(0)
+        if tid >= 96:
             for i in T.Parallel(128):
                 Y[i] = xs[i] * 2.0
         else:
@@ -100,6 +124,15 @@ def test_an_else_is_the_other_threads_scope(run):
 
 
 @on_both_interpreters
+def test_tx_at_least_c_is_the_last_threads_scope_and_its_else_the_first(run):
+    x = np.random.default_rng(5).standard_normal(128).astype(np.float32)
+    y, z = np.zeros(128, np.float32), np.zeros(128, np.float32)
+    run(last_warps_first, x, y, z)
+    np.testing.assert_array_equal(y, x * 2)
+    np.testing.assert_array_equal(z, np.full(128, x.max(), np.float32))
+
+
+@on_both_interpreters
 def test_a_named_barrier_of_the_scope_orders_a_shared_scan(run):
     x = np.random.default_rng(3).integers(-50, 50, 64).astype(np.int32)
     out = np.zeros(64, np.int32)
@@ -109,8 +142,9 @@ def test_a_named_barrier_of_the_scope_orders_a_shared_scan(run):
 
 @pytest.mark.parametrize("func, scopes", [(first_warps_sum_rows, [(0, 64)]),
                                           (split_by_warps, [(0, 32), (32, 96)]),
+                                          (last_warps_first, [(96, 32), (0, 96)]),
                                           (scan_in_the_first_warps, [(0, 64)])],
-                         ids=["first-warps", "if-else", "named-barrier"])
+                         ids=["first-warps", "if-else", "last-warps", "named-barrier"])
 def test_they_are_thread_scopes_and_compile(func, scopes, nvrtc_check):
     art = tw.lower(func, target="cuda")
     assert [(s.first, s.count) for s in collect(art.func.body, ir.ThreadScope)] == scopes
@@ -129,14 +163,14 @@ def _guarded(condition: str):
             tx = T.get_thread_binding()
             xs = T.alloc_shared((128,), "float32")
             T.copy(X, xs)
-            if (tx < 48) if condition == "part of a warp" else (tx >= 32) if condition == "from 32" else (tx < 128):
+            if (tx < 48) if condition == "part of a warp" else (tx % 2 == 0) if condition == "every other" else (tx < 128):
                 for i in T.Parallel(128):
                     Y[i] = xs[i]
 
     return main
 
 
-@pytest.mark.parametrize("condition", ["part of a warp", "from 32"])
+@pytest.mark.parametrize("condition", ["part of a warp", "every other"])
 def test_other_thread_conditions_around_tile_work_stay_refused(condition):
     with pytest.raises(CompileError, match="may differ between the block's threads"):
         tw.lower(_guarded(condition), target="cuda")

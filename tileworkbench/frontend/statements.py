@@ -260,19 +260,18 @@ class Statements:
             return
         if not self.builder.in_kernel:
             raise self.error(node, "an `if` on a kernel value must be inside `with T.Kernel(...)`")
-        first_threads = _first_warps(cond, self.builder)
+        split = _thread_split(cond, self.builder)
         names = BranchNames(self.scope.names)
-        then_body = self._branch(node.body, None if first_threads is None else (0, first_threads))
-        rest = None if first_threads is None else (first_threads, self.builder.launch.threads - first_threads)
+        then_body = self._branch(node.body, None if split is None else split[0])
         names.start_branch()
-        else_body = self._branch(node.orelse, rest) if node.orelse else None
+        else_body = self._branch(node.orelse, None if split is None else split[1]) if node.orelse else None
         names.end_if(self.loc(node).line if self.loc(node) is not None else None)
-        if first_threads is not None and any(b is not None and _works_together(b) for b in (then_body, else_body)):
-            # `if tx < C: ... else: ...` split the block by threads: each branch is a scope of its own,
-            # whose code tests tx against the scope's range
-            self.builder.emit(ir.ThreadScope(0, first_threads, then_body, ir.Var("tx_first"), loc=self.builder.loc))
+        if split is not None and any(b is not None and _works_together(b) for b in (then_body, else_body)):
+            # `if tx < C: ... else: ...` (or tx >= C) split the block by threads: each branch is a scope
+            # of its own, whose code tests tx against the scope's range
+            self.builder.emit(ir.ThreadScope(*split[0], then_body, ir.Var("tx_first"), loc=self.builder.loc))
             if else_body is not None:
-                self.builder.emit(ir.ThreadScope(*rest, else_body, ir.Var("tx_rest"), loc=self.builder.loc))
+                self.builder.emit(ir.ThreadScope(*split[1], else_body, ir.Var("tx_rest"), loc=self.builder.loc))
             return
         self.builder.emit(ir.IfThenElse(cond, then_body, else_body))
 
@@ -297,6 +296,17 @@ def _kept(builder, name: str, var: ir.Var) -> str | None:
     if (where := builder.decides_threads.get(var)) is not None:
         return f"the `if` at line {where.line} gives its branch to the threads {name} names there"
     return None
+
+
+def _thread_split(cond, builder) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The threads ``(first, count)`` of an ``if``'s branch and of its ``else`` where ``cond`` is
+    ``tx < C`` (the block's first C threads, then the rest) or ``tx >= C`` (the rest, then the
+    first C): ``_first_warps``' C; else None."""
+    if isinstance(cond, ir.BinOp) and cond.op == ">=":
+        c = _first_warps(ir.BinOp("<", cond.a, cond.b, cond.dtype), builder)
+        return None if c is None else ((c, builder.launch.threads - c), (0, c))
+    c = _first_warps(cond, builder)
+    return None if c is None else ((0, c), (c, builder.launch.threads - c))
 
 
 def _first_warps(cond, builder) -> int | None:

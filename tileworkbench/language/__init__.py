@@ -131,7 +131,8 @@ from .math import (  # noqa: A004 - TileLang's names: T.abs, T.max, T.pow, T.rou
 from .debug import print  # noqa: A004 - TileLang's T.print
 from .random import rng_init, rng_rand, rng_rand_float
 from .signature import const, dynamic, empty, symbolic
-from .sync import barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, sync_threads, tma_store_wait
+from .sync import (barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, ptx_commit_group, ptx_wait_group,
+                   sync_threads, tma_store_wait)
 from .tile_ops import (
     GemmWarpPolicy,
     clear,
@@ -337,6 +338,8 @@ __all__ = [
     "max_value",
     "mbarrier_arrive",
     "mbarrier_wait_parity",
+    "ptx_commit_group",
+    "ptx_wait_group",
     "min",
     "min_value",
     "Parallel",

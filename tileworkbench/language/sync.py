@@ -66,3 +66,15 @@ def sync_threads(barrier_id=None, arrive_count=None):
     elif barrier_id is not None:
         _b.constant_int(barrier_id, "T.sync_threads: barrier_id", low=0)
     _b.current().emit(ir.SyncThreads())
+
+
+def ptx_commit_group():
+    """TileLang's ``cp.async.commit_group``: closes the group of copies a ``T.Parallel(...,
+    prefer_async=True)`` loop issued. Here such a loop's copies are complete when the loop ends
+    (``T.Parallel``: the stronger order), so there is no group to close: taken, nothing emitted."""
+
+
+def ptx_wait_group(num=0):
+    """TileLang's ``cp.async.wait_group num``: waits until at most ``num`` groups of copies are in
+    flight. None is here (``ptx_commit_group``): taken (``num`` a constant from 0), nothing emitted."""
+    _b.constant_int(num, "T.ptx_wait_group: num", low=0)
