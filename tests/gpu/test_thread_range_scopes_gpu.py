@@ -6,6 +6,7 @@ against float64 (or exact integer) references on random inputs: the first warps'
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tileworkbench as tw
 from tileworkbench.testing import gpu_marks
@@ -23,10 +24,11 @@ def test_the_first_warps_do_their_tile_work(torch):
     torch.testing.assert_close(out.double(), x.double().sum(0), rtol=1e-6, atol=1e-6)
 
 
-def test_an_else_is_the_other_threads_scope(torch):
+@pytest.mark.parametrize("kernel", [split_by_warps, last_warps_first], ids=["tx < 32", "tx >= 96"])
+def test_an_else_is_the_other_threads_scope(torch, kernel):
     x = torch.randn(128, device="cuda")
     y, z = torch.zeros(128, device="cuda"), torch.zeros(128, device="cuda")
-    tw.compile(split_by_warps)(x, y, z)
+    tw.compile(kernel)(x, y, z)
     torch.testing.assert_close(y, x * 2, rtol=0, atol=0)
     torch.testing.assert_close(z, torch.full_like(x, x.max().item()), rtol=0, atol=0)
 
@@ -38,10 +40,3 @@ def test_a_named_barrier_of_the_scope_orders_a_shared_scan(torch):
     want = np.cumsum(x.cpu().numpy()[::-1])[::-1]
     np.testing.assert_array_equal(out.cpu().numpy(), want)
 
-
-def test_tx_at_least_c_is_the_last_threads_scope(torch):
-    x = torch.randn(128, device="cuda")
-    y, z = torch.zeros(128, device="cuda"), torch.zeros(128, device="cuda")
-    tw.compile(last_warps_first)(x, y, z)
-    torch.testing.assert_close(y, x * 2, rtol=0, atol=0)
-    torch.testing.assert_close(z, torch.full_like(x, x.max().item()), rtol=0, atol=0)
