@@ -1,6 +1,6 @@
 """wgmma with warpgroups side by side along N (``rules.gemm._warpgroup_split``): a tile of fewer
 64-row blocks than warpgroups (64 x 128 on 256 threads, TileLang's convolution) splits N between
-them instead of taking mma.sync. The layout algebra (every element held once, stmatrix, rows
+them instead of taking mma.sync; a warpgroup's columns past 256 are instructions side by side. The layout algebra (every element held once, stmatrix, rows
 reduced across the warpgroups) is checked in tests/test_matrix_stores.py and
 tests/tilelang_compat/test_fragment_rows.py; here the plans, the generated calls and NVRTC."""
 
@@ -38,6 +38,8 @@ def test_the_split_layout_holds_every_element_once(shape, warpgroups, n_groups):
     (96, 128, 2, None),      # not whole 64-row blocks
     (64, 256, 4, None),      # more than two warpgroups side by side: not run on a GPU yet, so mma.sync
     (128, 128, 4, None),
+    (64, 512, 1, (1, 1)),    # one warpgroup's 512 columns: two instructions of 256 side by side (wgmma_plan)
+    (64, 384, 1, None),      # not whole instructions of 256
 ])
 def test_warpgroups_split_along_n_only_where_m_runs_out(m, n, warpgroups, split):
     assert _warpgroup_split(m, n, warpgroups) == split
@@ -78,3 +80,15 @@ def test_rows_of_a_split_accumulator_reduce_across_its_warpgroups():
     assert ", 2>(" in body and "row_max_warps" in body  # per-warpgroup partials meet in shared memory
     assert "fmaxf(row_max_warps[i0_1], row_max_warps[(i0_1 + 64)])" in body
     assert compile_check(art.device_source, "sm_90a", "rowmax.cu").spills_bytes == 0
+
+
+@pytest.mark.parametrize("block_M, threads", [(64, 128), (128, 256)])
+def test_a_warpgroup_s_columns_past_256_are_instructions_side_by_side(block_M, threads):
+    """A 512-column accumulator on each warpgroup (DeepSeek's 512-wide value heads on one warpgroup):
+    two m64n256 instructions a k-step, each on its own 128 registers and 256 columns of B
+    (``tw::wgmma_gemm_ss``'s NC), where mma.sync took it before."""
+    art = tw.lower(matmul(256, 1024, 256, block_M, 512, 64, num_stages=2, threads=threads))
+    calls = re.findall(r"tw::wgmma_gemm_ss<([^>]*)>", kernel_body(art.device_source))
+    assert calls and all(c.startswith(f"{block_M}, 512, 64, {threads // 128}, ") and
+                         c.endswith("tw_wgmma_m64n256k16_f16_kn, 0, true, 1, 2") for c in calls)
+    assert compile_check(art.device_source, "sm_90a", "chunks.cu").registers == 255  # 256 accumulators a thread

@@ -116,6 +116,21 @@ def test_wgmma_with_warpgroups_side_by_side_along_n(torch, shape, trans_A, trans
     assert rel_err(kernel(a, b), ref) < 2e-3
 
 
+@pytest.mark.parametrize("trans_B", [False, True])
+@pytest.mark.parametrize("block_M, threads", [(64, 128), (128, 256)])
+def test_wgmma_instructions_side_by_side_along_a_warpgroup_s_columns(torch, trans_B, block_M, threads):
+    # 512 columns a warpgroup: two m64n256 instructions a k-step (rules.gemm._in_chunks)
+    M, N, K = 1000, 1030, 770
+    kernel = tw.compile(matmul(M, N, K, block_M, 512, 64, num_stages=2, threads=threads, trans_B=trans_B),
+                        out_idx=[2])
+    assert re.search(r"tw::wgmma_gemm_ss<[^>]*m64n256k16[^>]*, 1, 2>\(", kernel.get_kernel_source())
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.float16) if trans_B else torch.randn(K, N, device="cuda",
+                                                                                          dtype=torch.float16)
+    ref = a.double() @ (b.double().T if trans_B else b.double())
+    assert rel_err(kernel(a, b), ref) < 2e-3
+
+
 def test_row_max_of_an_accumulator_split_along_n(torch):
     kernel = tw.compile(gemm_row_max(512, 512, 256), out_idx=[2])
     assert ", 2>(" in kernel.get_kernel_source()

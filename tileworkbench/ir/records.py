@@ -77,11 +77,19 @@ class WgmmaPlan:
     # warpgroups side by side along N (TileLang's split of a 64-row tile over two warpgroups):
     # warpgroup g computes rows of g // n_groups and columns of g % n_groups
     n_groups: int = 1
+    # wgmma instructions side by side along N in each warpgroup, where its columns are more than one
+    # instruction's 256 (DeepSeek's 512-wide value heads on one warpgroup)
+    n_chunks: int = 1
 
     @property
     def n_per_group(self) -> int:
-        """Columns each warpgroup computes: the N of its wgmma instructions."""
+        """Columns each warpgroup computes."""
         return self.n // self.n_groups
+
+    @property
+    def n_per_instruction(self) -> int:
+        """The N of its wgmma instructions."""
+        return self.n // self.n_groups // self.n_chunks
 
 
 # The PTX type of wgmma's operands for each tile type (float32 tiles multiply in TF32).

@@ -135,7 +135,7 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
 
     def wgmma(self, node: ir.Gemm, plan) -> ir.Stmt:
         dtype = node.a.buffer.dtype.name
-        self.wgmma_shapes.add((plan.n_per_group, dtype, plan.b_k_major, plan.a_k_major, plan.a_registers))
+        self.wgmma_shapes.add((plan.n_per_instruction, dtype, plan.b_k_major, plan.a_k_major, plan.a_registers))
         flag = "true" if plan.b_k_major else "false"
         if plan.a_registers:  # A is the fragment's own registers (its layout: infer_fragment_layouts)
             functor = wgmma_functor_name(plan.n, dtype, plan.b_k_major, a_registers=True)
@@ -144,12 +144,13 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
                         f"{flag}, {functor}{tail}>")
             return self.gemm_call(node, template)
         # trailing template arguments only where they differ from the defaults (IN_FLIGHT 0, A
-        # K-major, one warpgroup along N)
-        split = plan.n_groups > 1
+        # K-major, one warpgroup along N, one instruction along N)
+        split = plan.n_groups > 1 or plan.n_chunks > 1
         tail = f", {node.in_flight}" if node.in_flight or not plan.a_k_major or split else ""
         tail += "" if plan.a_k_major and not split else f", {'true' if plan.a_k_major else 'false'}"
         tail += f", {plan.n_groups}" if split else ""
-        functor = wgmma_functor_name(plan.n_per_group, dtype, plan.b_k_major, plan.a_k_major)
+        tail += f", {plan.n_chunks}" if plan.n_chunks > 1 else ""
+        functor = wgmma_functor_name(plan.n_per_instruction, dtype, plan.b_k_major, plan.a_k_major)
         template = (f"tw::wgmma_gemm_ss<{plan.m}, {plan.n}, {plan.k}, {plan.warpgroups}, {plan.a_span}, "
                     f"{plan.b_span}, {flag}, {functor}{tail}>")
         return self.gemm_call(node, template)

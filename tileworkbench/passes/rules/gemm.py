@@ -6,7 +6,8 @@ both K-major), a float32
 accumulator (int32 for int8), whole
 warpgroups (along M, whole 64-row blocks each; or, for a 64-row tile on two warpgroups, side by
 side along N, ``WgmmaPlan.n_groups``: A in shared memory, an N-major B split on its 128-byte
-panels or a K-major one on its rows), tile sizes wgmma can take, and operand tiles whose layout wgmma can read (A K-major,
+panels or a K-major one on its rows; a warpgroup's columns past wgmma's 256 as instructions of 256
+side by side, ``WgmmaPlan.n_chunks``, A in shared memory), tile sizes wgmma can take, and operand tiles whose layout wgmma can read (A K-major,
 or M-major for ``transpose_A``; B K-major or N-major; swizzled, and in 128-byte panels where
 their rows are wider) — else None, and the gemm stays on the ``mma.sync`` path.
 ``choose_shared_layouts`` (swizzle and panels of the operand tiles), ``infer_fragment_layouts``
@@ -96,17 +97,33 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     warpgroups, n_groups = split  # from here on warpgroups counts those along M
     if n_groups > 1 and a_registers:
         return None  # a register A is read per M block by every warpgroup
+    if n_groups == 1 and n > 256:  # instructions of 256 columns side by side, with A from shared memory only
+        return None if a_registers else _in_chunks(_plan_of(gemm, m, n, k, warpgroups, a_registers, a.dtype.name), n)
+    plan = _plan_of(gemm, m, n, k, warpgroups, a_registers, a.dtype.name)
     if a.dtype.name in WGMMA_K_MAJOR_ONLY:
-        plan = None if a_registers else _k_major_only_plan(gemm, m, n, k, warpgroups)
         # a K-major B's columns for a warpgroup along N are rows of it (tw::wgmma_b_columns)
         return plan if plan is None or n_groups == 1 else dataclasses.replace(plan, n_groups=n_groups)
-    plan = _plan(gemm, m, n, k, warpgroups, a_registers)
     if plan is None or n_groups == 1:
         return plan
     # N-major B: each warpgroup's columns must be whole 128-byte panels (a descriptor starts a panel)
     if not plan.b_k_major and (not plan.b_panel or (n // n_groups) % plan.b_panel):
         return None
     return dataclasses.replace(plan, n_groups=n_groups)
+
+
+def _plan_of(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int, a_registers: bool, dtype: str):
+    """The plan of one warpgroup's columns along M: the K-major-only types' or the 16-bit one."""
+    if dtype in WGMMA_K_MAJOR_ONLY:
+        return None if a_registers else _k_major_only_plan(gemm, m, n, k, warpgroups)
+    return _plan(gemm, m, n, k, warpgroups, a_registers)
+
+
+def _in_chunks(plan: WgmmaPlan | None, n: int) -> WgmmaPlan | None:
+    """``plan`` with its ``n`` columns as instructions of 256 side by side; an N-major B's each
+    instruction's columns must be whole 128-byte panels (a descriptor starts a panel)."""
+    if plan is None or (not plan.b_k_major and (not plan.b_panel or 256 % plan.b_panel)):
+        return None
+    return dataclasses.replace(plan, n_chunks=n // 256)
 
 
 def register_a(gemm: ir.Gemm, threads: int, ctx) -> bool:
@@ -141,8 +158,8 @@ def _warpgroup_split(m: int, n: int, warpgroups: int) -> tuple[int, int] | None:
     TileLang's gemm splits it); None where wgmma cannot cover the tile."""
     if m % 64 or n % 8:
         return None
-    if m % (64 * warpgroups) == 0:
-        return (warpgroups, 1) if 8 <= n <= 256 else None
+    if m % (64 * warpgroups) == 0:  # wider than 256: whole instructions of 256 side by side (wgmma_plan)
+        return (warpgroups, 1) if 8 <= n <= 256 or n % 256 == 0 else None
     along_m = m // 64
     # two warpgroups on one 64-row block: the split run on the H200 (tests/gpu/test_core_kernels.py);
     # the layout and the header take more (tests/test_wgmma_n_split.py), not yet run on a GPU

@@ -62,12 +62,15 @@ __device__ __forceinline__ unsigned int wgmma_b_columns(int n0) {
 // [gn*N/NG, (gn+1)*N/NG) (gn = g % NG; Mma is the m64n(N/NG) instruction); each wgmma takes 32
 // bytes of K (16 16-bit or 32 FP8 or int8 elements); Acc is float (int for int8 operands).
 // IN_FLIGHT: wgmma groups this thread may leave running on return (0: all of them are done).
+// NC: instructions side by side along a warpgroup's columns (Mma is then m64n(N/NG/NC)), each on
+// its own registers (the accumulator's elements of those columns are consecutive) and B columns.
 template <int M, int N, int K, int WG, int SWA, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0,
-          bool A_K_MAJOR = true, int NG = 1, typename T, typename Acc>
+          bool A_K_MAJOR = true, int NG = 1, int NC = 1, typename T, typename Acc>
 __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, Acc* acc, int thread) {
-  constexpr int EB = sizeof(T), K_STEP = 32 / EB, NW = N / NG;
+  constexpr int EB = sizeof(T), K_STEP = 32 / EB, NW = N / NG, NI = NW / NC;
   constexpr int ROWS_PER_GROUP = M / WG, MI = ROWS_PER_GROUP / 64, A_PANEL = SWA / EB;
   static_assert(NG == 1 || B_K_MAJOR || NW % (SWB / EB) == 0, "each warpgroup's columns of an N-major B are whole panels");
+  static_assert(NC == 1 || B_K_MAJOR || NI % (SWB / EB) == 0, "each instruction's columns of an N-major B are whole panels");
   const int group = thread / 128 / NG;
   const unsigned int a_base = smem_addr(A);
   const unsigned int b_base = smem_addr(B) + (NG == 1 ? 0u : wgmma_b_columns<K, SWB, B_K_MAJOR, EB>((thread / 128 % NG) * NW));
@@ -84,7 +87,11 @@ __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, Acc* acc, 
         // M-major: rows m0 .. m0+63 are panel m0/64 (K rows of 128 bytes); 16 K-rows from row kk.
         da = wgmma_desc<SWA>(a_base + (m0 / 64) * (K * SWA) + kk * SWA, K * SWA, 8 * SWA);
       }
-      Mma::mma(acc + mi * (NW / 2), da, wgmma_b_desc<N, K, SWB, B_K_MAJOR, EB>(b_base, kk));
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        const unsigned int b_chunk = NC == 1 ? 0u : wgmma_b_columns<K, SWB, B_K_MAJOR, EB>(c * NI);
+        Mma::mma(acc + mi * (NW / 2) + c * (NI / 2), da, wgmma_b_desc<N, K, SWB, B_K_MAJOR, EB>(b_base + b_chunk, kk));
+      }
     }
   }
   wgmma_commit();
