@@ -9,9 +9,9 @@ import math
 from .. import dtypes as _dt
 from ..frontend import builder as _b
 from ..frontend.builder import error
+from ..frontend.fragment_views import FragmentView
 from ..frontend.specs import KernelSpec, WarpGroups, opens_kernel_scope, opens_thread_scope
 from ..ir import nodes as ir
-from ..frontend.fragment_views import FragmentView
 from ..frontend.regions import Layout, laid_out
 from .global_layouts import lay_out
 from .types import _dtype, _shape, _tensor_dims, float32, int32

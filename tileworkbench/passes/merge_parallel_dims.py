@@ -18,6 +18,8 @@ nest's iterations are unordered, so the merged loop runs the same iterations.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir import nodes as ir
 from ..ir.simplify import Affine
 from ..ir.visitor import IRMutator, collect, substitute
@@ -81,10 +83,10 @@ def _merge_pair(chain: list) -> list | None:
             continue
         new_body = _PutTogether(q, h, h_n, qh).visit(body)
         new_body = substitute(new_body, {q: qh // h_n, h: qh % h_n})
-        loops = [(f.var, f.extent, f.loc) for f in chain if f is not inner]
-        loops = [(qh, ir.const(q_n * h_n), outer.loc) if v is q else (v, e, loc) for v, e, loc in loops]
-        for var, extent, loc in reversed(loops):
-            new_body = ir.For(var, extent, new_body, "parallel", loc=loc)
+        for loop in reversed([f for f in chain if f is not inner]):  # the others keep their own fields
+            merged = loop is outer
+            new_body = dataclasses.replace(loop, var=qh if merged else loop.var, body=new_body,
+                                           extent=ir.const(q_n * h_n) if merged else loop.extent)
         return _nest(new_body)
     return None
 
