@@ -2,7 +2,8 @@
 block's threads) at random block sizes, scope sizes and lengths, on both CPU interpreters against
 numpy, every fourth kernel compiled by NVRTC for sm_90a. The forms: a fill and copy of a shared tile,
 a ``T.Parallel`` loop, a fragment reduced in the scope, a shared scan ordered by the scope's named
-barrier (``T.sync_threads(id, C)``), and an ``if``/``else`` whose branches do different tile work;
+barrier (``T.sync_threads(id, C)``), and an ``if``/``else`` whose branches do different tile work
+(``tx < C``, and ``tx >= C``: the last threads' scope first);
 and tile work under a condition that is no whole warps (``tx < C - 16``), which must be refused. Each kernel compiles and matches, or is refused with a CompileError; a wrong number, an
 internal error or any other exception is counted as a bug (and printed).
 
@@ -24,7 +25,7 @@ from tileworkbench.interpreter.threads import run_at_thread_level
 
 from _sweep import outcome, sweep
 
-FORMS = ("fill_copy", "parallel", "reduce", "scan", "if_else", "part_of_warp")
+FORMS = ("fill_copy", "parallel", "reduce", "scan", "if_else", "at_least", "part_of_warp")
 
 
 def kernel(form: str, threads: int, C: int, N: int):
@@ -107,20 +108,33 @@ def kernel(form: str, threads: int, C: int, N: int):
 
         return main, lambda x: (np.cumsum(x), np.cumsum(x)[::-1])
 
+    @T.macro
+    def halves(xs, Y):
+        for i in T.Parallel(N):
+            Y[i] = xs[i] * 0.5
+
+    @T.macro
+    def squares(xs, Z):
+        f = T.alloc_fragment((N,), "float32")
+        T.copy(xs, f)
+        for i in T.Parallel(N):
+            f[i] = f[i] * f[i]
+        T.copy(f, Z)
+
     @T.prim_func
     def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32"), Z: T.Tensor((N,), "float32")):
         with T.Kernel(1, threads=threads):
             xs = T.alloc_shared((N,), "float32")
             T.copy(X, xs)
-            if T.get_thread_binding() < C:
-                for i in T.Parallel(N):
-                    Y[i] = xs[i] * 0.5
+            if form == "at_least":  # `if tx >= C:` the last threads' scope, its `else` the first C
+                if T.get_thread_binding() >= C:
+                    squares(xs, Z)
+                else:
+                    halves(xs, Y)
+            elif T.get_thread_binding() < C:
+                halves(xs, Y)
             else:
-                f = T.alloc_fragment((N,), "float32")
-                T.copy(xs, f)
-                for i in T.Parallel(N):
-                    f[i] = f[i] * f[i]
-                T.copy(f, Z)
+                squares(xs, Z)
 
     return main, lambda x: (x * 0.5, x * x)
 

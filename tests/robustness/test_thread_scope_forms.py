@@ -1,5 +1,5 @@
 """Property: ``if tx < C:`` thread scopes (fills and copies, ``T.Parallel`` loops, reductions, a scan
-ordered by the scope's named barrier, an ``if``/``else``) at random block and scope sizes match numpy
+ordered by the scope's named barrier, an ``if``/``else``, ``if tx >= C``) at random block and scope sizes match numpy
 on both CPU interpreters, and tile work under a condition of part of a warp is refused; never a
 wrong number or an internal error. A slice of ``scripts/experiments/thread_scope_forms.py``."""
 
@@ -10,8 +10,9 @@ import pytest
 from .harness import experiment, swept
 
 SWEEP = experiment("thread_scope_forms")
-# twelve draws, and the two forms they leave out (a T.Parallel loop in the scope; an if/else)
-DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(12)] + [("parallel", 160, 96, 256), ("if_else", 96, 32, 64)]
+# twelve draws, and forms they may leave out (a T.Parallel loop in the scope; an if/else; tx >= C)
+DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(12)] + [("parallel", 160, 96, 256), ("if_else", 96, 32, 64),
+                                                                   ("at_least", 256, 128, 128)]
 
 
 @pytest.mark.parametrize("config", DRAWS, ids=lambda c: "-".join(map(str, c)))
