@@ -23,10 +23,18 @@ ROUNDS = 3
 
 
 def load(path: Path, name: str, package, language):
+    """The file loaded with ``package`` as ``tilelang``; the modules named tilelang before are put
+    back after (TileLang imports its own submodules lazily, at its first compile)."""
+    before = {k: sys.modules.get(k) for k in ("tilelang", "tilelang.language")}
     sys.modules["tilelang"], sys.modules["tilelang.language"] = package, language
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        for k, v in before.items():
+            if v is not None:
+                sys.modules[k] = v
     return module
 
 

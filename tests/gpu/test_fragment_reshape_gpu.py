@@ -31,5 +31,7 @@ def test_fp8_indexer(torch, heads, block_N, threads):
     out = fp8_indexer.mqa_logits(q, k, k_scale, weights, heads=heads, index_dim=64, block_N=block_N, threads=threads)
     scores = (q.double() @ k.double().T).relu().view(s, heads, skv)
     want = (scores * weights.double()[:, :, None]).sum(1) * k_scale.double()
-    np.testing.assert_allclose(out.double().cpu().numpy(), want.cpu().numpy(), rtol=1e-4,
-                               atol=1e-4 * float(want.abs().max()))
+    # Hopper's FP8 wgmma adds its products with fewer bits than float32 (about 14): on the H100 3 of
+    # 300000 logits were 1.4e-4 of the largest one off (session 27); a wrong head or run is off by whole terms
+    np.testing.assert_allclose(out.double().cpu().numpy(), want.cpu().numpy(), rtol=1e-3,
+                               atol=1e-3 * float(want.abs().max()))
