@@ -35,6 +35,22 @@ def first_warps_sum_rows(X: T.Tensor((4, 64), "float32"), Out: T.Tensor((64,), "
             T.copy(acc, Out)
 
 
+@T.macro
+def doubled(xs, Y):
+    for i in T.Parallel(128):
+        Y[i] = xs[i] * 2.0
+
+
+@T.macro
+def filled_with_max(xs, Z):
+    f = T.alloc_fragment((128,), "float32")
+    m = T.alloc_fragment((1,), "float32")
+    T.copy(xs, f)
+    T.reduce_max(f, m, dim=0)
+    for i in T.Parallel(128):
+        Z[i] = m[0]
+
+
 @T.prim_func
 def split_by_warps(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32"), Z: T.Tensor((128,), "float32")):
     """`if tx < 32: ... else: ...`: the first warp doubles X into Y, the other three fill Z with
@@ -43,15 +59,9 @@ def split_by_warps(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32"
         xs = T.alloc_shared((128,), "float32")
         T.copy(X, xs)
         if T.get_thread_binding() < 32:
-            for i in T.Parallel(128):
-                Y[i] = xs[i] * 2.0
+            doubled(xs, Y)
         else:
-            f = T.alloc_fragment((128,), "float32")
-            m = T.alloc_fragment((1,), "float32")
-            T.copy(xs, f)
-            T.reduce_max(f, m, dim=0)
-            for i in T.Parallel(128):
-                Z[i] = m[0]
+            filled_with_max(xs, Z)
 
 
 @T.prim_func
@@ -67,15 +77,9 @@ def last_warps_first(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float3
         T.ptx_commit_group()
         T.ptx_wait_group(0)
         if tid >= 96:
-            for i in T.Parallel(128):
-                Y[i] = xs[i] * 2.0
+            doubled(xs, Y)
         else:
-            f = T.alloc_fragment((128,), "float32")
-            m = T.alloc_fragment((1,), "float32")
-            T.copy(xs, f)
-            T.reduce_max(f, m, dim=0)
-            for i in T.Parallel(128):
-                Z[i] = m[0]
+            filled_with_max(xs, Z)
 
 
 @T.prim_func

@@ -223,9 +223,10 @@ def _held_as_columns(func: ir.PrimFunc, reads: _Reads, variance) -> set:
         return set()
     accumulators = {g.c.buffer for g in collect(func.body, ir.Gemm)}
     written = buffers_written(func.body)
+    all_copies = collect(func.body, ir.Copy)
     held = set()
     for buf, wholes in reads.column_wholes.items():
-        copies = [c for c in collect(func.body, ir.Copy) if c.dst.buffer is buf]
+        copies = [c for c in all_copies if c.dst.buffer is buf]
         if len(wholes) != 1 or buf in reads.read_not_as_columns or buf in reads.stored \
                 or buf in reads.stored_by_all or (buf not in reads.replicable and not copies):
             continue

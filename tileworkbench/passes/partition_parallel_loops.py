@@ -42,8 +42,8 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import StackedLayout, slice_layout, unravel, with_shape
-from ..ir.fragment_parts import ColumnsLayout, ProjectedLayout, SegmentsLayout
+from ..ir.layout import slice_layout, unravel, with_shape
+from ..ir.fragment_parts import ProjectedLayout
 from ..ir.simplify import RangeTracker, launch_ranges, loop_range
 from ..ir.visitor import IRMutator, collect, reassigned_vars, uses_var
 from ..target import PassConfigKey
@@ -168,9 +168,10 @@ class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
         indices, guard = layout.forward(self.tid, j)
         rewritten = FragmentAccess(loop_vars, j, layout, node.loc, self.to_local,
                                    accumulate_rows=bool(node.annotations.get(PARTIAL_ROWS)), extents=extents).visit(body)
-        if isinstance(layout, (ProjectedLayout, ColumnsLayout, SegmentsLayout, StackedLayout)) \
-                and not node.annotations.get(EACH_WARP):
-            rewritten = _OwnerStores(layout.owner(self.tid)).visit(rewritten)
+        # a layout whose elements several threads hold names the one that stores each (``owner``)
+        owner = getattr(layout, "owner", None)
+        if owner is not None and not node.annotations.get(EACH_WARP):
+            rewritten = _OwnerStores(owner(self.tid)).visit(rewritten)
         lets = [ir.LetStmt(v, i) for v, i in zip(loop_vars, indices) if uses_var(rewritten, v)]
         inner = ir.seq(lets + [rewritten if guard is None else ir.IfThenElse(guard, rewritten)])
         return ir.For(j, ir.const(layout.local_size), inner, "unrolled",

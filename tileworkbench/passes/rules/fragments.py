@@ -54,8 +54,12 @@ def is_column(indices, loop_vars, shape=None) -> bool:
     if shape is None or len(indices) != 2:
         return False
     row, col = indices
-    return all(isinstance(x, ir.BinOp) and x.op == op and x.a is j and ir.const_int(x.b) == shape[1]
-               for x, op in ((row, "//"), (col, "%")))
+    return _of_var(row, "//", j, shape[1]) and _of_var(col, "%", j, shape[1])
+
+
+def _of_var(index, op: str, var: ir.Var, n: int) -> bool:
+    """``index`` is ``var <op> n``."""
+    return isinstance(index, ir.BinOp) and index.op == op and index.a is var and ir.const_int(index.b) == n
 
 
 @dataclass(frozen=True)
@@ -173,9 +177,7 @@ class FragmentAccess(IRMutator):
         """``P[v0, v1 // segment]`` in a loop over ``(v0, v1)``: a reduction's partial per run of a row."""
         if len(self.loop_vars) != 2 or len(indices) != 2 or indices[0] is not self.loop_vars[0]:
             return False
-        run = indices[1]
-        return isinstance(run, ir.BinOp) and run.op == "//" and run.a is self.loop_vars[1] \
-            and ir.const_int(run.b) == segment
+        return _of_var(indices[1], "//", self.loop_vars[1], segment)
 
     def rows_of_loop(self, layout):
         """The rows of the loop's layout in the form ``layout`` has (None if it holds no rows): the
