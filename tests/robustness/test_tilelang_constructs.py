@@ -53,6 +53,10 @@ CASES = check_unique([
     case("view-without-a-shape", VIEW + "v = T.view(f, dtype='float32')  # <-", "needs the shape to see it with"),
     case("view-element-out-of-range", VIEW + "v = T.reshape(f, (2, 64))\n        v[2, 0] = 1.0  # <-",
          "index 2 is out of range for dimension 0 of v"),
+    # TileLang's cp.async group marks, taken with nothing to wait for: their arguments still checked
+    case("wait-group-negative", "T.ptx_wait_group(-1)  # <-", "T.ptx_wait_group: num must be at least 0, got -1"),
+    case("wait-group-runtime", "T.ptx_wait_group(n)  # <-", "num must be a constant integer, not a int32 kernel value"),
+    case("commit-group-argument", "T.ptx_commit_group(3)  # <-", "too many positional arguments"),
     # a per-thread array filled from a fragment (each thread holds only part of it): at the copy's line
     case("fragment-into-a-thread-array", VIEW + "l = T.alloc_local((128,), 'float32')\n        T.copy(A, f)\n"
          "        T.copy(f, l)  # <-\n        A[0] = l[3]", "fragment f can only be accessed inside a T.Parallel loop"),
