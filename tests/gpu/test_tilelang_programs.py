@@ -32,6 +32,20 @@ def test_each_benchmark_case_matches_torch(torch, family, name):
     assert result["correct"], result
 
 
+def test_the_check_counts_non_finite_elements_rather_than_reading_them_as_no_error(torch):
+    """A NaN in an output fails the check and is counted: ``max()`` over errors would drop it and
+    report a largest error of 0.0 (as TileLang's FP8 indexer output read on 2026-12-05)."""
+    want = torch.randn(64, 64, device="cuda")
+    got = want.clone()
+    got[3, 5], got[7, 1] = float("nan"), float("inf")
+    got[0, 0] += 0.25
+    case = {"reference": lambda x: want, "rtol": 1e-3, "atol": 1e-3}
+    result = check(lambda x: got, case, (want,), torch)
+    assert not result["correct"] and result["non_finite"] == 2, result
+    assert result["max_abs_err"] == pytest.approx(0.25, rel=1e-3) and "2 non-finite" in result["error"]
+    assert check(lambda x: want.clone(), case, (want,), torch) == {"correct": True, "max_abs_err": 0.0, "non_finite": 0}
+
+
 @pytest.mark.parametrize("M, N, blk_m", [(1000, 1024, 4), (64, 4096, 1), (96, 512, 8)])
 def test_rms_norm_called_with_tensors(torch, M, N, blk_m):
     norms = _program("norms")

@@ -77,14 +77,22 @@ def check(kernel, case: dict, inputs: tuple, torch) -> dict:
     got = _outputs(inputs[-1] if case.get("accumulates") else result)
     want = _outputs(case["reference"](*inputs))
     torch.cuda.synchronize()
-    worst = 0.0
+    worst, non_finite = 0.0, 0
     try:
         for g, w in zip(got, want, strict=True):
-            worst = max(worst, (g.float() - w.float()).abs().max().item())
+            # NaN or inf where the reference is finite: counted, never folded into the error (a
+            # NaN's max would be dropped by max() and read as an error of 0.0)
+            bad = ~torch.isfinite(g.float()) & torch.isfinite(w.float())
+            non_finite += int(bad.sum().item())
+            diff = (g.float() - w.float()).abs()[~bad]
+            worst = max(worst, diff.max().item() if diff.numel() else 0.0)
             torch.testing.assert_close(g.float(), w.float(), rtol=case["rtol"], atol=case["atol"])
     except (AssertionError, ValueError) as exc:
-        return {"correct": False, "max_abs_err": worst, "error": str(exc).splitlines()[0]}
-    return {"correct": True, "max_abs_err": worst}
+        error = str(exc).splitlines()[0]
+        if non_finite:
+            error = f"{non_finite} non-finite elements where the reference is finite; {error}"
+        return {"correct": False, "max_abs_err": worst, "non_finite": non_finite, "error": error}
+    return {"correct": True, "max_abs_err": worst, "non_finite": 0}
 
 
 def _timed_compile(make) -> tuple:
