@@ -217,3 +217,27 @@ def test_a_fragment_read_or_stored_transposed_goes_through_shared_memory(run):
         "T.Parallel stores a fragment and reads x at its loop variables in different orders"]
     assert "float* x_shared = " in artifact.kernel_source
     _compiles(artifact.kernel_source)
+
+
+@T.prim_func
+def stored_transposed(X: T.Tensor((32, 64), "float32"), S: T.Tensor((32,), "float32"), Y: T.Tensor((64, 32), "float32")):
+    """An indexer's logits: a fragment stored to memory transposed, ``Y[i, j] = x[j, i]`` in a loop
+    over (i, j), with a fragment of its rows read beside it."""
+    with T.Kernel(1, threads=128):
+        x = T.alloc_fragment((32, 64), "float32")
+        s = T.alloc_fragment((32,), "float32")
+        T.copy(X, x)
+        T.reduce_max(x, s, dim=1)
+        for i, j in T.Parallel(64, 32):
+            Y[i, j] = x[j, i] * 2.0 - s[j]
+
+
+@on_both_interpreters
+def test_a_fragment_stored_transposed_runs_in_its_own_order_without_a_shared_copy(run):
+    x = np.random.default_rng(11).standard_normal((32, 64)).astype(np.float32)
+    s, y = np.zeros(32, np.float32), np.zeros((64, 32), np.float32)
+    run(stored_transposed, x, s, y)
+    assert np.array_equal(y, (x * 2 - x.max(axis=1, keepdims=True)).T)
+    artifact, staged = _lowered(stored_transposed)
+    assert staged == [] and "x_shared" not in artifact.kernel_source
+    _compiles(artifact.kernel_source)

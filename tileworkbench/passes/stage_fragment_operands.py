@@ -23,9 +23,12 @@ before wgmma reads the tile, the shared-memory plan.
 
 Transposes (``_Transposes``): a ``T.Parallel`` nest that stores a fragment only at its variables
 in one other order (GDN backward's ``Q_t[k, s] = Q[s, k]`` in a loop over ``(s, k)``) runs its
-loops in that order (its iterations are independent); then a fragment the nest reads at all of its
-variables in another order and does not store (Mamba's ``x_local[j, i]`` in a loop over ``(i, j)``)
-is read from a shared copy made just before the nest, ``T.copy(x_local, x_local_shared)``, with a
+loops in that order (its iterations are independent), and so does a nest that stores no fragment
+and reads fragments at all of its variables in one other order only (an indexer's ``logits[n, q]``
+stored to ``Logits[q, n]`` in a loop over ``(q, n)``: each thread then stores what it holds); then
+a fragment the nest still reads at all of its variables in another order and does not store
+(Mamba's ``x_local[j, i]`` beside ``y[i, j]`` in a loop over ``(i, j)``) is read from a shared copy
+made just before the nest, ``T.copy(x_local, x_local_shared)``, with a
 ``TileworkbenchWarning``: no thread holds the elements the loop's thread needs (a fragment's layout
 follows its own indices), and a shared tile is what TileLang's layouts would avoid here.
 """
@@ -153,6 +156,27 @@ def _order(indices, loop_vars) -> tuple | None:
     return order if sorted(order) == list(range(len(loop_vars))) else None
 
 
+def _read_order(body, loops) -> tuple | None:
+    """The one order other than the loops' own in which the nest reads fragments at all of its
+    variables, where every such read is in that order and the fragments span the loops (Mamba's
+    ``x_local[j, i]``, an indexer's ``logits[n, q]`` stored to ``Logits[q, n]`` in a loop over
+    ``(q, n)``): run in that order, each thread reads what it holds."""
+    loop_vars = [lp.var for lp in loops]
+    orders = set()
+    for load in collect(body, ir.BufferLoad):
+        if load.buffer.scope != "fragment":
+            continue
+        order = _order(load.indices, loop_vars)
+        if order is None:
+            continue
+        if any(load.buffer.static_shape()[k] != ir.const_int(loops[o].extent) for k, o in enumerate(order)):
+            return None
+        orders.add(order)
+    if len(orders) != 1 or orders == {tuple(range(len(loops)))}:
+        return None
+    return orders.pop()
+
+
 class _Transposes(IRMutator):
     """The transposes of the module doc: loops reordered to a permuted store, permuted reads from a
     shared copy (one tile per fragment, ``rules.staging.SharedStandIns``)."""
@@ -170,6 +194,10 @@ class _Transposes(IRMutator):
         reordered = bool(stored) and len(set(stored)) == 1 and stored[0] not in (None, identity)
         if reordered:
             loops = [loops[k] for k in stored[0]]  # the store's order: it is the loop's own now
+        elif not stored:
+            read = _read_order(body, loops)
+            if read is not None:
+                loops = [loops[k] for k in read]  # the one fragment order read: the loop's own now
         loop_vars = [lp.var for lp in loops]
         written = set(buffers_written(body))
         permuted = {}
