@@ -12,8 +12,7 @@ import tileworkbench as tilelang
 import tileworkbench.language as T
 
 
-@tilelang.jit
-def mqa_logits(IndexQ, IndexK, KScale, Weights, heads, index_dim, block_N=256, num_stages=3, threads=512):
+def mqa_logits_program(IndexQ, IndexK, KScale, Weights, heads, index_dim, block_N=256, num_stages=3, threads=512):
     S, SKV = T.const("S, SKV")
     block_Q = 128 // heads
     Weights: T.Tensor((S, heads), T.float32)  # first: S from its shape, before S * heads below
@@ -47,6 +46,15 @@ def mqa_logits(IndexQ, IndexK, KScale, Weights, heads, index_dim, block_N=256, n
     return Logits
 
 
+mqa_logits = tilelang.jit(mqa_logits_program)
+# The same program with the producer warpgroup switched off in both compilers: TileLang 0.1.15's own
+# split hands the key-scale copy (T.copy(KScale[...], k_scale)) to the producer as registers of its
+# own, so its consumers read k_scale never written (its output fails the check); without the split
+# both compile it as a plain cp.async pipeline.
+mqa_logits_no_ws = tilelang.jit(pass_configs={tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})(
+    mqa_logits_program)
+
+
 S, SKV, HEADS, DIM = 2048, 8192, 32, 64
 
 
@@ -73,5 +81,8 @@ CASES = {
     "fp8_indexer_h32_d64": dict(
         compile=lambda: mqa_logits.compile(S=S, SKV=SKV, heads=HEADS, index_dim=DIM),
         # FP8 wgmma accumulates with fewer bits than float32: logits up to ~500 are off by up to ~0.05
+        inputs=_inputs, reference=_reference, rtol=1e-3, atol=0.5, flops=2 * S * HEADS * SKV * DIM),
+    "fp8_indexer_h32_d64_no_ws": dict(
+        compile=lambda: mqa_logits_no_ws.compile(S=S, SKV=SKV, heads=HEADS, index_dim=DIM),
         inputs=_inputs, reference=_reference, rtol=1e-3, atol=0.5, flops=2 * S * HEADS * SKV * DIM),
 }
