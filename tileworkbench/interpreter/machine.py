@@ -24,8 +24,7 @@ from ..ir import nodes as ir
 from .races import RaceRecords
 from .tiles import TileOps, shaped
 from .updates import update_all, update_in_turn, vars_after_branch
-from .values import (Unsupported, compute_dtype, converted, evaluate, held, loaded, print_lines, storage_dtype, stored,
-                     wait_group)
+from .values import Unsupported, compute_dtype, converted, evaluate, held, loaded, print_lines, storage_dtype, stored
 
 _NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init", "tw::wgmma_wait<0>", "tw::wgmma_wait<1>")
 _NO_OP_PREFIXES = ("tw::setmaxnreg_", "tw::wgmma_wait<")
@@ -484,10 +483,10 @@ class Runner(TileOps):
         name = call.name if isinstance(call, ir.Call) else None
         if name in ir.ATOMIC_UPDATES:
             self.atomic(call, s.loc)
-        elif name == "tw::cp_async_commit":
+        elif name == ir.CP_ASYNC_COMMIT:
             self.b.groups.append(self.b.pending)
             self.b.pending = []
-        elif (n := wait_group(name or "")) is not None:
+        elif (n := ir.cp_async_waited(name or "")) is not None:
             while len(self.b.groups) > n:
                 for arr, dst, values in self.b.groups.pop(0):
                     arr[dst] = values

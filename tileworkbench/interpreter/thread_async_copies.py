@@ -17,14 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .values import evaluate, wait_group
+from ..ir import nodes as ir
+from .values import evaluate
 
 CP_ASYNC = re.compile(r"^tw::cp_async<(\d+)>$")
-COMMIT = "tw::cp_async_commit"
 
 
 def is_async_copy_call(name: str) -> bool:
-    return bool(CP_ASYNC.match(name)) or wait_group(name) is not None or name == COMMIT
+    return bool(CP_ASYNC.match(name)) or ir.cp_async_waited(name) is not None or name == ir.CP_ASYNC_COMMIT
 
 
 @dataclass
@@ -50,10 +50,10 @@ class AsyncCopies:
         name = call.name
         if (m := CP_ASYNC.match(name)) is not None:
             self.issue(call, int(m.group(1)))
-        elif name == COMMIT:
+        elif name == ir.CP_ASYNC_COMMIT:
             self.committed[self.act] += 1
         else:
-            self.land(wait_group(name))
+            self.land(ir.cp_async_waited(name))
 
     def issue(self, call, nbytes: int):
         act = self.act

@@ -12,7 +12,6 @@ float32 quotient.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
@@ -30,7 +29,6 @@ _BIN = {"+": np.add, "-": np.subtract, "*": np.multiply, "<": np.less, "<=": np.
         ">": np.greater, ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal,
         "and": np.logical_and, "or": np.logical_or, "&": np.bitwise_and, "|": np.bitwise_or,
         "^": np.bitwise_xor, "<<": np.left_shift, ">>": np.right_shift, "min": np.minimum, "max": np.maximum}
-_WAIT_GROUP = re.compile(r"^tw::cp_async_wait<(\d+)>$")
 
 
 def storage_dtype(dtype) -> np.dtype:
@@ -367,8 +365,3 @@ def print_lines(call: ir.Call, env, running=None) -> list[str]:
             text += f" = {float(v):g}" if value.dtype.is_float else f" = {int(v)}"
         lines.append(f"{text} (block ({', '.join(str(int(b)) for b in place[:-1])}) thread {int(place[-1])})")
     return lines
-
-
-def wait_group(name: str) -> int | None:
-    m = _WAIT_GROUP.match(name)
-    return int(m.group(1)) if m else None

@@ -4,6 +4,7 @@ users write (``Copy``, ``Gemm``, ``TmaCopy`` ...), which lowering passes replace
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -417,6 +418,23 @@ def draws(node) -> int:
     """How many random draws ``node`` (an expression or a statement) holds."""
     from .visitor import collect
     return sum(1 for c in collect(node, Call) if c.name in RNG_DRAWS)
+
+
+# cp.async's groups (tw/cp_async.h): ``Evaluate(Call(CP_ASYNC_COMMIT))`` closes the thread's open group
+# of copies; :func:`cp_async_wait` waits until at most ``n`` of its groups are in flight, and
+# :func:`cp_async_waited` reads ``n`` back from the call's name (the interpreters land the copies).
+CP_ASYNC_COMMIT = "tw::cp_async_commit"
+_CP_ASYNC_WAIT = re.compile(r"^tw::cp_async_wait<(\d+)>$")
+
+
+def cp_async_wait(n: int) -> Evaluate:
+    return Evaluate(Call(f"tw::cp_async_wait<{n}>", ()))
+
+
+def cp_async_waited(name: str) -> int | None:
+    """``n`` of a ``cp_async_wait(n)`` call's name, None for any other name."""
+    m = _CP_ASYNC_WAIT.match(name)
+    return int(m.group(1)) if m else None
 
 
 # T.reinterpret(value, dtype) is Call(REINTERPRET, (value,), dtype): the bits of value as dtype (the

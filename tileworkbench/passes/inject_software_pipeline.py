@@ -240,7 +240,7 @@ class _Pipeline(IRMutator):
             return ir.seq([_Versioner(loop, s, buffers, barriers, k_expr).run(x) for x in stmts])
 
         k, k0, n = loop.var, loop.start, loop.extent
-        commit = [ir.Evaluate(ir.Call("tw::cp_async_commit", ()))] if thread_loads else []
+        commit = [ir.Evaluate(ir.Call(ir.CP_ASYNC_COMMIT, ()))] if thread_loads else []
         pro_var = ir.Var(f"{k.name}_prologue")
         prologue = ir.For(pro_var, ir.const(s - 1), ir.seq([
             ir.IfThenElse(simplify(ir.cmp("<", pro_var, n)), stage(producers, k0 + pro_var)),
@@ -256,7 +256,7 @@ class _Pipeline(IRMutator):
         ]
         if thread_loads:
             # cp.async writes through the generic proxy; wgmma reads through the async proxy.
-            steady += [ir.Evaluate(ir.Call(f"tw::cp_async_wait<{s - 1}>", ())),
+            steady += [ir.cp_async_wait(s - 1),
                        ir.Evaluate(ir.Call("tw::fence_proxy_async", ())), ir.SyncThreads()]
         steady.append(stage(consumers, k))
         self.records.append({
