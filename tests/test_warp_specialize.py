@@ -192,6 +192,7 @@ def test_ragged_edges_are_clipped_by_the_tma_store_or_guarded():
     (lambda: gemm(), {tw.PassConfigKey.TL_DISABLE_TMA_LOWER: True}, "tl.disable_tma_lower is set"),
     (lambda: gemm(), {tw.PassConfigKey.TW_DEBUG_BARRIER_TIMEOUT: 2.0}, "debug mode"),
     (lambda: gemm(stages=1), {}, "num_stages < 2"),
+    (lambda: gemm(block=(128, 128, 32)), {}, "too little work per stage"),
     (lambda: matmul(1000, 1030, 770, 128, 128, 32, "bfloat16"), {}, "cannot be a TMA copy"),
     # a two-gemm loop at num_stages=0 had been split with no stage to fill: `k % 0` and no line
     (lambda: mha_fwd(1, 2, 256, 64, False, block_M=128, block_N=64, num_stages=0), {}, "num_stages=0"),
@@ -258,3 +259,45 @@ def test_transpose_a_rows_off_16_byte_boundaries_keep_wgmma_but_not_tma():
     assert "strides that are multiples of 16 bytes; A has a stride of 2002 bytes" in ws_info(art)["reason"]
     assert "wgmma_gemm_ss<128, 128, 64, 1, 128, 128, false, tw_wgmma_m64n128k16_f16_mn, 0, false>" in art.device_source
     assert "A_desc" not in art.tma_descriptors
+
+
+def b_loaded_once(rescale_b: bool = False, k: int = 64):
+    """An indexer's shape: B (the query block) loaded once before the loop, A's tiles in it, each
+    step's scores stored (work besides the gemm); with ``rescale_b`` the loop also writes B."""
+    import tileworkbench.language as T
+
+    @T.prim_func
+    def scores(A: T.Tensor((512, k), "float16"), B: T.Tensor((128, k), "float16"), C: T.Tensor((512, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            a_s = T.alloc_shared((64, k), "float16")
+            b_s = T.alloc_shared((128, k), "float16")
+            acc = T.alloc_fragment((64, 128), "float32")
+            T.copy(B, b_s)
+            for t in T.Pipelined(8, num_stages=2):
+                T.copy(A[t * 64, 0], a_s)
+                T.gemm(a_s, b_s, acc, transpose_B=True, clear_accum=True)
+                T.copy(acc, C[t * 64, 0])
+                if rescale_b:
+                    for i, j in T.Parallel(128, k):
+                        b_s[i, j] = b_s[i, j] * 0.5
+
+    return scores
+
+
+@pytest.mark.parametrize("k", [64, 32], ids=["k-step 128 bytes", "k-step 64 bytes"])
+def test_a_b_tile_loaded_before_the_loop_stays_where_it_is_for_the_consumers(k):
+    """Split at either k-step: the minimum (``MIN_K_STEP_BYTES``) is for loops of gemms alone."""
+    art = tw.lower(b_loaded_once(k=k), target=SM90)
+    assert ws_info(art)["applied"] is True and ws_info(art)["tiles"] == ["a_s"]  # the producer refills A only
+    compile_check(art.device_source, "sm_90a")
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((512, k)).astype(np.float16), rng.standard_normal((128, k)).astype(np.float16)
+    c = np.zeros((512, 128), np.float32)
+    tw.compile(b_loaded_once(k=k), target="cpu")(a, b, c)  # the tile level: the split's barriers and races
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64).T, rtol=1e-3, atol=1e-3)
+
+
+def test_a_b_tile_the_loop_writes_but_does_not_load_keeps_the_plain_pipeline():
+    info = ws_info(tw.lower(b_loaded_once(rescale_b=True), target=SM90))
+    assert info["applied"] is False and info["reason"] == ("a gemm reads b_s, which the loop writes in shared "
+                                                           "memory but does not load")

@@ -121,16 +121,20 @@ def _indexer_inputs(s, skv, heads, dim, seed=0):
     # 64 rows on two warpgroups: side by side along N, each with its rows of the K-major B tile
     (64, 64, 256, "tw::wgmma_gemm_ss<64, 128, 64, 1, 64, 64, true, tw_wgmma_m64n64k32_e4m3_kk, 0, true, 2>"),
 ])
-def test_the_fp8_indexer_matches_float64_on_the_cpu_and_compiles(monkeypatch, heads, block_N, threads, call):
+@pytest.mark.parametrize("split", [True, False], ids=["warp-specialised", "no_ws"])
+def test_the_fp8_indexer_matches_float64_on_the_cpu_and_compiles(monkeypatch, heads, block_N, threads, call, split):
     # partial blocks of tokens (block_Q = 128 // heads) and of keys
     (q, k, k_scale, weights), want = _indexer_inputs(7 if heads == 32 else 5, 500, heads, 64)
-    kernel = fp8_indexer.mqa_logits.compile(S=len(weights), SKV=500, heads=heads, index_dim=64, block_N=block_N,
-                                            threads=threads)
+    program = fp8_indexer.mqa_logits if split else fp8_indexer.mqa_logits_no_ws
+    kernel = program.compile(S=len(weights), SKV=500, heads=heads, index_dim=64, block_N=block_N, threads=threads)
     src = kernel.get_kernel_source()
     assert call in src
+    # split: a producer warpgroup loads K while the consumers score, weigh and store (the query
+    # block, loaded once before the loop, is B: read where it is); the logits stored from registers
+    assert ("} else {  // consumer warpgroups" in src) == split and "logits_shared" not in src
     assert compile_check(src, "sm_90a", "indexer.cu").spills_bytes <= 4
-    monkeypatch.setenv("TILEWORKBENCH_INTERPRET", "1")
-    out = fp8_indexer.mqa_logits(q, k, k_scale, weights, heads=heads, index_dim=64, block_N=block_N, threads=threads)
+    monkeypatch.setenv("TILEWORKBENCH_INTERPRET", "1")  # the tile level: the split's barriers run
+    out = program(q, k, k_scale, weights, heads=heads, index_dim=64, block_N=block_N, threads=threads)
     np.testing.assert_allclose(np.asarray(out, np.float64), want, rtol=1e-5, atol=1e-4 * np.abs(want).max())
 
 

@@ -7,8 +7,9 @@ Applies to that loop when every condition below holds (otherwise the IR is uncha
 plain way): sm_90a; neither ``tl.disable_warp_specialized`` nor ``tl.disable_tma_lower`` nor debug
 mode; the kernel uses no barriers, TMA copies or other pipelined loops of its own; the block has
 whole warpgroups; ``num_stages >= 2`` (or 1 for a loop with work between its gemms); the loop body is ``T.copy`` global -> shared of whole tiles
-with constant extents, ``T.gemm`` on the wgmma path reading B (and A, unless A is a fragment or a
-tile the loop does not write) from those tiles, and any other work that touches none of the loaded
+with constant extents, ``T.gemm`` on the wgmma path reading A and B from those tiles or from shared
+tiles the loop does not write (an indexer's query block, loaded once before it; A also from a
+fragment), and any other work that touches none of the loaded
 tiles (attention's softmax between its two gemms: ``rules.warp_specialization``).
 Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's threads):
   * the launch gets ``producer_threads = 128`` more threads (``tx`` in ``[C, C + 128)``); every
