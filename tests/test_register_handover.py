@@ -2,7 +2,7 @@
 registers back, two or more consumer warpgroups take them) and TileLang's switches for it:
 ``T.disable_warp_group_reg_alloc()`` / ``T.no_set_max_nreg()`` turn it off,
 ``T.annotate_producer_reg_dealloc(n)`` / ``T.annotate_consumer_reg_alloc(n)`` set its counts, which
-must be multiples of 8 from 24 to 256 and fit the register file together."""
+must be multiples of 8 from 24 to 256 and fit the registers the block holds together."""
 
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def test_counts_that_cannot_be_are_refused():
     def both():
         T.annotate_producer_reg_dealloc(40)
         T.annotate_consumer_reg_alloc(240)
-    with pytest.raises(CompileError, match="do not fit the 65536-register file: 128 producer threads x 40 "
-                                          r"\+ 256 consumer threads x 240"):
+    with pytest.raises(CompileError, match=r"do not fit the 64512 its block holds \(384 threads x 168\): 128 "
+                                          r"producer threads x 40 \+ 256 consumer threads x 240"):
         lower(gemm(both), target="cuda")
     # 384 threads start with 168 registers each: the producer cannot grow, the consumers not shrink
     with pytest.raises(CompileError, match="each thread starts with 168, so the producer keeps at most 168 "
@@ -74,3 +74,21 @@ def test_counts_that_cannot_be_are_refused():
         lower(gemm(T.annotate_producer_reg_dealloc, 176), target="cuda")
     with pytest.raises(CompileError, match=r"the consumers grow to at least 168 \(not 160\)"):
         lower(gemm(T.annotate_consumer_reg_alloc, 160), target="cuda")
+
+
+@pytest.mark.parametrize("consumers, split", [(256, (24, 240)), (384, (24, 160)), (512, (24, 112))])
+def test_the_consumers_take_no_more_than_the_producer_gives_back(consumers, split):
+    """The consumers' count fits what the block holds from launch (each thread's starting count):
+    setmaxnreg.inc waits for registers the producer's .dec returned, so asking for more hangs the
+    block (640 threads start with 96 each: consumers at 120 hung on the H100, at 112 they ran)."""
+    from tileworkbench.ir import nodes as ir
+    from tileworkbench.ir.func import Launch
+    from tileworkbench.passes.rules.warp_specialization import (PRODUCER_THREADS, block_registers,
+                                                                 register_split, starting_registers)
+
+    launch = Launch(grid=(1,), threads=consumers, block_vars=(ir.Var("bx"),), thread_var=ir.Var("tx"))
+    producer, consumer = register_split(launch, consumers)
+    assert (producer, consumer) == split
+    given_back = PRODUCER_THREADS * (starting_registers(consumers) - producer)
+    assert consumers * (consumer - starting_registers(consumers)) <= given_back
+    assert PRODUCER_THREADS * producer + consumers * consumer <= block_registers(consumers)

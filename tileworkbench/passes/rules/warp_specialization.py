@@ -25,32 +25,48 @@ def is_tile_load(s) -> bool:
             and s.dst.is_full)
 
 
+def starting_registers(consumer_threads: int) -> int:
+    """Registers each thread of the split block starts with: its share of the register file, as
+    the launch bounds let ptxas give it (a multiple of 8)."""
+    return REGISTER_FILE // (consumer_threads + PRODUCER_THREADS) // 8 * 8
+
+
+def block_registers(consumer_threads: int) -> int:
+    """The registers the block holds for its whole life: every thread's starting count. What the
+    producer gives back with ``setmaxnreg.dec`` is all ``setmaxnreg.inc`` can hand the consumers;
+    asking for more than the block holds blocks them for ever (640 threads start with 96 each,
+    61440 in all: consumers at 120 hung on the H100, 2026-12-06, at 112 they ran)."""
+    return starting_registers(consumer_threads) * (consumer_threads + PRODUCER_THREADS)
+
+
 def consumer_registers(consumer_threads: int, producer_registers: int = PRODUCER_REGISTERS) -> int:
     """Registers per consumer thread once the producer warpgroup has given its surplus back."""
-    free = REGISTER_FILE - PRODUCER_THREADS * producer_registers
+    free = block_registers(consumer_threads) - PRODUCER_THREADS * producer_registers
     return min(240, free // consumer_threads // 8 * 8)
 
 
 def register_split(launch, consumer_threads: int, loc=None) -> tuple[int, int] | None:
     """(producer, consumer) registers per thread for the ``setmaxnreg`` hand-over, or None where
     there is none: fewer than two consumer warpgroups, or ``T.disable_warp_group_reg_alloc()``.
-    Counts the program gives (``T.annotate_*_reg_*``) must fit the register file together, the
-    producer's at most and the consumers' at least what each thread starts with."""
+    Counts the program gives (``T.annotate_*_reg_*``) must fit the block's registers together
+    (``block_registers``), the producer's at most and the consumers' at least what each thread
+    starts with."""
     if consumer_threads < 256 or not launch.register_handover:
         return None
     producer = launch.producer_registers or PRODUCER_REGISTERS
     consumer = launch.consumer_registers or consumer_registers(consumer_threads, producer)
-    # each thread starts with its share of the file (what the launch bounds let ptxas give it):
-    # setmaxnreg.dec may only lower it and .inc only raise it
-    start = REGISTER_FILE // (consumer_threads + PRODUCER_THREADS) // 8 * 8
+    # setmaxnreg.dec may only lower a thread's count and .inc only raise it
+    start = starting_registers(consumer_threads)
     if producer > start or consumer < start:
         raise CompileError(f"the producer warpgroup can only give registers back and the consumers only take "
                            f"them: each thread starts with {start}, so the producer keeps at most {start} (not "
                            f"{producer}) and the consumers grow to at least {start} (not {consumer})", loc)
-    if PRODUCER_THREADS * producer + consumer_threads * consumer > REGISTER_FILE:
-        raise CompileError(f"the warp-specialised kernel's registers do not fit the {REGISTER_FILE}-register file: "
-                           f"{PRODUCER_THREADS} producer threads x {producer} + {consumer_threads} consumer threads x "
-                           f"{consumer} (T.annotate_producer_reg_dealloc / T.annotate_consumer_reg_alloc)", loc)
+    held = block_registers(consumer_threads)
+    if PRODUCER_THREADS * producer + consumer_threads * consumer > held:
+        raise CompileError(f"the warp-specialised kernel's registers do not fit the {held} its block holds "
+                           f"({consumer_threads + PRODUCER_THREADS} threads x {start}): {PRODUCER_THREADS} producer "
+                           f"threads x {producer} + {consumer_threads} consumer threads x {consumer} "
+                           "(T.annotate_producer_reg_dealloc / T.annotate_consumer_reg_alloc)", loc)
     return producer, consumer
 
 
