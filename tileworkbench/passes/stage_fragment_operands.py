@@ -27,7 +27,7 @@ loops in that order (its iterations are independent), and so does a nest that st
 and reads fragments at all of its variables in one other order only (an indexer's ``logits[n, q]``
 stored to ``Logits[q, n]`` in a loop over ``(q, n)``: each thread then stores what it holds); then
 a fragment the nest still reads at all of its variables in another order and does not store
-(Mamba's ``x_local[j, i]`` beside ``y[i, j]`` in a loop over ``(i, j)``) is read from a shared copy
+(Mamba's ``xt_local[i, j] = x_local[j, i]`` in a loop over ``(i, j)``) is read from a shared copy
 made just before the nest, ``T.copy(x_local, x_local_shared)``, with a
 ``TileworkbenchWarning``: no thread holds the elements the loop's thread needs (a fragment's layout
 follows its own indices), and a shared tile is what TileLang's layouts would avoid here.
@@ -158,9 +158,9 @@ def _order(indices, loop_vars) -> tuple | None:
 
 def _read_order(body, loops) -> tuple | None:
     """The one order other than the loops' own in which the nest reads fragments at all of its
-    variables, where every such read is in that order and the fragments span the loops (Mamba's
-    ``x_local[j, i]``, an indexer's ``logits[n, q]`` stored to ``Logits[q, n]`` in a loop over
-    ``(q, n)``): run in that order, each thread reads what it holds."""
+    variables, where every such read is in that order and the fragments span the loops (an
+    indexer's ``logits[n, q]`` stored to ``Logits[q, n]`` in a loop over ``(q, n)``): run in that
+    order, each thread reads what it holds."""
     loop_vars = [lp.var for lp in loops]
     orders = set()
     for load in collect(body, ir.BufferLoad):
