@@ -57,22 +57,48 @@ class _StandIns(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module = _StandIn(spec.name)
         module.__path__ = []
         if spec.name == "torch":
-            module.__version__ = "2.5.0"
-            for name in ("dtype", "Tensor", "device"):
-                setattr(module, name, type(name, (), {}))
-            module.Size = type("Size", (tuple,), {})
+            give_torch_types(module)
         return module
 
     def exec_module(self, module):
         pass
 
 
-class _Captured(Exception):
+def give_torch_types(module) -> None:
+    """A stand-in ``torch`` with the version and the types TVM's FFI checks values against (they
+    must be types, not mocks)."""
+    module.__version__ = "2.5.0"
+    for name in ("dtype", "Tensor", "device"):
+        setattr(module, name, type(name, (), {}))
+    module.Size = type("Size", (tuple,), {})
+
+
+class Captured(Exception):
     """Raised in place of TileLang's GPU compile, carrying the prim_func it was given."""
 
     def __init__(self, func, pass_configs):
         super().__init__("captured")
         self.func, self.pass_configs = func, dict(pass_configs or {})
+
+
+def intercept_compile() -> None:
+    """TileLang's JIT compile raises ``Captured`` with its prim_func and pass configs instead of
+    compiling for the GPU."""
+    def capture(func=None, *_, pass_configs=None, **__):
+        raise Captured(func, pass_configs)
+
+    sys.modules["tilelang.jit"].compile = capture
+
+
+def lower_for_sm90a(func, configs: dict) -> str:
+    """TileLang's CUDA for ``func`` on sm_90a under ``configs``."""
+    import tilelang
+    from tilelang import tvm
+    from tilelang.engine.lower import lower
+
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    with target, tilelang.transform.PassContext(config=configs):
+        return lower(func, target=target).kernel_source
 
 
 def main() -> None:
@@ -93,14 +119,9 @@ def main() -> None:
 
     from tileworkbench.bench.tilelang_programs import PROGRAMS, tilelang_source
 
-    import tilelang
-    from tilelang import tvm
-    from tilelang.engine.lower import lower
-
     if args.program.endswith(".py"):
         path = Path(args.program).resolve()
         sys.path.insert(0, str(path.parent))  # the example's own helpers beside it
-        compile_it = None
     else:
         path = Path(tempfile.mkdtemp()) / f"{args.program}.py"
         path.write_text(tilelang_source((PROGRAMS / f"{args.program}.py").read_text(), args.program))
@@ -113,22 +134,15 @@ def main() -> None:
     else:
         compile_it = program.CASES[args.call]["compile"]
 
-    jit_module = sys.modules["tilelang.jit"]
-
-    def capture(func=None, *_, pass_configs=None, **__):
-        raise _Captured(func, pass_configs)
-
-    jit_module.compile = capture
+    intercept_compile()
     try:
         compile_it()
         raise SystemExit("the case compiled without reaching TileLang's compile: nothing captured")
-    except _Captured as captured:
+    except Captured as captured:
         func, configs = captured.func, {**captured.pass_configs, **configs}  # the program's own, then --config
-    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
-    with target, tilelang.transform.PassContext(config=configs):
-        artifact = lower(func, target=target)
-    args.out.write_text(artifact.kernel_source)
-    print(f"wrote {args.out} ({len(artifact.kernel_source)} characters)")
+    source = lower_for_sm90a(func, configs)
+    args.out.write_text(source)
+    print(f"wrote {args.out} ({len(source)} characters)")
 
 
 if __name__ == "__main__":

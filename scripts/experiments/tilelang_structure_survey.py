@@ -42,10 +42,10 @@ def _key(file: str, index: int) -> str:
     return f"{file.replace('/', '__')[:-3]}.{index}"
 
 
-def ours(examples: Path, out: Path, only: list):
-    import tileworkbench as tw
-    te, cases = _cases(examples, only)
-    te._install(examples)
+def _survey(examples: Path, out: Path, cases, side: str, measure) -> None:
+    """Each case built by ``measure(module, make) -> record fields``, its record (or what stopped
+    it, in the table's one-line form) written to ``OUT/<case>.<side>.json`` and printed."""
+    import tilelang_examples as te
     seen: dict = {}
     for file, make in cases:
         index = seen[file] = seen.get(file, -1) + 1
@@ -53,29 +53,37 @@ def ours(examples: Path, out: Path, only: list):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                built = make(te._load(examples / file))
-            if hasattr(built, "get_kernel_source"):
-                source, resources = built.get_kernel_source(), built.trace.resources
-            else:
-                art = tw.lower(built, target="sm_90a")
-                source, resources = art.kernel_source, art.trace.resources
-            record.update(threads=_threads(source), registers=resources.get("registers"),
-                          spills=resources.get("spills_bytes"))
-        except Exception as exc:  # noqa: BLE001 - the table says what stopped it
+                record.update(measure(te._load(examples / file), make, _key(file, index)))
+        except BaseException as exc:  # noqa: BLE001 - the table says what stopped it, TileLang's own failures too
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             record["error"] = te._first_line(exc)
-        (out / f"{_key(file, index)}.ours.json").write_text(json.dumps(record))
-        print(file, record.get("error") or f"{record['threads']} threads, {record['registers']} registers")
+        (out / f"{_key(file, index)}.{side}.json").write_text(json.dumps(record))
+        print(file, record.get("error") or f"{record['threads']} threads, {record.get('registers')} registers")
 
 
-class _Captured(Exception):
-    def __init__(self, func, pass_configs):
-        super().__init__("captured")
-        self.func, self.pass_configs = func, dict(pass_configs or {})
+def ours(examples: Path, out: Path, only: list):
+    import tileworkbench as tw
+    te, cases = _cases(examples, only)
+    te._install(examples)
+
+    def measure(module, make, key):
+        built = make(module)
+        if hasattr(built, "get_kernel_source"):
+            source, resources = built.get_kernel_source(), built.trace.resources
+        else:
+            art = tw.lower(built, target="sm_90a")
+            source, resources = art.kernel_source, art.trace.resources
+        return {"threads": _threads(source), "registers": resources.get("registers"),
+                "spills": resources.get("spills_bytes")}
+
+    _survey(examples, out, cases, "ours", measure)
 
 
 def theirs(examples: Path, out: Path, only: list, site: Path):
     sys.path[:0] = [str(site)]
     te, cases = _cases(examples, only)
+    from tilelang_source_on_cpu import Captured, give_torch_types, intercept_compile, lower_for_sm90a
 
     class Finder(te._Finder):  # the examples' stand-ins, but ``tilelang`` is TileLang's own
         def find_spec(self, name, path=None, target=None):
@@ -83,23 +91,15 @@ def theirs(examples: Path, out: Path, only: list, site: Path):
 
         def create_module(self, spec):
             module = super().create_module(spec)
-            if spec.name == "torch":  # TVM's FFI checks values against these: they must be types
-                module.__version__ = "2.5.0"
-                for name in ("dtype", "Tensor", "device"):
-                    setattr(module, name, type(name, (), {}))
-                module.Size = type("Size", (tuple,), {})
+            if spec.name == "torch":
+                give_torch_types(module)
             return module
 
     stand_ins = {"torch", "einops", "fla", "triton", "scipy", "tqdm", "FLA_KDA"}
     sys.meta_path.insert(0, Finder(stand_ins))
-    import tilelang
-    from tilelang import tvm
-    from tilelang.engine.lower import lower
+    import tilelang  # noqa: F401 - TileLang's JIT, whose compile is intercepted below
 
-    def capture(func=None, *_, pass_configs=None, **__):
-        raise _Captured(func, pass_configs)
-
-    sys.modules["tilelang.jit"].compile = capture
+    intercept_compile()
     # the cases call ``.fn(...)`` on a jitted builder for its prim_func (our JitFunction's name for
     # the builder); TileLang's JITImpl gives it by ``get_tir``, with the pass configs its @jit names
     from tilelang.autotuner.tuner import AutoTuneImpl
@@ -107,37 +107,26 @@ def theirs(examples: Path, out: Path, only: list, site: Path):
 
     def builder(impl):
         def fn(*args, **kwargs):
-            raise _Captured(impl.get_tir(*args, **kwargs), impl.pass_configs)
+            raise Captured(impl.get_tir(*args, **kwargs), impl.pass_configs)
         return fn
 
     JITImpl.fn = property(builder)
     AutoTuneImpl.fn = property(lambda self: builder(self.jit_impl))
     nvcc = sorted(glob.glob("/usr/local/cuda*/bin/nvcc"))
-    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
-    seen: dict = {}
-    for file, make in cases:
-        index = seen[file] = seen.get(file, -1) + 1
-        record = {"file": file}
+
+    def measure(module, make, key):
+        configs = {}
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                module = te._load(examples / file)
-                configs = {}
-                try:
-                    func = make(module)
-                except _Captured as captured:
-                    func, configs = captured.func, captured.pass_configs
-                with target, tilelang.transform.PassContext(config=configs):
-                    source = lower(func, target=target).kernel_source
-            record["threads"] = _threads(source)
-            if nvcc:
-                record.update(_ptxas(nvcc[-1], source, site, out / f"{_key(file, index)}.theirs.cu"))
-        except BaseException as exc:  # noqa: BLE001 - TileLang's own failures included
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            record["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
-        (out / f"{_key(file, index)}.theirs.json").write_text(json.dumps(record))
-        print(file, record.get("error") or f"{record['threads']} threads, {record.get('registers')} registers")
+            func = make(module)
+        except Captured as captured:
+            func, configs = captured.func, captured.pass_configs
+        source = lower_for_sm90a(func, configs)
+        record = {"threads": _threads(source)}
+        if nvcc:
+            record.update(_ptxas(nvcc[-1], source, site, out / f"{key}.theirs.cu"))
+        return record
+
+    _survey(examples, out, cases, "theirs", measure)
 
 
 def _threads(source: str):
