@@ -20,6 +20,7 @@ from .breaks import LoopFrame, with_breaks
 from .regions import subscript_buffer
 from .expressions import BINOPS
 from .specs import LoopSpec, serial_loop
+from .thread_splits import emit_thread_branches, thread_branches
 
 # What a name may hold that is no kernel value (not a condition, not a number).
 _NOT_VALUES = (ir.Buffer, ir.Region, ir.BarrierRef, _b.Point)
@@ -260,19 +261,15 @@ class Statements:
             return
         if not self.builder.in_kernel:
             raise self.error(node, "an `if` on a kernel value must be inside `with T.Kernel(...)`")
-        split = _thread_split(cond, self.builder)
-        names = BranchNames(self.scope.names)
-        then_body = self._branch(node.body, None if split is None else split[0])
-        names.start_branch()
-        else_body = self._branch(node.orelse, None if split is None else split[1]) if node.orelse else None
-        names.end_if(self.loc(node).line if self.loc(node) is not None else None)
-        if split is not None and any(b is not None and _works_together(b) for b in (then_body, else_body)):
-            # `if tx < C: ... else: ...` (or tx >= C) split the block by threads: each branch is a scope
-            # of its own, whose code tests tx against the scope's range
-            self.builder.emit(ir.ThreadScope(*split[0], then_body, ir.Var("tx_first"), loc=self.builder.loc))
-            if else_body is not None:
-                self.builder.emit(ir.ThreadScope(*split[1], else_body, ir.Var("tx_rest"), loc=self.builder.loc))
+        chain = thread_branches(node, cond, self.eval, self.builder)
+        if chain is not None:
+            emit_thread_branches(self, node, chain)
             return
+        names = BranchNames(self.scope.names)
+        then_body = self._branch(node.body, None)
+        names.start_branch()
+        else_body = self._branch(node.orelse, None) if node.orelse else None
+        names.end_if(self.loc(node).line if self.loc(node) is not None else None)
         self.builder.emit(ir.IfThenElse(cond, then_body, else_body))
 
     def _branch(self, statements, scope: tuple[int, int] | None) -> ir.Stmt:
@@ -298,37 +295,6 @@ def _kept(builder, name: str, var: ir.Var) -> str | None:
     return None
 
 
-def _thread_split(cond, builder) -> tuple[tuple[int, int], tuple[int, int]] | None:
-    """The threads ``(first, count)`` of an ``if``'s branch and of its ``else`` where ``cond`` is
-    ``tx < C`` (the block's first C threads, then the rest) or ``tx >= C`` (the rest, then the
-    first C): ``_first_warps``' C; else None."""
-    if isinstance(cond, ir.BinOp) and cond.op == ">=":
-        c = _first_warps(ir.BinOp("<", cond.a, cond.b, cond.dtype), builder)
-        return None if c is None else ((c, builder.launch.threads - c), (0, c))
-    c = _first_warps(cond, builder)
-    return None if c is None else ((0, c), (c, builder.launch.threads - c))
-
-
-def _first_warps(cond, builder) -> int | None:
-    """C where ``cond`` is ``tx < C`` (the thread index, or a name given it and not changed
-    since) with C whole warps and fewer than the block's threads, outside a ``T.ws`` scope:
-    TileLang's way of giving work to the block's first warps, whose tile operations spread over
-    those threads and whose barriers are theirs (``ir.ThreadScope``); else None."""
-    launch = builder.launch
-    if not isinstance(cond, ir.BinOp) or cond.op != "<" or builder.thread_scope is not None \
-            or len(launch.thread_dims) > 1 or launch.producer_threads:
-        return None
-    index, bound = cond.a, ir.const_int(cond.b)
-    name = index
-    if isinstance(index, ir.Var) and index is not launch.thread_var and index not in builder.reassigned:
-        index = builder.let_values.get(index, index)
-    if index is not launch.thread_var or bound is None or bound % 32 or not 0 < bound < launch.threads:
-        return None
-    if name is not index:  # `tx = T.get_thread_binding()`: tx may not change after this (a loop around)
-        builder.decides_threads[name] = builder.loc
-    return bound
-
-
 def _declared_before(builder, body: ir.Stmt, loop_vars) -> ir.Stmt:
     """A ``T.Pipelined`` body without the buffers it allocates itself (mHC's ``x_smem =
     T.alloc_shared(...)`` in the loop), which are declared before the loop instead: one buffer
@@ -340,15 +306,6 @@ def _declared_before(builder, body: ir.Stmt, loop_vars) -> ir.Stmt:
     for alloc in declared:
         builder.emit(alloc)
     return ir.seq([s for s in statements if not any(s is d for d in declared)]) if declared else body
-
-
-def _works_together(body: ir.Stmt) -> bool:
-    """Whether the threads running ``body`` share work or memory in it: tile operations,
-    ``T.Parallel`` loops, barriers, or stores into shared memory (which other threads read)."""
-    if collect(body, (*ir.TILE_OPS, ir.SyncThreads)):
-        return True
-    return any(f.kind == "parallel" for f in collect(body, ir.For)) or \
-        any(st.buffer.scope == "shared" for st in collect(body, ir.BufferStore))
 
 
 def _changes_condition(body: ir.Stmt, cond: ir.Expr) -> bool:
