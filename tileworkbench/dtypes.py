@@ -70,6 +70,16 @@ class DType:
                 raise CompileError(f"T.{self.name}({value!r}): {problem}")
         return TypedValue(value, self)
 
+    def as_torch(self):
+        """The torch dtype of this type (TileLang's ``T.float16.as_torch()``: examples make their
+        inputs with it). Needs torch; a type torch has no dtype for (packed FP4) is a TypeError."""
+        import torch
+
+        found = None if self.packed else getattr(torch, torch_dtype_name(self), None)
+        if found is None:
+            raise TypeError(f"T.{self.name} has no torch dtype")
+        return found
+
     @property
     def is_low_precision_float(self) -> bool:
         """Stored in a custom struct and computed in float32 by generated code."""

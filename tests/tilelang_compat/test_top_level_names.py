@@ -115,3 +115,17 @@ def test_a_submodule_of_tilelang_s_we_lack_says_so():
                  lambda: importlib.import_module("tileworkbench.language.dtypes.sub")):
         with pytest.raises(ImportError, match="tileworkbench.language.dtypes is not supported: TileLang's dtype objects"):
             load()
+
+
+def test_a_dtype_gives_its_torch_dtype(monkeypatch):
+    """``T.float16.as_torch()`` (TileLang's examples make their inputs with it): the torch dtype of
+    the same name, FP8's under torch's ``fn`` names; a packed FP4 type has none. A stand-in torch
+    module: CI has no torch."""
+    import types
+
+    fake = types.SimpleNamespace(float16="f16", bfloat16="bf16", float8_e4m3fn="e4m3", int32="i32")
+    monkeypatch.setitem(__import__("sys").modules, "torch", fake)
+    assert [T.float16.as_torch(), T.bfloat16.as_torch(), T.float8_e4m3fn.as_torch(), T.int32.as_torch()] == \
+        ["f16", "bf16", "e4m3", "i32"]
+    with pytest.raises(TypeError, match="T.float4_e2m1fn has no torch dtype"):
+        T.float4_e2m1fn.as_torch()
