@@ -1,8 +1,9 @@
 """A gemm on a block of a shared tile's columns (DeepSeek's sparse MLA: ``T.gemm(Q_shared[:, :D],
 KV_shared, ...)`` and ``T.gemm(Q_shared[:, D:], K_tail_shared, ...)``, the query and its rotary
 tail in one tile): ``split_column_blocks`` makes one tile a block, so each gemm reads a whole
-tile. Both CPU interpreters against float64, wgmma in the CUDA and NVRTC, the pass's output, and
-what stays refused (a whole-tile use, blocks that overlap in part)."""
+tile; where an access takes the whole tile, the tile stays whole and wgmma reads each block of
+whole 128-byte panels where it stands. Both CPU interpreters against float64, wgmma in the CUDA
+and NVRTC, the pass's output, and what stays refused (a block of half panels, on mma.sync)."""
 
 from __future__ import annotations
 
@@ -75,12 +76,25 @@ def _shared_buffers(func):
     return [a.buffer for a in collect(func.body, ir.Allocate) if a.buffer.scope == "shared"]
 
 
-@pytest.mark.parametrize("form, message", [
-    (dict(whole_copy=True), "an operation takes the whole tile"),
-    (dict(overlap=True), "overlap in part"),
-    (dict(inside=True), "part of a wider block"),
-])
-def test_a_tile_not_used_in_blocks_stays_refused_at_the_gemm(form, message):
-    with pytest.raises(CompileError, match=message) as info:
-        tw.lower(scores(**form), target="sm_90a")
+@pytest.mark.parametrize("form", [dict(whole_copy=True), dict(inside=True)], ids=["whole-copy", "inside"])
+def test_a_tile_not_split_is_read_in_place_by_wgmma(form, nvrtc_check):
+    """A tile some access takes whole (the query copied in one piece), or whose gemms read blocks
+    that are not the blocks its copies take, stays one tile: wgmma reads each gemm's block of
+    whole 128-byte panels where it stands."""
+    q, k, kt = inputs()
+    s = np.zeros((M, N), np.float32)
+    tw.compile(scores(**form), target="cpu")(q, k, kt, s)
+    q64 = q.astype(np.float64)
+    tail = slice(D - 64, D + TAIL - 64) if form.get("inside") else slice(D, None)
+    want = q64[:, :D] @ k.astype(np.float64).T + q64[:, tail] @ kt.astype(np.float64).T
+    np.testing.assert_allclose(s, want, rtol=1e-3, atol=1e-3)
+    artifact = tw.lower(scores(**form), target="sm_90a")
+    assert "Q_shared" in {b.name for b in _shared_buffers(artifact.func)}
+    assert artifact.device_source.split("// ---- kernel ----")[1].count("tw::wgmma_gemm_ss") == 2
+    nvrtc_check(artifact.device_source, "sm_90a")
+
+
+def test_a_block_not_of_whole_panels_stays_refused_at_the_gemm():
+    with pytest.raises(CompileError, match="takes mma.sync, which reads whole tiles only") as info:
+        tw.lower(scores(overlap=True), target="sm_90a")  # columns 96..159: half panels
     assert "T.gemm" in info.value.loc.text

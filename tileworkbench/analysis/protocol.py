@@ -4,7 +4,8 @@
 * ``expect_transaction(bytes)`` raises the transaction count of the current phase;
 * a TMA load that signals the slot lowers it by the bytes it moves (modelled as landing
   at once: the protocol, not the timing, is what the simulation checks);
-* ``arrive()`` lowers the pending count by the number of threads that execute it;
+* ``arrive()`` lowers the pending count by the number of threads that execute it (so does
+  ``arrive_after_copies()``, modelled as if the thread's copies had landed);
 * the phase completes when both reach 0: the phase number advances and the counts reset;
 * ``wait(parity)`` returns once the phase with that parity has completed, i.e. when the
   parity of the current (incomplete) phase differs from ``parity``. A wait whose phase has not
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..ir import nodes as ir
 
-BARRIER_OPS = (".init", ".arrive", ".expect_transaction", ".arrive_and_expect_tx", ".wait")
+BARRIER_OPS = (".init", ".arrive", ".arrive_after_copies", ".expect_transaction", ".arrive_and_expect_tx", ".wait")
 TMA_LOAD = "tw::tma_load"
 ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
 
@@ -98,7 +99,7 @@ class ProtocolRules:
                 continue
             if call.name in (".expect_transaction", ".arrive_and_expect_tx"):
                 self.expect(stmt, call, name, slot, st, who, scope, frame)
-            if call.name in (".arrive", ".arrive_and_expect_tx"):
+            if call.name in (".arrive", ".arrive_after_copies", ".arrive_and_expect_tx"):
                 self.arrive(stmt, name, slot, st, n, scope, frame, who)
             elif call.name == ".wait":
                 self.wait(stmt, call, name, slot, st, who, scope, frame)

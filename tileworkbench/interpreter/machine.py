@@ -22,6 +22,8 @@ import numpy as np
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from .races import RaceRecords
+from .sides import Blocked, Side, run_sides
+from .thread_copies import ThreadCopies, land
 from .tiles import TileOps, shaped
 from .updates import update_all, update_in_turn, vars_after_branch
 from .values import Unsupported, compute_dtype, converted, evaluate, held, loaded, print_lines, storage_dtype, stored
@@ -40,17 +42,6 @@ class Slot:
 
 
 @dataclass
-class Blocked:
-    """Why a side stopped: the wait it is in."""
-
-    barrier: str
-    slot: int
-    parity: int
-    line: int | None
-    loops: tuple
-
-
-@dataclass
 class Block(RaceRecords):
     """The state of one block: its buffers (``arrays``), barriers, variables and pending copies."""
 
@@ -63,6 +54,7 @@ class Block(RaceRecords):
     barriers: dict = field(default_factory=dict)  # barrier buffer -> [Slot]
     groups: list = field(default_factory=list)  # committed cp.async groups: [(dst array, index, values)]
     pending: list = field(default_factory=list)  # cp.async copies not committed yet
+    thread_copies: list = field(default_factory=list)  # ir.ThreadCopy runs not landed yet (thread_copies)
     mask: np.ndarray | None = None  # inside a T.Parallel nest under an `if`: the iterations it holds for
     active: np.ndarray | None = None  # the threads running the code (their indices)
     in_parallel: int = 0  # depth of T.Parallel nests around the code
@@ -309,7 +301,7 @@ def _box(idx) -> tuple[list, list]:
             [int(np.max(i)) if isinstance(i, np.ndarray) else i for i in idx])
 
 
-class Runner(TileOps):
+class Runner(ThreadCopies, TileOps):
     """Runs statements on a :class:`Block` (generators: see the module doc)."""
 
     def __init__(self, block: Block):
@@ -330,7 +322,7 @@ class Runner(TileOps):
         for x in ir.scope_runs(s.stmts):
             if isinstance(x, ir.ScopeRun):  # scopes of different threads: side by side
                 b = self.b
-                yield from run_sides(self, [_Side(self, ir.seq(scopes), (b.active >= first) & (b.active < first + n),
+                yield from run_sides(self, [Side(self, ir.seq(scopes), (b.active >= first) & (b.active < first + n),
                                                   label=b.side) for (first, n), scopes in x.sides])
             else:
                 yield from self.run(x)
@@ -468,7 +460,7 @@ class Runner(TileOps):
         sides: list = []
         for body, lo, hi in ((s.producer, s.consumer_threads, s.consumer_threads + s.producer_threads),
                              (s.consumer, 0, s.consumer_threads)):
-            sides.append(_Side(self, body, (b.active >= lo) & (b.active < hi)))
+            sides.append(Side(self, body, (b.active >= lo) & (b.active < hi)))
         yield from run_sides(self, sides)
 
     # ---- scalar statements ---------------------------------------------------------------------
@@ -520,6 +512,8 @@ class Runner(TileOps):
         yield
 
     def s_BarrierArrive(self, s):
+        if s.after_copies:
+            land(self.b)
         slot, index = self.b.slot(s.barrier)
         self.b.arrived((s.barrier.buffer.name, index), slot.completed + 1)
         slot.arrived += self.b.threads()
@@ -541,59 +535,3 @@ class Runner(TileOps):
                           tuple(self.b.loops))
         key = (s.barrier.buffer.name, index)
         self.b.seen[key] = max(self.b.seen.get(key, 0), slot.completed)
-
-
-class _Side:
-    """One side of a warp-specialised block (or the threads of a run of ``T.ws`` scopes): its
-    statements as a generator, on its threads; ``label`` is who runs it for the race records."""
-
-    def __init__(self, runner: Runner, body, keep: np.ndarray, label=None):
-        b = runner.b
-        self.label = label if label is not None else ("role", id(self))
-        self.runner, self.threads = runner, b.active[keep]
-        # its own variables: the per-thread ones narrowed to its threads
-        self.vars = {v: (x[keep] if isinstance(x, np.ndarray) and x.shape == b.active.shape else x)
-                     for v, x in b.vars.items()}
-        self.gen = self._run(body)
-        self.done = False
-        self.blocked: Blocked | None = None
-
-    def _run(self, body):
-        b = self.runner.b
-        b.active = self.threads
-        yield from self.runner.run(body)
-
-
-def run_sides(runner: Runner, sides):
-    """Runs the sides in turn, each until its next blocked wait, until all are done; all blocked
-    at once is a deadlock."""
-    b = runner.b
-    outer_active, outer_loops, outer_vars = b.active, list(b.loops), b.vars
-    outer_seen, outer_side = b.seen, b.side
-    states = {id(side): (side.threads, list(outer_loops), side.vars, dict(outer_seen), side.label) for side in sides}
-    while not all(side.done for side in sides):
-        progressed = False
-        for side in sides:
-            if side.done:
-                continue
-            b.active, b.loops, b.vars, b.seen, b.side = states[id(side)]
-            try:
-                event = next(side.gen)
-            except StopIteration:
-                side.done, event = True, None
-            states[id(side)] = (b.active, b.loops, b.vars, b.seen, b.side)
-            if event is None or not (side.blocked is not None and _same_wait(side.blocked, event)):
-                progressed = True
-            side.blocked = event
-        if not progressed:
-            waits = [side.blocked for side in sides if not side.done]
-            yield waits[0]  # the caller decides: another side outside may still complete it
-    b.active, b.loops, b.vars = outer_active, outer_loops, outer_vars
-    for state in states.values():  # after the block's sides join, what either waited for is known
-        for key, phase in state[3].items():
-            outer_seen[key] = max(outer_seen.get(key, 0), phase)
-    b.seen, b.side = outer_seen, outer_side
-
-
-def _same_wait(a: Blocked, b) -> bool:
-    return isinstance(b, Blocked) and (a.barrier, a.slot, a.parity, a.loops) == (b.barrier, b.slot, b.parity, b.loops)

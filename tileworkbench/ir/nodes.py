@@ -84,13 +84,11 @@ from .stmt import (  # noqa: F401
     RNG_DRAWS,
     draws,
     PRINT,
-    CP_ASYNC_COMMIT,
-    cp_async_wait,
-    cp_async_waited,
     print_call,
     print_parts,
     TmaCopy,
     ThreadScope,
+    ThreadCopy,
     TmaStoreWait,
     WarpSpecialize,
     ScopeRun,
@@ -98,4 +96,13 @@ from .stmt import (  # noqa: F401
     seq,
     statements,
     heads_and_bodies,
+)
+from .intrinsic_calls import (  # noqa: F401,E402
+    CP_ASYNC_COMMIT,
+    cp_async_wait,
+    cp_async_waited,
+    max_registers_set,
+    set_max_registers,
+    wgmma_wait,
+    wgmma_waited,
 )

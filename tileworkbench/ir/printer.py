@@ -181,7 +181,8 @@ class _Printer:
             f", {k}=True" for k, v in (("transpose_A", s.trans_a), ("transpose_B", s.trans_b),
                                         ("clear_accum", s.clear_accum)) if v
         ) + (f", in_flight={s.in_flight}" if s.in_flight else "")
-        self.emit(d, f"T.gemm({region_text(s.a)}, {region_text(s.b)}, {region_text(s.c)}{flags})")
+        op = "T.wgmma_gemm" if s.in_flight is None else "T.gemm"  # left running for T.wait_wgmma
+        self.emit(d, f"{op}({region_text(s.a)}, {region_text(s.b)}, {region_text(s.c)}{flags})")
 
     def p_Reduce(self, s, d):
         segment = f", segment={s.segment}" if s.segment is not None else ""
@@ -192,7 +193,11 @@ class _Printer:
         self.emit(d, f"T.cum{s.kind}({region_text(s.src)}, {region_text(s.dst)}, dim={s.dim}{reverse})")
 
     def p_BarrierArrive(self, s, d):
-        self.emit(d, f"T.barrier_arrive({expr_text(s.barrier)})")
+        op = "T.cp_async_barrier_noinc" if s.after_copies else "T.barrier_arrive"
+        self.emit(d, f"{op}({expr_text(s.barrier)})")
+
+    def p_ThreadCopy(self, s, d):
+        self.emit(d, f"T.ptx_cp_async({region_text(s.dst)}, {region_text(s.src)})")
 
     def p_BarrierWait(self, s, d):
         self.emit(d, f"T.barrier_wait({expr_text(s.barrier)}, {expr_text(s.parity)})")

@@ -4,7 +4,6 @@ users write (``Copy``, ``Gemm``, ``TmaCopy`` ...), which lowering passes replace
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -265,8 +264,9 @@ class Gemm(Stmt):
     trans_b: bool = False
     clear_accum: bool = False
     # wgmma groups each thread may leave running when the gemm returns (warp specialisation's
-    # consumer releases a stage one iteration later and waits for the last group itself).
-    in_flight: int = 0
+    # consumer releases a stage one iteration later and waits for the last group itself); None:
+    # its own group too, which the program waits for (``T.wgmma_gemm``, ``T.wait_wgmma``).
+    in_flight: int | None = 0
     # The tensor-core path ``choose_shared_layouts`` chose for this gemm: a
     # ``passes.gemm_rules.WgmmaPlan``, or None for mma.sync (and before that pass runs).
     plan: Any = None
@@ -305,7 +305,26 @@ class Scan(Stmt):
 
 @dataclass(eq=False, repr=False)
 class BarrierArrive(Stmt):
+    """Each thread running it arrives on ``barrier``; with ``after_copies``, once the
+    ``ThreadCopy`` copies it issued before have landed (``cp.async.mbarrier.arrive.noinc``:
+    TileLang's ``T.cp_async_barrier_noinc``), an arrival the barrier's count includes."""
+
     barrier: BarrierRef
+    loc: SourceLocation | None = _loc()
+    after_copies: bool = False
+
+
+@dataclass(eq=False, repr=False)
+class ThreadCopy(Stmt):
+    """``T.ptx_cp_async(T.access_ptr(dst[...], "w"), T.access_ptr(src[...], "r"), n)``: each thread
+    running it copies its own ``n`` consecutive elements of global memory (``src``, one row's run)
+    into shared memory (``dst``) with ``cp.async`` (4, 8 or 16 bytes); where the indices differ
+    between threads, each its own. Not a tile operation: nothing is spread over the threads. The
+    copies land for the program's mbarrier (``BarrierArrive(after_copies=True)``)."""
+
+    dst: Region
+    src: Region
+    predicate: Expr | None = None  # where false, the elements are zeros (cp.async's source size 0)
     loc: SourceLocation | None = _loc()
 
 
@@ -418,23 +437,6 @@ def draws(node) -> int:
     """How many random draws ``node`` (an expression or a statement) holds."""
     from .visitor import collect
     return sum(1 for c in collect(node, Call) if c.name in RNG_DRAWS)
-
-
-# cp.async's groups (tw/cp_async.h): ``Evaluate(Call(CP_ASYNC_COMMIT))`` closes the thread's open group
-# of copies; :func:`cp_async_wait` waits until at most ``n`` of its groups are in flight, and
-# :func:`cp_async_waited` reads ``n`` back from the call's name (the interpreters land the copies).
-CP_ASYNC_COMMIT = "tw::cp_async_commit"
-_CP_ASYNC_WAIT = re.compile(r"^tw::cp_async_wait<(\d+)>$")
-
-
-def cp_async_wait(n: int) -> Evaluate:
-    return Evaluate(Call(f"tw::cp_async_wait<{n}>", ()))
-
-
-def cp_async_waited(name: str) -> int | None:
-    """``n`` of a ``cp_async_wait(n)`` call's name, None for any other name."""
-    m = _CP_ASYNC_WAIT.match(name)
-    return int(m.group(1)) if m else None
 
 
 # T.reinterpret(value, dtype) is Call(REINTERPRET, (value,), dtype): the bits of value as dtype (the

@@ -35,6 +35,7 @@ from .kernel import (
     make_tensor,
     no_set_max_nreg,
     reshape,
+    set_max_nreg,
     thread_binding,
     use_swizzle,
     view,
@@ -131,6 +132,7 @@ from .math import (  # noqa: A004 - TileLang's names: T.abs, T.max, T.pow, T.rou
 from .debug import print  # noqa: A004 - TileLang's T.print
 from .random import rng_init, rng_rand, rng_rand_float
 from .signature import const, dynamic, empty, symbolic
+from .thread_copies import access_ptr, cp_async_barrier_noinc, ptx_cp_async
 from .sync import (barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, ptx_commit_group, ptx_wait_group,
                    sync_threads, tma_store_wait)
 from .tile_ops import (
@@ -151,6 +153,8 @@ from .tile_ops import (
     reduce_sum,
     tma_copy,
     transpose,
+    wait_wgmma,
+    wgmma_gemm,
 )
 from .types import (
     MAX_TENSOR_BYTES,
@@ -265,6 +269,7 @@ __all__ = [
     "annotate_producer_reg_dealloc",
     "disable_warp_group_reg_alloc",
     "no_set_max_nreg",
+    "set_max_nreg",
     "abs",
     "alloc_barrier",
     "annotate_layout",
@@ -308,6 +313,8 @@ __all__ = [
     "floordiv",
     "floormod",
     "gemm",
+    "wgmma_gemm",
+    "wait_wgmma",
     "macro",
     "GemmWarpPolicy",
     "get_block_binding",
@@ -340,6 +347,9 @@ __all__ = [
     "mbarrier_wait_parity",
     "ptx_commit_group",
     "ptx_wait_group",
+    "ptx_cp_async",
+    "access_ptr",
+    "cp_async_barrier_noinc",
     "min",
     "min_value",
     "Parallel",

@@ -200,6 +200,27 @@ def annotate_consumer_reg_alloc(reg_count: int = 240):
         reg_count, "T.annotate_consumer_reg_alloc")
 
 
+def set_max_nreg(reg_count, is_inc):
+    """``setmaxnreg``: the warpgroups of the ``if tx < C:`` or ``T.ws`` scope this stands in grow
+    (``is_inc`` 1) or shrink (0) their threads' registers to ``reg_count`` (TileLang's hand-written
+    warp-specialised kernels: the producer gives registers back, the consumers take them).
+    Every warp of a warpgroup must run it, so it stands in a scope of whole warpgroups, outside
+    loops and branches; the counts the block's warpgroups end with must fit the registers the
+    block holds (``passes.verify_register_counts``), where asking for more blocks for ever."""
+    what = "T.set_max_nreg"
+    count = _register_count(reg_count, what)
+    inc = _b.constant_int(is_inc, f"{what}: is_inc")
+    if inc not in (0, 1):
+        raise error(f"{what}: is_inc is 1 (setmaxnreg.inc: grow to reg_count) or 0 (.dec: shrink), not {inc}")
+    scope = _b.current().thread_scope
+    if scope is None or scope[0] % 128 or scope[1] % 128:
+        where = "the whole block" if scope is None else f"threads {scope[0]} to {scope[0] + scope[1] - 1}"
+        raise error(f"{what}({count}, {inc}) is run here by {where}: setmaxnreg is run by every warp of "
+                    "a warpgroup together, so it belongs in a scope of whole warpgroups (`if tx < 128:`, "
+                    "`elif 128 <= tx < 256:`, `with T.ws(...)`)")
+    _b.current().emit(ir.set_max_registers(count, increase=bool(inc)))
+
+
 def get_block_binding(dim: int = 0):
     launch = _b.launch("T.get_block_binding()")
     d = _b.constant_int(dim, "T.get_block_binding: dim")

@@ -140,41 +140,51 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
     stored N x K. A may be a whole fragment instead (attention's P @ V: register-A wgmma on
     sm_90a, the fragment in the layout of a wgmma accumulator of its shape), and so may B (copied
     into a shared tile for the gemm: passes/stage_fragment_operands.py)."""
-    a, b, c = (as_region(x, f"T.gemm {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
+    _b.current().emit(_gemm_node(A, B, C, transpose_A, transpose_B, clear_accum, "T.gemm"))
+
+
+def _gemm_node(A, B, C, transpose_A, transpose_B, clear_accum, what: str) -> ir.Gemm:  # noqa: N803
+    """The ``ir.Gemm`` of ``T.gemm``'s (or ``T.wgmma_gemm``'s: ``what``) operands, checked."""
+    a, b, c = (as_region(x, f"{what} {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
     for r, n in ((a, "A"), (b, "B"), (c, "C")):
         if isinstance(r, _b.Point):
-            raise error(f"T.gemm {n} must be a whole buffer or a slice")
+            raise error(f"{what} {n} must be a whole buffer or a slice")
         if r.static_extents() is None or len(unit_dropped(r.extents)) != 2:
-            raise error(f"T.gemm {n} must be a 2-D tile with constant extents")
+            raise error(f"{what} {n} must be a 2-D tile with constant extents")
     for r, n in ((a, "A"), (b, "B")):
         if r.buffer.scope == "fragment":  # B (and A where no register-A path takes it) go through shared memory
             if not r.is_full:
-                raise error(f"T.gemm {n} must be a whole fragment; {r.buffer.name} is sliced here")
+                raise error(f"{what} {n} must be a whole fragment; {r.buffer.name} is sliced here")
             continue
         if r.buffer.scope != "shared":
-            raise error(f"T.gemm {n} must be a shared tile (T.alloc_shared), not {_b.describe(r.buffer)}")
+            raise error(f"{what} {n} must be a shared tile (T.alloc_shared), not {_b.describe(r.buffer)}")
         if not r.is_full and _one_stage_of(r):
             # a ring of tiles the program versions itself: laid out as a pipeline's versioned tiles
             r.buffer.attrs["versions"] = r.buffer.static_shape()[0]
         elif not r.is_full and r.column_block() is not None and r.buffer.ndim == 2:
             # columns of a wider tile (sparse MLA's Q_shared[:, :D] and its tail): one tile a block
+            # where every access keeps to one (split_column_blocks), else read in place by wgmma
             r.buffer.attrs.setdefault(ir.COLUMN_BLOCKS, _b.current().loc)
+        elif not r.is_full and _one_stage_columns(r):
+            # columns of one stage of a ring (FlashMLA's KV_shared[stage, :, :256]): read in place
+            r.buffer.attrs["versions"] = r.buffer.static_shape()[0]
         elif not r.is_full:
-            raise error(f"T.gemm {n} must be a whole shared tile, one whole 2-D stage of a stack of them "
-                        f"(A_shared[k % 2, :, :]) or a block of a tile's columns (Q_shared[:, :512]); "
+            raise error(f"{what} {n} must be a whole shared tile, one whole 2-D stage of a stack of them "
+                        f"(A_shared[k % 2, :, :]) or a block of a tile's or a stage's columns (Q_shared[:, :512], "
+                        f"KV_shared[k % 2, :, :256]); "
                         f"{r.buffer.name} is sliced here (allocate a tile of the "
                         f"operand's shape instead)")
     if c.buffer.scope != "fragment":
-        raise error(f"T.gemm: the accumulator C must be a fragment (T.alloc_fragment), not "
+        raise error(f"{what}: the accumulator C must be a fragment (T.alloc_fragment), not "
                     f"{_b.describe(c.buffer)}")
     if not c.is_full:
-        raise error(f"T.gemm C must be a whole fragment: a gemm into part of {c.buffer.name} is not supported "
+        raise error(f"{what} C must be a whole fragment: a gemm into part of {c.buffer.name} is not supported "
                     f"(the accumulator's thread layout covers the whole tile); allocate a fragment of the "
                     f"gemm's shape and copy it where it belongs")
     # int8 tiles add up in int32 (wgmma's s32), every other type in float32
     accumulator = "int32" if a.buffer.dtype.name in ("int8", "uint8") else "float32"
     if c.buffer.dtype.name != accumulator:
-        raise error(f"T.gemm of {a.buffer.dtype.name} tiles accumulates in {accumulator}; {c.buffer.name} is "
+        raise error(f"{what} of {a.buffer.dtype.name} tiles accumulates in {accumulator}; {c.buffer.name} is "
                     f"{c.buffer.dtype.name}")
     (m, ka), (kb, n), (mc, nc) = (
         [ir.const_int(e) for e in unit_dropped(r.extents)] for r in (a, b, c)
@@ -184,10 +194,26 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
     if transpose_B:
         kb, n = n, kb
     if ka != kb or m != mc or n != nc:
-        raise error(f"T.gemm: shapes do not agree: A is {m}x{ka}, B is {kb}x{n}, C is {mc}x{nc}")
+        raise error(f"{what}: shapes do not agree: A is {m}x{ka}, B is {kb}x{n}, C is {mc}x{nc}")
     if a.buffer.dtype != b.buffer.dtype:
-        raise error(f"T.gemm: A and B must have one dtype ({a.buffer.dtype} vs {b.buffer.dtype})")
-    _b.current().emit(ir.Gemm(a, b, c, _py_bool(transpose_A), _py_bool(transpose_B), _py_bool(clear_accum)))
+        raise error(f"{what}: A and B must have one dtype ({a.buffer.dtype} vs {b.buffer.dtype})")
+    return ir.Gemm(a, b, c, _py_bool(transpose_A), _py_bool(transpose_B), _py_bool(clear_accum))
+
+
+def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, k_pack=1):  # noqa: N803
+    """TileLang's ``T.gemm`` that leaves its wgmma running: ``C += A @ B`` as ``T.gemm`` takes it,
+    issued as one wgmma group the program waits for itself with ``T.wait_wgmma(n)`` before it
+    reads C or changes A or B (``passes.verify_wgmma_waits`` holds it to that). sm_90a's wgmma
+    only: a gemm no wgmma can run is refused."""
+    g = _gemm_node(A, B, C, transpose_A, transpose_B, clear_accum, "T.wgmma_gemm")
+    g.in_flight = None
+    _b.current().emit(g)
+
+
+def wait_wgmma(id=0):  # noqa: A002 - TileLang's name
+    """``wgmma.wait_group n``: waits until at most ``id`` of this thread's wgmma groups
+    (``T.wgmma_gemm``) are still running, the oldest finishing first."""
+    _b.current().emit(ir.wgmma_wait(_b.constant_int(id, "T.wait_wgmma: the groups left running", low=0)))
 
 
 def _reduce(kind):
@@ -309,6 +335,17 @@ def _scan(kind):
 
 cumsum = _scan("sum")
 cummax = _scan("max")
+
+
+def _one_stage_columns(r) -> _py_bool:
+    """``KV_shared[stage, :, :256]``: a constant block of the columns of one whole stage of a 3-D
+    stack of tiles (wgmma reads it where it stands: ``rules.gemm.column_block``)."""
+    shape = r.buffer.static_shape()
+    extents = r.static_extents()
+    if shape is None or extents is None or len(shape) != 3:
+        return False
+    return extents[0] == 1 and extents[1] == shape[1] and ir.const_int(r.starts[1]) == 0 and \
+        ir.const_int(r.starts[2]) is not None
 
 
 def _one_stage_of(r) -> _py_bool:

@@ -106,7 +106,7 @@ def _event(call: ir.Call):
         return ("wait_begin",), ("wait_end",), ref
     # An arrival is recorded before it: the wait it completes ends after the record (a cause is
     # recorded before it happens and an effect after, so a measured order is one that happened).
-    if name == ".arrive" or name == ".arrive_and_expect_tx":
+    if name in (".arrive", ".arrive_and_expect_tx", ".arrive_after_copies"):  # the last: when issued
         return ("arrive",), (), ref
     if name == ".expect_transaction":
         return ("expect_tx",), (), ref

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.simplify import RangeTracker, launch_ranges
+from ..ir.simplify import RangeTracker, launch_ranges, simplify
 from ..ir.visitor import IRMutator, reassigned_vars
 from ..ir.records import wgmma_functor_name
 from .rules.calls import address_of, call
@@ -45,10 +45,25 @@ from .manager import register
 
 _CPP_TYPES = {"float16": "tw::half", "bfloat16": "tw::bfloat16"}
 _MMA_SYNC_TYPES = (*_CPP_TYPES, "float32")  # float32: tw::gemm_ss_tf32
+NO_WAIT = -1  # tw::wgmma_gemm_*'s IN_FLIGHT for a group the program waits for itself (T.wait_wgmma)
 
 
 def _tile_dims(region: ir.Region) -> list[int]:
     return [ir.const_int(e) for e in region.extents if ir.const_int(e) != 1]
+
+
+def _inside(region: ir.Region) -> ir.Expr | None:
+    """That ``region`` (of constant extents) lies inside its buffer, where that is not known from
+    constants: each start from 0 and its end at most the dimension's size."""
+    conds = []
+    for start, extent, size in zip(region.starts, region.extents, region.buffer.shape):
+        end = simplify(start + extent)
+        lo, hi = ir.const_int(start), ir.const_int(end)
+        if lo is None or lo < 0:
+            conds.append(ir.cmp(">=", start, 0))
+        if hi is None or ir.const_int(size) is None or hi > ir.const_int(size):
+            conds.append(ir.cmp("<=", end, size))
+    return ir.logical_and(*conds)
 
 
 class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
@@ -72,6 +87,17 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
         if node.instruction == "tma":
             raise CompileError("internal: TMA copy left for lower_tile_ops", node.loc)
         return partial_fragment_copy(node) or CopyLowering(node, self.ranges).lower()
+
+    def visit_ThreadCopy(self, node: ir.ThreadCopy):
+        """Each thread's ``cp.async`` of its run, zeros where the run leaves the tensor (or the
+        predicate is false), nothing where it leaves the tile."""
+        dst, src = node.dst, node.src
+        nbytes = dst.buffer.dtype.bytes_for(ir.const_int(dst.extents[-1]))
+        valid = ir.logical_and(_inside(src), node.predicate)
+        copy = call(f"tw::cp_async<{nbytes}>", address_of(dst.buffer, dst.starts), address_of(src.buffer, src.starts),
+                    valid if valid is not None else ir.const(True))
+        inside = _inside(dst)
+        return copy if inside is None else ir.IfThenElse(inside, copy, loc=node.loc)
 
     def visit_Im2Col(self, node: ir.Im2Col):
         return lower_im2col(node)
@@ -110,12 +136,20 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
             if r.buffer.dtype.name not in _MMA_SYNC_TYPES and node.plan is None:
                 raise CompileError(f"T.gemm on tensor cores takes float16, bfloat16 or float32 (as TF32) inputs; "
                                    f"{r.buffer.name} is {r.buffer.dtype.name}", node.loc)
-            if _tile_dims(r) != list(r.buffer.static_shape()[-2:]):
-                raise CompileError(f"T.gemm: operand {name} must be a whole shared tile", node.loc)
+            if node.plan is None and _tile_dims(r) != list(r.buffer.static_shape()[-2:]):
+                dims = _tile_dims(r)
+                raise CompileError(f"T.gemm reads a {' x '.join(map(str, dims))} part of {r.buffer.name} as its {name}, "
+                                   "and this gemm takes mma.sync, which reads whole tiles only (wgmma reads a "
+                                   "block of whole 128-byte panels of a K-major tile's columns where it stands); "
+                                   "allocate a tile of the operand's shape and copy into it", node.loc)
         layout = c.buffer.attrs["layout"]
         plan = node.plan
         if plan is not None:
             return self.wgmma(node, plan)
+        if node.in_flight is None:
+            raise CompileError("T.wgmma_gemm runs on sm_90a's wgmma only, and this gemm takes mma.sync: wgmma needs "
+                               "A stored M x K (or in a fragment), B in shared memory, threads a multiple of 128 and "
+                               "64 rows per warpgroup; use T.gemm", node.loc)
         if node.in_flight:
             raise CompileError("internal: only a wgmma gemm can leave work in flight", node.loc)
         m, n = layout.shape
@@ -135,18 +169,19 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
 
     def wgmma(self, node: ir.Gemm, plan) -> ir.Stmt:
         dtype = node.a.buffer.dtype.name
+        in_flight = NO_WAIT if node.in_flight is None else node.in_flight
         self.wgmma_shapes.add((plan.n_per_instruction, dtype, plan.b_k_major, plan.a_k_major, plan.a_registers))
         flag = "true" if plan.b_k_major else "false"
         if plan.a_registers:  # A is the fragment's own registers (its layout: infer_fragment_layouts)
             functor = wgmma_functor_name(plan.n, dtype, plan.b_k_major, a_registers=True)
-            tail = f", {node.in_flight}" if node.in_flight else ""
+            tail = f", {in_flight}" if in_flight else ""
             template = (f"tw::wgmma_gemm_rs<{plan.m}, {plan.n}, {plan.k}, {plan.warpgroups}, {plan.b_span}, "
                         f"{flag}, {functor}{tail}>")
             return self.gemm_call(node, template)
         # trailing template arguments only where they differ from the defaults (IN_FLIGHT 0, A
         # K-major, one warpgroup along N, one instruction along N)
         split = plan.n_groups > 1 or plan.n_chunks > 1
-        tail = f", {node.in_flight}" if node.in_flight or not plan.a_k_major or split else ""
+        tail = f", {in_flight}" if in_flight or not plan.a_k_major or split else ""
         tail += "" if plan.a_k_major and not split else f", {'true' if plan.a_k_major else 'false'}"
         tail += f", {plan.n_groups}" if split else ""
         tail += f", {plan.n_chunks}" if plan.n_chunks > 1 else ""

@@ -22,7 +22,9 @@ Guarantees:
     uses a tiled tensor map,
     recorded in ``func.attrs["tma_descriptors"]`` and passed as a ``__grid_constant__`` param.
   * barrier allocations are followed by their initialisation (one thread, init fence, block
-    barrier); arrives/waits/store-waits become member calls.
+    barrier); arrives/waits/store-waits become member calls; an arrival once the thread's
+    ``cp.async`` copies land (``T.cp_async_barrier_noinc``) is ``.arrive_after_copies``, and every
+    wait on such a barrier is followed by an async-proxy fence (wgmma and TMA read what they wrote).
 ``bytes`` counts the payload: 4 bits per FP4 element even when shared memory unpacks them.
 """
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
+from ..ir.visitor import collect
 from .rules import tma as tma_rules
 from .rules.codegen_ranges import CodegenWalk
 from .rules.thread_scopes import ScopedThreads
@@ -52,6 +55,8 @@ class _LowerTma(ScopedThreads, CodegenWalk):
         self.phase_vars: list[ir.Var] = []  # auto barriers whose phase is counted in a scalar
         self.loops: list[ir.For] = []
         self.branches_in_loops = 0  # ifs entered inside a loop around the statement being lowered
+        # barriers ``cp.async`` copies arrive on (``T.cp_async_barrier_noinc``): their waits fence
+        self.copy_barriers = {s.barrier.buffer for s in collect(func.body, ir.BarrierArrive) if s.after_copies}
 
     # ---- helpers -----------------------------------------------------------------------------
     def descriptor(self, g_region: ir.Region, shared: ir.Buffer, loc):
@@ -195,13 +200,17 @@ class _LowerTma(ScopedThreads, CodegenWalk):
         return buf
 
     def visit_BarrierArrive(self, node):
-        stmt = call(".arrive", node.barrier)
+        stmt = call(".arrive_after_copies" if node.after_copies else ".arrive", node.barrier)
         stmt.loc = node.loc  # keep the user's line: the checker and the timeline point at it
         return stmt
 
     def visit_BarrierWait(self, node):
         stmt = call(".wait", node.barrier, node.parity)
         stmt.loc = node.loc
+        if node.barrier.buffer in self.copy_barriers:
+            # cp.async wrote through the generic proxy: wgmma and TMA (the async proxy) read the
+            # tiles only after this fence, in the threads that saw the copies land
+            return ir.seq([stmt, call("tw::fence_proxy_async")])
         return stmt
 
     def visit_TmaStoreWait(self, node):

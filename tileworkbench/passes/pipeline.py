@@ -41,13 +41,17 @@ from . import (  # noqa: F401 - importing registers the passes
     unwrap_persistent_walk,
     vectorize_loops,
     verify_draws,
+    verify_register_counts,
     verify_tile_ops,
+    verify_wgmma_waits,
     warp_specialize,
 )
 
 PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
     "verify_draws",  # tile: reject random draws whose order or number the code would not keep
+    "verify_register_counts",  # tile: reject T.set_max_nreg counts the block cannot hand over (a hang)
+    "verify_wgmma_waits",  # tile: reject touching what a running T.wgmma_gemm reads or writes before T.wait_wgmma
     "split_column_blocks",  # tile: a shared tile gemms read in column blocks -> one tile a block
     "unwrap_persistent_walk",  # tile: a T.Persistent GEMM walk becomes a grid (made persistent again below)
     "inline_index_lets",  # tile: names for tile offsets (m0 = by * 128, kk = k * 64) replaced by their values

@@ -4,12 +4,14 @@ Expects: the IR straight from the front end, where ``T.gemm`` took a slice of a 
 is whole along every dimension but the last (``T.gemm(Q_shared[:, :D], ...)`` and
 ``T.gemm(Q_shared[:, D:], ...)``, DeepSeek's sparse MLA: the query's ``D`` columns and its
 rotary tail in one tile) and marked the tile ``column_blocks``.
-Guarantees: every such tile is replaced by one shared tile per column block its accesses use
-(``Q_shared_c0`` of D columns, ``Q_shared_c512`` of the tail), each access moved to its block's
-tile with its columns counted from the block's first; what reads the whole tile, or a range
-across two blocks, is a ``CompileError`` at the gemm (the tiles of a gemm are whole tiles to every
-later pass: their layout, swizzle and descriptors are planned per tile). The program is the same:
-no access crosses a block, so no element moves from one to another.
+Guarantees: every such tile whose accesses each keep to one column block is replaced by one shared
+tile per block (``Q_shared_c0`` of D columns, ``Q_shared_c512`` of the tail), each access moved to
+its block's tile with its columns counted from the block's first. The program is the same: no
+access crosses a block, so no element moves from one to another. A tile some access takes whole,
+or across blocks (a copy of the whole query, a gather at run-time columns), stays whole and loses
+the mark: wgmma reads a gemm's block of whole 128-byte panels of it where it stands
+(``rules.gemm.column_block``), and ``lower_tile_ops`` refuses a gemm on such a block that takes
+mma.sync.
 """
 
 from __future__ import annotations
@@ -120,6 +122,15 @@ def _blocks_of(func: ir.PrimFunc, buf: ir.Buffer) -> dict:
 @register("split_column_blocks", "tile")
 def split_column_blocks(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     marked = [a.buffer for a in collect(func.body, ir.Allocate) if a.buffer.attrs.get(ir.COLUMN_BLOCKS)]
-    if not marked:
+    blocks = {}
+    for buf in marked:
+        try:
+            blocks[buf] = _blocks_of(func, buf)
+        except CompileError:
+            # an access takes the whole tile, or columns across blocks: the tile stays whole, and
+            # wgmma reads each gemm's block where it stands (rules.gemm.column_block); a gemm that
+            # cannot (mma.sync) is refused where it is lowered
+            buf.attrs.pop(ir.COLUMN_BLOCKS)
+    if not blocks:
         return func
-    return func.with_body(_Split({buf: _blocks_of(func, buf) for buf in marked}, func).visit(func.body))
+    return func.with_body(_Split(blocks, func).visit(func.body))

@@ -156,15 +156,12 @@ def _overlapped_protocol(plan: OverlapPlan, pairs: dict, tile, slot, round_, loo
     def at(stmts: list, value) -> list:
         return [substitute(x, {k: value}) for x in stmts]
 
-    def wgmma_wait(n: int):
-        return ir.Evaluate(ir.Call(f"tw::wgmma_wait<{n}>", ()))
-
     previous = simplify(k - 1)
     later = ir.cmp(">", k, loop.start)
     issue_second = at(waits(second_keys) + [_staged_gemm(plan.second, tile, 1)], previous)  # waits for S too
     body = (waits(first_keys) + plan.before + [_staged_gemm(plan.first, tile, 1)]
-            + [ir.IfThenElse(later, ir.seq(issue_second), wgmma_wait(0), loc=loop.loc)]
-            + releases(first_keys) + plan.overlapped + [wgmma_wait(0)]
+            + [ir.IfThenElse(later, ir.seq(issue_second), ir.wgmma_wait(0), loc=loop.loc)]
+            + releases(first_keys) + plan.overlapped + [ir.wgmma_wait(0)]
             + [ir.IfThenElse(later, ir.seq(at(releases(second_keys), previous)), loc=loop.loc)]
             + plan.rest)
     last = simplify(loop.start + loop.extent - 1)
@@ -278,7 +275,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             consume.append(ir.IfThenElse(ir.cmp(">", loop.var, loop.start),
                                          ir.BarrierArrive(ir.BarrierRef(empty, previous), loc=loop.loc)))
             last = simplify(substitute(counter, {loop.var: loop.start + loop.extent - 1}) % s)
-            drain = [ir.Evaluate(ir.Call("tw::wgmma_wait<0>", ())),
+            drain = [ir.wgmma_wait(0),
                      ir.BarrierArrive(ir.BarrierRef(empty, last), loc=loop.loc)]
         else:
             # Work between the gemms reads their results: each gemm completes where it stands, and
@@ -298,8 +295,8 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     consumer = []
     registers = register_split(func.launch, consumers, loop.loc)
     if registers is not None:
-        producer.insert(0, ir.Evaluate(ir.Call(f"tw::setmaxnreg_dec<{registers[0]}>", ())))
-        consumer.append(ir.Evaluate(ir.Call(f"tw::setmaxnreg_inc<{registers[1]}>", ())))
+        producer.insert(0, ir.set_max_registers(registers[0], increase=False))
+        consumer.append(ir.set_max_registers(registers[1], increase=True))
     if staged is not None:
         epilogue_tile, epilogue = staged
         keep.append(ir.Allocate(epilogue_tile, loc=epilogue_tile.loc))

@@ -90,6 +90,18 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     a_shape, b_shape = _tile_shape(a), _tile_shape(b)
     k, m = a_shape if gemm.trans_a else a_shape[::-1]
     n = b_shape[0] if gemm.trans_b else b_shape[1]
+    rows = {}  # operand -> its tile's row, where the gemm reads a block of its columns
+    for name, region, k_major in (("a", gemm.a, not gemm.trans_a), ("b", gemm.b, gemm.trans_b)):
+        block = None if region.buffer.scope != "shared" else column_block(region)
+        if block is None:
+            continue
+        rows[name] = _tile_shape(region.buffer)[-1]
+        if not _whole_panels(block, rows[name], a.dtype.bits // 8) or not k_major and name == "a":
+            return None  # (an M-major A's columns are M: not a block wgmma walks)
+        if k_major:
+            k = block[1]
+        else:  # an N-major B's columns are N: the block's panels are the gemm's B
+            n = block[1]
     warpgroups = threads // 128
     split = _warpgroup_split(m, n, warpgroups)
     if split is None or k % wgmma_k(a.dtype.name):
@@ -98,8 +110,8 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     if n_groups > 1 and a_registers:
         return None  # a register A is read per M block by every warpgroup
     if n_groups == 1 and n > 256:  # instructions of 256 columns side by side, with A from shared memory only
-        return None if a_registers else _in_chunks(_plan_of(gemm, m, n, k, warpgroups, a_registers, a.dtype.name), n)
-    plan = _plan_of(gemm, m, n, k, warpgroups, a_registers, a.dtype.name)
+        return None if a_registers else _in_chunks(_plan_of(gemm, m, n, k, warpgroups, a_registers, a.dtype.name, rows), n)
+    plan = _plan_of(gemm, m, n, k, warpgroups, a_registers, a.dtype.name, rows)
     if a.dtype.name in WGMMA_K_MAJOR_ONLY:
         # a K-major B's columns for a warpgroup along N are rows of it (tw::wgmma_b_columns)
         return plan if plan is None or n_groups == 1 else dataclasses.replace(plan, n_groups=n_groups)
@@ -111,11 +123,30 @@ def wgmma_plan(gemm: ir.Gemm, threads: int, ctx) -> WgmmaPlan | None:
     return dataclasses.replace(plan, n_groups=n_groups)
 
 
-def _plan_of(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int, a_registers: bool, dtype: str):
-    """The plan of one warpgroup's columns along M: the K-major-only types' or the 16-bit one."""
+def _plan_of(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int, a_registers: bool, dtype: str, rows: dict):
+    """The plan of one warpgroup's columns along M: the K-major-only types' or the 16-bit one.
+    ``rows``: the row (elements) of an operand tile the gemm reads a block of the columns of."""
     if dtype in WGMMA_K_MAJOR_ONLY:
-        return None if a_registers else _k_major_only_plan(gemm, m, n, k, warpgroups)
-    return _plan(gemm, m, n, k, warpgroups, a_registers)
+        return None if a_registers or rows else _k_major_only_plan(gemm, m, n, k, warpgroups)
+    return _plan(gemm, m, n, k, warpgroups, a_registers, rows)
+
+
+def column_block(region: ir.Region) -> tuple[int, int] | None:
+    """(first, count) of the columns a gemm operand reads where they are a constant block short of
+    its tile's row (``Q_shared[:, 256:512]``, ``KV_shared[stage, :, :256]``: the region whole along
+    the tile's rows, one stage of a stack); else None (the whole row, or not such a block)."""
+    row = _tile_shape(region.buffer)[-1]
+    first, count = ir.const_int(region.starts[-1]), ir.const_int(region.extents[-1])
+    if first is None or count is None or count == row:
+        return None
+    return first, count
+
+
+def _whole_panels(block: tuple[int, int], row: int, elem_bytes: int) -> bool:
+    """The block of columns is whole 128-byte panels of a K-major tile stored in panels: what a
+    wgmma descriptor can start at (a panel) and walk (whole panels along K)."""
+    panel = 128 // elem_bytes
+    return row * elem_bytes > 128 and row % panel == 0 and block[0] % panel == 0 and block[1] % panel == 0
 
 
 def _in_chunks(plan: WgmmaPlan | None, n: int) -> WgmmaPlan | None:
@@ -172,8 +203,11 @@ def _warpgroup_split(m: int, n: int, warpgroups: int) -> tuple[int, int] | None:
     return along_m, along_n
 
 
-def _plan(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int, a_registers: bool) -> WgmmaPlan | None:
-    """The 16-bit plan: A's and B's layouts (module doc)."""
+def _plan(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int, a_registers: bool,
+          rows: dict | None = None) -> WgmmaPlan | None:
+    """The 16-bit plan: A's and B's layouts (module doc). An operand read in a block of its
+    columns (``rows``) takes the layout of its whole row, which the block's panels are part of."""
+    rows = rows or {}
     if a_registers:  # the fragment holds A in the accumulator layout (infer_fragment_layouts)
         a_form = {"a_registers": True}
         a_span = 0
@@ -181,18 +215,19 @@ def _plan(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int, a_registers: b
         a_span = 128
         a_form = {"a_k_major": False, "a_panel": 64 if m * 2 > 128 else 0}
     else:
-        k_major = _k_major(k)
+        k_major = _k_major(rows.get("a", k))
         if k_major is None:
             return None
         a_span, a_form = k_major[0], {"a_panel": k_major[1]}
     if gemm.trans_b:  # B stored N x K: K-major
-        k_major = _k_major(k)
+        k_major = _k_major(rows.get("b", k))
         if k_major is None:
             return None
         return WgmmaPlan(m, n, k, warpgroups, a_span, k_major[0], k_major[1], True, **a_form)
-    if n * 2 in SWIZZLE_SPANS and k % 8 == 0:
-        return WgmmaPlan(m, n, k, warpgroups, a_span, n * 2, 0, False, **a_form)
-    if (n * 2) % 128 == 0 and k % 8 == 0:
+    row = rows.get("b", n)  # B stored K x N: N-major, its row the whole tile's
+    if row * 2 in SWIZZLE_SPANS and k % 8 == 0:
+        return WgmmaPlan(m, n, k, warpgroups, a_span, row * 2, 0, False, **a_form)
+    if (row * 2) % 128 == 0 and k % 8 == 0:
         return WgmmaPlan(m, n, k, warpgroups, a_span, 128, 64, False, **a_form)
     return None
 
@@ -206,7 +241,8 @@ def plan_fits(plan: WgmmaPlan, gemm: ir.Gemm, pairs) -> bool:
 def panels_fit(buf: ir.Buffer, panel: int, pairs) -> bool:
     """TMA can move a tile stored as panels to or from each global region it is copied with: a
     tensor of known width, its columns the tile's columns (unit stride), whose other strides are
-    16-byte multiples (TMA's rule for strides). The rows of a 2-D tensor a whole number of panels
+    16-byte multiples where they are constants (TMA's rule for strides; the launcher checks the
+    others). The rows of a 2-D tensor a whole number of panels
     take one 3-D copy, others one copy per panel (``rules.tma.tma_copies``)."""
     for g_region, shared in pairs:
         if shared is not buf:
@@ -218,8 +254,9 @@ def panels_fit(buf: ir.Buffer, panel: int, pairs) -> bool:
             return False
         if tma_rules.whole_panels(g_region, panel):
             continue
+        # a stride sizes decide (T.dynamic) is the launcher's to check at each call, as for any
+        # TMA copy the program asks for (the copies here are T.tma_copy or prefer_instruction="tma")
         strides = tma_rules.global_stride_bytes(g)
-        if not all(isinstance(s, int) for s in strides) or tma_rules.misaligned_stride(strides) is not None \
-                or ir.const_int(g.effective_strides()[-1]) != 1:
+        if tma_rules.misaligned_stride(strides) is not None or ir.const_int(g.effective_strides()[-1]) != 1:
             return False
     return True

@@ -206,11 +206,13 @@ def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDes
         raise CompileError(f"TMA needs global strides that are multiples of 16 bytes; {g.name} "
                            f"has a stride of {bad} bytes", loc)
     box = tuple(reversed(global_region.static_extents()))
-    if any(b > 256 for b in box):
+    panel = shared.attrs.get("panel", 0)
+    # a tile stored in panels is moved a panel wide (a copy a panel, or one 3-D copy: _paneled)
+    moved = (min(box[0], panel), *box[1:]) if panel else box
+    if any(b > 256 for b in moved):
         raise CompileError(f"TMA box dimensions are at most 256 elements; the tile of {g.name} is "
                            f"{tuple(reversed(box))}", loc)
     span = shared.attrs.get("swizzle", 0)
-    panel = shared.attrs.get("panel", 0)
     inner_box_bytes = shared.dtype.bytes_for(panel or box[0])
     if span and inner_box_bytes > span:
         raise CompileError(f"the inner tile of {shared.name} is {inner_box_bytes} bytes, more than its "

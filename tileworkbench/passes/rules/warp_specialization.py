@@ -25,10 +25,16 @@ def is_tile_load(s) -> bool:
             and s.dst.is_full)
 
 
+def launch_registers(threads: int) -> int:
+    """Registers each thread of a block of ``threads`` that hands registers over (``setmaxnreg``)
+    starts with: its share of the register file, as the launch bounds let ptxas give it (a
+    multiple of 8)."""
+    return REGISTER_FILE // threads // 8 * 8
+
+
 def starting_registers(consumer_threads: int) -> int:
-    """Registers each thread of the split block starts with: its share of the register file, as
-    the launch bounds let ptxas give it (a multiple of 8)."""
-    return REGISTER_FILE // (consumer_threads + PRODUCER_THREADS) // 8 * 8
+    """Registers each thread of the split block starts with (``launch_registers``)."""
+    return launch_registers(consumer_threads + PRODUCER_THREADS)
 
 
 def block_registers(consumer_threads: int) -> int:

@@ -108,6 +108,12 @@ struct alignas(8) Barrier {
                  : "memory");
   }
 
+  // Arrive once every cp.async this thread issued before has landed; the arrival counts towards
+  // the phase's expected arrivals (.noinc: TileLang's cp_async_barrier_noinc).
+  __device__ __forceinline__ void arrive_after_copies() {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(addr()) : "memory");
+  }
+
   // Raise the transaction count the current phase waits for, without arriving.
   __device__ __forceinline__ void expect_transaction(unsigned int bytes) {
     asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(addr()), "r"(bytes)

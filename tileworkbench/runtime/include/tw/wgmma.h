@@ -61,7 +61,8 @@ __device__ __forceinline__ unsigned int wgmma_b_columns(int n0) {
 // warpgroup g computes rows [gm*M/WG, (gm+1)*M/WG) in 64-row blocks (gm = g / NG) and columns
 // [gn*N/NG, (gn+1)*N/NG) (gn = g % NG; Mma is the m64n(N/NG) instruction); each wgmma takes 32
 // bytes of K (16 16-bit or 32 FP8 or int8 elements); Acc is float (int for int8 operands).
-// IN_FLIGHT: wgmma groups this thread may leave running on return (0: all of them are done).
+// IN_FLIGHT: wgmma groups this thread may leave running on return (0: all of them are done; -1: no
+// wait at all, the program waits itself: TileLang's T.wgmma_gemm and T.wait_wgmma).
 // NC: instructions side by side along a warpgroup's columns (Mma is then m64n(N/NG/NC)), each on
 // its own registers (the accumulator's elements of those columns are consecutive) and B columns.
 template <int M, int N, int K, int WG, int SWA, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0,
@@ -95,7 +96,7 @@ __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, Acc* acc, 
     }
   }
   wgmma_commit();
-  wgmma_wait<IN_FLIGHT>();
+  if constexpr (IN_FLIGHT >= 0) wgmma_wait<IN_FLIGHT>();
 }
 
 // Two 16-bit values as one 32-bit register, the first in the low half.
@@ -123,7 +124,7 @@ __device__ __forceinline__ void wgmma_gemm_rs(const T* a, const T* B, float* acc
     }
   }
   wgmma_commit();
-  wgmma_wait<IN_FLIGHT>();
+  if constexpr (IN_FLIGHT >= 0) wgmma_wait<IN_FLIGHT>();
 }
 
 }  // namespace tw

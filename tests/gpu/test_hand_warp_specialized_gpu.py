@@ -1,0 +1,35 @@
+"""On the GPU, warp specialisation written by hand (CPU tests:
+tests/tilelang_compat/test_hand_warp_specialized.py): three warpgroups, a producer gathering rows
+with cp.async and arriving with cp.async.mbarrier.arrive.noinc, consumers on T.wgmma_gemm and
+T.wait_wgmma, registers moved by setmaxnreg; against float64 of the same inputs."""
+
+from __future__ import annotations
+
+import tileworkbench as tw
+from tileworkbench.testing import gpu_marks
+
+from tilelang_compat.test_hand_warp_specialized import (BLOCK, DIM, KEYS, ROWS, STEPS, WIDE, _scores_with,
+                                                        gathered_scores)
+
+pytestmark = gpu_marks(9, 0)
+
+
+def test_the_gathered_scores_match_float64(torch):
+    q = torch.randn(ROWS, DIM, device="cuda", dtype=torch.float16)
+    k = torch.randn(KEYS, DIM, device="cuda", dtype=torch.float16)
+    idx = torch.randint(0, KEYS, (STEPS * BLOCK,), device="cuda", dtype=torch.int32)
+    s = torch.zeros(ROWS, STEPS * BLOCK, device="cuda")
+    sums = torch.zeros(ROWS, device="cuda")
+    tw.compile(gathered_scores())(q, k, idx, s, sums)
+    want = q.double() @ k[idx.long()].double().T
+    torch.testing.assert_close(s.double(), want, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(sums.double(), want.sum(dim=1), rtol=1e-3, atol=1e-2)
+
+
+def test_chained_wgmma_gemms_on_column_blocks_match_float64(torch):
+    q = torch.randn(ROWS, WIDE, device="cuda", dtype=torch.float16)
+    k = torch.randn(2, BLOCK, WIDE, device="cuda", dtype=torch.float16)
+    s = torch.zeros(2, ROWS, BLOCK, device="cuda")
+    tw.compile(_scores_with(""))(q, k, s)
+    want = torch.einsum("md,tnd->tmn", q.double(), k.double())
+    torch.testing.assert_close(s.double(), want, rtol=1e-3, atol=1e-3)

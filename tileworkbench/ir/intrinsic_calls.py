@@ -1,0 +1,59 @@
+"""Calls of our CUDA headers' synchronisation intrinsics, built and read back by name: the
+cp.async groups (``tw/cp_async.h``), the wgmma groups (``tw/wgmma.h``) and the register
+hand-over (``setmaxnreg``, ``tw/sync.h``). Each is an ``Evaluate(Call(name))`` that every pass,
+the interpreters and the code generator take as it is; the readers below are the one place that
+knows the names' form."""
+
+from __future__ import annotations
+
+import re
+
+from .expr import Call
+from .stmt import Evaluate
+
+# cp.async's groups (tw/cp_async.h): ``Evaluate(Call(CP_ASYNC_COMMIT))`` closes the thread's open group
+# of copies; :func:`cp_async_wait` waits until at most ``n`` of its groups are in flight, and
+# :func:`cp_async_waited` reads ``n`` back from the call's name (the interpreters land the copies).
+CP_ASYNC_COMMIT = "tw::cp_async_commit"
+_CP_ASYNC_WAIT = re.compile(r"^tw::cp_async_wait<(\d+)>$")
+
+
+def cp_async_wait(n: int) -> Evaluate:
+    return Evaluate(Call(f"tw::cp_async_wait<{n}>", ()))
+
+
+def cp_async_waited(name: str) -> int | None:
+    """``n`` of a ``cp_async_wait(n)`` call's name, None for any other name."""
+    m = _CP_ASYNC_WAIT.match(name)
+    return int(m.group(1)) if m else None
+
+
+# wgmma's groups (tw/wgmma.h): :func:`wgmma_wait` waits until at most ``n`` of the thread's wgmma
+# groups are running (a gemm of ``in_flight`` None leaves its group running for the program's own
+# ``T.wait_wgmma``); :func:`wgmma_waited` reads ``n`` back from the call's name.
+_WGMMA_WAIT = re.compile(r"^tw::wgmma_wait<(\d+)>$")
+
+
+def wgmma_wait(n: int) -> Evaluate:
+    return Evaluate(Call(f"tw::wgmma_wait<{n}>", ()))
+
+
+def wgmma_waited(name: str) -> int | None:
+    """``n`` of a ``wgmma_wait(n)`` call's name, None for any other name."""
+    m = _WGMMA_WAIT.match(name)
+    return int(m.group(1)) if m else None
+
+
+# ``setmaxnreg`` (tw/sync.h): the warpgroup running :func:`set_max_registers` grows (``increase``)
+# or shrinks its threads' registers to ``count``; :func:`max_registers_set` reads the pair back.
+_SETMAXNREG = re.compile(r"^tw::setmaxnreg_(inc|dec)<(\d+)>$")
+
+
+def set_max_registers(count: int, increase: bool) -> Evaluate:
+    return Evaluate(Call(f"tw::setmaxnreg_{'inc' if increase else 'dec'}<{count}>", ()))
+
+
+def max_registers_set(name: str) -> tuple[int, bool] | None:
+    """``(count, increase)`` of a ``set_max_registers`` call's name, None for any other name."""
+    m = _SETMAXNREG.match(name)
+    return (int(m.group(2)), m.group(1) == "inc") if m else None
