@@ -31,7 +31,7 @@ from unittest.mock import MagicMock
 
 REPO = Path(__file__).resolve().parents[2]
 
-STAND_INS = ("torch", "triton")  # what TileLang and the examples import that the lowering never runs
+STAND_INS = ("torch", "triton", "einops")  # what TileLang and the examples import that the lowering never runs
 
 
 class _StandIn(types.ModuleType):

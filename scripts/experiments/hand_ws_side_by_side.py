@@ -1,0 +1,143 @@
+"""Experiment: TileLang's hand-written warp-specialised examples (three warpgroups: two consumers on
+``T.wgmma_gemm`` and a producer gathering with ``T.ptx_cp_async``, registers moved by
+``T.set_max_nreg``), each file run under TileLang 0.1.15 and, unchanged, under tileworkbench, in
+one process on the same inputs.
+
+``FOLDER`` holds TileLang's ``examples`` (``deepseek_mla/example_mla_decode_ws.py`` and
+``deepseek_v32/sparse_mla_fwd_pipelined.py`` with its ``utils.py``). Each file is loaded twice
+(TileLang's, then with every ``tilelang`` import answered by tileworkbench); both outputs are checked against the file's torch reference,
+then both timed in 3 alternating rounds of ``profiler.do_bench`` (median ms). ``--only NAME`` runs
+one of ``mla_decode_ws``, ``sparse_mla_pipelined``; ``--ours-only`` leaves TileLang out.
+
+    PYTHONPATH=.:/path/to/tilelang-site python3 scripts/experiments/hand_ws_side_by_side.py FOLDER
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+ROUNDS = 3
+
+
+class _AsTileworkbench(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``tilelang.x`` imports answered by ``tileworkbench.x`` (the file's ``from tilelang.autotuner
+    import *`` among them)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tilelang":
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return importlib.import_module("tileworkbench" + spec.name[len("tilelang"):])
+
+    def exec_module(self, module):
+        pass
+
+
+def load(path: Path, name: str, ours: bool):
+    """The file loaded with TileLang, or with tileworkbench in its place (TileLang's modules set
+    aside meanwhile and put back after: each module keeps what it imported)."""
+    theirs = {k: v for k, v in sys.modules.items() if k == "tilelang" or k.startswith("tilelang.")}
+    finder = _AsTileworkbench()
+    if ours:
+        for k in theirs:
+            del sys.modules[k]
+        sys.meta_path.insert(0, finder)
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        if ours:
+            sys.meta_path.remove(finder)
+            for k in [k for k in sys.modules if k == "tilelang" or k.startswith("tilelang.")]:
+                del sys.modules[k]
+            sys.modules.update(theirs)
+
+
+def mla_decode_ws(torch, m, batch=132, heads=128, ctx=8192, dim=512, pe=64):
+    """(call, reference, FLOPs) of the MLA decode kernel at the file's own sizes (one split)."""
+    kernel = m.flashattn(batch, heads, 1, ctx, dim, pe, 64, 64, 1, (dim + pe) ** -0.5)
+    torch.manual_seed(0)
+    q = torch.randn(batch, heads, dim, dtype=torch.float16, device="cuda")
+    q_pe = torch.randn(batch, heads, pe, dtype=torch.float16, device="cuda")
+    kv = torch.randn(batch, ctx, 1, dim, dtype=torch.float16, device="cuda")
+    k_pe = torch.randn(batch, ctx, 1, pe, dtype=torch.float16, device="cuda")
+    glse = torch.empty(batch, heads, 1, dtype=torch.float16, device="cuda")
+    partial = torch.empty(batch, heads, 1, dim, dtype=torch.float16, device="cuda")
+    args = (q, q_pe, kv, k_pe, glse, partial)
+    flops = 2 * batch * heads * ctx * (dim + pe) + 2 * batch * heads * ctx * dim
+    return (lambda: kernel(*args)), (lambda: m.ref_program(*args)), flops
+
+
+def sparse_mla_pipelined(torch, m, S=1024, SKV=8192, H=128, topk=2048, start=1024):
+    """(call, reference, FLOPs) of DeepSeek v3.2's pipelined sparse MLA at the file's check sizes."""
+    torch.random.manual_seed(0)
+    q = (torch.randn((1, S, H, 576), dtype=torch.bfloat16, device="cuda") / 10).clamp_(-10, 10)
+    kv = (torch.randn((1, SKV, 1, 576), dtype=torch.bfloat16, device="cuda") / 10).clamp_(-10, 10)
+    indices = torch.full((1, S, 1, topk), SKV, dtype=torch.int32, device="cuda")
+    for t in range(S):
+        chosen = torch.randperm(min(max(1, t + start), SKV))[:topk]
+        indices[0, t, 0, :len(chosen)] = chosen
+    start_t = torch.tensor([start], dtype=torch.int32, device="cuda")
+    kernel = m.sparse_mla_fwd_interface(q, kv, indices, start, 1, return_kernel=True)
+    flops = S * (576 + 512) * topk * 2 * H
+    return (lambda: kernel(q, kv, indices, start_t)[0]), \
+        (lambda: m.ref_sparse_mla_fwd_interface(q, kv, indices, start, 1)), flops
+
+
+CASES = {"mla_decode_ws": ("deepseek_mla/example_mla_decode_ws.py", mla_decode_ws),
+         "sparse_mla_pipelined": ("deepseek_v32/sparse_mla_fwd_pipelined.py", sparse_mla_pipelined)}
+
+
+def main() -> int:
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folder")
+    parser.add_argument("--only")
+    parser.add_argument("--ours-only", action="store_true")
+    args = parser.parse_args()
+    from tileworkbench.profiler import do_bench
+
+    if not args.ours_only:
+        importlib.import_module("tilelang")  # TileLang first: its submodules stay importable
+    packages = ["tileworkbench"] if args.ours_only else ["tilelang", "tileworkbench"]
+    for name, (file, make) in CASES.items():
+        if args.only and args.only != name:
+            continue
+        path = Path(args.folder) / file
+        sys.path.insert(0, str(path.parent))
+        calls, flops = {}, 0
+        for who in packages:
+            module = load(path, f"{name}_{who}", ours=who == "tileworkbench")
+            call, reference, flops = make(torch, module)
+            out, want = call().float(), reference().float()
+            err = (out - want).abs().max().item()
+            bad = (~torch.isfinite(out)).sum().item()
+            print(f"{name} {who}: largest error {err:.3g} (reference up to {want.abs().max().item():.3g}), "
+                  f"{bad} non-finite")
+            calls[who] = call
+        times = {who: [] for who in calls}
+        for _ in range(ROUNDS):
+            for who, call in calls.items():
+                times[who].append(do_bench(call, warmup=25, rep=100, return_mode="median"))
+        ms = {who: statistics.median(t) for who, t in times.items()}
+        for who, t in ms.items():
+            print(f"{name} {who}: {t:.4f} ms ({flops / t / 1e9:.0f} TFLOP/s), rounds {[round(x, 4) for x in times[who]]}")
+        if "tilelang" in ms:
+            print(f"{name}: tileworkbench / TileLang speed {ms['tilelang'] / ms['tileworkbench']:.3f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
