@@ -159,9 +159,19 @@ def test_a_tensor_of_the_wrong_rank_is_named(dry):
         matmul(Tensor((256,)), Tensor((128, 384)), block_M=128, block_N=128, block_K=32)
 
 
-def test_compile_refuses_tensors():
-    with pytest.raises(CompileError, match="takes sizes and parameters, not tensors"):
-        matmul.compile(Tensor((256, 128)), Tensor((128, 384)), block_M=128, block_N=128, block_K=32)
+def test_compile_with_tensors_compiles_for_their_shapes_and_runs_nothing(dry):
+    """TileLang's ``f.compile(a, b, ...)``: the Kernel a call with those tensors would run."""
+    kernel = matmul.compile(Tensor((256, 128)), Tensor((128, 384)), block_M=128, block_N=128, block_K=32)
+    assert [p["shape"] for p in kernel.params] == [[256, 128], [128, 384], [256, 384]]
+    assert kernel is matmul.compile(M=256, N=384, K=128, block_M=128, block_N=128, block_K=32)
+    assert dry == []  # nothing launched
+    c = kernel(Tensor((256, 128)), Tensor((128, 384)))
+    assert c.shape == (256, 384)
+
+
+def test_compile_with_some_tensors_names_the_others():
+    with pytest.raises(CompileError, match="tensors given for A but not for B"):
+        matmul.compile(Tensor((256, 128)), K=128, N=384, block_M=128, block_N=128, block_K=32)
 
 
 def test_an_undeclared_tensor_parameter_is_named():

@@ -136,16 +136,21 @@ class JitFunction:
     # ---- the current style -------------------------------------------------------------------
     def compile(self, *args, **kwargs):
         """The Kernel for these values of the function's parameters and T.const sizes (its tensors
-        are the Kernel's inputs, its T.empty outputs what the Kernel returns)."""
+        are the Kernel's inputs, its T.empty outputs what the Kernel returns); or, given the call's
+        tensors (TileLang's ``f.compile(q, kv, ...)``), the Kernel a call with them would run,
+        compiled for their shapes and dtypes and not run."""
         if not self.eager:
             return self._built(args, kwargs)
         values = self._bind(args, kwargs)
         tensors = {k: v for k, v in values.items() if _is_tensor(v)}
-        if tensors:
-            raise CompileError(f"{self.fn.__name__}.compile takes sizes and parameters, not tensors "
-                               f"({', '.join(tensors)}); call {self.fn.__name__}(...) with tensors to run it",
-                               caller_location())
-        return self._kernel(values, None)
+        if not tensors:
+            return self._kernel(values, None)
+        values = {k: v for k, v in values.items() if k not in tensors}
+        missing = [n for n in tensor_parameters(self.fn, values, self.signature) if n not in tensors]
+        if missing:
+            raise CompileError(f"{self.fn.__name__}.compile: tensors given for {', '.join(tensors)} but not for "
+                               f"{', '.join(missing)}; give them all, or sizes and parameters only", caller_location())
+        return self._kernel(values, {k: (tuple(v.shape), str(v.dtype)) for k, v in tensors.items()})
 
     def __call__(self, *args, **kwargs):
         if not self.eager:
