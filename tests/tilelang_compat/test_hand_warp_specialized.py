@@ -214,3 +214,78 @@ def test_touching_what_a_running_wgmma_gemm_uses_is_refused(misuse, message):
     with pytest.raises(CompileError, match=message) as info:
         tw.lower(_scores_with(misuse), target="cuda")
     assert info.value.loc is not None
+
+
+def blocks_in_turn(barrier_between: bool = False):
+    """FlashMLA's way with a wide K: the producer warpgroup loads each 64-column block of K with a
+    TMA copy on a barrier of its own; the consumer scores each block as it lands, into one
+    accumulator cleared by the first (``clear_accum=(j == 0)``, ``j`` a ``T.unroll`` variable: the
+    block's columns start at ``j * 64``), then multiplies the scores, cast to 16 bits in registers,
+    by V (register-A wgmma in a 128-thread scope). ``barrier_between`` puts a block barrier
+    between the consumer's scope and the producer's: a deadlock."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((ROWS, WIDE), F16), K: T.Tensor((BLOCK, WIDE), F16), V: T.Tensor((BLOCK, DIM), F16),
+             S: T.Tensor((ROWS, BLOCK), F32), O: T.Tensor((ROWS, DIM), F32)):
+        with T.Kernel(1, threads=256):
+            q_shared = T.alloc_shared((ROWS, WIDE), F16)
+            k_shared = T.alloc_shared((BLOCK, WIDE), F16)
+            v_shared = T.alloc_shared((BLOCK, DIM), F16)
+            acc = T.alloc_fragment((ROWS, BLOCK), F32)
+            p = T.alloc_fragment((ROWS, BLOCK), F16)
+            out = T.alloc_fragment((ROWS, DIM), F32)
+            ready = T.alloc_barrier(arrive_count=[128, 128])
+            v_ready = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            T.copy(Q, q_shared)
+            if tx < 128:
+                for j in T.unroll(WIDE // 64):
+                    T.barrier_wait(ready[j], 0)
+                    T.wgmma_gemm(q_shared[:, j * 64:(j + 1) * 64], k_shared[:, j * 64:(j + 1) * 64], acc,
+                                 transpose_B=True, clear_accum=(j == 0))
+                T.wait_wgmma(0)
+                T.copy(acc, S)
+                T.copy(acc, p)
+                T.barrier_wait(v_ready, 0)
+                T.wgmma_gemm(p, v_shared, out, clear_accum=True)
+                T.wait_wgmma(0)
+                T.copy(out, O)
+            if barrier_between:
+                T.sync_threads()
+            if tx >= 128:
+                for j in T.unroll(WIDE // 64):
+                    T.tma_copy(K[:, j * 64:(j + 1) * 64], k_shared[:, j * 64:(j + 1) * 64], barrier=ready[j])
+                    T.barrier_arrive(ready[j])
+                T.tma_copy(V, v_shared, barrier=v_ready)
+                T.barrier_arrive(v_ready)
+
+    return main
+
+
+def test_blocks_in_turn_match_numpy_and_compile(nvrtc_check):
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((ROWS, WIDE)).astype(np.float16)
+    k = rng.standard_normal((BLOCK, WIDE)).astype(np.float16)
+    v = rng.standard_normal((BLOCK, DIM)).astype(np.float16)
+    s, o = np.zeros((ROWS, BLOCK), np.float32), np.zeros((ROWS, DIM), np.float32)
+    tw.compile(blocks_in_turn(), target="cpu")(q, k, v, s, o)
+    want = q.astype(np.float64) @ k.astype(np.float64).T
+    np.testing.assert_allclose(s, want, rtol=1e-3, atol=1e-3)
+    p16 = want.astype(np.float32).astype(np.float16).astype(np.float64)
+    np.testing.assert_allclose(o, p16 @ v.astype(np.float64), rtol=1e-3, atol=2e-2)
+    art = tw.lower(blocks_in_turn(), target="sm_90a")  # the barrier check passes: each block its own
+    kernel = art.kernel_source.split('extern "C"')[1]
+    assert "tw::wgmma_gemm_rs" in kernel and "p_shared" not in kernel  # P read from registers
+    assert "if ((j == 0))" in kernel.replace(" ", "").replace("if((j==0))", "if ((j == 0))")
+    nvrtc_check(art.kernel_source, "sm_90a")
+
+
+def test_a_block_barrier_before_the_arrivals_a_scope_waits_for_is_a_deadlock():
+    """The consumer's threads wait for the producer's arrivals, which come after a block barrier
+    the consumer reaches only after its waits: the barrier check says so (an error, not a maybe),
+    and the compiler itself puts no block barrier there (the producer arrives on what the consumer
+    waits on)."""
+    with pytest.raises(CompileError, match="block barrier.* that every thread must reach first"):
+        tw.lower(blocks_in_turn(barrier_between=True), target="sm_90a")
+    code = tw.lower(blocks_in_turn(), target="sm_90a").kernel_source.split('extern "C"')[1]
+    assert "__syncthreads" not in code[code.index("// T.ws(0)"):]

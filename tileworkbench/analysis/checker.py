@@ -13,7 +13,7 @@ not see:
 
 Errors (definite bugs): ``wait_never_completes`` (found by the simulation; the checker adds its
 ``cause``: ``no_arrivals``, ``own_later_arrive``, ``arrive_count_unreachable``, ``tx_mismatch``,
-``wrong_parity``, ``circular_wait``, or ``may_complete_later``, which is only a warning), ``uninitialized`` (the
+``wrong_parity``, ``circular_wait``, ``block_barrier_first``, or ``may_complete_later``, which is only a warning), ``uninitialized`` (the
 simulation's), ``extra_arrivals``, ``slot_reused_before_wait``, ``tx_mismatch``,
 ``read_before_landed``, ``overwrite_in_use``, ``overwrite_in_flight``. Warnings (suspicious):
 ``store_source_reused``, ``store_unwaited_at_exit``, ``load_never_waited`` and the simulation's
@@ -114,6 +114,7 @@ class Checker(Footprints, DataRules, StatementScan, Diagnosis, BarrierObserver):
         self.blocked: list = []  # (wait event, slot key, waiters, SlotState snapshot)
         self.stuck: set = set()  # slot keys with a deadlocked wait: what follows on them is moot
         self.arrivals: list = []  # (arrive event, slot key, arrivers)
+        self.block_syncs: list = []  # (events before it, line) of every block barrier run
         self.last_wait: dict = {}  # slot key -> the last wait event that returned
         self.carried: dict = {}  # (slot key, phase) -> {slot key: phase the arrivers had seen}
         self._store_loops: dict = {}

@@ -68,6 +68,11 @@ class Diagnosis:
         later = [(e, w) for e, k, w in self.arrivals if k == key and e["seq"] > event["seq"]]
         others = [e for e, w in later if (w & ~who).any()]
         if others:
+            sync = next((line for seq, line in self.block_syncs if event["seq"] < seq <= others[0]["seq"]), None)
+            if sync is not None:
+                return "block_barrier_first", (f"the arrivals it needs{at(others[0]['line'])} come after a block "
+                                               f"barrier{at(sync)} that every thread must reach first, and the "
+                                               "waiting threads reach it only after this wait: a deadlock")
             return "may_complete_later", (f"other threads arrive on it later in program order"
                                           f"{at(others[0]['line'])}; the lockstep simulation cannot tell "
                                           "whether they do so before this wait would need them")

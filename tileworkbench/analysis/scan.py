@@ -37,6 +37,8 @@ class StatementScan:
             for c in s.stmts:
                 self.visit(c, active, frame, line)
         elif isinstance(s, ir.SyncThreads):
+            if s.threads is None:  # where a block barrier stands among the events (the diagnosis)
+                self.block_syncs.append((len(self.sim.events), line))
             self.sync()
         elif isinstance(s, (ir.LetStmt, ir.Assign)):
             self.reads_in(s, s.value, active, frame, line)
@@ -128,9 +130,10 @@ class StatementScan:
                     self.read(stmt, load.buffer, lo, hi, who, frame, line, "a thread")
             return
         what = "the gemm" if "gemm" in name else f"{name}"
-        for load in addresses:  # operands by address (gemm tiles): read to the end of their version
-            if is_shared(load.buffer):
-                lo, hi = self.span(load.buffer, load.indices, None)
+        sizes = _wgmma_operand_elements(name)
+        for i, load in enumerate(addresses):  # operands by address (gemm tiles): read to the end of their version
+            if is_shared(load.buffer):  # (a wgmma's: its M x K or N x K elements, a block of a paneled tile's)
+                lo, hi = self.span(load.buffer, load.indices, sizes[i] if i < len(sizes) else None)
                 self.read(stmt, load.buffer, lo, hi, who, frame, line, what)
 
     def store_elements(self, call, buf) -> int | None:
@@ -150,3 +153,18 @@ class StatementScan:
         self.reads.clear()
         for seen in self.seen.values():
             seen[:] = seen.max()
+
+
+_WGMMA = re.compile(r"^tw::wgmma_gemm_(ss|rs)<(\d+), (\d+), (\d+),")
+
+
+def _wgmma_operand_elements(name: str) -> list:
+    """The elements each shared operand of a ``tw::wgmma_gemm_*`` call reads from its address on
+    (A's M x K and B's N x K for ``ss``, B's for ``rs``: a register A has no address): in a tile
+    stored as 128-byte panels, a block of its columns is that many elements in storage order
+    (``rules.gemm.column_block``); [] for any other call."""
+    m = _WGMMA.match(name)
+    if m is None:
+        return []
+    rows, cols, k = int(m.group(2)), int(m.group(3)), int(m.group(4))
+    return [rows * k, cols * k] if m.group(1) == "ss" else [cols * k]

@@ -59,6 +59,10 @@ class _State:
     # (first, count)}; and the threads of the code being walked now.
     roles: dict = field(default_factory=dict)
     role: tuple | None = None
+    # The mbarriers T.ws scopes before this point in the same run of statements wait on (their
+    # threads may still be waiting here: a block barrier before a scope that arrives on one of them
+    # would never be passed). A loop's own waits are done at its back edge and its exit.
+    awaited: frozenset = frozenset()
 
     def merge(self, other: "_State") -> "_State":
         roles = {k: set(v) for k, v in self.roles.items()}
@@ -67,15 +71,15 @@ class _State:
         parts = {k: list(v) for k, v in self.parts.items()}
         for k, v in other.parts.items():
             parts.setdefault(k, []).extend(v)
-        return _State(parts, roles, self.role)
+        return _State(parts, roles, self.role, self.awaited)
 
     def copy(self) -> "_State":
         return _State({k: list(v) for k, v in self.parts.items()}, {k: set(v) for k, v in self.roles.items()},
-                      self.role)
+                      self.role, self.awaited)
 
     def cleared(self) -> "_State":
-        """After a barrier of the threads being walked."""
-        return _State(role=self.role)
+        """After a barrier of the threads being walked (a block barrier: every wait before it is done)."""
+        return _State(role=self.role, awaited=self.awaited if self.role is not None else frozenset())
 
     def note(self, acc: "_Accesses"):
         for key, parts in acc.parts.items():
@@ -87,7 +91,7 @@ class _State:
         """The accesses to the buffers some threads satisfying ``who(role)`` made."""
         names = {k for k, v in self.roles.items() if any(who(r) for r in v)}
         return _State({k: list(v) for k, v in self.parts.items() if k[1] in names},
-                      {k: set(self.roles[k]) for k in names}, self.role)
+                      {k: set(self.roles[k]) for k in names}, self.role, self.awaited)
 
     def without_parts_using(self, bound: set) -> "_State":
         """The state with every first index that uses a variable of ``bound`` (bound inside a loop
@@ -254,9 +258,9 @@ def _hazard(acc: _Accesses, state: _State) -> bool:
     return False
 
 
-def _without(state: _State, names: set) -> _State:
+def _without(state: _State, names: set, awaited: frozenset = frozenset()) -> _State:
     return _State({k: list(v) for k, v in state.parts.items() if k[1] not in names},
-                  {k: set(v) for k, v in state.roles.items() if k not in names}, state.role)
+                  {k: set(v) for k, v in state.roles.items() if k not in names}, state.role, awaited)
 
 
 def _bound_inside(loop) -> set:
@@ -388,11 +392,16 @@ def _while(s: ir.While, state: _State, variance: Variance, out: list) -> _State:
 def _thread_scope(s: ir.ThreadScope, state: _State, variance: Variance, out: list) -> _State:
     """``with T.ws(...)``: hazards among its own threads get a barrier of theirs inside it; what
     the whole block did before it gets a block barrier before it; what other scopes did is ordered
-    by the user's mbarriers when the scope waits on one (the barrier checker verifies that
-    protocol), else by a block barrier before it too. Every access the scope made counts after it
-    for the other threads, those its own barriers ordered included (they order its threads only)."""
+    by the user's mbarriers when the scope waits on one, or arrives on one a scope before it in the
+    same run waits on (the barrier checker verifies that protocol; a block barrier there would
+    never be passed by the threads waiting for this scope's arrivals: FlashMLA's producer, written
+    after its consumers, loads and arrives), else by a block barrier before it too. Every access
+    the scope made counts after it for the other threads, those its own barriers ordered included
+    (they order its threads only)."""
     role = (s.first, s.count)
-    trusts_mbarriers = bool(collect(s.body, ir.BarrierWait))
+    waits = frozenset(w.barrier.buffer for w in collect(s.body, ir.BarrierWait))
+    arrivals = {a.barrier.buffer for a in collect(s.body, ir.BarrierArrive)}
+    trusts_mbarriers = bool(waits) or bool(arrivals & state.awaited)
     before = state.by(lambda r: r is None or (r != role and not trusts_mbarriers))
     if _hazard(_accesses(s, variance), before):
         _sync(out)
@@ -406,7 +415,9 @@ def _thread_scope(s: ir.ThreadScope, state: _State, variance: Variance, out: lis
     # (another scope's, or the whole block's after it) each of them is still unordered.
     ordered_within = _State(role=("ordered within", role))
     ordered_within.note(_accesses(s, variance))
-    return state.merge(ordered_within).merge(end)
+    after = state.merge(ordered_within).merge(end)
+    after.awaited = state.awaited | waits
+    return after
 
 
 def _loads_tiles(stmt) -> bool:
@@ -454,7 +465,7 @@ def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
             end = end.without_parts_using(bound)
             inside = _syncs(body)
             if inside:  # would nothing from before the loop need fewer? (a third walk only then)
-                carried, carried_end = _block(s.body, _without(end, own), variance)
+                carried, carried_end = _block(s.body, _without(end, own, state.awaited), variance)
                 if _syncs(carried) < inside:
                     # Only what came before the loop needs this one: a sync before it, not one per iteration.
                     _sync(out)
