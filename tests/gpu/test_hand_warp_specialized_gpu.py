@@ -33,3 +33,18 @@ def test_chained_wgmma_gemms_on_column_blocks_match_float64(torch):
     tw.compile(_scores_with(""))(q, k, s)
     want = torch.einsum("md,tnd->tmn", q.double(), k.double())
     torch.testing.assert_close(s.double(), want, rtol=1e-3, atol=1e-3)
+
+
+def test_blocks_in_turn_match_float64(torch):
+    """Column blocks at a T.unroll variable, clear_accum=(j == 0), register-A P @ V in a scope."""
+    from tilelang_compat.test_hand_warp_specialized import blocks_in_turn
+
+    q = torch.randn(ROWS, WIDE, device="cuda", dtype=torch.float16)
+    k = torch.randn(BLOCK, WIDE, device="cuda", dtype=torch.float16)
+    v = torch.randn(BLOCK, DIM, device="cuda", dtype=torch.float16)
+    s = torch.zeros(ROWS, BLOCK, device="cuda")
+    o = torch.zeros(ROWS, DIM, device="cuda")
+    tw.compile(blocks_in_turn())(q, k, v, s, o)
+    want = q.double() @ k.double().T
+    torch.testing.assert_close(s.double(), want, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(o.double(), want.float().half().double() @ v.double(), rtol=1e-3, atol=2e-2)

@@ -101,7 +101,8 @@ class TileOps:
         acc = {"float64": np.float64, "int32": np.int64}.get(s.c.buffer.dtype.name, np.float32)  # int8: exact sums
         c = _matrix(loaded(self.b.read(s.c), s.c.buffer.dtype)).astype(acc)
         product = a.astype(acc) @ bm.astype(acc)
-        self.b.write(s.c, product if s.clear_accum else c + product)
+        clears = s.clear_accum if isinstance(s.clear_accum, bool) else bool(np.all(evaluate(s.clear_accum, self.b)))
+        self.b.write(s.c, product if clears else c + product)
         return
         yield
 

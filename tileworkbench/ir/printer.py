@@ -177,9 +177,10 @@ class _Printer:
         self.emit(d, f"T.fill({region_text(s.dst)}, {expr_text(s.value)})")
 
     def p_Gemm(self, s, d):
+        clear = s.clear_accum if isinstance(s.clear_accum, bool) else expr_text(s.clear_accum)
         flags = "".join(
-            f", {k}=True" for k, v in (("transpose_A", s.trans_a), ("transpose_B", s.trans_b),
-                                        ("clear_accum", s.clear_accum)) if v
+            f", {k}={v}" for k, v in (("transpose_A", s.trans_a), ("transpose_B", s.trans_b),
+                                       ("clear_accum", clear)) if v
         ) + (f", in_flight={s.in_flight}" if s.in_flight else "")
         op = "T.wgmma_gemm" if s.in_flight is None else "T.gemm"  # left running for T.wait_wgmma
         self.emit(d, f"{op}({region_text(s.a)}, {region_text(s.b)}, {region_text(s.c)}{flags})")

@@ -262,7 +262,7 @@ class Gemm(Stmt):
     c: Region
     trans_a: bool = False
     trans_b: bool = False
-    clear_accum: bool = False
+    clear_accum: bool | Expr = False  # an expression: cleared where it holds (clear_accum=(j == 0))
     # wgmma groups each thread may leave running when the gemm returns (warp specialisation's
     # consumer releases a stage one iteration later and waits for the last group itself); None:
     # its own group too, which the program waits for (``T.wgmma_gemm``, ``T.wait_wgmma``).
@@ -271,6 +271,14 @@ class Gemm(Stmt):
     # ``passes.gemm_rules.WgmmaPlan``, or None for mma.sync (and before that pass runs).
     plan: Any = None
     loc: SourceLocation | None = _loc()
+
+    @property
+    def always_clears(self) -> bool:
+        return self.clear_accum is True
+
+    @property
+    def may_clear(self) -> bool:
+        return self.clear_accum is not False
 
 
 @dataclass(eq=False, repr=False)

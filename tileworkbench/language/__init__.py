@@ -133,7 +133,7 @@ from .debug import print  # noqa: A004 - TileLang's T.print
 from .random import rng_init, rng_rand, rng_rand_float
 from .signature import const, dynamic, empty, symbolic
 from .thread_copies import access_ptr, cp_async_barrier_noinc, ptx_cp_async
-from .sync import (barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, ptx_commit_group, ptx_wait_group,
+from .sync import (barrier_arrive, fence_proxy_async, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, ptx_commit_group, ptx_wait_group,
                    sync_threads, tma_store_wait)
 from .tile_ops import (
     GemmWarpPolicy,
@@ -347,6 +347,7 @@ __all__ = [
     "mbarrier_wait_parity",
     "ptx_commit_group",
     "ptx_wait_group",
+    "fence_proxy_async",
     "ptx_cp_async",
     "access_ptr",
     "cp_async_barrier_noinc",

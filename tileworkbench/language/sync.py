@@ -78,3 +78,10 @@ def ptx_wait_group(num=0):
     """TileLang's ``cp.async.wait_group num``: waits until at most ``num`` groups of copies are in
     flight. None is here (``ptx_commit_group``): taken (``num`` a constant from 0), nothing emitted."""
     _b.constant_int(num, "T.ptx_wait_group: num", low=0)
+
+
+def fence_proxy_async():
+    """``fence.proxy.async``: the threads' writes to shared memory before it are seen by wgmma and
+    TMA (the async proxy) after it. The compiler puts one where its own passes need it; a program
+    that hands a tile its threads wrote to another warpgroup's wgmma (FlashMLA's) fences itself."""
+    _b.current().emit(ir.Evaluate(ir.Call("tw::fence_proxy_async", ())))

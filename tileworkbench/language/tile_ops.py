@@ -13,6 +13,7 @@ from ..frontend.builder import error
 from ..frontend.fragment_views import fragment_view
 from ..frontend.regions import as_barrier, as_region, laid_out, resolve_regions, unit_dropped
 from ..ir import nodes as ir
+from ..ir.visitor import collect
 from .global_layouts import copy_elementwise
 
 _py_bool = _builtins.bool
@@ -168,6 +169,8 @@ def _gemm_node(A, B, C, transpose_A, transpose_B, clear_accum, what: str) -> ir.
         elif not r.is_full and _one_stage_columns(r):
             # columns of one stage of a ring (FlashMLA's KV_shared[stage, :, :256]): read in place
             r.buffer.attrs["versions"] = r.buffer.static_shape()[0]
+        elif not r.is_full and _columns_from(r):
+            pass  # columns from a loop's variable (Q_shared_l[:, j * 64:(j + 1) * 64]): read in place
         elif not r.is_full:
             raise error(f"{what} {n} must be a whole shared tile, one whole 2-D stage of a stack of them "
                         f"(A_shared[k % 2, :, :]) or a block of a tile's or a stage's columns (Q_shared[:, :512], "
@@ -197,7 +200,19 @@ def _gemm_node(A, B, C, transpose_A, transpose_B, clear_accum, what: str) -> ir.
         raise error(f"{what}: shapes do not agree: A is {m}x{ka}, B is {kb}x{n}, C is {mc}x{nc}")
     if a.buffer.dtype != b.buffer.dtype:
         raise error(f"{what}: A and B must have one dtype ({a.buffer.dtype} vs {b.buffer.dtype})")
-    return ir.Gemm(a, b, c, _py_bool(transpose_A), _py_bool(transpose_B), _py_bool(clear_accum))
+    return ir.Gemm(a, b, c, _py_bool(transpose_A), _py_bool(transpose_B), _clears(clear_accum, what))
+
+
+def _clears(clear_accum, what: str):
+    """``clear_accum`` as a gemm holds it: a bool, or a kernel condition every thread decides alike
+    (``clear_accum=(j == 0)`` in a loop over ``j``: the accumulator cleared where it holds)."""
+    if not isinstance(clear_accum, ir.Expr):
+        return _py_bool(clear_accum)
+    launch = _b.current().launch
+    if launch is not None and any(v is launch.thread_var for v in collect(clear_accum, ir.Var)):
+        raise error(f"{what}: clear_accum={ir.describe(clear_accum)} depends on the thread; the threads "
+                    "clear the accumulator together, so the condition must be one for the whole gemm")
+    return clear_accum if clear_accum.dtype.name == "bool" else ir.cmp("!=", clear_accum, 0)
 
 
 def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, k_pack=1):  # noqa: N803
@@ -338,14 +353,23 @@ cummax = _scan("max")
 
 
 def _one_stage_columns(r) -> _py_bool:
-    """``KV_shared[stage, :, :256]``: a constant block of the columns of one whole stage of a 3-D
-    stack of tiles (wgmma reads it where it stands: ``rules.gemm.column_block``)."""
+    """``KV_shared[stage, :, :256]``: a constant number of the columns of one whole stage of a 3-D
+    stack of tiles (wgmma reads them where they stand: ``rules.gemm.column_block``)."""
     shape = r.buffer.static_shape()
     extents = r.static_extents()
     if shape is None or extents is None or len(shape) != 3:
         return False
-    return extents[0] == 1 and extents[1] == shape[1] and ir.const_int(r.starts[1]) == 0 and \
-        ir.const_int(r.starts[2]) is not None
+    return extents[0] == 1 and extents[1] == shape[1] and ir.const_int(r.starts[1]) == 0
+
+
+def _columns_from(r) -> _py_bool:
+    """``Q_shared_l[:, j * 64:(j + 1) * 64]``: a constant number of a 2-D tile's columns from a
+    column the program computes (whether wgmma can read them in place, whole 128-byte panels, is
+    ``rules.gemm.column_block``'s to say)."""
+    shape = r.buffer.static_shape()
+    extents = r.static_extents()
+    return shape is not None and extents is not None and len(shape) == 2 and extents[0] == shape[0] and \
+        ir.const_int(r.starts[0]) == 0
 
 
 def _one_stage_of(r) -> _py_bool:

@@ -194,9 +194,10 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
         """``template(A tile, B tile, accumulator, thread)``, after zeroing C for clear_accum."""
         a, b, c = node.a, node.b, node.c
         out = []
-        if node.clear_accum:
+        if node.may_clear:
             zero = ir.const(0.0) if c.buffer.dtype.is_float else ir.const(0)  # int32 for int8 tiles
-            out.append(self.visit_Fill(ir.Fill(ir.Region.full(c.buffer), zero, loc=node.loc)))
+            clear = self.visit_Fill(ir.Fill(ir.Region.full(c.buffer), zero, loc=node.loc))
+            out.append(clear if node.always_clears else ir.IfThenElse(node.clear_accum, clear, loc=node.loc))
         a_arg = ir.Raw(a.buffer.name) if a.buffer.scope == "fragment" else address_of(a.buffer, a.starts)
         out.append(call(template, a_arg, address_of(b.buffer, b.starts), ir.Raw(c.buffer.name), self.tid))
         return ir.seq(out)

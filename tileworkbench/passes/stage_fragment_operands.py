@@ -44,12 +44,14 @@ from ..ir.visitor import IRMutator, buffer_roles, buffers_written, collect
 from .rules import gemm as gemm_rules
 from .rules.fragments import parallel_nest
 from .rules.staging import SharedStandIns, copied_in_before
+from .rules.thread_scopes import threads_of
 from .manager import register
 
 
 class _Stage(IRMutator):
     def __init__(self, func: ir.PrimFunc, ctx):
         self.func, self.threads, self.ctx = func, func.launch.threads, ctx
+        self.gemm_threads, _ = threads_of(func)  # a gemm in an `if tx < 128:` scope runs on 128 threads
         self.stand_ins = SharedStandIns(func)  # fragment -> its shared tile
         self.forwarded: set = set()  # fragments a gemm no longer reads (it reads their source tile)
 
@@ -79,8 +81,8 @@ class _Stage(IRMutator):
         copies = []
         for operand in ("b", "a"):
             region = getattr(node, operand)
-            if region.buffer.scope != "fragment" or (operand == "a" and gemm_rules.register_a(node, self.threads,
-                                                                                                self.ctx)):
+            threads = self.gemm_threads.get(id(node), self.threads)
+            if region.buffer.scope != "fragment" or (operand == "a" and gemm_rules.register_a(node, threads, self.ctx)):
                 continue
             source = copied_from.get(region.buffer)
             if source is not None:
@@ -99,7 +101,8 @@ class _Stage(IRMutator):
         tile = self.stand_ins.tile(fragment)
         if not announced:
             why = ("and gemms read B from shared memory" if operand == "b" else
-                   f"that register-A wgmma cannot read here ({gemm_rules.why_not_register_a(node, self.threads, self.ctx)})")
+                   f"that register-A wgmma cannot read here "
+                   f"({gemm_rules.why_not_register_a(node, self.gemm_threads.get(id(node), self.threads), self.ctx)})")
             line = node.loc.line if node.loc is not None else self.func.source_line
             warnings.warn_explicit(TileworkbenchWarning(
                 f"T.gemm: {operand.upper()} ({fragment.name}) is a fragment {why}; it is copied into a "

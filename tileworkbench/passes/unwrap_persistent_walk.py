@@ -44,7 +44,7 @@ def _reads(stmt) -> list:
     if isinstance(stmt, ir.Fill):
         return _loads(stmt)
     if isinstance(stmt, ir.Gemm):
-        return [stmt.a.buffer, stmt.b.buffer] + ([] if stmt.clear_accum else [stmt.c.buffer]) + _loads(stmt)
+        return [stmt.a.buffer, stmt.b.buffer] + ([] if stmt.always_clears else [stmt.c.buffer]) + _loads(stmt)
     if isinstance(stmt, ir.Reduce):
         return [stmt.src] + ([] if stmt.clear else [stmt.dst]) + _loads(stmt)
     if isinstance(stmt, (ir.BufferStore, ir.Assign, ir.LetStmt)):
@@ -56,7 +56,7 @@ def _written_whole(stmt) -> list:
     """The buffers a leaf statement writes in full (so nothing of their earlier value survives it)."""
     if isinstance(stmt, (ir.Copy, ir.Fill, ir.Im2Col)) and stmt.dst.is_full:
         return [stmt.dst.buffer]
-    if isinstance(stmt, ir.Gemm) and stmt.clear_accum and stmt.c.is_full:
+    if isinstance(stmt, ir.Gemm) and stmt.always_clears and stmt.c.is_full:
         return [stmt.c.buffer]
     if isinstance(stmt, ir.Reduce) and stmt.clear:
         return [stmt.dst]

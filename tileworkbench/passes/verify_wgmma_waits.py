@@ -8,8 +8,10 @@ Guarantees: the same IR (this pass never changes it). A ``T.wgmma_gemm`` (``ir.G
 and write nothing of its accumulator (its registers are still being written: a read sees a
 partial sum, a write is lost or lands in the sum; a fill of them, ``clear_accum``, is one too) and
 write nothing of its A or B; another ``T.wgmma_gemm`` into the same accumulator may follow (wgmma
-groups on one accumulator run in order). Checked in program order per thread: a loop's body twice
-(what an iteration leaves running meets the next one's statements), both sides of a branch,
+groups on one accumulator run in order). Checked in program order per thread: a loop of a few
+constant iterations an iteration at a time (so ``clear_accum=(j == 0)`` is known in each), any
+other loop's body twice (what an iteration leaves running meets the next one's statements), both
+sides of a branch,
 each thread scope on its own (other threads' groups are theirs). What the other threads do to the
 tiles while a group runs (a ``T.barrier_arrive`` that hands a tile to a producer before the wait)
 is the program's mbarriers' to order and is not checked here.
@@ -19,7 +21,8 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.visitor import collect
+from ..ir.simplify import simplify
+from ..ir.visitor import collect, substitute
 from .manager import register
 
 _NESTED = (ir.SeqStmt, ir.For, ir.While, ir.IfThenElse, ir.ThreadScope)
@@ -46,7 +49,18 @@ def _line(node) -> str:
 
 
 class _Groups:
-    """Walks statements with the wgmma groups each point leaves running (oldest first)."""
+    """Walks statements with the wgmma groups each point leaves running (oldest first); ``env``
+    holds the values of the short loops' variables around (walked an iteration at a time)."""
+
+    def __init__(self):
+        self.env: dict = {}
+
+    def clears(self, gemm: ir.Gemm) -> bool | None:
+        """Whether the gemm clears its accumulator here (None: not known)."""
+        if isinstance(gemm.clear_accum, bool):
+            return gemm.clear_accum
+        value = ir.const_int(simplify(substitute(gemm.clear_accum, self.env)))
+        return None if value is None else bool(value)
 
     def run(self, stmt, running: list) -> list:
         if stmt is None:
@@ -54,6 +68,13 @@ class _Groups:
         if isinstance(stmt, ir.SeqStmt):
             for s in stmt.stmts:
                 running = self.run(s, running)
+            return running
+        if isinstance(stmt, ir.For) and _short(stmt):  # each iteration with its value (T.unroll's)
+            start, extent = ir.const_int(stmt.start), ir.const_int(stmt.extent)
+            for value in range(start, start + extent):
+                self.env[stmt.var] = ir.const(value)
+                running = self.run(stmt.body, running)
+            self.env.pop(stmt.var, None)
             return running
         if isinstance(stmt, (ir.For, ir.While)):
             once = self.run(stmt.body, running)
@@ -73,7 +94,7 @@ class _Groups:
                 return running[len(running) - n:] if n else []
         if isinstance(stmt, ir.Gemm) and stmt.in_flight is None:
             for g in running:
-                if g.c.buffer is stmt.c.buffer and not stmt.clear_accum:
+                if g.c.buffer is stmt.c.buffer and self.clears(stmt) is False:
                     continue  # accumulating in turn: wgmma groups on one accumulator run in order
                 self.check(stmt, g, {stmt.a.buffer, stmt.b.buffer, stmt.c.buffer}, {stmt.c.buffer})
             return running + [stmt]
@@ -95,6 +116,14 @@ class _Groups:
             raise CompileError(
                 f"this writes {hit.name}, which the T.wgmma_gemm at {_line(g)} reads and may still be reading "
                 f"here: wait for it first (T.wait_wgmma)", stmt.loc)
+
+
+SHORT_LOOP = 16  # loops of at most this many iterations are walked an iteration at a time
+
+
+def _short(loop: ir.For) -> bool:
+    start, extent = ir.const_int(loop.start), ir.const_int(loop.extent)
+    return start is not None and extent is not None and extent <= SHORT_LOOP
 
 
 def _merged(a: list, b: list) -> list:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import nodes as ir
+from ...ir.simplify import is_multiple_of
 from ...ir.records import WGMMA_K_MAJOR_ONLY, WgmmaPlan, wgmma_k
 from ...target import PassConfigKey
 from . import tma as tma_rules
@@ -131,22 +132,27 @@ def _plan_of(gemm: ir.Gemm, m: int, n: int, k: int, warpgroups: int, a_registers
     return _plan(gemm, m, n, k, warpgroups, a_registers, rows)
 
 
-def column_block(region: ir.Region) -> tuple[int, int] | None:
-    """(first, count) of the columns a gemm operand reads where they are a constant block short of
-    its tile's row (``Q_shared[:, 256:512]``, ``KV_shared[stage, :, :256]``: the region whole along
-    the tile's rows, one stage of a stack); else None (the whole row, or not such a block)."""
+def column_block(region: ir.Region) -> tuple | None:
+    """(first, count) of the columns a gemm operand reads where they are a constant number short
+    of its tile's row (``Q_shared[:, 256:512]``, ``KV_shared[stage, :, :256]``, ``Q_shared_l[:, j *
+    64:(j + 1) * 64]``: the region whole along the tile's rows, one stage of a stack; ``first`` an
+    int or an expression); else None (the whole row)."""
     row = _tile_shape(region.buffer)[-1]
-    first, count = ir.const_int(region.starts[-1]), ir.const_int(region.extents[-1])
-    if first is None or count is None or count == row:
+    count = ir.const_int(region.extents[-1])
+    if count is None or count == row:
         return None
-    return first, count
+    first = region.starts[-1]
+    return (ir.const_int(first) if ir.const_int(first) is not None else first), count
 
 
-def _whole_panels(block: tuple[int, int], row: int, elem_bytes: int) -> bool:
+def _whole_panels(block: tuple, row: int, elem_bytes: int) -> bool:
     """The block of columns is whole 128-byte panels of a K-major tile stored in panels: what a
-    wgmma descriptor can start at (a panel) and walk (whole panels along K)."""
+    wgmma descriptor can start at (a panel) and walk (whole panels along K); a first column the
+    program computes must be a multiple of a panel whatever its values."""
     panel = 128 // elem_bytes
-    return row * elem_bytes > 128 and row % panel == 0 and block[0] % panel == 0 and block[1] % panel == 0
+    first = block[0] if isinstance(block[0], int) else None
+    aligned = first % panel == 0 if first is not None else is_multiple_of(block[0], panel)
+    return row * elem_bytes > 128 and row % panel == 0 and aligned and block[1] % panel == 0
 
 
 def _in_chunks(plan: WgmmaPlan | None, n: int) -> WgmmaPlan | None:

@@ -246,7 +246,7 @@ def overlap_plan(work: list, loaded: set, threads: int) -> OverlapPlan | None:
     if len(positions) != 2 or positions[1] != len(work) - 1:
         return None
     first, second = work[positions[0]], work[positions[1]]
-    if second.clear_accum or second.a.buffer.scope != "fragment" or second.c.buffer.scope != "fragment":
+    if second.may_clear or second.a.buffer.scope != "fragment" or second.c.buffer.scope != "fragment":
         return None
     live = sum(_registers(b, threads) for b in (first.c.buffer, second.a.buffer, second.c.buffer))
     if live + OVERLAP_REGISTER_MARGIN > consumer_registers(threads):
