@@ -3,11 +3,12 @@
 ``T.set_max_nreg``), each file run under TileLang 0.1.15 and, unchanged, under tileworkbench, in
 one process on the same inputs.
 
-``FOLDER`` holds TileLang's ``examples`` (``deepseek_mla/example_mla_decode_ws.py`` and
-``deepseek_v32/sparse_mla_fwd_pipelined.py`` with its ``utils.py``). Each file is loaded twice
+``FOLDER`` holds TileLang's ``examples`` (``deepseek_mla/example_mla_decode_ws.py``,
+``deepseek_v32/sparse_mla_fwd_pipelined.py`` with its ``utils.py`` and
+``warp_specialize/example_warp_specialize_flashmla.py``). Each file is loaded twice
 (TileLang's, then with every ``tilelang`` import answered by tileworkbench); both outputs are checked against the file's torch reference,
 then both timed in 3 alternating rounds of ``profiler.do_bench`` (median ms). ``--only NAME`` runs
-one of ``mla_decode_ws``, ``sparse_mla_pipelined``; ``--ours-only`` leaves TileLang out.
+one of ``mla_decode_ws``, ``sparse_mla_pipelined``, ``flashmla_ws``; ``--ours-only`` leaves TileLang out.
 
     PYTHONPATH=.:/path/to/tilelang-site python3 scripts/experiments/hand_ws_side_by_side.py FOLDER
 """
@@ -24,6 +25,7 @@ import sys
 from pathlib import Path
 
 ROUNDS = 3
+TOLERANCE = 1e-2  # of the reference's largest magnitude (at least 1): 16-bit outputs
 
 
 class _AsTileworkbench(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -64,9 +66,8 @@ def load(path: Path, name: str, ours: bool):
             sys.modules.update(theirs)
 
 
-def mla_decode_ws(torch, m, batch=132, heads=128, ctx=8192, dim=512, pe=64):
-    """(call, reference, FLOPs) of the MLA decode kernel at the file's own sizes (one split)."""
-    kernel = m.flashattn(batch, heads, 1, ctx, dim, pe, 64, 64, 1, (dim + pe) ** -0.5)
+def _decode_inputs(torch, batch, heads, ctx, dim, pe):
+    """The MLA decode kernels' arguments (one split) and their FLOPs."""
     torch.manual_seed(0)
     q = torch.randn(batch, heads, dim, dtype=torch.float16, device="cuda")
     q_pe = torch.randn(batch, heads, pe, dtype=torch.float16, device="cuda")
@@ -74,8 +75,21 @@ def mla_decode_ws(torch, m, batch=132, heads=128, ctx=8192, dim=512, pe=64):
     k_pe = torch.randn(batch, ctx, 1, pe, dtype=torch.float16, device="cuda")
     glse = torch.empty(batch, heads, 1, dtype=torch.float16, device="cuda")
     partial = torch.empty(batch, heads, 1, dim, dtype=torch.float16, device="cuda")
-    args = (q, q_pe, kv, k_pe, glse, partial)
     flops = 2 * batch * heads * ctx * (dim + pe) + 2 * batch * heads * ctx * dim
+    return (q, q_pe, kv, k_pe, glse, partial), flops
+
+
+def mla_decode_ws(torch, m, batch=132, heads=128, ctx=8192, dim=512, pe=64):
+    """(call, reference, FLOPs) of the MLA decode kernel at the file's own sizes (one split)."""
+    kernel = m.flashattn(batch, heads, 1, ctx, dim, pe, 64, 64, 1, (dim + pe) ** -0.5)
+    args, flops = _decode_inputs(torch, batch, heads, ctx, dim, pe)
+    return (lambda: kernel(*args)), (lambda: m.ref_program(*args)), flops
+
+
+def flashmla_ws(torch, m, batch=1, heads=64, ctx=1024, dim=512, pe=64):
+    """(call, reference, FLOPs) of the warp-specialised FlashMLA example at the file's own sizes."""
+    kernel = m.flashattn(batch, heads, 1, ctx, dim, pe, 64, 64, 1)
+    args, flops = _decode_inputs(torch, batch, heads, ctx, dim, pe)
     return (lambda: kernel(*args)), (lambda: m.ref_program(*args)), flops
 
 
@@ -96,7 +110,8 @@ def sparse_mla_pipelined(torch, m, S=1024, SKV=8192, H=128, topk=2048, start=102
 
 
 CASES = {"mla_decode_ws": ("deepseek_mla/example_mla_decode_ws.py", mla_decode_ws),
-         "sparse_mla_pipelined": ("deepseek_v32/sparse_mla_fwd_pipelined.py", sparse_mla_pipelined)}
+         "sparse_mla_pipelined": ("deepseek_v32/sparse_mla_fwd_pipelined.py", sparse_mla_pipelined),
+         "flashmla_ws": ("warp_specialize/example_warp_specialize_flashmla.py", flashmla_ws)}
 
 
 def main() -> int:
@@ -124,8 +139,9 @@ def main() -> int:
             out, want = call().float(), reference().float()
             err = (out - want).abs().max().item()
             bad = (~torch.isfinite(out)).sum().item()
-            print(f"{name} {who}: largest error {err:.3g} (reference up to {want.abs().max().item():.3g}), "
-                  f"{bad} non-finite")
+            scale = want.abs().max().item()
+            verdict = "ok" if bad == 0 and err <= TOLERANCE * max(1.0, scale) else "WRONG"
+            print(f"{name} {who}: {verdict}: largest error {err:.3g} (reference up to {scale:.3g}), {bad} non-finite")
             calls[who] = call
         times = {who: [] for who in calls}
         for _ in range(ROUNDS):
