@@ -3,7 +3,8 @@ block's threads) at random block sizes, scope sizes and lengths, on both CPU int
 numpy, every fourth kernel compiled by NVRTC for sm_90a. The forms: a fill and copy of a shared tile,
 a ``T.Parallel`` loop, a fragment reduced in the scope, a shared scan ordered by the scope's named
 barrier (``T.sync_threads(id, C)``), and an ``if``/``else`` whose branches do different tile work
-(``tx < C``, and ``tx >= C``: the last threads' scope first);
+(``tx < C``, and ``tx >= C``: the last threads' scope first), an ``if``/``elif``/``else`` chain of
+three scopes (``elif tx >= C and tx < C + 32``, as FlashMLA writes it);
 and tile work under a condition that is no whole warps (``tx < C - 16``), which must be refused. Each kernel compiles and matches, or is refused with a CompileError; a wrong number, an
 internal error or any other exception is counted as a bug (and printed).
 
@@ -25,7 +26,7 @@ from tileworkbench.interpreter.threads import run_at_thread_level
 
 from _sweep import outcome, sweep
 
-FORMS = ("fill_copy", "parallel", "reduce", "scan", "if_else", "at_least", "part_of_warp")
+FORMS = ("fill_copy", "parallel", "reduce", "scan", "if_else", "at_least", "chain", "part_of_warp")
 
 
 def kernel(form: str, threads: int, C: int, N: int):
@@ -121,12 +122,29 @@ def kernel(form: str, threads: int, C: int, N: int):
             f[i] = f[i] * f[i]
         T.copy(f, Z)
 
+    C2 = C + 32  # the chain's second branch: the next warp, where the block has one more after it
+
     @T.prim_func
     def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32"), Z: T.Tensor((N,), "float32")):
         with T.Kernel(1, threads=threads):
             xs = T.alloc_shared((N,), "float32")
             T.copy(X, xs)
-            if form == "at_least":  # `if tx >= C:` the last threads' scope, its `else` the first C
+            if form == "chain":  # FlashMLA's if / elif / else on the thread index: three scopes
+                tx = T.get_thread_binding()
+                spare = T.alloc_shared((N,), "float32")
+                if C2 < threads:
+                    if tx < C:
+                        halves(xs, Y)
+                    elif tx >= C and tx < C2:
+                        squares(xs, Z)
+                    else:
+                        T.fill(spare, 1.0)
+                else:
+                    if tx < C:
+                        halves(xs, Y)
+                    elif tx >= C:
+                        squares(xs, Z)
+            elif form == "at_least":  # `if tx >= C:` the last threads' scope, its `else` the first C
                 if T.get_thread_binding() >= C:
                     squares(xs, Z)
                 else:

@@ -1,5 +1,6 @@
 """Property: ``if tx < C:`` thread scopes (fills and copies, ``T.Parallel`` loops, reductions, a scan
-ordered by the scope's named barrier, an ``if``/``else``, ``if tx >= C``) at random block and scope sizes match numpy
+ordered by the scope's named barrier, an ``if``/``else``, ``if tx >= C``, an ``if``/``elif``/``else``
+chain) at random block and scope sizes match numpy
 on both CPU interpreters, and tile work under a condition of part of a warp is refused; never a
 wrong number or an internal error. A slice of ``scripts/experiments/thread_scope_forms.py``."""
 
@@ -12,7 +13,8 @@ from .harness import experiment, swept
 SWEEP = experiment("thread_scope_forms")
 # twelve draws, and forms they may leave out (a T.Parallel loop in the scope; an if/else; tx >= C)
 DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(12)] + [("parallel", 160, 96, 256), ("if_else", 96, 32, 64),
-                                                                   ("at_least", 256, 128, 128)]
+                                                                   ("at_least", 256, 128, 128),
+                                                                   ("chain", 384, 128, 256), ("chain", 96, 64, 64)]
 
 
 @pytest.mark.parametrize("config", DRAWS, ids=lambda c: "-".join(map(str, c)))
