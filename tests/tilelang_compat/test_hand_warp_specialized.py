@@ -289,3 +289,31 @@ def test_a_block_barrier_before_the_arrivals_a_scope_waits_for_is_a_deadlock():
         tw.lower(blocks_in_turn(barrier_between=True), target="sm_90a")
     code = tw.lower(blocks_in_turn(), target="sm_90a").kernel_source.split('extern "C"')[1]
     assert "__syncthreads" not in code[code.index("// T.ws(0)"):]
+
+
+def test_a_group_left_running_by_each_of_many_iterations_counts_as_many():
+    """A long loop issues one T.wgmma_gemm an iteration and waits for all but one: after the loop,
+    T.wait_wgmma(1) leaves the last iteration's group running, so reading its accumulator is
+    refused; T.wait_wgmma(0) would let it."""
+
+    def scores(wait: int):
+        @T.prim_func
+        def main(Q: T.Tensor((ROWS, DIM), F16), K: T.Tensor((BLOCK, DIM), F16), S: T.Tensor((ROWS, BLOCK), F32)):
+            with T.Kernel(1, threads=128):
+                q_shared = T.alloc_shared((ROWS, DIM), F16)
+                k_shared = T.alloc_shared((BLOCK, DIM), F16)
+                acc = T.alloc_fragment((ROWS, BLOCK), F32)
+                T.copy(Q, q_shared)
+                T.copy(K, k_shared)
+                T.clear(acc)
+                for t in T.serial(40):
+                    T.wgmma_gemm(q_shared, k_shared, acc, transpose_B=True)
+                    T.wait_wgmma(1)
+                T.wait_wgmma(wait)
+                T.copy(acc, S)
+
+        return main
+
+    tw.lower(scores(0), target="cuda")
+    with pytest.raises(CompileError, match="acc is the accumulator of the T.wgmma_gemm at line"):
+        tw.lower(scores(1), target="cuda")

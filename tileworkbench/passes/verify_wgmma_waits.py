@@ -128,8 +128,10 @@ def _short(loop: ir.For) -> bool:
 
 def _merged(a: list, b: list) -> list:
     """The groups either path may leave running, in an order no ``T.wait_wgmma`` can retire one
-    too early by: the other path's groups count as the latest."""
-    return a + [g for g in b if all(g is not x for x in a)]
+    too early by: the longer path's (one gemm issued in two iterations is two groups), then the
+    other path's groups it lacks, counted as the latest."""
+    longer, other = (a, b) if len(a) >= len(b) else (b, a)
+    return longer + [g for g in other if all(g is not x for x in longer)]
 
 
 @register("verify_wgmma_waits", "tile")
