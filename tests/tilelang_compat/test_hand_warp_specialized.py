@@ -7,6 +7,8 @@ tile-level interpreter against numpy (the thread-level one does not run wgmma) a
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -317,3 +319,47 @@ def test_a_group_left_running_by_each_of_many_iterations_counts_as_many():
     tw.lower(scores(0), target="cuda")
     with pytest.raises(CompileError, match="acc is the accumulator of the T.wgmma_gemm at line"):
         tw.lower(scores(1), target="cuda")
+
+
+def handed_on(arrive_first: bool = False):
+    """Warpgroup 1 loads K with TMA, waits for it, and hands it to warpgroup 0 through a barrier of
+    its own; warpgroup 0 never waits on the load's barrier (FlashMLA's consumers so). With
+    ``arrive_first`` warpgroup 1 hands it on before waiting for the load: a race."""
+
+    @T.prim_func
+    def main(K: T.Tensor((BLOCK, DIM), F16), Out: T.Tensor((BLOCK, DIM), F16)):
+        with T.Kernel(1, threads=256):
+            k_shared = T.alloc_shared((BLOCK, DIM), F16)
+            loaded = T.alloc_barrier(arrive_count=128)
+            handed = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            if tx < 128:
+                T.barrier_wait(handed, 0)
+                T.copy(k_shared, Out)
+            else:
+                T.tma_copy(K, k_shared, barrier=loaded)
+                T.barrier_arrive(loaded)
+                if arrive_first:
+                    T.barrier_arrive(handed)
+                T.barrier_wait(loaded, 0)
+                if not arrive_first:
+                    T.barrier_arrive(handed)
+
+    return main
+
+
+def test_a_wait_learns_what_the_arriving_scope_had_waited_for():
+    """The tile-level interpreter follows happens-before through barriers: an arrival releases what
+    its threads had waited for, a wait on its phase acquires it. (The barrier check does not yet:
+    it reports this read as read_before_landed, docs/checker.md, so it is set to warn here.)"""
+    k = np.random.default_rng(6).standard_normal((BLOCK, DIM)).astype(np.float16)
+    out = np.zeros((BLOCK, DIM), np.float16)
+    warn = {"tw.barrier_check": "warn"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kernel = tw.compile(handed_on(), target="cpu", pass_configs=warn)
+        racy = tw.compile(handed_on(arrive_first=True), target="cpu", pass_configs=warn)
+    kernel(k, out)
+    np.testing.assert_array_equal(out, k)
+    with pytest.raises(tw.KernelRuntimeError, match="race: the read of k_shared"):
+        racy(k, np.zeros_like(out))

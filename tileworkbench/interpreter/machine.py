@@ -61,6 +61,10 @@ class Block(RaceRecords):
     async_copy: bool = False  # inside a nest a pipeline issues ahead (ir.ASYNC_COPY): its shared stores are cp.async
     in_flight: list = field(default_factory=list)  # TMA loads (InFlight) not known to have landed everywhere
     seen: dict = field(default_factory=dict)  # (barrier, slot) -> phases the running side has waited for
+    # (barrier, slot, phase) -> what the sides arriving in that phase had waited for: a wait on the
+    # phase learns it too (an arrival releases, a wait acquires: FlashMLA's consumer sees the loads
+    # another scope waited for through that scope's own barrier)
+    carried: dict = field(default_factory=dict)
     line: int | None = None  # the line of the statement running
     side: object = "block"  # who runs the code: the block, a role, a T.ws scope
     readers: list = field(default_factory=list)  # Reader records of shared boxes
@@ -516,6 +520,9 @@ class Runner(ThreadCopies, TileOps):
             land(self.b)
         slot, index = self.b.slot(s.barrier)
         self.b.arrived((s.barrier.buffer.name, index), slot.completed + 1)
+        known = self.b.carried.setdefault((s.barrier.buffer.name, index, slot.completed + 1), {})
+        for k, phase in self.b.seen.items():
+            known[k] = max(known.get(k, 0), phase)
         slot.arrived += self.b.threads()
         if slot.arrived > slot.count:
             raise KernelRuntimeError(f"{s.barrier.buffer.name}: {slot.arrived} arrivals on a barrier of count "
@@ -535,3 +542,5 @@ class Runner(ThreadCopies, TileOps):
                           tuple(self.b.loops))
         key = (s.barrier.buffer.name, index)
         self.b.seen[key] = max(self.b.seen.get(key, 0), slot.completed)
+        for k, phase in self.b.carried.get((*key, slot.completed), {}).items():
+            self.b.seen[k] = max(self.b.seen.get(k, 0), phase)
