@@ -4,8 +4,9 @@ its variables in another order.
 
 Expects: tile-level IR from the front end (gemms and loops as written).
 Guarantees: every ``T.gemm`` reads B from shared memory, and A too unless it runs on register-A
-wgmma (``rules.gemm`` says so for this target and launch: sm_90a, 16-bit operands, A not
-transposed, whole 64-row blocks of A per warpgroup, B in shared memory). An operand in a fragment
+wgmma (``rules.gemm`` says so for this target and the threads the gemm runs on, the block's or its
+``T.ws`` / ``if tx < C:`` scope's: sm_90a, 16-bit operands, A not transposed, whole 64-row blocks
+of A per warpgroup, B in shared memory). An operand in a fragment
 is read:
   * from the shared tile it was copied from, where that copy is earlier in the same sequence of
     statements, whole, of the fragment's shape and type, and neither was written since
