@@ -8,7 +8,9 @@ one process on the same inputs.
 ``warp_specialize/example_warp_specialize_flashmla.py``). Each file is loaded twice
 (TileLang's, then with every ``tilelang`` import answered by tileworkbench); both outputs are checked against the file's torch reference,
 then both timed in 3 alternating rounds of ``profiler.do_bench`` (median ms). ``--only NAME`` runs
-one of ``mla_decode_ws``, ``sparse_mla_pipelined``, ``flashmla_ws``; ``--ours-only`` leaves TileLang out.
+one of ``mla_decode_ws``, ``sparse_mla_pipelined``, ``flashmla_ws``; ``--ours-only`` leaves TileLang out;
+``--debug-timeout S`` compiles ours in debug mode, a wait longer than S seconds an error naming the
+barrier (a hang found; the timings are then of the debug kernel).
 
     PYTHONPATH=.:/path/to/tilelang-site python3 scripts/experiments/hand_ws_side_by_side.py FOLDER
 """
@@ -121,7 +123,12 @@ def main() -> int:
     parser.add_argument("folder")
     parser.add_argument("--only")
     parser.add_argument("--ours-only", action="store_true")
+    parser.add_argument("--debug-timeout", type=float, default=0,
+                        help="seconds: our kernels in debug mode (a wait past it is an error naming the barrier)")
     args = parser.parse_args()
+    import contextlib
+
+    from tileworkbench.target import PassContext
     from tileworkbench.profiler import do_bench
 
     if not args.ours_only:
@@ -135,8 +142,12 @@ def main() -> int:
         calls, flops = {}, 0
         for who in packages:
             module = load(path, f"{name}_{who}", ours=who == "tileworkbench")
-            call, reference, flops = make(torch, module)
-            out, want = call().float(), reference().float()
+            debug = PassContext(config={"tw.debug_barrier_timeout": args.debug_timeout}) \
+                if who == "tileworkbench" and args.debug_timeout else contextlib.nullcontext()
+            with debug:  # (our kernels compile on their first call)
+                call, reference, flops = make(torch, module)
+                out = call().float()
+            want = reference().float()
             err = (out - want).abs().max().item()
             bad = (~torch.isfinite(out)).sum().item()
             scale = want.abs().max().item()
