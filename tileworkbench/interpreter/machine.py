@@ -28,8 +28,7 @@ from .tiles import TileOps, shaped
 from .updates import update_all, update_in_turn, vars_after_branch
 from .values import Unsupported, compute_dtype, converted, evaluate, held, loaded, print_lines, storage_dtype, stored
 
-_NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init", "tw::wgmma_wait<0>", "tw::wgmma_wait<1>")
-_NO_OP_PREFIXES = ("tw::setmaxnreg_", "tw::wgmma_wait<")
+_NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init")
 
 
 @dataclass
@@ -489,7 +488,7 @@ class Runner(ThreadCopies, TileOps):
         elif name == ir.PRINT:
             for line in print_lines(call, self.b):
                 print(line)
-        elif name in _NO_OPS or (name or "").startswith(_NO_OP_PREFIXES):
+        elif name in _NO_OPS or ir.wgmma_waited(name or "") is not None or ir.max_registers_set(name or ""):
             pass
         else:
             raise Unsupported(f"the CPU interpreter does not run the call {name or call}{_at(s.loc)}")

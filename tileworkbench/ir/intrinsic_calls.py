@@ -24,8 +24,7 @@ def cp_async_wait(n: int) -> Evaluate:
 
 def cp_async_waited(name: str) -> int | None:
     """``n`` of a ``cp_async_wait(n)`` call's name, None for any other name."""
-    m = _CP_ASYNC_WAIT.match(name)
-    return int(m.group(1)) if m else None
+    return _count(_CP_ASYNC_WAIT, name)
 
 
 # wgmma's groups (tw/wgmma.h): :func:`wgmma_wait` waits until at most ``n`` of the thread's wgmma
@@ -40,7 +39,11 @@ def wgmma_wait(n: int) -> Evaluate:
 
 def wgmma_waited(name: str) -> int | None:
     """``n`` of a ``wgmma_wait(n)`` call's name, None for any other name."""
-    m = _WGMMA_WAIT.match(name)
+    return _count(_WGMMA_WAIT, name)
+
+
+def _count(pattern: re.Pattern, name: str) -> int | None:
+    m = pattern.match(name)
     return int(m.group(1)) if m else None
 
 

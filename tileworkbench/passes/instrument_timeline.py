@@ -114,7 +114,7 @@ def _event(call: ir.Call):
         return ("tma_issue",), (), ref
     if name.startswith("tw::wgmma_gemm"):
         return ("wgmma_issue",), (), None
-    if name.startswith("tw::wgmma_wait"):
+    if ir.wgmma_waited(name) is not None:
         return (), ("wgmma_wait",), None
     if name == "tw::tma_store":
         return ("store_issue",), (), None
