@@ -363,3 +363,25 @@ def test_a_wait_learns_what_the_arriving_scope_had_waited_for():
     np.testing.assert_array_equal(out, k)
     with pytest.raises(tw.KernelRuntimeError, match="race: the read of k_shared"):
         racy(k, np.zeros_like(out))
+
+
+@pytest.mark.parametrize("form, message", [
+    ("shared-source", r"T.ptx_cp_async copies global memory into shared memory; the source"),
+    ("bytes", r"T.ptx_cp_async copies 4, 8 or 16 bytes; 3 float16 elements are 6"),
+    ("not-a-pointer", r"the destination is a pointer from T.access_ptr"),
+    ("read-only", r"T.ptx_cp_async writes its destination"),
+])
+def test_a_wrong_ptx_cp_async_is_refused_at_its_line(form, message):
+    with pytest.raises(CompileError, match=message) as info:
+        @T.prim_func
+        def main(K: T.Tensor((BLOCK, DIM), F16)):
+            with T.Kernel(1, threads=128):
+                k_shared = T.alloc_shared((BLOCK, DIM), F16)
+                other = T.alloc_shared((BLOCK, DIM), F16)
+                tx = T.get_thread_binding()
+                src = T.access_ptr(other[tx % BLOCK, 0], "r", 8) if form == "shared-source" else \
+                    T.access_ptr(K[tx % BLOCK, 0], "r", 8)
+                dst = k_shared[tx % BLOCK, 0] if form == "not-a-pointer" else \
+                    T.access_ptr(k_shared[tx % BLOCK, 0], "r" if form == "read-only" else "w", 8)
+                T.ptx_cp_async(dst, src, 3 if form == "bytes" else 8)
+    assert "T.ptx_cp_async" in info.value.loc.text
