@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 ROUNDS = 3
-TOLERANCE = 1e-2  # of the reference's largest magnitude (at least 1): 16-bit outputs
+TOLERANCE = 1e-2  # of the reference's largest magnitude: 16-bit outputs (the sparse MLA's are below 0.01)
 
 
 class _AsTileworkbench(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -151,7 +151,7 @@ def main() -> int:
             err = (out - want).abs().max().item()
             bad = (~torch.isfinite(out)).sum().item()
             scale = want.abs().max().item()
-            verdict = "ok" if bad == 0 and err <= TOLERANCE * max(1.0, scale) else "WRONG"
+            verdict = "ok" if bad == 0 and err <= TOLERANCE * scale else "WRONG"
             print(f"{name} {who}: {verdict}: largest error {err:.3g} (reference up to {scale:.3g}), {bad} non-finite")
             calls[who] = call
         times = {who: [] for who in calls}

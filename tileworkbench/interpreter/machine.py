@@ -67,6 +67,7 @@ class Block(RaceRecords):
     line: int | None = None  # the line of the statement running
     side: object = "block"  # who runs the code: the block, a role, a T.ws scope
     readers: list = field(default_factory=list)  # Reader records of shared boxes
+    writers: list = field(default_factory=list)  # Writer records of shared boxes (threads' writes)
     loops: list = field(default_factory=list)  # (name, value) of the serial loops around
 
     # ---- memory --------------------------------------------------------------------------------
@@ -145,8 +146,11 @@ class Block(RaceRecords):
         if buf.scope == "shared" and self.async_copy:  # lands when a cp_async_wait completes its group
             self.pending.append((arr, idx, stored(value, buf.dtype)))
             return
-        if buf.scope == "shared" and self.readers:
-            self.writing(buf, *_box(idx), "the threads' store")
+        if buf.scope == "shared":
+            box = _box(idx)
+            if self.readers:
+                self.writing(buf, *box, "the threads' store")
+            self.written(buf, *box)
         arr[idx] = stored(value, buf.dtype)
 
     def call_hook(self, e: ir.Call):
@@ -247,9 +251,13 @@ class Block(RaceRecords):
             self.array(r.buffer)[window] = converted(values, r.buffer.dtype)
             return
         dst, src = self.write_index(r, extents)
-        if r.buffer.scope == "shared" and self.readers:
+        if r.buffer.scope == "shared":
             starts, _ = self.region(r)
-            self.writing(r.buffer, starts, [a + n - 1 for a, n in zip(starts, extents)], what)
+            last = [a + n - 1 for a, n in zip(starts, extents)]
+            if self.readers:
+                self.writing(r.buffer, starts, last, what)
+            if what != "the TMA load":  # (a TMA load's readers wait for it to land: ``check_landed``)
+                self.written(r.buffer, starts, last)
         as_stored = converted(values, r.buffer.dtype)[src]
         if keep is None:
             self.array(r.buffer)[dst] = as_stored
@@ -504,9 +512,12 @@ class Runner(ThreadCopies, TileOps):
 
     def s_SyncThreads(self, s):
         # Its threads' reads are done: a block barrier orders every side's, one inside a T.ws scope
-        # or a role (a barrier of their threads) that side's.
+        # or a role (a barrier of their threads) that side's. Writes: only a block barrier orders
+        # a side's before another side's reads.
         b = self.b
         b.readers = [] if b.side == "block" else [r for r in b.readers if r.side != b.side]
+        if b.side == "block" and s.threads is None:
+            b.writers = []
         return
         yield
 

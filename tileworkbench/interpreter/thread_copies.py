@@ -39,15 +39,17 @@ class ThreadCopies:
         dst = b.array(s.dst.buffer)
         write = _inside(dst_idx, dst.shape)
         target = tuple(np.broadcast_to(i, write.shape)[write] for i in dst_idx)
-        b.thread_copies.append((dst, target, stored(values[write], s.dst.buffer.dtype)))
+        b.thread_copies.append((s.dst.buffer, dst, target, stored(values[write], s.dst.buffer.dtype)))
         return
         yield
 
 
 def land(block):
     """The copies issued so far land in their tiles (a ``cp_async_barrier_noinc`` arrival)."""
-    for array, target, values in block.thread_copies:
+    for buf, array, target, values in block.thread_copies:
         array[target] = values
+        if target[0].size:
+            block.written(buf, [int(i.min()) for i in target], [int(i.max()) for i in target])
     block.thread_copies = []
 
 
