@@ -10,7 +10,8 @@ one process on the same inputs.
 then both timed in 3 alternating rounds of ``profiler.do_bench`` (median ms). ``--only NAME`` runs
 one of ``mla_decode_ws``, ``sparse_mla_pipelined``, ``flashmla_ws``; ``--ours-only`` leaves TileLang out;
 ``--debug-timeout S`` compiles ours in debug mode, a wait longer than S seconds an error naming the
-barrier (a hang found; the timings are then of the debug kernel).
+barrier (a hang found; the timings are then of the debug kernel). ``--out DIR`` writes a bench
+record (suite ``hand_ws``, machine metadata, a row per case and compiler; set ``TW_COMMIT``).
 
     PYTHONPATH=.:/path/to/tilelang-site python3 scripts/experiments/hand_ws_side_by_side.py FOLDER
 """
@@ -125,7 +126,14 @@ def main() -> int:
     parser.add_argument("--ours-only", action="store_true")
     parser.add_argument("--debug-timeout", type=float, default=0,
                         help="seconds: our kernels in debug mode (a wait past it is an error naming the barrier)")
+    parser.add_argument("--out", help="folder for the JSON bench record")
     args = parser.parse_args()
+    from tileworkbench.bench import schema
+    from tileworkbench.bench.machine import machine_info
+
+    record = schema.make_record(machine_info(), [], suite="hand_ws", complete=False,
+                                settings={"rounds": ROUNDS, "tolerance": TOLERANCE, "debug_timeout_s": args.debug_timeout,
+                                          "folder": args.folder})
     import contextlib
 
     from tileworkbench.target import PassContext
@@ -139,7 +147,7 @@ def main() -> int:
             continue
         path = Path(args.folder) / file
         sys.path.insert(0, str(path.parent))
-        calls, flops = {}, 0
+        calls, flops, checks = {}, 0, {}
         for who in packages:
             module = load(path, f"{name}_{who}", ours=who == "tileworkbench")
             debug = PassContext(config={"tw.debug_barrier_timeout": args.debug_timeout}) \
@@ -153,16 +161,28 @@ def main() -> int:
             scale = want.abs().max().item()
             verdict = "ok" if bad == 0 and err <= TOLERANCE * scale else "WRONG"
             print(f"{name} {who}: {verdict}: largest error {err:.3g} (reference up to {scale:.3g}), {bad} non-finite")
-            calls[who] = call
+            calls[who], checks[who] = call, (verdict == "ok", err / scale if scale else err)
         times = {who: [] for who in calls}
-        for _ in range(ROUNDS):
+        for r in range(ROUNDS):
             for who, call in calls.items():
+                print(f"{name}: round {r + 1}, timing {who} ...", flush=True)  # (a stall shows whose)
                 times[who].append(do_bench(call, warmup=25, rep=100, return_mode="median"))
         ms = {who: statistics.median(t) for who, t in times.items()}
         for who, t in ms.items():
             print(f"{name} {who}: {t:.4f} ms ({flops / t / 1e9:.0f} TFLOP/s), rounds {[round(x, 4) for x in times[who]]}")
         if "tilelang" in ms:
             print(f"{name}: tileworkbench / TileLang speed {ms['tilelang'] / ms['tileworkbench']:.3f}x")
+        for who, t in ms.items():
+            record["rows"].append({
+                "suite": "hand_ws", "kernel": f"{name} ({who})", "dtype": None, "M": None, "N": None, "K": None,
+                "ms": t, "tflops": flops / t / 1e9, "cublas_tflops": None,
+                "ratio": ms["tilelang"] / t if "tilelang" in ms else None,  # speed against TileLang's
+                "correct": checks[who][0], "rel_err": checks[who][1], "rounds_ms": times[who], "compiler": who})
+        if args.out:
+            schema.write_record(record, args.out)
+    if args.out:
+        record["complete"] = True
+        print(f"wrote {schema.write_record(record, args.out)}")
     return 0
 
 

@@ -1,5 +1,5 @@
 """The tile-level interpreter reports a read of shared memory another side's threads wrote with
-nothing ordering the write first (``interpreter.races.Writer``): TileLang's hand-written MLA
+nothing ordering the write first (``interpreter.races``, the ``writers`` records): TileLang's hand-written MLA
 kernels (``example_mla_decode_ws.py``, ``sparse_mla_fwd_pipelined.py``) have their first consumer
 warpgroup write ``sum_exp_shared`` after its loop and the second read it after its own, with no
 barrier between; on the H100 their output came out with infinities once the first warpgroup ran

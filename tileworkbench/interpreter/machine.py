@@ -66,8 +66,8 @@ class Block(RaceRecords):
     carried: dict = field(default_factory=dict)
     line: int | None = None  # the line of the statement running
     side: object = "block"  # who runs the code: the block, a role, a T.ws scope
-    readers: list = field(default_factory=list)  # Reader records of shared boxes
-    writers: list = field(default_factory=list)  # Writer records of shared boxes (threads' writes)
+    readers: list = field(default_factory=list)  # races.Access records: reads of shared boxes
+    writers: list = field(default_factory=list)  # races.Access records: threads' writes of shared boxes
     loops: list = field(default_factory=list)  # (name, value) of the serial loops around
 
     # ---- memory --------------------------------------------------------------------------------

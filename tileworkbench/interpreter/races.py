@@ -2,8 +2,8 @@
 TMA load filling it is known to have landed there (``InFlight``: the load's box and the barrier
 phase it lands with, against the phases the reading side has waited for), a write of a tile
 another side has read with no arrival of that side after the read waited for where the write is
-issued (``Reader``), and a read of a tile another side's threads wrote with no arrival of theirs
-after the write waited for where the read is (``Writer``: TileLang's hand-written MLA kernels'
+issued, and a read of a tile another side's threads wrote with no arrival of theirs
+after the write waited for where the read is (TileLang's hand-written MLA kernels'
 second consumer reading the first's ``sum_exp_shared``, which nothing orders). A side is the
 block, a role of a warp-specialised block or a ``T.ws`` scope; accesses within one side are
 ``insert_thread_syncs``' business. :class:`RaceRecords` is that part of ``machine.Block``."""
@@ -29,22 +29,10 @@ class InFlight:
 
 
 @dataclass
-class Reader:
-    """A read of a shared box by one side (a role of a warp-specialised block, a ``T.ws`` scope, or
-    the block), with the barrier phases its later arrivals contribute to (``released``)."""
-
-    buffer: ir.Buffer
-    lo: tuple
-    hi: tuple
-    side: object
-    line: int | None
-    released: dict = field(default_factory=dict)  # (barrier, slot) -> phase
-
-
-@dataclass
-class Writer:
-    """A write of a shared box by one side's threads (a store, a tile operation, the landing of its
-    thread copies), with the barrier phases its later arrivals contribute to (``released``)."""
+class Access:
+    """A read (``readers``) or a write (``writers``: a store, a tile operation, the landing of its
+    thread copies) of a shared box by one side (a role of a warp-specialised block, a ``T.ws``
+    scope, or the block), with the barrier phases its later arrivals contribute to (``released``)."""
 
     buffer: ir.Buffer
     lo: tuple
@@ -82,7 +70,7 @@ class RaceRecords:
                     "before the read (arrive on a barrier after the write and wait on it before the read)")
         self.readers = [r for r in self.readers if not (r.buffer is buf and r.side == self.side and r.lo == lo
                                                          and r.hi == hi)]
-        self.readers.append(Reader(buf, lo, hi, self.side, self.line))
+        self.readers.append(Access(buf, lo, hi, self.side, self.line))
 
     def written(self, buf, lo, hi):
         """This side's threads wrote ``buf``'s box [lo, hi] (what another side reads of it must be
@@ -90,7 +78,7 @@ class RaceRecords:
         lo, hi = tuple(int(x) for x in lo), tuple(int(x) for x in hi)
         self.writers = [w for w in self.writers if not (w.buffer is buf and w.side == self.side and all(
             a <= c and d <= b for a, b, c, d in zip(lo, hi, w.lo, w.hi)))]
-        self.writers.append(Writer(buf, lo, hi, self.side, self.line))
+        self.writers.append(Access(buf, lo, hi, self.side, self.line))
 
     def writing(self, buf, lo, hi, what: str):
         """``what`` (a TMA load, threads' stores) overwrites ``buf``'s box [lo, hi]: a race where
