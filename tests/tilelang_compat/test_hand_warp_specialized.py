@@ -349,18 +349,21 @@ def handed_on(arrive_first: bool = False):
 
 
 def test_a_wait_learns_what_the_arriving_scope_had_waited_for():
-    """The tile-level interpreter follows happens-before through barriers: an arrival releases what
-    its threads had waited for, a wait on its phase acquires it. (The barrier check does not yet:
-    it reports this read as read_before_landed, docs/checker.md, so it is set to warn here.)"""
+    """Happens-before through barriers: an arrival releases what its threads had waited for, a wait
+    on its phase acquires it. The barrier check passes the handed-on kernel and reports the racy one
+    at compile time; the tile-level interpreter runs the first and reports the second's read."""
     k = np.random.default_rng(6).standard_normal((BLOCK, DIM)).astype(np.float16)
     out = np.zeros((BLOCK, DIM), np.float16)
-    warn = {"tw.barrier_check": "warn"}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        kernel = tw.compile(handed_on(), target="cpu", pass_configs=warn)
-        racy = tw.compile(handed_on(arrive_first=True), target="cpu", pass_configs=warn)
+        warnings.simplefilter("error")  # no finding, not even a warning
+        kernel = tw.compile(handed_on(), target="cpu")
     kernel(k, out)
     np.testing.assert_array_equal(out, k)
+    with pytest.raises(CompileError, match=r"read_before_landed, loaded\[0\]\): a thread reads k_shared"):
+        tw.lower(handed_on(arrive_first=True), target="sm_90a")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        racy = tw.compile(handed_on(arrive_first=True), target="cpu", pass_configs={"tw.barrier_check": "warn"})
     with pytest.raises(tw.KernelRuntimeError, match="race: the read of k_shared"):
         racy(k, np.zeros_like(out))
 
