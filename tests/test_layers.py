@@ -29,7 +29,7 @@ LAYERS = [
     ["profiler"],
     ["bench"],
     ["notebook"],
-    ["cli"],
+    ["cli", "as_tilelang"],
     ["demo"],
 ]
 LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}

@@ -19,9 +19,8 @@ record (suite ``hand_ws``, machine metadata, a row per case and compiler; set ``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import statistics
 import sys
@@ -31,42 +30,16 @@ ROUNDS = 3
 TOLERANCE = 1e-2  # of the reference's largest magnitude: 16-bit outputs (the sparse MLA's are below 0.01)
 
 
-class _AsTileworkbench(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``tilelang.x`` imports answered by ``tileworkbench.x`` (the file's ``from tilelang.autotuner
-    import *`` among them)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "tilelang":
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        return importlib.import_module("tileworkbench" + spec.name[len("tilelang"):])
-
-    def exec_module(self, module):
-        pass
-
-
 def load(path: Path, name: str, ours: bool):
-    """The file loaded with TileLang, or with tileworkbench in its place (TileLang's modules set
-    aside meanwhile and put back after: each module keeps what it imported)."""
-    theirs = {k: v for k, v in sys.modules.items() if k == "tilelang" or k.startswith("tilelang.")}
-    finder = _AsTileworkbench()
-    if ours:
-        for k in theirs:
-            del sys.modules[k]
-        sys.meta_path.insert(0, finder)
-    try:
+    """The file loaded with TileLang, or with tileworkbench in its place (``as_tilelang``: TileLang's
+    modules set aside meanwhile and put back after; each module keeps what it imported)."""
+    from tileworkbench.as_tilelang import as_tilelang
+
+    with as_tilelang() if ours else contextlib.nullcontext():
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
-    finally:
-        if ours:
-            sys.meta_path.remove(finder)
-            for k in [k for k in sys.modules if k == "tilelang" or k.startswith("tilelang.")]:
-                del sys.modules[k]
-            sys.modules.update(theirs)
 
 
 def _decode_inputs(torch, batch, heads, ctx, dim, pe):
@@ -134,8 +107,6 @@ def main() -> int:
     record = schema.make_record(machine_info(), [], suite="hand_ws", complete=False,
                                 settings={"rounds": ROUNDS, "tolerance": TOLERANCE, "debug_timeout_s": args.debug_timeout,
                                           "folder": args.folder})
-    import contextlib
-
     from tileworkbench.target import PassContext
     from tileworkbench.profiler import do_bench
 

@@ -1,7 +1,7 @@
 """Experiment: which of TileLang's own example programs build for sm_90a here, unchanged.
 
-Each example file is imported as it is, its ``import tilelang`` answered by tileworkbench (a finder
-maps ``tilelang`` and ``tilelang.*`` to ``tileworkbench`` and its modules); on a machine without
+Each example file is imported as it is, its ``import tilelang`` answered by tileworkbench
+(``tileworkbench.as_tilelang``'s finder: ``tilelang.*`` are tileworkbench's modules); on a machine without
 torch, einops or fla those imports get stand-ins, enough for a module to define its kernels (the
 examples use them to make inputs and references). Each case then builds one kernel at a small size
 and lowers it for sm_90a; the table says which build and, for the others, the first line of what
@@ -25,8 +25,8 @@ import types
 import warnings
 from pathlib import Path
 
-import tileworkbench
 import tileworkbench as tw
+from tileworkbench.as_tilelang import TileLangAsTileworkbench
 
 F16, BF, F32 = "float16", "bfloat16", "float32"
 
@@ -457,21 +457,19 @@ def _tensor_factory(*args, **kwargs):
 _TENSOR_FACTORIES = ("rand", "randn", "zeros", "ones", "empty")
 
 
-class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``tilelang[.x]`` as ``tileworkbench[.x]``; the packages in ``stand_ins`` as stand-in modules."""
+class _StandIns(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """The packages in ``stand_ins`` as stand-in modules (``tilelang`` itself is
+    ``tileworkbench.as_tilelang``'s)."""
 
     def __init__(self, stand_ins):
         self.stand_ins = stand_ins
 
     def find_spec(self, name, path=None, target=None):
-        top = name.split(".")[0]
-        if top == "tilelang" or top in self.stand_ins:
+        if name.split(".")[0] in self.stand_ins:
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         return None
 
     def create_module(self, spec):
-        if spec.name.split(".")[0] == "tilelang":
-            return importlib.import_module("tileworkbench" + spec.name[len("tilelang"):])
         module = types.ModuleType(spec.name)
         module.__path__, module.__file__ = [], f"<stand-in for {spec.name}>"
         module.__version__ = "0"  # examples choose imports by it (NSA's fla)
@@ -488,8 +486,8 @@ def _install(examples: Path):
                  if importlib.util.find_spec(name) is None}
     if "torch" in stand_ins:
         stand_ins.add("FLA_KDA")  # kda's reference package: torch at import
-    sys.meta_path.insert(0, _Finder(stand_ins))
-    sys.modules.setdefault("tilelang", tileworkbench)
+    sys.meta_path.insert(0, _StandIns(stand_ins))
+    sys.meta_path.insert(0, TileLangAsTileworkbench())
 
 
 def _load(path: Path):

@@ -159,14 +159,14 @@ def _gemm_node(A, B, C, transpose_A, transpose_B, clear_accum, what: str) -> ir.
             continue
         if r.buffer.scope != "shared":
             raise error(f"{what} {n} must be a shared tile (T.alloc_shared), not {_b.describe(r.buffer)}")
-        if not r.is_full and _one_stage_of(r):
+        if not r.is_full and _one_stage(r, all_columns=True):
             # a ring of tiles the program versions itself: laid out as a pipeline's versioned tiles
             r.buffer.attrs["versions"] = r.buffer.static_shape()[0]
         elif not r.is_full and r.column_block() is not None and r.buffer.ndim == 2:
             # columns of a wider tile (sparse MLA's Q_shared[:, :D] and its tail): one tile a block
             # where every access keeps to one (split_column_blocks), else read in place by wgmma
             r.buffer.attrs.setdefault(ir.COLUMN_BLOCKS, _b.current().loc)
-        elif not r.is_full and _one_stage_columns(r):
+        elif not r.is_full and _one_stage(r, all_columns=False):
             # columns of one stage of a ring (FlashMLA's KV_shared[stage, :, :256]): read in place
             r.buffer.attrs["versions"] = r.buffer.static_shape()[0]
         elif not r.is_full and _columns_from(r):
@@ -352,14 +352,17 @@ cumsum = _scan("sum")
 cummax = _scan("max")
 
 
-def _one_stage_columns(r) -> _py_bool:
-    """``KV_shared[stage, :, :256]``: a constant number of the columns of one whole stage of a 3-D
-    stack of tiles (wgmma reads them where they stand: ``rules.gemm.column_block``)."""
+def _one_stage(r, all_columns: _py_bool) -> _py_bool:
+    """A region of one whole stage of a 3-D stack of tiles: every row of the stage, and every
+    column (``all_columns``: ``A_shared[slot, :, :]``, a ring of tiles the program versions itself,
+    as a pipeline's versioned tiles are) or a constant number of them from any column
+    (``KV_shared[stage, :, 256:]``: wgmma reads them where they stand, ``rules.gemm.column_block``)."""
     shape = r.buffer.static_shape()
     extents = r.static_extents()
     if shape is None or extents is None or len(shape) != 3:
         return False
-    return extents[0] == 1 and extents[1] == shape[1] and ir.const_int(r.starts[1]) == 0
+    rows = extents[0] == 1 and extents[1] == shape[1] and ir.const_int(r.starts[1]) == 0
+    return rows and (not all_columns or (extents[2] == shape[2] and ir.const_int(r.starts[2]) == 0))
 
 
 def _columns_from(r) -> _py_bool:
@@ -372,12 +375,3 @@ def _columns_from(r) -> _py_bool:
         ir.const_int(r.starts[0]) == 0
 
 
-def _one_stage_of(r) -> _py_bool:
-    """``A_shared[slot, :, :]``: one whole 2-D tile of a 3-D stack of them (a ring of tiles the
-    program versions itself, as a pipeline's versioned tiles are)."""
-    shape = r.buffer.static_shape()
-    extents = r.static_extents()
-    if shape is None or extents is None or len(shape) != 3:
-        return False
-    return extents[0] == 1 and tuple(extents[1:]) == tuple(shape[1:]) and \
-        all(ir.const_int(s) == 0 for s in r.starts[1:])
