@@ -5,8 +5,8 @@ tileworkbench.
 
 runs a TileLang script as ``__main__`` with ``tilelang`` resolving to ``tileworkbench`` and
 ``tilelang.x`` to ``tileworkbench.x`` (so ``import tilelang.language as T`` is our DSL, and a
-module we refuse says why: ``from tilelang import tvm`` is an ``ImportError`` naming it,
-``not_here``). ``with as_tilelang(): ...`` does the same for the code run inside it (a module
+module we refuse says why: ``from tilelang import tvm`` and a plain ``import tvm`` are an
+``ImportError`` naming it, ``not_here``). ``with as_tilelang(): ...`` does the same for the code run inside it (a module
 loaded with ``importlib``, an ``exec``): TileLang's own modules, where a process imported them
 before, are set aside meanwhile and put back after, so one process can hold a program under both
 compilers (``scripts/experiments/hand_ws_side_by_side.py``). A module keeps what it imported.
@@ -32,11 +32,16 @@ def _is_tilelang(name: str) -> bool:
 
 class TileLangAsTileworkbench(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """A ``sys.meta_path`` finder: ``tilelang[.x]`` is ``tileworkbench[.x]`` (the module itself,
-    already imported or imported now)."""
+    already imported or imported now); ``import tvm``, which TileLang's package provides, is the
+    ``ImportError`` that says tileworkbench has no TVM."""
 
     def find_spec(self, name, path=None, target=None):
         if _is_tilelang(name):
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        if name.split(".")[0] == "tvm":  # TileLang ships TVM as a package of its own: not here, and why
+            from .not_here import not_supported
+
+            raise not_supported("tvm")
         return None
 
     def create_module(self, spec):

@@ -59,10 +59,11 @@ def test_a_tilelang_script_runs_unchanged_with_its_arguments_and_its_folder(tmp_
 
 
 def test_a_module_tileworkbench_refuses_says_why_and_a_missing_script_is_named(tmp_path):
-    (tmp_path / "uses_tvm.py").write_text("from tilelang import tvm\n")
-    done = _run(str(tmp_path / "uses_tvm.py"))
-    assert done.returncode == 1
-    assert "ImportError: tileworkbench.tvm is not supported: tileworkbench has no TVM underneath" in done.stderr
+    for n, statement in enumerate(("from tilelang import tvm", "import tvm", "from tvm import tir")):
+        (tmp_path / f"uses_tvm{n}.py").write_text(statement + "\n")
+        done = _run(str(tmp_path / f"uses_tvm{n}.py"))
+        assert done.returncode == 1
+        assert "ImportError: tileworkbench.tvm is not supported: tileworkbench has no TVM underneath" in done.stderr
     missing = _run(str(tmp_path / "nowhere.py"))
     assert missing.returncode == 2 and "no such script" in missing.stderr and "usage:" in missing.stderr
 

@@ -385,3 +385,54 @@ def test_what_tilelang_offers_in_its_modules_and_we_have_too():
     with pytest.raises(ImportError, match="cannot import name 'nothing_at_all'"):  # neither has it: Python's own words
         exec("from tileworkbench.utils import nothing_at_all", {})
     from tileworkbench.jit import kernel  # noqa: F401  (submodules still import through the package)
+
+
+@tilelang.jit
+def halves_added(X, block):
+    N = T.const("N")
+    half = N // 2  # arithmetic on a size before the annotation that gives it (TileLang's split-K)
+    X: T.Tensor((N,), "float16")
+    Y = T.empty((half,), "float16")
+    with T.Kernel(T.ceildiv(half, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            Y[bx * block + i] = X[bx * block + i] + X[half + bx * block + i]
+    return Y
+
+
+@tilelang.jit
+def windowed(X, W, block):
+    N, K = T.const("N, K")
+    KH, KW = K, K  # one size under two more names (TileLang's convolution)
+    OUT = N - K + 1
+    X: T.Tensor((N, N), "float32")
+    W: T.Tensor((KH, KW), "float32")
+    Y = T.empty((OUT, OUT), "float32")
+    with T.Kernel(T.ceildiv(OUT, block), threads=128) as bx:
+        for i, j in T.Parallel(block, OUT):
+            if bx * block + i < OUT:
+                Y[bx * block + i, j] = X[bx * block + i, j] * W[KH - 1, KW - 1]
+    return Y
+
+
+def test_arithmetic_on_a_size_before_its_annotation_uses_the_tensors_value(dry):
+    kernel = halves_added.compile(Tensor((1024,)), block=128)
+    assert [p["shape"] for p in kernel.params] == [[1024], [512]]
+    assert kernel is halves_added.compile(N=1024, block=128)
+    with pytest.raises(CompileError, match="N has no value yet"):
+        halves_added.compile(block=128)
+
+
+def test_a_size_bound_to_more_names_is_one_size(dry):
+    kernel = windowed.compile(Tensor((64, 64), "float32"), Tensor((3, 3), "float32"), block=64)
+    assert [p["shape"] for p in kernel.params] == [[64, 64], [3, 3], [62, 62]]
+    assert "W[8]" in kernel.get_kernel_source()  # W[KH - 1, KW - 1]: the last of 3 x 3
+
+
+def test_a_size_named_twice_in_one_annotation_takes_one_value(dry):
+    """``W: T.Tensor((KH, KW))`` with KH and KW the same size: a 3 x 5 tensor is refused, not
+    compiled for a K of 3 in one place and 5 in another."""
+    x, w = Tensor((64, 64), "float32"), Tensor((3, 5), "float32")
+    with pytest.raises(CompileError, match=r"W has shape \(3, 5\), but its annotation's sizes make it \(3, 3\)"):
+        windowed.compile(x, w, block=64)
+    with pytest.raises(tilelang.KernelRuntimeError, match=r"W"):
+        windowed(x, w, block=64)

@@ -144,12 +144,31 @@ class Autotuned:
             self.tuned[key] = tuner.run(self.warmup, self.rep, self.timeout)
         return self.tuned[key]
 
+    def _tunables_given(self, args, kwargs) -> bool:
+        """Whether the call gives a parameter the configs tune, by keyword or by position: then,
+        as TileLang does, it is compiled as given and nothing is tuned (an example's default
+        config, ``f.compile(M=..., block_M=128, ...)``)."""
+        configs = self.configs
+        if callable(configs):
+            try:
+                configs = configs(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - the tuner calls it again and reports what it raises
+                return False
+        tuned = {k for c in configs or () if isinstance(c, dict) for k in c}
+        given = set(kwargs) | set(list(self.fn.signature.parameters)[:len(args)])
+        return bool(tuned & given)
+
     def compile(self, *args, **kwargs):
-        """The best config's Kernel (``kernel.config``, ``kernel.latency``), for these sizes."""
+        """The best config's Kernel (``kernel.config``, ``kernel.latency``), for these sizes; the
+        Kernel as given where the call gives a tuned parameter itself."""
+        if self._tunables_given(args, kwargs):
+            return self.fn.compile(*args, **kwargs)
         key = ("compile", _call_form(args, kwargs))
         return self._tuned(key, lambda cfg: self.fn.compile(*args, **{**kwargs, **cfg}), args, kwargs).kernel
 
     def __call__(self, *args, **kwargs):
+        if self._tunables_given(args, kwargs):  # compiled as given (``_tunables_given``)
+            return self.fn(*args, **kwargs)
         if not self.fn.eager:  # a builder: the best Kernel for these arguments
             key = ("build", _call_form(args, kwargs))
             return self._tuned(key, lambda cfg: self.fn._built(args, {**kwargs, **cfg}), args, kwargs).kernel

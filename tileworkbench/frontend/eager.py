@@ -74,6 +74,7 @@ class EagerParser(Parser):
         self.tensors = tensors  # name -> (shape, dtype name) of the tensors a call passes, or None
         self.pending: dict = {}  # tensor parameter -> the line of its def (until its annotation declares it)
         self.symbols: dict = {}  # T.const name -> ConstSymbol
+        self.annotated: dict = {}  # name -> the size the first annotation naming it gives (``sizes_from_annotations``)
         self.outputs: list = []  # T.empty buffers, in order
         self.returned: list | None = None
 
@@ -90,6 +91,7 @@ class EagerParser(Parser):
             raise self.error(fdef, "a kernel cannot be an `async def`")
         signature = inspect.signature(self.fn)
         tensor_names = tensor_parameters(self.fn, self.values)
+        self.annotated = sizes_from_annotations(fdef, self.tensors or {})
         for name, p in signature.parameters.items():
             if name in tensor_names:
                 self.pending[name] = p
@@ -168,6 +170,8 @@ class EagerParser(Parser):
         return super()._assign(target, value, node)
 
     def add_symbol(self, symbol: ConstSymbol, node):
+        if self.symbols.get(symbol.name) is symbol:
+            return  # the size bound to another name too (`KH, KW = K, K`)
         if symbol.name in self.symbols:
             raise self.error(node, f"T.const: the size {symbol.name} is declared twice")
         self.symbols[symbol.name] = symbol
@@ -176,6 +180,8 @@ class EagerParser(Parser):
             if isinstance(given, bool) or not isinstance(given, int):
                 raise self.error(node, f"{symbol.name}={given!r}: a T.const size is an integer")
             symbol.value = given
+        elif symbol.name in self.annotated:  # known from the call's tensors before the body runs on
+            symbol.value = self.annotated[symbol.name]
 
     def visit_AnnAssign(self, node):
         if node.value is None and isinstance(node.target, ast.Name) and node.target.id in self.pending:
@@ -199,6 +205,9 @@ class EagerParser(Parser):
                 if len(given[0]) != len(spec.shape):
                     raise self.error(node, f"{name} is declared with {len(spec.shape)} dimension(s) but the tensor "
                                            f"passed has shape {tuple(given[0])}")
+                if d.value is not None and d.value != int(given[0][i]):  # `(K, K)`: one size twice
+                    raise self.error(node, f"{name}: dimension {i} is {d.name}, which is {d.value}, but the tensor "
+                                           f"passed has shape {tuple(given[0])}")
                 d.value = int(given[0][i])
                 d = d.value
             shape.append(ir.as_expr(d))
@@ -219,6 +228,43 @@ class EagerParser(Parser):
         if len(set(map(id, values))) != len(values):
             raise self.error(node, "an output is returned twice")
         self.returned = values
+
+
+def sizes_from_annotations(fdef: ast.FunctionDef, tensors: dict) -> dict:
+    """Name -> size, from the tensors a call passes, for each name that is a whole dimension of a
+    tensor's annotation in the function's own body (``A: T.Tensor((M, K), dtype)`` with A of shape
+    (1024, 512): M 1024, K 512; the first annotation naming it wins), and for the names a plain
+    assignment before made aliases of (``KH, KW = K, K``: K too). So a ``T.const`` size has its
+    value where it is declared, and arithmetic on it before its annotation (``K // split_k``,
+    TileLang's split-K; the convolution's output size from K) works on the number."""
+    aliases: dict = {}  # alias -> the name it was assigned from
+    found: dict = {}
+    for stmt in fdef.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            targets, values = _names(stmt.targets[0]), _names(stmt.value)
+            if targets is not None and values is not None and len(targets) == len(values):
+                aliases.update((t, v) for t, v in zip(targets, values) if t is not None and v is not None)
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in tensors:
+            call = stmt.annotation
+            dims = _names(call.args[0]) if isinstance(call, ast.Call) and call.args else None
+            shape = tensors[stmt.target.id][0]
+            if dims is None or len(dims) != len(shape):
+                continue
+            for name, size in zip(dims, shape):
+                while name is not None and name not in found:
+                    found[name] = int(size)
+                    name = aliases.get(name)
+    return found
+
+
+def _names(node) -> list | None:
+    """The names of a tuple (or list) of names, or of one name; None for anything else (an
+    element that is no name is None in the list)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [e.id if isinstance(e, ast.Name) else None for e in node.elts]
+    return None
 
 
 def parse_eager(fn, values: dict | None = None, tensors: dict | None = None,

@@ -174,6 +174,9 @@ class Expressions:
                 if not _is_ir(v):
                     _b.number(v, f"the other operand of `{symbol}`")
             return op(a, b)
+        for v in (a, b):  # a T.const size no tensor annotation or compile() value has given a number yet
+            if isinstance(v, _b.ConstSymbol) and v.value is None:
+                raise self.error(node, _b.unknown_size(v, f"`{ast.unparse(node)}`").message)
         try:
             return op(a, b)
         except ZeroDivisionError:

@@ -150,7 +150,15 @@ class JitFunction:
         if missing:
             raise CompileError(f"{self.fn.__name__}.compile: tensors given for {', '.join(tensors)} but not for "
                                f"{', '.join(missing)}; give them all, or sizes and parameters only", caller_location())
-        return self._kernel(values, {k: (tuple(v.shape), str(v.dtype)) for k, v in tensors.items()})
+        kernel = self._kernel(values, {k: (tuple(v.shape), str(v.dtype)) for k, v in tensors.items()})
+        for p in kernel.params:  # a size named twice (`W: T.Tensor((K, K))`) took one value: say where not
+            given = tensors.get(p["name"])
+            if given is not None and (len(p["shape"]) != len(given.shape) or any(
+                    want is not None and want != got for want, got in zip(p["shape"], given.shape))):
+                raise CompileError(f"{self.fn.__name__}.compile: {p['name']} has shape {tuple(given.shape)}, but its "
+                                   f"annotation's sizes make it {tuple(p['shape'])} (each T.const size takes the "
+                                   "first value a tensor annotation gives it)", caller_location())
+        return kernel
 
     def __call__(self, *args, **kwargs):
         if not self.eager:
