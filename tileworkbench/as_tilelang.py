@@ -39,9 +39,9 @@ class TileLangAsTileworkbench(importlib.abc.MetaPathFinder, importlib.abc.Loader
         if _is_tilelang(name):
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         if name.split(".")[0] == "tvm":  # TileLang ships TVM as a package of its own: not here, and why
-            from .not_here import not_supported
-
-            raise not_supported("tvm")
+            # A spec without an origin, whose loading raises: `import tvm` says why, while a probe
+            # (torch.compile's find_spec("tvm") among its skip rules) sees no files and goes on.
+            return importlib.machinery.ModuleSpec(name, _NoTvm(), origin=None)
         return None
 
     def create_module(self, spec):
@@ -49,6 +49,16 @@ class TileLangAsTileworkbench(importlib.abc.MetaPathFinder, importlib.abc.Loader
 
     def exec_module(self, module):
         pass  # it ran when tileworkbench imported it
+
+
+class _NoTvm(importlib.abc.Loader):
+    def create_module(self, spec):
+        from .not_here import not_supported
+
+        raise not_supported("tvm")
+
+    def exec_module(self, module):
+        pass
 
 
 @contextlib.contextmanager

@@ -95,3 +95,13 @@ def test_without_a_tilelang_before_none_is_left_after():
                 import tilelang  # noqa: F401
     finally:
         sys.modules.update(saved)
+
+
+def test_a_probe_for_tvm_finds_no_files_and_raises_nothing():
+    """torch.compile's skip rules ask ``importlib.util.find_spec("tvm")`` and read its origin (TileLang's
+    flash-attention backward example, unedited, stopped there when the finder raised)."""
+    with as_tilelang():
+        spec = importlib.util.find_spec("tvm")
+        assert spec is None or spec.origin is None
+        with pytest.raises(ImportError, match="tileworkbench has no TVM underneath"):
+            import tvm  # noqa: F401
