@@ -19,7 +19,9 @@ def _flat_rows(record: dict, source: str, candidates: bool) -> list[dict]:
     out = []
     for row in record["rows"]:
         base = {k: v for k, v in row.items() if k not in _NESTED}
-        base.update(shape=f"{row['M']}x{row['N']}x{row['K']}", flops=2.0 * row["M"] * row["N"] * row["K"],
+        sized = all(isinstance(row.get(k), (int, float)) for k in "MNK")  # (a suite's rows without M, N, K: None)
+        base.update(shape=f"{row['M']}x{row['N']}x{row['K']}" if sized else None,
+                    flops=2.0 * row["M"] * row["N"] * row["K"] if sized else None,
                     n_candidates=len(row.get("candidates") or []))
         base.update({k: v for k, v in machine.items() if k not in base})
         base.update(record=source, complete=record.get("complete", True))

@@ -42,6 +42,7 @@ from . import (  # noqa: F401 - importing registers the passes
     vectorize_loops,
     verify_draws,
     verify_register_counts,
+    verify_scope_races,
     verify_tile_ops,
     verify_wgmma_waits,
     warp_specialize,
@@ -65,6 +66,7 @@ PIPELINE = [
     "inject_software_pipeline",  # tile: T.Pipelined -> prologue/steady/epilogue, versioned buffers
     "choose_shared_layouts",  # tile: swizzle of every shared tile
     "insert_thread_syncs",  # tile: __syncthreads between threads' shared-memory accesses
+    "verify_scope_races",  # tile: reject a T.ws scope's read of what a scope beside it writes with no arrival after
     "infer_fragment_layouts",  # tile: which thread holds which fragment element
     "guard_global_accesses",  # tile: T.Parallel accesses to global tensors kept inside their shapes
     "lower_tma",  # lower: TMA copies, mbarriers -> tw:: calls; tensor-map descriptors
