@@ -155,16 +155,13 @@ class StatementScan:
             seen[:] = seen.max()
 
 
-_WGMMA = re.compile(r"^tw::wgmma_gemm_(ss|rs)<(\d+), (\d+), (\d+),")
-
-
 def _wgmma_operand_elements(name: str) -> list:
     """The elements each shared operand of a ``tw::wgmma_gemm_*`` call reads from its address on
     (A's M x K and B's N x K for ``ss``, B's for ``rs``: a register A has no address): in a tile
     stored as 128-byte panels, a block of its columns is that many elements in storage order
     (``rules.gemm.column_block``); [] for any other call."""
-    m = _WGMMA.match(name)
-    if m is None:
+    shape = ir.wgmma_gemm_shape(name)
+    if shape is None:
         return []
-    rows, cols, k = int(m.group(2)), int(m.group(3)), int(m.group(4))
-    return [rows * k, cols * k] if m.group(1) == "ss" else [cols * k]
+    a_registers, rows, cols, k = shape
+    return [cols * k] if a_registers else [rows * k, cols * k]

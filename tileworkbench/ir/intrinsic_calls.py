@@ -1,6 +1,6 @@
-"""Calls of our CUDA headers' synchronisation intrinsics, built and read back by name: the
-cp.async groups (``tw/cp_async.h``), the wgmma groups (``tw/wgmma.h``) and the register
-hand-over (``setmaxnreg``, ``tw/sync.h``). Each is an ``Evaluate(Call(name))`` that every pass,
+"""Calls of our CUDA headers' intrinsics, built and read back by name: the cp.async groups
+(``tw/cp_async.h``), the wgmma groups and gemms (``tw/wgmma.h``) and the register hand-over
+(``setmaxnreg``, ``tw/sync.h``). Each is an ``Evaluate(Call(name))`` that every pass,
 the interpreters and the code generator take as it is; the readers below are the one place that
 knows the names' form."""
 
@@ -60,3 +60,20 @@ def max_registers_set(name: str) -> tuple[int, bool] | None:
     """``(count, increase)`` of a ``set_max_registers`` call's name, None for any other name."""
     m = _SETMAXNREG.match(name)
     return (int(m.group(2)), m.group(1) == "inc") if m else None
+
+
+# wgmma gemms (tw/wgmma.h): ``tw::wgmma_gemm_ss<M, N, K, ...>`` reads A and B from shared tiles,
+# ``tw::wgmma_gemm_rs<M, N, K, ...>`` A from the threads' registers; the template arguments after
+# the shape are the lowering's (``passes.lower_tile_ops``). :func:`wgmma_gemm_shape` reads back
+# whether A is in registers, and M, N, K (the barrier check counts the operands' elements by them).
+_WGMMA_GEMM = re.compile(r"^tw::wgmma_gemm_(ss|rs)<(\d+), (\d+), (\d+),")
+
+
+def wgmma_gemm_name(a_registers: bool, m: int, n: int, k: int, rest: str) -> str:
+    return f"tw::wgmma_gemm_{'rs' if a_registers else 'ss'}<{m}, {n}, {k}, {rest}>"
+
+
+def wgmma_gemm_shape(name: str) -> tuple[bool, int, int, int] | None:
+    """``(A in registers, M, N, K)`` of a :func:`wgmma_gemm_name`, None for any other name."""
+    m = _WGMMA_GEMM.match(name)
+    return (m.group(1) == "rs", int(m.group(2)), int(m.group(3)), int(m.group(4))) if m else None

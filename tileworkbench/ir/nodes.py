@@ -103,6 +103,8 @@ from .intrinsic_calls import (  # noqa: F401,E402
     cp_async_waited,
     max_registers_set,
     set_max_registers,
+    wgmma_gemm_name,
+    wgmma_gemm_shape,
     wgmma_wait,
     wgmma_waited,
 )

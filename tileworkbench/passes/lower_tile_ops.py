@@ -175,8 +175,8 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
         if plan.a_registers:  # A is the fragment's own registers (its layout: infer_fragment_layouts)
             functor = wgmma_functor_name(plan.n, dtype, plan.b_k_major, a_registers=True)
             tail = f", {in_flight}" if in_flight else ""
-            template = (f"tw::wgmma_gemm_rs<{plan.m}, {plan.n}, {plan.k}, {plan.warpgroups}, {plan.b_span}, "
-                        f"{flag}, {functor}{tail}>")
+            template = ir.wgmma_gemm_name(True, plan.m, plan.n, plan.k,
+                                          f"{plan.warpgroups}, {plan.b_span}, {flag}, {functor}{tail}")
             return self.gemm_call(node, template)
         # trailing template arguments only where they differ from the defaults (IN_FLIGHT 0, A
         # K-major, one warpgroup along N, one instruction along N)
@@ -186,8 +186,8 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
         tail += f", {plan.n_groups}" if split else ""
         tail += f", {plan.n_chunks}" if plan.n_chunks > 1 else ""
         functor = wgmma_functor_name(plan.n_per_instruction, dtype, plan.b_k_major, plan.a_k_major)
-        template = (f"tw::wgmma_gemm_ss<{plan.m}, {plan.n}, {plan.k}, {plan.warpgroups}, {plan.a_span}, "
-                    f"{plan.b_span}, {flag}, {functor}{tail}>")
+        template = ir.wgmma_gemm_name(False, plan.m, plan.n, plan.k,
+                                      f"{plan.warpgroups}, {plan.a_span}, {plan.b_span}, {flag}, {functor}{tail}")
         return self.gemm_call(node, template)
 
     def gemm_call(self, node: ir.Gemm, template: str) -> ir.Stmt:
