@@ -16,7 +16,7 @@ from .jit import cache as _cache  # noqa: E402
 from .jit.decorator import JitFunction, jit  # noqa: E402
 from .jit.profiler import TensorSupplyType  # noqa: E402
 from . import language  # noqa: E402
-from . import autotuner, cuda, layout, profiler, transform, utils  # noqa: E402
+from . import autotuner, carver, cuda, layout, profiler, transform, utils  # noqa: E402
 from .layout import Layout  # noqa: E402
 from .autotuner.decorator import autotune  # noqa: E402
 
@@ -79,4 +79,4 @@ __all__ = ["CompileError", "KernelRuntimeError", "SourceLocation", "Tileworkbenc
            "PassContext", "Target",
            "Artifact", "lower", "Kernel", "JITKernel", "compile", "jit", "JitFunction", "autotune", "autotuner",
            "cdiv", "next_power_of_2", "disable_cache", "enable_cache", "is_cache_enabled", "set_log_level",
-           "profiler", "Profiler", "utils", "layout", "Layout", "cuda", "TensorSupplyType", "language", "transform", "__version__"]
+           "profiler", "Profiler", "utils", "layout", "Layout", "cuda", "carver", "TensorSupplyType", "language", "transform", "__version__"]

@@ -115,6 +115,12 @@ class KernelRuntimeError(RuntimeError):
     """A kernel launch that failed or was called with arguments that do not match."""
 
 
+class NoDeviceError(RuntimeError):
+    """A question only a CUDA device answers, asked on a machine without one (``carver.arch.driver
+    .get_num_sms()``): the caller's situation, not a compiler failure, also where a kernel's body
+    asks it while it is built."""
+
+
 class TileworkbenchWarning(UserWarning):
     """Something suspicious tileworkbench found in a kernel; compilation goes on. The message
     names the problem and the warning points at the kernel line."""

@@ -28,8 +28,6 @@ NOT_HERE = {
     # other targets
     "cpu": _TARGET, "rocm": _TARGET, "metal": _TARGET, "webgpu": _TARGET, "ascend": _TARGET,
     # tools around TileLang's own compiler
-    "carver": "TileLang's hint generator is not available: tune with tileworkbench.autotune(configs=...); the SM "
-              "count is torch.cuda.get_device_properties(0).multi_processor_count",
     "contrib": "TileLang's contrib (nvcc, hipcc, ... wrappers) is not available: tileworkbench compiles with NVRTC; "
                "the GPU's compute capability is torch.cuda.get_device_capability()",
     "tools": "TileLang's tools (lowering traces, plotting) are not available: tileworkbench.lower(func).trace and "
@@ -65,18 +63,25 @@ SUBMODULES_NOT_HERE = {
                        "(TileLang's sparse GEMM helpers import it; T.gemm_sp is not supported either)",
 }
 
-# Modules of TileLang's that are here in part: the submodules that are (any other is refused)
-IN_PART = {"cuda": ("intrinsics",)}
+# Modules of TileLang's that are here in part: (module path below tileworkbench) -> the submodules
+# that are (any other is refused), and why the rest is not (by the top module)
+IN_PART = {"cuda": ("intrinsics",), "carver": ("arch",), "carver.arch": ("driver",)}
 _BACKEND = ("tileworkbench compiles with its own passes and NVRTC, not TileLang's CUDA backend; of tilelang.cuda "
             "only intrinsics.make_mma_swizzle_layout (a layout hint for T.annotate_layout) is here")
+_CARVER = ("TileLang's hint generator (carver: templates, roller, its arch models) is not available: tune with "
+           "tileworkbench.autotune(configs=...); of tilelang.carver only arch.driver's device queries "
+           "(get_num_sms, get_device_name, ...) are here")
+_IN_PART_WHY = {"cuda": _BACKEND, "carver": _CARVER}
 
 
 def backend_part(qualname: str):
     """A ``__getattr__`` for a module of ``IN_PART``: any name it lacks is an ImportError saying why."""
+    why = _IN_PART_WHY[qualname.split(".")[1]]
+
     def __getattr__(name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(f"module {qualname!r} has no attribute {name!r}")
-        raise ImportError(f"{qualname}.{name} is not supported: {_BACKEND}", name=f"{qualname}.{name}")
+        raise ImportError(f"{qualname}.{name} is not supported: {why}", name=f"{qualname}.{name}")
 
     return __getattr__
 
@@ -90,8 +95,10 @@ class NotHereFinder:
         parts = fullname.split(".")
         if len(parts) >= 2 and parts[0] == "tileworkbench" and parts[1] in NOT_HERE:
             raise not_supported(parts[1])
-        if len(parts) >= 3 and parts[0] == "tileworkbench" and parts[2] not in IN_PART.get(parts[1], (parts[2],)):
-            raise ImportError(f"{fullname} is not supported: {_BACKEND}", name=fullname)
+        for depth in range(2, len(parts) if parts[0] == "tileworkbench" else 0):
+            parent = ".".join(parts[1:depth])
+            if parent in IN_PART and parts[depth] not in IN_PART[parent]:
+                raise ImportError(f"{fullname} is not supported: {_IN_PART_WHY[parts[1]]}", name=fullname)
         inner = ".".join(parts[1:3])
         if parts[0] == "tileworkbench" and inner in SUBMODULES_NOT_HERE:
             raise ImportError(f"tileworkbench.{inner} is not supported: {SUBMODULES_NOT_HERE[inner]}", name=fullname)

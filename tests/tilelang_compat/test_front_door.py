@@ -253,6 +253,24 @@ def test_tilelang_names_we_lack_are_compile_errors_that_say_so(name):
     assert "getattr(T, name)" in str(info.value) and UNSUPPORTED[name].split(" (")[0] in str(info.value)
 
 
+def test_a_tilelang_name_we_lack_written_as_an_attribute_says_why_at_its_line():
+    """``T.sync_grid()`` (TileLang's persistent MLA decode): before, the parser's attribute lookup
+    turned it into a bare "has no attribute"."""
+
+    @tilelang.jit(target=SM90)
+    def uses(A):
+        N = T.const("N")
+        A: T.Tensor((N,), T.float32)
+        with T.Kernel(1, threads=128):
+            T.sync_grid()
+            A[0] = 1.0
+
+    with pytest.raises(CompileError, match=r"T.sync_grid is not supported by tileworkbench: .*TileLang 0.1.15 has "
+                                           r"it") as info:
+        uses.compile(N=128)
+    assert "T.sync_grid()" in str(info.value)
+
+
 def test_an_unknown_name_stays_an_attribute_error():
     assert not hasattr(T, "no_such_thing")
 

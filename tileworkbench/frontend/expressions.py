@@ -14,7 +14,7 @@ import os
 import traceback
 
 from .. import dtypes as _dt
-from ..errors import CompileError
+from ..errors import CompileError, NoDeviceError
 from ..ir import nodes as ir
 from . import builder as _b
 from .regions import subscript_buffer
@@ -38,6 +38,8 @@ def _is_ir(value) -> bool:
 def _raised_in_package(exc: BaseException) -> bool:
     """``exc`` came from tileworkbench's own code, not from a user's helper or a Python builtin
     the kernel called (its traceback starts at the front end's call; a builtin adds no frame)."""
+    if isinstance(exc, NoDeviceError):  # raised for the user on purpose (no device to ask)
+        return False
     frames = traceback.extract_tb(exc.__traceback__)[1:]
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return bool(frames) and os.path.abspath(frames[-1].filename).startswith(package + os.sep)
@@ -76,6 +78,8 @@ class Expressions:
             return _b.TensorData(base)  # a kernel parameter's memory, for T.Tensor(shape, dtype, t.data)
         try:
             return getattr(base, node.attr)
+        except CompileError:  # T.<a TileLang name we lack>: its own words say why (an AttributeError too)
+            raise
         except AttributeError:
             owner = getattr(base, "__name__", type(base).__name__)
             raise self.error(node, f"{owner} has no attribute {node.attr!r}") from None
