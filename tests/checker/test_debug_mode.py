@@ -199,3 +199,26 @@ def test_the_debug_cost_benchmark_is_importable():
     from tileworkbench.bench import debug_cost
 
     assert callable(debug_cost.debug_cost) and callable(debug_cost.main)
+
+
+def test_a_kernel_that_hands_registers_over_waits_with_the_loop_inline():
+    """With ``T.set_max_nreg`` in the kernel every bounded wait is ``wait_debug_inline``: called
+    out of line, ptxas dropped the setmaxnreg of TileLang's MLA decode example (C7507) and ran it
+    at the launch's register count (tw/sync.h); otherwise the code is the plain kernel's."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tilelang_compat"))
+    from test_hand_warp_specialized import gathered_scores
+
+    plain = tw.lower(gathered_scores(), target=SM90)
+    art = tw.lower(gathered_scores(), target=SM90, pass_configs=DEBUG)
+    body = _body(art.device_source)
+    waits = len(re.findall(r"\]\.wait\(", _body(plain.device_source)))
+    assert waits and body.count(".wait_debug_inline(") == waits and ".wait_debug(" not in body
+    undone = body.replace(",\n    unsigned int* __restrict__ tw_debug) {", ") {")
+    undone = re.sub(r"(\S+?)\.wait_debug_inline\((.+?), tw_debug, .*\);  // debug mode: bounded wait",
+                    r"\1.wait(\2);", undone)
+    assert undone == _body(plain.device_source)
+    log = compile_check(art.device_source, "sm_90a", "debug_hands_registers_over.cu").log
+    assert "C7507" not in log and "setmaxnreg" in art.device_source
+    # a kernel without setmaxnreg keeps the out-of-line loop (the cheaper one, measured)
+    assert ".wait_debug_inline(" not in _body(tw.lower(corpus.missing_arrive(), target=SM90, pass_configs={
+        **DEBUG, "tw.barrier_check": "off"}).device_source)

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..errors import where
 from ..version import __version__
 from ..ir import nodes as ir
-from ..ir.visitor import uses_var
+from ..ir.visitor import collect, uses_var
 from . import block_order
 from .c_style import MATH_F32, CStyleRenderer
 
@@ -141,6 +141,8 @@ class CudaRenderer(CStyleRenderer):
         self.kernel_name = kernel_name
         self.code_offset = code_offset
         self.debug_ns = int(debug_timeout_s * 1e9) if debug_timeout_s else 0
+        self.hands_registers_over = bool(self.debug_ns) and any(
+            isinstance(s.call, ir.Call) and ir.max_registers_set(s.call.name) for s in collect(func.body, ir.Evaluate))
         self.stmt_index = 0  # pre-order number of the statement being rendered (analysis/program.py's)
         self.barrier_ids: dict = {}
         self.draws_random = False  # a call of the thread's generator was rendered (tw/random.h)
@@ -254,7 +256,9 @@ class CudaRenderer(CStyleRenderer):
         slot = self.expr(ref.index)
         bar = self.barrier_ids.setdefault(ref.buffer.name, len(self.barrier_ids))
         site = self.stmt_index - 1
-        return (f"{self.expr(ref)}.wait_debug({self.expr(parity)}, {DEBUG_PARAM}, {bar}u, {slot}, {site}u, "
+        # a kernel that hands registers over keeps its setmaxnreg only with the bounded loop inline (tw/sync.h)
+        wait = "wait_debug_inline" if self.hands_registers_over else "wait_debug"
+        return (f"{self.expr(ref)}.{wait}({self.expr(parity)}, {DEBUG_PARAM}, {bar}u, {slot}, {site}u, "
                 f"{line}u, {self.debug_ns}ull);  // debug mode: bounded wait")
 
     def s_SyncThreads(self, s, d):

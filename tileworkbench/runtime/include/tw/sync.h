@@ -164,9 +164,9 @@ struct alignas(8) Barrier {
   // TRIES_PER_CLOCK failed tries (each try already suspends the thread for a while in hardware)
   // and the record (a global load) once per POLL_NS. The clock starts at its first read, a few
   // microseconds after the wait began.
-  __device__ __noinline__ void wait_bounded(int parity, unsigned int* record, unsigned int barrier, int slot,
-                                            unsigned int site, unsigned int line,
-                                            unsigned long long timeout_ns) const {
+  __device__ __forceinline__ void bounded_loop(int parity, unsigned int* record, unsigned int barrier, int slot,
+                                               unsigned int site, unsigned int line,
+                                               unsigned long long timeout_ns) const {
     unsigned long long start = 0, poll = 0;
     for (unsigned int tries = 1;; ++tries) {
       if (try_wait(parity)) return;
@@ -185,6 +185,23 @@ struct alignas(8) Barrier {
       }
       poll = now + debug::POLL_NS;
     }
+  }
+
+  __device__ __noinline__ void wait_bounded(int parity, unsigned int* record, unsigned int barrier, int slot,
+                                            unsigned int site, unsigned int line,
+                                            unsigned long long timeout_ns) const {
+    bounded_loop(parity, record, barrier, slot, site, line, timeout_ns);
+  }
+
+  // The same wait with the bounded loop inline, for a kernel that hands registers over itself
+  // (setmaxnreg): with the call of wait_debug, ptxas drops the kernel's setmaxnreg (C7507) and
+  // serialises its wgmma (C7512) for TileLang's MLA decode example, which then runs at the
+  // launch's register count (1.55 ms against 0.72 on an H100); with the loop inline NVRTC for
+  // sm_90a reports neither. (Not yet timed on a GPU.)
+  __device__ __forceinline__ void wait_debug_inline(int parity, unsigned int* record, unsigned int barrier,
+                                                    int slot, unsigned int site, unsigned int line,
+                                                    unsigned long long timeout_ns) const {
+    if (!try_wait(parity)) bounded_loop(parity, record, barrier, slot, site, line, timeout_ns);
   }
 
   // <<< debug mode
