@@ -142,6 +142,21 @@ _KNOWN_KEYS = {k.value for k in PassConfigKey} - set(TILELANG_ONLY_KEYS) - set(A
 _warned_keys: set = set()
 # The values each key takes (every other key is a switch: True or False).
 BARRIER_CHECK_MODES = ("error", "warn", "off")
+
+
+def barrier_check_mode(configs) -> str:
+    """The ``tw.barrier_check`` mode pass configs ask for: "error" by default (and for True),
+    "off" for False, else the mode named; any other value is a CompileError."""
+    value = (configs or {}).get(PassConfigKey.TW_BARRIER_CHECK.value, "error")
+    if value is True or value is None:
+        return "error"
+    if value is False:
+        return "off"
+    text = str(value).strip().lower()
+    if text not in BARRIER_CHECK_MODES:
+        raise user_error(f"pass config {PassConfigKey.TW_BARRIER_CHECK.value} must be 'error', 'warn' or 'off', "
+                         f"not {value!r}")
+    return text
 CODE_OFFSET_MAX = 64  # tw.code_offset: 64 fillers move the code a kilobyte, past any fetch block
 
 

@@ -45,8 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CompileError, TileworkbenchWarning
+from ..errors import TileworkbenchWarning
 from ..ir import nodes as ir
+from ..target import BARRIER_CHECK_MODES, PassConfigKey, barrier_check_mode
 from .accesses import DataRules, Load, Read, Store
 from .diagnosis import Diagnosis, at, iteration_of
 from .footprints import Footprints, call_of, has_async_memory, is_shared, touches_shared
@@ -57,22 +58,14 @@ from .scan import StatementScan
 from .simulation import SOURCE as SIMULATION_SOURCE
 
 SOURCE = "barrier_check"  # the ``source`` of the findings this module produces
-CONFIG = "tw.barrier_check"
-MODES = ("error", "warn", "off")
+CONFIG = PassConfigKey.TW_BARRIER_CHECK.value
+MODES = BARRIER_CHECK_MODES
 CHECKED_SOURCES = (SOURCE, SIMULATION_SOURCE)
 
 
 def mode_of(artifact) -> str:
     """The ``tw.barrier_check`` mode in force for a lowering artifact ("error" by default)."""
-    value = (getattr(artifact, "pass_configs", None) or {}).get(CONFIG, "error")
-    if value is True or value is None:
-        return "error"
-    if value is False:
-        return "off"
-    text = str(value).strip().lower()
-    if text not in MODES:
-        raise CompileError(f"pass config {CONFIG} must be 'error', 'warn' or 'off', not {value!r}")
-    return text
+    return barrier_check_mode(getattr(artifact, "pass_configs", None))
 
 
 

@@ -87,8 +87,9 @@ def _dynamic_sizes(kernel) -> dict:
 
 
 class Profiler:
-    """Correctness and timing of one kernel (or a kernel sequence: flash decoding and its combine), with TileLang's signatures: ``assert_allclose`` and
-    ``do_bench`` (``warmup``/``rep`` in milliseconds, as ``tileworkbench.profiler.do_bench``)."""
+    """Correctness and timing of one kernel (or a kernel sequence: flash decoding and its combine),
+    with TileLang's signatures: ``assert_allclose`` and ``do_bench`` (``warmup``/``rep`` in
+    milliseconds, as ``tileworkbench.profiler.do_bench``)."""
 
     def __init__(self, kernel, tensor_supply_type: TensorSupplyType | None = None):
         self.kernel = kernel

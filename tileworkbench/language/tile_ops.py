@@ -373,5 +373,3 @@ def _columns_from(r) -> _py_bool:
     extents = r.static_extents()
     return shape is not None and extents is not None and len(shape) == 2 and extents[0] == shape[0] and \
         ir.const_int(r.starts[0]) == 0
-
-

@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from ..errors import CompileError, SourceLocation, TileworkbenchWarning
 from ..ir import nodes as ir
 from ..ir.visitor import collect
+from ..target import PassConfigKey, barrier_check_mode
 from .manager import register
 
-CONFIG = "tw.barrier_check"
+CONFIG = PassConfigKey.TW_BARRIER_CHECK.value
 
 
 @dataclass
@@ -148,26 +149,31 @@ class _Side:
             self.region("w", r)
 
     # ---- orders ------------------------------------------------------------------------------
-    def after(self, event: _Event, kind: str, name: str | None = None) -> bool:
-        """Whether the side does ``kind`` (on ``name``) after ``event``: later, or in a loop around both."""
-        return any(e.kind == kind and (name is None or e.name == name) and (e.index > event.index or e.loops & event.loops)
-                   for e in self.events)
+    def arrives_after(self, event: _Event) -> bool:
+        """Whether the side arrives on a barrier after ``event``: later, or in a loop around both."""
+        return any(e.kind == "arrive" and _follows(e, event) for e in self.events)
 
-    def before(self, event: _Event, kind: str, name: str) -> bool:
-        return any(e.kind == kind and e.name == name and (e.index < event.index or e.loops & event.loops)
-                   for e in self.events)
+    def waits_before(self, event: _Event, barrier: str) -> bool:
+        """Whether the side waits on ``barrier`` before ``event``: earlier, or in a loop around both."""
+        return any(e.kind == "wait" and e.name == barrier and _follows(event, e) for e in self.events)
+
+
+def _follows(later: _Event, earlier: _Event) -> bool:
+    """``later`` comes after ``earlier`` in program order, or a loop around both runs it after
+    ``earlier`` in a next iteration."""
+    return later.index > earlier.index or bool(later.loops & earlier.loops)
 
 
 def _first_race(sides: list) -> tuple | None:
     for (w_threads, writer), (r_threads, reader) in ((a, b) for a in sides for b in sides if a is not b):
         for w in writer.events:
-            if w.kind != "w" or writer.after(w, "arrive"):
+            if w.kind != "w" or writer.arrives_after(w):
                 continue
             for r in reader.events:
                 if r.kind != "r" or r.name != w.name or _apart(r.box, w.box):
                     continue
-                read_first = any(a.kind == "arrive" and reader.after(r, "arrive", a.name) and
-                                 writer.before(w, "wait", a.name) for a in reader.events)
+                read_first = any(a.kind == "arrive" and _follows(a, r) and writer.waits_before(w, a.name)
+                                 for a in reader.events)
                 if not read_first:
                     return w, w_threads, r, r_threads
     return None
@@ -180,8 +186,8 @@ def _threads(first_count) -> str:
 
 @register("verify_scope_races", "tile")
 def verify_scope_races(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    mode = ctx.configs.get(CONFIG, "error")
-    if mode == "off" or mode is False:
+    mode = barrier_check_mode(ctx.configs)
+    if mode == "off":
         return func
     for seq in collect(func.body, ir.SeqStmt):
         for run in ir.scope_runs(seq.stmts):

@@ -141,8 +141,8 @@ def column_block(region: ir.Region) -> tuple | None:
     count = ir.const_int(region.extents[-1])
     if count is None or count == row:
         return None
-    first = region.starts[-1]
-    return (ir.const_int(first) if ir.const_int(first) is not None else first), count
+    first = ir.const_int(region.starts[-1])
+    return (region.starts[-1] if first is None else first), count
 
 
 def _whole_panels(block: tuple, row: int, elem_bytes: int) -> bool:
