@@ -55,6 +55,20 @@ def test_gemm_profiler_assert_allclose(torch):
         kernel.get_profiler().assert_allclose(lambda a, b: (a.float() @ b.float() + 1).half(), atol=1e-2, rtol=1e-2)
 
 
+def test_each_supply_type_draws_tilelangs_distribution(torch):
+    from tileworkbench.utils.tensor import TensorSupplyType, get_tensor_supply
+
+    param = {"shape": (512, 512), "dtype": "float32"}
+    normal = get_tensor_supply(TensorSupplyType.Normal)(param).double()
+    assert abs(normal.mean().item() + 1.0) < 0.02 and abs(normal.std().item() - 1.0) < 0.02  # TileLang's (-1, 1)
+    auto = get_tensor_supply(TensorSupplyType.Auto)(param).double()
+    assert abs(auto.mean().item()) < 0.02 and abs(auto.std().item() - 1.0) < 0.02
+    uniform = get_tensor_supply(TensorSupplyType.Uniform)(param)
+    assert uniform.min().item() >= -1.0 and uniform.max().item() < 1.0 and uniform.std().item() > 0.5
+    integers = get_tensor_supply(TensorSupplyType.Integer)(param)
+    assert set(integers.unique().tolist()) == {-2.0, -1.0, 0.0, 1.0, 2.0}
+
+
 def test_kernel_accepts_cupy_and_preallocated_outputs(torch):
     import cupy
 
