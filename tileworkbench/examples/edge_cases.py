@@ -447,3 +447,33 @@ def many_row_reductions_expected(a: np.ndarray) -> np.ndarray:
     absmax_then_sum = np.abs(x).max(1) + x.sum(1)
     return np.stack([x.sum(1), x.max(1), x.min(1), np.abs(x).sum(1), np.abs(x).max(1), absmax_then_sum,
                      np.maximum(absmax_then_sum, x.max(1)), x.min(1)])
+
+
+def two_phase_shared_tiles(rows=128, cols=128):
+    """Two phases of shared tiles, four ``rows x cols`` float32 tiles in all (64 KB each at 128 x
+    128, 256 KB side by side, over sm_90a's 227 KB): the first phase adds ``A`` and ``B`` through
+    ``a_s`` and ``b_s``, the second stores the sum and the difference through ``s_s`` and ``d_s``
+    (as TileLang's GQA backward keeps dK and dV in shared tiles only after its loop).
+    ``plan_shared_memory`` places the second phase's tiles over the first's."""
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, cols), "float32"), B: T.Tensor((rows, cols), "float32"),
+             Sum: T.Tensor((rows, cols), "float32"), Diff: T.Tensor((rows, cols), "float32")):
+        with T.Kernel(1, threads=256):
+            a_s = T.alloc_shared((rows, cols), "float32")
+            b_s = T.alloc_shared((rows, cols), "float32")
+            s_s = T.alloc_shared((rows, cols), "float32")
+            d_s = T.alloc_shared((rows, cols), "float32")
+            s = T.alloc_fragment((rows, cols), "float32")
+            d = T.alloc_fragment((rows, cols), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            for i, j in T.Parallel(rows, cols):
+                s[i, j] = a_s[i, j] + b_s[j, i]
+                d[i, j] = a_s[i, j] - b_s[j, i]
+            T.copy(s, s_s)
+            T.copy(d, d_s)
+            T.copy(s_s, Sum)
+            T.copy(d_s, Diff)
+
+    return main

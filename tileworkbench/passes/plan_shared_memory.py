@@ -21,6 +21,16 @@ allocation, the first of them a block barrier) all go at one offset where the ke
 fit otherwise: any two uses of them are apart by the barrier that starts the later one, so sharing
 bytes is safe (mHC's backward sums seven 32 KB tiles). Not in a kernel with ``T.ws`` or warp
 specialisation, whose barriers are its scopes' only. Each entry names the others (``shares_with``).
+
+Lifetimes, the last resort (TileLang's merging of shared allocations): where the kernel still would
+not fit, each shared buffer lives from the first top-level statement that uses it to the last, and
+buffers whose lives do not overlap are placed over each other (largest first, each at the lowest
+offset clear of the buffers alive with it). Before the first use of a buffer that takes bytes
+another used earlier, a block barrier with an async-proxy fence is put unless one stands between
+the two. The source of a TMA store, which may still be read after its statement, lives to the end; a
+buffer no statement uses, the whole kernel.
+Not in a kernel with ``T.ws`` or warp specialisation, where top-level order is not time order.
+Kernels that fit keep the plans above, byte for byte.
 """
 
 from __future__ import annotations
@@ -111,6 +121,58 @@ def _scratch_pool(func: ir.PrimFunc, body, buffers) -> list:
     return scratch if all(id(b) in barrier_next for b in scratch) else []
 
 
+def _lifetimes(body, buffers) -> tuple[list, dict]:
+    """The top-level statements and each shared buffer's (first, last) statement index."""
+    stmts, uses = _top_level_uses(body)
+    last = len(stmts) - 1
+    stored = {id(b) for c in collect(body, ir.Call) if c.name == "tw::tma_store" for b in collect(c, ir.Buffer)}
+    return stmts, {id(b): (0, last) if id(b) not in uses else
+                   (min(uses[id(b)]), last if id(b) in stored else max(uses[id(b)])) for b in buffers}
+
+
+def _lowest_clear_offset(size: int, align: int, taken: list) -> int:
+    """The lowest ``align``-ed offset where ``size`` bytes overlap none of the ``taken`` spans."""
+    for start in sorted([0] + [-(-end // align) * align for _, end in taken]):
+        if all(start + size <= lo or start >= hi for lo, hi in taken):
+            return start
+    raise AssertionError("past the last span is always clear")
+
+
+def _plan_by_lifetime(func: ir.PrimFunc, buffers) -> tuple[int, list, ir.Stmt] | None:
+    """(bytes, plan, body with the barriers reuse needs) placing buffers by lifetime (module doc);
+    None in a kernel with scopes or warp specialisation."""
+    if collect(func.body, (ir.ThreadScope, ir.WarpSpecialize)) or (func.attrs.get("warp_specialized") or {}).get("applied"):
+        return None
+    shared = [b for b in buffers if b.scope == "shared"]
+    stmts, life = _lifetimes(func.body, shared)
+    spans: dict = {}  # id(buffer) -> (start, end) in bytes
+    for buf in sorted(shared, key=lambda b: (-_size_of(b), -_align_of(b))):
+        alive_with = [spans[id(o)] for o in shared if id(o) in spans and _overlap(life[id(o)], life[id(buf)])]
+        start = _lowest_clear_offset(_size_of(buf), _align_of(buf), alive_with)
+        spans[id(buf)] = (start, start + _size_of(buf))
+    plan: list = []
+    barrier_before: set = set()
+    for buf in shared:
+        sharing = [o for o in shared if o is not buf and _overlap(spans[id(o)], spans[id(buf)], exclusive=True)]
+        _place([buf], spans[id(buf)][0], plan, shares_with=sharing)
+        earlier = [life[id(o)][1] for o in sharing if life[id(o)][1] < life[id(buf)][0]]
+        first = life[id(buf)][0]
+        if earlier and not any(isinstance(s, ir.SyncThreads) and s.threads is None for s in stmts[max(earlier) + 1:first]):
+            barrier_before.add(first)
+    end = _place([b for b in buffers if b.scope == "barrier"], max((e for _, e in spans.values()), default=0), plan)
+    fenced = []
+    for i, s in enumerate(stmts):
+        if i in barrier_before:
+            fenced += [ir.Evaluate(ir.Call("tw::fence_proxy_async", ())), ir.SyncThreads()]
+        fenced.append(s)
+    return end, plan, ir.seq(fenced)
+
+
+def _overlap(a: tuple, b: tuple, exclusive: bool = False) -> bool:
+    """Whether two closed statement ranges (or, ``exclusive``, two half-open byte spans) meet."""
+    return a[0] < b[1] and b[0] < a[1] if exclusive else a[0] <= b[1] and b[0] <= a[1]
+
+
 def _crossing_the_limit(buffers, limit: int):
     """Where the allocation was made whose bytes, added to those allocated before it (in the
     user's order: the buffer the user can shrink or drop), pass ``limit``; None if none has a
@@ -143,6 +205,8 @@ def plan_shared_memory(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         _place(late, 0, plan, shares_with=tiles)
         start = _place([b for b in buffers if id(b) not in placed and b not in pool], max(end_tiles, end_late), plan)
         offset = max(_place([b], start, plan, shares_with=[o for o in pool if o is not b]) for b in pool)
+    if offset > limit and (by_lifetime := _plan_by_lifetime(func, buffers)) and by_lifetime[0] <= limit:
+        offset, plan, body = by_lifetime
     if offset > limit:
         listing = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in plan)
         raise CompileError(f"the kernel needs {offset} bytes of shared memory, more than the {limit} "
