@@ -477,3 +477,36 @@ def two_phase_shared_tiles(rows=128, cols=128):
             T.copy(d_s, Diff)
 
     return main
+
+
+def tile_read_by_wgmma_and_mma(m=128, n=32, k=192):
+    """One shared tile ``a_s`` (``m x k`` float16, rows of 384 bytes) read by two gemms, as TileLang's
+    GQA backward reads ``K_shared``: ``S = A @ B^T`` on wgmma, which wants ``a_s`` in 128-byte panels,
+    and ``G = D^T @ A`` with ``n`` = 32 rows, too few for wgmma, on mma.sync, which must read the
+    same panels (``tw::gemm_ss``'s panel arguments), as must ``H = B @ A^T`` (both operands in
+    panels). ``S`` is ``m x n``, ``G`` is ``n x k``, ``H`` is ``n x m``."""
+
+    @T.prim_func
+    def main(A: T.Tensor((m, k), "float16"), B: T.Tensor((n, k), "float16"), D: T.Tensor((m, n), "float16"),
+             S: T.Tensor((m, n), "float32"), G: T.Tensor((n, k), "float32"), H: T.Tensor((n, m), "float32")):
+        with T.Kernel(1, threads=256):
+            a_s = T.alloc_shared((m, k), "float16")
+            b_s = T.alloc_shared((n, k), "float16")
+            d_s = T.alloc_shared((m, n), "float16")
+            s = T.alloc_fragment((m, n), "float32")
+            g = T.alloc_fragment((n, k), "float32")
+            h = T.alloc_fragment((n, m), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.copy(D, d_s)
+            T.clear(s)
+            T.gemm(a_s, b_s, s, transpose_B=True)
+            T.clear(g)
+            T.gemm(d_s, a_s, g, transpose_A=True)
+            T.clear(h)
+            T.gemm(b_s, a_s, h, transpose_B=True)
+            T.copy(s, S)
+            T.copy(g, G)
+            T.copy(h, H)
+
+    return main

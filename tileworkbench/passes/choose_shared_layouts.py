@@ -10,7 +10,9 @@ Guarantees:
     tile wants the same layout of it: where two would disagree (one accumulator fed by a wgmma
     and an mma.sync gemm, or by two wgmma forms; two accumulators a ``T.Parallel`` loop reads or
     writes whole alike, fed so; one tile read K-major by one gemm and N-major by another), the
-    gemms involved take the mma.sync path, whose layouts always agree;
+    gemms involved take the mma.sync path, whose layouts always agree; an mma.sync gemm reading
+    a tile a wgmma gemm stores in panels reads those panels (``tw::gemm_ss``'s panel arguments;
+    a TF32 one cannot: ``lower_tile_ops`` refuses it);
   * other gemm operand tiles and tiles moved by a descriptor TMA (but for the tile of a final
     store, ``rules.tma.STORE_ONLY``) get the swizzle their inner
     dimension allows (``rules.tma.swizzle_for_tile``), or, when their rows are wider than 128
@@ -184,7 +186,7 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             continue  # the layout its writers want (a tensor map of any swizzle stores it)
         if not tma_rules.is_contiguous(g_region) or tma_rules.region_bytes(g_region) % 16:
             wanted.add(id(buf))  # a descriptor is needed anyway: give it the fast layout
-    # mma.sync reads its operand tiles with a plain row stride (a swizzle, but never panels)
+    # a tile only mma.sync gemms read keeps rows of its own width (a swizzle, but never panels)
     operands = {id(r.buffer) for gemm in collect(func.body, ir.Gemm) for r in (gemm.a, gemm.b)}
     tma_filled = {id(buf) for _, buf in pairs}
     for buf in shared:

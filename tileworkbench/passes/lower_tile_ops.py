@@ -16,7 +16,8 @@ Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce``/``Scan`` remains. Instead:
   * ``T.gemm`` is one call of ``tw::wgmma_gemm_ss<...>`` (Hopper warpgroup MMA, when
     ``choose_shared_layouts`` chose that path), ``tw::wgmma_gemm_rs<...>`` for an A in a fragment
     (its registers are wgmma's A operand), or ``tw::gemm_ss<M, N, K, WM, WN, transA, transB,
-    swizzleA, swizzleB, T>`` (mma.sync) on the shared tiles and the accumulator; float32 tiles
+    swizzleA, swizzleB, T[, panelA, panelB]>`` (mma.sync; the panels where a wgmma gemm reading
+    the same tile had it stored in 128-byte panels) on the shared tiles and the accumulator; float32 tiles
     run in TF32: on wgmma (m64nNk8) where both are K-major, else ``tw::gemm_ss_tf32<...>``
     (mma.sync m16n8k8, each operand rounded to TF32);
   * reductions of a fragment's rows into a fragment with those rows' layout stay in registers
@@ -163,8 +164,15 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
         flag = {True: "true", False: "false"}
         shape = (f"{m}, {n}, {k}, {layout.warps_m}, {layout.warps_n}, {flag[node.trans_a]}, {flag[node.trans_b]}, "
                  f"{a.buffer.attrs.get('swizzle', 0)}, {b.buffer.attrs.get('swizzle', 0)}")
+        # a tile a wgmma gemm also reads may be stored in 128-byte panels (choose_shared_layouts)
+        panels = [r.buffer.attrs.get("panel", 0) for r in (a, b)]
+        if tf32 and any(panels):
+            raise CompileError(f"T.gemm: {a.buffer.name if panels[0] else b.buffer.name} is read by a wgmma gemm in "
+                               "128-byte panels and by this TF32 mma.sync gemm, which reads whole rows only; copy "
+                               "it into a tile of its own for this gemm", node.loc)
+        panel_args = f", {panels[0]}, {panels[1]}" if any(panels) else ""
         template = (f"tw::gemm_ss_tf32<{shape}>" if tf32 else
-                    f"tw::gemm_ss<{shape}, {_CPP_TYPES[a.buffer.dtype.name]}>")
+                    f"tw::gemm_ss<{shape}, {_CPP_TYPES[a.buffer.dtype.name]}{panel_args}>")
         return self.gemm_call(node, template)
 
     def wgmma(self, node: ir.Gemm, plan) -> ir.Stmt:

@@ -45,16 +45,26 @@ __device__ __forceinline__ void mma_16816(float* c, const unsigned int* a, const
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <int SW>
+// Shared address of element (row, col) of a 16-bit tile: rows of PITCH bytes, or, where PANEL (elements
+// per 128-byte panel) is set, ROWS-row panels of 128 bytes side by side (the layout a wgmma gemm reading
+// the same tile wants, choose_shared_layouts); then swizzled with span SW, as tw::swizzled does.
+template <int SW, int PANEL = 0, int ROWS = 0>
 __device__ __forceinline__ unsigned int tile_addr(unsigned int base, int row, int col_elems, int pitch_bytes) {
-  return base + swizzle<SW>((unsigned int)(row * pitch_bytes + col_elems * 2));
+  if constexpr (PANEL != 0) {
+    const int panel = col_elems / PANEL, col = col_elems % PANEL;
+    return base + swizzle<SW>((unsigned int)(panel * ROWS * 128 + row * 128 + col * 2));
+  } else {
+    return base + swizzle<SW>((unsigned int)(row * pitch_bytes + col_elems * 2));
+  }
 }
 
-template <int M, int N, int K, int WM, int WN, bool TA, bool TB, int SWA, int SWB, typename T>
+// PA, PB: elements per 128-byte panel of an operand tile stored in panels (0: rows of its own width).
+template <int M, int N, int K, int WM, int WN, bool TA, bool TB, int SWA, int SWB, typename T, int PA = 0, int PB = 0>
 __device__ __forceinline__ void gemm_ss(const T* A, const T* B, float* acc, int thread) {
   constexpr int TM = M / WM, TN = N / WN, MI = TM / 16, NI = TN / 8;
   static_assert(TM % 16 == 0 && TN % 8 == 0 && K % 16 == 0, "tile not divisible by the mma shape");
   constexpr int PITCH_A = (TA ? M : K) * 2, PITCH_B = (TB ? K : N) * 2;
+  constexpr int ROWS_A = TA ? K : M, ROWS_B = TB ? N : K;  // of the tiles as stored
   const int warp = thread / 32, lane = thread % 32;
   const int wr = warp / WN, wc = warp % WN;
   const unsigned int a_base = smem_addr(A), b_base = smem_addr(B);
@@ -66,10 +76,10 @@ __device__ __forceinline__ void gemm_ss(const T* A, const T* B, float* acc, int 
     for (int mi = 0; mi < MI; ++mi) {
       const int m0 = wr * TM + mi * 16;
       if constexpr (!TA) {
-        ldmatrix_x4(a[mi], tile_addr<SWA>(a_base, m0 + lane % 16, kk + (lane / 16) * 8, PITCH_A));
+        ldmatrix_x4(a[mi], tile_addr<SWA, PA, ROWS_A>(a_base, m0 + lane % 16, kk + (lane / 16) * 8, PITCH_A));
       } else {
         const int k = kk + lane % 8 + 8 * (lane / 16), m = m0 + 8 * ((lane / 8) % 2);
-        ldmatrix_x4_trans(a[mi], tile_addr<SWA>(a_base, k, m, PITCH_A));
+        ldmatrix_x4_trans(a[mi], tile_addr<SWA, PA, ROWS_A>(a_base, k, m, PITCH_A));
       }
     }
 #pragma unroll
@@ -78,10 +88,10 @@ __device__ __forceinline__ void gemm_ss(const T* A, const T* B, float* acc, int 
       unsigned int r[4];
       if constexpr (!TB) {
         const int k = kk + lane % 8 + 8 * ((lane / 8) % 2), n = n0 + 8 * (lane / 16);
-        ldmatrix_x4_trans(r, tile_addr<SWB>(b_base, k, n, PITCH_B));
+        ldmatrix_x4_trans(r, tile_addr<SWB, PB, ROWS_B>(b_base, k, n, PITCH_B));
       } else {
         const int n = n0 + lane % 8 + 8 * (lane / 16), k = kk + 8 * ((lane / 8) % 2);
-        ldmatrix_x4(r, tile_addr<SWB>(b_base, n, k, PITCH_B));
+        ldmatrix_x4(r, tile_addr<SWB, PB, ROWS_B>(b_base, n, k, PITCH_B));
       }
       b[ni][0] = r[0];
       b[ni][1] = r[1];
@@ -92,10 +102,10 @@ __device__ __forceinline__ void gemm_ss(const T* A, const T* B, float* acc, int 
       const int n0 = wc * TN + (NI - 1) * 8;
       if constexpr (!TB) {
         const int k = kk + lane % 8 + 8 * ((lane / 8) % 2);
-        ldmatrix_x2_trans(b[NI - 1], tile_addr<SWB>(b_base, k, n0, PITCH_B));
+        ldmatrix_x2_trans(b[NI - 1], tile_addr<SWB, PB, ROWS_B>(b_base, k, n0, PITCH_B));
       } else {
         const int n = n0 + lane % 8, k = kk + 8 * ((lane / 8) % 2);
-        ldmatrix_x2(b[NI - 1], tile_addr<SWB>(b_base, n, k, PITCH_B));
+        ldmatrix_x2(b[NI - 1], tile_addr<SWB, PB, ROWS_B>(b_base, n, k, PITCH_B));
       }
     }
 #pragma unroll

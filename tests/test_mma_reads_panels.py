@@ -1,0 +1,39 @@
+"""An mma.sync gemm reading a tile that a wgmma gemm has stored in 128-byte panels (TileLang's GQA
+backward reads ``K_shared`` so: ``Q @ K^T``-like on wgmma, ``dS^T @ K`` with 32 rows on mma.sync):
+``tw::gemm_ss`` is told the panels (before, it read the tile as plain rows: a wrong dQ on the H100).
+The program on the tile-level interpreter against numpy, the call's panel arguments, NVRTC."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tileworkbench as tw
+from tileworkbench.examples.edge_cases import tile_read_by_wgmma_and_mma
+
+
+def _inputs(rng):
+    return [rng.standard_normal(shape).astype(np.float16) for shape in ((128, 192), (32, 192), (128, 32))]
+
+
+def expected(a, b, d):
+    a, b, d = (x.astype(np.float64) for x in (a, b, d))
+    return a @ b.T, d.T @ a, b @ a.T
+
+
+def test_the_program_computes_the_three_products():
+    a, b, d = _inputs(np.random.default_rng(5))
+    outs = [np.zeros((128, 32), np.float32), np.zeros((32, 192), np.float32), np.zeros((32, 128), np.float32)]
+    tw.compile(tile_read_by_wgmma_and_mma(), target="cpu")(a, b, d, *outs)
+    for got, want in zip(outs, expected(a, b, d)):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-2)
+
+
+def test_each_mma_gemm_is_given_the_panels_of_what_it_reads():
+    src = tw.lower(tile_read_by_wgmma_and_mma(), target="sm_90a").device_source
+    assert "tw::wgmma_gemm_ss<128, 32, 192," in src  # a_s in panels for wgmma
+    assert "tw::gemm_ss<32, 192, 128, 1, 8, true, false, 64, 128, tw::half, 0, 64>" in src  # B = a_s, in panels
+    assert "tw::gemm_ss<32, 128, 192, 1, 8, false, true, 128, 128, tw::half, 64, 64>" in src  # both
+
+
+def test_the_kernel_compiles(nvrtc_check):
+    nvrtc_check(tw.lower(tile_read_by_wgmma_and_mma(), target="sm_90a").device_source, "sm_90a")
