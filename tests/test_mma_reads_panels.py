@@ -37,3 +37,33 @@ def test_each_mma_gemm_is_given_the_panels_of_what_it_reads():
 
 def test_the_kernel_compiles(nvrtc_check):
     nvrtc_check(tw.lower(tile_read_by_wgmma_and_mma(), target="sm_90a").device_source, "sm_90a")
+
+
+def test_a_tf32_mma_gemm_on_a_paneled_tile_is_refused_at_its_line():
+    import pytest
+
+    import tileworkbench.language as T
+    from tileworkbench.errors import CompileError
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float32"), B: T.Tensor((32, 64), "float32"), D: T.Tensor((128, 32), "float32"),
+             S: T.Tensor((128, 32), "float32"), G: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, threads=256):
+            a_s = T.alloc_shared((128, 64), "float32")
+            b_s = T.alloc_shared((32, 64), "float32")
+            d_s = T.alloc_shared((128, 32), "float32")
+            s = T.alloc_fragment((128, 32), "float32")
+            g = T.alloc_fragment((32, 64), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.copy(D, d_s)
+            T.clear(s)
+            T.gemm(a_s, b_s, s, transpose_B=True)
+            T.clear(g)
+            T.gemm(d_s, a_s, g, transpose_A=True)
+            T.copy(s, S)
+            T.copy(g, G)
+
+    with pytest.raises(CompileError, match="a_s is read by a wgmma gemm in 128-byte panels") as err:
+        tw.lower(main, target="sm_90a")
+    assert "T.gemm(d_s, a_s, g, transpose_A=True)" in str(err.value)
