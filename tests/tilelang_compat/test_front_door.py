@@ -418,6 +418,31 @@ def halves_added(X, block):
 
 
 @tilelang.jit
+def grouped_rows(X, groups, block):
+    rows, width = T.const("rows, width")
+    per_group = rows // groups  # before the annotation, which names its shape (TileLang's NSA decode)
+    x_shape = [rows, width]
+    X: T.Tensor(x_shape, "float16")
+    Y = T.empty((per_group, width), "float16")
+    with T.Kernel(T.ceildiv(per_group, block), threads=128) as bx:
+        for i, j in T.Parallel(block, width):
+            Y[bx * block + i, j] = X[(bx * block + i) * groups, j]
+    return Y
+
+
+def test_a_size_from_an_annotation_that_names_its_shape_list(dry):
+    kernel = grouped_rows.compile(Tensor((512, 64)), groups=4, block=64)
+    assert [p["shape"] for p in kernel.params] == [[512, 64], [128, 64]]
+    assert kernel is grouped_rows.compile(rows=512, width=64, groups=4, block=64)
+
+
+def test_get_kernel_source_compiles_for_the_arguments_as_compile_does(dry):
+    source = halves_added.get_kernel_source(Tensor((1024,)), block=128)
+    assert source == halves_added.compile(N=1024, block=128).get_kernel_source() and "__global__" in source
+    assert dry == []  # nothing launched
+
+
+@tilelang.jit
 def windowed(X, W, block):
     N, K = T.const("N, K")
     KH, KW = K, K  # one size under two more names (TileLang's convolution)

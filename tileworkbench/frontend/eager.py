@@ -236,17 +236,23 @@ def sizes_from_annotations(fdef: ast.FunctionDef, tensors: dict) -> dict:
     (1024, 512): M 1024, K 512; the first annotation naming it wins), and for the names a plain
     assignment before made aliases of (``KH, KW = K, K``: K too). So a ``T.const`` size has its
     value where it is declared, and arithmetic on it before its annotation (``K // split_k``,
-    TileLang's split-K; the convolution's output size from K) works on the number."""
+    TileLang's split-K; the convolution's output size from K) works on the number. An annotation
+    may name its shape (``Q: T.Tensor(q_shape, dtype)``, ``q_shape`` a list of names assigned in
+    the body: NSA decode's ``heads // groups`` before it)."""
     aliases: dict = {}  # alias -> the name it was assigned from
+    shapes: dict = {}  # a name assigned a list or tuple (``q_shape = [batch, 1, heads, dim]``) -> its names
     found: dict = {}
     for stmt in fdef.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             targets, values = _names(stmt.targets[0]), _names(stmt.value)
             if targets is not None and values is not None and len(targets) == len(values):
                 aliases.update((t, v) for t, v in zip(targets, values) if t is not None and v is not None)
+            elif isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, (ast.List, ast.Tuple)):
+                shapes[stmt.targets[0].id] = values
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in tensors:
             call = stmt.annotation
-            dims = _names(call.args[0]) if isinstance(call, ast.Call) and call.args else None
+            first = call.args[0] if isinstance(call, ast.Call) and call.args else None
+            dims = shapes.get(first.id) if isinstance(first, ast.Name) and first.id in shapes else _names(first)
             shape = tensors[stmt.target.id][0]
             if dims is None or len(dims) != len(shape):
                 continue

@@ -160,6 +160,11 @@ class JitFunction:
                                    "first value a tensor annotation gives it)", caller_location())
         return kernel
 
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """The CUDA source of the kernel ``compile`` with these arguments gives (TileLang's
+        ``f.get_kernel_source(...)``: values, or the call's tensors)."""
+        return self.compile(*args, **kwargs).get_kernel_source()
+
     def __call__(self, *args, **kwargs):
         if not self.eager:
             return self._built(args, kwargs)
