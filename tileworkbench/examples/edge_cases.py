@@ -510,3 +510,57 @@ def tile_read_by_wgmma_and_mma(m=128, n=32, k=192):
             T.copy(h, H)
 
     return main
+
+
+def paged_tiles_summed(pages=8, page_rows=32, cols=64, stages=2):
+    """The sum of ``pages`` tiles of ``A`` (``page_rows x cols`` float32 each), taken last page
+    first through a page table, as TileLang's paged MLA decode reads its KV cache: the pipelined
+    copy's address reads ``start``, a name the loop body computes from ``Table`` (and from ``p``,
+    another). The pipeline computes both again for the iteration it issues. ``Out`` is the sum."""
+
+    @T.prim_func
+    def main(A: T.Tensor((pages * page_rows, cols), "float32"), Table: T.Tensor((pages,), "int32"),
+             Out: T.Tensor((page_rows, cols), "float32")):
+        with T.Kernel(1, threads=128):
+            a_s = T.alloc_shared((page_rows, cols), "float32")
+            acc = T.alloc_fragment((page_rows, cols), "float32")
+            T.clear(acc)
+            for r in T.Pipelined(pages, num_stages=stages):
+                p = pages - 1 - r
+                start = Table[p] * page_rows
+                T.copy(A[start:start + page_rows, :], a_s)
+                for i, j in T.Parallel(page_rows, cols):
+                    acc[i, j] += a_s[i, j]
+            T.copy(acc, Out)
+
+    return main
+
+
+def grouped_gemm_found_in_a_loop(group_rows=(64, 128, 64), K=128, N=128, block=64):
+    """TileLang's grouped GEMM in small: row block ``bx`` finds its group ``g`` in a loop over the
+    groups' starting rows (``g`` assigned before the pipelined loop), and the loop's copies read
+    ``g`` and a name computed from it. The warp-specialised producer would run the loop without
+    that search (its copies read the group's initial value), so the kernel keeps one role.
+    ``C[rows of g] = A[rows of g] @ B[g]``."""
+    groups, total = len(group_rows), sum(group_rows)
+
+    @T.prim_func
+    def main(A: T.Tensor((total, K), "float16"), B: T.Tensor((groups, K, N), "float16"),
+             Starts: T.Tensor((groups,), "int32"), C: T.Tensor((total, N), "float16")):
+        with T.Kernel(total // block, threads=128) as bx:
+            a_s = T.alloc_shared((block, block), "float16")
+            b_s = T.alloc_shared((block, N), "float16")
+            acc = T.alloc_fragment((block, N), "float32")
+            g = T.alloc_var("int32")
+            g = 0
+            for i in range(groups):
+                g = T.if_then_else(bx * block >= Starts[i], i, g)
+            row = bx * block
+            T.clear(acc)
+            for k in T.Pipelined(K // block, num_stages=2):
+                T.copy(A[row:row + block, k * block:(k + 1) * block], a_s)
+                T.copy(B[g, k * block:(k + 1) * block, :], b_s)
+                T.gemm(a_s, b_s, acc)
+            T.copy(acc, C[row:row + block, :])
+
+    return main

@@ -20,6 +20,9 @@ Guarantees, for every pipelined loop with ``s >= 2``:
     where it can be issued ahead (``_issuable_gather``) and its tile is not used outside the loop; it is marked ``ir.ASYNC_COPY``, and
     ``partition_parallel_loops`` moves its runs with ``cp.async`` where they are whole 4-16 byte
     copies (else with plain loads and stores, which the same waits and barriers order).
+Names the loop body binds (``LetStmt``) that producers' addresses read are computed again, under
+new names, for the iteration each issue is for (``_lets_of``); where one reads what cannot be read
+ahead, the loop is not pipelined (a serial loop, its note says why).
 Loops with ``num_stages <= 1`` become plain serial loops.
 
 A body that is one ``if`` on a condition every iteration can evaluate ahead of time (the loop
@@ -148,6 +151,31 @@ def _split_condition(body: list, loop: ir.For, written: set, outer: set) -> list
         [ir.IfThenElse(branch.cond, ir.seq(work), loc=branch.loc)]
 
 
+def _lets_of(producers: list, body: list, loop: ir.For, written: set) -> list | None:
+    """The ``LetStmt``s of the loop ``body`` (in order) whose names the ``producers`` read,
+    directly or through one another (TileLang's paged MLA decode: ``kv_start = block_table[...]``
+    read by its copies' addresses), for the pipeline to compute again for the iteration it issues;
+    None where one of them reads what another iteration cannot read ahead: a fragment or shared
+    tile, a tensor the kernel writes, a call, or a name the loop assigns."""
+    lets = {x.var: x for x in body if isinstance(x, ir.LetStmt)}
+    needed, frontier = set(), [v for p in producers for v in collect(p, ir.Var) if v in lets]
+    while frontier:
+        v = frontier.pop()
+        if v not in needed:
+            needed.add(v)
+            frontier += [u for u in collect(lets[v].value, ir.Var) if u in lets]
+    chosen = [x for x in body if isinstance(x, ir.LetStmt) and x.var in needed]
+    assigned = reassigned_vars(loop.body) | {x.var for x in collect(loop.body, ir.LetStmt)} - needed
+    for let in chosen:
+        if let.var in reassigned_vars(loop.body) or collect(let.value, (ir.Raw, ir.Call)):
+            return None
+        if any(load.buffer.scope != "global" or id(load.buffer) in written for load in collect(let.value, ir.BufferLoad)):
+            return None
+        if any(v in assigned for v in collect(let.value, ir.Var)):
+            return None
+    return chosen
+
+
 class _Versioner(OnVersion):
     """Rewrites one statement of the loop body for iteration ``k_expr``."""
 
@@ -218,6 +246,11 @@ class _Pipeline(IRMutator):
         if not producers:
             return ir.For(loop.var, loop.extent, loop.body, "serial", loop.start,
                           pipeline=ir.PipelineInfo(s, note="nothing to pipeline"), loc=loop.loc)
+        lets = _lets_of(producers, body, loop, self.written)
+        if lets is None:
+            return ir.For(loop.var, loop.extent, loop.body, "serial", loop.start, loc=loop.loc,
+                          pipeline=ir.PipelineInfo(s, note="a copy's address reads a name the loop computes "
+                                                   "from what cannot be read ahead: not pipelined"))
         consumers = [x for x in body if not any(x is p for p in producers)]
 
         buffers = {}
@@ -239,11 +272,18 @@ class _Pipeline(IRMutator):
         def stage(stmts, k_expr):
             return ir.seq([_Versioner(loop, s, buffers, barriers, k_expr).run(x) for x in stmts])
 
+        def issue(k_expr, role: str):
+            # the producers of iteration k_expr, after the names they read computed for it (new
+            # names: the consumers' own lets of those names stay where they are)
+            fresh = {x.var: ir.Var(f"{x.var.name}_{role}", x.var.dtype) for x in lets}
+            ahead_lets = [ir.LetStmt(fresh[x.var], substitute(x.value, fresh), loc=x.loc) for x in lets]
+            return stage(ahead_lets + [substitute(p, fresh) for p in producers], k_expr)
+
         k, k0, n = loop.var, loop.start, loop.extent
         commit = [ir.Evaluate(ir.Call(ir.CP_ASYNC_COMMIT, ()))] if thread_loads else []
         pro_var = ir.Var(f"{k.name}_prologue")
         prologue = ir.For(pro_var, ir.const(s - 1), ir.seq([
-            ir.IfThenElse(simplify(ir.cmp("<", pro_var, n)), stage(producers, k0 + pro_var)),
+            ir.IfThenElse(simplify(ir.cmp("<", pro_var, n)), issue(k0 + pro_var, "prologue")),
             *commit,
         ]), "unrolled", pipeline=ir.PipelineInfo(s, "prologue"), loc=loop.loc)
         ahead = simplify(k + (s - 1))
@@ -251,7 +291,7 @@ class _Pipeline(IRMutator):
             ir.Comment(f"steady state: issue iteration {k.name} + {s - 1}, compute iteration {k.name}"),
             ir.Evaluate(ir.Call("tw::fence_proxy_async", ())),
             ir.SyncThreads(),
-            ir.IfThenElse(simplify(ir.cmp("<", ahead, k0 + n)), stage(producers, ahead)),
+            ir.IfThenElse(simplify(ir.cmp("<", ahead, k0 + n)), issue(ahead, "ahead")),
             *commit,
         ]
         if thread_loads:

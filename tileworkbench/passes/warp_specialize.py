@@ -10,7 +10,9 @@ whole warpgroups; ``num_stages >= 2`` (or 1 for a loop with work between its gem
 with constant extents, ``T.gemm`` on the wgmma path reading A and B from those tiles or from shared
 tiles the loop does not write (an indexer's query block, loaded once before it; A also from a
 fragment), and any other work that touches none of the loaded
-tiles (attention's softmax between its two gemms: ``rules.warp_specialization``).
+tiles (attention's softmax between its two gemms: ``rules.warp_specialization``); the loads'
+addresses and the loop's bounds read no name the loop body binds or any statement assigns (the
+producer runs the loop and its loads alone).
 Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's threads):
   * the launch gets ``producer_threads = 128`` more threads (``tx`` in ``[C, C + 128)``); every
     layout and thread loop still uses the ``C`` consumer threads;

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ...errors import CompileError
 from ...ir import nodes as ir
-from ...ir.visitor import collect
+from ...ir.visitor import collect, reassigned_vars
 from ...target import PassConfigKey
 from . import gemm as gemm_rules
 from . import tma as tma_rules
@@ -115,6 +115,9 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
                                     loaded)
     if reason is not None:
         return reason
+    reason = _why_not_producer_names(func, loop, body, loads)
+    if reason is not None:
+        return reason
     written = {id(b) for s in body if not is_tile_load(s) for b in written_buffers(s)}
     for ld in loads:
         try:
@@ -147,6 +150,49 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
                     f"work per stage for a producer warpgroup to pay for itself (docs/experiments.md, "
                     f"'Warp specialisation by tile'); k-steps of {MIN_K_STEP_BYTES} bytes or more (block_K >= 64 for "
                     "16-bit types) are warp-specialised")
+    return None
+
+
+def _why_not_producer_names(func: ir.PrimFunc, loop: ir.For, body: list, loads: list) -> str | None:
+    """None when the two sides know the names they read. The producer runs only the loop and its
+    loads: their addresses and the loop's bounds may not read, directly or through other names, a
+    name the loop body binds (the consumers compute it) or one a statement assigns (statements
+    before the loop run on the consumer side only: TileLang's grouped GEMM finds its batch in a
+    loop so). And the names bound before the loop move ahead of those statements to serve both
+    sides, so none bound after one of them may read memory or an assigned name."""
+    assigned = reassigned_vars(func.body)
+    written = {id(b) for b in written_buffers(func.body)}
+
+    def changing(e) -> str | None:
+        """A buffer read by ``e`` that the kernel writes (a scalar in a T.alloc_var, a tile, a
+        tensor it stores to), or a name it assigns."""
+        loads = [ld.buffer.name for ld in collect(e, ir.BufferLoad) if ld.buffer.scope != "global" or id(ld.buffer) in written]
+        return (loads or [v.name for v in collect(e, ir.Var) if v in assigned] or [None])[0]
+
+    top = ir.statements(func.body)
+    after_work = False
+    for x in top[:next(i for i, x in enumerate(top) if x is loop)]:
+        if isinstance(x, ir.LetStmt) and after_work and changing(x.value) is not None:
+            return f"{x.var.name} is computed after statements whose results it may read ({changing(x.value)})"
+        after_work |= not isinstance(x, (ir.LetStmt, ir.Allocate, ir.Comment))
+    lets = {x.var: x.value for x in collect(func.body, ir.LetStmt)}
+    bound_in_loop = {x.var for x in body if isinstance(x, ir.LetStmt)}
+    exprs, seen = [loop.start, loop.extent, *[i for ld in loads for i in ld.src.starts]], set()
+    while exprs:
+        e = exprs.pop()
+        for load in collect(e, ir.BufferLoad):
+            if load.buffer.scope != "global" or id(load.buffer) in written:
+                return f"a T.copy's address or the loop's bounds read {load.buffer.name}, which the kernel writes"
+        for v in collect(e, ir.Var):
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in bound_in_loop:
+                return f"a T.copy's address reads {v.name}, which the loop body computes"
+            if v in assigned:
+                return f"a T.copy's address or the loop's bounds read {v.name}, which the kernel assigns"
+            if v in lets:
+                exprs.append(lets[v])
     return None
 
 
