@@ -160,7 +160,11 @@ def _why_not_producer_names(func: ir.PrimFunc, loop: ir.For, body: list, loads: 
     before the loop run on the consumer side only: TileLang's grouped GEMM finds its batch in a
     loop so). And the names bound before the loop move ahead of those statements to serve both
     sides, so none bound after one of them may read memory or an assigned name."""
-    assigned = reassigned_vars(func.body)
+    top = ir.statements(func.body)
+    before = top[:next(i for i, x in enumerate(top) if x is loop)]
+    # assigned where the producer does not run: before the loop, or in it (after it: the epilogue,
+    # past the producer's last load; a persistent kernel's tiles have a rule of their own)
+    assigned = reassigned_vars(ir.seq(before)) | reassigned_vars(loop.body)
     written = {id(b) for b in written_buffers(func.body)}
 
     def changing(e) -> str | None:
@@ -169,9 +173,8 @@ def _why_not_producer_names(func: ir.PrimFunc, loop: ir.For, body: list, loads: 
         loads = [ld.buffer.name for ld in collect(e, ir.BufferLoad) if ld.buffer.scope != "global" or id(ld.buffer) in written]
         return (loads or [v.name for v in collect(e, ir.Var) if v in assigned] or [None])[0]
 
-    top = ir.statements(func.body)
     after_work = False
-    for x in top[:next(i for i, x in enumerate(top) if x is loop)]:
+    for x in before:
         if isinstance(x, ir.LetStmt) and after_work and changing(x.value) is not None:
             return f"{x.var.name} is computed after statements whose results it may read ({changing(x.value)})"
         after_work |= not isinstance(x, (ir.LetStmt, ir.Allocate, ir.Comment))
