@@ -11,7 +11,10 @@ from .errors import CompileError
 
 
 @dataclass(frozen=True)
-class DType:
+class DType(str):
+    """A data type, and its name as a string (TileLang's dtypes are ``str`` too: its examples make
+    torch inputs with ``getattr(torch, dtype)``)."""
+
     name: str
     bits: int
     kind: str  # "float", "int", "uint", "bool", "handle"
@@ -19,6 +22,9 @@ class DType:
     tma_code: int | None = None  # CUtensorMapDataType
     packed: bool = False  # sub-byte values packed several to a byte
     shared_only: bool = False
+
+    def __new__(cls, name, *fields, **named):  # the string's value is the name; the dataclass sets the rest
+        return super().__new__(cls, name)
 
     def __str__(self) -> str:
         return self.name
@@ -140,8 +146,12 @@ _NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64, "
           "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "bool": np.bool_}
 
 
+_PYTHON_TYPES = {bool: "bool", int: "int32", float: "float32"}  # TileLang's reading of Python's types
+
+
 def as_dtype(value) -> DType:
-    """Accept a DType, its name, or an alias; raise CompileError (a ValueError) otherwise."""
+    """Accept a DType, its name or an alias, a torch or numpy dtype, or Python's ``bool``, ``int``
+    (int32) or ``float`` (float32); raise CompileError (a ValueError) otherwise."""
     if isinstance(value, DType):
         return value
     if isinstance(value, str):
@@ -149,6 +159,12 @@ def as_dtype(value) -> DType:
             return ALL[value]
         if value in ALIASES:
             return ALIASES[value]
+    elif type(value).__module__ == "torch" and str(value).startswith("torch."):  # torch.float16, as TileLang takes
+        return as_dtype(str(value).removeprefix("torch."))
+    elif isinstance(value, type) and value in _PYTHON_TYPES:
+        return ALL[_PYTHON_TYPES[value]]
+    elif isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return as_dtype(np.dtype(value).name)
     shown = repr(value) if isinstance(value, (str, int, float)) or value is None else type(value).__name__
     raise CompileError(f"unknown data type {shown}; expected one of {', '.join(sorted(ALL))}")
 

@@ -256,6 +256,8 @@ def as_expr(value) -> Expr:
 
 def describe(value) -> str:
     """A value as an error message names it (never an object's address)."""
+    if isinstance(value, DType):  # a str too (dtypes.DType)
+        return f"the dtype {value.name}"
     if isinstance(value, str):
         return f"the string {value!r}"
     if value is None:
@@ -271,8 +273,6 @@ def describe(value) -> str:
         return f"a slice of {value.buffer.name}"
     if isinstance(value, BarrierRef):
         return f"the barrier slot {value.buffer.name}[{value.index}]"
-    if isinstance(value, DType):
-        return f"the dtype {value.name}"
     if isinstance(value, Expr):
         return f"a {value.dtype.name} kernel value ({value})"
     if isinstance(value, (list, tuple, dict, set)):

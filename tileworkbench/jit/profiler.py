@@ -104,6 +104,14 @@ class Profiler:
         self.kernel = kernel
         self.supply_type = tensor_supply_type or TensorSupplyType.Auto
 
+    @property
+    def func(self):
+        """The kernel itself (TileLang's ``profiler.func(*args)`` launches it)."""
+        return self.kernel
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel(*args, **kwargs)
+
     def inputs(self) -> list:
         sizes = _dynamic_sizes(self.kernel)
         params = [p for i, p in enumerate(self.kernel.params) if i not in self.kernel.out_idx
