@@ -479,3 +479,27 @@ def test_a_size_named_twice_in_one_annotation_takes_one_value(dry):
         windowed.compile(x, w, block=64)
     with pytest.raises(tilelang.KernelRuntimeError, match=r"W"):
         windowed(x, w, block=64)
+
+
+def test_dtypes_are_strings_of_their_names_and_t_dtype_reads_other_libraries_types():
+    import types
+
+    import numpy as np
+
+    assert isinstance(T.bfloat16, str) and T.bfloat16 == "bfloat16" and str(T.float16) == "float16"
+    module = types.SimpleNamespace(bfloat16="torch's bfloat16")
+    assert getattr(module, T.bfloat16) == "torch's bfloat16"  # getattr(torch, dtype), as TileLang's examples do
+    FakeTorchDtype = type("dtype", (), {"__module__": "torch", "__str__": lambda self: "torch.float16"})
+    assert T.dtype(FakeTorchDtype()) is T.float16
+    assert T.dtype(np.float32) is T.float32 and T.dtype(np.dtype("int8")) is T.int8
+    assert (T.dtype(int), T.dtype(float), T.dtype(bool)) == (T.int32, T.float32, T.bool)
+    with pytest.raises(CompileError, match="T.dtype: unknown data type list"):
+        T.dtype([1])
+
+
+def test_a_profiler_runs_its_kernel_as_func(dry):
+    kernel = matmul.compile(M=128, N=640, K=96, block_M=128, block_N=128, block_K=32)  # sizes no other test uses
+    profiler = kernel.get_profiler()
+    assert profiler.func is kernel
+    c = profiler.func(Tensor((128, 96)), Tensor((96, 640)))
+    assert c.shape == (128, 640) and len(dry) == 1 and len(dry[0].launches) == 1
