@@ -1,6 +1,7 @@
 """An mma.sync gemm reading a tile that a wgmma gemm has stored in 128-byte panels (TileLang's GQA
 backward reads ``K_shared`` so: ``Q @ K^T``-like on wgmma, ``dS^T @ K`` with 32 rows on mma.sync):
-``tw::gemm_ss`` is told the panels (before, it read the tile as plain rows: a wrong dQ on the H100).
+``tw::gemm_ss`` (and ``gemm_ss_tf32``) is told the panels (before, it read the tile as plain rows:
+a wrong dQ on the H100).
 The program on the tile-level interpreter against numpy, the call's panel arguments, NVRTC."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import tileworkbench as tw
-from tileworkbench.examples.edge_cases import tile_read_by_wgmma_and_mma
+from tileworkbench.examples.edge_cases import tf32_tile_read_by_wgmma_and_mma, tile_read_by_wgmma_and_mma
 
 
 def _inputs(rng):
@@ -39,31 +40,13 @@ def test_the_kernel_compiles(nvrtc_check):
     nvrtc_check(tw.lower(tile_read_by_wgmma_and_mma(), target="sm_90a").device_source, "sm_90a")
 
 
-def test_a_tf32_mma_gemm_on_a_paneled_tile_is_refused_at_its_line():
-    import pytest
-
-    import tileworkbench.language as T
-    from tileworkbench.errors import CompileError
-
-    @T.prim_func
-    def main(A: T.Tensor((128, 64), "float32"), B: T.Tensor((32, 64), "float32"), D: T.Tensor((128, 32), "float32"),
-             S: T.Tensor((128, 32), "float32"), G: T.Tensor((32, 64), "float32")):
-        with T.Kernel(1, threads=256):
-            a_s = T.alloc_shared((128, 64), "float32")
-            b_s = T.alloc_shared((32, 64), "float32")
-            d_s = T.alloc_shared((128, 32), "float32")
-            s = T.alloc_fragment((128, 32), "float32")
-            g = T.alloc_fragment((32, 64), "float32")
-            T.copy(A, a_s)
-            T.copy(B, b_s)
-            T.copy(D, d_s)
-            T.clear(s)
-            T.gemm(a_s, b_s, s, transpose_B=True)
-            T.clear(g)
-            T.gemm(d_s, a_s, g, transpose_A=True)
-            T.copy(s, S)
-            T.copy(g, G)
-
-    with pytest.raises(CompileError, match="a_s is read by a wgmma gemm in 128-byte panels") as err:
-        tw.lower(main, target="sm_90a")
-    assert "T.gemm(d_s, a_s, g, transpose_A=True)" in str(err.value)
+def test_a_tf32_mma_gemm_reads_the_panels_too(nvrtc_check):
+    src = tw.lower(tf32_tile_read_by_wgmma_and_mma(), target="sm_90a").device_source
+    assert "tw::gemm_ss_tf32<32, 64, 128, 2, 4, true, false, 128, 128, 0, 32>" in src  # B = a_s, 32 floats a panel
+    nvrtc_check(src, "sm_90a")
+    rng = np.random.default_rng(6)
+    a, b, d = (rng.standard_normal(shape).astype(np.float32) for shape in ((128, 64), (32, 64), (128, 32)))
+    s, g = np.zeros((128, 32), np.float32), np.zeros((32, 64), np.float32)
+    tw.compile(tf32_tile_read_by_wgmma_and_mma(), target="cpu")(a, b, d, s, g)
+    np.testing.assert_allclose(s, a.astype(np.float64) @ b.T, rtol=1e-2, atol=5e-2)  # TF32: 10-bit mantissas
+    np.testing.assert_allclose(g, d.astype(np.float64).T @ a, rtol=1e-2, atol=5e-2)

@@ -45,3 +45,14 @@ def test_the_paged_tiles_sum_issues_each_page_it_reads(torch):
     out = torch.full((32, 64), float("nan"), device="cuda")
     tw.compile(paged_tiles_summed())(a, table, out)
     np.testing.assert_allclose(out.cpu().numpy(), a.double().reshape(8, 32, 64).sum(0).cpu().numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_a_tf32_mma_gemm_on_a_paneled_tile(torch):
+    from tileworkbench.examples.edge_cases import tf32_tile_read_by_wgmma_and_mma
+
+    a, b, d = (torch.randn(shape, device="cuda") for shape in ((128, 64), (32, 64), (128, 32)))
+    s, g = torch.full((128, 32), float("nan"), device="cuda"), torch.full((32, 64), float("nan"), device="cuda")
+    tw.compile(tf32_tile_read_by_wgmma_and_mma())(a, b, d, s, g)
+    a64, b64, d64 = (x.double().cpu().numpy() for x in (a, b, d))
+    np.testing.assert_allclose(s.cpu().numpy(), a64 @ b64.T, rtol=1e-2, atol=5e-2)  # TF32
+    np.testing.assert_allclose(g.cpu().numpy(), d64.T @ a64, rtol=1e-2, atol=5e-2)

@@ -564,3 +564,29 @@ def grouped_gemm_found_in_a_loop(group_rows=(64, 128, 64), K=128, N=128, block=6
             T.copy(acc, C[row:row + block, :])
 
     return main
+
+
+def tf32_tile_read_by_wgmma_and_mma():
+    """``tile_read_by_wgmma_and_mma``'s first two gemms on float32 tiles (TF32): ``a_s`` (128 x 64,
+    rows of 256 bytes) in 128-byte panels of 32 floats for the wgmma, read by a TF32 mma.sync gemm
+    too (KDA's wy_fast_bwd has such a pair)."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float32"), B: T.Tensor((32, 64), "float32"), D: T.Tensor((128, 32), "float32"),
+             S: T.Tensor((128, 32), "float32"), G: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, threads=256):
+            a_s = T.alloc_shared((128, 64), "float32")
+            b_s = T.alloc_shared((32, 64), "float32")
+            d_s = T.alloc_shared((128, 32), "float32")
+            s = T.alloc_fragment((128, 32), "float32")
+            g = T.alloc_fragment((32, 64), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.copy(D, d_s)
+            T.clear(s)
+            T.gemm(a_s, b_s, s, transpose_B=True)
+            T.clear(g)
+            T.gemm(d_s, a_s, g, transpose_A=True)
+            T.copy(s, S)
+            T.copy(g, G)
+
+    return main

@@ -11,8 +11,8 @@ Guarantees:
     and an mma.sync gemm, or by two wgmma forms; two accumulators a ``T.Parallel`` loop reads or
     writes whole alike, fed so; one tile read K-major by one gemm and N-major by another), the
     gemms involved take the mma.sync path, whose layouts always agree; an mma.sync gemm reading
-    a tile a wgmma gemm stores in panels reads those panels (``tw::gemm_ss``'s panel arguments;
-    a TF32 one cannot: ``lower_tile_ops`` refuses it);
+    a tile a wgmma gemm stores in panels reads those panels (the panel arguments of
+    ``tw::gemm_ss`` and ``tw::gemm_ss_tf32``);
   * other gemm operand tiles and tiles moved by a descriptor TMA (but for the tile of a final
     store, ``rules.tma.STORE_ONLY``) get the swizzle their inner
     dimension allows (``rules.tma.swizzle_for_tile``), or, when their rows are wider than 128

@@ -17,7 +17,8 @@ Guarantees: no ``Copy``/``Fill``/``Gemm``/``Reduce``/``Scan`` remains. Instead:
     ``choose_shared_layouts`` chose that path), ``tw::wgmma_gemm_rs<...>`` for an A in a fragment
     (its registers are wgmma's A operand), or ``tw::gemm_ss<M, N, K, WM, WN, transA, transB,
     swizzleA, swizzleB, T[, panelA, panelB]>`` (mma.sync; the panels where a wgmma gemm reading
-    the same tile had it stored in 128-byte panels) on the shared tiles and the accumulator; float32 tiles
+    the same tile had it stored in 128-byte panels; ``gemm_ss_tf32`` takes them too) on the
+    shared tiles and the accumulator; float32 tiles
     run in TF32: on wgmma (m64nNk8) where both are K-major, else ``tw::gemm_ss_tf32<...>``
     (mma.sync m16n8k8, each operand rounded to TF32);
   * reductions of a fragment's rows into a fragment with those rows' layout stay in registers
@@ -166,12 +167,8 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
                  f"{a.buffer.attrs.get('swizzle', 0)}, {b.buffer.attrs.get('swizzle', 0)}")
         # a tile a wgmma gemm also reads may be stored in 128-byte panels (choose_shared_layouts)
         panels = [r.buffer.attrs.get("panel", 0) for r in (a, b)]
-        if tf32 and any(panels):
-            raise CompileError(f"T.gemm: {a.buffer.name if panels[0] else b.buffer.name} is read by a wgmma gemm in "
-                               "128-byte panels and by this TF32 mma.sync gemm, which reads whole rows only; copy "
-                               "it into a tile of its own for this gemm", node.loc)
         panel_args = f", {panels[0]}, {panels[1]}" if any(panels) else ""
-        template = (f"tw::gemm_ss_tf32<{shape}>" if tf32 else
+        template = (f"tw::gemm_ss_tf32<{shape}{panel_args}>" if tf32 else
                     f"tw::gemm_ss<{shape}, {_CPP_TYPES[a.buffer.dtype.name]}{panel_args}>")
         return self.gemm_call(node, template)
 

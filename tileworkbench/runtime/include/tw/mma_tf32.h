@@ -25,18 +25,24 @@ __device__ __forceinline__ void mma_1688_tf32(float* c, const unsigned int* a, c
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Element (row, col) of a float32 tile of PITCH bytes a row, swizzled with span SW.
-template <int SW, int PITCH>
+// Element (row, col) of a float32 tile of PITCH bytes a row or, where PANEL (elements per 128-byte
+// panel) is set, of ROWS-row panels of 128 bytes side by side (a wgmma gemm's layout of the same tile,
+// as tile_addr in mma.h); swizzled with span SW.
+template <int SW, int PITCH, int PANEL = 0, int ROWS = 0>
 __device__ __forceinline__ unsigned int tf32_at(const float* tile, int row, int col) {
   const char* base = reinterpret_cast<const char*>(tile);
-  return to_tf32(*reinterpret_cast<const float*>(base + swizzle<SW>((unsigned int)(row * PITCH + col * 4))));
+  const unsigned int offset = PANEL != 0 ? (unsigned int)((col / PANEL) * ROWS * 128 + row * 128 + (col % PANEL) * 4)
+                                         : (unsigned int)(row * PITCH + col * 4);
+  return to_tf32(*reinterpret_cast<const float*>(base + swizzle<SW>(offset)));
 }
 
-template <int M, int N, int K, int WM, int WN, bool TA, bool TB, int SWA, int SWB>
+// PA, PB: elements per 128-byte panel of an operand tile stored in panels (0: rows of its own width).
+template <int M, int N, int K, int WM, int WN, bool TA, bool TB, int SWA, int SWB, int PA = 0, int PB = 0>
 __device__ __forceinline__ void gemm_ss_tf32(const float* A, const float* B, float* acc, int thread) {
   constexpr int TM = M / WM, TN = N / WN, MI = TM / 16, NI = TN / 8;
   static_assert(TM % 16 == 0 && TN % 8 == 0 && K % 8 == 0, "tile not divisible by the mma shape");
   constexpr int PITCH_A = (TA ? M : K) * 4, PITCH_B = (TB ? K : N) * 4;
+  constexpr int ROWS_A = TA ? K : M, ROWS_B = TB ? N : K;  // of the tiles as stored
   const int warp = thread / 32, lane = thread % 32, g = lane / 4, t = lane % 4;
   const int wr = warp / WN, wc = warp % WN;
 #pragma unroll
@@ -49,7 +55,7 @@ __device__ __forceinline__ void gemm_ss_tf32(const float* A, const float* B, flo
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int row = m + 8 * (r % 2), col = kk + t + 4 * (r / 2);  // (m, k) of A
-        a[mi][r] = TA ? tf32_at<SWA, PITCH_A>(A, col, row) : tf32_at<SWA, PITCH_A>(A, row, col);
+        a[mi][r] = TA ? tf32_at<SWA, PITCH_A, PA, ROWS_A>(A, col, row) : tf32_at<SWA, PITCH_A, PA, ROWS_A>(A, row, col);
       }
     }
 #pragma unroll
@@ -58,7 +64,7 @@ __device__ __forceinline__ void gemm_ss_tf32(const float* A, const float* B, flo
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int k = kk + t + 4 * r;
-        b[ni][r] = TB ? tf32_at<SWB, PITCH_B>(B, n, k) : tf32_at<SWB, PITCH_B>(B, k, n);
+        b[ni][r] = TB ? tf32_at<SWB, PITCH_B, PB, ROWS_B>(B, n, k) : tf32_at<SWB, PITCH_B, PB, ROWS_B>(B, k, n);
       }
     }
 #pragma unroll
