@@ -8,6 +8,7 @@ expressions, and calls of ``T.*`` functions run (emitting statements through the
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import operator
 import os
@@ -115,6 +116,20 @@ class Expressions:
         except (IndexError, KeyError, TypeError) as exc:
             raise self.error(node, f"cannot index {ir.describe(base)} with {ir.describe(key)}: {exc}") from None
 
+    @staticmethod
+    def kernel_extremum(name: str, args: list):
+        """Python's ``max``/``min`` over values one of which the kernel knows only when it runs
+        (``max(0, seq_len - kv_stride + 1)`` with ``seq_len`` a ``T.dynamic`` size, as TileLang's
+        sparse MLA sizes its grid): ``T.max``/``T.min`` of them, as TileLang reads it. None when
+        every value is known now (Python's own answer then)."""
+        values = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args)
+        if len(values) < 2 or not any(isinstance(v, ir.Expr) for v in values):
+            return None
+        out = _b.number(values[0], f"{name}(): an argument")
+        for v in values[1:]:
+            out = ir.binop(name, out, _b.number(v, f"{name}(): an argument"))
+        return out
+
     def visit_Call(self, node):
         fn = self.eval(node.func)
         args = []
@@ -136,6 +151,10 @@ class Expressions:
         if fn is print:
             raise self.error(node, "print() would run while the kernel is built, not when it runs; printing "
                                    "from a kernel is not supported")
+        if fn in (builtins.max, builtins.min) and not kwargs:
+            folded = self.kernel_extremum(fn.__name__, args)
+            if folded is not None:
+                return folded
         try:
             inspect.signature(fn).bind(*args, **kwargs)
         except TypeError as exc:

@@ -36,6 +36,9 @@ every thread could hold whole but at more than ``PER_THREAD_WORDS`` registers (m
 32 x 256 floats), where its reads allow; one that big read only as slices ``F[k, j]`` in loops over
 ``j`` (mHC's ``xl[i_hc, i1_h]``, 4 x 256 floats) stays a fragment, each slice laid out as the loops
 that read it (``infer_fragment_layouts``, ``ir.layout.slice_layout``).
+A fragment a ``T.ws`` scope stores element by element outside ``T.Parallel``, touched by no
+``T.Parallel`` loop or tile operation anywhere, is a per-thread array too (``_thread_own``): each of
+the scope's threads keeps its own values, as TileLang's registers of a warp-specialised role.
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ class _Reads(IRVisitor):
         self.not_slice_reads: set = set()
         self.stored: set = set()
         self.stored_by_all: dict = {}  # fragment -> [conditions around each store every thread makes]
+        self.stored_in_scopes: set = set()  # fragments stored element by element in a T.ws scope, outside T.Parallel
+        self.in_parallel: set = set()  # fragments loaded or stored inside a T.Parallel loop
 
     def visit_For(self, node: ir.For):
         inner = node.kind == "parallel"
@@ -169,6 +174,8 @@ class _Reads(IRVisitor):
         self.hoist_chain = chain
 
     def visit_BufferLoad(self, node: ir.BufferLoad):
+        if node.buffer.scope == "fragment" and self.loops:
+            self.in_parallel.add(node.buffer)
         if node.buffer.scope == "fragment":
             kind, _ = ParallelNest.of(self.loops).match(node.indices, node.buffer.static_shape()) or (None, 0)
             if kind not in ("whole", "row"):
@@ -189,6 +196,10 @@ class _Reads(IRVisitor):
 
     def visit_BufferStore(self, node: ir.BufferStore):
         if node.buffer.scope == "fragment":
+            if self.loops:
+                self.in_parallel.add(node.buffer)
+            elif self.scopes:
+                self.stored_in_scopes.add(node.buffer)
             if self.in_replicable and not self.scopes:
                 pass  # counted with its nest (replicable)
             elif self.loops or self.scopes:
@@ -357,9 +368,22 @@ def localize_read_fragments(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         if _written_whole(func, buf, len(stores) + nest_stores):
             buf.scope = "local"
             replicated += nests
+    for buf in _thread_own(func, reads):
+        buf.scope = "local"
     localized = {buf for buf in candidates if buf.scope == "local"}
     func = func.with_body(_EveryThread(replicated).visit(func.body)) if replicated else func
     return _columns_from_shared(func, reads, localized | held)
+
+
+def _thread_own(func: ir.PrimFunc, reads: _Reads) -> list:
+    """Fragments a ``T.ws`` scope's threads keep as registers of their own: stored element by
+    element in a scope, and loaded and stored nowhere inside a ``T.Parallel`` loop nor used by a
+    tile operation (TileLang's sparse MLA "seesaw" producer keeps its prefetched indices so:
+    ``prefetch_indices[stage, r] = Indices[..., (tx - 256) // 8]``). Each thread's values are its
+    own there, as in TileLang, whose layout for such a fragment gives each thread all of it."""
+    regions = {id(r.buffer) for r in collect(func.body, ir.Region)}
+    return [b for b in reads.stored_in_scopes
+            if b not in reads.in_parallel and b not in reads.stored_by_all and id(b) not in regions]
 
 
 class _EveryThread(IRMutator):
