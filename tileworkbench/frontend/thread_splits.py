@@ -124,8 +124,10 @@ def emit_thread_branches(parser, node: ast.If, chain: list[ThreadBranch]) -> Non
 
 def works_together(body: ir.Stmt) -> bool:
     """Whether the threads running ``body`` share work or memory in it: tile operations,
-    ``T.Parallel`` loops, barriers, or stores into shared memory (which other threads read)."""
-    if collect(body, (*ir.TILE_OPS, ir.SyncThreads)):
+    ``T.Parallel`` loops, barriers (block barriers, and mbarrier arrivals and waits: a branch
+    waiting on what another branch's threads arrive on runs beside it, not before it), or stores
+    into shared memory (which other threads read)."""
+    if collect(body, (*ir.TILE_OPS, ir.SyncThreads, ir.BarrierArrive, ir.BarrierWait)):
         return True
     return any(f.kind == "parallel" for f in collect(body, ir.For)) or \
         any(st.buffer.scope == "shared" for st in collect(body, ir.BufferStore))

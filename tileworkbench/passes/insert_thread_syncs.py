@@ -55,7 +55,7 @@ class _State:
     # (kind "r" read / "w" written / "a" atomically added, shared buffer) -> the first indices of
     # those accesses by threads since the last sync (WHOLE: any element)
     parts: dict = field(default_factory=dict)
-    # Which threads made those accesses: buffer -> {None (the whole block) or a T.ws scope's
+    # Which threads made those accesses: (kind, buffer) -> {None (the whole block) or a T.ws scope's
     # (first, count)}; and the threads of the code being walked now.
     roles: dict = field(default_factory=dict)
     role: tuple | None = None
@@ -63,6 +63,10 @@ class _State:
     # threads may still be waiting here: a block barrier before a scope that arrives on one of them
     # would never be passed). A loop's own waits are done at its back edge and its exit.
     awaited: frozenset = frozenset()
+    # mbarrier -> the accesses (keys of ``parts``) the whole block made before every thread of it
+    # arrived on that mbarrier, and not since: a T.ws scope that waits on it sees them done
+    # (TileLang's seesaw MLA: every thread copies Q, arrives on bar_q; the consumers wait on bar_q)
+    released: dict = field(default_factory=dict)
 
     def merge(self, other: "_State") -> "_State":
         roles = {k: set(v) for k, v in self.roles.items()}
@@ -71,11 +75,11 @@ class _State:
         parts = {k: list(v) for k, v in self.parts.items()}
         for k, v in other.parts.items():
             parts.setdefault(k, []).extend(v)
-        return _State(parts, roles, self.role, self.awaited)
+        return _State(parts, roles, self.role, self.awaited, _merged_releases(self, other))
 
     def copy(self) -> "_State":
         return _State({k: list(v) for k, v in self.parts.items()}, {k: set(v) for k, v in self.roles.items()},
-                      self.role, self.awaited)
+                      self.role, self.awaited, {b: set(keys) for b, keys in self.released.items()})
 
     def cleared(self) -> "_State":
         """After a barrier of the threads being walked (a block barrier: every wait before it is done)."""
@@ -85,13 +89,23 @@ class _State:
         for key, parts in acc.parts.items():
             if key[0] != "t":  # TMA writes are ordered by their mbarriers
                 self.parts.setdefault(key, []).extend(parts)
-                self.roles.setdefault(key[1], set()).add(self.role)
+                self.roles.setdefault(key, set()).add(self.role)
+                if self.role is None:  # the whole block's, after its arrivals: not released by them
+                    for keys in self.released.values():
+                        keys.discard(key)
+
+    def arrived_by_all(self, barrier: ir.Buffer):
+        """Every thread of the block arrived on ``barrier`` here (the kernel's top-level sequence),
+        after the accesses so far."""
+        self.released[barrier] = {k for k in self.parts if None in self.roles.get(k, ())}
 
     def by(self, who) -> "_State":
-        """The accesses to the buffers some threads satisfying ``who(role)`` made."""
-        names = {k for k, v in self.roles.items() if any(who(r) for r in v)}
-        return _State({k: list(v) for k, v in self.parts.items() if k[1] in names},
-                      {k: set(self.roles[k]) for k in names}, self.role, self.awaited)
+        """The accesses some threads satisfying ``who(role)`` made (per kind of access and buffer:
+        a tile the whole block wrote and a scope read counts as read by that scope only)."""
+        keys = {k for k, v in self.roles.items() if any(who(r) for r in v)}
+        return _State({k: list(v) for k, v in self.parts.items() if k in keys},
+                      {k: set(self.roles[k]) for k in keys}, self.role, self.awaited,
+                      {b: set(released) for b, released in self.released.items()})
 
     def without_parts_using(self, bound: set) -> "_State":
         """The state with every first index that uses a variable of ``bound`` (bound inside a loop
@@ -99,6 +113,20 @@ class _State:
         parts = {k: [WHOLE if p is not WHOLE and any(uses_var(p, v) for v in bound) else p for p in v]
                  for k, v in self.parts.items()}
         return replace(self, parts=parts)
+
+
+def _merged_releases(a: _State, b: _State) -> dict:
+    """``released`` of two states' accesses together: where both know an arrival, what both still
+    count as released; where one alone does (the other is a scope's accesses or a loop body's, walked
+    from a state without it), its keys but those the other made as the whole block."""
+    out = {}
+    for bar in set(a.released) | set(b.released):
+        if bar in a.released and bar in b.released:
+            out[bar] = a.released[bar] & b.released[bar]
+        else:
+            keys, other = (a.released[bar], b) if bar in a.released else (b.released[bar], a)
+            out[bar] = {k for k in keys if not (k in other.parts and None in other.roles.get(k, ()))}
+    return out
 
 
 class _Walk(Variance):
@@ -260,7 +288,7 @@ def _hazard(acc: _Accesses, state: _State) -> bool:
 
 def _without(state: _State, names: set, awaited: frozenset = frozenset()) -> _State:
     return _State({k: list(v) for k, v in state.parts.items() if k[1] not in names},
-                  {k: set(v) for k, v in state.roles.items() if k not in names}, state.role, awaited)
+                  {k: set(v) for k, v in state.roles.items() if k[1] not in names}, state.role, awaited)
 
 
 def _bound_inside(loop) -> set:
@@ -395,7 +423,10 @@ def _thread_scope(s: ir.ThreadScope, state: _State, variance: Variance, out: lis
     by the user's mbarriers when the scope waits on one, or arrives on one a scope before it in the
     same run waits on (the barrier checker verifies that protocol; a block barrier there would
     never be passed by the threads waiting for this scope's arrivals: FlashMLA's producer, written
-    after its consumers, loads and arrives), else by a block barrier before it too. Every access
+    after its consumers, loads and arrives), else by a block barrier before it too. What the whole
+    block did before every thread of it arrived on an mbarrier the scope waits on is ordered by that
+    arrival (``_State.released``: TileLang's seesaw MLA copies Q, arrives on ``bar_q``, and its
+    scopes, the producer's first, wait on it; a block barrier there would hang). Every access
     the scope made counts after it for the other threads, those its own barriers ordered included
     (they order its threads only)."""
     role = (s.first, s.count)
@@ -403,6 +434,9 @@ def _thread_scope(s: ir.ThreadScope, state: _State, variance: Variance, out: lis
     arrivals = {a.barrier.buffer for a in collect(s.body, ir.BarrierArrive)}
     trusts_mbarriers = bool(waits) or bool(arrivals & state.awaited)
     before = state.by(lambda r: r is None or (r != role and not trusts_mbarriers))
+    ordered = set().union(*(state.released.get(w, set()) for w in waits))
+    if ordered:  # the whole block's accesses before its arrival on a barrier this scope waits on
+        before = replace(before, parts={k: v for k, v in before.parts.items() if k not in ordered})
     if _hazard(_accesses(s, variance), before):
         _sync(out)
         state = state.cleared()
@@ -449,7 +483,9 @@ def _sync_on_top(source, body, end: _State, role, variance: Variance):
     return ir.seq(synced + [top]), top_end
 
 
-def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
+def _block(stmt, state: _State, variance: Variance, top: bool = False) -> tuple[ir.Stmt, _State]:
+    """``stmt`` with the syncs it needs, and the state after it; ``top``: the kernel's own sequence
+    of statements, which every thread runs in order (an arrival there is every thread's)."""
     out: list = []
     stmts = stmt.stmts if isinstance(stmt, ir.SeqStmt) else [stmt]
     for s in stmts:
@@ -482,6 +518,10 @@ def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
             out.append(replace(s, consumer=consumer))
         elif isinstance(s, ir.ThreadScope):
             state = _thread_scope(s, state, variance, out)
+        elif isinstance(s, ir.BarrierArrive) and top:
+            out.append(s)
+            state = state.copy()
+            state.arrived_by_all(s.barrier.buffer)
         elif isinstance(s, ir.IfThenElse):
             state = _if(s, state, variance, out)
         elif isinstance(s, ir.While):
@@ -493,5 +533,5 @@ def _block(stmt, state: _State, variance: Variance) -> tuple[ir.Stmt, _State]:
 
 @register("insert_thread_syncs", "tile")
 def insert_thread_syncs(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    body, _ = _block(func.body, _State(), _Walk(func))
+    body, _ = _block(func.body, _State(), _Walk(func), top=True)
     return func.with_body(body)
