@@ -165,9 +165,11 @@ def _lets_of(producers: list, body: list, loop: ir.For, written: set) -> list | 
             needed.add(v)
             frontier += [u for u in collect(lets[v].value, ir.Var) if u in lets]
     chosen = [x for x in body if isinstance(x, ir.LetStmt) and x.var in needed]
-    assigned = reassigned_vars(loop.body) | {x.var for x in collect(loop.body, ir.LetStmt)} - needed
+    reassigned = reassigned_vars(loop.body)
+    # what differs between iterations beyond the loop variable: names the loop re-assigns or binds
+    assigned = reassigned | ({x.var for x in collect(loop.body, ir.LetStmt)} - needed)
     for let in chosen:
-        if let.var in reassigned_vars(loop.body) or collect(let.value, (ir.Raw, ir.Call)):
+        if let.var in reassigned or collect(let.value, (ir.Raw, ir.Call)):
             return None
         if any(load.buffer.scope != "global" or id(load.buffer) in written for load in collect(let.value, ir.BufferLoad)):
             return None
