@@ -106,12 +106,19 @@ def _place(buffers, start: int, plan: list, shares_with=None) -> int:
     return offset
 
 
+def _has_roles(func: ir.PrimFunc, body) -> bool:
+    """Whether the kernel's threads play roles (``T.ws`` scopes, warp specialisation): its block
+    barriers are then its scopes' only and its top-level order is not time order, so neither the
+    scratch pool nor the lifetime plan is safe."""
+    return bool(collect(body, (ir.ThreadScope, ir.WarpSpecialize))) or \
+        bool((func.attrs.get("warp_specialized") or {}).get("applied"))
+
+
 def _scratch_pool(func: ir.PrimFunc, body, buffers) -> list:
     """The scratch tiles that may share bytes (module doc): two or more, each allocated right before
     a block barrier, in a kernel without thread scopes or warp specialisation; else none."""
     scratch = [b for b in buffers if b.attrs.get(ir.SCRATCH)]
-    if len(scratch) < 2 or collect(body, (ir.ThreadScope, ir.WarpSpecialize)) \
-            or (func.attrs.get("warp_specialized") or {}).get("applied"):
+    if len(scratch) < 2 or _has_roles(func, body):
         return []
     barrier_next = set()
     for seq in collect(body, ir.SeqStmt):
@@ -141,7 +148,7 @@ def _lowest_clear_offset(size: int, align: int, taken: list) -> int:
 def _plan_by_lifetime(func: ir.PrimFunc, buffers) -> tuple[int, list, ir.Stmt] | None:
     """(bytes, plan, body with the barriers reuse needs) placing buffers by lifetime (module doc);
     None in a kernel with scopes or warp specialisation."""
-    if collect(func.body, (ir.ThreadScope, ir.WarpSpecialize)) or (func.attrs.get("warp_specialized") or {}).get("applied"):
+    if _has_roles(func, func.body):
         return None
     shared = [b for b in buffers if b.scope == "shared"]
     stmts, life = _lifetimes(func.body, shared)

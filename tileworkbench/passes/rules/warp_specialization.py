@@ -167,35 +167,34 @@ def _why_not_producer_names(func: ir.PrimFunc, loop: ir.For, body: list, loads: 
     assigned = reassigned_vars(ir.seq(before)) | reassigned_vars(loop.body)
     written = {id(b) for b in written_buffers(func.body)}
 
-    def changing(e) -> str | None:
-        """A buffer read by ``e`` that the kernel writes (a scalar in a T.alloc_var, a tile, a
-        tensor it stores to), or a name it assigns."""
-        loads = [ld.buffer.name for ld in collect(e, ir.BufferLoad) if ld.buffer.scope != "global" or id(ld.buffer) in written]
-        return (loads or [v.name for v in collect(e, ir.Var) if v in assigned] or [None])[0]
+    def changing(e) -> tuple[str, str] | None:
+        """(name, "writes" or "assigns") of a buffer ``e`` reads that the kernel writes (a scalar in
+        a T.alloc_var, a tile, a tensor it stores to), or of a name it assigns; None."""
+        for ld in collect(e, ir.BufferLoad):
+            if ld.buffer.scope != "global" or id(ld.buffer) in written:
+                return ld.buffer.name, "writes"
+        return next(((v.name, "assigns") for v in collect(e, ir.Var) if v in assigned), None)
 
     after_work = False
     for x in before:
-        if isinstance(x, ir.LetStmt) and after_work and changing(x.value) is not None:
-            return f"{x.var.name} is computed after statements whose results it may read ({changing(x.value)})"
+        found = changing(x.value) if isinstance(x, ir.LetStmt) and after_work else None
+        if found is not None:
+            return f"{x.var.name} is computed after statements whose results it may read ({found[0]})"
         after_work |= not isinstance(x, (ir.LetStmt, ir.Allocate, ir.Comment))
     lets = {x.var: x.value for x in collect(func.body, ir.LetStmt)}
     bound_in_loop = {x.var for x in body if isinstance(x, ir.LetStmt)}
     exprs, seen = [loop.start, loop.extent, *[i for ld in loads for i in ld.src.starts]], set()
-    while exprs:
+    while exprs:  # the addresses and bounds, and the values of the names they read, in turn
         e = exprs.pop()
-        for load in collect(e, ir.BufferLoad):
-            if load.buffer.scope != "global" or id(load.buffer) in written:
-                return f"a T.copy's address or the loop's bounds read {load.buffer.name}, which the kernel writes"
-        for v in collect(e, ir.Var):
-            if v in seen:
-                continue
-            seen.add(v)
-            if v in bound_in_loop:
-                return f"a T.copy's address reads {v.name}, which the loop body computes"
-            if v in assigned:
-                return f"a T.copy's address or the loop's bounds read {v.name}, which the kernel assigns"
-            if v in lets:
-                exprs.append(lets[v])
+        names = [v for v in dict.fromkeys(collect(e, ir.Var)) if v not in seen]
+        seen.update(names)
+        inner = next((v for v in names if v in bound_in_loop), None)
+        if inner is not None:
+            return f"a T.copy's address reads {inner.name}, which the loop body computes"
+        found = changing(e)
+        if found is not None:
+            return f"a T.copy's address or the loop's bounds read {found[0]}, which the kernel {found[1]}"
+        exprs += [lets[v] for v in names if v in lets]
     return None
 
 

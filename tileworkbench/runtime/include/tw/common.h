@@ -208,6 +208,19 @@ __device__ __forceinline__ unsigned int swizzle(unsigned int byte_offset) {
   }
 }
 
+// Byte offset (before any swizzle) of element (row, col) of a tile of ELEM_BYTES elements: rows of
+// pitch_bytes or, where PANEL (elements per 128-byte panel) is set, ROWS-row panels of 128 bytes side
+// by side, the layout choose_shared_layouts gives a tile a wgmma gemm reads (the mma.sync gemms,
+// 16-bit and TF32, read such tiles through it).
+template <int PANEL, int ROWS, int ELEM_BYTES>
+__device__ __forceinline__ unsigned int tile_offset(int row, int col, int pitch_bytes) {
+  if constexpr (PANEL != 0) {
+    return (unsigned int)((col / PANEL) * ROWS * 128 + row * 128 + (col % PANEL) * ELEM_BYTES);
+  } else {
+    return (unsigned int)(row * pitch_bytes + col * ELEM_BYTES);
+  }
+}
+
 template <typename T, int SPAN>
 __device__ __forceinline__ T& swizzled(T* base, int index) {
   unsigned int off = swizzle<SPAN>((unsigned int)(index * sizeof(T)));

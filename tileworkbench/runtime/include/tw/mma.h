@@ -45,17 +45,11 @@ __device__ __forceinline__ void mma_16816(float* c, const unsigned int* a, const
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Shared address of element (row, col) of a 16-bit tile: rows of PITCH bytes, or, where PANEL (elements
-// per 128-byte panel) is set, ROWS-row panels of 128 bytes side by side (the layout a wgmma gemm reading
-// the same tile wants, choose_shared_layouts); then swizzled with span SW, as tw::swizzled does.
+// Shared address of element (row, col) of a 16-bit tile laid out as tile_offset says (rows of
+// pitch_bytes, or panels), swizzled with span SW as tw::swizzled does.
 template <int SW, int PANEL = 0, int ROWS = 0>
 __device__ __forceinline__ unsigned int tile_addr(unsigned int base, int row, int col_elems, int pitch_bytes) {
-  if constexpr (PANEL != 0) {
-    const int panel = col_elems / PANEL, col = col_elems % PANEL;
-    return base + swizzle<SW>((unsigned int)(panel * ROWS * 128 + row * 128 + col * 2));
-  } else {
-    return base + swizzle<SW>((unsigned int)(row * pitch_bytes + col_elems * 2));
-  }
+  return base + swizzle<SW>(tile_offset<PANEL, ROWS, 2>(row, col_elems, pitch_bytes));
 }
 
 // PA, PB: elements per 128-byte panel of an operand tile stored in panels (0: rows of its own width).

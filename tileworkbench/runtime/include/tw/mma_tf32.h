@@ -25,15 +25,12 @@ __device__ __forceinline__ void mma_1688_tf32(float* c, const unsigned int* a, c
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Element (row, col) of a float32 tile of PITCH bytes a row or, where PANEL (elements per 128-byte
-// panel) is set, of ROWS-row panels of 128 bytes side by side (a wgmma gemm's layout of the same tile,
-// as tile_addr in mma.h); swizzled with span SW.
+// Element (row, col) of a float32 tile laid out as tile_offset says (rows of PITCH bytes, or
+// panels), swizzled with span SW.
 template <int SW, int PITCH, int PANEL = 0, int ROWS = 0>
 __device__ __forceinline__ unsigned int tf32_at(const float* tile, int row, int col) {
   const char* base = reinterpret_cast<const char*>(tile);
-  const unsigned int offset = PANEL != 0 ? (unsigned int)((col / PANEL) * ROWS * 128 + row * 128 + (col % PANEL) * 4)
-                                         : (unsigned int)(row * PITCH + col * 4);
-  return to_tf32(*reinterpret_cast<const float*>(base + swizzle<SW>(offset)));
+  return to_tf32(*reinterpret_cast<const float*>(base + swizzle<SW>(tile_offset<PANEL, ROWS, 4>(row, col, PITCH))));
 }
 
 // PA, PB: elements per 128-byte panel of an operand tile stored in panels (0: rows of its own width).

@@ -197,7 +197,8 @@ struct alignas(8) Barrier {
   // (setmaxnreg): with the call of wait_debug, ptxas drops the kernel's setmaxnreg (C7507) and
   // serialises its wgmma (C7512) for TileLang's MLA decode example, which then runs at the
   // launch's register count (1.55 ms against 0.72 on an H100); with the loop inline NVRTC for
-  // sm_90a reports neither. (Not yet timed on a GPU.)
+  // sm_90a reports neither. (The debug-mode GPU tests pass with it, H100; that example's debug-mode
+  // time with it was not measured.)
   __device__ __forceinline__ void wait_debug_inline(int parity, unsigned int* record, unsigned int barrier,
                                                     int slot, unsigned int site, unsigned int line,
                                                     unsigned long long timeout_ns) const {
