@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import tileworkbench as tw
-from tileworkbench.examples.edge_cases import tf32_tile_read_by_wgmma_and_mma, tile_read_by_wgmma_and_mma
+from tileworkbench.examples.edge_cases import tile_read_by_wgmma_and_mma
 
 
 def _inputs(rng):
@@ -41,12 +41,14 @@ def test_the_kernel_compiles(nvrtc_check):
 
 
 def test_a_tf32_mma_gemm_reads_the_panels_too(nvrtc_check):
-    src = tw.lower(tf32_tile_read_by_wgmma_and_mma(), target="sm_90a").device_source
+    tf32 = tile_read_by_wgmma_and_mma(k=64, dtype="float32")  # a_s rows of 256 bytes: panels of 32 floats
+    src = tw.lower(tf32, target="sm_90a").device_source
     assert "tw::gemm_ss_tf32<32, 64, 128, 2, 4, true, false, 128, 128, 0, 32>" in src  # B = a_s, 32 floats a panel
+    assert "tw::gemm_ss_tf32<32, 128, 64, 1, 8, false, true, 128, 128, 32, 32>" in src  # both in panels
     nvrtc_check(src, "sm_90a")
     rng = np.random.default_rng(6)
     a, b, d = (rng.standard_normal(shape).astype(np.float32) for shape in ((128, 64), (32, 64), (128, 32)))
-    s, g = np.zeros((128, 32), np.float32), np.zeros((32, 64), np.float32)
-    tw.compile(tf32_tile_read_by_wgmma_and_mma(), target="cpu")(a, b, d, s, g)
-    np.testing.assert_allclose(s, a.astype(np.float64) @ b.T, rtol=1e-2, atol=5e-2)  # TF32: 10-bit mantissas
-    np.testing.assert_allclose(g, d.astype(np.float64).T @ a, rtol=1e-2, atol=5e-2)
+    s, g, h = np.zeros((128, 32), np.float32), np.zeros((32, 64), np.float32), np.zeros((32, 128), np.float32)
+    tw.compile(tile_read_by_wgmma_and_mma(k=64, dtype="float32"), target="cpu")(a, b, d, s, g, h)
+    for got, want in zip((s, g, h), expected(a, b, d)):
+        np.testing.assert_allclose(got, want, rtol=1e-2, atol=5e-2)  # TF32: 10-bit mantissas

@@ -48,11 +48,9 @@ def test_the_paged_tiles_sum_issues_each_page_it_reads(torch):
 
 
 def test_a_tf32_mma_gemm_on_a_paneled_tile(torch):
-    from tileworkbench.examples.edge_cases import tf32_tile_read_by_wgmma_and_mma
-
     a, b, d = (torch.randn(shape, device="cuda") for shape in ((128, 64), (32, 64), (128, 32)))
-    s, g = torch.full((128, 32), float("nan"), device="cuda"), torch.full((32, 64), float("nan"), device="cuda")
-    tw.compile(tf32_tile_read_by_wgmma_and_mma())(a, b, d, s, g)
+    outs = [torch.full(shape, float("nan"), device="cuda") for shape in ((128, 32), (32, 64), (32, 128))]
+    tw.compile(tile_read_by_wgmma_and_mma(k=64, dtype="float32"))(a, b, d, *outs)
     a64, b64, d64 = (x.double().cpu().numpy() for x in (a, b, d))
-    np.testing.assert_allclose(s.cpu().numpy(), a64 @ b64.T, rtol=1e-2, atol=5e-2)  # TF32
-    np.testing.assert_allclose(g.cpu().numpy(), d64.T @ a64, rtol=1e-2, atol=5e-2)
+    for got, want in zip(outs, (a64 @ b64.T, d64.T @ a64, b64 @ a64.T)):
+        np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-2, atol=5e-2)  # TF32

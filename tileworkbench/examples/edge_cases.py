@@ -479,20 +479,22 @@ def two_phase_shared_tiles(rows=128, cols=128):
     return main
 
 
-def tile_read_by_wgmma_and_mma(m=128, n=32, k=192):
-    """One shared tile ``a_s`` (``m x k`` float16, rows of 384 bytes) read by two gemms, as TileLang's
-    GQA backward reads ``K_shared``: ``S = A @ B^T`` on wgmma, which wants ``a_s`` in 128-byte panels,
-    and ``G = D^T @ A`` with ``n`` = 32 rows, too few for wgmma, on mma.sync, which must read the
-    same panels (``tw::gemm_ss``'s panel arguments), as must ``H = B @ A^T`` (both operands in
-    panels). ``S`` is ``m x n``, ``G`` is ``n x k``, ``H`` is ``n x m``."""
+def tile_read_by_wgmma_and_mma(m=128, n=32, k=192, dtype="float16"):
+    """One shared tile ``a_s`` (``m x k``, rows of 384 bytes at the defaults) read by two gemms, as
+    TileLang's GQA backward reads ``K_shared``: ``S = A @ B^T`` on wgmma, which wants ``a_s`` in
+    128-byte panels, and ``G = D^T @ A`` with ``n`` = 32 rows, too few for wgmma, on mma.sync, which
+    must read the same panels (``tw::gemm_ss``'s panel arguments), as must ``H = B @ A^T`` (both
+    operands in panels). ``dtype="float32"`` (with ``k=64``: rows of 256 bytes) runs them in TF32
+    (``tw::gemm_ss_tf32``; KDA's wy_fast_bwd has such a pair). ``S`` is ``m x n``, ``G`` is ``n x k``,
+    ``H`` is ``n x m``."""
 
     @T.prim_func
-    def main(A: T.Tensor((m, k), "float16"), B: T.Tensor((n, k), "float16"), D: T.Tensor((m, n), "float16"),
+    def main(A: T.Tensor((m, k), dtype), B: T.Tensor((n, k), dtype), D: T.Tensor((m, n), dtype),
              S: T.Tensor((m, n), "float32"), G: T.Tensor((n, k), "float32"), H: T.Tensor((n, m), "float32")):
         with T.Kernel(1, threads=256):
-            a_s = T.alloc_shared((m, k), "float16")
-            b_s = T.alloc_shared((n, k), "float16")
-            d_s = T.alloc_shared((m, n), "float16")
+            a_s = T.alloc_shared((m, k), dtype)
+            b_s = T.alloc_shared((n, k), dtype)
+            d_s = T.alloc_shared((m, n), dtype)
             s = T.alloc_fragment((m, n), "float32")
             g = T.alloc_fragment((n, k), "float32")
             h = T.alloc_fragment((n, m), "float32")
@@ -562,31 +564,5 @@ def grouped_gemm_found_in_a_loop(group_rows=(64, 128, 64), K=128, N=128, block=6
                 T.copy(B[g, k * block:(k + 1) * block, :], b_s)
                 T.gemm(a_s, b_s, acc)
             T.copy(acc, C[row:row + block, :])
-
-    return main
-
-
-def tf32_tile_read_by_wgmma_and_mma():
-    """``tile_read_by_wgmma_and_mma``'s first two gemms on float32 tiles (TF32): ``a_s`` (128 x 64,
-    rows of 256 bytes) in 128-byte panels of 32 floats for the wgmma, read by a TF32 mma.sync gemm
-    too (KDA's wy_fast_bwd has such a pair)."""
-    @T.prim_func
-    def main(A: T.Tensor((128, 64), "float32"), B: T.Tensor((32, 64), "float32"), D: T.Tensor((128, 32), "float32"),
-             S: T.Tensor((128, 32), "float32"), G: T.Tensor((32, 64), "float32")):
-        with T.Kernel(1, threads=256):
-            a_s = T.alloc_shared((128, 64), "float32")
-            b_s = T.alloc_shared((32, 64), "float32")
-            d_s = T.alloc_shared((128, 32), "float32")
-            s = T.alloc_fragment((128, 32), "float32")
-            g = T.alloc_fragment((32, 64), "float32")
-            T.copy(A, a_s)
-            T.copy(B, b_s)
-            T.copy(D, d_s)
-            T.clear(s)
-            T.gemm(a_s, b_s, s, transpose_B=True)
-            T.clear(g)
-            T.gemm(d_s, a_s, g, transpose_A=True)
-            T.copy(s, S)
-            T.copy(g, G)
 
     return main
