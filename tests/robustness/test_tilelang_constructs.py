@@ -40,6 +40,9 @@ CASES = check_unique([
     case("reinterpret-a-buffer", "B[0] = T.reinterpret(A, 'int32')  # <-", "the value must be a number, not the global "
                                                                           "buffer A"),
     case("reinterpret-too-many", "B[0] = T.reinterpret(A[0], 'int32', 3)  # <-", "too many positional arguments"),
+    # Python's max/min over a run-time value (T.max/T.min of them): what is no number
+    case("max-of-a-buffer", "B[0] = max(n, A)  # <-", r"max\(\): an argument must be a number, not the global buffer A"),
+    case("min-of-a-string", "B[0] = min('x', n)  # <-", r"min\(\): an argument must be a number, not the string 'x'"),
     case("dynamic-in-the-kernel", "m = T.dynamic('m')  # <-\n        A[0] = 1.0", r"T.dynamic\('m'\) inside the kernel: "
                                                                               r"declare sizes before `with T.Kernel"),
     # fragment views (T.reshape / T.view of a fragment): what they do not take
