@@ -1,9 +1,10 @@
 """Pipelined copies whose addresses read names the loop body computes (TileLang's paged MLA decode:
 ``kv_start = block_table[...] * block_size`` read by the KV copy): the pipeline computes them again,
 under new names, for the iteration it issues (``inject_software_pipeline``); where it cannot, the
-loop runs unpipelined; and the warp-specialised producer, which runs the loop alone, is not made
-for such loops (``rules.warp_specialization``). Before, the issued copies named a variable the
-generated CUDA did not declare."""
+loop runs unpipelined. The warp-specialised producer, which runs the loop alone, computes them too,
+and the scalar work before the loop (a grouped GEMM's search for its group) runs on both roles
+(``rules.warp_specialization``); where it cannot, the kernel keeps one role. Before, the issued
+copies named a variable the generated CUDA did not declare, and a producer loaded group 0's tiles."""
 
 from __future__ import annotations
 
@@ -86,11 +87,40 @@ def _paged_gemm():
     return main
 
 
-def test_a_producer_warpgroup_is_not_made_for_a_load_at_a_name_the_loop_computes(nvrtc_check):
+def test_the_producer_computes_the_names_its_loads_read(nvrtc_check):
+    """The producer warpgroup runs the loop alone: it computes ``start`` (from the page table,
+    which the kernel never writes) under a name of its own; the consumers keep theirs."""
     art = tw.lower(_paged_gemm(), target="sm_90a")
+    assert art.func.attrs["warp_specialized"]["applied"]
+    src = art.device_source
+    producer = src[src.index("// producer warpgroup"):src.index("// consumer warpgroups")]
+    assert "int start_producer = (Table[k] * 128);" in producer
+    assert "tw::tma_load(B_desc, stage_full[(k % 2)]" in producer and producer.rstrip().count("start_producer") == 2
+    nvrtc_check(src, "sm_90a")
+
+
+def test_a_loop_name_the_producer_cannot_compute_keeps_one_role(nvrtc_check):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((512, 64), "float16"), C: T.Tensor((64, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            a_s = T.alloc_shared((64, 64), "float16")
+            b_s = T.alloc_shared((128, 64), "float16")
+            acc = T.alloc_fragment((64, 128), "float32")
+            page = T.alloc_var("int32")
+            T.copy(A, a_s)
+            T.clear(acc)
+            page = 0
+            for k in T.Pipelined(4, num_stages=2):
+                start = page * 128  # page changes in the loop: only the consumers know it
+                T.copy(B[start:start + 128, :], b_s)
+                T.gemm(a_s, b_s, acc, transpose_B=True)
+                page = (page + 3) % 4
+            T.copy(acc, C)
+
+    art = tw.lower(main, target="sm_90a")
     reason = art.func.attrs["warp_specialized"]
-    assert not reason["applied"] and "reads start, which the loop body computes" in reason["reason"]
-    assert "start_ahead" in art.device_source
+    assert not reason["applied"]
+    assert "reads start, which the loop body computes from what the producer cannot compute" in reason["reason"]
     nvrtc_check(art.device_source, "sm_90a")
 
 
@@ -120,39 +150,61 @@ def grouped_expected(a, b, starts):
     return out
 
 
-def test_a_group_found_before_the_loop_keeps_one_role(nvrtc_check):
+def test_the_group_search_before_the_loop_runs_on_both_roles(nvrtc_check):
+    """TileLang's grouped GEMM finds its group in a loop before the pipelined one; the producer's
+    loads read it. That scalar work runs on every thread ahead of the split, so both roles know
+    ``g`` (before, the producer loaded group 0's tiles: wrong, or one role only)."""
     from tileworkbench.examples.edge_cases import grouped_gemm_found_in_a_loop
 
     art = tw.lower(grouped_gemm_found_in_a_loop(), target="sm_90a")
-    reason = art.func.attrs["warp_specialized"]
-    assert not reason["applied"] and "read g, which the kernel writes" in reason["reason"]
-    nvrtc_check(art.device_source, "sm_90a")
+    ws = art.func.attrs["warp_specialized"]
+    assert ws["applied"]
+    assert not ws["persistent"]["applied"] and "(g) are computed once per block" in ws["persistent"]["reason"]
+    src = art.device_source
+    search, split = src.index("Starts[i]"), src.index("// producer warpgroup")
+    assert search < split  # every thread searches, ahead of the roles
+    producer = src[split:src.index("// consumer warpgroups")]
+    assert "tw::tma_load(B_desc" in producer and ", g[0]);" in producer  # B's tile of group g
+    nvrtc_check(src, "sm_90a")
     a, b, starts = _grouped_inputs(np.random.default_rng(8))
     c = np.zeros((a.shape[0], 128), np.float16)
     tw.compile(grouped_gemm_found_in_a_loop(), target="cpu")(a, b, starts, c)
     np.testing.assert_allclose(c, grouped_expected(a, b, starts), rtol=1e-2, atol=0.1)
 
 
-def test_a_name_bound_after_the_search_is_not_moved_ahead_of_it():
+def _searched_in_shared(then_bind_shift: bool):
     @T.prim_func
-    def main(A: T.Tensor((256, 128), "float16"), B: T.Tensor((128, 128), "float16"), Starts: T.Tensor((2,), "int32"),
+    def main(A: T.Tensor((256, 128), "float16"), B: T.Tensor((2, 128, 128), "float16"), Starts: T.Tensor((2,), "int32"),
              C: T.Tensor((256, 128), "float16")):
         with T.Kernel(4, threads=128) as bx:
             a_s = T.alloc_shared((64, 64), "float16")
             b_s = T.alloc_shared((64, 128), "float16")
+            starts_s = T.alloc_shared((2,), "int32")
             acc = T.alloc_fragment((64, 128), "float32")
             g = T.alloc_var("int32")
+            T.copy(Starts, starts_s)
             g = 0
-            for i in range(2):
-                g = T.if_then_else(bx * 64 >= Starts[i], i, g)
-            shift = Starts[g]  # bound after the search: moved ahead of it, it would read g's first value
+            for i in range(2):  # reads a shared tile: consumer-side work, not the producer's
+                g = T.if_then_else(bx * 64 >= starts_s[i], i, g)
+            shift = Starts[g] if then_bind_shift else 0  # bound after the search
             T.clear(acc)
             for k in T.Pipelined(2, num_stages=2):
                 T.copy(A[bx * 64:bx * 64 + 64, k * 64:(k + 1) * 64], a_s)
-                T.copy(B[k * 64:(k + 1) * 64, :], b_s)
+                T.copy(B[g * (1 - then_bind_shift), k * 64:(k + 1) * 64, :], b_s)
                 T.gemm(a_s, b_s, acc)
             for i, j in T.Parallel(64, 128):
                 C[bx * 64 + i, j] = acc[i, j] + shift
 
-    reason = tw.lower(main, target="sm_90a").func.attrs["warp_specialized"]
+    return main
+
+
+def test_a_group_searched_in_shared_memory_keeps_one_role(nvrtc_check):
+    art = tw.lower(_searched_in_shared(False), target="sm_90a")
+    reason = art.func.attrs["warp_specialized"]
+    assert not reason["applied"] and "read g, which the kernel writes" in reason["reason"]
+    nvrtc_check(art.device_source, "sm_90a")
+
+
+def test_a_name_bound_after_the_consumers_search_is_not_moved_ahead_of_it():
+    reason = tw.lower(_searched_in_shared(True), target="sm_90a").func.attrs["warp_specialized"]
     assert not reason["applied"] and "shift is computed after statements whose results it may read" in reason["reason"]

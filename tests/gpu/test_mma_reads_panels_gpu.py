@@ -21,32 +21,6 @@ def test_three_products_of_one_paneled_tile(torch):
         np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-3, atol=1e-2)
 
 
-def test_a_grouped_gemm_whose_group_is_found_before_its_loop(torch):
-    """TileLang's grouped GEMM (example_grouped_gemm_fwd.py) came out wrong when its loads, which
-    read the group found before the loop, ran on a producer warpgroup that never searched."""
-    from tileworkbench.examples.edge_cases import grouped_gemm_found_in_a_loop
-
-    rows = (64, 128, 64)
-    a = torch.randn(sum(rows), 128, device="cuda", dtype=torch.float16)
-    b = torch.randn(3, 128, 128, device="cuda", dtype=torch.float16)
-    starts = torch.tensor([0, 64, 192], device="cuda", dtype=torch.int32)
-    c = torch.full((sum(rows), 128), float("nan"), device="cuda", dtype=torch.float16)
-    tw.compile(grouped_gemm_found_in_a_loop())(a, b, starts, c)
-    want = torch.cat([a[0:64].double() @ b[0].double(), a[64:192].double() @ b[1].double(),
-                      a[192:].double() @ b[2].double()])
-    np.testing.assert_allclose(c.double().cpu().numpy(), want.cpu().numpy(), rtol=1e-2, atol=0.1)
-
-
-def test_the_paged_tiles_sum_issues_each_page_it_reads(torch):
-    from tileworkbench.examples.edge_cases import paged_tiles_summed
-
-    a = torch.randn(8 * 32, 64, device="cuda")
-    table = torch.randperm(8, device="cuda").to(torch.int32)
-    out = torch.full((32, 64), float("nan"), device="cuda")
-    tw.compile(paged_tiles_summed())(a, table, out)
-    np.testing.assert_allclose(out.cpu().numpy(), a.double().reshape(8, 32, 64).sum(0).cpu().numpy(), rtol=1e-5, atol=1e-4)
-
-
 def test_a_tf32_mma_gemm_on_a_paneled_tile(torch):
     a, b, d = (torch.randn(shape, device="cuda") for shape in ((128, 64), (32, 64), (128, 32)))
     outs = [torch.full(shape, float("nan"), device="cuda") for shape in ((128, 32), (32, 64), (32, 128))]

@@ -541,8 +541,8 @@ def paged_tiles_summed(pages=8, page_rows=32, cols=64, stages=2):
 def grouped_gemm_found_in_a_loop(group_rows=(64, 128, 64), K=128, N=128, block=64):
     """TileLang's grouped GEMM in small: row block ``bx`` finds its group ``g`` in a loop over the
     groups' starting rows (``g`` assigned before the pipelined loop), and the loop's copies read
-    ``g`` and a name computed from it. The warp-specialised producer would run the loop without
-    that search (its copies read the group's initial value), so the kernel keeps one role.
+    ``g``. Warp-specialised, the search runs on every thread ahead of the split into producer and
+    consumers (once the producer ran the loop without it and loaded group 0's tiles).
     ``C[rows of g] = A[rows of g] @ B[g]``."""
     groups, total = len(group_rows), sum(group_rows)
 

@@ -21,7 +21,7 @@ Guarantees, for every pipelined loop with ``s >= 2``:
     ``partition_parallel_loops`` moves its runs with ``cp.async`` where they are whole 4-16 byte
     copies (else with plain loads and stores, which the same waits and barriers order).
 Names the loop body binds (``LetStmt``) that producers' addresses read are computed again, under
-new names, for the iteration each issue is for (``_lets_of``); where one reads what cannot be read
+new names, for the iteration each issue is for (``rules.loop_lets``); where one reads what cannot be read
 ahead, the loop is not pipelined (a serial loop, its note says why).
 Loops with ``num_stages <= 1`` become plain serial loops.
 
@@ -43,6 +43,7 @@ from ..ir.simplify import simplify
 from ..ir.visitor import IRMutator, collect, reassigned_vars, substitute
 from .manager import register
 from .rules.fragments import parallel_nest
+from .rules.loop_lets import lets_read_by, written_buffer_ids
 from .rules.versions import OnVersion
 
 
@@ -57,16 +58,6 @@ def _guarded_copy(s):
     if isinstance(s, ir.IfThenElse) and s.else_body is None and isinstance(s.then_body, (ir.Copy, ir.Im2Col)):
         return s.then_body
     return s
-
-
-def _written_buffers(func) -> set:
-    """Buffers the kernel writes anywhere: stores, copy and TMA destinations, atomic targets."""
-    out = {id(n.buffer) for n in collect(func.body, ir.BufferStore)}
-    out |= {id(n.dst.buffer) for n in collect(func.body, (ir.Copy, ir.TmaCopy, ir.Fill))}
-    for call in collect(func.body, ir.Call):
-        if call.name in ir.ATOMIC_UPDATES and call.args and isinstance(call.args[0], ir.Call):
-            out |= {id(load.buffer) for load in collect(call.args[0], ir.BufferLoad)}
-    return out
 
 
 def _evaluable_ahead(cond, loop: ir.For, written: set, outer: set) -> bool:
@@ -151,33 +142,6 @@ def _split_condition(body: list, loop: ir.For, written: set, outer: set) -> list
         [ir.IfThenElse(branch.cond, ir.seq(work), loc=branch.loc)]
 
 
-def _lets_of(producers: list, body: list, loop: ir.For, written: set) -> list | None:
-    """The ``LetStmt``s of the loop ``body`` (in order) whose names the ``producers`` read,
-    directly or through one another (TileLang's paged MLA decode: ``kv_start = block_table[...]``
-    read by its copies' addresses), for the pipeline to compute again for the iteration it issues;
-    None where one of them reads what another iteration cannot read ahead: a fragment or shared
-    tile, a tensor the kernel writes, a call, or a name the loop assigns."""
-    lets = {x.var: x for x in body if isinstance(x, ir.LetStmt)}
-    needed, frontier = set(), [v for p in producers for v in collect(p, ir.Var) if v in lets]
-    while frontier:
-        v = frontier.pop()
-        if v not in needed:
-            needed.add(v)
-            frontier += [u for u in collect(lets[v].value, ir.Var) if u in lets]
-    chosen = [x for x in body if isinstance(x, ir.LetStmt) and x.var in needed]
-    reassigned = reassigned_vars(loop.body)
-    # what differs between iterations beyond the loop variable: names the loop re-assigns or binds
-    assigned = reassigned | ({x.var for x in collect(loop.body, ir.LetStmt)} - needed)
-    for let in chosen:
-        if let.var in reassigned or collect(let.value, (ir.Raw, ir.Call)):
-            return None
-        if any(load.buffer.scope != "global" or id(load.buffer) in written for load in collect(let.value, ir.BufferLoad)):
-            return None
-        if any(v in assigned for v in collect(let.value, ir.Var)):
-            return None
-    return chosen
-
-
 class _Versioner(OnVersion):
     """Rewrites one statement of the loop body for iteration ``k_expr``."""
 
@@ -208,7 +172,7 @@ class _Pipeline(IRMutator):
     def __init__(self, func: ir.PrimFunc):
         self.versioned: dict = {}  # old Buffer -> new Buffer (shared tiles and barriers)
         self.records: list = []
-        self.written = _written_buffers(func)
+        self.written = written_buffer_ids(func.body)
         # What a condition or a gather's address may read besides the loop variable: block indices,
         # scalar parameters, the variables of loops around it and scalars bound before it (never
         # assigned again).
@@ -248,7 +212,7 @@ class _Pipeline(IRMutator):
         if not producers:
             return ir.For(loop.var, loop.extent, loop.body, "serial", loop.start,
                           pipeline=ir.PipelineInfo(s, note="nothing to pipeline"), loc=loop.loc)
-        lets = _lets_of(producers, body, loop, self.written)
+        lets = lets_read_by(producers, body, loop, self.written)
         if lets is None:
             return ir.For(loop.var, loop.extent, loop.body, "serial", loop.start, loc=loop.loc,
                           pipeline=ir.PipelineInfo(s, note="a copy's address reads a name the loop computes "

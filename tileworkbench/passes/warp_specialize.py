@@ -11,8 +11,8 @@ with constant extents, ``T.gemm`` on the wgmma path reading A and B from those t
 tiles the loop does not write (an indexer's query block, loaded once before it; A also from a
 fragment), and any other work that touches none of the loaded
 tiles (attention's softmax between its two gemms: ``rules.warp_specialization``); the loads'
-addresses and the loop's bounds read no name the loop body binds or any statement assigns (the
-producer runs the loop and its loads alone).
+addresses and the loop's bounds read only what the producer computes too: the loop body's names
+that read nothing the kernel writes (``rules.loop_lets``), and the scalar work before the loop.
 Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's threads):
   * the launch gets ``producer_threads = 128`` more threads (``tx`` in ``[C, C + 128)``); every
     layout and thread loop still uses the ``C`` consumer threads;
@@ -43,8 +43,11 @@ Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's thread
     (the epilogue). An epilogue that is one ``T.copy`` of the accumulator fragment to a
     16-bit global tile goes through a shared tile (over the pipeline's dead tiles, after a
     consumer barrier) and one TMA store (``tw.register_epilogue`` keeps it as stores from
-    registers). Statements before the loop other than allocations move to
-    the start of the consumer side. With ``C >= 256`` both sides rebalance registers
+    registers). The scalar work before the loop (stores to ``T.alloc_var`` scalars from global
+    tensors the kernel never writes: a grouped GEMM's search for its group,
+    ``rules.warp_specialization.both_roles_prologue``) runs on every thread ahead of the split;
+    the other statements before the loop move to the start of the consumer side. The producer
+    computes the loop body's names its loads read again, as ``<name>_producer``. With ``C >= 256`` both sides rebalance registers
     (``setmaxnreg``: producer 24, consumers as many as fit).
 """
 
@@ -60,7 +63,8 @@ from .rules import epilogue as epilogue_rules
 from .rules import persistent as persistent_rules
 from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_THREADS, OverlapPlan,
                                       consumer_work_only_gemms, register_split, is_tile_load,
-                                      overlap_plan, smem_bytes_with_own_epilogue_tile, why_not)
+                                      both_roles_prologue, overlap_plan, producer_lets,
+                                      smem_bytes_with_own_epilogue_tile, why_not)
 from .manager import register
 from .peel_first_iteration import PEEL_FIRST
 from .plan_shared_memory import smem_limit
@@ -198,6 +202,12 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     consumers = func.launch.threads
     body = [x for x in ir.statements(loop.body) if not isinstance(x, ir.Comment)]
     loads = [x for x in body if is_tile_load(x)]
+    # the loop body's names the loads read, computed again by the producer under names of its own
+    # (the consumers keep theirs where they are)
+    in_loop = producer_lets(func, loop, loads)
+    fresh = {x.var: ir.Var(f"{x.var.name}_producer", x.var.dtype) for x in in_loop}
+    ahead_lets = [ir.LetStmt(fresh[x.var], substitute(x.value, fresh), loc=x.loc) for x in in_loop]
+    loads = [substitute(ld, fresh) for ld in loads]
     work = [x for x in body if not is_tile_load(x)]  # the gemms and what runs between them, in order
     gemm_loop = consumer_work_only_gemms(loop)
     versioned = {ld.dst.buffer: ld.dst.buffer.versioned(s) for ld in loads} if s > 1 else {}  # one stage: the tiles as they are
@@ -205,12 +215,15 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
 
     # Which consumer statements run around the loop, and whether the kernel can be persistent:
     # the tile loop then wraps each side, and the stage counter runs on across tiles.
+    # The scalar work before the loop runs on every thread ahead of the split (the producer's
+    # loads may read its results); the rest of it on the consumer side.
+    both = {id(x) for x in both_roles_prologue(func, top[:at])}
     keep, before = [], []
     for x in top[:at]:
         if isinstance(x, ir.Allocate):
             buf = versioned.get(x.buffer)
             keep.append(ir.Allocate(buf, loc=x.loc) if buf is not None else x)
-        elif isinstance(x, (ir.LetStmt, ir.Comment)):
+        elif isinstance(x, (ir.LetStmt, ir.Comment)) or id(x) in both:
             keep.append(x)
         else:
             before.append(x)
@@ -227,7 +240,8 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     own_bytes = smem_bytes_with_own_epilogue_tile(ring, staged[0] if staged else None, s)
     per_tile_stmts = before + ([] if staged else epilogue)  # the staged epilogue's tile is its own
     block_lets = [x for x in keep if isinstance(x, ir.LetStmt)]
-    not_persistent = persistent_rules.why_not(func, ctx, loop, block_lets, per_tile_stmts, own_bytes,
+    block_work = [x for x in keep if id(x) in both]
+    not_persistent = persistent_rules.why_not(func, ctx, loop, block_lets, block_work, per_tile_stmts, own_bytes,
                                              smem_limit(ctx.target.arch))
     persistent = not_persistent is None
     if not persistent and not register_epilogue:
@@ -287,6 +301,8 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             consume += [_staged_gemm(x, tile, 0) if isinstance(x, ir.Gemm) else x for x in work]
             consume.append(ir.BarrierArrive(ir.BarrierRef(empty, slot), loc=loop.loc))
             drain = []
+
+    produce = ahead_lets + produce
 
     def per_tile(stmts: list) -> list:
         return [persistent_rules.tile_loop(func.launch, tile_iter, stmts, loc=loop.loc)] if persistent else stmts

@@ -19,7 +19,7 @@ from ...target import PassConfigKey
 
 
 
-def why_not(func: ir.PrimFunc, ctx, loop: ir.For, block_lets, consumer_stmts, own_tile_bytes: int,
+def why_not(func: ir.PrimFunc, ctx, loop: ir.For, block_lets, block_work, consumer_stmts, own_tile_bytes: int,
             smem_limit: int) -> str | None:
     """None when the warp-specialised kernel can walk its tiles persistently, else why not.
 
@@ -27,7 +27,9 @@ def why_not(func: ir.PrimFunc, ctx, loop: ir.For, block_lets, consumer_stmts, ow
     ``tile_iter * extent + k``, so every tile must run the same number of stages);
     ``block_lets``: the scalars the kernel declares before the loop, which stay outside the tile
     loop (once per block, so none may depend on the block index or be re-assigned: a tile would
-    see another tile's value); ``consumer_stmts``: what the consumers run per tile besides the
+    see another tile's value); ``block_work``: the scalar statements both roles run before the
+    split (``rules.warp_specialization.both_roles_prologue``), once per block too, so there must be
+    none; ``consumer_stmts``: what the consumers run per tile besides the
     role loop (they must not use shared memory: the producer refills it meanwhile);
     ``own_tile_bytes``: the bytes the kernel needs in shared memory when the epilogue tile cannot
     reuse the pipeline's."""
@@ -48,6 +50,10 @@ def why_not(func: ir.PrimFunc, ctx, loop: ir.For, block_lets, consumer_stmts, ow
         if block_vars & set(collect(let.value, ir.Var)):
             return (f"{let.var.name} = {expr_text(let.value)} depends on the block index but is computed once "
                     f"per block, before the tile loop")
+    if block_work:
+        names = sorted({n.buffer.name for x in block_work for n in collect(x, ir.BufferStore)})
+        return (f"the scalars computed before the loop ({', '.join(names)}) are computed once per block, "
+                f"before the tile loop, and a block walking several tiles would need them per tile")
     for stmt in consumer_stmts:
         if any(b.scope == "shared" for b in collect(stmt, ir.Buffer)):
             return "the consumers' statements around the loop use shared memory the producer refills"

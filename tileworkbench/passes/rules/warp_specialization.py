@@ -12,6 +12,7 @@ from ...ir.visitor import collect, reassigned_vars
 from ...target import PassConfigKey
 from . import gemm as gemm_rules
 from . import tma as tma_rules
+from .loop_lets import lets_read_by, written_buffer_ids
 
 PRODUCER_THREADS = 128
 PRODUCER_REGISTERS = 24
@@ -153,36 +154,106 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     return None
 
 
+# What a statement both roles run may hold: scalar work only (no tile operation, no call)
+_SCALAR_WORK = (ir.BufferStore, ir.For, ir.IfThenElse, ir.LetStmt, ir.Assign, ir.SeqStmt, ir.Comment)
+
+
+def _is_scalar_work(stmt, thread_var, written: set) -> bool:
+    """``stmt`` computes per-thread scalars from what every thread reads alike: it stores only to
+    local buffers (``T.alloc_var``, ``T.alloc_local``) in serial loops and ifs, and reads
+    constants, names, local buffers and global tensors the kernel never writes (``written``);
+    no thread index, no call."""
+    if not all(isinstance(n, _SCALAR_WORK) for n in collect(stmt, ir.Stmt)):
+        return False
+    if any(f.kind not in ("serial", "unrolled") for f in collect(stmt, ir.For)):
+        return False
+    if any(n.buffer.scope != "local" for n in collect(stmt, ir.BufferStore)):
+        return False
+    if any(ld.buffer.scope != "local" and (ld.buffer.scope != "global" or id(ld.buffer) in written)
+           for ld in collect(stmt, ir.BufferLoad)):
+        return False
+    return not collect(stmt, (ir.Call, ir.Raw)) and thread_var not in collect(stmt, ir.Var)
+
+
+def _reads_and_writes(stmt) -> tuple[set, set]:
+    """(what ``stmt`` reads, what it writes): buffer ids and names, conservatively (every buffer
+    it names counts as read)."""
+    writes = {id(b) for b in written_buffers(stmt)} | reassigned_vars(stmt)
+    return {id(b) for b in collect(stmt, ir.Buffer)} | set(collect(stmt, ir.Var)), writes
+
+
+def both_roles_prologue(func: ir.PrimFunc, before: list) -> list:
+    """The statements before the pipelined loop (``before``, in order) that every thread runs
+    ahead of the split into producer and consumers, so that both have their results: scalar work
+    (``_is_scalar_work``), which is how TileLang's grouped GEMM finds its group and its FP8
+    indexer its range of keys before the loop whose loads read them. One goes there only if no
+    statement left on the consumer side before it writes what it reads, or reads or writes what it
+    writes (it moves ahead of them). Lets and allocations are not listed: they stay ahead anyway."""
+    written = written_buffer_ids(func.body)
+    moved, staying = [], []
+    for x in before:
+        if isinstance(x, (ir.LetStmt, ir.Allocate, ir.Comment)):
+            continue
+        reads, writes = _reads_and_writes(x)
+        clash = any(w & (reads | writes) or r & writes for r, w in map(_reads_and_writes, staying))
+        if not clash and _is_scalar_work(x, func.launch.thread_var, written):
+            moved.append(x)
+        else:
+            staying.append(x)
+    return moved
+
+
+def producer_lets(func: ir.PrimFunc, loop: ir.For, loads: list) -> list | None:
+    """The loop body's ``LetStmt``s the loads' addresses read (``rules.loop_lets``), for the
+    producer to compute again (TileLang's varlen attention: ``actual_k = k + start``); None where
+    one reads what the producer cannot compute."""
+    body = [x for x in ir.statements(loop.body) if not isinstance(x, ir.Comment)]
+    return lets_read_by(loads, body, loop, written_buffer_ids(func.body))
+
+
 def _why_not_producer_names(func: ir.PrimFunc, loop: ir.For, body: list, loads: list) -> str | None:
-    """None when the two sides know the names they read. The producer runs only the loop and its
-    loads: their addresses and the loop's bounds may not read, directly or through other names, a
-    name the loop body binds (the consumers compute it) or one a statement assigns (statements
-    before the loop run on the consumer side only: TileLang's grouped GEMM finds its batch in a
-    loop so). And the names bound before the loop move ahead of those statements to serve both
-    sides, so none bound after one of them may read memory or an assigned name."""
+    """None when the two sides know the names they read. The producer runs the loop, its loads
+    and the loop body's names those read (``producer_lets``), and, ahead of the split, the scalar
+    work before the loop (``both_roles_prologue``); every other statement before the loop runs on
+    the consumer side only. So the loads' addresses and the loop's bounds may not read, directly
+    or through other names, a name one of those statements assigns or a buffer one writes (a
+    statement assigning the group index after a tile copy, say). And the names bound before the
+    loop move ahead of the consumers' statements to serve both sides, so none bound after one of
+    them may read what those write."""
     top = ir.statements(func.body)
     before = top[:next(i for i, x in enumerate(top) if x is loop)]
-    # assigned where the producer does not run: before the loop, or in it (after it: the epilogue,
-    # past the producer's last load; a persistent kernel's tiles have a rule of their own)
-    assigned = reassigned_vars(ir.seq(before)) | reassigned_vars(loop.body)
-    written = {id(b) for b in written_buffers(func.body)}
+    prologue = both_roles_prologue(func, before)
+    moved = {id(x) for x in prologue}
+    staying = [x for x in before if id(x) not in moved]
+    # assigned where the producer does not run: on the consumer side before the loop, or in it
+    # (after it: the epilogue, past the producer's last load; a persistent kernel's tiles have a
+    # rule of their own)
+    assigned = reassigned_vars(ir.seq(staying)) | reassigned_vars(loop.body)
+    written = written_buffer_ids(ir.seq([x for x in top if id(x) not in moved]))
 
     def changing(e) -> tuple[str, str] | None:
-        """(name, "writes" or "assigns") of a buffer ``e`` reads that the kernel writes (a scalar in
-        a T.alloc_var, a tile, a tensor it stores to), or of a name it assigns; None."""
+        """(name, "writes" or "assigns") of a buffer ``e`` reads that a statement the producer
+        does not run writes (a scalar, a tile, a tensor the kernel stores to) or that is no
+        global tensor or local scalar, or of a name such a statement assigns; None."""
         for ld in collect(e, ir.BufferLoad):
-            if ld.buffer.scope != "global" or id(ld.buffer) in written:
+            if ld.buffer.scope not in ("global", "local") or id(ld.buffer) in written:
                 return ld.buffer.name, "writes"
         return next(((v.name, "assigns") for v in collect(e, ir.Var) if v in assigned), None)
 
     after_work = False
-    for x in before:
+    for x in staying:
         found = changing(x.value) if isinstance(x, ir.LetStmt) and after_work else None
         if found is not None:
             return f"{x.var.name} is computed after statements whose results it may read ({found[0]})"
         after_work |= not isinstance(x, (ir.LetStmt, ir.Allocate, ir.Comment))
+    in_loop = producer_lets(func, loop, loads)
+    if in_loop is None:
+        inner = next(v for ld in loads for v in collect(ld.src, ir.Var)
+                     if any(v is x.var for x in body if isinstance(x, ir.LetStmt)))
+        return (f"a T.copy's address reads {inner.name}, which the loop body computes from what the "
+                "producer cannot compute ahead")
     lets = {x.var: x.value for x in collect(func.body, ir.LetStmt)}
-    bound_in_loop = {x.var for x in body if isinstance(x, ir.LetStmt)}
+    bound_in_loop = {x.var for x in body if isinstance(x, ir.LetStmt)} - {x.var for x in in_loop}
     exprs, seen = [loop.start, loop.extent, *[i for ld in loads for i in ld.src.starts]], set()
     while exprs:  # the addresses and bounds, and the values of the names they read, in turn
         e = exprs.pop()
