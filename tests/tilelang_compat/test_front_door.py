@@ -436,6 +436,22 @@ def test_a_size_from_an_annotation_that_names_its_shape_list(dry):
     assert kernel is grouped_rows.compile(rows=512, width=64, groups=4, block=64)
 
 
+@tilelang.jit
+def rows_per_head(X, Y, heads=4):
+    rows, width = T.const("rows, width")
+    X: T.Tensor[[rows * heads, width], "float32"]  # no size alone here: `rows` comes from Y's annotation
+    Y: T.Tensor[[rows, width], "float32"]
+    with T.Kernel(rows, threads=128) as bx:
+        for j in T.Parallel(width):
+            Y[bx, j] = X[bx * heads, j]
+
+
+def test_a_size_first_named_in_an_expression_takes_a_later_annotations_value(dry):
+    kernel = rows_per_head.compile(Tensor((512, 64), "float32"), Tensor((128, 64), "float32"))
+    assert [p["shape"] for p in kernel.params] == [[512, 64], [128, 64]]
+    assert kernel is rows_per_head.compile(rows=128, width=64)
+
+
 def test_get_kernel_source_compiles_for_the_arguments_as_compile_does(dry):
     source = halves_added.get_kernel_source(Tensor((1024,)), block=128)
     assert source == halves_added.compile(N=1024, block=128).get_kernel_source() and "__global__" in source

@@ -232,7 +232,8 @@ class EagerParser(Parser):
 
 def sizes_from_annotations(fdef: ast.FunctionDef, tensors: dict) -> dict:
     """Name -> size, from the tensors a call passes, for each name that is a whole dimension of a
-    tensor's annotation in the function's own body (``A: T.Tensor((M, K), dtype)`` with A of shape
+    tensor's annotation in the function's own body (``A: T.Tensor((M, K), dtype)``, or
+    ``T.Tensor[(M, K), dtype]``, with A of shape
     (1024, 512): M 1024, K 512; the first annotation naming it wins), and for the names a plain
     assignment before made aliases of (``KH, KW = K, K``: K too). So a ``T.const`` size has its
     value where it is declared, and arithmetic on it before its annotation (``K // split_k``,
@@ -250,8 +251,7 @@ def sizes_from_annotations(fdef: ast.FunctionDef, tensors: dict) -> dict:
             elif isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, (ast.List, ast.Tuple)):
                 shapes[stmt.targets[0].id] = values
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in tensors:
-            call = stmt.annotation
-            first = call.args[0] if isinstance(call, ast.Call) and call.args else None
+            first = _annotated_shape(stmt.annotation)
             dims = shapes.get(first.id) if isinstance(first, ast.Name) and first.id in shapes else _names(first)
             shape = tensors[stmt.target.id][0]
             if dims is None or len(dims) != len(shape):
@@ -261,6 +261,16 @@ def sizes_from_annotations(fdef: ast.FunctionDef, tensors: dict) -> dict:
                     found[name] = int(size)
                     name = aliases.get(name)
     return found
+
+
+def _annotated_shape(annotation):
+    """The shape's node of ``T.Tensor(shape, dtype)`` or ``T.Tensor[shape, dtype]`` (TileLang's
+    pool-MQA: ``T.Tensor[[seq_len * heads, index_dim], fp8_dtype]``), else None."""
+    if isinstance(annotation, ast.Call) and annotation.args:
+        return annotation.args[0]
+    if isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Tuple) and annotation.slice.elts:
+        return annotation.slice.elts[0]
+    return None
 
 
 def _names(node) -> list | None:
