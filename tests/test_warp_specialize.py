@@ -297,7 +297,22 @@ def test_a_b_tile_loaded_before_the_loop_stays_where_it_is_for_the_consumers(k):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64).T, rtol=1e-3, atol=1e-3)
 
 
-def test_a_b_tile_the_loop_writes_but_does_not_load_keeps_the_plain_pipeline():
-    info = ws_info(tw.lower(b_loaded_once(rescale_b=True), target=SM90))
-    assert info["applied"] is False and info["reason"] == ("a gemm reads b_s, which the loop writes in shared "
-                                                           "memory but does not load")
+def test_a_b_tile_the_consumers_write_in_the_loop_stays_theirs(nvrtc_check):
+    """The consumers rescale B after each gemm, which completes before they do: the split keeps
+    B out of the producer's ring, and the next gemm reads it after every consumer's write."""
+    art = tw.lower(b_loaded_once(rescale_b=True), target=SM90)
+    info = ws_info(art)
+    assert info["applied"] is True and info["tiles"] == ["a_s"]
+    consumer = art.device_source[art.device_source.index("// consumer warpgroups"):]
+    loop = consumer[consumer.index("for (int t"):]
+    # the last iteration's rescale reaches the async proxy, and every consumer's, before the gemm
+    top = loop[:loop.index("tw::wgmma_gemm_ss")]
+    assert "tw::fence_proxy_async();\n      tw::sync_consumers<128>();" in top, top
+    nvrtc_check(art.device_source, "sm_90a")
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((512, 64)).astype(np.float16), rng.standard_normal((128, 64)).astype(np.float16)
+    c = np.zeros((512, 128), np.float32)
+    tw.compile(b_loaded_once(rescale_b=True), target="cpu")(a, b, c)
+    want = np.concatenate([a[t * 64:(t + 1) * 64].astype(np.float64) @ (b.astype(np.float64) * 0.5 ** t).T
+                           for t in range(8)])
+    np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-3)

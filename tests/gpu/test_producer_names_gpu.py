@@ -2,7 +2,8 @@
 inputs: the scalar work before the loop that both roles run (TileLang's grouped GEMM: the group
 search; once the producer loaded group 0's tiles), the loop body's names the producer computes
 again (a paged GEMM: ``start = Table[k] * 128``), and a search the producer cannot run (the kernel
-keeps one role). Also the plain pipeline's issued copies that compute such names for themselves."""
+keeps one role). Also the plain pipeline's issued copies that compute such names for themselves, and a B
+tile the consumers rewrite between warp-specialised gemms."""
 
 from __future__ import annotations
 
@@ -62,3 +63,17 @@ def test_a_group_searched_in_shared_memory_on_one_role(torch):
     tw.compile(_searched_in_shared(False))(a, b, starts, c)
     want = torch.cat([a[:128].double() @ b[0].double(), a[128:].double() @ b[1].double()])
     np.testing.assert_allclose(c.double().cpu().numpy(), want.cpu().numpy(), rtol=1e-2, atol=0.1)
+
+
+def test_a_b_tile_the_consumers_rescale_between_warp_specialised_gemms(torch):
+    """The consumers write B after each gemm; the next iteration's wgmma reads it through the
+    async proxy: the fence at the top of their loop stays (elide_proxy_fences)."""
+    from tests.test_warp_specialize import b_loaded_once
+
+    a = torch.randn(512, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(128, 64, device="cuda", dtype=torch.float16)
+    c = torch.full((512, 128), float("nan"), device="cuda")
+    tw.compile(b_loaded_once(rescale_b=True))(a, b, c)
+    a64, b64 = a.double().cpu().numpy(), b.double().cpu().numpy()
+    want = np.concatenate([a64[t * 64:(t + 1) * 64] @ (b64 * 0.5 ** t).T for t in range(8)])
+    np.testing.assert_allclose(c.cpu().numpy(), want, rtol=1e-3, atol=1e-3)

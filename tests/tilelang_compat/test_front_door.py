@@ -439,8 +439,8 @@ def test_a_size_from_an_annotation_that_names_its_shape_list(dry):
 @tilelang.jit
 def rows_per_head(X, Y, heads=4):
     rows, width = T.const("rows, width")
-    X: T.Tensor[[rows * heads, width], "float32"]  # no size alone here: `rows` comes from Y's annotation
-    Y: T.Tensor[[rows, width], "float32"]
+    X: T.Tensor[[rows * heads, width], T.float32]  # no size alone here: `rows` comes from Y's annotation
+    Y: T.Tensor[[rows, width], T.float32]
     with T.Kernel(rows, threads=128) as bx:
         for j in T.Parallel(width):
             Y[bx, j] = X[bx * heads, j]

@@ -6,7 +6,9 @@ version read in the previous iteration.
 Guarantees: the fence is removed from such a loop when nothing in it reads shared memory through
 the generic proxy — no thread load of a shared buffer and no ``tw::gemm_ss`` (ldmatrix) or ``tw::gemm_ss_tf32`` — so the
 previous reads were all wgmma or TMA (async proxy), which the wgmma wait and the block barrier
-already order before the next TMA write. Loops with generic reads keep their fence.
+already order before the next TMA write. Loops with generic reads keep their fence, and so do
+loops that write through the generic proxy a tile a wgmma or TMA call in them reads (the write of
+one iteration must reach the async proxy before the next iteration's read).
 A kernel in which nothing uses the async proxy at all (no TMA, no wgmma: ``ASYNC_PROXY_CALLS``)
 loses every such fence: ``insert_thread_syncs`` puts one before each block barrier in case the
 reader is TMA or wgmma, and without either it orders nothing (an elementwise kernel or a
@@ -38,6 +40,37 @@ def _generic_shared_reads(body) -> bool:
     return any(c.name.startswith(("tw::gemm_ss<", "tw::gemm_ss_tf32<")) for c in calls)
 
 
+def _shared_addressed(node) -> set:
+    return {id(a.args[0].buffer) for a in collect(node, ir.Call) if a.name == "address_of" and a.args
+            and isinstance(a.args[0], ir.BufferLoad) and a.args[0].buffer.scope == "shared"}
+
+
+def _loop_carried_generic_write(body, refill_fence) -> bool:
+    """Whether ``body`` (a loop's, in order) writes through the generic proxy a shared tile that a
+    wgmma or TMA call reads before that write in the loop, with no proxy fence after the write nor
+    before the read but ``refill_fence``: one iteration's write (the consumers rescale B after its
+    gemm) then reaches the next iteration's read only through that fence. A generic write: a store
+    to a shared buffer, or a shared address first in a call of neither proxy-async kind (a vector
+    copy's, stmatrix's, a pair store's or a ``cp.async``'s destination)."""
+    writes, reads, fences = {}, {}, []
+    for at, stmt in enumerate(collect(body, ir.Stmt)):
+        if stmt is refill_fence:
+            continue
+        if _is_fence(stmt):
+            fences.append(at)
+        elif isinstance(stmt, ir.BufferStore) and stmt.buffer.scope == "shared":
+            writes[id(stmt.buffer)] = at
+        elif isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.args:
+            if stmt.call.name.startswith(ASYNC_PROXY_CALLS):
+                for buf in _shared_addressed(stmt.call):
+                    reads.setdefault(buf, at)
+            else:
+                for buf in _shared_addressed(stmt.call.args[0]):
+                    writes[buf] = at
+    return any(buf in writes and not any(f > writes[buf] or f < read for f in fences)
+               for buf, read in reads.items())
+
+
 def _is_fence(stmt) -> bool:
     return isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.name == FENCE
 
@@ -54,6 +87,8 @@ class _Elide(IRMutator):
                              isinstance(stmts[i + 1], ir.SyncThreads)), None)
         first_refill = next((i for i, s in enumerate(stmts) if isinstance(s, ir.IfThenElse)), len(stmts))
         if refill_fence is None or refill_fence > first_refill:
+            return node
+        if _loop_carried_generic_write(node.body, stmts[refill_fence]):
             return node
         del stmts[refill_fence]  # only the write-after-read fence before the refill
         return dataclasses.replace(node, body=ir.seq(stmts))

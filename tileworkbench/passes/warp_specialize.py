@@ -57,7 +57,7 @@ import dataclasses
 
 from ..ir import nodes as ir
 from ..ir.simplify import interval, launch_ranges, simplify
-from ..ir.visitor import substitute
+from ..ir.visitor import collect, substitute
 from ..target import PassConfigKey
 from .rules import epilogue as epilogue_rules
 from .rules import persistent as persistent_rules
@@ -188,9 +188,25 @@ def _overlap_wanted(ctx, loop: ir.For) -> bool:
     return ir.const_int(loop.extent) is not None
 
 
+def _why_not_room(func: ir.PrimFunc, ctx) -> str | None:
+    """None when the kernel's shared tiles fit with the loop's loaded tiles in ``num_stages``
+    versions (each 1024-aligned, as ``plan_shared_memory`` places swizzled tiles), else why not:
+    the one-role pipeline may share bytes between tiles by their lifetimes, the split may not."""
+    loop = next(s for s in ir.statements(func.body) if isinstance(s, ir.For) and s.kind == "pipelined")
+    loaded = {id(x.dst.buffer) for x in ir.statements(loop.body) if is_tile_load(x)}
+    stages = loop.pipeline.stages
+    tiles = [a.buffer for a in collect(func.body, ir.Allocate) if a.buffer.scope == "shared"]
+    need = sum(-(-t.dtype.bytes_for(t.numel) // 1024) * 1024 * (stages if id(t) in loaded else 1) for t in tiles)
+    limit = smem_limit(ctx.target.arch)
+    if need > limit:
+        return (f"the shared tiles with {stages} versions of each loaded tile need {need} bytes, more than "
+                f"the {limit} of {ctx.target.arch}")
+    return None
+
+
 @register("warp_specialize", "tile")
 def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    reason = why_not(func, ctx)
+    reason = why_not(func, ctx) or _why_not_room(func, ctx)
     if reason is not None:
         out = func.with_body(func.body)
         out.attrs["warp_specialized"] = {"applied": False, "reason": reason}

@@ -179,7 +179,11 @@ def unproven_stride(g: ir.Buffer):
     return None
 
 
-def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDescriptor:
+def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc, panel: int | None = None) -> TmaDescriptor:
+    """The tensor map of a TMA copy between ``global_region`` and ``shared``, stored in panels of
+    ``panel`` elements (default: the tile's ``attrs["panel"]``, which ``choose_shared_layouts``
+    sets; a pass before it names the panel its gemm plan will give), or a CompileError saying why
+    TMA cannot make the copy."""
     g = global_region.buffer
     if g.attrs.get("device_bound"):
         raise CompileError(
@@ -206,7 +210,7 @@ def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc) -> TmaDes
         raise CompileError(f"TMA needs global strides that are multiples of 16 bytes; {g.name} "
                            f"has a stride of {bad} bytes", loc)
     box = tuple(reversed(global_region.static_extents()))
-    panel = shared.attrs.get("panel", 0)
+    panel = shared.attrs.get("panel", 0) if panel is None else panel
     # a tile stored in panels is moved a panel wide (a copy a panel, or one 3-D copy: _paneled)
     moved = (min(box[0], panel), *box[1:]) if panel else box
     if any(b > 256 for b in moved):

@@ -120,9 +120,18 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     if reason is not None:
         return reason
     written = {id(b) for s in body if not is_tile_load(s) for b in written_buffers(s)}
+    # the panels the gemms' plans will store their operand tiles in (choose_shared_layouts sets
+    # them later): TMA moves such a tile a panel wide, so a tile of 512 columns is no box too wide
+    panels = {}
+    for g in gemms:
+        plan = gemm_rules.wgmma_plan(g, func.launch.threads, ctx)
+        if plan is not None:
+            panels.setdefault(id(g.b.buffer), plan.b_panel)
+            if not plan.a_registers:
+                panels.setdefault(id(g.a.buffer), plan.a_panel)
     for ld in loads:
         try:
-            tma_rules.build_descriptor(ld.src, ld.dst.buffer, ld.loc)
+            tma_rules.build_descriptor(ld.src, ld.dst.buffer, ld.loc, panels.get(id(ld.dst.buffer)))
         except CompileError as err:
             return f"T.copy of {ld.src.buffer.name} cannot be a TMA copy ({err.message})"
         stride = tma_rules.unproven_stride(ld.src.buffer)
@@ -134,11 +143,14 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     if unread:
         return f"the loop loads {unread[0]}, which no gemm reads"
     for g in gemms:
-        # B is a shared tile (stage_fragment_operands, before this pass); an operand the loop does not
-        # load stays where it is, so the loop must not write it
-        for operand in (g.a.buffer, g.b.buffer):
-            if id(operand) not in loaded and operand.scope == "shared" and id(operand) in written:
-                return f"a gemm reads {operand.name}, which the loop writes in shared memory but does not load"
+        # an operand tile the loop does not load stays where it is: the consumers may write it
+        # (the MLA decode's scores, S_shared = P, read by P @ KV) where each gemm completes before
+        # the next statement, but not under a gemm whose wgmma group runs into the next iteration
+        if consumer_work_only_gemms(loop) or overlap_plan(
+                [s for s in body if not is_tile_load(s)], loaded, func.launch.threads) is not None:
+            for operand in (g.a.buffer, g.b.buffer):
+                if id(operand) not in loaded and operand.scope == "shared" and id(operand) in written:
+                    return f"a gemm reads {operand.name}, which the loop writes in shared memory but does not load"
         plan = gemm_rules.wgmma_plan(g, func.launch.threads, ctx)
         pairs = [(ld.src, ld.dst.buffer) for ld in loads]
         if plan is None:
