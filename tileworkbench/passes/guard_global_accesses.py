@@ -1,16 +1,18 @@
-"""guard_global_accesses: a ``T.Parallel`` nest never reads or writes a global tensor outside its shape.
+"""guard_global_accesses: a kernel never reads or writes a global tensor outside its shape.
 
 Expects: tile-level IR after ``infer_fragment_layouts``: the kernel's own ``T.Parallel`` nests are
 still loops of kind ``parallel``; tile copies are not lowered yet (they get their own bounds checks
 in ``lower_tile_ops``, ``rules.copies``).
-Guarantees: inside every parallel loop, each access to a global tensor whose indices the known
+Guarantees: each access to a global tensor (in a ``T.Parallel`` nest or not: a ``T.serial`` loop's
+store, a scalar read of an index table) whose indices the known
 ranges (block indices, loop variables, never re-assigned integer names) do not prove inside the
 tensor's shape is guarded (a size known only at launch counts where the grid proves it: a block
 index runs below its grid extent, so ``by < batch`` on a grid of ``batch`` rows, ``bx // 2 < S`` on
 one of ``2 * S`` columns): a load reads ``in_bounds ? load : 0``, and a store, or a statement
 that writes through an element's address (``T.atomic_add(C[i, j], v)``), runs under ``if (in_bounds)``, ``in_bounds`` checking just the dimensions not proven (``i < extent``, and
 ``0 <= i`` where ``i`` may be negative). A condition the kernel already puts around the access
-(an ``if`` or the ``T.if_then_else`` it sits in) that is the very check needed counts as proof.
+(an ``if`` or the ``T.if_then_else`` it sits in) that is the very check needed counts as proof,
+and an ``if`` bounding a name from above (``v + c < n``) narrows its range inside.
 Accesses proven inside are left as they are, so kernels whose tiles divide the problem keep their
 code byte for byte. With ``tl.disable_safe_memory_legalize`` (TileLang's switch for the same
 guards) the pass leaves the IR alone.
@@ -18,7 +20,10 @@ guards) the pass leaves the IR alone.
 Why: TileLang's semantics (its safe-memory-access legalisation): a tile hanging over the edge of a
 tensor (``M`` not a multiple of ``block_M``) is written as if it fitted, and the compiler keeps it
 inside the tensor. Without the guard the last block's stores land past the end of the output,
-in whatever memory follows: a wrong answer elsewhere, or a fault.
+in whatever memory follows: a wrong answer elsewhere, or a fault. TileLang guards every global
+access of the kernel so, not only those of parallel loops: its DSA example's
+``clean_and_maintain_logits`` stores ``Logits[bx, idx]`` in a ``T.serial`` loop for ``idx`` up to
+4096 in rows of 256, which faulted here while only ``T.Parallel`` nests were guarded.
 """
 
 from __future__ import annotations
@@ -45,7 +50,6 @@ class _Guard(CodegenWalk):
 
     def __init__(self, func: ir.PrimFunc):
         super().__init__(func)
-        self.parallel_depth = 0
         self.known: list[str] = []  # the text of each condition that holds where the walk is
         self.addressed: list[ir.Expr] = []  # checks of the addresses the current statement takes
         # a block index's last value where the grid's extent is a size known at launch only
@@ -100,14 +104,6 @@ class _Guard(CodegenWalk):
         return value is not None and value >= 0
 
     # ---- scopes ----------------------------------------------------------------------------
-    def visit_For(self, node: ir.For):
-        inside = node.kind == "parallel"
-        self.parallel_depth += inside
-        try:
-            return super().visit_For(node)
-        finally:
-            self.parallel_depth -= inside
-
     @contextlib.contextmanager
     def assuming(self, cond: ir.Expr | None):
         """Within: ``cond``'s conjuncts hold (nothing more when it is None)."""
@@ -123,9 +119,32 @@ class _Guard(CodegenWalk):
         with self.assuming(cond):
             return self.visit(node)
 
+    def narrowed(self, cond: ir.Expr) -> dict:
+        """Narrows the ranges of the names ``cond`` bounds from above (``v + c < n``: the pipeline's
+        ``if (k + 1 < 8)`` around the copies it issues ahead); returns what to restore."""
+        saved = {}
+        for c in _conjuncts(cond):
+            if not (isinstance(c, ir.BinOp) and c.op in ("<", "<=")):
+                continue
+            lhs, limit, offset = simplify(c.a), ir.const_int(simplify(c.b)), 0
+            if isinstance(lhs, ir.BinOp) and lhs.op == "+" and ir.const_int(lhs.b) is not None:
+                lhs, offset = lhs.a, ir.const_int(lhs.b)
+            if not isinstance(lhs, ir.Var) or limit is None or lhs not in self.ranges:
+                continue
+            lo, hi = self.ranges[lhs]
+            top = limit - offset - (c.op == "<")
+            if hi is None or top < hi:
+                saved.setdefault(lhs, self.ranges[lhs])
+                self.ranges[lhs] = (lo, top)
+        return saved
+
     def visit_IfThenElse(self, node: ir.IfThenElse):
         cond = self.visit(node.cond)
-        then_body = self._under(cond, node.then_body)
+        saved = self.narrowed(cond)
+        try:
+            then_body = self._under(cond, node.then_body)
+        finally:
+            self.ranges.update(saved)
         else_body = self.visit(node.else_body)
         if cond is node.cond and then_body is node.then_body and else_body is node.else_body:
             return node
@@ -141,7 +160,7 @@ class _Guard(CodegenWalk):
     # ---- accesses --------------------------------------------------------------------------
     def in_bounds(self, buffer: ir.Buffer, indices) -> ir.Expr | None:
         """The checks ``indices`` need to lie inside ``buffer`` (None: proven, or not global)."""
-        if buffer.scope != "global" or not self.parallel_depth:
+        if buffer.scope != "global":
             return None
         checks = []
         for index, extent in zip(indices, buffer.shape):

@@ -120,6 +120,14 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     if reason is not None:
         return reason
     written = {id(b) for s in body if not is_tile_load(s) for b in written_buffers(s)}
+    # a GEMM main loop's accumulators must fit what the split leaves (a loop with work between its
+    # gemms, attention's, is left to ptxas, whose refusal names the registers: tests/robustness)
+    accumulators = {id(g.c.buffer): g.c.buffer for g in gemms if g.c.buffer.scope == "fragment"}
+    live = sum(_registers(b, func.launch.threads) for b in accumulators.values())
+    budget = max(consumer_registers(func.launch.threads), starting_registers(func.launch.threads))
+    if consumer_work_only_gemms(loop) and live + SPLIT_REGISTER_MARGIN > budget:
+        return (f"the gemms' accumulators take {live} registers a consumer thread, and the split leaves "
+                f"{budget} (with {SPLIT_REGISTER_MARGIN} for the rest); the one-role block keeps them")
     # the panels the gemms' plans will store their operand tiles in (choose_shared_layouts sets
     # them later): TMA moves such a tile a panel wide, so a tile of 512 columns is no box too wide
     panels = {}
@@ -351,6 +359,10 @@ class OverlapPlan:
     rest: list  # from the first statement that does (P's cast, O's rescale) to the second gemm
     second: ir.Gemm
 
+
+# Registers a consumer thread needs beside its gemms' accumulators (addresses, loop counters): a
+# 512-column accumulator of 256 registers a thread, where the split leaves 240, would spill.
+SPLIT_REGISTER_MARGIN = 32
 
 # Registers a consumer thread needs beside the three fragments the overlap keeps alive at once
 # (addresses, loop counters, a row's max and sum): with head dim 64 and 256-key tiles the three
