@@ -188,15 +188,17 @@ def _overlap_wanted(ctx, loop: ir.For) -> bool:
     return ir.const_int(loop.extent) is not None
 
 
-def _why_not_room(func: ir.PrimFunc, ctx) -> str | None:
-    """None when the kernel's shared tiles fit with the loop's loaded tiles in ``num_stages``
-    versions (each 1024-aligned, as ``plan_shared_memory`` places swizzled tiles), else why not:
-    the one-role pipeline may share bytes between tiles by their lifetimes, the split may not."""
-    loop = next(s for s in ir.statements(func.body) if isinstance(s, ir.For) and s.kind == "pipelined")
-    loaded = {id(x.dst.buffer) for x in ir.statements(loop.body) if is_tile_load(x)}
-    stages = loop.pipeline.stages
-    tiles = [a.buffer for a in collect(func.body, ir.Allocate) if a.buffer.scope == "shared"]
-    need = sum(-(-t.dtype.bytes_for(t.numel) // 1024) * 1024 * (stages if id(t) in loaded else 1) for t in tiles)
+def _why_not_room(keep: list, epilogue: list, staged, stages: int, ctx) -> str | None:
+    """None when the shared tiles the split allocates fit: those kept ahead of it (each loaded
+    tile in ``stages`` versions already) and those the epilogue allocates, each 1024-aligned as
+    ``plan_shared_memory`` places swizzled tiles, and an epilogue tile of its own unless it lies
+    over the pipeline's dead tiles; else why not. The one-role pipeline may let tiles of disjoint
+    lifetimes share bytes; the split does not."""
+    tiles = [x.buffer for x in keep + collect(ir.seq(epilogue), ir.Allocate)
+             if isinstance(x, ir.Allocate) and x.buffer.scope == "shared"]
+    if staged is not None and not staged[0].attrs.get("reuses_pipeline_tiles"):
+        tiles.append(staged[0])
+    need = sum(-(-t.dtype.bytes_for(t.numel) // 1024) * 1024 for t in tiles) + 2 * 8 * stages
     limit = smem_limit(ctx.target.arch)
     if need > limit:
         return (f"the shared tiles with {stages} versions of each loaded tile need {need} bytes, more than "
@@ -206,7 +208,7 @@ def _why_not_room(func: ir.PrimFunc, ctx) -> str | None:
 
 @register("warp_specialize", "tile")
 def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    reason = why_not(func, ctx) or _why_not_room(func, ctx)
+    reason = why_not(func, ctx)
     if reason is not None:
         out = func.with_body(func.body)
         out.attrs["warp_specialized"] = {"applied": False, "reason": reason}
@@ -265,6 +267,11 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
                                              "consumers")
         if staged is None:  # no room for ours over the pipeline's tiles: the user's staging stays
             epilogue, keep = users
+    reason = _why_not_room(keep, epilogue, staged, s, ctx)
+    if reason is not None:
+        out = func.with_body(func.body)
+        out.attrs["warp_specialized"] = {"applied": False, "reason": reason}
+        return out
     tile_iter = ir.Var("tile_iter") if persistent else None
 
     # The stage counter: iteration k of this block's tile_iter-th tile is stage
