@@ -32,3 +32,21 @@ def test_no_room_for_the_ring_beside_the_other_tiles_keeps_one_role(nvrtc_check)
     assert not ws["applied"]
     assert "need 294944 bytes, more than the 232448 of sm_90a" in ws["reason"]
     nvrtc_check(art.device_source, "sm_90a")
+
+
+def test_register_work_before_a_staged_result_keeps_the_tma_store_epilogue(nvrtc_check):
+    """``acc_o /= logsum`` in registers, then ``T.copy(acc_o, O_shared); T.copy(O_shared, Output)``:
+    the rescale stays ahead, and the round trip goes through a tile over the pipeline's dead tiles
+    and one TMA store (the user's O_shared no longer takes bytes of its own). The MLA decodes then
+    fit the split."""
+    from tileworkbench.examples.tilelang_programs.attention import flash_attention
+
+    art = tw.lower(flash_attention.fn(1, 4, 256, 64, False, block_M=64, block_N=64, num_stages=2, threads=128),
+                   target="sm_90a")
+    ws = art.func.attrs["warp_specialized"]
+    assert ws["applied"] and ws["epilogue"] == "shared memory + TMA store", ws
+    src = art.device_source
+    consumer = src[src.index("// consumer warpgroups"):]
+    rescale, store = consumer.rindex("/ logsum["), consumer.index("tw::tma_store(")
+    assert rescale < store and "O_shared" not in src
+    nvrtc_check(src, "sm_90a")

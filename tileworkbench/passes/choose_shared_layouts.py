@@ -53,17 +53,6 @@ def _tma_pairs(body):
             yield dst, src.buffer
 
 
-def _wide_tile_panel(buf: ir.Buffer) -> int:
-    """Elements per 128-byte panel for a 2-D tile whose rows are a whole number (> 1) of 128-byte
-    panels, else 0: stored as panels with the 128B swizzle, threads writing it hit no bank twice
-    and one 3-D TMA map still moves it."""
-    shape = tma_rules.tile_shape(buf)
-    if len(shape) != 2 or buf.dtype.bits not in (8, 16, 32) or shape[0] % 8:
-        return 0
-    row_bytes = buf.dtype.bytes_for(shape[1])
-    return 128 * 8 // buf.dtype.bits if row_bytes > 128 and row_bytes % 128 == 0 else 0
-
-
 WIDE_ROW_SPANS = (256, 512, 1024, 2048)  # tw::swizzle's wide-row spans (runtime/include/tw/common.h)
 
 
@@ -196,7 +185,7 @@ def choose_shared_layouts(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
             buf.attrs["swizzle"], buf.attrs["panel"] = tma_rules.swizzle_for_tile(buf), 0
             if not buf.attrs["swizzle"] and id(buf) in operands and id(buf) not in tma_filled:
                 buf.attrs["swizzle"] = _wide_row_swizzle(buf)
-            panel = 0 if id(buf) in operands else _wide_tile_panel(buf)
+            panel = 0 if id(buf) in operands else tma_rules.wide_tile_panel(buf)
             if not buf.attrs["swizzle"] and panel and gemm_rules.panels_fit(buf, panel, pairs):
                 buf.attrs["swizzle"], buf.attrs["panel"] = 128, panel
         else:

@@ -22,6 +22,7 @@ def shared_round_trip(epilogue: list, top: list) -> tuple[list, ir.Buffer] | Non
     caller takes it only where ``staged_store`` stages the one copy through a tile of its own
     (swizzled, and placed where the kernel's schedule allows), and then drops ``S``'s allocation;
     elsewhere the user's staging stays as written."""
+    pre, epilogue = _leading_register_work(epilogue, 2)
     if len(epilogue) != 2 or not all(isinstance(x, ir.Copy) and x.instruction is None for x in epilogue):
         return None
     into, out = epilogue
@@ -36,7 +37,17 @@ def shared_round_trip(epilogue: list, top: list) -> tuple[list, ir.Buffer] | Non
             and not (isinstance(x, ir.Allocate) and x.buffer is tile)]
     if any(b is tile for x in rest for b in collect(x, ir.Buffer)):
         return None
-    return [ir.Copy(into.src, out.dst, loc=out.loc)], tile
+    return pre + [ir.Copy(into.src, out.dst, loc=out.loc)], tile
+
+
+def _leading_register_work(epilogue: list, tail: int) -> tuple[list, list]:
+    """(the statements before the last ``tail`` that touch no shared memory, the rest): attention's
+    ``acc_o[i, j] /= logsum[i]`` runs in registers ahead of its staged copies, and stays where it is."""
+    cut = max(0, len(epilogue) - tail)
+    pre = epilogue[:cut]
+    if any(b.scope == "shared" for x in pre for b in collect(x, ir.Buffer)):
+        return [], epilogue
+    return pre, epilogue[cut:]
 
 
 def staged_store(epilogue: list, available_bytes: int | None, mode: str) -> tuple[ir.Buffer, list] | None:
@@ -55,6 +66,7 @@ def staged_store(epilogue: list, available_bytes: int | None, mode: str) -> tupl
         the loop, which ``plan_shared_memory`` places over the dead pipeline tiles behind an
         async-proxy fence and a block barrier.
     """
+    pre, epilogue = _leading_register_work(epilogue, 1)
     if len(epilogue) != 1 or not isinstance(epilogue[0], ir.Copy):
         return None
     copy = epilogue[0]
@@ -73,16 +85,16 @@ def staged_store(epilogue: list, available_bytes: int | None, mode: str) -> tupl
                      attrs={"reuses_pipeline_tiles": True} if mode == "consumers" else {}, loc=copy.loc)
     if available_bytes is not None and tile.dtype.bytes_for(tile.numel) > available_bytes:
         return None
-    try:
-        tma_rules.build_descriptor(dst, tile, copy.loc)
+    try:  # with the panels choose_shared_layouts will give the tile (a 512-column one: 64 a panel)
+        tma_rules.build_descriptor(dst, tile, copy.loc, tma_rules.wide_tile_panel(tile) or None)
     except CompileError:
         return None
     write, store = ir.Copy(src, ir.Region.full(tile), loc=copy.loc), ir.TmaCopy(ir.Region.full(tile), dst, loc=copy.loc)
     if mode == "persistent":
-        return tile, [ir.TmaStoreWait(read=True, loc=copy.loc),  # the previous tile's store has read the tile
-                      ir.SyncThreads(), write, store]
+        return tile, pre + [ir.TmaStoreWait(read=True, loc=copy.loc),  # the previous tile's store has read the tile
+                            ir.SyncThreads(), write, store]
     done = ir.TmaStoreWait(read=True, loc=copy.loc)  # the tile is read before the block may exit
     if mode == "consumers":
-        return tile, [ir.SyncThreads(),  # every consumer is past its last wgmma: the pipeline's bytes are free
-                      write, store, done]
-    return tile, [write, store, done]
+        return tile, pre + [ir.SyncThreads(),  # every consumer is past its last wgmma: the pipeline's bytes are free
+                            write, store, done]
+    return tile, pre + [write, store, done]

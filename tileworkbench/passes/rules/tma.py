@@ -179,6 +179,17 @@ def unproven_stride(g: ir.Buffer):
     return None
 
 
+def wide_tile_panel(buf: ir.Buffer) -> int:
+    """Elements per 128-byte panel for a 2-D tile whose rows are a whole number (> 1) of 128-byte
+    panels, else 0: ``choose_shared_layouts`` stores such a tile (one no gemm reads) as panels with
+    the 128B swizzle, so threads writing it hit no bank twice and one 3-D TMA map still moves it."""
+    shape = tile_shape(buf)
+    if len(shape) != 2 or buf.dtype.bits not in (8, 16, 32) or shape[0] % 8:
+        return 0
+    row_bytes = buf.dtype.bytes_for(shape[1])
+    return 128 * 8 // buf.dtype.bits if row_bytes > 128 and row_bytes % 128 == 0 else 0
+
+
 def build_descriptor(global_region: ir.Region, shared: ir.Buffer, loc, panel: int | None = None) -> TmaDescriptor:
     """The tensor map of a TMA copy between ``global_region`` and ``shared``, stored in panels of
     ``panel`` elements (default: the tile's ``attrs["panel"]``, which ``choose_shared_layouts``
