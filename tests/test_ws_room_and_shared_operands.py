@@ -6,7 +6,10 @@ disjoint lifetimes share bytes), so a kernel without it keeps one role and compi
 
 from __future__ import annotations
 
+import numpy as np
+
 import tileworkbench as tw
+import tileworkbench.language as T
 from tileworkbench.examples.tilelang_programs.mla_decode import mla_decode
 
 
@@ -50,3 +53,75 @@ def test_register_work_before_a_staged_result_keeps_the_tma_store_epilogue(nvrtc
     rescale, store = consumer.rindex("/ logsum["), consumer.index("tw::tma_store(")
     assert rescale < store and "O_shared" not in src
     nvrtc_check(src, "sm_90a")
+
+
+def _wide_decode(steps=4, heads=64, block_n=64, dim=512):
+    """MLA decode's shape in small: S = Q KV^T per 64-row KV tile (a 512-column tile, two stages),
+    P = S / 64 through a shared tile the consumers write, O += P KV, O / steps stored through a
+    512-column shared tile: warp-specialised (its room counted without the user's o_s, which our
+    tile over the dead KV ring replaces), P written by the consumers."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((heads, dim), "float16"), KV: T.Tensor((steps * block_n, dim), "float16"),
+             Out: T.Tensor((heads, dim), "float16")):
+        with T.Kernel(1, threads=256):
+            q_s = T.alloc_shared((heads, dim), "float16")
+            kv_s = T.alloc_shared((block_n, dim), "float16")
+            p_s = T.alloc_shared((heads, block_n), "float16")
+            o_s = T.alloc_shared((heads, dim), "float16")
+            acc_s = T.alloc_fragment((heads, block_n), "float32")
+            acc_o = T.alloc_fragment((heads, dim), "float32")
+            T.copy(Q, q_s)
+            T.clear(acc_o)
+            for t in T.Pipelined(steps, num_stages=2):
+                T.copy(KV[t * block_n:(t + 1) * block_n, :], kv_s)
+                T.gemm(q_s, kv_s, acc_s, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)
+                for i, j in T.Parallel(heads, block_n):
+                    acc_s[i, j] = acc_s[i, j] / 64
+                T.copy(acc_s, p_s)
+                T.gemm(p_s, kv_s, acc_o, policy=T.GemmWarpPolicy.FullCol)
+            for i, j in T.Parallel(heads, dim):
+                acc_o[i, j] = acc_o[i, j] / steps
+            T.copy(acc_o, o_s)
+            T.copy(o_s, Out)
+
+    return main
+
+
+def test_a_wide_decode_is_split_and_stores_its_result_through_the_dead_ring(nvrtc_check):
+    art = tw.lower(_wide_decode(), target="sm_90a")
+    ws = art.func.attrs["warp_specialized"]
+    assert ws["applied"] and ws["epilogue"] == "shared memory + TMA store", ws
+    src = art.device_source
+    kernel = src[src.index("__global__ void"):]
+    # the user's o_s gives way to a tile over the dead KV ring, stored in one bulk copy (Out is contiguous)
+    assert "tw::half* o_s" not in kernel and "tw::tma_store((&Out[0]), (&acc_o_out[0]), 65536);" in kernel
+    nvrtc_check(src, "sm_90a")
+
+
+def test_the_wide_decode_on_the_interpreter():
+    """The tile level runs the split (roles, barriers, the staged store) against float64 numpy."""
+    rng = np.random.default_rng(6)
+    q = (rng.standard_normal((64, 512)) / 8).astype(np.float16)
+    kv = (rng.standard_normal((256, 512)) / 8).astype(np.float16)
+    out = np.zeros((64, 512), np.float16)
+    tw.compile(_wide_decode(), target="cpu")(q, kv, out)
+    want = np.zeros((64, 512))
+    for t in range(4):
+        tile = kv[t * 64:(t + 1) * 64].astype(np.float64)
+        p = (q.astype(np.float64) @ tile.T / 64).astype(np.float16).astype(np.float64)
+        want += p @ tile
+    np.testing.assert_allclose(out.astype(np.float64), want / 4, rtol=2e-2, atol=2e-2)
+
+
+def test_register_work_before_a_staged_result_on_the_interpreter():
+    from tileworkbench.examples.tilelang_programs.attention import flash_attention
+
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((1, 2, 256, 64)).astype(np.float16) for _ in range(3))
+    kernel = tw.compile(flash_attention.fn(1, 2, 256, 64, False, block_M=64, block_N=64, num_stages=2, threads=128),
+                        target="cpu", out_idx=[3])
+    out = kernel(q, k, v)
+    s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) / 8
+    p = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(out, (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64), rtol=1e-2, atol=2e-3)
