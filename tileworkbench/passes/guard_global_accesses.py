@@ -143,8 +143,8 @@ class _Guard(CodegenWalk):
         saved = self.narrowed(cond)
         try:
             then_body = self._under(cond, node.then_body)
-        finally:
-            self.ranges.update(saved)
+        finally:  # (a name the branch re-assigns has no range after it: it stays forgotten)
+            self.ranges.update({v: r for v, r in saved.items() if v in self.ranges})
         else_body = self.visit(node.else_body)
         if cond is node.cond and then_body is node.then_body and else_body is node.else_body:
             return node

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ...errors import CompileError
 from ...ir import nodes as ir
 from ...ir.visitor import collect
+from . import gemm as gemm_rules
 from . import tma as tma_rules
 
 
@@ -85,8 +86,13 @@ def staged_store(epilogue: list, available_bytes: int | None, mode: str) -> tupl
                      attrs={"reuses_pipeline_tiles": True} if mode == "consumers" else {}, loc=copy.loc)
     if available_bytes is not None and tile.dtype.bytes_for(tile.numel) > available_bytes:
         return None
-    try:  # with the panels choose_shared_layouts will give the tile (a 512-column one: 64 a panel)
-        tma_rules.build_descriptor(dst, tile, copy.loc, tma_rules.wide_tile_panel(tile) or None)
+    # with the panels choose_shared_layouts will give the tile (a 512-column one: 64 a panel), where
+    # it can (gemm_rules.panels_fit is its test too)
+    panel = tma_rules.wide_tile_panel(tile)
+    if panel and not gemm_rules.panels_fit(tile, panel, [(dst, tile)]):
+        panel = 0
+    try:
+        tma_rules.build_descriptor(dst, tile, copy.loc, panel or None)
     except CompileError:
         return None
     write, store = ir.Copy(src, ir.Region.full(tile), loc=copy.loc), ir.TmaCopy(ir.Region.full(tile), dst, loc=copy.loc)
