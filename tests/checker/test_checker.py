@@ -295,22 +295,27 @@ def test_pipelined_gemm_at_8192_checks_fast():
     assert time.perf_counter() - start < 5.0  # 256 iterations, every event simulated
 
 
-def test_arrivals_later_in_program_order_by_other_threads_are_not_a_definite_deadlock():
-    # Threads 0-15 wait while the others arrive: correct on the GPU (the arriving threads are not
-    # blocked), though the lockstep simulation meets the wait first (half a warp: no T.ws scope).
-    # A warning, never an error.
+def _first_threads_wait(waiting: int):
+    """Threads ``0 .. waiting - 1`` of 64 wait on an mbarrier the others arrive on."""
     @T.prim_func
     def main(A: T.Tensor((64,), "float32")):
         with T.Kernel(1, threads=64):
             tid = T.get_thread_binding()
-            mbar = T.alloc_barrier(48)
-            if tid < 16:
+            mbar = T.alloc_barrier(64 - waiting)
+            if tid < waiting:
                 T.barrier_wait(mbar, 0)
             else:
                 T.barrier_arrive(mbar)
 
+    return main
+
+
+def test_arrivals_later_in_program_order_by_other_threads_are_not_a_definite_deadlock():
+    # Threads 0-15 wait while the others arrive: correct on the GPU (the arriving threads are not
+    # blocked), though the lockstep simulation meets the wait first (half a warp: no T.ws scope).
+    # A warning, never an error.
     with pytest.warns(TileworkbenchWarning, match="lockstep"):
-        art = tw.lower(main, target=SM90)
+        art = tw.lower(_first_threads_wait(16), target=SM90)
     (finding,) = [f for f in art.trace.findings if f["code"] == "wait_never_completes"]
     assert finding["severity"] == "warning" and finding["cause"] == "may_complete_later"
 
@@ -318,17 +323,7 @@ def test_arrivals_later_in_program_order_by_other_threads_are_not_a_definite_dea
 def test_whole_warps_that_wait_and_arrive_are_scopes_side_by_side():
     # Warp 0 waits while warp 1 arrives: branches on whole warps that use mbarriers are T.ws scopes
     # (frontend/thread_splits.py), which the checker runs side by side: nothing to report.
-    @T.prim_func
-    def main(A: T.Tensor((64,), "float32")):
-        with T.Kernel(1, threads=64):
-            tid = T.get_thread_binding()
-            mbar = T.alloc_barrier(32)
-            if tid < 32:
-                T.barrier_wait(mbar, 0)
-            else:
-                T.barrier_arrive(mbar)
-
-    art = tw.lower(main, target=SM90)
+    art = tw.lower(_first_threads_wait(32), target=SM90)
     assert not [f for f in art.trace.findings if f["code"] == "wait_never_completes"]
     assert "// threads 0..31" in art.device_source and "// threads 32..63" in art.device_source
 

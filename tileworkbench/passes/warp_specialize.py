@@ -189,16 +189,15 @@ def _overlap_wanted(ctx, loop: ir.For) -> bool:
 
 
 def _why_not_room(keep: list, epilogue: list, staged, stages: int, ctx) -> str | None:
-    """None when the shared tiles the split allocates fit: those kept ahead of it (each loaded
-    tile in ``stages`` versions already) and those the epilogue allocates, each 1024-aligned as
-    ``plan_shared_memory`` places swizzled tiles, and an epilogue tile of its own unless it lies
-    over the pipeline's dead tiles; else why not. The one-role pipeline may let tiles of disjoint
+    """None when the shared tiles the split allocates fit (``smem_bytes_with_own_epilogue_tile``):
+    those kept ahead of it (each loaded tile in ``stages`` versions already), those the epilogue
+    allocates, and an epilogue tile of its own unless it lies over the pipeline's dead tiles; else
+    why not. The one-role pipeline may let tiles of disjoint
     lifetimes share bytes; the split does not."""
     tiles = [x.buffer for x in keep + collect(ir.seq(epilogue), ir.Allocate)
              if isinstance(x, ir.Allocate) and x.buffer.scope == "shared"]
-    if staged is not None and not staged[0].attrs.get("reuses_pipeline_tiles"):
-        tiles.append(staged[0])
-    need = sum(-(-t.dtype.bytes_for(t.numel) // 1024) * 1024 for t in tiles) + 2 * 8 * stages
+    own = staged[0] if staged is not None and not staged[0].attrs.get("reuses_pipeline_tiles") else None
+    need = smem_bytes_with_own_epilogue_tile(tiles, own, stages)
     limit = smem_limit(ctx.target.arch)
     if need > limit:
         return (f"the shared tiles with {stages} versions of each loaded tile need {need} bytes, more than "

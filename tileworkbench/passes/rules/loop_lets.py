@@ -6,13 +6,13 @@ body binds that the loads' addresses read, which such a pass computes again wher
 from __future__ import annotations
 
 from ...ir import nodes as ir
-from ...ir.visitor import collect, reassigned_vars
+from ...ir.visitor import buffers_written, collect, reassigned_vars
 
 
 def written_buffer_ids(node) -> set:
-    """Buffers written anywhere under ``node``: stores, copy and TMA destinations, atomic targets."""
-    out = {id(n.buffer) for n in collect(node, ir.BufferStore)}
-    out |= {id(n.dst.buffer) for n in collect(node, (ir.Copy, ir.TmaCopy, ir.Fill))}
+    """Ids of the buffers written anywhere under ``node``: those ``ir.visitor.buffers_written``
+    names (stores, copy, TMA, fill, gemm, reduction and scan destinations) and atomic targets."""
+    out = {id(b) for b in buffers_written(node)}
     for call in collect(node, ir.Call):
         if call.name in ir.ATOMIC_UPDATES and call.args and isinstance(call.args[0], ir.Call):
             out |= {id(load.buffer) for load in collect(call.args[0], ir.BufferLoad)}

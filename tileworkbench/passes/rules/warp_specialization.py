@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ...errors import CompileError
 from ...ir import nodes as ir
-from ...ir.visitor import collect, reassigned_vars
+from ...ir.visitor import buffers_written, collect, reassigned_vars
 from ...target import PassConfigKey
 from . import gemm as gemm_rules
 from . import tma as tma_rules
@@ -119,7 +119,7 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     reason = _why_not_producer_names(func, loop, body, loads)
     if reason is not None:
         return reason
-    written = {id(b) for s in body if not is_tile_load(s) for b in written_buffers(s)}
+    written = {id(b) for s in body if not is_tile_load(s) for b in buffers_written(s)}
     # a GEMM main loop's accumulators must fit what the split leaves (a loop with work between its
     # gemms, attention's, is left to ptxas, whose refusal names the registers: tests/robustness)
     accumulators = {id(g.c.buffer): g.c.buffer for g in gemms if g.c.buffer.scope == "fragment"}
@@ -130,9 +130,9 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
                 f"{budget} (with {SPLIT_REGISTER_MARGIN} for the rest); the one-role block keeps them")
     # the panels the gemms' plans will store their operand tiles in (choose_shared_layouts sets
     # them later): TMA moves such a tile a panel wide, so a tile of 512 columns is no box too wide
+    plans = [gemm_rules.wgmma_plan(g, func.launch.threads, ctx) for g in gemms]
     panels = {}
-    for g in gemms:
-        plan = gemm_rules.wgmma_plan(g, func.launch.threads, ctx)
+    for g, plan in zip(gemms, plans):
         if plan is not None:
             panels.setdefault(id(g.b.buffer), plan.b_panel)
             if not plan.a_registers:
@@ -150,17 +150,17 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     unread = [ld.dst.buffer.name for ld in loads if id(ld.dst.buffer) not in read]
     if unread:
         return f"the loop loads {unread[0]}, which no gemm reads"
-    for g in gemms:
-        # an operand tile the loop does not load stays where it is: the consumers may write it
-        # (the MLA decode's scores, S_shared = P, read by P @ KV) where each gemm completes before
-        # the next statement, but not under a gemm whose wgmma group runs into the next iteration
-        if consumer_work_only_gemms(loop) or overlap_plan(
-                [s for s in body if not is_tile_load(s)], loaded, func.launch.threads) is not None:
+    # an operand tile the loop does not load stays where it is: the consumers may write it (the
+    # MLA decode's scores, S_shared = P, read by P @ KV) where each gemm completes before the next
+    # statement, but not under a gemm whose wgmma group runs into the next iteration
+    groups_run_on = consumer_work_only_gemms(loop) or overlap_plan(
+        [s for s in body if not is_tile_load(s)], loaded, func.launch.threads) is not None
+    pairs = [(ld.src, ld.dst.buffer) for ld in loads]
+    for g, plan in zip(gemms, plans):
+        if groups_run_on:
             for operand in (g.a.buffer, g.b.buffer):
                 if id(operand) not in loaded and operand.scope == "shared" and id(operand) in written:
                     return f"a gemm reads {operand.name}, which the loop writes in shared memory but does not load"
-        plan = gemm_rules.wgmma_plan(g, func.launch.threads, ctx)
-        pairs = [(ld.src, ld.dst.buffer) for ld in loads]
         if plan is None:
             return "a gemm is not on the wgmma path"
         if not gemm_rules.plan_fits(plan, g, pairs):
@@ -198,7 +198,7 @@ def _is_scalar_work(stmt, thread_var, written: set) -> bool:
 def _reads_and_writes(stmt) -> tuple[set, set]:
     """(what ``stmt`` reads, what it writes): buffer ids and names, conservatively (every buffer
     it names counts as read)."""
-    writes = {id(b) for b in written_buffers(stmt)} | reassigned_vars(stmt)
+    writes = written_buffer_ids(stmt) | reassigned_vars(stmt)
     return {id(b) for b in collect(stmt, ir.Buffer)} | set(collect(stmt, ir.Var)), writes
 
 
@@ -289,17 +289,6 @@ def _why_not_producer_names(func: ir.PrimFunc, loop: ir.For, body: list, loads: 
     return None
 
 
-def written_buffers(stmt) -> list:
-    """The buffers a tile-level statement writes (stores, fills, copies' destinations, gemms'
-    accumulators, reductions' and scans' outputs)."""
-    out = [n.buffer for n in collect(stmt, ir.BufferStore)]
-    out += [n.dst.buffer for n in collect(stmt, (ir.Copy, ir.Fill))]
-    out += [n.c.buffer for n in collect(stmt, ir.Gemm)]
-    out += [n.dst for n in collect(stmt, ir.Reduce)]
-    out += [n.dst.buffer for n in collect(stmt, ir.Scan)]
-    return out
-
-
 def _why_not_consumer_work(work: list, loaded: set) -> str | None:
     """None when the loop's statements besides its tile loads and gemms (attention's softmax
     between Q @ K^T and P @ V) can run on the consumer side as they are: they touch none of the
@@ -336,8 +325,9 @@ def _k_step_bytes(g: ir.Gemm) -> int | None:
 
 
 def smem_bytes_with_own_epilogue_tile(tiles, epilogue_tile, stages: int) -> int:
-    """Shared memory of the pipeline's tiles, their barriers and an epilogue tile of its own
-    (each tile 1024-aligned, as ``plan_shared_memory`` places swizzled tiles)."""
+    """Shared memory of ``tiles`` (the pipeline's, or all the split keeps), the ring's barriers and
+    an epilogue tile of its own (each tile 1024-aligned, as ``plan_shared_memory`` places swizzled
+    tiles)."""
     def aligned(n):
         return -(-n // 1024) * 1024
     total = sum(aligned(t.dtype.bytes_for(t.numel)) for t in tiles)
