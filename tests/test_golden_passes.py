@@ -22,8 +22,8 @@ import pathlib
 import pytest
 
 from tileworkbench.examples import matmul, matmul_tma_copy
-from tileworkbench.examples.edge_cases import (head_sums, loop_temporaries, masked_scores, overhanging_tiles,
-                                              persistent_walk_gemm)
+from tileworkbench.examples.edge_cases import (halves_staged, head_sums, loop_temporaries, masked_scores,
+                                              overhanging_tiles, persistent_walk_gemm)
 from tileworkbench.frontend import parse
 from tileworkbench.ir.printer import print_ir
 from tileworkbench.passes.manager import REGISTRY, LowerContext
@@ -48,6 +48,8 @@ PROGRAMS = {
     "loop_temporaries": lambda: loop_temporaries(),
     # A fragment seen through T.reshape: its loop's dimensions merged, its heads summed in runs.
     "head_sums": lambda: head_sums(),
+    # An accumulator stored half at a time (acc[i + s * 32, j]) through a T.view of a gemm's tile.
+    "halves_staged": lambda: halves_staged(),
 }
 
 

@@ -181,6 +181,10 @@ CASES = [
     ("deepseek_v32/sparse_mla_fwd_pipelined.py",
      lambda m: m.sparse_mla_fwd.compile(heads=128, dim=512, tail_dim=64, topk=2048, kv_stride=1, kv_group=1)),
     ("deepseek_v32/topk_selector.py", lambda m: m.tl_topk_impl.compile(topk=2048)),
+    ("deepseek_v32/sparse_mla_bwd.py", lambda m: m.preprocess.compile(B=1, S=256, H=64, D=512)),
+    ("deepseek_v32/sparse_mla_bwd.py",
+     lambda m: m.bwd.compile(H=64, D=512, D_tail=64, topk=512, B=1, S=256, S_kv=512)),
+    ("deepseek_v32/sparse_mla_bwd.py", lambda m: m.postprocess.compile(D=512, D_tail=64, B=1, S_kv=512)),
     # flash_attention
     ("flash_attention/example_gqa_bwd.py", lambda m: m.flashattn_fwd.fn(1, 16, 512, 128, 128, True, 128, 64, groups=4)),
     ("flash_attention/example_gqa_bwd.py",

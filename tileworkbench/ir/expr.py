@@ -391,6 +391,13 @@ def logical_and(*conds) -> Expr | None:
     return out
 
 
+def conjuncts(cond: Expr) -> list:
+    """The conditions an ``and`` chain joins (``[cond]`` for any other condition)."""
+    if isinstance(cond, BinOp) and cond.op == "and":
+        return conjuncts(cond.a) + conjuncts(cond.b)
+    return [cond]
+
+
 def within(indices, shape) -> Expr | None:
     """``i < n`` for each index and the extent of its dimension: the indices inside a buffer of
     ``shape`` (at its upper ends; an index is never negative); None for no indices."""

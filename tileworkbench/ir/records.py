@@ -9,6 +9,8 @@
 * :class:`LoopForm`: how the code generator writes a loop (``ir.For.form``, the codegen phase);
 * :class:`PersistentWalk`: a user's ``T.Persistent`` loop, which the front end marks
   (``ir.PERSISTENT_WALK``) and ``unwrap_persistent_walk`` may turn into a grid;
+* :class:`SharedView`: a shared tile ``T.view`` made of another (``ir.SHARED_VIEW`` on the view),
+  which ``verify_shared_views`` checks;
 * :class:`DynamicSize`: where a call finds a ``T.dynamic`` size (the front end records it,
   ``func.attrs["dynamic_sizes"]``), and :func:`size_arguments`, a call's arguments with the sizes
   put in (``jit``'s kernels and the CPU interpreter's);
@@ -141,6 +143,19 @@ class PersistentWalk:
 
     def __repr__(self) -> str:  # short: the printed IR shows it on the loop
         return f"PersistentWalk(domain={self.domain}, wave_size={self.wave_size})"
+
+
+@dataclass(frozen=True, repr=False)
+class SharedView:
+    """``V = T.view(S, shape, dtype)`` of a shared tile ``S`` (the front end): in TileLang ``V``
+    shares ``S``'s bytes, a way to reuse shared memory (DeepSeek's sparse MLA backward stages its
+    float32 results in the bf16 key tile). Here ``V`` is a tile of its own, laid out and checked
+    like any other: the same program wherever no value flows between the two names, which
+    ``verify_shared_views`` checks (what one name reads of bytes the other wrote would depend on
+    how each tile is laid out)."""
+
+    source: object  # the ir.Buffer viewed
+    loc: object  # the T.view call's SourceLocation
 
 
 @dataclass(frozen=True)

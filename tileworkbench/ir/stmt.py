@@ -482,6 +482,10 @@ ASYNC_COPY = "async_copy"
 # reduction's): its Allocate is followed at once by a block barrier, and it is used only by the
 # statements after it in that sequence, so ``plan_shared_memory`` may place such tiles over each other.
 SCRATCH = "scratch"
+# The attribute of a shared tile ``T.view`` made of another (its value: an ``ir.records.SharedView``):
+# TileLang's view shares the other's bytes; here it is a tile of its own, which
+# ``verify_shared_views`` shows means the same.
+SHARED_VIEW = "shared_view"
 # The hardware block index and block count a persistent kernel's tile loop reads (its grid is
 # one-dimensional), signed like every index they meet. The simplifier knows their ranges and the
 # barrier simulation binds their texts like variables.

@@ -12,6 +12,7 @@ from ..frontend.builder import error
 from ..frontend.fragment_views import FragmentView
 from ..frontend.specs import KernelSpec, WarpGroups, opens_kernel_scope, opens_thread_scope
 from ..ir import nodes as ir
+from ..ir.records import SharedView
 from ..frontend.regions import Layout, laid_out
 from .global_layouts import lay_out
 from .types import _dtype, _shape, _tensor_dims, float32, int32
@@ -367,7 +368,9 @@ def reshape(src, shape):
 
 
 def view(src, shape=None, dtype=None):
-    """``T.view(t, shape=None, dtype=None)``: as ``T.reshape``; a view in another dtype is refused."""
+    """``T.view(t, shape=None, dtype=None)``: as ``T.reshape``; of a shared tile, in any shape and
+    dtype of no more bytes, a tile of its own (``_shared_view``); a global tensor or fragment seen
+    in another dtype is refused."""
     return _reshaped_view(src, shape, dtype, "T.view")
 
 
@@ -376,6 +379,8 @@ def _reshaped_view(src, shape, dtype, what: str):
         raise error(f"{what}: {_b.describe(src)} is not a tensor")
     if src.scope == "fragment":
         return _fragment_view(src, shape, dtype, what)
+    if src.scope == "shared" and what == "T.view":
+        return _shared_view(src, shape, dtype)
     if src.scope != "global":
         raise error(f"{what} of the {src.scope} buffer {src.name} is not supported yet: the compiler plans and "
                     "checks each tile by its own shape, and a second shape over its memory would hide accesses "
@@ -400,6 +405,27 @@ def _reshaped_view(src, shape, dtype, what: str):
         raise error(f"{what}: {src.name} has {old_n} elements and the shape asked for {new_n}; a reshaped "
                     "view keeps every element")
     return view_tensor(_b.TensorData(base), dims, dt)
+
+
+def _shared_view(src: ir.Buffer, shape, dtype) -> ir.Buffer:
+    """``T.view(S, shape, dtype)`` of a shared tile: TileLang's view shares ``S``'s bytes, to reuse
+    shared memory. Here it is a tile of its own (``ir.records.SharedView``), which means the same
+    where no value passes between the two names; ``verify_shared_views`` refuses a program where
+    one would (what one name reads of the other's writes would depend on each tile's layout)."""
+    dt = src.dtype if dtype is None else _dtype(dtype, "T.view")
+    dims = _tensor_dims(src.shape if shape is None else shape, "T.view", dt)
+    new_n, old_n = (math.prod(ir.const_int(d) or 0 for d in ds) for ds in (dims, src.shape))
+    if not new_n or not old_n:
+        raise error(f"T.view of the shared tile {src.name}: both shapes must be known when the kernel is built")
+    if src.attrs.get(ir.SHARED_VIEW) is not None:
+        src = src.attrs[ir.SHARED_VIEW].source  # a view of a view: of the tile itself
+    if dt.bytes_for(new_n) > src.dtype.bytes_for(src.numel):
+        raise error(f"T.view of the shared tile {src.name}: the view takes {dt.bytes_for(new_n)} bytes "
+                    f"({'x'.join(map(str, (ir.const_int(d) for d in dims)))} {dt.name}), more than the tile's "
+                    f"{src.dtype.bytes_for(src.numel)}")
+    view_tile = _alloc(dims, dt, "shared")
+    view_tile.attrs[ir.SHARED_VIEW] = SharedView(src, _b.current().loc)
+    return view_tile
 
 
 def _fragment_view(src: ir.Buffer, shape, dtype, what: str) -> ir.Buffer:

@@ -39,11 +39,6 @@ from .manager import register
 from .rules.codegen_ranges import CodegenWalk
 
 
-def _conjuncts(cond: ir.Expr) -> list[ir.Expr]:
-    if isinstance(cond, ir.BinOp) and cond.op == "and":
-        return _conjuncts(cond.a) + _conjuncts(cond.b)
-    return [cond]
-
 
 class _Guard(CodegenWalk):
     """Keeps the ranges as the code generator's walk does (``rules.codegen_ranges``)."""
@@ -109,7 +104,7 @@ class _Guard(CodegenWalk):
         """Within: ``cond``'s conjuncts hold (nothing more when it is None)."""
         depth = len(self.known)
         if cond is not None:
-            self.known += [expr_text(c) for c in _conjuncts(cond)]
+            self.known += [expr_text(c) for c in ir.conjuncts(cond)]
         try:
             yield
         finally:
@@ -123,7 +118,7 @@ class _Guard(CodegenWalk):
         """Narrows the ranges of the names ``cond`` bounds from above (``v + c < n``: the pipeline's
         ``if (k + 1 < 8)`` around the copies it issues ahead); returns what to restore."""
         saved = {}
-        for c in _conjuncts(cond):
+        for c in ir.conjuncts(cond):
             if not (isinstance(c, ir.BinOp) and c.op in ("<", "<=")):
                 continue
             lhs, limit, offset = simplify(c.a), ir.const_int(simplify(c.b)), 0

@@ -24,14 +24,7 @@ from ..ir import nodes as ir
 from ..ir.simplify import Affine
 from ..ir.visitor import IRMutator, collect, substitute
 from .manager import register
-
-
-def _nest(loop: ir.For) -> list:
-    """The perfectly nested ``T.Parallel`` loops from ``loop`` inwards."""
-    chain = [loop]
-    while isinstance(chain[-1].body, ir.For) and chain[-1].body.kind == "parallel":
-        chain.append(chain[-1].body)
-    return chain
+from .rules.fragments import parallel_nest
 
 
 def _merged(index: ir.Expr, q: ir.Var, h: ir.Var, inner: int, qh: ir.Var) -> ir.Expr | None:
@@ -87,7 +80,7 @@ def _merge_pair(chain: list) -> list | None:
             merged = loop is outer
             new_body = dataclasses.replace(loop, var=qh if merged else loop.var, body=new_body,
                                            extent=ir.const(q_n * h_n) if merged else loop.extent)
-        return _nest(new_body)
+        return parallel_nest(new_body)[0]
     return None
 
 
@@ -95,7 +88,7 @@ class _MergeDims(IRMutator):
     def visit_For(self, node: ir.For):
         if node.kind != "parallel":
             return self.generic_visit(node)
-        chain = _nest(node)
+        chain = parallel_nest(node)[0]
         merged = _merge_pair(chain)
         while merged is not None:
             chain = merged

@@ -29,6 +29,7 @@ from . import (  # noqa: F401 - importing registers the passes
     peel_first_iteration,
     plan_shared_memory,
     rasterize_blocks,
+    rebase_shifted_nests,
     resolve_int_arithmetic,
     scalarize_loop_temporaries,
     scope_consumer_syncs,
@@ -43,6 +44,7 @@ from . import (  # noqa: F401 - importing registers the passes
     verify_draws,
     verify_register_counts,
     verify_scope_races,
+    verify_shared_views,
     verify_tile_ops,
     verify_wgmma_waits,
     warp_specialize,
@@ -50,12 +52,14 @@ from . import (  # noqa: F401 - importing registers the passes
 
 PIPELINE = [
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
+    "verify_shared_views",  # tile: reject reading through one name what a T.view of a shared tile wrote through another
     "verify_draws",  # tile: reject random draws whose order or number the code would not keep
     "verify_register_counts",  # tile: reject T.set_max_nreg counts the block cannot hand over (a hang)
     "verify_wgmma_waits",  # tile: reject touching what a running T.wgmma_gemm reads or writes before T.wait_wgmma
     "split_column_blocks",  # tile: a shared tile gemms read in column blocks -> one tile a block
     "unwrap_persistent_walk",  # tile: a T.Persistent GEMM walk becomes a grid (made persistent again below)
     "inline_index_lets",  # tile: names for tile offsets (m0 = by * 128, kk = k * 64) replaced by their values
+    "rebase_shifted_nests",  # tile: T.Parallel reading F[i + c, j] (c set outside) -> a nest over F's own indices
     "merge_parallel_dims",  # tile: T.Parallel(N, Q, H) indexing a fragment at [n, q * H + h] -> T.Parallel(N, Q * H)
     "stage_fragment_operands",  # tile: a fragment a gemm or a transposing loop cannot read from registers -> shared
     "localize_read_fragments",  # tile: a fragment read outside T.Parallel, written whole, is a per-thread array

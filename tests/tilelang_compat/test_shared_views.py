@@ -1,0 +1,140 @@
+"""``T.view`` of a shared tile in another shape and dtype (DeepSeek's sparse MLA backward stages its
+float32 results in its bf16 key tile): a tile of its own here (``ir.records.SharedView``), the same
+program wherever no value passes between the two names, which ``verify_shared_views`` checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.errors import CompileError
+from tileworkbench.interpreter.threads import run_at_thread_level
+
+
+def _staged_in_the_key_tile(rounds: int = 3):
+    """Each round: a bf16 tile loaded and read (into a fragment), then its bytes reused for float32
+    rows that are written and read back, as the sparse MLA backward does per key block."""
+
+    @T.prim_func
+    def main(A: T.Tensor((rounds * 64, 64), "bfloat16"), Out: T.Tensor((rounds * 32, 64), "float32"),
+             Total: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((64, 64), "bfloat16")
+            rows = T.view(s, shape=[32, 64], dtype="float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for r in T.serial(rounds):
+                T.copy(A[r * 64:(r + 1) * 64, :], s)
+                for i, j in T.Parallel(64, 64):
+                    acc[i, j] += s[i, j]
+                for i, j in T.Parallel(64, 64):
+                    if i < 32:
+                        rows[i, j] = acc[i, j] * 2.0
+                for i, j in T.Parallel(32, 64):
+                    Out[r * 32 + i, j] = rows[i, j]
+            T.copy(acc, Total)
+
+    return main
+
+
+def _inputs(rounds=3):
+    a = np.random.default_rng(5).standard_normal((rounds * 64, 64)).astype(np.float32)
+    import ml_dtypes
+    return a.astype(ml_dtypes.bfloat16)
+
+
+def _expected(a):
+    a = a.astype(np.float64).reshape(-1, 64, 64)
+    sums = np.cumsum(a, axis=0)
+    return (2.0 * sums[:, :32, :]).reshape(-1, 64), sums[-1]
+
+
+@pytest.mark.parametrize("run", [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level],
+                         ids=["tile level", "thread level"])
+def test_a_view_that_reuses_a_tiles_bytes_computes_what_numpy_does(run):
+    a = _inputs()
+    out, total = np.zeros((96, 64), np.float32), np.zeros((64, 64), np.float32)
+    run(_staged_in_the_key_tile(), a, out, total)
+    want_out, want_total = _expected(a)
+    np.testing.assert_allclose(out, want_out, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(total, want_total, rtol=1e-5, atol=1e-4)
+
+
+def test_the_view_is_a_tile_of_its_own_in_the_generated_cuda(nvrtc_check):
+    art = tw.lower(_staged_in_the_key_tile(), target="sm_90a")
+    plan = {e["name"]: e for e in art.func.attrs["smem_plan"]}
+    assert {"s", "rows"} <= set(plan)
+    assert plan["rows"]["size_bytes"] == 32 * 64 * 4 and plan["rows"]["dtype"] == "float32"
+    assert plan["rows"]["offset"] >= plan["s"]["offset"] + plan["s"]["size_bytes"]  # not over s
+    nvrtc_check(art.device_source, "sm_90a")
+
+
+def _reads_across(read_view_after_tile_write: bool):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), Out: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((64, 64), "float16")
+            v = T.view(s, shape=[32, 64], dtype="float32")
+            T.fill(v, 1.0)
+            T.copy(A, s)
+            if read_view_after_tile_write:
+                T.copy(v, Out)
+            else:
+                for i, j in T.Parallel(32, 64):
+                    Out[i, j] = s[i, j]
+
+    return main
+
+
+def test_reading_the_view_after_writing_the_tile_is_refused():
+    with pytest.raises(CompileError) as err:
+        tw.lower(_reads_across(True), target="sm_90a")
+    msg = str(err.value)
+    assert "v is read here" in msg and "written last through s" in msg and "T.view" in msg
+
+
+def test_reading_the_tile_after_its_own_write_is_allowed():
+    tw.lower(_reads_across(False), target="sm_90a")  # s was written last through s
+
+
+def test_a_write_in_one_branch_or_a_previous_iteration_counts():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), Out: T.Tensor((64, 64), "float16"), flag: T.int32):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((64, 64), "float16")
+            v = T.view(s, shape=[32, 64], dtype="float32")
+            for r in T.serial(2):
+                T.copy(A, s)
+                T.copy(s, Out)
+                if flag > 0:
+                    T.fill(v, 0.0)
+                T.copy(s, Out)  # after the branch: v may have written last
+
+    with pytest.raises(CompileError, match="s is read here"):
+        tw.lower(main, target="sm_90a")
+
+    @T.prim_func
+    def looped(A: T.Tensor((64, 64), "float16"), Out: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((64, 64), "float16")
+            v = T.view(s, shape=[32, 64], dtype="float32")
+            T.copy(A, s)
+            for r in T.serial(2):
+                T.copy(s, Out)  # the second iteration reads what v wrote in the first
+                T.fill(v, 0.0)
+
+    with pytest.raises(CompileError, match="s is read here"):
+        tw.lower(looped, target="sm_90a")
+
+
+def test_a_view_larger_than_its_tile_is_refused():
+    with pytest.raises(CompileError, match="more than the tile's 8192"):
+        @T.prim_func
+        def main(Out: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128):
+                s = T.alloc_shared((64, 64), "float16")
+                v = T.view(s, shape=[64, 64], dtype="float32")
+                T.fill(v, 0.0)
+                T.copy(v, Out)
