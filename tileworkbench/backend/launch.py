@@ -128,12 +128,19 @@ def explicit_stream(stream) -> int:
 
 
 class DriverLauncher:
-    """``cuLaunchKernel`` of one function with a ``ParamBuffer``; handles wrapped once."""
+    """``cuLaunchKernel`` of one function with a ``ParamBuffer``; handles wrapped once.
+    ``cooperative``: ``cuLaunchCooperativeKernel`` (a kernel with grid barriers)."""
 
-    def __init__(self, function_ptr: int, count: int):
+    def __init__(self, function_ptr: int, count: int, cooperative: bool = False):
         from cuda.bindings import driver
 
-        self._launch = driver.cuLaunchKernel
+        self.cooperative = cooperative
+        if cooperative:
+            cooperative_launch = driver.cuLaunchCooperativeKernel
+            self._launch = lambda f, gx, gy, gz, bx, by, bz, smem, stream, params, extra: cooperative_launch(
+                f, gx, gy, gz, bx, by, bz, smem, stream, params)
+        else:
+            self._launch = driver.cuLaunchKernel
         self._success = driver.CUresult.CUDA_SUCCESS
         self._handle = driver.CUfunction(function_ptr)
         self._stream_type = driver.CUstream
@@ -157,8 +164,13 @@ class DriverLauncher:
             (err,) = self._launch(self._handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem_bytes,
                                   self._last_handle, self.params.address, 0)
         if err is not self._success:
+            why = ""
+            if err.name == "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE":
+                why = ("; it has grid barriers (T.sync_grid), so all its blocks must be resident at once, and this "
+                       "device cannot hold that many of them: launch fewer blocks (a persistent loop over the "
+                       "work, one block per SM)")
             raise KernelRuntimeError(f"launching {kernel_name} failed: {err.name} (grid {tuple(grid)}, block "
-                                     f"{tuple(block)}, {smem_bytes} bytes of shared memory)")
+                                     f"{tuple(block)}, {smem_bytes} bytes of shared memory){why}")
 
 
 _THREAD = threading.local()  # has_context: this thread has a current CUDA context (checked once)

@@ -197,16 +197,30 @@ class Runtime(Occupancy, TimelineBuffers):
             self.functions[kernel_name] = fn
         return fn
 
-    def launch(self, kernel_name, grid, block, smem_bytes, args, stream: int = 0):
+    def launch(self, kernel_name, grid, block, smem_bytes, args, stream: int = 0, cooperative: bool = False):
         """Launch on ``stream`` (a raw ``CUstream``; the caller's, ``jit.kernel`` decides which):
-        ``args`` are device pointers (ints), scalars (NumPy) and tensor maps, in parameter order."""
+        ``args`` are device pointers (ints), scalars (NumPy) and tensor maps, in parameter order.
+        ``cooperative``: a kernel with grid barriers (``T.sync_grid``), whose blocks must all be
+        resident at once: ``cuLaunchCooperativeKernel``, which refuses a grid that cannot be."""
         launcher = self._launchers.get((kernel_name, self.device))
         if launcher is None:
             from .launch import DriverLauncher
 
-            launcher = DriverLauncher(self.function(kernel_name).ptr, len(args))
+            launcher = DriverLauncher(self.function(kernel_name).ptr, len(args), cooperative)
             self._launchers[(kernel_name, self.device)] = launcher
         launcher(kernel_name, grid, block, smem_bytes, args, stream)
+
+    def grid_barrier_word(self, stream: int = 0):
+        """The word a ``T.sync_grid`` kernel's barriers count arrivals in: allocated and zeroed for
+        this launch on its stream (CuPy's pool hands memory freed on a stream only to that stream
+        again, after what was enqueued before), so launches on several streams never share one."""
+        import cupy
+
+        if stream and cupy.cuda.runtime.streamIsCapturing(stream):
+            raise KernelRuntimeError("a kernel with T.sync_grid cannot be captured in a CUDA graph here: each launch "
+                                     "allocates the word its grid barriers count in")
+        with cupy.cuda.ExternalStream(stream) if stream else cupy.cuda.Stream.null:
+            return cupy.zeros(1, dtype=cupy.uint32)
 
 
     # ---- debug mode -------------------------------------------------------------------------

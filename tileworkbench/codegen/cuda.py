@@ -49,7 +49,8 @@ TIMELINE_WAVE_PARAM = "tw_timeline_wave"  # blocks resident at once on the devic
 TIMELINE_HEADER = "timeline.h"  # inlined only in timeline mode
 # Headers inlined only into a kernel that calls what they define (so that adding one leaves every
 # other kernel's source as it was): header -> the call that needs it.
-ON_DEMAND_HEADERS = {"mma_tf32.h": "tw::gemm_ss_tf32<", "random.h": "tw::Philox tw_rng;"}
+ON_DEMAND_HEADERS = {"mma_tf32.h": "tw::gemm_ss_tf32<", "random.h": "tw::Philox tw_rng;",
+                     "grid_sync.h": f"{ir.GRID_SYNC}("}
 
 
 def inlined_headers(debug: bool = False, timeline: bool = False, on_demand: tuple = ()) -> str:
@@ -317,6 +318,9 @@ class CudaRenderer(CStyleRenderer):
             if name != desc.name:
                 self.raw_names[desc.name] = name  # lower_tma names it as text in each copy
             out.append(f"const __grid_constant__ CUtensorMap {name}")
+        if ir.syncs_grid(self.func.body):  # the word its grid barriers count in (host: zeroed per launch)
+            self.taken.add(ir.GRID_BARRIER_PARAM)
+            out.append(f"unsigned int* {ir.GRID_BARRIER_PARAM}")
         if self.debug_ns:
             self.taken.add(DEBUG_PARAM)
             out.append(f"unsigned int* __restrict__ {DEBUG_PARAM}")

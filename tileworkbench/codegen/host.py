@@ -12,6 +12,10 @@ In debug mode (``debug_timeout_s``) the launcher also passes a zeroed debug reco
 kernel's last argument and, after the launch, has ``rt`` read it: a wait that timed out becomes a
 ``KernelRuntimeError`` naming the barrier, slot, parity, block, thread and kernel line.
 
+A kernel with ``T.sync_grid`` gets a word zeroed for the launch (``rt.grid_barrier_word``), in
+which its grid barriers count arrivals, and is launched cooperatively (``cooperative=True``: the
+driver refuses a grid whose blocks cannot all be resident at once).
+
 In timeline mode (``timeline``, the kernel's ``ir.records.TimelinePlan``) the launcher passes a
 zeroed buffer sized for the launch's grid (``rt.timeline_buffer``), which ``kernel.timeline()``
 reads after the call.
@@ -46,7 +50,7 @@ def _tuple(items, renamed: dict | None = None) -> str:
 # Names the launcher itself uses: a kernel parameter or descriptor of the same name gets another.
 _LAUNCHER_NAMES = {"rt", "grid", "launch", "stream", "KERNEL", "PARAMS", "BLOCK", "GRID", "SMEM_BYTES",
                    "DEBUG_TIMEOUT_S", "DEBUG_BARRIERS", DEBUG_PARAM, "TIMELINE", TIMELINE_PARAM,
-                   TIMELINE_WAVE_PARAM}
+                   TIMELINE_WAVE_PARAM, ir.GRID_BARRIER_PARAM}
 
 
 def _local_names(func: ir.PrimFunc) -> dict:
@@ -146,6 +150,11 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
             lines += [f"    {local[d.name]} = rt.encode_tiled({d.name!r}, {local[d.buffer]}, dict("] + \
                 _fields_lines(d, renamed, "        ") + ["    ))"]
         args.append(local[d.name])
+    cooperative = ir.syncs_grid(func.body)
+    if cooperative:
+        lines.append(f"    {ir.GRID_BARRIER_PARAM} = rt.grid_barrier_word(stream)  # zeroed for this launch; "
+                     "T.sync_grid counts arrivals in it")
+        args.append(f"{ir.GRID_BARRIER_PARAM}.data.ptr")
     if debug_timeout_s:
         lines.append(f"    {DEBUG_PARAM} = rt.debug_record(stream)  # zeroed; a timed-out wait writes where it was")
         args.append(f"{DEBUG_PARAM}.data.ptr")
@@ -161,7 +170,8 @@ def generate_host(func: ir.PrimFunc, kernel_name: str, out_idx=None, debug_timeo
         lines.append(f"    {TIMELINE_WAVE_PARAM} = rt.timeline_wave(KERNEL, BLOCK, SMEM_BYTES)  # blocks resident at once")
         args += [TIMELINE_PARAM, TIMELINE_WAVE_PARAM]
     lines.append(f"    rt.launch(KERNEL, {'GRID' if static_grid else 'grid'}, BLOCK, SMEM_BYTES, "
-                 f"({', '.join(args)}{',' if len(args) == 1 else ''}), stream)")
+                 f"({', '.join(args)}{',' if len(args) == 1 else ''}), stream"
+                 f"{', cooperative=True' if cooperative else ''})")
     if debug_timeout_s:
         lines.append(f"    rt.check_debug_record(KERNEL, {DEBUG_PARAM}, DEBUG_BARRIERS, DEBUG_TIMEOUT_S, stream)")
     return "\n".join(lines) + "\n"
@@ -187,7 +197,7 @@ def fast_call_plan(func: ir.PrimFunc, debug_timeout_s: float | None = None, time
     """What the C launch path (``backend/fastcall.c``) needs to check and launch a call of this
     kernel, or None where it cannot: it takes kernels whose parameters are all tensors of fixed
     shape and strides (and the TMA tensor maps of them), launched on a fixed grid with no debug
-    record or timeline buffer. The checks are the generated launcher's (``generate_host``), as
+    record, timeline buffer or grid barrier. The checks are the generated launcher's (``generate_host``), as
     plain numbers: ``{"grid", "persistent_tiles", "block", "smem_bytes", "params": [{"name",
     "dtype", "shape", "strides", "row_major": whether those are the row-major ones, "align"}], "maps": [{"name", "tensor": its tensor's index,
     "fields": the name of the launcher's constant that holds its other encoding fields}]}``. A
@@ -200,8 +210,8 @@ def fast_call_plan(func: ir.PrimFunc, debug_timeout_s: float | None = None, time
         grid = [ir.const_int(g) for g in _grid3(launch)]
         if None in grid:
             return None
-    if debug_timeout_s or timeline is not None or not func.params:
-        return None
+    if debug_timeout_s or timeline is not None or not func.params or ir.syncs_grid(func.body):
+        return None  # (a grid barrier: a word zeroed per launch, a cooperative launch)
     aligns = _alignments(func)
     params = []
     for p in func.params:

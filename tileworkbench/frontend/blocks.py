@@ -47,6 +47,7 @@ class Blocks:
         self.builder.launch = ir.Launch(spec.grid, spec.threads, block_vars, ir.Var("tx"),
                                          thread_dims=spec.thread_dims)
         self.builder.in_kernel = True
+        self.builder.kernel_depth = len(self.builder.frames)
         start = len(self.builder.frames[-1])
         try:
             self.visit_body(node.body)

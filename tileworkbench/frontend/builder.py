@@ -31,6 +31,7 @@ class Builder:
         self.loop_frames: list = []  # breaks.LoopFrame of the kernel loops being built, innermost last
         self.pipelined_depth = 0
         self.in_kernel = False  # inside the body of `with T.Kernel(...)`
+        self.kernel_depth = 0  # len(frames) where the kernel's own statements go (its top level)
         self.thread_scope: tuple[int, int] | None = None  # (first thread, count) inside `with T.ws(...)`
         self.workspaces: list[ir.Buffer] = []  # T.alloc_global buffers, before the kernels
         self.var_buffers: set = set()  # T.alloc_var buffers: `x = value` stores into them

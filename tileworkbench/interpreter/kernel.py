@@ -18,7 +18,7 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..ir.records import size_arguments
 from ..ir.visitor import collect
-from .machine import Block, Blocked, Runner
+from .machine import AtGridBarrier, Block, Blocked, Runner
 from .values import Unsupported, evaluate, pack_fp4, storage_dtype, unpack_fp4
 
 # A persistent kernel's blocks walk the tiles; on the CPU a few blocks walk them all.
@@ -61,12 +61,41 @@ class CpuKernel:
         call = bind(self.name, self.params, self.out_idx, self._with_sizes(args))
         scalars = {p: v for p, v in zip(self.params, call.full) if isinstance(p, ir.Var)}
         arrays = {p.name: a for p, a in zip(self.params, call.full) if isinstance(p, ir.Buffer)}
-        for block in self._blocks(scalars):
+        blocks = self._blocks(scalars)
+        if ir.syncs_grid(self.func.body):
+            self._run_side_by_side(list(blocks), arrays, scalars)
+            return call.result()
+        for block in blocks:
             block.globals_ = arrays
             block.vars.update(scalars)
             for event in Runner(block).run(self.func.body):
                 raise _deadlock(self.name, event, block)
         return call.result()
+
+    def _run_side_by_side(self, blocks: list, arrays: dict, scalars: dict):
+        """A kernel with grid barriers (``T.sync_grid``): every block runs up to the next barrier
+        before any goes past it, as on the GPU (which launches it cooperatively, all blocks resident)."""
+        running = []
+        for block in blocks:
+            block.globals_ = arrays
+            block.vars.update(scalars)
+            running.append((block, Runner(block).run(self.func.body)))
+        while running:
+            waiting, finished = [], []
+            for block, steps in running:
+                event = next(steps, _ENDED)
+                if event is _ENDED:
+                    finished.append(block)
+                elif isinstance(event, AtGridBarrier):
+                    waiting.append((block, steps, event))
+                else:
+                    raise _deadlock(self.name, event, block)
+            if waiting and finished:
+                block, _, event = waiting[0]
+                raise KernelRuntimeError(
+                    f"{self.name}: deadlock: block {finished[0].block_index} ended without reaching the grid barrier "
+                    f"(T.sync_grid) at line {event.line} that block {block.block_index} waits at")
+            running = [(block, steps) for block, steps, _ in waiting]
 
     # ---- arguments -----------------------------------------------------------------------------
     def _with_sizes(self, args):
@@ -279,6 +308,9 @@ def _as_framework(arr: np.ndarray, torch_like: bool):
         return raw.view({"bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn,
                          "float8_e5m2": torch.float8_e5m2}[arr.dtype.name])
     return torch.from_numpy(arr)
+
+
+_ENDED = object()  # what a block's statements give when they have all run
 
 
 def no_timeline(name: str) -> KernelRuntimeError:

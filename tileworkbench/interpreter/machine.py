@@ -32,6 +32,13 @@ _NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init")
 
 
 @dataclass
+class AtGridBarrier:
+    """Why a block stopped: it reached a ``T.sync_grid`` (the line), where it waits for the others."""
+
+    line: int | None
+
+
+@dataclass
 class Slot:
     """One mbarrier: its arrival count, the arrivals of its current phase, the phases completed."""
 
@@ -484,6 +491,9 @@ class Runner(ThreadCopies, TileOps):
     def s_Evaluate(self, s):
         call = s.call
         name = call.name if isinstance(call, ir.Call) else None
+        if name == ir.GRID_SYNC:  # the kernel runs the grid's blocks side by side up to it (CpuKernel)
+            yield AtGridBarrier(s.loc.line if s.loc is not None else None)
+            return
         if name in ir.ATOMIC_UPDATES:
             self.atomic(call, s.loc)
         elif name == ir.CP_ASYNC_COMMIT:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .expr import Call
+from .expr import Call, Raw
 from .stmt import Evaluate
 
 # cp.async's groups (tw/cp_async.h): ``Evaluate(Call(CP_ASYNC_COMMIT))`` closes the thread's open group
@@ -77,3 +77,20 @@ def wgmma_gemm_shape(name: str) -> tuple[bool, int, int, int] | None:
     """``(A in registers, M, N, K)`` of a :func:`wgmma_gemm_name`, None for any other name."""
     m = _WGMMA_GEMM.match(name)
     return (m.group(1) == "rs", int(m.group(2)), int(m.group(3)), int(m.group(4))) if m else None
+
+
+# A barrier of the whole grid (``T.sync_grid``, tw/grid_sync.h): the kernel then takes the per-launch
+# word it counts arrivals in as a parameter (``GRID_BARRIER_PARAM``) and is launched cooperatively.
+GRID_SYNC = "tw::grid_sync"
+GRID_BARRIER_PARAM = "tw_grid_barrier"
+
+
+def grid_sync() -> Evaluate:
+    return Evaluate(Call(GRID_SYNC, (Raw(GRID_BARRIER_PARAM),)))
+
+
+def syncs_grid(func_body) -> bool:
+    """Whether a kernel body holds a ``T.sync_grid``."""
+    from .visitor import collect
+
+    return any(c.name == GRID_SYNC for c in collect(func_body, Call))

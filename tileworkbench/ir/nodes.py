@@ -101,6 +101,10 @@ from .stmt import (  # noqa: F401
 )
 from .intrinsic_calls import (  # noqa: F401,E402
     CP_ASYNC_COMMIT,
+    GRID_BARRIER_PARAM,
+    GRID_SYNC,
+    grid_sync,
+    syncs_grid,
     cp_async_wait,
     cp_async_waited,
     max_registers_set,

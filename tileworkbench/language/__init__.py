@@ -134,7 +134,7 @@ from .random import rng_init, rng_rand, rng_rand_float
 from .signature import const, dynamic, empty, symbolic
 from .thread_copies import access_ptr, cp_async_barrier_noinc, ptx_cp_async
 from .sync import (barrier_arrive, fence_proxy_async, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, ptx_commit_group, ptx_wait_group,
-                   sync_threads, tma_store_wait)
+                   sync_grid, sync_threads, tma_store_wait)
 from .tile_ops import (
     GemmWarpPolicy,
     clear,
@@ -379,6 +379,7 @@ __all__ = [
     "FragmentBuffer",
     "LocalBuffer",
     "symbolic",
+    "sync_grid",
     "sync_threads",
     "tanh",
     "tvm_warp_shuffle",

@@ -68,6 +68,20 @@ def sync_threads(barrier_id=None, arrive_count=None):
     _b.current().emit(ir.SyncThreads())
 
 
+def sync_grid():
+    """A barrier of every thread of every block (TileLang's persistent MLA decode: the partial
+    results of all blocks are written before any block combines them). The kernel is then launched
+    cooperatively: the driver refuses a grid whose blocks cannot all be resident at once (a
+    ``KernelRuntimeError``), so no block waits for one that cannot start. Only at the kernel's top
+    level: a barrier inside a loop or branch that some blocks or threads skip would never complete."""
+    b = _b.current()
+    _b.launch("T.sync_grid")
+    if len(b.frames) != b.kernel_depth or b.thread_scope is not None:
+        raise error("T.sync_grid stands at the kernel's top level only (not inside a loop, an `if` or a T.ws "
+                    "scope): every thread of every block must reach each grid barrier, the same number of times")
+    b.emit(ir.grid_sync())
+
+
 def ptx_commit_group():
     """TileLang's ``cp.async.commit_group``: closes the group of copies a ``T.Parallel(...,
     prefer_async=True)`` loop issued. Here such a loop's copies are complete when the loop ends

@@ -91,6 +91,8 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
         return f"{func.launch.threads} threads are not whole warpgroups"
     if collect(func.body, ir.ThreadScope):
         return "the kernel is warp-specialised by hand (T.ws)"
+    if ir.syncs_grid(func.body):
+        return "the kernel has grid barriers (T.sync_grid), which all of each block's threads meet together"
     if collect(func.body, (ir.TmaCopy, ir.BarrierArrive, ir.BarrierWait)) or \
             any(a.buffer.scope == "barrier" for a in collect(func.body, ir.Allocate)):
         return "the kernel synchronises with barriers of its own"
