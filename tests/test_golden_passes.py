@@ -22,8 +22,9 @@ import pathlib
 import pytest
 
 from tileworkbench.examples import matmul, matmul_tma_copy
-from tileworkbench.examples.edge_cases import (halves_staged, head_sums, loop_temporaries, masked_scores,
-                                              overhanging_tiles, persistent_walk_gemm)
+from tileworkbench.examples.edge_cases import (head_sums, loop_temporaries, masked_scores, overhanging_tiles,
+                                              persistent_walk_gemm)
+from tileworkbench.examples.mla_pieces import halves_staged
 from tileworkbench.frontend import parse
 from tileworkbench.ir.printer import print_ir
 from tileworkbench.passes.manager import REGISTRY, LowerContext

@@ -2,7 +2,7 @@
 (DeepSeek's sparse MLA backward stores half of its ``acc_dkv`` at a time: ``if bi_i < BS // 2:
 staged[bi_i, d_i] = acc_dkv[bi_i + s * (BS // 2), d_i]``) runs over the fragment's own indices
 (``rebase_shifted_nests``); before, no thread held what such a nest read and it was refused. The
-program, ``examples.edge_cases.halves_staged``, stages through a ``T.view`` as that kernel does."""
+program, ``examples.mla_pieces.halves_staged``, stages through a ``T.view`` as that kernel does."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 import tileworkbench as tw
 from tileworkbench.errors import CompileError
-from tileworkbench.examples.edge_cases import halves_staged
+from tileworkbench.examples.mla_pieces import halves_staged
 from tileworkbench.interpreter.threads import run_at_thread_level
 
 

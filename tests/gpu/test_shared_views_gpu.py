@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tileworkbench as tw
-from tileworkbench.examples.edge_cases import halves_staged
+from tileworkbench.examples.mla_pieces import halves_staged
 from tileworkbench.testing import gpu_marks
 from tests.tilelang_compat.test_shared_views import _expected, _staged_in_the_key_tile
 

@@ -1,0 +1,47 @@
+"""Pieces of DeepSeek's MLA kernels in miniature: small programs with what those kernels need of
+the compiler, for its tests (CPU, golden passes, GPU) to run against numpy."""
+
+from __future__ import annotations
+
+import tileworkbench.language as T
+
+
+def halves_staged(split=2, rows=64, cols=64, by_gemm=True, guarded=True):
+    """DeepSeek's sparse MLA backward in miniature: an accumulator ``acc = A^T @ B`` (``rows x
+    cols``, by a gemm or, for the thread-level interpreter, by hand) stored a ``1/split`` of its
+    rows at a time through a float32 ``T.view`` of ``B``'s half-precision tile, whose bytes the
+    gemm no longer needs (in TileLang the view shares them; here it is a tile of its own,
+    ``verify_shared_views``); each part is read at ``acc[i + s * part, j]`` under ``if i < part``
+    (``rebase_shifted_nests``). ``Out = 2 * A^T @ B``; ``guarded=False`` drops the ``if``, so a read
+    may leave the fragment (refused)."""
+    part = rows // split
+
+    @T.prim_func
+    def main(A: T.Tensor((64, rows), "float16"), B: T.Tensor((64, cols), "float16"),
+             Out: T.Tensor((rows, cols), "float32")):
+        with T.Kernel(1, threads=128):
+            a_s = T.alloc_shared((64, rows), "float16")
+            b_s = T.alloc_shared((64, cols), "float16")
+            stage = T.view(b_s, shape=[part, cols], dtype="float32")
+            acc = T.alloc_fragment((rows, cols), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            if by_gemm:
+                T.gemm(a_s, b_s, acc, transpose_A=True, clear_accum=True)
+            else:
+                T.clear(acc)
+                for k in T.serial(64):
+                    for i, j in T.Parallel(rows, cols):
+                        acc[i, j] += T.Cast("float32", a_s[k, i]) * T.Cast("float32", b_s[k, j])
+            for s in range(split):
+                if guarded:
+                    for i, j in T.Parallel(rows, cols):
+                        if i < part:
+                            stage[i, j] = acc[i + s * part, j] * 2.0
+                else:
+                    for i, j in T.Parallel(rows, cols):
+                        stage[i % part, j] = acc[i + s * part, j]
+                for i, j in T.Parallel(part, cols):
+                    Out[i + s * part, j] = stage[i, j]
+
+    return main
