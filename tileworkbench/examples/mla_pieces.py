@@ -1,8 +1,6 @@
 """Pieces of DeepSeek's MLA kernels in miniature: small programs with what those kernels need of
 the compiler, for its tests (CPU, golden passes, GPU) to run against numpy."""
 
-from __future__ import annotations
-
 import tileworkbench.language as T
 
 

@@ -514,11 +514,15 @@ class Runner(ThreadCopies, TileOps):
         yield
 
     def atomic(self, call, loc):
-        target, value = call.args[0].args[0], evaluate(call.args[1], self.b)
+        target = call.args[0].args[0]
         arr = self.b.array(target.buffer)
-        idx, value = self.b.targets([evaluate(i, self.b) for i in target.indices], value)
-        self.b._check_bounds(target.buffer, arr.shape, tuple(idx), "updates", loc)
-        update_all(arr, target.buffer, call.name, tuple(idx), value)
+        name = ir.ATOMIC_ADD if ir.atomic_lanes(call.name) > 1 else call.name
+        for k, amount in enumerate(call.args[1:]):  # a vector atomic: its neighbours along the last dimension
+            indices = [evaluate(i, self.b) for i in target.indices]
+            indices[-1] = indices[-1] + k
+            idx, value = self.b.targets(indices, evaluate(amount, self.b))
+            self.b._check_bounds(target.buffer, arr.shape, tuple(idx), "updates", loc)
+            update_all(arr, target.buffer, name, tuple(idx), value)
 
     def s_SyncThreads(self, s):
         # Its threads' reads are done: a block barrier orders every side's, one inside a T.ws scope

@@ -36,7 +36,8 @@ _ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
 _SHUFFLES = ("__shfl_sync", "__shfl_xor_sync", "__shfl_down_sync", "__shfl_up_sync")
 _NO_OPS = ("tw::fence_proxy_async", "tw::tma_store_arrive")
 _ATOMIC = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
-           "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum}
+           "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum,
+           **{vector: np.add for vector in ir.ATOMIC_ADD_VECTORS.values()}}
 WARP = 32
 
 # What the unsupported calls are, by a part of their names (first match).
@@ -226,14 +227,22 @@ class Calls:
     def atomic(self, call, returning: bool = False) -> np.ndarray | None:
         """The update, by the running threads one after another in thread order; with
         ``returning``, each one's element before its own update (what ``atomicAdd`` returns)."""
-        sp, off, _ = self.pointer(call.args[0], None, "updates")
-        value = evaluate(call.args[1], self)
+        lanes = ir.atomic_lanes(call.name)  # a vector atomic: its neighbours, one after another
+        sp, off, _ = self.pointer(call.args[0], 4 * lanes if lanes > 1 else None, "updates")
         act = self.act
-        value = np.broadcast_to(np.asarray(value), self.lanes.shape)[act] if np.ndim(value) else \
-            np.full(act.size, value)
-        dtype = sp.buf.dtype
-        return self.mem.atomic(sp, off, act, np.asarray(stored(loaded(value, dtype), dtype)), _ATOMIC[call.name],
-                               compute_dtype(dtype), returning)
+        op = _ATOMIC[ir.ATOMIC_ADD if lanes > 1 else call.name]
+        if lanes > 1 and np.any(np.asarray(off) % lanes):
+            raise KernelRuntimeError(f"{call.name} at an address that is not a multiple of {4 * lanes} bytes"
+                                     f"{self.describe()}")
+        prev = None
+        for k, amount in enumerate(call.args[1:]):
+            value = evaluate(amount, self)
+            value = np.broadcast_to(np.asarray(value), self.lanes.shape)[act] if np.ndim(value) else \
+                np.full(act.size, value)
+            dtype = sp.buf.dtype
+            prev = self.mem.atomic(sp, np.asarray(off) + k, act, np.asarray(stored(loaded(value, dtype), dtype)), op,
+                                   compute_dtype(dtype), returning)
+        return prev
 
     def tma_store(self, call):
         """A bulk store (``tma_store(dst, src, bytes)``) or a tensor store through a descriptor

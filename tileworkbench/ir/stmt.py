@@ -426,7 +426,17 @@ TILE_OPS = (Copy, TmaCopy, Im2Col, Fill, Gemm, Reduce, Scan)
 # one element that many threads may make at once. Adds commute with one another; the others are
 # ordered like writes.
 ATOMIC_ADD = "atomicAdd"
-ATOMIC_UPDATES = (ATOMIC_ADD, "atomicMax", "atomicMin", "tw::atomic_max", "tw::atomic_min")
+# Float32 adds of n neighbours along a global tensor's last dimension with one vector atomic (sm_90's
+# red.global.add.v2/v4.f32), ``(address_of(buf[idx]), v0, ..., v(n-1))``: each element's add is
+# atomic, as n element atomics would be; the address is a multiple of n elements (4 n bytes).
+ATOMIC_ADD_VECTORS = {2: "tw::atomic_add_x2", 4: "tw::atomic_add_x4"}
+ATOMIC_UPDATES = (ATOMIC_ADD, "atomicMax", "atomicMin", "tw::atomic_max", "tw::atomic_min",
+                  *ATOMIC_ADD_VECTORS.values())
+
+
+def atomic_lanes(name: str) -> int:
+    """How many neighbouring elements an atomic call ``name`` updates (its values after the address)."""
+    return next((n for n, vector in ATOMIC_ADD_VECTORS.items() if vector == name), 1)
 
 # Buffer.attrs key: a shared tile ``T.gemm`` read in column blocks (``Q_shared[:, :512]``), the
 # gemm's location as its value; passes/split_column_blocks.py makes one tile a block.

@@ -15,6 +15,8 @@ from ..frontend import builder as _b
 from ..frontend.builder import error
 from ..frontend.regions import as_region, resolve_regions
 from ..ir import nodes as ir
+from ..ir.layout import strided_offset
+from ..ir.simplify import is_multiple_of
 from .global_layouts import element, element_loop, inside
 
 # CUDA's atomicAdd has these natively; the 16-bit floats through red.add.noftz (tw/common.h).
@@ -119,13 +121,15 @@ def atomic_addx2(dst, value, return_prev=False):
     """Two neighbouring elements added atomically (TileLang's pair atomic): ``dst`` and ``value``
     are two elements along their last dimension (a slice ``dst[i, j:j + 2]`` or an origin
     ``dst[i, j]``). Each element's add is atomic, as in TileLang; neither promises the two land
-    together, so they are two element atomics here (float32 pairs into global memory in one
-    8-byte atomic, as ``T.atomic_add`` in a ``T.Parallel`` loop makes them)."""
+    together. Into a float32 tensor whose pair provably starts on a multiple of two elements
+    they are one 8-byte atomic (``ir.ATOMIC_ADD_VECTORS``; the launcher checks the tensor's
+    alignment), otherwise two element atomics."""
     _neighbours_add(2, dst, value, return_prev)
 
 
 def atomic_addx4(dst, value, return_prev=False):
-    """Four neighbouring elements added atomically (``T.atomic_addx2``'s rule, four elements)."""
+    """Four neighbouring elements added atomically (``T.atomic_addx2``'s rule, four elements: one
+    16-byte atomic where they can be, DeepSeek's sparse MLA backward's dKV)."""
     _neighbours_add(4, dst, value, return_prev)
 
 
@@ -133,8 +137,30 @@ def _neighbours_add(n, dst, value, return_prev):
     name = f"T.atomic_addx{n}"
     if return_prev:
         raise error(f"{name}: return_prev is not supported (the adds return nothing)")
-    for target, amount in zip(_neighbours(dst, n, f"{name} destination"), _neighbours(value, n, f"{name} value")):
+    targets, amounts = _neighbours(dst, n, f"{name} destination"), _neighbours(value, n, f"{name} value")
+    if _one_vector(targets[0], n):
+        buf = targets[0].buffer
+        values = [ir.cast(_b.stored_value(a, buf, f"{name}: the value"), buf.dtype) for a in amounts]
+        buf.attrs["align_bytes"] = max(buf.attrs.get("align_bytes", 1), 4 * n)  # the launcher checks it
+        where = ir.Call("address_of", (targets[0],), ir.dtypes.handle)
+        _b.current().emit(ir.Evaluate(ir.Call(ir.ATOMIC_ADD_VECTORS[n], (where, *values), buf.dtype)))
+        return
+    for target, amount in zip(targets, amounts):
         atomic_add(target, amount)
+
+
+def _one_vector(first: ir.BufferLoad, n: int) -> bool:
+    """Whether ``n`` float32 neighbours from ``first`` can be one vector atomic: a kernel's tensor
+    (whose alignment the launcher checks), row-major, its last dimension a multiple of ``n`` (so the
+    first inside means all are) and the first's element offset provably a multiple of ``n``."""
+    buf = first.buffer
+    if buf.scope != "global" or buf.dtype.name != "float32" or buf.attrs.get("layout_of") is not None \
+            or buf.strides is not None:
+        return False
+    if buf.data is not None and buf.attrs.get("view_of") is None:
+        return False  # a tensor made from a pointer: nothing checks its alignment
+    last = ir.const_int(buf.shape[-1])
+    return last is not None and last % n == 0 and is_multiple_of(strided_offset(buf, first.indices), n)
 
 
 def _neighbours(x, n: int, what: str) -> list:

@@ -168,6 +168,21 @@ __device__ __forceinline__ void atomic_add_pair(float* p, float lo, float hi) {
 #endif
 }
 
+// T.atomic_addx2 / x4 (and T.atomic_add in T.Parallel, in runs) into a float32 tensor: the neighbours
+// added with one 8- or 16-byte atomic (sm_90's float2 / float4 atomicAdd: one L2 operation where
+// element atomics take two or four); p is a multiple of the vector's size.
+__device__ __forceinline__ void atomic_add_x2(float* p, float a, float b) { atomic_add_pair(p, a, b); }
+__device__ __forceinline__ void atomic_add_x4(float* p, float a, float b, float c, float d) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float4*>(p), make_float4(a, b, c, d));
+#else
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+  atomicAdd(p + 2, c);
+  atomicAdd(p + 3, d);
+#endif
+}
+
 // Four 8x8 matrices of 16-bit results with one stmatrix (sm_90), a warp-wide instruction every
 // lane of the warp must execute. Lane l gives the address where row l % 8 of matrix l / 8 goes (8
 // contiguous elements, 16-byte aligned) and holds, of each matrix k, row l / 4, columns

@@ -1,0 +1,61 @@
+"""Float32 atomic adds into neighbouring elements as one float4 atomic (``tw::atomic_add_x4``):
+``T.atomic_addx4`` where the four line up (the front end), and ``T.atomic_add`` in a ``T.Parallel``
+nest in runs of four (``rules.vector_runs``), as TileLang vectorises them (DeepSeek's sparse MLA
+backward: four times fewer L2 atomics). Both interpreters run the vector call against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tileworkbench as tw
+from tileworkbench.examples.atomic_scatters import scatter_rows
+from tileworkbench.interpreter.threads import run_at_thread_level
+
+RUNS = [lambda f, *a: tw.compile(f, target="cpu")(*a), run_at_thread_level]
+
+
+def _inputs(rows=16, cols=64, out_rows=40):
+    rng = np.random.default_rng(4)
+    src = rng.standard_normal((rows, cols)).astype(np.float32)
+    idx = rng.integers(-3, out_rows + 3, rows).astype(np.int32)  # some rows outside: skipped
+    idx[:4] = 7  # several rows onto one: the adds must all land
+    return src, idx
+
+
+def _expected(src, idx, out_rows=40, start=0):
+    want = np.zeros((out_rows, src.shape[1]))
+    keep = (idx >= 0) & (idx < out_rows)
+    np.add.at(want, idx[keep], 2.0 * src[keep].astype(np.float64))
+    want[:, :start] = 0
+    return want
+
+
+@pytest.mark.parametrize("run", RUNS, ids=["tile level", "thread level"])
+@pytest.mark.parametrize("by_fours", [True, False], ids=["atomic_addx4", "atomic_add in T.Parallel"])
+def test_rows_added_four_at_a_time_compute_what_numpy_does(run, by_fours):
+    src, idx = _inputs()
+    out = np.zeros((40, 64), np.float32)
+    run(scatter_rows(by_fours=by_fours), src, idx, out)
+    np.testing.assert_allclose(out, _expected(src, idx), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("by_fours", [True, False])
+def test_both_forms_are_one_float4_atomic_per_four(by_fours, nvrtc_check):
+    art = tw.lower(scatter_rows(by_fours=by_fours), target="sm_90a")
+    kernel = art.device_source[art.device_source.index("__global__"):]
+    assert kernel.count("tw::atomic_add_x4(") == 1 and "atomicAdd(" not in kernel
+    assert "align=16" in art.host_source  # the launcher checks Out's 16 bytes
+    nvrtc_check(art.device_source, "sm_90a")
+
+
+@pytest.mark.parametrize("by_fours", [True, False])
+def test_neighbours_that_do_not_line_up_stay_element_atomics(by_fours):
+    # from column 2: four neighbours straddle a 16-byte boundary
+    art = tw.lower(scatter_rows(by_fours=by_fours, start=2, cols=66), target="sm_90a")
+    kernel = art.device_source[art.device_source.index("__global__"):]
+    assert "tw::atomic_add_x4" not in kernel and "atomicAdd(" in kernel
+    src, idx = _inputs(cols=66)
+    out = np.zeros((40, 66), np.float32)
+    tw.compile(scatter_rows(by_fours=by_fours, start=2, cols=66), target="cpu")(src, idx, out)
+    np.testing.assert_allclose(out, _expected(src, idx, start=2), rtol=1e-5, atol=1e-5)
