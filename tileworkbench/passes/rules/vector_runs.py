@@ -18,6 +18,10 @@ bounds checks of ``guard_global_accesses``, a ``T.if_then_else``) are never move
 condition: where the condition is the same for a run's elements (a row's bounds, the sparse MLA's
 gathered rows of KV), the run moves under it, its elements read from the run only where it holds. Anything else is left to the element-by-element split (correct, only slower).
 
+A nest whose body is one float32 ``T.atomic_add`` into a tensor the launcher checks (under an ``if``
+the run's variable does not enter, at most), stepping by one along the innermost variable in
+whole runs of four, adds each run with one ``tw::atomic_add_x4`` (``_atomic_runs``).
+
 A nest a software pipeline issues ahead (``ir.ASYNC_COPY``: ``async_copy=True``) whose store only
 copies the moved load (or zero where its run-invariant guard fails) into a shared tile moves each
 run with one ``tw::cp_async`` (4, 8 or 16 bytes; the guard's zero fill is ``cp.async``'s own): the
