@@ -97,8 +97,12 @@ class _Rebase(IRMutator):
         new_vars = [ir.Var(v.name, v.dtype) for v in loop_vars]
         body = _FragmentIndices(new_vars).visit(body)
         body = substitute(body, {v: simplify(u - c) for v, u, c in zip(loop_vars, new_vars, shifts)})
-        inside = [cond for u, c, n in zip(new_vars, shifts, extents)
-                  for cond in (simplify(u - c) >= 0, simplify(u - c) < n) if ir.const_int(c) != 0]
+        inside = []  # the nest's own iterations: 0 <= u - c < E (where the fragment's extent is not E)
+        for u, c, n, size in zip(new_vars, shifts, extents, shape):
+            if ir.const_int(c) != 0:
+                inside += [simplify(u - c) >= 0, simplify(u - c) < n]
+            elif size != n:
+                inside.append(u < n)
         guard = inside[0]
         for cond in inside[1:]:
             guard = ir.logical_and(guard, cond)
