@@ -254,21 +254,22 @@ def test_tilelang_names_we_lack_are_compile_errors_that_say_so(name):
 
 
 def test_a_tilelang_name_we_lack_written_as_an_attribute_says_why_at_its_line():
-    """``T.sync_grid()`` (TileLang's persistent MLA decode): before, the parser's attribute lookup
-    turned it into a bare "has no attribute"."""
+    """``T.gemm_sp(...)`` (TileLang's 2:4 sparse GEMM example): the parser's attribute lookup once
+    turned such a name into a bare "has no attribute" (``T.sync_grid`` was the case then; it is
+    supported now)."""
 
     @tilelang.jit(target=SM90)
     def uses(A):
         N = T.const("N")
         A: T.Tensor((N,), T.float32)
         with T.Kernel(1, threads=128):
-            T.sync_grid()
+            T.gemm_sp(A, A, A, A)
             A[0] = 1.0
 
-    with pytest.raises(CompileError, match=r"T.sync_grid is not supported by tileworkbench: .*TileLang 0.1.15 has "
+    with pytest.raises(CompileError, match=r"T.gemm_sp is not supported by tileworkbench: .*TileLang 0.1.15 has "
                                            r"it") as info:
         uses.compile(N=128)
-    assert "T.sync_grid()" in str(info.value)
+    assert "T.gemm_sp(A, A, A, A)" in str(info.value)
 
 
 def test_an_unknown_name_stays_an_attribute_error():
