@@ -53,6 +53,17 @@ def test_the_kernel_takes_a_barrier_word_and_is_launched_cooperatively(nvrtc_che
     nvrtc_check(src, "sm_90a")
 
 
+def test_in_debug_mode_the_grid_barrier_watches_the_debug_record(nvrtc_check):
+    """A thread whose mbarrier wait timed out leaves its block; the others must not wait at the grid
+    barrier for it forever."""
+    art = tw.lower(partial_sums_combined(), target="sm_90a", pass_configs={"tw.debug_barrier_timeout": 1.0})
+    src = art.device_source
+    assert "tw::grid_sync(tw_grid_barrier, tw_debug);" in src and "debug::aborted(record)" in src
+    launch = art.host_source[art.host_source.index("rt.launch("):]
+    assert launch.index("tw_grid_barrier.data.ptr") < launch.index("tw_debug.data.ptr")  # the kernel's order
+    nvrtc_check(src, "sm_90a")
+
+
 def test_the_fast_launch_path_leaves_it_to_the_launcher():
     from tileworkbench.codegen.host import fast_call_plan
 

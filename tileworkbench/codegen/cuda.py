@@ -246,6 +246,9 @@ class CudaRenderer(CStyleRenderer):
         if self.debug_ns and isinstance(call, ir.Call) and call.name == ".wait":
             self.emit(d, self.debug_wait(s, call))
             return
+        if self.debug_ns and isinstance(call, ir.Call) and call.name == ir.GRID_SYNC:
+            self.emit(d, f"{ir.GRID_SYNC}({ir.GRID_BARRIER_PARAM}, {DEBUG_PARAM});")  # leaves once a wait reported
+            return
         super().s_Evaluate(s, d)
 
 

@@ -31,4 +31,27 @@ __device__ __forceinline__ void grid_sync(unsigned int* word) {
   __syncthreads();
 }
 
+// >>> debug mode: only generated code with tw.debug_barrier_timeout gets this (codegen strips it)
+// In debug mode a thread whose mbarrier wait timed out leaves the kernel (tw/sync.h); a block it
+// leaves may then never reach the grid barrier, so the waiting threads watch the debug record
+// too and leave once a wait anywhere has reported.
+__device__ __forceinline__ void grid_sync(unsigned int* word, const unsigned int* record) {
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
+    const bool first_block = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+    const unsigned int add = first_block ? 0x80000000u - (blocks - 1u) : 1u;
+    __threadfence();
+    const unsigned int before = ::atomicAdd(word, add);
+    unsigned int now;
+    do {
+      if (debug::aborted(record)) debug::leave();
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(word) : "memory");
+    } while (((before ^ now) & 0x80000000u) == 0u);
+    __threadfence();
+  }
+  __syncthreads();
+}
+// <<< debug mode
+
 }  // namespace tw
