@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tileworkbench as tw
+import tileworkbench.language as T
 from tileworkbench.examples.atomic_scatters import scatter_rows
 from tileworkbench.interpreter.threads import run_at_thread_level
 
@@ -59,3 +60,47 @@ def test_neighbours_that_do_not_line_up_stay_element_atomics(by_fours):
     out = np.zeros((40, 66), np.float32)
     tw.compile(scatter_rows(by_fours=by_fours, start=2, cols=66), target="cpu")(src, idx, out)
     np.testing.assert_allclose(out, _expected(src, idx, start=2), rtol=1e-5, atol=1e-5)
+
+
+def _masked_scores_scattered():
+    """``mask[j] = Idx[j] >= 0`` read as the columns of a gemm's accumulator, and the scores added
+    atomically into the rows ``Idx`` picks: the index table is read in the atomic's address, not
+    written (it was counted as written, so the mask went through a shared copy with a warning)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((32, 64), "float16"), Idx: T.Tensor((32,), "int32"),
+             Out: T.Tensor((40, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            a_s = T.alloc_shared((64, 64), "float16")
+            b_s = T.alloc_shared((32, 64), "float16")
+            acc = T.alloc_fragment((64, 32), "float32")
+            mask = T.alloc_fragment((32,), "bool")
+            s_acc = T.alloc_shared((64, 32), "float32")
+            for j in T.Parallel(32):
+                mask[j] = Idx[j] >= 0
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.gemm(a_s, b_s, acc, transpose_B=True, clear_accum=True)
+            for i, j in T.Parallel(64, 32):
+                acc[i, j] = T.if_then_else(mask[j], acc[i, j], 0.0)
+            T.copy(acc, s_acc)
+            for j, i in T.Parallel(32, 64):
+                T.atomic_add(Out[Idx[j], i], s_acc[i, j])
+
+    return main
+
+
+def test_an_index_table_read_in_an_atomics_address_is_not_written(recwarn):
+    art = tw.lower(_masked_scores_scattered(), target="sm_90a")
+    assert "mask_shared" not in art.device_source  # the mask stays in registers, the accumulator's columns
+    assert not [w for w in recwarn if "copied into a shared tile" in str(w.message)]
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((64, 64)).astype(np.float16), rng.standard_normal((32, 64)).astype(np.float16)
+    idx = rng.integers(-2, 40, 32).astype(np.int32)
+    out = np.zeros((40, 64), np.float32)
+    tw.compile(_masked_scores_scattered(), target="cpu")(a, b, idx, out)
+    scores = a.astype(np.float64) @ b.astype(np.float64).T  # 64 x 32
+    want = np.zeros((40, 64))
+    keep = idx >= 0
+    np.add.at(want, idx[keep], scores[:, keep].T)
+    np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)

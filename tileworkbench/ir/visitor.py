@@ -237,6 +237,19 @@ def buffers_written(node) -> list:
     return out
 
 
+def addressed_buffers(node) -> list:
+    """Buffers whose element addresses calls under ``node`` take (``address_of(buf[i, j])``: an
+    atomic's target, a copy's ends), in order, unique; not the buffers read inside those indices
+    (``dKV[Indices[k], d]`` takes an address of ``dKV`` only)."""
+    out = []
+    for call in collect(node, ir.Call):
+        if call.name == "address_of" and call.args and isinstance(call.args[0], ir.BufferLoad):
+            buf = call.args[0].buffer
+            if all(buf is not x for x in out):
+                out.append(buf)
+    return out
+
+
 def buffer_roles(node, buf) -> dict:
     """How ``node`` mentions ``buf``: the count of each role (``allocate``, ``copy_src``,
     ``copy_dst``, ``fill``, ``reduce_src``, ``reduce_dst``, ``load``, ``store``), and ``other`` for

@@ -49,7 +49,7 @@ import warnings
 from ..errors import TileworkbenchWarning
 from ..ir import nodes as ir
 from ..ir.simplify import interval
-from ..ir.visitor import IRMutator, IRVisitor, buffer_roles, buffers_written, collect, uses_var
+from ..ir.visitor import IRMutator, IRVisitor, addressed_buffers, buffer_roles, buffers_written, collect, uses_var
 from .manager import register
 from .rules.fragments import ParallelNest, is_column, parallel_nest
 from .rules.staging import SharedStandIns, copied_in_before
@@ -69,9 +69,7 @@ class _Reads(IRVisitor):
         # buffers the kernel writes (stores, tile-operation destinations, atomics' addresses): a
         # nest every thread runs whole reads none of them, or a thread could read an element another
         # has written since (what one thread alone reading it never could)
-        self.written = set(buffers_written(func.body)) | {
-            load.buffer for call in collect(func.body, ir.Call) if call.name == "address_of"
-            for load in collect(call, ir.BufferLoad)}
+        self.written = set(buffers_written(func.body)) | set(addressed_buffers(func.body))
         self.loops: list = []  # the T.Parallel loops around, outermost first
         self.replicable: dict = {}  # fragment -> the T.Parallel nests that every thread could run whole
         self.in_replicable = False

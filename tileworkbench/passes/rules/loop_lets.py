@@ -6,7 +6,7 @@ body binds that the loads' addresses read, which such a pass computes again wher
 from __future__ import annotations
 
 from ...ir import nodes as ir
-from ...ir.visitor import buffers_written, collect, reassigned_vars
+from ...ir.visitor import addressed_buffers, buffers_written, collect, reassigned_vars
 
 
 def written_buffer_ids(node) -> set:
@@ -15,7 +15,7 @@ def written_buffer_ids(node) -> set:
     out = {id(b) for b in buffers_written(node)}
     for call in collect(node, ir.Call):
         if call.name in ir.ATOMIC_UPDATES and call.args and isinstance(call.args[0], ir.Call):
-            out |= {id(load.buffer) for load in collect(call.args[0], ir.BufferLoad)}
+            out |= {id(b) for b in addressed_buffers(call.args[0])}  # the target, not its index tables
     return out
 
 
