@@ -40,7 +40,7 @@ def column_sums(dtype, width=1):
     return kernel
 
 
-@pytest.mark.parametrize("dtype, width", [("float16", 1), ("bfloat16", 1), ("float16", 2), ("float32", 4),
+@pytest.mark.parametrize("dtype, width", [("float16", 1), ("bfloat16", 1), ("float16", 2), ("float32", 2), ("float32", 4),
                                           ("bfloat16", 4)])
 def test_column_sums_on_both_interpreters(dtype, width):
     a = np.random.default_rng(width).standard_normal((64, 128)).astype(np.float32).astype(NUMPY[dtype])
@@ -65,8 +65,18 @@ def test_the_generated_adds_and_nvrtc():
 
     if nvrtc_version() is None:
         pytest.skip("NVRTC cannot be loaded here")
-    for dtype, width in (("float16", 1), ("bfloat16", 2), ("float32", 4)):
+    for dtype, width in (("float16", 1), ("bfloat16", 2), ("float32", 2), ("float32", 4)):
         compile_check(lower(column_sums(dtype, width), target="cuda").kernel_source, "sm_90a")
+
+
+@pytest.mark.parametrize("width", [2, 4])
+def test_float32_neighbours_are_one_vector_atomic(width):
+    """Into a float32 tensor, ``T.atomic_addx2/x4`` whose neighbours start on a multiple of the
+    vector are one 8- or 16-byte atomic (sm_90's float2/float4 ``atomicAdd``)."""
+    source = lower(column_sums("float32", width), target="cuda").kernel_source
+    kernel_body = source[source.index('extern "C"'):]
+    assert f"tw::atomic_add_x{width}((&B[" in kernel_body
+    assert sum(line.strip().startswith("atomicAdd(") for line in kernel_body.splitlines()) == 1  # the shared row's
 
 
 def test_what_is_refused():

@@ -11,7 +11,7 @@ from tileworkbench.testing import gpu_marks
 pytestmark = gpu_marks(9, 0)
 
 
-@pytest.mark.parametrize("dtype, width", [("float16", 1), ("bfloat16", 1), ("float16", 2), ("float32", 4),
+@pytest.mark.parametrize("dtype, width", [("float16", 1), ("bfloat16", 1), ("float16", 2), ("float32", 2), ("float32", 4),
                                           ("bfloat16", 4)])
 def test_column_sums_match_float64(torch, dtype, width):
     sys.path.insert(0, __file__.rsplit("/gpu/", 1)[0])

@@ -41,7 +41,8 @@ _ATOMIC = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minim
 WARP = 32
 
 # What the unsupported calls are, by a part of their names (first match).
-_KINDS = (("grid_sync", "grid barriers (T.sync_grid; the tile-level interpreter runs them)"), ("wgmma", "wgmma"), ("tw::gemm_", "mma.sync"), ("mma", "mma.sync"), ("ldmatrix", "ldmatrix"),
+_KINDS = (("grid_sync", "grid barriers (T.sync_grid; the tile-level interpreter runs them)"), ("wgmma", "wgmma"),
+          ("tw::gemm_", "mma.sync"), ("mma", "mma.sync"), ("ldmatrix", "ldmatrix"),
           ("store_matrix", "stmatrix"), ("tma_load", "TMA loads"),
           ("barrier", "mbarriers"), (".init", "mbarriers"), ("arrive", "mbarriers"))
 _RUNS = {"SeqStmt", "Comment", "Allocate", "LetStmt", "Assign", "BaseOffset", "For", "While", "IfThenElse",
