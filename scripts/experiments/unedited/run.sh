@@ -7,7 +7,7 @@
 #
 # EXAMPLES: a copy of TileLang's examples folder (the repository's `examples/`; on the device
 # machine carry it, e.g. in .tilelang/); LIST_FILE: paths under it, whitespace-separated (this
-# folder's lists: the scripts run in sessions 30 to 32, docs/experiments.md). Knobs: PER (seconds a
+# folder's lists: the scripts run in sessions 30 to 33; side_by_side3.txt is session 33's, docs/experiments.md). Knobs: PER (seconds a
 # script, 60), BUDGET (seconds in all, 400), WHO (ours | tilelang | both). One line a script: its exit
 # code, seconds, and the last lines it printed; each script's whole output in $OUT.
 set -u
