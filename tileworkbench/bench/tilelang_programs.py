@@ -75,6 +75,8 @@ def check(kernel, case: dict, inputs: tuple, torch) -> dict:
     if case.get("postprocess"):  # the example's own step after the kernel (summing split parts)
         result = case["postprocess"](result)
     got = _outputs(inputs[-1] if case.get("accumulates") else result)
+    if case.get("accumulates") and case.get("returns_too"):  # the result, then what it added into
+        got = _outputs(result) + got
     want = _outputs(case["reference"](*inputs))
     torch.cuda.synchronize()
     worst, non_finite = 0.0, 0
