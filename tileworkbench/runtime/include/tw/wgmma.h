@@ -109,18 +109,33 @@ __device__ __forceinline__ unsigned int bits2(const T* p) {
 // (element j = mi*K/2 + ni*4 + h*2 + e: row 64 mi + 16 warp + lane/4 + 8 h, column 8 ni + 2 (lane % 4)
 // + e), which is the layout wgmma reads A in: for K-rows kk .. kk+15 the thread's eight elements
 // from mi*K/2 + kk/2 are its four A registers. Attention's P @ V keeps P where Q @ K^T left it.
+// Every A register is packed before the wgmma fence: a register a wgmma reads must be written
+// before the fence (warpgroup.arrive), or ptxas injects an arrive of its own before that wgmma
+// (its C7519 note; 14 of them in the attention forward when the pairs were packed between the
+// instructions).
 template <int M, int N, int K, int WG, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0, typename T>
 __device__ __forceinline__ void wgmma_gemm_rs(const T* a, const T* B, float* acc, int thread) {
-  constexpr int MI = M / WG / 64;
+  constexpr int MI = M / WG / 64, KS = K / 16;
   const unsigned int b_base = smem_addr(B);
+  unsigned int regs[MI][KS][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const T* p = a + mi * (K / 2) + ks * 8;
+      regs[mi][ks][0] = bits2(p);
+      regs[mi][ks][1] = bits2(p + 2);
+      regs[mi][ks][2] = bits2(p + 4);
+      regs[mi][ks][3] = bits2(p + 6);
+    }
+  }
   wgmma_fence();
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-    for (int kk = 0; kk < K; kk += 16) {
-      const T* p = a + mi * (K / 2) + kk / 2;
-      Mma::mma(acc + mi * (N / 2), bits2(p), bits2(p + 2), bits2(p + 4), bits2(p + 6),
-               wgmma_b_desc<N, K, SWB, B_K_MAJOR>(b_base, kk));
+    for (int ks = 0; ks < KS; ++ks) {
+      Mma::mma(acc + mi * (N / 2), regs[mi][ks][0], regs[mi][ks][1], regs[mi][ks][2], regs[mi][ks][3],
+               wgmma_b_desc<N, K, SWB, B_K_MAJOR>(b_base, ks * 16));
     }
   }
   wgmma_commit();
