@@ -1,7 +1,7 @@
-"""Our port of DeepSeek's sparse MLA backward (``examples.tilelang_programs.sparse_mla_bwd``: a
-``T.view`` of the key tile as float32 rows, the accumulator read at shifted rows, ``T.atomic_addx4``
-into dKV) against float64 numpy on the tile-level interpreter, at a small size; at the bench's
-size it compiles for sm_90a with the float4 atomics and the mask in registers."""
+"""Our port of DeepSeek's sparse MLA backward (``examples.tilelang_programs.sparse_mla_bwd``: the
+accumulator read at shifted rows, ``T.atomic_addx4`` into dKV) against float64 numpy on the
+tile-level interpreter, at a small size; at the bench's size it compiles for sm_90a with the float4
+atomics and the mask in registers."""
 
 from __future__ import annotations
 

@@ -8,8 +8,10 @@ token masked out. Given the forward's log-sum-exp and ``Delta = rowsum(dO * O)``
 
 A block per token loops over its keys ``block_size`` at a time: the keys gathered into a shared
 tile, five gemms, and each key block's dKV added atomically into global memory, four floats at a
-time (``T.atomic_addx4``), staged half a block at a time through a float32 ``T.view`` of the key
-tile (whose bytes the gemms no longer need), read from the accumulator at shifted rows."""
+time (``T.atomic_addx4``), staged half a block at a time through a float32 shared tile, read from
+the accumulator at shifted rows. (The fine-tuning variant of TileLang's example stages through a
+``T.view`` of the key tile instead; TileLang 0.1.15 refuses that view at this program's 256
+threads, "different layout for alias buffer", so the two compilers could not share this source.)"""
 
 import tileworkbench as tilelang
 import tileworkbench.language as T
@@ -44,8 +46,8 @@ def sparse_mla_bwd_program(Q, KV, dO, Indices, Lse, Delta, dKV, heads, dim, tail
         acc_dq_tail = T.alloc_fragment((heads, tail_dim), T.float32)
         acc_dkv = T.alloc_fragment((block_size, dim), T.float32)
         acc_dkv_tail = T.alloc_fragment((block_size, tail_dim), T.float32)
-        dkv_stage = T.view(kv_shared, shape=[half, dim], dtype=T.float32)
-        dkv_tail_stage = T.view(kv_tail_shared, shape=[half, tail_dim], dtype=T.float32)
+        dkv_stage = T.alloc_shared((half, dim), T.float32)
+        dkv_tail_stage = T.alloc_shared((half, tail_dim), T.float32)
 
         T.copy(Q[s, :, :dim], q_shared)
         T.copy(Q[s, :, dim:], q_tail_shared)
