@@ -159,6 +159,30 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
         accesses = kept
     if not accesses or run < 2 or extents[-1] % run:
         return None
+
+    def chunk(access) -> int:
+        return run * (access.buffer.dtype.storage_bits // 8)
+
+    def one_run(first, run_address) -> list:
+        copied = _copied_load(body, finder, accesses) if async_copy and body.buffer.scope == "shared" else None
+        if copied is not None and chunk(body) in (4, 8, 16):  # one cp.async, zero-filled where the guard fails
+            load, condition = copied
+            return [call(f"tw::cp_async<{chunk(body)}>", run_address(body), run_address(load),
+                         ir.const(True) if condition is None else condition)]
+        return _moved_run(body, accesses, finder, run, last, first, run_address, chunk, loc)
+
+    for a in accesses:
+        if a.buffer.scope == "global":
+            needs_alignment(a.buffer, chunk(a))
+    return _runs_of_threads(loop_vars, extents, run, threads, tid, one_run, loc)
+
+
+def _runs_of_threads(loop_vars, extents, run: int, threads: int, tid, one_run, loc) -> ir.For:
+    """The nest as runs of ``run`` neighbours along its innermost variable, thread ``tid`` taking
+    runs ``it * threads + tid`` in turn: ``one_run(first, run_address)`` gives a run's statements,
+    ``first`` the innermost variable's value at the run's start and ``run_address(access)`` the
+    address of ``access`` there (the other variables are bound to the run's place)."""
+    last = loop_vars[-1]
     total = 1
     for e in extents:
         total *= e
@@ -170,25 +194,12 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
     def run_address(access):
         return address_of(access.buffer, tuple(simplify(substitute(i, at_run)) for i in access.indices))
 
-    def chunk(access) -> int:
-        return run * (access.buffer.dtype.storage_bits // 8)
-
     lets = [ir.LetStmt(v, e) for v, e in zip(loop_vars[:-1], start[:-1])] + [ir.LetStmt(first, start[-1])]
-    copied = _copied_load(body, finder, accesses) if async_copy and body.buffer.scope == "shared" else None
-    if copied is not None and chunk(body) in (4, 8, 16):  # one cp.async, zero-filled where the guard fails
-        load, condition = copied
-        stmts = [call(f"tw::cp_async<{chunk(body)}>", run_address(body), run_address(load),
-                      ir.const(True) if condition is None else condition)]
-    else:
-        stmts = _moved_run(body, accesses, finder, run, last, first, run_address, chunk, loc)
-    for a in accesses:
-        if a.buffer.scope == "global":
-            needs_alignment(a.buffer, chunk(a))
-    iters = -(-runs // threads)
-    head = ir.LetStmt(flat, (it * threads + tid) * run)
-    inner = ir.seq(lets + stmts)
+    inner = ir.seq(lets + one_run(first, run_address))
     if runs % threads:
         inner = ir.IfThenElse(ir.cmp("<", flat, total), inner)
+    iters = -(-runs // threads)
+    head = ir.LetStmt(flat, (it * threads + tid) * run)
     return ir.For(it, ir.const(iters), ir.seq([head, inner]), "unrolled" if iters <= 32 else "serial", loc=loc)
 
 
@@ -209,41 +220,44 @@ def _atomic_runs(loop_vars, extents, guard, target, value, threads, tid, checked
     finder.visit(value)
     loads = [a for a in finder.found if _movable(a, checked) and a.buffer.attrs.get("panel", 0) % ATOMIC_RUN == 0
              and steps_by_one(a.buffer, a.indices, last, ATOMIC_RUN) and a.buffer.dtype.storage_bits == 32]
-    total = 1
-    for e in extents:
-        total *= e
-    runs = total // ATOMIC_RUN
-    it, flat, first, k = ir.Var("it"), ir.Var("flat"), ir.Var(f"{last.name}0"), ir.Var("k")
-    start = unravel(flat, tuple(extents))
-    at_run = {last: first}
-    stmts, temps = [], {}
-    for n, load in enumerate(loads):
-        condition = finder.conditions.get(id(load))
-        tmp = ir.Buffer(f"{load.buffer.name}_run{n}", (ir.const(ATOMIC_RUN),), load.dtype, "local",
-                        attrs={"align_bytes": 16}, loc=loc)
-        move = call("tw::copy_vec<16>", address_of(tmp, (ir.const(0),)),
-                    address_of(load.buffer, tuple(simplify(substitute(i, at_run)) for i in load.indices)))
-        stmts += [ir.Allocate(tmp), move if condition is None else ir.IfThenElse(condition, move)]
-        temps[id(load)] = tmp
+    for load in loads:
         if load.buffer.scope == "global":
             needs_alignment(load.buffer, 16)
-    sums = ir.Buffer(f"{target.buffer.name}_adds", (ir.const(ATOMIC_RUN),), ir.dtypes.float32, "local", loc=loc)
-    compute = ir.For(k, ir.const(ATOMIC_RUN), ir.seq([ir.LetStmt(last, first + k),
-                                                    ir.BufferStore(sums, (k,), _FromRuns(temps, k).visit(value))]),
-                     "unrolled", loc=loc)
-    add = call(ir.ATOMIC_ADD_VECTORS[ATOMIC_RUN],
-               address_of(target.buffer, tuple(simplify(substitute(i, at_run)) for i in target.indices)),
-               *[ir.BufferLoad(sums, (ir.const(j),), ir.dtypes.float32) for j in range(ATOMIC_RUN)],
-               dtype=ir.dtypes.float32)
     needs_alignment(target.buffer, 4 * ATOMIC_RUN)
-    run = ir.seq(stmts + [ir.Allocate(sums), compute, add])
-    lets = [ir.LetStmt(v, e) for v, e in zip(loop_vars[:-1], start[:-1])] + [ir.LetStmt(first, start[-1])]
-    inner = ir.seq(lets + [run if guard is None else ir.IfThenElse(guard, run)])
-    if runs % threads:
-        inner = ir.IfThenElse(ir.cmp("<", flat, total), inner)
-    iters = -(-runs // threads)
-    return ir.For(it, ir.const(iters), ir.seq([ir.LetStmt(flat, (it * threads + tid) * ATOMIC_RUN), inner]),
-                  "unrolled" if iters <= 32 else "serial", loc=loc)
+
+    def one_run(first, run_address) -> list:
+        k = ir.Var("k")
+        stmts, temps = _loads_into_runs(loads, finder, ATOMIC_RUN, run_address, lambda load: 16, loc)
+        sums = ir.Buffer(f"{target.buffer.name}_adds", (ir.const(ATOMIC_RUN),), ir.dtypes.float32, "local", loc=loc)
+        compute = ir.For(k, ir.const(ATOMIC_RUN), ir.seq([ir.LetStmt(last, first + k),
+                                                        ir.BufferStore(sums, (k,), _FromRuns(temps, k).visit(value))]),
+                         "unrolled", loc=loc)
+        add = call(ir.ATOMIC_ADD_VECTORS[ATOMIC_RUN], run_address(target),
+                   *[ir.BufferLoad(sums, (ir.const(j),), ir.dtypes.float32) for j in range(ATOMIC_RUN)],
+                   dtype=ir.dtypes.float32)
+        run = ir.seq(stmts + [ir.Allocate(sums), compute, add])
+        return [run if guard is None else ir.IfThenElse(guard, run)]
+
+    return _runs_of_threads(loop_vars, extents, ATOMIC_RUN, threads, tid, one_run, loc)
+
+
+def _loads_into_runs(loads: list, finder: _Loads, run: int, run_address, chunk, loc) -> tuple:
+    """``(statements, arrays)``: each of ``loads`` into a local array of ``run`` elements with one
+    vector copy (under its guard where it has one), one array per distinct element read
+    (``s[i, j] * s[i, j]`` reads it once); ``arrays`` maps each load's id to its array."""
+    stmts, temps, seen = [], {}, {}
+    for load in loads:
+        condition = finder.conditions.get(id(load))
+        key = (id(load.buffer), expr_text(load), None if condition is None else expr_text(condition))
+        if key not in seen:
+            tmp = ir.Buffer(f"{load.buffer.name}_run{len(seen)}", (ir.const(run),), load.dtype, "local",
+                            attrs={"align_bytes": chunk(load)}, loc=loc)
+            move = call(f"tw::copy_vec<{chunk(load)}>", address_of(tmp, (ir.const(0),)), run_address(load))
+            # a guarded load moves where its condition holds (the run's elements are read only then)
+            stmts += [ir.Allocate(tmp), move if condition is None else ir.IfThenElse(condition, move)]
+            seen[key] = tmp
+        temps[id(load)] = seen[key]
+    return stmts, temps
 
 
 def _moved_run(body: ir.BufferStore, accesses: list, finder: _Loads, run: int, last: ir.Var, first: ir.Var,
@@ -252,18 +266,8 @@ def _moved_run(body: ir.BufferStore, accesses: list, finder: _Loads, run: int, l
     guard where it has one), the value computed element by element (``last`` = ``first + k``), and
     the store out with one vector copy where it moves, else element by element."""
     k = ir.Var("k")
-    stmts, temps, seen = [], {}, {}
-    for load in (a for a in accesses if isinstance(a, ir.BufferLoad)):
-        condition = finder.conditions.get(id(load))
-        key = (id(load.buffer), expr_text(load), None if condition is None else expr_text(condition))
-        if key not in seen:  # one array per distinct element read (s[i, j] * s[i, j] reads it once)
-            tmp = ir.Buffer(f"{load.buffer.name}_run{len(seen)}", (ir.const(run),), load.dtype, "local",
-                            attrs={"align_bytes": chunk(load)}, loc=loc)
-            move = call(f"tw::copy_vec<{chunk(load)}>", address_of(tmp, (ir.const(0),)), run_address(load))
-            # a guarded load moves where its condition holds (the run's elements are read only then)
-            stmts += [ir.Allocate(tmp), move if condition is None else ir.IfThenElse(condition, move)]
-            seen[key] = tmp
-        temps[id(load)] = seen[key]
+    stmts, temps = _loads_into_runs([a for a in accesses if isinstance(a, ir.BufferLoad)], finder, run, run_address,
+                                    chunk, loc)
     value = _FromRuns(temps, k).visit(body.value)
     element = ir.LetStmt(last, first + k)
     if any(a is body for a in accesses):
