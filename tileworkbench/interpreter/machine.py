@@ -517,9 +517,9 @@ class Runner(ThreadCopies, TileOps):
         target = call.args[0].args[0]
         arr = self.b.array(target.buffer)
         name = ir.ATOMIC_ADD if ir.atomic_lanes(call.name) > 1 else call.name
+        first = [evaluate(i, self.b) for i in target.indices]
         for k, amount in enumerate(call.args[1:]):  # a vector atomic: its neighbours along the last dimension
-            indices = [evaluate(i, self.b) for i in target.indices]
-            indices[-1] = indices[-1] + k
+            indices = first[:-1] + [first[-1] + k]
             idx, value = self.b.targets(indices, evaluate(amount, self.b))
             self.b._check_bounds(target.buffer, arr.shape, tuple(idx), "updates", loc)
             update_all(arr, target.buffer, name, tuple(idx), value)

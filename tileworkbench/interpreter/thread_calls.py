@@ -235,12 +235,11 @@ class Calls:
         if lanes > 1 and np.any(np.asarray(off) % lanes):
             raise KernelRuntimeError(f"{call.name} at an address that is not a multiple of {4 * lanes} bytes"
                                      f"{self.describe()}")
-        prev = None
+        prev, dtype = None, sp.buf.dtype
         for k, amount in enumerate(call.args[1:]):
             value = evaluate(amount, self)
             value = np.broadcast_to(np.asarray(value), self.lanes.shape)[act] if np.ndim(value) else \
                 np.full(act.size, value)
-            dtype = sp.buf.dtype
             prev = self.mem.atomic(sp, np.asarray(off) + k, act, np.asarray(stored(loaded(value, dtype), dtype)), op,
                                    compute_dtype(dtype), returning)
         return prev

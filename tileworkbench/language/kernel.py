@@ -393,18 +393,25 @@ def _reshaped_view(src, shape, dtype, what: str):
     if base.data is not None:
         raise error(f"{what}: {src.name} is a tensor made from a pointer (T.make_tensor); give it the shape "
                     "wanted there")
-    dt = src.dtype if dtype is None else _dtype(dtype, what)
+    dt, dims, new_n, old_n = _view_shape(src, shape, dtype, what)
     if dt != src.dtype:
         raise error(f"{what}: {src.name} as {dt.name} (it holds {src.dtype.name}) is not supported yet: "
                     "views keep the tensor's dtype (T.reinterpret converts single values)")
-    dims = _tensor_dims(src.shape if shape is None else shape, what, dt)
-    new_n, old_n = (math.prod(ir.const_int(d) or 0 for d in ds) for ds in (dims, src.shape))
-    if not new_n or not old_n:
-        raise error(f"{what}: both shapes must be known when the kernel is compiled")
     if new_n != old_n:
         raise error(f"{what}: {src.name} has {old_n} elements and the shape asked for {new_n}; a reshaped "
                     "view keeps every element")
     return view_tensor(_b.TensorData(base), dims, dt)
+
+
+def _view_shape(src: ir.Buffer, shape, dtype, what: str) -> tuple:
+    """``(dtype, dims, elements, src's elements)`` of a view of ``src`` asked for with ``shape`` and
+    ``dtype`` (None: ``src``'s); both shapes must be constants."""
+    dt = src.dtype if dtype is None else _dtype(dtype, what)
+    dims = _tensor_dims(src.shape if shape is None else shape, what, dt)
+    new_n, old_n = (math.prod(ir.const_int(d) or 0 for d in ds) for ds in (dims, src.shape))
+    if not new_n or not old_n:
+        raise error(f"{what}: both shapes must be known when the kernel is compiled")
+    return dt, dims, new_n, old_n
 
 
 def _shared_view(src: ir.Buffer, shape, dtype) -> ir.Buffer:
@@ -412,11 +419,7 @@ def _shared_view(src: ir.Buffer, shape, dtype) -> ir.Buffer:
     shared memory. Here it is a tile of its own (``ir.records.SharedView``), which means the same
     where no value passes between the two names; ``verify_shared_views`` refuses a program where
     one would (what one name reads of the other's writes would depend on each tile's layout)."""
-    dt = src.dtype if dtype is None else _dtype(dtype, "T.view")
-    dims = _tensor_dims(src.shape if shape is None else shape, "T.view", dt)
-    new_n, old_n = (math.prod(ir.const_int(d) or 0 for d in ds) for ds in (dims, src.shape))
-    if not new_n or not old_n:
-        raise error(f"T.view of the shared tile {src.name}: both shapes must be known when the kernel is built")
+    dt, dims, new_n, _ = _view_shape(src, shape, dtype, f"T.view of the shared tile {src.name}")
     if src.attrs.get(ir.SHARED_VIEW) is not None:
         src = src.attrs[ir.SHARED_VIEW].source  # a view of a view: of the tile itself
     if dt.bytes_for(new_n) > src.dtype.bytes_for(src.numel):
