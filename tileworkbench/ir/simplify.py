@@ -27,6 +27,27 @@ Interval = tuple  # (lo, hi) with None for unbounded
 HARDWARE_RANGES = {ir.HW_BLOCK.text: (0, None), ir.HW_BLOCKS.text: (1, None)}
 
 
+def narrowed_ranges(ranges: dict, cond: ir.Expr) -> dict:
+    """``ranges`` (name -> inclusive bounds) where ``cond`` holds, as far as its conjuncts bound a
+    name from above: ``v + c < n`` and ``v + c <= n`` (``c``, ``n`` constants; the pipeline's
+    ``if (k + 1 < 8)`` around the copies it issues ahead, the sparse MLA's ``if bi_i < 16``). Only
+    names ``ranges`` has, and only where the bound is tighter."""
+    out = dict(ranges)
+    for c in ir.conjuncts(cond):
+        if not (isinstance(c, ir.BinOp) and c.op in ("<", "<=")):
+            continue
+        lhs, limit, offset = simplify(c.a), ir.const_int(simplify(c.b)), 0
+        if isinstance(lhs, ir.BinOp) and lhs.op == "+" and ir.const_int(lhs.b) is not None:
+            lhs, offset = lhs.a, ir.const_int(lhs.b)
+        if not isinstance(lhs, ir.Var) or limit is None or lhs not in out:
+            continue
+        lo, hi = out[lhs]
+        top = limit - offset - (c.op == "<")
+        if hi is None or top < hi:
+            out[lhs] = (lo, top)
+    return out
+
+
 def interval(e: ir.Expr, ranges: dict) -> Interval:
     """Inclusive bounds of an integer expression (None where unknown)."""
     if isinstance(e, ir.Const):

@@ -33,7 +33,7 @@ import dataclasses
 
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
-from ..ir.simplify import interval, simplify
+from ..ir.simplify import interval, narrowed_ranges, simplify
 from ..target import PassConfigKey
 from .manager import register
 from .rules.codegen_ranges import CodegenWalk
@@ -115,22 +115,11 @@ class _Guard(CodegenWalk):
             return self.visit(node)
 
     def narrowed(self, cond: ir.Expr) -> dict:
-        """Narrows the ranges of the names ``cond`` bounds from above (``v + c < n``: the pipeline's
-        ``if (k + 1 < 8)`` around the copies it issues ahead); returns what to restore."""
-        saved = {}
-        for c in ir.conjuncts(cond):
-            if not (isinstance(c, ir.BinOp) and c.op in ("<", "<=")):
-                continue
-            lhs, limit, offset = simplify(c.a), ir.const_int(simplify(c.b)), 0
-            if isinstance(lhs, ir.BinOp) and lhs.op == "+" and ir.const_int(lhs.b) is not None:
-                lhs, offset = lhs.a, ir.const_int(lhs.b)
-            if not isinstance(lhs, ir.Var) or limit is None or lhs not in self.ranges:
-                continue
-            lo, hi = self.ranges[lhs]
-            top = limit - offset - (c.op == "<")
-            if hi is None or top < hi:
-                saved.setdefault(lhs, self.ranges[lhs])
-                self.ranges[lhs] = (lo, top)
+        """Narrows the ranges of the names ``cond`` bounds from above (``ir.simplify.narrowed_ranges``);
+        returns what to restore."""
+        inside = narrowed_ranges(self.ranges, cond)
+        saved = {v: self.ranges[v] for v, r in inside.items() if r != self.ranges[v]}
+        self.ranges.update({v: inside[v] for v in saved})
         return saved
 
     def visit_IfThenElse(self, node: ir.IfThenElse):

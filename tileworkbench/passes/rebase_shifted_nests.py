@@ -24,24 +24,10 @@ import dataclasses
 
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
-from ..ir.simplify import interval, simplify
+from ..ir.simplify import interval, narrowed_ranges, simplify
 from ..ir.visitor import IRMutator, collect, substitute, uses_var
 from .manager import register
 from .rules.fragments import parallel_nest
-
-
-def _narrowed(ranges: dict, cond: ir.Expr) -> dict:
-    """``ranges`` where ``cond`` holds, as far as its conjuncts ``v < n`` / ``v <= n`` (``n`` a
-    constant, ``v`` a name) say."""
-    out = dict(ranges)
-    for c in ir.conjuncts(cond):
-        if isinstance(c, ir.BinOp) and c.op in ("<", "<=") and isinstance(c.a, ir.Var) and c.a in out:
-            limit = ir.const_int(simplify(c.b))
-            if limit is not None:
-                lo, hi = out[c.a]
-                top = limit - (c.op == "<")
-                out[c.a] = (lo, top if hi is None else min(hi, top))
-    return out
 
 
 class _Rebase(IRMutator):
@@ -85,7 +71,7 @@ class _Rebase(IRMutator):
             return None
         ranges = {**self.ranges, **{v: (0, n - 1) for v, n in zip(loop_vars, extents)}}
         if isinstance(body, ir.IfThenElse) and body.else_body is None:
-            ranges = _narrowed(ranges, body.cond)
+            ranges = narrowed_ranges(ranges, body.cond)
         for v, c, n in zip(loop_vars, shifts, shape):
             lo, hi = interval(simplify(v + c), ranges)
             if lo is None or hi is None or lo < 0 or hi >= n:
