@@ -246,6 +246,18 @@ __device__ __forceinline__ unsigned int smem_addr(const void* p) {
   return (unsigned int)__cvta_generic_to_shared(p);
 }
 
+// A gemm operand's shared address as a value the compiler cannot see through, so that what is
+// built from it (wgmma descriptors, ldmatrix addresses) is worked out at each gemm rather than
+// hoisted out of the loop around it: a kernel with many gemms on fixed tiles otherwise keeps all
+// of those live across the loop and spills them (FlashMLA's warp-specialised decode: 1164 bytes
+// of spill with its descriptors hoisted, 24 without). Recomputing them is a few integer
+// instructions a gemm.
+__device__ __forceinline__ unsigned int operand_addr(const void* p) {
+  unsigned int addr = smem_addr(p);
+  asm volatile("" : "+r"(addr));
+  return addr;
+}
+
 // One thread of every group of N consecutive threads (N a multiple of 32) returns true.
 template <int N>
 __device__ __forceinline__ bool shuffle_elect() {

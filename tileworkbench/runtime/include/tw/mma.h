@@ -61,7 +61,7 @@ __device__ __forceinline__ void gemm_ss(const T* A, const T* B, float* acc, int 
   constexpr int ROWS_A = TA ? K : M, ROWS_B = TB ? N : K;  // of the tiles as stored
   const int warp = thread / 32, lane = thread % 32;
   const int wr = warp / WN, wc = warp % WN;
-  const unsigned int a_base = smem_addr(A), b_base = smem_addr(B);
+  const unsigned int a_base = operand_addr(A), b_base = operand_addr(B);
 #pragma unroll
   for (int kk = 0; kk < K; kk += 16) {
     unsigned int a[MI][4];

@@ -73,8 +73,8 @@ __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, Acc* acc, 
   static_assert(NG == 1 || B_K_MAJOR || NW % (SWB / EB) == 0, "each warpgroup's columns of an N-major B are whole panels");
   static_assert(NC == 1 || B_K_MAJOR || NI % (SWB / EB) == 0, "each instruction's columns of an N-major B are whole panels");
   const int group = thread / 128 / NG;
-  const unsigned int a_base = smem_addr(A);
-  const unsigned int b_base = smem_addr(B) + (NG == 1 ? 0u : wgmma_b_columns<K, SWB, B_K_MAJOR, EB>((thread / 128 % NG) * NW));
+  const unsigned int a_base = operand_addr(A);
+  const unsigned int b_base = operand_addr(B) + (NG == 1 ? 0u : wgmma_b_columns<K, SWB, B_K_MAJOR, EB>((thread / 128 % NG) * NW));
   wgmma_fence();
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
@@ -116,7 +116,7 @@ __device__ __forceinline__ unsigned int bits2(const T* p) {
 template <int M, int N, int K, int WG, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0, typename T>
 __device__ __forceinline__ void wgmma_gemm_rs(const T* a, const T* B, float* acc, int thread) {
   constexpr int MI = M / WG / 64, KS = K / 16;
-  const unsigned int b_base = smem_addr(B);
+  const unsigned int b_base = operand_addr(B);
   unsigned int regs[MI][KS][4];
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
