@@ -8,6 +8,21 @@
 namespace tw {
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+
+// The accumulator's registers as values the compiler must have final before this point: placed
+// before a gemm's fence, the program's own work on them (attention's rescale of its output
+// accumulator) is finished before the fence rather than sunk between the wgmmas, where ptxas
+// would have to inject a warpgroup.arrive of its own (its C7519 note) to let wgmma read them.
+template <int COUNT>
+__device__ __forceinline__ void settle_registers(float* r) {
+#pragma unroll
+  for (int i = 0; i < COUNT; ++i) asm volatile("" : "+f"(r[i]));
+}
+template <int COUNT>
+__device__ __forceinline__ void settle_registers(int* r) {
+#pragma unroll
+  for (int i = 0; i < COUNT; ++i) asm volatile("" : "+r"(r[i]));
+}
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
@@ -75,6 +90,7 @@ __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, Acc* acc, 
   const int group = thread / 128 / NG;
   const unsigned int a_base = operand_addr(A);
   const unsigned int b_base = operand_addr(B) + (NG == 1 ? 0u : wgmma_b_columns<K, SWB, B_K_MAJOR, EB>((thread / 128 % NG) * NW));
+  settle_registers<MI * (NW / 2)>(acc);
   wgmma_fence();
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
@@ -129,6 +145,7 @@ __device__ __forceinline__ void wgmma_gemm_rs(const T* a, const T* B, float* acc
       regs[mi][ks][3] = bits2(p + 6);
     }
   }
+  settle_registers<MI * (N / 2)>(acc);
   wgmma_fence();
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
