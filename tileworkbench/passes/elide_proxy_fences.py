@@ -16,6 +16,11 @@ reduction through shared memory). A kernel whose only async-proxy work is TMA st
 (``store_last_tile_by_tma``'s result tile) keeps only the fence ``lower_tma`` puts before each
 store's barrier: that fence orders every write its thread made before it, which is all a store
 reads; the others order nothing any async-proxy read needs.
+In a kernel of one role (no ``T.ws`` scope, no warp specialisation), a fence directly before a
+block barrier then stays only where, on some path from that barrier, a wgmma or TMA call comes
+before the next such fenced barrier: the later fence orders every earlier access of its thread
+too, so the earlier one ordered nothing the later one does not (the sparse MLA backward's step
+loop kept a fence before each of its dKV staging barriers, which only threads read across).
 """
 
 from __future__ import annotations
@@ -142,6 +147,84 @@ def _uses_async_proxy(body) -> bool:
         collect(body, ir.TmaCopy))
 
 
+def _is_block_barrier(stmt) -> bool:
+    return isinstance(stmt, ir.SyncThreads) and stmt.threads is None
+
+
+def _async_access(stmt) -> bool:
+    """Whether ``stmt`` (a statement holding no other) touches shared memory through the async
+    proxy: a TMA copy or a call of ``ASYNC_PROXY_CALLS``."""
+    return isinstance(stmt, ir.TmaCopy) or any(c.name.startswith(ASYNC_PROXY_CALLS)
+                                               for c in collect(stmt, ir.Call))
+
+
+class _AsyncReach:
+    """Backwards over a one-role kernel: from each point, whether some path reaches an
+    async-proxy access before passing a fence directly followed by a block barrier (a *pair*).
+    ``needed`` holds the fences of the pairs from whose barrier such an access is reachable."""
+
+    def __init__(self):
+        self.needed: set = set()
+
+    def before(self, stmt, after: bool) -> bool:
+        """Whether an async access is reachable from just before ``stmt``, given whether one is
+        from just after it."""
+        if isinstance(stmt, ir.SeqStmt):
+            reach, stmts = after, stmt.stmts
+            for i in range(len(stmts) - 1, -1, -1):
+                s = stmts[i]
+                if _is_fence(s) and i + 1 < len(stmts) and _is_block_barrier(stmts[i + 1]):
+                    if reach:
+                        self.needed.add(id(s))
+                    reach = False  # every thread fences, then all meet: this pair orders what follows
+                else:
+                    reach = self.before(s, reach)
+            return reach
+        if isinstance(stmt, ir.IfThenElse):
+            return self.before(stmt.then_body, after) or (
+                self.before(stmt.else_body, after) if stmt.else_body is not None else after)
+        if isinstance(stmt, (ir.For, ir.While)):
+            start = False  # at the body's start, for some number of iterations; grows to a fixed point
+            while True:
+                again = self.before(stmt.body, start or after)
+                if again == start:
+                    return after or start
+                start = again
+        return True if _async_access(stmt) else after
+
+
+class _DropUnneeded(IRMutator):
+    """Every fence of a pair that ``_AsyncReach`` did not find needed."""
+
+    def __init__(self, needed: set):
+        self.needed = needed
+        self.dropped = 0
+
+    def visit_SeqStmt(self, node: ir.SeqStmt):
+        node = self.generic_visit(node)
+        kept = []
+        for i, s in enumerate(node.stmts):
+            if (_is_fence(s) and i + 1 < len(node.stmts) and _is_block_barrier(node.stmts[i + 1])
+                    and id(s) not in self.needed):
+                self.dropped += 1
+                continue
+            kept.append(s)
+        return ir.seq(kept)
+
+
+def _drop_unreached_fences(body):
+    """In a kernel of one role (no ``T.ws`` scopes, no warp specialisation: every thread meets
+    every block barrier in the same order), the fences of the pairs after which no async-proxy
+    access comes before the next pair. A later pair's fence orders everything its thread wrote or
+    read before it (the earlier pair's accesses included) before what the async proxy does after
+    that pair's barrier, so the earlier fence orders nothing the later one does not."""
+    if collect(body, (ir.ThreadScope, ir.WarpSpecialize)):
+        return body
+    reach = _AsyncReach()
+    reach.before(body, False)
+    return _DropUnneeded(reach.needed).visit(body)
+
+
 @register("elide_proxy_fences", "lower")
 def elide_proxy_fences(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     if ctx.flag(PassConfigKey.TW_KEEP_PROXY_FENCES):
@@ -154,4 +237,4 @@ def elide_proxy_fences(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         if pruned.fenced == _stores(func.body):  # every store still behind its fence, else keep them all
             return func.with_body(body)
         return func
-    return func.with_body(_Elide().visit(func.body))
+    return func.with_body(_drop_unreached_fences(_Elide().visit(func.body)))

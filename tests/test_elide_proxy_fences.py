@@ -1,0 +1,84 @@
+"""elide_proxy_fences in a kernel of one role: a fence stays before a block barrier only where an
+async-proxy access (wgmma, TMA) can follow that barrier before the next fenced one. The fences
+removed order nothing a later fence does not: that fence covers every earlier access of its
+thread. (Whether the kernels still compute what they should is the GPU tests' part: the CPU
+interpreters do not model the two proxies.)"""
+
+from __future__ import annotations
+
+import re
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.examples.tilelang_programs import sparse_mla_bwd
+from tileworkbench.target import PassConfigKey
+
+
+def two_phases():
+    """A loop whose threads write both gemm operands (generic proxy) before the wgmma reads them,
+    then a tile written and read back by threads only."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), D: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a_s = T.alloc_shared((64, 64), "float16")
+            b_s = T.alloc_shared((64, 64), "float16")
+            t = T.alloc_shared((64, 64), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.serial(2):
+                for i, j in T.Parallel(64, 64):
+                    a_s[i, j] = A[i, j] * (k + 1)
+                for i, j in T.Parallel(64, 64):
+                    b_s[i, j] = B[i, j]
+                T.gemm(a_s, b_s, acc, transpose_B=True)
+            for i, j in T.Parallel(64, 64):
+                t[i, j] = acc[i, j]
+            for i, j in T.Parallel(64, 64):
+                D[i, j] = t[63 - i, j]
+
+    return main
+
+
+def kernel_code(func, **configs) -> str:
+    kernel = tw.compile(func, target="sm_90a", pass_configs=configs or None)
+    return kernel.get_kernel_source().split("// ---- kernel ----")[1]
+
+
+def barriers(code: str) -> list:
+    """Each block barrier of ``code`` in order: whether a proxy fence stands right before it, and
+    the code from it to the next barrier."""
+    parts = re.split(r"__syncthreads\(\);", code)
+    return [(parts[i].rstrip().endswith("tw::fence_proxy_async();"), parts[i + 1]) for i in range(len(parts) - 1)]
+
+
+def test_a_fence_stays_only_where_a_wgmma_follows_before_the_next_fenced_barrier():
+    kept = barriers(kernel_code(two_phases()))
+    assert [fenced for fenced, _ in kept] == [False, True, False]
+    # the loop's first barrier (threads overwrite what the last wgmma read: the wait ordered that)
+    # and the one between the threads' write and read of t need none; the one before the wgmma does
+    assert "wgmma_gemm_ss" in kept[1][1] and "wgmma" not in kept[0][1] and "wgmma" not in kept[2][1]
+
+
+def test_every_fence_stays_when_asked():
+    every = barriers(kernel_code(two_phases(), **{PassConfigKey.TW_KEEP_PROXY_FENCES: True}))
+    assert [fenced for fenced, _ in every] == [True, True, True]
+
+
+def step_loop(kernel) -> str:
+    code = kernel.get_kernel_source().split("// ---- kernel ----")[1]
+    loop = code[code.index("for (int k = 0; k < 16"):]
+    return loop[:loop.index("\n  }\n")]
+
+
+def test_sparse_mla_backward_loop_fences_only_before_its_gemms():
+    """Our port of the sparse MLA backward, its step loop: a fence before each barrier a wgmma
+    follows (the gathered keys, the scores cast for dQ), none before the loop's first barrier or
+    the dKV staging barriers, whose reads and atomics are the threads' own."""
+    sizes = dict(S=2048, SKV=2048, heads=64, dim=512, tail_dim=64, topk=512)
+    loop = step_loop(sparse_mla_bwd.sparse_mla_bwd.compile(**sizes))
+    fenced = [(f, "wgmma_gemm" in after) for f, after in barriers(loop)]
+    assert len(fenced) == 5 and all(f == reads_wgmma for f, reads_wgmma in fenced)
+    with tw.PassContext(config={PassConfigKey.TW_KEEP_PROXY_FENCES: True}):
+        every = step_loop(sparse_mla_bwd.sparse_mla_bwd.compile(**sizes))
+    assert [f for f, _ in barriers(every)] == [True] * 5
