@@ -161,9 +161,11 @@ def _async_access(stmt) -> bool:
 class _AsyncReach:
     """Backwards over a one-role kernel: from each point, whether some path reaches an
     async-proxy access before passing a fence directly followed by a block barrier (a *pair*).
-    ``needed`` holds the fences of the pairs from whose barrier such an access is reachable."""
+    ``seen`` holds the fences of the pairs it walked, ``needed`` those from whose barrier such an
+    access is reachable."""
 
     def __init__(self):
+        self.seen: set = set()
         self.needed: set = set()
 
     def before(self, stmt, after: bool) -> bool:
@@ -174,6 +176,7 @@ class _AsyncReach:
             for i in range(len(stmts) - 1, -1, -1):
                 s = stmts[i]
                 if _is_fence(s) and i + 1 < len(stmts) and _is_block_barrier(stmts[i + 1]):
+                    self.seen.add(id(s))
                     if reach:
                         self.needed.add(id(s))
                     reach = False  # every thread fences, then all meet: this pair orders what follows
@@ -194,19 +197,17 @@ class _AsyncReach:
 
 
 class _DropUnneeded(IRMutator):
-    """Every fence of a pair that ``_AsyncReach`` did not find needed."""
+    """Every fence of a pair that ``_AsyncReach`` walked and did not find needed (one in a
+    statement it does not walk into stays)."""
 
-    def __init__(self, needed: set):
-        self.needed = needed
-        self.dropped = 0
+    def __init__(self, unneeded: set):
+        self.unneeded = unneeded
 
     def visit_SeqStmt(self, node: ir.SeqStmt):
         node = self.generic_visit(node)
         kept = []
         for i, s in enumerate(node.stmts):
-            if (_is_fence(s) and i + 1 < len(node.stmts) and _is_block_barrier(node.stmts[i + 1])
-                    and id(s) not in self.needed):
-                self.dropped += 1
+            if id(s) in self.unneeded:
                 continue
             kept.append(s)
         return ir.seq(kept)
@@ -222,7 +223,7 @@ def _drop_unreached_fences(body):
         return body
     reach = _AsyncReach()
     reach.before(body, False)
-    return _DropUnneeded(reach.needed).visit(body)
+    return _DropUnneeded(reach.seen - reach.needed).visit(body)
 
 
 @register("elide_proxy_fences", "lower")
