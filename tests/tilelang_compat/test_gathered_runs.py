@@ -80,3 +80,25 @@ def test_a_gathered_row_moves_16_bytes_at_a_time_under_its_check(nvrtc_check):
 def test_a_tile_in_panels_takes_the_runs():
     source = _kernel_text(gather_gemm)
     assert "tw::copy_vec<16>((&tw::swizzled<tw::half, 128>(s, " in source
+
+
+def test_a_gathered_element_is_chosen_as_bits_not_through_float32():
+    """Each element of a run is its loaded value or a zero of its own type: a choice between two
+    half values, with no conversion to float32 and back (TileLang's CUDA picks whole vectors)."""
+    source = _kernel_text(gather)
+    run = source[source.find("X_run0[8];"):]
+    run = run[:run.find("tw::copy_vec<16>((&", run.find("s_run"))]
+    assert ": tw::half{0x0000})" in run and "to_float" not in run and "from_float" not in run
+
+
+def test_the_bits_of_a_constant_a_16_bit_type_holds_exactly():
+    from tileworkbench.codegen.cuda import exact_bits
+    from tileworkbench.dtypes import bfloat16, float16
+
+    assert [exact_bits(float16, v) for v in (0.0, -0.0, 1.0, -2.5, 65504.0, float("inf"))] == [
+        0x0000, 0x8000, 0x3C00, 0xC100, 0x7BFF, 0x7C00]
+    assert [exact_bits(bfloat16, v) for v in (0.0, 1.0, -2.5, 1.5)] == [
+        0x0000, 0x3F80, 0xC020, 0x3FC0]
+    # not held exactly (or NaN, whose bits the conversion chooses): the store converts as before
+    assert exact_bits(float16, 0.1) is None and exact_bits(bfloat16, 1.0 + 2**-10) is None
+    assert exact_bits(float16, float("nan")) is None and exact_bits(float16, 1e6) is None

@@ -3,7 +3,8 @@
 ``CudaRenderer`` is the CUDA override of ``codegen/c_style.CStyleRenderer``, which prints the IR the
 codegen phase leaves and decides nothing itself. 16-bit floats are stored as ``tw::half`` /
 ``tw::bfloat16`` and every arithmetic expression on them is computed in float32: loads convert
-with ``tw::to_float``, stores with ``tw::from_float<T>``, and same-type copies move raw bits.
+with ``tw::to_float``, stores with ``tw::from_float<T>``, and same-type copies move raw bits, as
+do choices between such values and constants the type holds exactly (a guarded gather's zeros).
 Shared tiles with a swizzle are addressed through ``tw::swizzled<T, SPAN>``, the same pattern TMA
 writes, so threads, TMA and the tensor cores agree on one layout.
 
@@ -79,6 +80,24 @@ def value_type(dtype) -> str:
     if dtype.name in ("float4_e2m1fn", "float4_e2m1_unpacked"):
         return "unsigned char"
     return dtype.cpp
+
+
+def exact_bits(dtype, value) -> int | None:
+    """The bits of ``value`` as a float16 or bfloat16, where that type holds it exactly (None
+    otherwise, or for NaN, whose bits are the conversion's to choose)."""
+    import numpy as np
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return None
+    if dtype.name == "float16":
+        with np.errstate(over="ignore"):  # past float16's range: inf, which is not the value
+            rounded = np.float16(value)
+        return int(rounded.view(np.uint16)) if float(rounded) == value else None
+    if dtype.name == "bfloat16":
+        single = np.float32(value)
+        bits = int(single.view(np.uint32))
+        return bits >> 16 if float(single) == value and bits & 0xFFFF == 0 else None
+    return None
 
 
 def to_float(dtype, text: str) -> str:
@@ -215,11 +234,32 @@ class CudaRenderer(CStyleRenderer):
 
     def store_value(self, store: ir.BufferStore) -> str:
         buf, value = store.buffer, store.value
+        if _held_as_float(buf.dtype) and isinstance(value, ir.Select):
+            chosen = self.same_type_choice(value, buf.dtype)
+            if chosen is not None:  # a choice between elements of the stored type moves bits too
+                return chosen
         if _held_as_float(buf.dtype) and not (isinstance(value, ir.BufferLoad) and value.buffer.dtype == buf.dtype):
             if isinstance(value, ir.Cast) and value.dtype == buf.dtype:
                 value = value.value  # the store rounds once; a cast to the same type adds nothing
             return from_float(buf.dtype, f"(float)({self.expr(value)})")
         return super().store_value(store)
+
+    def same_type_choice(self, e: ir.Expr, dtype) -> str | None:
+        """``e`` as a value of the 16-bit ``dtype`` itself, not through float32, where it is a choice
+        (``Select``, nested) between loads of ``dtype`` and constants ``dtype`` holds exactly: the
+        guarded gather ``T.if_then_else(ok, KV[...], 0)`` that ``guard_global_accesses`` makes of a
+        plain copy. Else None."""
+        if isinstance(e, ir.BufferLoad):
+            return self.element(e) if e.buffer.dtype == dtype else None
+        if isinstance(e, ir.Cast) and e.dtype == dtype and isinstance(e.value, ir.Const):
+            e = e.value
+        if isinstance(e, ir.Const):
+            bits = exact_bits(dtype, e.value)
+            return None if bits is None else f"{dtype.cpp}{{{bits:#06x}}}"
+        if isinstance(e, ir.Select):
+            a, b = self.same_type_choice(e.a, dtype), self.same_type_choice(e.b, dtype)
+            return None if a is None or b is None else f"({self.expr(e.cond)} ? {a} : {b})"
+        return None
 
     # ---- statements --------------------------------------------------------------------------
     def stmt(self, s, d: int):
