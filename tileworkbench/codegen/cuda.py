@@ -100,6 +100,24 @@ def exact_bits(dtype, value) -> int | None:
     return None
 
 
+def same_type_choice(renderer, e: ir.Expr, dtype) -> str | None:
+    """``e`` as a value of the 16-bit ``dtype`` itself, not through float32, where it is a choice
+    (``Select``, nested) between loads of ``dtype`` and constants ``dtype`` holds exactly: the
+    guarded gather ``T.if_then_else(ok, KV[...], 0)`` that ``guard_global_accesses`` makes of a
+    plain copy. Else None. ``renderer`` prints the loads' elements and the conditions."""
+    if isinstance(e, ir.BufferLoad):
+        return renderer.element(e) if e.buffer.dtype == dtype else None
+    if isinstance(e, ir.Cast) and e.dtype == dtype and isinstance(e.value, ir.Const):
+        e = e.value
+    if isinstance(e, ir.Const):
+        bits = exact_bits(dtype, e.value)
+        return None if bits is None else f"{dtype.cpp}{{{bits:#06x}}}"
+    if isinstance(e, ir.Select):
+        a, b = same_type_choice(renderer, e.a, dtype), same_type_choice(renderer, e.b, dtype)
+        return None if a is None or b is None else f"({renderer.expr(e.cond)} ? {a} : {b})"
+    return None
+
+
 def to_float(dtype, text: str) -> str:
     """A stored element of a 16-bit or FP8 dtype as the float generated code computes with."""
     if dtype.name in FP8_PREFIX:
@@ -235,7 +253,7 @@ class CudaRenderer(CStyleRenderer):
     def store_value(self, store: ir.BufferStore) -> str:
         buf, value = store.buffer, store.value
         if _held_as_float(buf.dtype) and isinstance(value, ir.Select):
-            chosen = self.same_type_choice(value, buf.dtype)
+            chosen = same_type_choice(self, value, buf.dtype)
             if chosen is not None:  # a choice between elements of the stored type moves bits too
                 return chosen
         if _held_as_float(buf.dtype) and not (isinstance(value, ir.BufferLoad) and value.buffer.dtype == buf.dtype):
@@ -243,23 +261,6 @@ class CudaRenderer(CStyleRenderer):
                 value = value.value  # the store rounds once; a cast to the same type adds nothing
             return from_float(buf.dtype, f"(float)({self.expr(value)})")
         return super().store_value(store)
-
-    def same_type_choice(self, e: ir.Expr, dtype) -> str | None:
-        """``e`` as a value of the 16-bit ``dtype`` itself, not through float32, where it is a choice
-        (``Select``, nested) between loads of ``dtype`` and constants ``dtype`` holds exactly: the
-        guarded gather ``T.if_then_else(ok, KV[...], 0)`` that ``guard_global_accesses`` makes of a
-        plain copy. Else None."""
-        if isinstance(e, ir.BufferLoad):
-            return self.element(e) if e.buffer.dtype == dtype else None
-        if isinstance(e, ir.Cast) and e.dtype == dtype and isinstance(e.value, ir.Const):
-            e = e.value
-        if isinstance(e, ir.Const):
-            bits = exact_bits(dtype, e.value)
-            return None if bits is None else f"{dtype.cpp}{{{bits:#06x}}}"
-        if isinstance(e, ir.Select):
-            a, b = self.same_type_choice(e.a, dtype), self.same_type_choice(e.b, dtype)
-            return None if a is None or b is None else f"({self.expr(e.cond)} ? {a} : {b})"
-        return None
 
     # ---- statements --------------------------------------------------------------------------
     def stmt(self, s, d: int):

@@ -8,7 +8,10 @@ the generic proxy — no thread load of a shared buffer and no ``tw::gemm_ss`` (
 previous reads were all wgmma or TMA (async proxy), which the wgmma wait and the block barrier
 already order before the next TMA write. Loops with generic reads keep their fence, and so do
 loops that write through the generic proxy a tile a wgmma or TMA call in them reads (the write of
-one iteration must reach the async proxy before the next iteration's read).
+one iteration must reach the async proxy before the next iteration's read). A loop that loses
+its fence gets one right before it: in the first iteration that fence also ordered what the
+threads wrote before the loop (a query tile the consumers copied in) before the loop's wgmma read
+it (TileLang's varlen GQA decode went without one).
 A kernel in which nothing uses the async proxy at all (no TMA, no wgmma: ``ASYNC_PROXY_CALLS``)
 loses every such fence: ``insert_thread_syncs`` puts one before each block barrier in case the
 reader is TMA or wgmma, and without either it orders nothing (an elementwise kernel or a
@@ -32,9 +35,7 @@ from ..ir.visitor import IRMutator, collect
 from ..target import PassConfigKey
 from .manager import register
 from .rules import tma as tma_rules
-
-FENCE = "tw::fence_proxy_async"
-ASYNC_PROXY_CALLS = ("tw::tma_", "tw::wgmma_")  # the calls whose shared-memory accesses are the async proxy's
+from .rules.proxies import ASYNC_PROXY_CALLS, fence, is_fence
 
 
 def _generic_shared_reads(body) -> bool:
@@ -61,7 +62,7 @@ def _loop_carried_generic_write(body, refill_fence) -> bool:
     for at, stmt in enumerate(collect(body, ir.Stmt)):
         if stmt is refill_fence:
             continue
-        if _is_fence(stmt):
+        if is_fence(stmt):
             fences.append(at)
         elif isinstance(stmt, ir.BufferStore) and stmt.buffer.scope == "shared":
             writes[id(stmt.buffer)] = at
@@ -76,10 +77,6 @@ def _loop_carried_generic_write(body, refill_fence) -> bool:
                for buf, read in reads.items())
 
 
-def _is_fence(stmt) -> bool:
-    return isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.name == FENCE
-
-
 class _Elide(IRMutator):
     def visit_For(self, node: ir.For):
         node = self.generic_visit(node)
@@ -88,7 +85,7 @@ class _Elide(IRMutator):
         if _generic_shared_reads(node.body):
             return node
         stmts = list(node.body.stmts)
-        refill_fence = next((i for i, s in enumerate(stmts[:-1]) if _is_fence(s) and
+        refill_fence = next((i for i, s in enumerate(stmts[:-1]) if is_fence(s) and
                              isinstance(stmts[i + 1], ir.SyncThreads)), None)
         first_refill = next((i for i, s in enumerate(stmts) if isinstance(s, ir.IfThenElse)), len(stmts))
         if refill_fence is None or refill_fence > first_refill:
@@ -96,13 +93,15 @@ class _Elide(IRMutator):
         if _loop_carried_generic_write(node.body, stmts[refill_fence]):
             return node
         del stmts[refill_fence]  # only the write-after-read fence before the refill
-        return dataclasses.replace(node, body=ir.seq(stmts))
+        # ... which also ordered, in the first iteration, what the threads wrote before the loop
+        # (a query tile copied in by the consumers) before the loop's wgmma reads it: once, ahead
+        return ir.seq([fence(), dataclasses.replace(node, body=ir.seq(stmts))])
 
 
 class _DropFences(IRMutator):
     def visit_SeqStmt(self, node: ir.SeqStmt):
         node = self.generic_visit(node)
-        return ir.seq([s for s in node.stmts if not _is_fence(s)])
+        return ir.seq([s for s in node.stmts if not is_fence(s)])
 
 
 def _only_tma_stores(body) -> bool:
@@ -134,7 +133,7 @@ class _StoreFencesOnly(IRMutator):
         stmts, kept = node.stmts, []
         for i, s in enumerate(stmts):
             before_store = i + 2 < len(stmts) and isinstance(stmts[i + 1], ir.SyncThreads) and _issue(stmts[i + 2])
-            if not _is_fence(s):
+            if not is_fence(s):
                 kept.append(s)
             elif before_store:
                 kept.append(s)
@@ -175,7 +174,7 @@ class _AsyncReach:
             reach, stmts = after, stmt.stmts
             for i in range(len(stmts) - 1, -1, -1):
                 s = stmts[i]
-                if _is_fence(s) and i + 1 < len(stmts) and _is_block_barrier(stmts[i + 1]):
+                if is_fence(s) and i + 1 < len(stmts) and _is_block_barrier(stmts[i + 1]):
                     self.seen.add(id(s))
                     if reach:
                         self.needed.add(id(s))

@@ -13,6 +13,7 @@ from . import (  # noqa: F401 - importing registers the passes
     choose_shared_layouts,
     elide_private_syncs,
     elide_proxy_fences,
+    fence_before_arrivals,
     guard_global_accesses,
     infer_fragment_layouts,
     inline_index_lets,
@@ -79,6 +80,7 @@ PIPELINE = [
     "partition_parallel_loops",  # lower: T.Parallel -> per-thread loops, fragments -> registers
     "vectorize_loops",  # lower: T.vectorized copies between a thread's array and a tensor in 16-byte accesses
     "elide_proxy_fences",  # lower: no per-iteration proxy fence where only wgmma/TMA read tiles
+    "fence_before_arrivals",  # lower: a tile threads wrote for wgmma/TMA is fenced before an mbarrier arrival
     "scope_consumer_syncs",  # lower: consumer-side block barriers become named barriers
     "name_buffers_uniquely",  # lower: no two buffers share a name (scratch tiles of two scans of one tile)
     "plan_shared_memory",  # memory: offsets and alignment in dynamic shared memory
