@@ -2,7 +2,8 @@
 
 Phase: lower (after ``elide_proxy_fences``, before ``plan_shared_memory``: each shared buffer is
 still its own bytes).
-Expects: lowered IR; mbarrier arrivals as ``Evaluate(Call(".arrive", barrier))`` (``lower_tma``).
+Expects: lowered IR; mbarrier arrivals as ``Evaluate(Call(".arrive", barrier))`` or
+``.arrive_and_expect_tx`` (``lower_tma``).
 Guarantees: on every path to an ``.arrive``, a thread that has written through the generic proxy
 (a store, or a call writing at a shared address first in its arguments: a vector copy, ``stmatrix``,
 a pair store) to a shared tile that a wgmma or TMA call somewhere in the kernel reads has a
@@ -26,7 +27,7 @@ from ..ir.visitor import collect
 from .manager import register
 from .rules.proxies import ASYNC_PROXY_CALLS, fence, is_fence, shared_address
 
-ARRIVE = ".arrive"
+ARRIVALS = (".arrive", ".arrive_and_expect_tx")  # a thread's own arrivals (cp.async's land later)
 
 
 def async_read_tiles(body) -> set:
@@ -50,7 +51,7 @@ def _generic_writes(stmt, tiles: set) -> bool:
 
 
 def _is_arrive(stmt) -> bool:
-    return isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.name == ARRIVE
+    return isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.name in ARRIVALS
 
 
 class _Fence:
