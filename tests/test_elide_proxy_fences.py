@@ -20,7 +20,7 @@ def two_phases():
 
     @T.prim_func
     def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), D: T.Tensor((64, 64), "float32")):
-        with T.Kernel(1, threads=128) as bx:
+        with T.Kernel(1, threads=128):
             a_s = T.alloc_shared((64, 64), "float16")
             b_s = T.alloc_shared((64, 64), "float16")
             t = T.alloc_shared((64, 64), "float32")
