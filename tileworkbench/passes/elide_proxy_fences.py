@@ -204,12 +204,7 @@ class _DropUnneeded(IRMutator):
 
     def visit_SeqStmt(self, node: ir.SeqStmt):
         node = self.generic_visit(node)
-        kept = []
-        for i, s in enumerate(node.stmts):
-            if id(s) in self.unneeded:
-                continue
-            kept.append(s)
-        return ir.seq(kept)
+        return ir.seq([s for s in node.stmts if id(s) not in self.unneeded])
 
 
 def _drop_unreached_fences(body):
