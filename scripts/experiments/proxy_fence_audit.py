@@ -35,19 +35,12 @@ def audit(func) -> list:
     """``(tile, call)`` for each async-proxy call on a tile the path wrote since its last fence."""
     from tileworkbench.ir import nodes as ir
     from tileworkbench.ir.visitor import collect
-    from tileworkbench.passes.rules.proxies import ASYNC_PROXY_CALLS, is_fence, shared_address
+    from tileworkbench.passes.rules.proxies import async_access_tiles, is_fence, landed_write_tiles
 
     found = []
 
     def written(stmt) -> set:
-        if isinstance(stmt, ir.BufferStore) and stmt.buffer.scope == "shared":
-            return {stmt.buffer.name}
-        if isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.args:
-            name = stmt.call.name
-            if not name.startswith(ASYNC_PROXY_CALLS) and not name.startswith("tw::cp_async"):
-                buf = shared_address(stmt.call.args[0])
-                return {buf.name} if buf is not None else set()
-        return set()
+        return {buf.name for buf in landed_write_tiles(stmt)}
 
     def walk(stmt, dirty: frozenset, report: bool) -> frozenset:
         if isinstance(stmt, ir.SeqStmt):
@@ -72,11 +65,9 @@ def audit(func) -> list:
         if isinstance(stmt, ir.WarpSpecialize):
             return walk(stmt.producer, dirty, report) | walk(stmt.consumer, dirty, report)
         for call in collect(stmt, ir.Call):
-            if call.name.startswith(ASYNC_PROXY_CALLS):
-                for arg in call.args:
-                    buf = shared_address(arg)
-                    if report and buf is not None and buf.name in dirty:
-                        found.append((buf.name, call.name.split("<")[0]))
+            for buf in async_access_tiles(call) if report else ():
+                if buf.name in dirty:
+                    found.append((buf.name, call.name.split("<")[0]))
         return dirty | written(stmt)
 
     walk(func.body, frozenset(), True)

@@ -35,7 +35,7 @@ from ..ir.visitor import IRMutator, collect
 from ..target import PassConfigKey
 from .manager import register
 from .rules import tma as tma_rules
-from .rules.proxies import ASYNC_PROXY_CALLS, fence, is_fence
+from .rules.proxies import fence, generic_write_tiles, is_async_call, is_fence, shared_tiles
 
 
 def _generic_shared_reads(body) -> bool:
@@ -44,11 +44,6 @@ def _generic_shared_reads(body) -> bool:
     if any(load.buffer.scope == "shared" and id(load) not in addressed for load in collect(body, ir.BufferLoad)):
         return True
     return any(c.name.startswith(("tw::gemm_ss<", "tw::gemm_ss_tf32<")) for c in calls)
-
-
-def _shared_addressed(node) -> set:
-    return {id(a.args[0].buffer) for a in collect(node, ir.Call) if a.name == "address_of" and a.args
-            and isinstance(a.args[0], ir.BufferLoad) and a.args[0].buffer.scope == "shared"}
 
 
 def _loop_carried_generic_write(body, refill_fence) -> bool:
@@ -64,15 +59,11 @@ def _loop_carried_generic_write(body, refill_fence) -> bool:
             continue
         if is_fence(stmt):
             fences.append(at)
-        elif isinstance(stmt, ir.BufferStore) and stmt.buffer.scope == "shared":
-            writes[id(stmt.buffer)] = at
-        elif isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.args:
-            if stmt.call.name.startswith(ASYNC_PROXY_CALLS):
-                for buf in _shared_addressed(stmt.call):
-                    reads.setdefault(buf, at)
-            else:
-                for buf in _shared_addressed(stmt.call.args[0]):
-                    writes[buf] = at
+        elif isinstance(stmt, ir.Evaluate) and is_async_call(stmt.call):
+            for buf in shared_tiles(stmt.call):
+                reads.setdefault(id(buf), at)
+        for buf in generic_write_tiles(stmt):
+            writes[id(buf)] = at
     return any(buf in writes and not any(f > writes[buf] or f < read for f in fences)
                for buf, read in reads.items())
 
@@ -106,7 +97,7 @@ class _DropFences(IRMutator):
 
 def _only_tma_stores(body) -> bool:
     """Whether the kernel's async-proxy work is TMA stores alone (no TMA load, no wgmma)."""
-    names = {c.name for c in collect(body, ir.Call) if c.name.startswith(ASYNC_PROXY_CALLS)}
+    names = {c.name for c in collect(body, ir.Call) if is_async_call(c)}
     return bool(names) and not collect(body, ir.TmaCopy) and all(tma_rules.is_store_call(n) for n in names)
 
 
@@ -141,20 +132,14 @@ class _StoreFencesOnly(IRMutator):
         return ir.seq(kept)
 
 
-def _uses_async_proxy(body) -> bool:
-    return any(c.name.startswith(ASYNC_PROXY_CALLS) for c in collect(body, ir.Call)) or bool(
-        collect(body, ir.TmaCopy))
+def _uses_async_proxy(node) -> bool:
+    """Whether anything under ``node`` touches shared memory through the async proxy: a TMA copy
+    or a call of ``ASYNC_PROXY_CALLS``."""
+    return any(is_async_call(c) for c in collect(node, ir.Call)) or bool(collect(node, ir.TmaCopy))
 
 
 def _is_block_barrier(stmt) -> bool:
     return isinstance(stmt, ir.SyncThreads) and stmt.threads is None
-
-
-def _async_access(stmt) -> bool:
-    """Whether ``stmt`` (a statement holding no other) touches shared memory through the async
-    proxy: a TMA copy or a call of ``ASYNC_PROXY_CALLS``."""
-    return isinstance(stmt, ir.TmaCopy) or any(c.name.startswith(ASYNC_PROXY_CALLS)
-                                               for c in collect(stmt, ir.Call))
 
 
 class _AsyncReach:
@@ -192,7 +177,7 @@ class _AsyncReach:
                 if again == start:
                     return after or start
                 start = again
-        return True if _async_access(stmt) else after
+        return True if _uses_async_proxy(stmt) else after
 
 
 class _DropUnneeded(IRMutator):

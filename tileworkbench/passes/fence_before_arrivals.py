@@ -25,29 +25,15 @@ from ..errors import InternalCompilerError
 from ..ir import nodes as ir
 from ..ir.visitor import collect
 from .manager import register
-from .rules.proxies import ASYNC_PROXY_CALLS, fence, is_fence, shared_address
+from .rules.proxies import async_access_tiles, fence, is_fence, landed_write_tiles
 
 ARRIVALS = (".arrive", ".arrive_and_expect_tx")  # a thread's own arrivals (cp.async's land later)
 
 
-def async_read_tiles(body) -> set:
-    """Ids of the shared buffers a wgmma or TMA call reads (or writes) at an address it is given."""
-    return {id(buf) for c in collect(body, ir.Call) if c.name.startswith(ASYNC_PROXY_CALLS)
-            for buf in map(shared_address, c.args) if buf is not None}
-
-
 def _generic_writes(stmt, tiles: set) -> bool:
     """Whether ``stmt`` (a statement holding no other) writes one of ``tiles`` through the generic
-    proxy (``cp.async`` aside: its copies land later, and the waits fence them)."""
-    if isinstance(stmt, ir.BufferStore):
-        return id(stmt.buffer) in tiles
-    if isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.args:
-        name = stmt.call.name
-        if name.startswith(ASYNC_PROXY_CALLS) or name.startswith("tw::cp_async"):
-            return False
-        buf = shared_address(stmt.call.args[0])
-        return buf is not None and id(buf) in tiles
-    return False
+    proxy, its writes done when it is."""
+    return any(id(buf) in tiles for buf in landed_write_tiles(stmt))
 
 
 def _is_arrive(stmt) -> bool:
@@ -102,7 +88,7 @@ class _Fence:
 
 @register("fence_before_arrivals", "lower")
 def fence_before_arrivals(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    tiles = async_read_tiles(func.body)
+    tiles = {id(buf) for buf in async_access_tiles(func.body)}
     if not tiles or not any(_is_arrive(s) for s in collect(func.body, ir.Evaluate)):
         return func
     body, _ = _Fence(tiles).walk(func.body, False)
