@@ -2,10 +2,13 @@
 (``KV_shared[i, d] = KV[Indices[i], d]``): the bounds check ``guard_global_accesses`` puts on each
 load is the same for a row's neighbours, so they move 16 bytes at a time under it
 (``rules.vector_runs``), a row out of range read as zeros; and a tile in 128-byte panels (a gemm's
-operand wider than 128 bytes) takes such runs too. Both CPU interpreters against numpy (the
-thread level checks every access is in bounds), the CUDA's runs, NVRTC."""
+operand wider than 128 bytes) takes such runs too. A run that only copies moves whole: copied where
+its check holds, zeroed where not. Both CPU interpreters against numpy (the thread level checks every
+access is in bounds), the CUDA's runs, NVRTC."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -69,11 +72,18 @@ def _kernel_text(func) -> str:
     return tw.lower(func, target="sm_90a").device_source.split("// ---- kernel ----")[1]
 
 
+_GUARDED_RUN = re.compile(r"if \(\(\(Idx\[i\] >= 0\) && \(Idx\[i\] < 100\)\)\) \{\s*"
+                          r"tw::copy_vec<16>\(\(&(?P<dst>[^;]*)\), \(&X\[[^;]*\]\)\);\s*\} else \{\s*"
+                          r"tw::zero_vec<16>\(\(&(?P=dst)\)\);\s*\}")
+
+
 def test_a_gathered_row_moves_16_bytes_at_a_time_under_its_check(nvrtc_check):
+    """Straight from the tensor into the tile where the row is in range, zeros where not: no
+    local array, no choice per element (TileLang's CUDA moves such rows so)."""
     for func in (gather, gather_gemm):
         source = _kernel_text(func)
-        load = source.find("tw::copy_vec<16>((&X_run0[0]), (&X[")
-        assert load != -1 and source.rfind("if (", 0, load) > source.rfind("X_run0[8];", 0, load)
+        assert _GUARDED_RUN.search(source), source
+        assert "X_run0" not in source
         nvrtc_check(tw.lower(func, target="sm_90a").device_source, "sm_90a")
 
 
@@ -82,13 +92,42 @@ def test_a_tile_in_panels_takes_the_runs():
     assert "tw::copy_vec<16>((&tw::swizzled<tw::half, 128>(s, " in source
 
 
-def test_a_gathered_element_is_chosen_as_bits_not_through_float32():
-    """Each element of a run is its loaded value or a zero of its own type: a choice between two
-    half values, with no conversion to float32 and back (TileLang's CUDA picks whole vectors)."""
-    source = _kernel_text(gather)
-    run = source[source.find("X_run0[8];"):]
-    run = run[:run.find("tw::copy_vec<16>((&", run.find("s_run"))]
-    assert ": tw::half{0x0000})" in run and "to_float" not in run and "from_float" not in run
+def _choose(other: float):
+    @T.prim_func
+    def choose(X: T.Tensor((SOURCE_ROWS, COLS), "float16"), Idx: T.Tensor((ROWS,), "int32"),
+               Y: T.Tensor((ROWS, COLS), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((ROWS, COLS), "float16")
+            for i, j in T.Parallel(ROWS, COLS):
+                s[i, j] = T.if_then_else(Idx[i] >= 0, X[i, j], T.float16(other))
+            for i, j in T.Parallel(ROWS, COLS):
+                Y[i, j] = s[i, j]
+    return choose
+
+
+@on_both_interpreters
+def test_a_run_chosen_against_a_constant_other_than_zero_bits(run):
+    """Only a choice against +0.0 moves whole with a zero fill: 1.0, and -0.0 (equal to zero, not
+    its bits), are chosen element by element, and the interpreters keep -0.0's sign."""
+    x = np.random.default_rng(2).standard_normal((SOURCE_ROWS, COLS)).astype(np.float16)
+    idx = indices()
+    for other in (1.0, -0.0):
+        y = np.zeros((ROWS, COLS), np.float16)
+        run(_choose(other), x, idx, y)
+        want = np.where((idx >= 0)[:, None], x[:ROWS], np.float16(other))
+        np.testing.assert_array_equal(y, want)
+        assert (np.signbit(y) == np.signbit(want)).all()
+
+
+def test_a_chosen_element_is_chosen_as_bits_not_through_float32():
+    """Where a run is not a plain copy, each element is its loaded value or the constant of its own
+    type: a choice between two half values, with no conversion to float32 and back."""
+    for other, bits in ((1.0, "0x3c00"), (-0.0, "0x8000")):
+        source = _kernel_text(_choose(other))
+        run = source[source.find("X_run0[8];"):]
+        run = run[:run.find("tw::copy_vec<16>((&", run.find("s_run"))]
+        assert f": tw::half{{{bits}}})" in run and "to_float" not in run and "from_float" not in run
+        assert "zero_vec" not in source
 
 
 def test_the_bits_of_a_constant_a_16_bit_type_holds_exactly():

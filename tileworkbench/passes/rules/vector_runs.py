@@ -16,7 +16,9 @@ tile in chunked retention): every movable load comes into a ``local`` array with
 multiple of their size, and the swizzles permute whole 16-byte units. Loads under a select (the
 bounds checks of ``guard_global_accesses``, a ``T.if_then_else``) are never moved ahead of their
 condition: where the condition is the same for a run's elements (a row's bounds, the sparse MLA's
-gathered rows of KV), the run moves under it, its elements read from the run only where it holds. Anything else is left to the element-by-element split (correct, only slower).
+gathered rows of KV), the run moves under it, its elements read from the run only where it holds;
+a store that only copies such a load (zero where the guard fails) moves whole, with one
+``tw::copy_vec`` where the guard holds and one ``tw::zero_vec`` where it fails. Anything else is left to the element-by-element split (correct, only slower).
 
 A nest whose body is one float32 ``T.atomic_add`` into a tensor the launcher checks (under an ``if``
 the run's variable does not enter, at most), stepping by one along the innermost variable in
@@ -29,6 +31,8 @@ pipeline's ``cp.async`` waits order it. Any other such nest moves as above.
 """
 
 from __future__ import annotations
+
+import math
 
 from ...ir import nodes as ir
 from ...ir.layout import unravel
@@ -102,9 +106,11 @@ def _movable(access, checked: set) -> bool:
 
 
 def _is_zero(e) -> bool:
+    """A constant whose bits are all zero (``cp.async``'s fill and ``tw::zero_vec``'s): not -0.0."""
     while isinstance(e, ir.Cast):
         e = e.value
-    return isinstance(e, ir.Const) and not isinstance(e.value, bool) and e.value == 0
+    return (isinstance(e, ir.Const) and not isinstance(e.value, bool) and e.value == 0
+            and math.copysign(1.0, e.value) > 0)
 
 
 def _copied_load(body: ir.BufferStore, finder: _Loads, accesses: list):
@@ -164,11 +170,18 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
         return run * (access.buffer.dtype.storage_bits // 8)
 
     def one_run(first, run_address) -> list:
-        copied = _copied_load(body, finder, accesses) if async_copy and body.buffer.scope == "shared" else None
-        if copied is not None and chunk(body) in (4, 8, 16):  # one cp.async, zero-filled where the guard fails
-            load, condition = copied
+        copied = _copied_load(body, finder, accesses)
+        if copied is not None and async_copy and body.buffer.scope == "shared" and chunk(body) in (4, 8, 16):
+            load, condition = copied  # one cp.async, zero-filled where the guard fails
             return [call(f"tw::cp_async<{chunk(body)}>", run_address(body), run_address(load),
                          ir.const(True) if condition is None else condition)]
+        if copied is not None and copied[1] is not None:
+            # A guarded copy (a gathered row of the sparse MLA's KV): the whole run moves where its
+            # guard holds and is zeroed where it fails, as TileLang moves it; through a local array
+            # and a choice per element it cost a select and its predicate logic for every element.
+            load, condition = copied
+            return [ir.IfThenElse(condition, call(f"tw::copy_vec<{chunk(body)}>", run_address(body), run_address(load)),
+                                  call(f"tw::zero_vec<{chunk(body)}>", run_address(body)))]
         return _moved_run(body, accesses, finder, run, last, first, run_address, chunk, loc)
 
     for a in accesses:
