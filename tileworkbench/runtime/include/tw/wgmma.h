@@ -45,16 +45,32 @@ __device__ __forceinline__ unsigned long long wgmma_desc(unsigned int smem_byte_
          ((unsigned long long)((sbo_bytes >> 4) & 0x3FFF) << 32) | (WgmmaSwizzle<SPAN>::mode << 62);
 }
 
-// The descriptor of B's K-rows kk .. kk + 32/EB - 1 (one wgmma's K; EB bytes an element): K x N
+// A descriptor moved on by BYTES (a multiple of 16) in shared memory: its start-address field
+// (bits 0-13, in 16-byte units) plus BYTES / 16, as one 32-bit add. Every operand lies in the
+// shared window (below 2^18 bytes), so the field never carries into the leading offset. A gemm
+// builds each operand's descriptor once and moves it along K, as TileLang's does, rather than
+// building one per instruction (masks, shifts and moves to uniform registers for every wgmma).
+__device__ __forceinline__ unsigned long long wgmma_desc_plus(unsigned long long desc, unsigned int bytes) {
+  const unsigned int start = (unsigned int)desc + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | start;
+}
+
+// B's descriptor at its first K-row, for one wgmma's K (32/EB rows; EB bytes an element): K x N
 // (B_K_MAJOR false: N-major rows of SWB bytes, the next SWB-byte slice of N one panel later) or
 // N x K (K-major: rows of SWB bytes, in panels of SWB bytes when K is wider than one row).
-template <int N, int K, int SWB, bool B_K_MAJOR, int EB = 2>
-__device__ __forceinline__ unsigned long long wgmma_b_desc(unsigned int b_base, int kk) {
+template <int K, int SWB, bool B_K_MAJOR>
+__device__ __forceinline__ unsigned long long wgmma_b_desc0(unsigned int b_base) {
+  return B_K_MAJOR ? wgmma_desc<SWB>(b_base, 16, 8 * SWB) : wgmma_desc<SWB>(b_base, K * SWB, 8 * SWB);
+}
+
+// The byte offset of B's K-rows kk .. in the layout wgmma_b_desc0 describes.
+template <int N, int SWB, bool B_K_MAJOR, int EB = 2>
+__device__ __forceinline__ constexpr unsigned int wgmma_b_rows(int kk) {
   if constexpr (B_K_MAJOR) {
     constexpr int PANEL = SWB / EB;  // elements in one swizzled row
-    return wgmma_desc<SWB>(b_base + (kk / PANEL) * (N * SWB) + (kk % PANEL) * EB, 16, 8 * SWB);
+    return (kk / PANEL) * (N * SWB) + (kk % PANEL) * EB;
   } else {
-    return wgmma_desc<SWB>(b_base + kk * SWB, K * SWB, 8 * SWB);
+    return kk * SWB;
   }
 }
 
@@ -87,27 +103,29 @@ __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, Acc* acc, 
   constexpr int ROWS_PER_GROUP = M / WG, MI = ROWS_PER_GROUP / 64, A_PANEL = SWA / EB;
   static_assert(NG == 1 || B_K_MAJOR || NW % (SWB / EB) == 0, "each warpgroup's columns of an N-major B are whole panels");
   static_assert(NC == 1 || B_K_MAJOR || NI % (SWB / EB) == 0, "each instruction's columns of an N-major B are whole panels");
-  const int group = thread / 128 / NG;
-  const unsigned int a_base = operand_addr(A);
+  const int group = WG == 1 ? 0 : thread / 128 / NG;  // one warpgroup along M: known, so its descriptors are uniform
   const unsigned int b_base = operand_addr(B) + (NG == 1 ? 0u : wgmma_b_columns<K, SWB, B_K_MAJOR, EB>((thread / 128 % NG) * NW));
+  // Each operand's descriptor at this warpgroup's first rows; every instruction's is one add on.
+  // A K-major: rows m0 .. (SWA bytes each, in panels of M rows along K). M-major: rows m0 .. m0+63
+  // are panel m0/64 (K rows of SWA bytes); 16 K-rows from row kk.
+  const unsigned long long a_desc0 =
+      A_K_MAJOR ? wgmma_desc<SWA>(operand_addr(A) + group * ROWS_PER_GROUP * SWA, 16, 8 * SWA)
+                : wgmma_desc<SWA>(operand_addr(A) + group * (ROWS_PER_GROUP / 64) * (K * SWA), K * SWA, 8 * SWA);
+  const unsigned long long b_desc0 = wgmma_b_desc0<K, SWB, B_K_MAJOR>(b_base);
   settle_registers<MI * (NW / 2)>(acc);
   wgmma_fence();
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
     for (int kk = 0; kk < K; kk += K_STEP) {
-      const int m0 = group * ROWS_PER_GROUP + mi * 64;
-      unsigned long long da;
-      if constexpr (A_K_MAJOR) {
-        da = wgmma_desc<SWA>(a_base + (kk / A_PANEL) * (M * SWA) + m0 * SWA + (kk % A_PANEL) * EB, 16, 8 * SWA);
-      } else {
-        // M-major: rows m0 .. m0+63 are panel m0/64 (K rows of 128 bytes); 16 K-rows from row kk.
-        da = wgmma_desc<SWA>(a_base + (m0 / 64) * (K * SWA) + kk * SWA, K * SWA, 8 * SWA);
-      }
+      const unsigned int a_bytes = A_K_MAJOR ? (kk / A_PANEL) * (M * SWA) + mi * 64 * SWA + (kk % A_PANEL) * EB
+                                             : mi * (K * SWA) + kk * SWA;
+      const unsigned long long da = wgmma_desc_plus(a_desc0, a_bytes);
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
         const unsigned int b_chunk = NC == 1 ? 0u : wgmma_b_columns<K, SWB, B_K_MAJOR, EB>(c * NI);
-        Mma::mma(acc + mi * (NW / 2) + c * (NI / 2), da, wgmma_b_desc<N, K, SWB, B_K_MAJOR, EB>(b_base + b_chunk, kk));
+        Mma::mma(acc + mi * (NW / 2) + c * (NI / 2), da,
+                 wgmma_desc_plus(b_desc0, b_chunk + wgmma_b_rows<N, SWB, B_K_MAJOR, EB>(kk)));
       }
     }
   }
@@ -132,7 +150,7 @@ __device__ __forceinline__ unsigned int bits2(const T* p) {
 template <int M, int N, int K, int WG, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0, typename T>
 __device__ __forceinline__ void wgmma_gemm_rs(const T* a, const T* B, float* acc, int thread) {
   constexpr int MI = M / WG / 64, KS = K / 16;
-  const unsigned int b_base = operand_addr(B);
+  const unsigned long long b_desc0 = wgmma_b_desc0<K, SWB, B_K_MAJOR>(operand_addr(B));
   unsigned int regs[MI][KS][4];
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
@@ -152,7 +170,7 @@ __device__ __forceinline__ void wgmma_gemm_rs(const T* a, const T* B, float* acc
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
       Mma::mma(acc + mi * (N / 2), regs[mi][ks][0], regs[mi][ks][1], regs[mi][ks][2], regs[mi][ks][3],
-               wgmma_b_desc<N, K, SWB, B_K_MAJOR>(b_base, ks * 16));
+               wgmma_desc_plus(b_desc0, wgmma_b_rows<N, SWB, B_K_MAJOR>(ks * 16)));
     }
   }
   wgmma_commit();
