@@ -50,6 +50,16 @@ def test_both_forms_are_one_float4_atomic_per_four(by_fours, nvrtc_check):
     nvrtc_check(art.device_source, "sm_90a")
 
 
+def test_a_runs_row_index_is_read_once_for_its_check_and_its_address():
+    """The run's bounds check reads ``Idx[i]`` on both of its sides and the atomic's address reads
+    it again: one load into a name serves all three (three loads, each behind a branch of its own,
+    were what NVCC made of the sparse MLA backward's)."""
+    art = tw.lower(scatter_rows(by_fours=False), target="sm_90a")
+    kernel = art.device_source[art.device_source.index("__global__"):]
+    assert kernel.count("Idx[") == 1 and "int Idx_at = Idx[i_1];" in kernel
+    assert "if (((Idx_at >= 0) && (Idx_at < 40)))" in kernel and "(&Out[((Idx_at * 64) + j_10)])" in kernel
+
+
 @pytest.mark.parametrize("by_fours", [True, False])
 def test_neighbours_that_do_not_line_up_stay_element_atomics(by_fours):
     # from column 2: four neighbours straddle a 16-byte boundary

@@ -113,6 +113,83 @@ def _is_zero(e) -> bool:
             and math.copysign(1.0, e.value) > 0)
 
 
+def _guarded_load(e) -> bool:
+    """A scalar load, or one under its bounds check (``guard_global_accesses``' ``cond ? load : c``)."""
+    if isinstance(e, ir.Select):
+        return isinstance(e.a, ir.BufferLoad) and isinstance(e.b, ir.Const) or \
+            isinstance(e.b, ir.BufferLoad) and isinstance(e.a, ir.Const)
+    return isinstance(e, ir.BufferLoad)
+
+
+def _always_read_loads(cond: ir.Expr) -> list:
+    """The (guarded) loads ``cond`` reads whenever it is evaluated: not those right of an and/or
+    (C++ evaluates them only when the left side does not decide) or in a select's branches."""
+    found = []
+
+    def walk(e):
+        if _guarded_load(e):
+            found.append(e)
+            if isinstance(e, ir.Select):
+                walk(e.cond)
+                return
+        if isinstance(e, ir.BinOp) and e.op in ir.LOGICAL:
+            walk(e.a)
+        elif isinstance(e, ir.Select):
+            walk(e.cond)
+        elif isinstance(e, ir.Call) and e.name == "if_then_else":
+            walk(e.args[0])
+        elif not isinstance(e, (ir.Var, ir.Const, ir.Raw)):
+            for child in (getattr(e, name) for name in ("a", "b", "value", "args", "indices") if hasattr(e, name)):
+                for c in child if isinstance(child, tuple) else (child,):
+                    if isinstance(c, ir.Expr):
+                        walk(c)
+
+    walk(cond)
+    return found
+
+
+class _ReadOnce(IRMutator):
+    """Each (guarded) load whose text is bound to a name replaced by that name."""
+
+    def __init__(self, names: dict):
+        self.names = names
+
+    def visit(self, node):
+        if isinstance(node, (ir.BufferLoad, ir.Select)):
+            name = self.names.get(expr_text(node))
+            if name is not None:
+                return name
+        return super().visit(node)
+
+
+def _read_once(condition: ir.Expr, exprs: list, loc) -> tuple:
+    """``(lets, condition, exprs)``: a run's check and the addresses it guards read the same index
+    several times (a gathered row's ``bos + Indices[...]``, bounds-checked itself, once per side of
+    the row's bounds check and again in the row's address). Each such load the check always reads
+    is read once into a name before it, so the run waits for one index load, not three in a row,
+    each behind a branch of its own (the sparse MLA backward's gathers, as NVCC compiled them)."""
+    texts = [expr_text(e) for e in [condition, *exprs]]
+    names, lets = {}, []
+    for load in sorted(_always_read_loads(condition), key=lambda e: len(expr_text(e))):
+        text = expr_text(load)
+        if text in names or load.dtype.is_float or sum(t.count(text) for t in texts) < 2:
+            continue
+        value = _ReadOnce(names).visit(load)  # an index read inside it is named already
+        var = ir.Var(f"{_loaded_buffer(load).name}_at", load.dtype)
+        lets.append(ir.LetStmt(var, value, loc=loc))
+        names[text] = var
+    if not names:
+        return [], condition, exprs
+    rename = _ReadOnce(names)
+    return lets, rename.visit(condition), [rename.visit(e) for e in exprs]
+
+
+def _loaded_buffer(e) -> ir.Buffer:
+    if isinstance(e, ir.Select):
+        e = e.a if isinstance(e.a, ir.BufferLoad) else e.b
+    return e.buffer
+
+
 def _copied_load(body: ir.BufferStore, finder: _Loads, accesses: list):
     """``(load, condition)`` where the store only copies ``load`` (of the store's dtype, or zero where
     ``condition`` fails: a bounds check), both moving in runs; else None."""
@@ -173,15 +250,18 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
         copied = _copied_load(body, finder, accesses)
         if copied is not None and async_copy and body.buffer.scope == "shared" and chunk(body) in (4, 8, 16):
             load, condition = copied  # one cp.async, zero-filled where the guard fails
-            return [call(f"tw::cp_async<{chunk(body)}>", run_address(body), run_address(load),
-                         ir.const(True) if condition is None else condition)]
+            if condition is None:
+                return [call(f"tw::cp_async<{chunk(body)}>", run_address(body), run_address(load), ir.const(True))]
+            lets, condition, (source,) = _read_once(condition, [run_address(load)], loc)
+            return lets + [call(f"tw::cp_async<{chunk(body)}>", run_address(body), source, condition)]
         if copied is not None and copied[1] is not None:
             # A guarded copy (a gathered row of the sparse MLA's KV): the whole run moves where its
             # guard holds and is zeroed where it fails, as TileLang moves it; through a local array
             # and a choice per element it cost a select and its predicate logic for every element.
             load, condition = copied
-            return [ir.IfThenElse(condition, call(f"tw::copy_vec<{chunk(body)}>", run_address(body), run_address(load)),
-                                  call(f"tw::zero_vec<{chunk(body)}>", run_address(body)))]
+            lets, condition, (source,) = _read_once(condition, [run_address(load)], loc)
+            return lets + [ir.IfThenElse(condition, call(f"tw::copy_vec<{chunk(body)}>", run_address(body), source),
+                                         call(f"tw::zero_vec<{chunk(body)}>", run_address(body)))]
         return _moved_run(body, accesses, finder, run, last, first, run_address, chunk, loc)
 
     for a in accesses:
@@ -245,11 +325,13 @@ def _atomic_runs(loop_vars, extents, guard, target, value, threads, tid, checked
         compute = ir.For(k, ir.const(ATOMIC_RUN), ir.seq([ir.LetStmt(last, first + k),
                                                         ir.BufferStore(sums, (k,), _FromRuns(temps, k).visit(value))]),
                          "unrolled", loc=loc)
-        add = call(ir.ATOMIC_ADD_VECTORS[ATOMIC_RUN], run_address(target),
+        lets, checked_guard, (address,) = ([], None, (run_address(target),)) if guard is None else \
+            _read_once(guard, [run_address(target)], loc)
+        add = call(ir.ATOMIC_ADD_VECTORS[ATOMIC_RUN], address,
                    *[ir.BufferLoad(sums, (ir.const(j),), ir.dtypes.float32) for j in range(ATOMIC_RUN)],
                    dtype=ir.dtypes.float32)
         run = ir.seq(stmts + [ir.Allocate(sums), compute, add])
-        return [run if guard is None else ir.IfThenElse(guard, run)]
+        return [run] if guard is None else lets + [ir.IfThenElse(checked_guard, run)]
 
     return _runs_of_threads(loop_vars, extents, ATOMIC_RUN, threads, tid, one_run, loc)
 
