@@ -2,6 +2,7 @@
 are tests/gpu/test_correctness_fixes_gpu.py): a slice whose extent is known only at run time, two
 gemm forms on one accumulator (and a gemm into part of one), and offsets past 2^31 elements."""
 
+import numpy as np
 import pytest
 
 import tileworkbench as tw
@@ -142,6 +143,41 @@ def test_a_parallel_store_at_a_data_dependent_index_is_checked_both_ways():
 
     code = kernel_part(tw.lower(scatter, target=SM90))
     assert "if (((idx[i] >= 0) && (idx[i] < 64))) {" in code.replace("tx", "i")
+
+
+def _scatter_through_an_unchecked_index():
+    @T.prim_func
+    def scatter(x: T.Tensor((64,), "float32"), idx: T.Tensor((80,), "int32"), start: T.Tensor((1,), "int32"),
+                out: T.Tensor((50,), "float32")):
+        with T.Kernel(1, threads=64):
+            k = start[0]
+            for i in T.Parallel(64):
+                out[idx[k + i]] = x[i]
+    return scatter
+
+
+@pytest.mark.parametrize("level", ["tile", "thread"])
+def test_a_stores_check_reads_its_index_table_only_inside_it(level):
+    """``out[idx[k + i]]`` with ``k`` read from a tensor: the store's own check (``idx[k + i]`` inside
+    ``out``) must not read ``idx`` past its end to decide; it tests ``k + i`` first and skips the
+    store where the index table has no element (the thread-level interpreter reported the read of
+    ``idx[80]`` while the check read it unguarded)."""
+    from tileworkbench.interpreter.threads import run_at_thread_level
+
+    code = kernel_part(tw.lower(_scatter_through_an_unchecked_index(), target=SM90))
+    assert "((((k + i) >= 0) && ((k + i) < 80)) && ((idx[(k + i)] >= 0) && (idx[(k + i)] < 50)))" in code
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(64).astype(np.float32)
+    idx = (rng.permutation(80) - 10).astype(np.int32)  # some outside out, some negative
+    for k in (40, -5):  # k + i runs past idx's end, or below its start
+        out = np.zeros(50, np.float32)
+        run = run_at_thread_level if level == "thread" else (lambda f, *a: tw.compile(f, target="cpu")(*a))
+        run(_scatter_through_an_unchecked_index(), x, idx, np.array([k], np.int32), out)
+        want = np.zeros(50, np.float32)
+        for i in range(64):
+            if 0 <= k + i < 80 and 0 <= idx[k + i] < 50:
+                want[idx[k + i]] = x[i]
+        np.testing.assert_array_equal(out, want)
 
 
 def test_tilelangs_switch_turns_the_parallel_access_guards_off():

@@ -60,6 +60,40 @@ def test_a_runs_row_index_is_read_once_for_its_check_and_its_address():
     assert "if (((Idx_at >= 0) && (Idx_at < 40)))" in kernel and "(&Out[((Idx_at * 64) + j_10)])" in kernel
 
 
+def _scatter_from_a_start():
+    @T.prim_func
+    def scatter(src: T.Tensor((16, 64), "float32"), idx: T.Tensor((24,), "int32"), start: T.Tensor((1,), "int32"),
+                out: T.Tensor((40, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            k = start[0]
+            for i, j in T.Parallel(16, 64):
+                T.atomic_add(out[idx[k + i], j], src[i, j])
+    return scatter
+
+
+@pytest.mark.parametrize("run", RUNS, ids=["tile level", "thread level"])
+def test_a_row_index_read_past_a_checked_start_is_named_under_that_check(run):
+    """``out[idx[k + i], j]`` with ``k`` read from a tensor: the run's check tests ``k + i`` inside
+    ``idx`` first, then the row; the index is read once, under the first test (``k + i`` past the
+    table's end skips the run, as TileLang's nested ifs do)."""
+    art = tw.lower(_scatter_from_a_start(), target="sm_90a")
+    kernel = art.device_source[art.device_source.index("__global__"):]
+    assert kernel.count("idx[") == 1
+    assert "int idx_at = ((((k + i) >= 0) && ((k + i) < 24)) ? idx[(k + i)] : 0);" in kernel
+    assert "if ((((((k + i) >= 0) && ((k + i) < 24)) && (idx_at >= 0)) && (idx_at < 40)))" in kernel
+    rng = np.random.default_rng(6)
+    src = rng.standard_normal((16, 64)).astype(np.float32)
+    idx = rng.integers(-3, 43, 24).astype(np.int32)
+    for k in (12, -4):  # past the table's end, before its start
+        out = np.zeros((40, 64), np.float32)
+        run(_scatter_from_a_start(), src, idx, np.array([k], np.int32), out)
+        want = np.zeros((40, 64))
+        for i in range(16):
+            if 0 <= k + i < 24 and 0 <= idx[k + i] < 40:
+                want[idx[k + i]] += src[i]
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("by_fours", [True, False])
 def test_neighbours_that_do_not_line_up_stay_element_atomics(by_fours):
     # from column 2: four neighbours straddle a 16-byte boundary

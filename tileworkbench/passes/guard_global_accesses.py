@@ -165,14 +165,30 @@ class _Guard(CodegenWalk):
         zero = ir.zero(node.dtype)
         return ir.Select(check, node, zero, node.dtype)
 
+    def access_checks(self, buffer: ir.Buffer, indices) -> tuple[list, tuple]:
+        """``(checks, indices)`` for a statement's own access (a store, or an address it takes): the
+        checks in the order they must be tested, then the indices as they read under them. First
+        each load the indices always read (inner loads first: ``Idx[k + i]`` in ``Out[Idx[k + i]]``)
+        must lie inside its own tensor before it is read, then the access itself. Checked on the
+        raw indices alone, the statement's condition would read ``Idx[k + i]`` past its end to
+        decide whether the store may run (a load under a select is guarded in place, as ever)."""
+        checks: list = []
+        for load in _loads_always_read(indices):
+            with self.assuming(ir.logical_and(*checks)):
+                check = self.in_bounds(load.buffer, tuple(self.visit(i) for i in load.indices))
+            if check is not None:
+                checks.append(check)
+        with self.assuming(ir.logical_and(*checks)):
+            indices = tuple(self.visit(i) for i in indices)
+            check = self.in_bounds(buffer, indices)
+        return checks + ([] if check is None else [check]), indices
+
     def visit_Call(self, node: ir.Call):
         if node.name != "address_of" or not isinstance(node.args[0], ir.BufferLoad):
             return self.generic_visit(node)
         target = node.args[0]  # not a read: the statement around it must not run out of bounds
-        check = self.in_bounds(target.buffer, target.indices)
-        if check is not None:
-            self.addressed.append(check)
-        indices = tuple(self.visit(i) for i in target.indices)
+        checks, indices = self.access_checks(target.buffer, target.indices)
+        self.addressed += checks
         if all(a is b for a, b in zip(indices, target.indices)):
             return node
         return dataclasses.replace(node, args=(dataclasses.replace(target, indices=indices),) + tuple(node.args[1:]))
@@ -189,10 +205,43 @@ class _Guard(CodegenWalk):
         return stmt if check is None else ir.IfThenElse(check, stmt, loc=node.loc)
 
     def visit_BufferStore(self, node: ir.BufferStore):
-        return self._guarded_statement(node, self.in_bounds(node.buffer, node.indices))
+        checks, _ = self.access_checks(node.buffer, node.indices)
+        return self._guarded_statement(node, ir.logical_and(*checks))
 
     def visit_Evaluate(self, node: ir.Evaluate):
         return self._guarded_statement(node, None)
+
+
+def _loads_always_read(indices) -> list:
+    """The loads ``indices`` read whenever they are evaluated, inner loads before the loads whose
+    indices hold them (a load under a select is read only where the select picks it)."""
+    found: list = []
+
+    def walk(e):
+        if isinstance(e, ir.Select):
+            walk(e.cond)
+        elif isinstance(e, ir.Call) and e.name == "if_then_else":
+            walk(e.args[0])
+        elif isinstance(e, ir.BufferLoad):
+            for i in e.indices:
+                walk(i)
+            found.append(e)
+        elif isinstance(e, ir.BinOp):
+            walk(e.a)
+            if e.op not in ir.LOGICAL:  # the right side of an and/or is read only where the left does not decide
+                walk(e.b)
+        elif isinstance(e, ir.Cast):
+            walk(e.value)
+        elif isinstance(e, ir.Not):
+            walk(e.a)
+        elif isinstance(e, ir.Call) and e.name != "address_of":
+            for a in e.args:
+                if isinstance(a, ir.Expr):
+                    walk(a)
+
+    for i in indices:
+        walk(i)
+    return found
 
 
 @register("guard_global_accesses", "tile")

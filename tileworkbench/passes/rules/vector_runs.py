@@ -165,23 +165,33 @@ class _ReadOnce(IRMutator):
 def _read_once(condition: ir.Expr, exprs: list, loc) -> tuple:
     """``(lets, condition, exprs)``: a run's check and the addresses it guards read the same index
     several times (a gathered row's ``bos + Indices[...]``, bounds-checked itself, once per side of
-    the row's bounds check and again in the row's address). Each such load the check always reads
-    is read once into a name before it, so the run waits for one index load, not three in a row,
+    the row's bounds check and again in the row's address). Each such load a conjunct of the check
+    always reads is read once into a name before the check (under the conjuncts before it, which
+    C++ tests first: ``pre ? load : 0``), so the run waits for one index load, not three in a row,
     each behind a branch of its own (the sparse MLA backward's gathers, as NVCC compiled them)."""
-    texts = [expr_text(e) for e in [condition, *exprs]]
-    names, lets = {}, []
-    for load in sorted(_always_read_loads(condition), key=lambda e: len(expr_text(e))):
-        text = expr_text(load)
-        if text in names or load.dtype.is_float or sum(t.count(text) for t in texts) < 2:
-            continue
-        value = _ReadOnce(names).visit(load)  # an index read inside it is named already
-        var = ir.Var(f"{_loaded_buffer(load).name}_at", load.dtype)
-        lets.append(ir.LetStmt(var, value, loc=loc))
-        names[text] = var
+    parts = ir.conjuncts(condition)
+    texts = [expr_text(e) for e in parts + list(exprs)]
+    names, lets = {}, []  # text -> (name, the first conjunct it stands in)
+
+    def known_by(k: int) -> dict:
+        return {text: var for text, (var, first) in names.items() if first <= k}
+
+    for j, part in enumerate(parts):
+        for load in sorted(_always_read_loads(part), key=lambda e: len(expr_text(e))):
+            text = expr_text(load)
+            if text in names or load.dtype.is_float or sum(t.count(text) for t in texts[j:]) < 2:
+                continue
+            value = _ReadOnce(known_by(j)).visit(load)  # an index read inside it is named already
+            if j:
+                value = ir.Select(ir.logical_and(*parts[:j]), value, ir.zero(load.dtype), load.dtype)
+            var = ir.Var(f"{_loaded_buffer(load).name}_at", load.dtype)
+            lets.append(ir.LetStmt(var, value, loc=loc))
+            names[text] = (var, j)
     if not names:
         return [], condition, exprs
-    rename = _ReadOnce(names)
-    return lets, rename.visit(condition), [rename.visit(e) for e in exprs]
+    condition = ir.logical_and(*[_ReadOnce(known_by(k)).visit(part) for k, part in enumerate(parts)])
+    rename = _ReadOnce(known_by(len(parts)))
+    return lets, condition, [rename.visit(e) for e in exprs]
 
 
 def _loaded_buffer(e) -> ir.Buffer:
