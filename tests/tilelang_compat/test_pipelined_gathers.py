@@ -169,7 +169,10 @@ def test_the_issued_rows_go_by_cp_async_zero_filled_out_of_range(nvrtc_check):
     kernel = source.split("// ---- kernel ----")[1]
     copies = [line for line in kernel.splitlines() if "tw::cp_async<16>((&tw::swizzled<tw::half, 128>(s, " in line]
     assert len(copies) >= 2  # the prologue's and the steady state's (split by Idx's own bounds check)
-    assert copies[0].strip().endswith("((Idx[i] >= 0) && (Idx[i] < 300)));")  # the row's bounds as its zero fill
+    # the row's bounds as its zero fill; the row's index read once, for the check and the address
+    assert copies[0].strip().endswith("(&X[((Idx_at * 64) + d0)]), ((Idx_at >= 0) && (Idx_at < 300)));")
+    assert copies[1].strip().endswith("(&X[((Idx_at_1 * 64) + d0_1)]), ((Idx_at_1 >= 0) && (Idx_at_1 < 300)));")
+    assert "int Idx_at = Idx[i];" in kernel and kernel.count("Idx[") == 2
     assert "(s, " not in "".join(line for line in kernel.splitlines() if "copy_vec" in line)
     assert "tw::cp_async_wait<1>();" in kernel
     nvrtc_check(source, "sm_90a")

@@ -156,10 +156,16 @@ class _ReadOnce(IRMutator):
 
     def visit(self, node):
         if isinstance(node, (ir.BufferLoad, ir.Select)):
-            name = self.names.get(expr_text(node))
+            name = self.names.get(_load_key(node))
             if name is not None:
                 return name
         return super().visit(node)
+
+
+def _load_key(e: ir.Expr) -> str:
+    """What identifies a load across the check and the addresses: its simplified text (a run's
+    addresses are simplified, ``Idx[k * 64 + i + 64]``, the check is as written, ``Idx[(k + 1) * 64 + i]``)."""
+    return expr_text(simplify(e))
 
 
 def _read_once(condition: ir.Expr, exprs: list, loc) -> tuple:
@@ -170,15 +176,15 @@ def _read_once(condition: ir.Expr, exprs: list, loc) -> tuple:
     C++ tests first: ``pre ? load : 0``), so the run waits for one index load, not three in a row,
     each behind a branch of its own (the sparse MLA backward's gathers, as NVCC compiled them)."""
     parts = ir.conjuncts(condition)
-    texts = [expr_text(e) for e in parts + list(exprs)]
+    texts = [expr_text(simplify(e)) for e in parts + list(exprs)]
     names, lets = {}, []  # text -> (name, the first conjunct it stands in)
 
     def known_by(k: int) -> dict:
         return {text: var for text, (var, first) in names.items() if first <= k}
 
     for j, part in enumerate(parts):
-        for load in sorted(_always_read_loads(part), key=lambda e: len(expr_text(e))):
-            text = expr_text(load)
+        for load in sorted(_always_read_loads(part), key=lambda e: len(_load_key(e))):
+            text = _load_key(load)
             if text in names or load.dtype.is_float or sum(t.count(text) for t in texts[j:]) < 2:
                 continue
             value = _ReadOnce(known_by(j)).visit(load)  # an index read inside it is named already
