@@ -47,4 +47,7 @@ def test_blocks_in_turn_match_float64(torch):
     tw.compile(blocks_in_turn())(q, k, v, s, o)
     want = q.double() @ k.double().T
     torch.testing.assert_close(s.double(), want, rtol=1e-3, atol=1e-3)
-    torch.testing.assert_close(o.double(), want.float().half().double() @ v.double(), rtol=1e-3, atol=2e-2)
+    # P is the kernel's own float32 scores (checked just above) rounded to 16 bits, as the kernel
+    # rounds them: rounding float64's scores instead flips an element by one half ulp now and then
+    # (scores up to ~30, an ulp 0.016 there), which failed this check once in about 14 runs
+    torch.testing.assert_close(o.double(), s.half().double() @ v.double(), rtol=1e-3, atol=2e-3)
