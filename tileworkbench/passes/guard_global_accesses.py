@@ -10,7 +10,9 @@ tensor's shape is guarded (a size known only at launch counts where the grid pro
 index runs below its grid extent, so ``by < batch`` on a grid of ``batch`` rows, ``bx // 2 < S`` on
 one of ``2 * S`` columns): a load reads ``in_bounds ? load : 0``, and a store, or a statement
 that writes through an element's address (``T.atomic_add(C[i, j], v)``), runs under ``if (in_bounds)``, ``in_bounds`` checking just the dimensions not proven (``i < extent``, and
-``0 <= i`` where ``i`` may be negative). A condition the kernel already puts around the access
+``0 <= i`` where ``i`` may be negative), after the checks of the loads those indices read (an index
+table's own bounds first: ``Out[Idx[k + i]]`` runs under ``0 <= k + i < len(Idx) && 0 <= Idx[k + i] < n``,
+so the check never reads outside a tensor either). A condition the kernel already puts around the access
 (an ``if`` or the ``T.if_then_else`` it sits in) that is the very check needed counts as proof,
 and an ``if`` bounding a name from above (``v + c < n``) narrows its range inside.
 Accesses proven inside are left as they are, so kernels whose tiles divide the problem keep their
