@@ -180,6 +180,38 @@ def test_a_stores_check_reads_its_index_table_only_inside_it(level):
         np.testing.assert_array_equal(out, want)
 
 
+def _row_by_index():
+    @T.prim_func
+    def row_copy(x: T.Tensor((40, 64), "float16"), idx: T.Tensor((8,), "int32"), start: T.Tensor((1,), "int32"),
+                 y: T.Tensor((64,), "float16")):
+        with T.Kernel(1, threads=64):
+            s = T.alloc_shared((64,), "float16")
+            k = start[0]
+            T.copy(x[idx[k], 0:64], s)
+            T.copy(s, y)
+    return row_copy
+
+
+@pytest.mark.parametrize("level", ["tile", "thread"])
+def test_a_tile_copied_from_a_row_an_index_table_gives_is_checked_at_both_ends(level):
+    """``T.copy(x[idx[k], 0:64], s)``: the row may be negative as well as past the end; the copy's
+    check tested only the end, so a negative row read the memory before ``x`` (the thread-level
+    interpreter reported it); a row outside reads as zeros at either end now."""
+    from tileworkbench.interpreter.threads import run_at_thread_level
+
+    code = kernel_part(tw.lower(_row_by_index(), target=SM90))
+    assert ": 0) >= 0) && (" in code  # the guarded row's lower end
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((40, 64)).astype(np.float16)
+    idx = np.array([3, -5, 39, 40, 0, -1, 7, 12], np.int32)
+    for k in range(8):
+        y = np.full(64, 9, np.float16)
+        run = run_at_thread_level if level == "thread" else (lambda f, *a: tw.compile(f, target="cpu")(*a))
+        run(_row_by_index(), x, idx, np.array([k], np.int32), y)
+        want = x[idx[k]] if 0 <= idx[k] < 40 else np.zeros(64, np.float16)
+        np.testing.assert_array_equal(y, want)
+
+
 def test_tilelangs_switch_turns_the_parallel_access_guards_off():
     code = kernel_part(tw.lower(overhanging_tiles(), target=SM90,
                                 pass_configs={tw.PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: True}))

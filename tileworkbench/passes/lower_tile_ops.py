@@ -88,7 +88,7 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
     def visit_Copy(self, node: ir.Copy):
         if node.instruction == "tma":
             raise CompileError("internal: TMA copy left for lower_tile_ops", node.loc)
-        return partial_fragment_copy(node) or CopyLowering(node, self.ranges).lower()
+        return partial_fragment_copy(node, self.ranges) or CopyLowering(node, self.ranges).lower()
 
     def visit_ThreadCopy(self, node: ir.ThreadCopy):
         """Each thread's ``cp.async`` of its run, zeros where the run leaves the tensor (or the
@@ -115,7 +115,7 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
                 full[d] = region.starts[d] + i
             store = ir.BufferStore(region.buffer, tuple(full), node.value)
             # a global tensor's elements past its shape are not written, as a copy's are not
-            guard = ir.logical_and(within_extents(idx, dynamic), global_bounds(region, full))
+            guard = ir.logical_and(within_extents(idx, dynamic), global_bounds(region, full, self.ranges))
             return store if guard is None else ir.IfThenElse(guard, store)
 
         kind = "serial" if region.buffer.scope == "local" else "parallel"

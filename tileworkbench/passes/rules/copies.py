@@ -13,11 +13,24 @@ from .calls import address_of, call, needs_alignment
 from .reductions import loop_nest
 
 
-def global_bounds(region: ir.Region, idx) -> ir.Expr | None:
-    """Condition that ``idx`` lies inside a global buffer (None for other scopes)."""
+def global_bounds(region: ir.Region, idx, ranges: dict | None = None) -> ir.Expr | None:
+    """Condition that ``idx`` lies inside a global buffer (None for other scopes): below each
+    extent, and, given the ``ranges`` known where the copy runs, at or above 0 along each dimension
+    whose start they do not prove non-negative (a row read from an index table, ``X[Idx[k], :]``,
+    may be negative: the copy reads zeros there rather than the memory before the tensor)."""
     if region.buffer.scope != "global":
         return None
-    return ir.within(idx, region.buffer.shape)
+    upper = ir.within(idx, region.buffer.shape)
+    if ranges is None:
+        return upper
+    lower = [ir.cmp(">=", i, ir.const(0, i.dtype)) for start, i in zip(region.starts, idx)
+             if _may_be_negative(start, ranges)]
+    return ir.logical_and(*lower, upper)
+
+
+def _may_be_negative(e: ir.Expr, ranges: dict) -> bool:
+    low = interval(simplify(e, ranges), ranges)[0]
+    return low is None or low < 0
 
 
 def extent_bounds(regions, dims, ranges, what: str, loc) -> tuple[list[int], list]:
@@ -82,7 +95,7 @@ def fragment_slice(part: ir.Region, other: ir.Region) -> int:
     return lead if tuple(shape[lead:]) == tuple(other.buffer.static_shape()) else 0
 
 
-def partial_fragment_copy(node: ir.Copy) -> ir.Stmt | None:
+def partial_fragment_copy(node: ir.Copy, ranges: dict | None = None) -> ir.Stmt | None:
     """A copy to or from part of a fragment (``T.copy(acc_o[:valid_H, :], O_shared)``, its slice of
     constant bounds): a ``T.Parallel`` loop over the whole fragment, so that
     ``partition_parallel_loops`` gives each thread its own elements, copying those inside the slice
@@ -119,7 +132,7 @@ def partial_fragment_copy(node: ir.Copy) -> ir.Stmt | None:
                                for v, s, e, n in zip(loop_vars, starts, extents, shape) if (s, e) != (0, n)])
     s_idx, d_idx = (tuple(loop_vars), tuple(other_idx)) if part is src else (tuple(other_idx), tuple(loop_vars))
     body = ir.BufferStore(dst.buffer, d_idx, ir.cast(ir.BufferLoad(src.buffer, s_idx, src.buffer.dtype), dst.buffer.dtype))
-    inside_tensor = global_bounds(other, other_idx)
+    inside_tensor = global_bounds(other, other_idx, ranges)
     if inside_tensor is not None:
         zero = None
         if other is src:  # an element of the slice whose source lies outside the tensor: zero, as a tile's
@@ -133,7 +146,7 @@ def partial_fragment_copy(node: ir.Copy) -> ir.Stmt | None:
 
 class CopyLowering:
     def __init__(self, node: ir.Copy, ranges: dict):
-        self.node = node
+        self.node, self.ranges = node, ranges
         self.src, self.dst = node.src, node.dst
         self.sdims, self.ddims = self.src.non_unit_dims(), self.dst.non_unit_dims()
         # A fragment side sets the loop nest: all its dimensions. Its non-unit ones pair up with
@@ -210,7 +223,7 @@ class CopyLowering:
             scaled[-1] = loop_vars[-1] * v
         s_idx = self.indices(self.src, self.sdims, scaled)
         d_idx = self.indices(self.dst, self.ddims, scaled)
-        guard = ir.logical_and(global_bounds(self.src, s_idx), global_bounds(self.dst, d_idx))
+        guard = ir.logical_and(global_bounds(self.src, s_idx, self.ranges), global_bounds(self.dst, d_idx, self.ranges))
         body = self.element(s_idx, d_idx, v, guard)
         within = within_extents(loop_vars, self.dynamic)  # past a run-time extent nothing is written
         if within is not None:
