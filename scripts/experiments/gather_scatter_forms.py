@@ -11,7 +11,9 @@ outside ``Idx``: negative, or past its end), the row found there may fall outsid
   is out of range, TileLang's reading);
 * ``gather_scaled``: the same with the value doubled (not a plain copy: element by element);
 * ``scatter_add``: ``T.atomic_add(Out[Idx[k + i], j], X[i, j])`` (float32: runs of four);
-* ``scatter``: ``Out[Idx[k + i], j] = X[i, j]`` with the table a permutation (no two rows onto one).
+* ``scatter``: ``Out[Idx[k + i], j] = X[i, j]`` with the table a permutation (no two rows onto one);
+* ``copy_rows``: ``T.copy(X[Idx[k + i], 0:COLS], s[i, 0:COLS])`` row by row in a serial loop (a tile
+  copy's own check, ``rules.copies``: a row outside reads zeros at either end).
 
 Draws vary the element type, the row's width (whole 16-byte runs or not), the rows, the threads and
 ``k``. Every kernel runs on both CPU interpreters (the thread level checks every access lies inside
@@ -40,7 +42,7 @@ TABLE = 48  # the index table's length
 
 
 def draw(rng: random.Random) -> tuple:
-    form = rng.choice(("gather", "gather_scaled", "scatter_add", "scatter"))
+    form = rng.choice(("gather", "gather_scaled", "scatter_add", "scatter", "copy_rows"))
     dtype = "float32" if form == "scatter_add" else rng.choice(("float16", "float32"))
     return (form, dtype, rng.choice((8, 16, 32, 64, 12)), rng.choice((4, 8, 16, 32)), rng.choice((64, 128, 256)),
             rng.choice((0, 5, TABLE - 20, TABLE - 3, -6)))
@@ -54,8 +56,11 @@ def kernel_source(form, dtype, cols, rows, threads, start) -> str:
                           "for i, j in T.Parallel(ROWS, COLS):", "    Y[i, j] = s[i, j]"],
         "scatter_add": ["for i, j in T.Parallel(ROWS, COLS):", "    T.atomic_add(Y[Idx[k + i], j], X[i, j])"],
         "scatter": ["for i, j in T.Parallel(ROWS, COLS):", "    Y[Idx[k + i], j] = X[i, j]"],
+        "copy_rows": ["for i in T.serial(ROWS):", "    T.copy(X[Idx[k + i], 0:COLS], s[i, 0:COLS])",
+                      "T.copy(s, Y)"],
     }[form]
-    out_rows = "ROWS" if form.startswith("gather") else "DATA"
+    reads_rows = form.startswith("gather") or form == "copy_rows"
+    out_rows = "ROWS" if reads_rows else "DATA"
     lines = "\n".join(" " * 8 + line for line in body)
     return f"""import tileworkbench.language as T
 
@@ -63,7 +68,7 @@ ROWS, COLS, DATA, TABLE = {rows}, {cols}, {DATA_ROWS}, {TABLE}
 
 
 @T.prim_func
-def main(X: T.Tensor(({'DATA' if form.startswith('gather') else 'ROWS'}, COLS), "{dtype}"),
+def main(X: T.Tensor(({'DATA' if reads_rows else 'ROWS'}, COLS), "{dtype}"),
          Idx: T.Tensor((TABLE,), "int32"), Start: T.Tensor((1,), "int32"),
          Y: T.Tensor(({out_rows}, COLS), "{dtype}")):
     with T.Kernel(1, threads={threads}):
@@ -76,7 +81,7 @@ def main(X: T.Tensor(({'DATA' if form.startswith('gather') else 'ROWS'}, COLS), 
 def inputs(config, seed: int):
     form, dtype, cols, rows, threads, start = config
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((DATA_ROWS if form.startswith("gather") else rows, cols)).astype(dtype)
+    x = rng.standard_normal((DATA_ROWS if form.startswith("gather") or form == "copy_rows" else rows, cols)).astype(dtype)
     if form == "scatter":  # no two rows onto one: a permutation of the data's rows, some past its ends
         idx = (rng.permutation(TABLE) - 4).astype(np.int32)
     else:
@@ -90,7 +95,7 @@ def reference(config, x, idx, start) -> np.ndarray:
     table_ok = (at >= 0) & (at < TABLE)
     row = np.where(table_ok, idx[np.clip(at, 0, TABLE - 1)], -1)
     inside = table_ok & (row >= 0) & (row < DATA_ROWS)
-    if form.startswith("gather"):
+    if form.startswith("gather") or form == "copy_rows":
         # an index past the table reads as 0 (the load's own guard): row 0 of the data
         row = np.where(table_ok, row, 0)
         inside = (row >= 0) & (row < DATA_ROWS)

@@ -3,7 +3,8 @@ time (a start read from a tensor: ``Idx[k + i]`` may fall outside the table, and
 outside the data) compute what numpy computes on both CPU interpreters, the thread level checking
 that no access, the checks' own included, leaves its tensor. A slice of
 ``scripts/experiments/gather_scatter_forms.py`` (200 draws: all ok; with session 35's guard fix
-taken out, 6 of 40 read the table out of bounds in a store's check)."""
+taken out, 6 of 40 read the table out of bounds in a store's check; with its copy fix taken out, 4
+of 60 tile copies read rows before the data)."""
 
 import random
 
@@ -16,6 +17,7 @@ DRAWS = [SWEEP.draw(random.Random(seed)) for seed in range(10)] + [
     ("scatter_add", "float32", 64, 32, 64, 45),  # past the table's end: runs of four skipped there
     ("scatter", "float16", 16, 16, 256, -6),  # before its start
     ("gather", "float16", 64, 32, 128, 28),  # 16-byte runs, rows from past the table's end
+    ("copy_rows", "float16", 64, 16, 64, 28),  # tile copies of negative rows: zeros
 ]
 
 
