@@ -250,6 +250,37 @@ def addressed_buffers(node) -> list:
     return out
 
 
+def always_evaluated(e: ir.Expr) -> list:
+    """The subexpressions of ``e`` that C++ evaluates whenever it evaluates ``e``, children before
+    their parents: not the right side of an and/or (read only where the left does not decide), not a
+    select's or ``if_then_else``'s branches (read only where chosen), and of ``address_of(buf[i])``
+    only the indices (the element is not read). Guards ask which loads a condition or an address
+    reads for sure (``guard_global_accesses``, ``rules.vector_runs``)."""
+    found: list = []
+
+    def walk(x):
+        if isinstance(x, ir.Select):
+            walk(x.cond)
+        elif isinstance(x, ir.Call) and x.name == "if_then_else":
+            walk(x.args[0])
+        elif isinstance(x, ir.Call) and x.name == "address_of":
+            for i in x.args[0].indices if x.args and isinstance(x.args[0], ir.BufferLoad) else ():
+                walk(i)
+            return
+        elif isinstance(x, ir.BinOp) and x.op in ir.LOGICAL:
+            walk(x.a)
+        elif not _is_leaf(type(x)):
+            for name in _child_names(type(x)):
+                value = getattr(x, name)
+                for v in value if isinstance(value, (list, tuple)) else (value,):
+                    if isinstance(v, ir.Expr):
+                        walk(v)
+        found.append(x)
+
+    walk(e)
+    return found
+
+
 def buffer_roles(node, buf) -> dict:
     """How ``node`` mentions ``buf``: the count of each role (``allocate``, ``copy_src``,
     ``copy_dst``, ``fill``, ``reduce_src``, ``reduce_dst``, ``load``, ``store``), and ``other`` for

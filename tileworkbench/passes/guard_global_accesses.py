@@ -36,6 +36,7 @@ import dataclasses
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
 from ..ir.simplify import interval, narrowed_ranges, simplify
+from ..ir.visitor import always_evaluated
 from ..target import PassConfigKey
 from .manager import register
 from .rules.codegen_ranges import CodegenWalk
@@ -217,33 +218,7 @@ class _Guard(CodegenWalk):
 def _loads_always_read(indices) -> list:
     """The loads ``indices`` read whenever they are evaluated, inner loads before the loads whose
     indices hold them (a load under a select is read only where the select picks it)."""
-    found: list = []
-
-    def walk(e):
-        if isinstance(e, ir.Select):
-            walk(e.cond)
-        elif isinstance(e, ir.Call) and e.name == "if_then_else":
-            walk(e.args[0])
-        elif isinstance(e, ir.BufferLoad):
-            for i in e.indices:
-                walk(i)
-            found.append(e)
-        elif isinstance(e, ir.BinOp):
-            walk(e.a)
-            if e.op not in ir.LOGICAL:  # the right side of an and/or is read only where the left does not decide
-                walk(e.b)
-        elif isinstance(e, ir.Cast):
-            walk(e.value)
-        elif isinstance(e, ir.Not):
-            walk(e.a)
-        elif isinstance(e, ir.Call) and e.name != "address_of":
-            for a in e.args:
-                if isinstance(a, ir.Expr):
-                    walk(a)
-
-    for i in indices:
-        walk(i)
-    return found
+    return [e for i in indices for e in always_evaluated(i) if isinstance(e, ir.BufferLoad)]
 
 
 @register("guard_global_accesses", "tile")

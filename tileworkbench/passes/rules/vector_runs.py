@@ -38,7 +38,7 @@ from ...ir import nodes as ir
 from ...ir.layout import unravel
 from ...ir.printer import expr_text
 from ...ir.simplify import simplify
-from ...ir.visitor import IRMutator, IRVisitor, substitute, uses_var
+from ...ir.visitor import IRMutator, IRVisitor, always_evaluated, substitute, uses_var
 from .calls import address_of, call, needs_alignment
 from .fragment_runs import CHUNK_BYTES, steps_by_one
 
@@ -122,30 +122,8 @@ def _guarded_load(e) -> bool:
 
 
 def _always_read_loads(cond: ir.Expr) -> list:
-    """The (guarded) loads ``cond`` reads whenever it is evaluated: not those right of an and/or
-    (C++ evaluates them only when the left side does not decide) or in a select's branches."""
-    found = []
-
-    def walk(e):
-        if _guarded_load(e):
-            found.append(e)
-            if isinstance(e, ir.Select):
-                walk(e.cond)
-                return
-        if isinstance(e, ir.BinOp) and e.op in ir.LOGICAL:
-            walk(e.a)
-        elif isinstance(e, ir.Select):
-            walk(e.cond)
-        elif isinstance(e, ir.Call) and e.name == "if_then_else":
-            walk(e.args[0])
-        elif not isinstance(e, (ir.Var, ir.Const, ir.Raw)):
-            for child in (getattr(e, name) for name in ("a", "b", "value", "args", "indices") if hasattr(e, name)):
-                for c in child if isinstance(child, tuple) else (child,):
-                    if isinstance(c, ir.Expr):
-                        walk(c)
-
-    walk(cond)
-    return found
+    """The (guarded) loads ``cond`` reads whenever it is evaluated (``ir.visitor.always_evaluated``)."""
+    return [e for e in always_evaluated(cond) if _guarded_load(e)]
 
 
 class _ReadOnce(IRMutator):
