@@ -51,9 +51,9 @@ def main(argv: list) -> None:
         collections.Counter(), []
     labels, pending = {}, []  # nvdisasm names branch targets .L_x_N
     for text in listing.splitlines():
-        at = re.search(r"//## File .*line (\d+)", text)
-        if at:
-            line = int(at.group(1))
+        at = re.search(r'//## File "([^"]*)", line (\d+)', text)
+        if at:  # a line of the source, or of a header it includes (named by its file)
+            line = int(at.group(2)) if Path(at.group(1)).name == source.name else (Path(at.group(1)).name, int(at.group(2)))
             continue
         label = re.match(r"\s*(\.L_x_\d+):", text)
         if label:
@@ -71,7 +71,7 @@ def main(argv: list) -> None:
             code.append((int(m.group(1), 16), op, m.group(3)))
     print(sum(by_line.values()), "instructions;", dict(ops.most_common(12)))
     for at, count in by_line.most_common(top):
-        text = lines[at - 1].strip()[:100] if at else "(no line)"
+        text = lines[at - 1].strip()[:100] if isinstance(at, int) else "(a header)" if at else "(no line)"
         print(f"{count:6d}  line {at}: {text}  {dict(ops_by_line[at].most_common(5))}")
     loops = [(labels[t.group(1)], addr) for addr, op, args in code
              if op.startswith("BRA") and (t := re.search(r"(\.L_x_\d+)", args)) and labels.get(t.group(1), addr) < addr]
