@@ -1,5 +1,7 @@
 """elide_proxy_fences in a kernel of one role: a fence stays before a block barrier only where an
-async-proxy access (wgmma, TMA) can follow that barrier before the next fenced one. The fences
+async-proxy access (wgmma, TMA) can follow that barrier before the next fenced one; inside a ``T.ws``
+scope the same for the scope's own barriers, where an mbarrier arrival (handing a tile to another
+scope's wgmma) counts as such an access too. The fences
 removed order nothing a later fence does not: that fence covers every earlier access of its
 thread. (Whether the kernels still compute what they should is the GPU tests' part: the CPU
 interpreters do not model the two proxies.)"""
@@ -82,3 +84,53 @@ def test_sparse_mla_backward_loop_fences_only_before_its_gemms():
     with tw.PassContext(config={PassConfigKey.TW_KEEP_PROXY_FENCES: True}):
         every = step_loop(sparse_mla_bwd.sparse_mla_bwd.compile(**sizes))
     assert [f for f, _ in barriers(every)] == [True] * 5
+
+
+def handed_over():
+    """Scope 0 writes a tile its own threads read back (two barriers of the scope), then the tile
+    scope 1's wgmma reads, and arrives; scope 1 waits and multiplies."""
+
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float16"), W: T.Tensor((64, 64), "float16"), D: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=256):
+            x_s = T.alloc_shared((64, 64), "float16")
+            w_s = T.alloc_shared((64, 64), "float16")
+            t_s = T.alloc_shared((64, 64), "float16")
+            u_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            T.copy(W, w_s)
+            if tx < 128:
+                T.copy(X, t_s)
+                for i, j in T.Parallel(64, 64):
+                    u_s[i, j] = t_s[63 - i, j]
+                for i, j in T.Parallel(64, 64):
+                    x_s[i, j] = u_s[i, 63 - j]
+                T.barrier_arrive(ready)
+            else:
+                T.barrier_wait(ready, 0)
+                T.gemm(x_s, w_s, acc, transpose_B=True)
+                T.copy(acc, D)
+
+    return main
+
+
+def scope_barriers(code: str) -> list:
+    """Scope 0's barriers in order: whether a proxy fence stands right before each."""
+    scope = code[code.index("// T.ws(0)"):code.index("// T.ws(1)")]
+    parts = scope.split("tw::sync_consumers<128>();")
+    return [part.rstrip().endswith("tw::fence_proxy_async();") for part in parts[:-1]]
+
+
+def test_inside_a_scope_a_fence_stays_only_where_an_arrival_or_wgmma_can_follow():
+    """The first barrier (threads write t_s and read it back) is followed by the second fenced one
+    before anything the async proxy or another scope could read: no fence. The second is followed
+    by the tile scope 1's wgmma reads and the arrival that hands it over: its fence stays, and the
+    arrival keeps the fence of its own that fence_before_arrivals gives it."""
+    code = kernel_code(handed_over())
+    assert scope_barriers(code) == [False, True]
+    scope = code[code.index("// T.ws(0)"):code.index("// T.ws(1)")]
+    assert scope.rstrip().split("ready[0].arrive();")[0].rstrip().endswith("tw::fence_proxy_async();")
+    every = kernel_code(handed_over(), **{PassConfigKey.TW_KEEP_PROXY_FENCES: True})
+    assert scope_barriers(every) == [True, True]

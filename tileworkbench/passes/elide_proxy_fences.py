@@ -142,13 +142,22 @@ def _is_block_barrier(stmt) -> bool:
     return isinstance(stmt, ir.SyncThreads) and stmt.threads is None
 
 
-class _AsyncReach:
-    """Backwards over a one-role kernel: from each point, whether some path reaches an
-    async-proxy access before passing a fence directly followed by a block barrier (a *pair*).
-    ``seen`` holds the fences of the pairs it walked, ``needed`` those from whose barrier such an
-    access is reachable."""
+def _hands_over(node) -> bool:
+    """Whether ``node`` arrives on an mbarrier: how a ``T.ws`` scope hands a tile to another,
+    whose wgmma or TMA may then read what this one's threads wrote."""
+    return bool(collect(node, ir.BarrierArrive)) or any("arrive" in c.name for c in collect(node, ir.Call))
 
-    def __init__(self):
+
+class _AsyncReach:
+    """Backwards over a kernel of one role, or over one ``T.ws`` scope: from each point, whether
+    some path reaches an access that needs the threads' generic writes fenced (``reaches``: an
+    async-proxy access; in a scope an mbarrier arrival too) before passing a fence directly followed
+    by a barrier of all the threads walked (``is_barrier``; the pair). ``seen`` holds the fences of
+    the pairs it walked, ``needed`` those from whose barrier such an access is reachable."""
+
+    def __init__(self, is_barrier=None, reaches=None):
+        self.is_barrier = is_barrier or _is_block_barrier
+        self.reaches = reaches or _uses_async_proxy
         self.seen: set = set()
         self.needed: set = set()
 
@@ -159,7 +168,7 @@ class _AsyncReach:
             reach, stmts = after, stmt.stmts
             for i in range(len(stmts) - 1, -1, -1):
                 s = stmts[i]
-                if is_fence(s) and i + 1 < len(stmts) and _is_block_barrier(stmts[i + 1]):
+                if is_fence(s) and i + 1 < len(stmts) and self.is_barrier(stmts[i + 1]):
                     self.seen.add(id(s))
                     if reach:
                         self.needed.add(id(s))
@@ -177,7 +186,7 @@ class _AsyncReach:
                 if again == start:
                     return after or start
                 start = again
-        return True if _uses_async_proxy(stmt) else after
+        return True if self.reaches(stmt) else after
 
 
 class _DropUnneeded(IRMutator):
@@ -197,12 +206,27 @@ def _drop_unreached_fences(body):
     every block barrier in the same order), the fences of the pairs after which no async-proxy
     access comes before the next pair. A later pair's fence orders everything its thread wrote or
     read before it (the earlier pair's accesses included) before what the async proxy does after
-    that pair's barrier, so the earlier fence orders nothing the later one does not."""
-    if collect(body, (ir.ThreadScope, ir.WarpSpecialize)):
+    that pair's barrier, so the earlier fence orders nothing the later one does not.
+    Inside each ``T.ws`` scope the same holds for the scope's own barriers (its threads meet them
+    in one order), with one more thing a pair's threads may be followed by: an mbarrier arrival,
+    after which another scope's wgmma or TMA may read what they wrote (an arrival by another of the
+    scope's threads than the writer: ``fence_before_arrivals`` fences only the arriving thread's own
+    writes). The scope's end counts as reaching one. Kernels the compiler warp-specialised, and
+    what lies outside the scopes, keep their fences."""
+    if collect(body, ir.WarpSpecialize):
         return body
-    reach = _AsyncReach()
-    reach.before(body, False)
-    return _DropUnneeded(reach.seen - reach.needed).visit(body)
+    if not collect(body, ir.ThreadScope):
+        reach = _AsyncReach()
+        reach.before(body, False)
+        return _DropUnneeded(reach.seen - reach.needed).visit(body)
+    unneeded: set = set()
+    for scope in collect(body, ir.ThreadScope):
+        # a block barrier inside a scope is one of the scope's threads (a named barrier, later)
+        reach = _AsyncReach(is_barrier=lambda s, n=scope.count: isinstance(s, ir.SyncThreads) and s.threads in (None, n),
+                            reaches=lambda s: _uses_async_proxy(s) or _hands_over(s))
+        reach.before(scope.body, True)
+        unneeded |= reach.seen - reach.needed
+    return _DropUnneeded(unneeded).visit(body)
 
 
 @register("elide_proxy_fences", "lower")
