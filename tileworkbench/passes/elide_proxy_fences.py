@@ -24,6 +24,9 @@ block barrier then stays only where, on some path from that barrier, a wgmma or 
 before the next such fenced barrier: the later fence orders every earlier access of its thread
 too, so the earlier one ordered nothing the later one does not (the sparse MLA backward's step
 loop kept a fence before each of its dKV staging barriers, which only threads read across).
+Inside each ``T.ws`` scope the same walk runs over the scope's own barriers, an mbarrier arrival
+counting as an access that needs the fence (it may hand another scope's wgmma what the threads
+wrote) and the scope's end too; kernels the compiler warp-specialised keep their fences.
 """
 
 from __future__ import annotations
