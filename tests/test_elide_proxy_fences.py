@@ -134,3 +134,49 @@ def test_inside_a_scope_a_fence_stays_only_where_an_arrival_or_wgmma_can_follow(
     assert scope.rstrip().split("ready[0].arrive();")[0].rstrip().endswith("tw::fence_proxy_async();")
     every = kernel_code(handed_over(), **{PassConfigKey.TW_KEEP_PROXY_FENCES: True})
     assert scope_barriers(every) == [True, True]
+
+
+def handed_over_then_threads_only():
+    """Scope 0 writes x_s (scope 1's wgmma reads it) and a tile of its own, reads that back across a
+    barrier, hands x_s over, then reads a third tile back across a second barrier and arrives again."""
+
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float16"), W: T.Tensor((64, 64), "float16"), D: T.Tensor((64, 64), "float32"),
+             E: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=256):
+            x_s = T.alloc_shared((64, 64), "float16")
+            w_s = T.alloc_shared((64, 64), "float16")
+            t_s = T.alloc_shared((64, 64), "float16")
+            u_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            done = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            T.copy(W, w_s)
+            if tx < 128:
+                for i, j in T.Parallel(64, 64):
+                    x_s[i, j] = X[63 - i, j]
+                for i, j in T.Parallel(64, 64):
+                    t_s[i, j] = X[i, 63 - j]
+                for i, j in T.Parallel(64, 64):
+                    u_s[i, j] = t_s[63 - i, j]
+                T.barrier_arrive(ready)
+                for i, j in T.Parallel(64, 64):
+                    E[i, j] = u_s[i, 63 - j]
+                T.barrier_arrive(done)
+            else:
+                T.barrier_wait(ready, 0)
+                T.gemm(x_s, w_s, acc, transpose_B=True)
+                T.copy(acc, D)
+                T.barrier_wait(done, 0)
+
+    return main
+
+
+def test_inside_a_scope_a_fence_with_no_async_tile_touched_since_the_last_goes():
+    """Both barriers are followed by an arrival, but since the first fence (which orders x_s, written
+    before it, for scope 1's wgmma) the threads touched only tiles no wgmma or TMA call reads or
+    writes: the second fence orders nothing the first did not."""
+    assert scope_barriers(kernel_code(handed_over_then_threads_only())) == [True, False]
+    every = kernel_code(handed_over_then_threads_only(), **{PassConfigKey.TW_KEEP_PROXY_FENCES: True})
+    assert scope_barriers(every) == [True, True]

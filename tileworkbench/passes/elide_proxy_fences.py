@@ -26,7 +26,9 @@ too, so the earlier one ordered nothing the later one does not (the sparse MLA b
 loop kept a fence before each of its dKV staging barriers, which only threads read across).
 Inside each ``T.ws`` scope the same walk runs over the scope's own barriers, an mbarrier arrival
 counting as an access that needs the fence (it may hand another scope's wgmma what the threads
-wrote) and the scope's end too; kernels the compiler warp-specialised keep their fences.
+wrote) and the scope's end too; then, over the fences left, one whose thread touched no tile a
+wgmma or TMA call uses since its last remaining fence goes too (that fence orders all of it).
+Kernels the compiler warp-specialised keep their fences.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from ..ir.visitor import IRMutator, collect
 from ..target import PassConfigKey
 from .manager import register
 from .rules import tma as tma_rules
-from .rules.proxies import fence, generic_write_tiles, is_async_call, is_fence, shared_tiles
+from .rules.proxies import async_access_tiles, fence, generic_write_tiles, is_async_call, is_fence, shared_tiles
 
 
 def _generic_shared_reads(body) -> bool:
@@ -192,6 +194,53 @@ class _AsyncReach:
         return True if self.reaches(stmt) else after
 
 
+class _Untouched:
+    """Forwards over a ``T.ws`` scope: whether, on some path to each point, the thread has touched
+    through the generic proxy (a load, a store, an address handed to a call of neither async kind)
+    one of ``tiles``, those some wgmma or TMA call reads or writes, since its last fence.
+    ``seen`` holds the fences of the pairs (``is_barrier``) it walked, ``touched`` those reached
+    after such a touch on some path; a fence reached with none orders nothing its previous fence
+    did not (that one precedes the same barrier in the thread's order)."""
+
+    def __init__(self, tiles: set, is_barrier):
+        self.tiles, self.is_barrier = tiles, is_barrier
+        self.seen: set = set()
+        self.touched: set = set()
+
+    def touches(self, stmt) -> bool:
+        if isinstance(stmt, ir.Evaluate) and is_async_call(stmt.call):
+            return False
+        stores = [stmt] if isinstance(stmt, ir.BufferStore) else collect(stmt, ir.BufferStore)
+        return any(id(x.buffer) in self.tiles for x in [*stores, *collect(stmt, ir.BufferLoad)])
+
+    def after(self, stmt, dirty: bool) -> bool:
+        if isinstance(stmt, ir.SeqStmt):
+            stmts = stmt.stmts
+            for i, s in enumerate(stmts):
+                if is_fence(s):
+                    if i + 1 < len(stmts) and self.is_barrier(stmts[i + 1]):
+                        self.seen.add(id(s))
+                        if dirty:
+                            self.touched.add(id(s))
+                    dirty = False
+                else:
+                    dirty = self.after(s, dirty)
+            return dirty
+        if isinstance(stmt, ir.IfThenElse):
+            then = self.after(stmt.then_body, dirty)
+            return then or (self.after(stmt.else_body, dirty) if stmt.else_body is not None else dirty)
+        if isinstance(stmt, (ir.For, ir.While)):
+            entry = dirty  # the body's entry: before the loop, or after any iteration
+            while True:
+                end = self.after(stmt.body, entry)
+                if (entry or end) == entry:
+                    return entry
+                entry = True
+        if isinstance(stmt, ir.ThreadScope):
+            return self.after(stmt.body, dirty)
+        return dirty or self.touches(stmt)
+
+
 class _DropUnneeded(IRMutator):
     """Every fence of a pair that ``_AsyncReach`` walked and did not find needed (one in a
     statement it does not walk into stays)."""
@@ -222,13 +271,22 @@ def _drop_unreached_fences(body):
         reach = _AsyncReach()
         reach.before(body, False)
         return _DropUnneeded(reach.seen - reach.needed).visit(body)
+    def is_barrier(n):  # a block barrier inside a scope is one of the scope's threads (a named barrier, later)
+        return lambda s: isinstance(s, ir.SyncThreads) and s.threads in (None, n)
+
     unneeded: set = set()
     for scope in collect(body, ir.ThreadScope):
-        # a block barrier inside a scope is one of the scope's threads (a named barrier, later)
-        reach = _AsyncReach(is_barrier=lambda s, n=scope.count: isinstance(s, ir.SyncThreads) and s.threads in (None, n),
-                            reaches=lambda s: _uses_async_proxy(s) or _hands_over(s))
+        reach = _AsyncReach(is_barrier=is_barrier(scope.count), reaches=lambda s: _uses_async_proxy(s) or _hands_over(s))
         reach.before(scope.body, True)
         unneeded |= reach.seen - reach.needed
+    body = _DropUnneeded(unneeded).visit(body)
+    # Then, over what is left (each fence judged by the fences that stay: dropping two at once by
+    # the two tests could leave a write fenced by neither), the fences no touch of an async tile precedes.
+    tiles, unneeded = {id(buf) for buf in async_access_tiles(body)}, set()
+    for scope in collect(body, ir.ThreadScope):
+        untouched = _Untouched(tiles, is_barrier(scope.count))
+        untouched.after(scope.body, True)  # from the scope's start: whatever came before it
+        unneeded |= untouched.seen - untouched.touched
     return _DropUnneeded(unneeded).visit(body)
 
 
