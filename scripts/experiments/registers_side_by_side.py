@@ -11,6 +11,8 @@ the loaded module ``m`` (``m.bwd.compile(H=64, D=512, ...)``), THEIRS the expres
 TileLang's unpacked wheel. TileLang's CUDA compiles against its
 wheel's headers (``-I SITE/tilelang/src -I SITE/tilelang/3rdparty/cutlass/include -DENABLE_BF16``)
 and the toolkit's. docs/experiments.md (session 33) has the sparse MLA backward and FlashMLA read so.
+With ``TW_SASS=N`` each kernel's SASS is also attributed to its lines (``sass_by_line.py``: the N
+busiest lines, the largest loop's spills, fences and branches).
 """
 
 from __future__ import annotations
@@ -65,6 +67,11 @@ def main(argv: list) -> None:
     print("TileLang", ptxas_report(tilelang(examples, file, theirs_expr, site, py312, work / "tilelang.cu"),
                                    tl_includes))
     print(f"(sources in {work})")
+    if os.environ.get("TW_SASS"):  # and where each one's instructions come from (sass_by_line.py)
+        for name, includes in (("ours", []), ("tilelang", tl_includes)):
+            print(f"-- {name}")
+            subprocess.run([sys.executable, str(HERE / "sass_by_line.py"), str(work / f"{name}.cu"), "--top",
+                            os.environ["TW_SASS"], *includes], check=False)
 
 
 if __name__ == "__main__":
