@@ -210,8 +210,7 @@ class _Untouched:
     def touches(self, stmt) -> bool:
         if isinstance(stmt, ir.Evaluate) and is_async_call(stmt.call):
             return False
-        stores = [stmt] if isinstance(stmt, ir.BufferStore) else collect(stmt, ir.BufferStore)
-        return any(id(x.buffer) in self.tiles for x in [*stores, *collect(stmt, ir.BufferLoad)])
+        return any(id(x.buffer) in self.tiles for x in collect(stmt, (ir.BufferStore, ir.BufferLoad)))
 
     def after(self, stmt, dirty: bool) -> bool:
         if isinstance(stmt, ir.SeqStmt):

@@ -113,17 +113,20 @@ def _is_zero(e) -> bool:
             and math.copysign(1.0, e.value) > 0)
 
 
-def _guarded_load(e) -> bool:
-    """A scalar load, or one under its bounds check (``guard_global_accesses``' ``cond ? load : c``)."""
+def _guarded_load(e) -> ir.BufferLoad | None:
+    """The load ``e`` is: a scalar load, or one under its bounds check (``guard_global_accesses``'
+    ``cond ? load : c``); None for anything else."""
     if isinstance(e, ir.Select):
-        return isinstance(e.a, ir.BufferLoad) and isinstance(e.b, ir.Const) or \
-            isinstance(e.b, ir.BufferLoad) and isinstance(e.a, ir.Const)
-    return isinstance(e, ir.BufferLoad)
+        for load, other in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(load, ir.BufferLoad) and isinstance(other, ir.Const):
+                return load
+        return None
+    return e if isinstance(e, ir.BufferLoad) else None
 
 
 def _always_read_loads(cond: ir.Expr) -> list:
     """The (guarded) loads ``cond`` reads whenever it is evaluated (``ir.visitor.always_evaluated``)."""
-    return [e for e in always_evaluated(cond) if _guarded_load(e)]
+    return [e for e in always_evaluated(cond) if _guarded_load(e) is not None]
 
 
 class _ReadOnce(IRMutator):
@@ -146,29 +149,31 @@ def _load_key(e: ir.Expr) -> str:
     return expr_text(simplify(e))
 
 
-def _read_once(condition: ir.Expr, exprs: list, loc) -> tuple:
+def _read_once(condition: ir.Expr | None, exprs: list, loc) -> tuple:
     """``(lets, condition, exprs)``: a run's check and the addresses it guards read the same index
     several times (a gathered row's ``bos + Indices[...]``, bounds-checked itself, once per side of
     the row's bounds check and again in the row's address). Each such load a conjunct of the check
     always reads is read once into a name before the check (under the conjuncts before it, which
     C++ tests first: ``pre ? load : 0``), so the run waits for one index load, not three in a row,
-    each behind a branch of its own (the sparse MLA backward's gathers, as NVCC compiled them)."""
+    each behind a branch of its own (the sparse MLA backward's gathers, as NVCC compiled them).
+    No check (None): nothing to name."""
+    if condition is None:
+        return [], None, exprs
     parts = ir.conjuncts(condition)
-    texts = [expr_text(simplify(e)) for e in parts + list(exprs)]
+    texts = [_load_key(e) for e in parts + list(exprs)]
     names, lets = {}, []  # text -> (name, the first conjunct it stands in)
 
     def known_by(k: int) -> dict:
         return {text: var for text, (var, first) in names.items() if first <= k}
 
     for j, part in enumerate(parts):
-        for load in sorted(_always_read_loads(part), key=lambda e: len(_load_key(e))):
-            text = _load_key(load)
+        for text, load in sorted(((_load_key(e), e) for e in _always_read_loads(part)), key=lambda p: len(p[0])):
             if text in names or load.dtype.is_float or sum(t.count(text) for t in texts[j:]) < 2:
                 continue
             value = _ReadOnce(known_by(j)).visit(load)  # an index read inside it is named already
             if j:
                 value = ir.Select(ir.logical_and(*parts[:j]), value, ir.zero(load.dtype), load.dtype)
-            var = ir.Var(f"{_loaded_buffer(load).name}_at", load.dtype)
+            var = ir.Var(f"{_guarded_load(load).buffer.name}_at", load.dtype)
             lets.append(ir.LetStmt(var, value, loc=loc))
             names[text] = (var, j)
     if not names:
@@ -176,12 +181,6 @@ def _read_once(condition: ir.Expr, exprs: list, loc) -> tuple:
     condition = ir.logical_and(*[_ReadOnce(known_by(k)).visit(part) for k, part in enumerate(parts)])
     rename = _ReadOnce(known_by(len(parts)))
     return lets, condition, [rename.visit(e) for e in exprs]
-
-
-def _loaded_buffer(e) -> ir.Buffer:
-    if isinstance(e, ir.Select):
-        e = e.a if isinstance(e.a, ir.BufferLoad) else e.b
-    return e.buffer
 
 
 def _copied_load(body: ir.BufferStore, finder: _Loads, accesses: list):
@@ -244,10 +243,9 @@ def vector_runs(loop_vars, extents, body, threads: int, tid, checked: set, loc=N
         copied = _copied_load(body, finder, accesses)
         if copied is not None and async_copy and body.buffer.scope == "shared" and chunk(body) in (4, 8, 16):
             load, condition = copied  # one cp.async, zero-filled where the guard fails
-            if condition is None:
-                return [call(f"tw::cp_async<{chunk(body)}>", run_address(body), run_address(load), ir.const(True))]
             lets, condition, (source,) = _read_once(condition, [run_address(load)], loc)
-            return lets + [call(f"tw::cp_async<{chunk(body)}>", run_address(body), source, condition)]
+            return lets + [call(f"tw::cp_async<{chunk(body)}>", run_address(body), source,
+                                ir.const(True) if condition is None else condition)]
         if copied is not None and copied[1] is not None:
             # A guarded copy (a gathered row of the sparse MLA's KV): the whole run moves where its
             # guard holds and is zeroed where it fails, as TileLang moves it; through a local array
@@ -319,8 +317,7 @@ def _atomic_runs(loop_vars, extents, guard, target, value, threads, tid, checked
         compute = ir.For(k, ir.const(ATOMIC_RUN), ir.seq([ir.LetStmt(last, first + k),
                                                         ir.BufferStore(sums, (k,), _FromRuns(temps, k).visit(value))]),
                          "unrolled", loc=loc)
-        lets, checked_guard, (address,) = ([], None, (run_address(target),)) if guard is None else \
-            _read_once(guard, [run_address(target)], loc)
+        lets, checked_guard, (address,) = _read_once(guard, [run_address(target)], loc)
         add = call(ir.ATOMIC_ADD_VECTORS[ATOMIC_RUN], address,
                    *[ir.BufferLoad(sums, (ir.const(j),), ir.dtypes.float32) for j in range(ATOMIC_RUN)],
                    dtype=ir.dtypes.float32)

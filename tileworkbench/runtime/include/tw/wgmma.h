@@ -88,7 +88,7 @@ __device__ __forceinline__ unsigned int wgmma_b_columns(int n0) {
 
 // M x K (A: K-major rows of SWA bytes, in panels of SWA bytes when K is wider than one row, or
 // with A_K_MAJOR false stored K x M: M-major rows of 128 bytes, each 64-row block of M one panel of
-// K rows) times K x N (B: see wgmma_b_desc). The warpgroups are WG along M times NG along N:
+// K rows) times K x N (B: see wgmma_b_desc0). The warpgroups are WG along M times NG along N:
 // warpgroup g computes rows [gm*M/WG, (gm+1)*M/WG) in 64-row blocks (gm = g / NG) and columns
 // [gn*N/NG, (gn+1)*N/NG) (gn = g % NG; Mma is the m64n(N/NG) instruction); each wgmma takes 32
 // bytes of K (16 16-bit or 32 FP8 or int8 elements); Acc is float (int for int8 operands).
