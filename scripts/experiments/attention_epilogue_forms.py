@@ -10,7 +10,10 @@ with 16-byte stores, no wait. Session 35 measured the causal rows 5-6% slower th
 (8192: 568 -> 535 TFLOP/s, head dim 64: 429 -> 408) while the non-causal ones gained 3-5%; the
 kernels' CUDA differs only in that epilogue (and the header), and a causal block runs half the
 iterations on average, so its epilogue weighs twice as much. This times both forms on the same
-inputs (each checked against float32 first, 5 alternating rounds of ``profiler.do_bench``).
+inputs (each checked against float32 first, 5 alternating rounds of ``profiler.do_bench``), and on
+causal rows each form again with the intra-warpgroup overlap (``tw.gemm_overlap``) asked for; and a
+third form edited by hand (``per_warpgroup_store``): the own tile stored by each consumer warpgroup
+on its own.
 
     PYTHONPATH=. python3 scripts/experiments/attention_epilogue_forms.py [ROW ...]
 
@@ -19,12 +22,14 @@ ROW is ``SEQxDIM`` with ``c`` for causal (default: 8192x128c 8192x128 8192x64c 4
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _compare import race_attention  # noqa: E402
+from _edited import edited_kernel  # noqa: E402
 
 from tileworkbench.bench.attention import compile_mha  # noqa: E402
 from tileworkbench.target import PassConfigKey  # noqa: E402
@@ -32,17 +37,50 @@ from tileworkbench.target import PassConfigKey  # noqa: E402
 ROWS = ["8192x128c", "8192x128", "8192x64c", "4096x128c"]
 
 
+_THREAD_COPIES = re.compile(
+    r"    tw::fence_proxy_async\(\);\n    tw::sync_consumers<256>\(\);\n    #pragma unroll\n"
+    r"    for \(int it_1 = 0; it_1 < \d+; \+\+it_1\) \{\n.*?tw::copy_vec<16>\(\(&Output\[(.*?)\]\), "
+    r"\(&O_shared\[.*?\]\)\);\n    \}\n", re.S)
+
+
+def per_warpgroup_store(source: str, dim: int) -> str:
+    """The own-tile form's epilogue with each consumer warpgroup storing its own 64 rows: its
+    ``stmatrix``, a fence, a barrier of its 128 threads (named barriers 2 and 3) and one bulk store
+    of 64 x ``dim`` from one of its threads, which waits for the store to read the tile: no barrier
+    across the two consumer warpgroups (FlashAttention-3's epilogue; edited by hand)."""
+    match = _THREAD_COPIES.search(source)
+    if match is None:
+        raise SystemExit("the own-tile form's thread copies were not found")
+    row = "((tx / 128) * 64)"
+    at = match.group(1).replace("i0_1", row).replace("i1_1", "0")
+    edit = ("    tw::fence_proxy_async();\n"
+            "    if (tx < 128) { tw::sync_named<2, 128>(); } else { tw::sync_named<3, 128>(); }\n"
+            "    if ((tx % 128) == 0) {\n"
+            f"      tw::tma_store((&Output[{at}]), (&O_shared[{row} * {dim}]), {64 * dim * 2});\n"
+            "      tw::tma_store_arrive();\n"
+            "    }\n"
+            "    tw::tma_store_wait<true>();\n")
+    return source[:match.start()] + edit + source[match.end():]
+
+
 def main(rows: list) -> None:
     import torch
 
+    own, overlap = PassConfigKey.TW_REGISTER_EPILOGUE, PassConfigKey.TW_GEMM_OVERLAP
     for text in rows:
         causal = text.endswith("c")
         seq, dim = (int(x) for x in text.rstrip("c").split("x"))
         kernels = {
             "tma_store_over_pipeline": compile_mha(1, 16, seq, dim, causal),
-            "own_tile_thread_copies": compile_mha(1, 16, seq, dim, causal,
-                                                  pass_configs={PassConfigKey.TW_REGISTER_EPILOGUE: True}),
+            "own_tile_thread_copies": compile_mha(1, 16, seq, dim, causal, pass_configs={own: True}),
         }
+        own_tile = kernels["own_tile_thread_copies"]
+        kernels["own_tile_per_warpgroup_store"] = edited_kernel(
+            own_tile, per_warpgroup_store(own_tile.record["device_source"], dim), out_idx=(3,))
+        if causal:  # the intra-warpgroup overlap, off by default for a growing trip count
+            kernels["overlap_tma_store"] = compile_mha(1, 16, seq, dim, causal, pass_configs={overlap: True})
+            kernels["overlap_own_tile"] = compile_mha(1, 16, seq, dim, causal,
+                                                      pass_configs={overlap: True, own: True})
         for name, kernel in kernels.items():
             tail = kernel.get_kernel_source()[-1500:]
             print(f"{text} {name}: {'TMA store' if 'tma_store' in tail else 'thread copies'}", flush=True)
