@@ -12,8 +12,8 @@ kernels' CUDA differs only in that epilogue (and the header), and a causal block
 iterations on average, so its epilogue weighs twice as much. This times both forms on the same
 inputs (each checked against float32 first, 5 alternating rounds of ``profiler.do_bench``), and on
 causal rows each form again with the intra-warpgroup overlap (``tw.gemm_overlap``) asked for; and a
-third form edited by hand (``per_warpgroup_store``): the own tile stored by each consumer warpgroup
-on its own.
+third and fourth form edited by hand (``own_tile_store``): the own tile stored by one bulk store
+(the shipped form without its first barrier), and by each consumer warpgroup on its own.
 
     PYTHONPATH=. python3 scripts/experiments/attention_epilogue_forms.py [ROW ...]
 
@@ -43,20 +43,26 @@ _THREAD_COPIES = re.compile(
     r"\(&O_shared\[.*?\]\)\);\n    \}\n", re.S)
 
 
-def per_warpgroup_store(source: str, dim: int) -> str:
-    """The own-tile form's epilogue with each consumer warpgroup storing its own 64 rows: its
-    ``stmatrix``, a fence, a barrier of its 128 threads (named barriers 2 and 3) and one bulk store
-    of 64 x ``dim`` from one of its threads, which waits for the store to read the tile: no barrier
-    across the two consumer warpgroups (FlashAttention-3's epilogue; edited by hand)."""
+def own_tile_store(source: str, dim: int, per_warpgroup: bool) -> str:
+    """The own-tile form's epilogue with its thread copies replaced by bulk stores (edited by hand):
+    after its ``stmatrix`` and fence, either the consumers' barrier and one thread's store of the
+    whole tile (``per_warpgroup=False``: the shipped form's store, without its first barrier, since
+    the tile has bytes of its own), or each consumer warpgroup's barrier of its 128 threads (named
+    barriers 2 and 3) and one store of its own 64 rows (FlashAttention-3's epilogue, no barrier
+    across the two); the storing thread waits for the store to have read the tile."""
     match = _THREAD_COPIES.search(source)
     if match is None:
         raise SystemExit("the own-tile form's thread copies were not found")
-    row = "((tx / 128) * 64)"
+    if per_warpgroup:
+        row, sync, who, rows = ("((tx / 128) * 64)", "if (tx < 128) { tw::sync_named<2, 128>(); } "
+                                "else { tw::sync_named<3, 128>(); }", "(tx % 128) == 0", 64)
+    else:
+        row, sync, who, rows = "0", "tw::sync_consumers<256>();", "tx == 0", 128
     at = match.group(1).replace("i0_1", row).replace("i1_1", "0")
     edit = ("    tw::fence_proxy_async();\n"
-            "    if (tx < 128) { tw::sync_named<2, 128>(); } else { tw::sync_named<3, 128>(); }\n"
-            "    if ((tx % 128) == 0) {\n"
-            f"      tw::tma_store((&Output[{at}]), (&O_shared[{row} * {dim}]), {64 * dim * 2});\n"
+            f"    {sync}\n"
+            f"    if ({who}) {{\n"
+            f"      tw::tma_store((&Output[{at}]), (&O_shared[{row} * {dim}]), {rows * dim * 2});\n"
             "      tw::tma_store_arrive();\n"
             "    }\n"
             "    tw::tma_store_wait<true>();\n")
@@ -75,8 +81,9 @@ def main(rows: list) -> None:
             "own_tile_thread_copies": compile_mha(1, 16, seq, dim, causal, pass_configs={own: True}),
         }
         own_tile = kernels["own_tile_thread_copies"]
-        kernels["own_tile_per_warpgroup_store"] = edited_kernel(
-            own_tile, per_warpgroup_store(own_tile.record["device_source"], dim), out_idx=(3,))
+        for name, per_warpgroup in (("own_tile_one_store", False), ("own_tile_per_warpgroup_store", True)):
+            kernels[name] = edited_kernel(own_tile, own_tile_store(own_tile.record["device_source"], dim,
+                                                                   per_warpgroup), out_idx=(3,))
         if causal:  # the intra-warpgroup overlap, off by default for a growing trip count
             kernels["overlap_tma_store"] = compile_mha(1, 16, seq, dim, causal, pass_configs={overlap: True})
             kernels["overlap_own_tile"] = compile_mha(1, 16, seq, dim, causal,
