@@ -449,3 +449,35 @@ def test_an_output_left_out_before_a_scalar_keeps_the_scalar_s_value():
     kernel = tw.compile(_scaled_copy, out_idx=[1], target="cpu")
     a = np.random.default_rng(8).standard_normal(100).astype(np.float32)
     np.testing.assert_array_equal(kernel(a, 100), a * 3)
+
+
+def _fill_from_a_thread_value(dst_scope: str):
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64, 4), "float32")):
+        with T.Kernel(1, threads=64) as (bx,):
+            tx = T.get_thread_binding()
+            v = T.alloc_local((1,), "float32")
+            w = T.alloc_local((4,), "float32") if dst_scope == "local" else T.alloc_shared((4,), "float32")
+            v[0] = A[tx]
+            T.fill(w, v[0])
+            for j in T.serial(4):
+                B[tx, j] = w[j] * (j + 1)
+
+    return tw.compile(main, target="cpu")
+
+
+def test_a_fill_of_a_threads_own_array_takes_each_threads_own_value():
+    a = np.random.default_rng(0).standard_normal(64).astype(np.float32)
+    b = np.zeros((64, 4), np.float32)
+    _fill_from_a_thread_value("local")(a, b)  # was a numpy broadcast error from inside the interpreter
+    np.testing.assert_array_equal(b, a[:, None] * np.arange(1, 5, dtype=np.float32))
+
+
+def test_a_fill_of_a_shared_tile_with_values_the_threads_hold_apart_is_named_not_guessed():
+    a = np.random.default_rng(0).standard_normal(64).astype(np.float32)
+    with pytest.raises(KernelRuntimeError, match="w .shared. with one value for every thread"):
+        _fill_from_a_thread_value("shared")(a, np.zeros((64, 4), np.float32))
+    same = np.full(64, 2.5, np.float32)  # every thread holds the same value: one fill
+    b = np.zeros((64, 4), np.float32)
+    _fill_from_a_thread_value("shared")(same, b)
+    np.testing.assert_array_equal(b, np.tile(2.5 * np.arange(1, 5, dtype=np.float32), (64, 1)))

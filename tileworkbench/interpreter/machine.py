@@ -26,7 +26,8 @@ from .sides import Blocked, Side, run_sides
 from .thread_copies import ThreadCopies, land
 from .tiles import TileOps, shaped
 from .updates import update_all, update_in_turn, vars_after_branch
-from .values import Unsupported, compute_dtype, converted, evaluate, held, loaded, print_lines, storage_dtype, stored
+from .values import (Unsupported, compute_dtype, converted, evaluate, held, loaded, print_lines, storage_dtype, stored,
+                     uniform)
 
 _NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init")
 
@@ -287,14 +288,6 @@ class Block(RaceRecords):
 
     def threads(self) -> int:
         return int(self.active.size)
-
-
-def uniform(value):
-    """A value every running thread has alike as one scalar (a thread-local variable each thread
-    set the same); other values as they are."""
-    if isinstance(value, np.ndarray) and value.ndim == 1 and value.size and (value == value[0]).all():
-        return value[0]
-    return value
 
 
 def _at(loc) -> str:

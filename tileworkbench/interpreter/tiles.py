@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..passes.rules.reductions import accumulator
-from .values import evaluate, loaded, stored, tf32_rounded, tf32_truncated
+from .values import Unsupported, converted, evaluate, loaded, stored, tf32_rounded, tf32_truncated, uniform
 
 
 def shaped(values: np.ndarray, extents, name: str) -> np.ndarray:
@@ -35,9 +35,26 @@ class TileOps:
 
     def s_Fill(self, s):
         _, extents = self.b.region(s.dst)
-        self.b.write(s.dst, np.full(extents, evaluate(s.value, self.b), dtype=np.float64))
+        value = uniform(evaluate(s.value, self.b))
+        if isinstance(value, np.ndarray) and value.ndim:  # a thread-local value the threads hold apart
+            self.fill_per_thread(s.dst, extents, value)
+        else:
+            self.b.write(s.dst, np.full(extents, value, dtype=np.float64))
         return
         yield
+
+    def fill_per_thread(self, dst: ir.Region, extents: list, value: np.ndarray):
+        """``T.fill(dst, v)`` where the running threads' ``v`` differ: each thread's own copy of a
+        thread-local buffer takes its own value; which thread's value lands in an element of a
+        tile the threads share depends on how the fill is split among them, which the tile level
+        does not decide."""
+        if dst.buffer.scope != "local":
+            raise Unsupported(f"the CPU interpreter fills {dst.buffer.name} ({dst.buffer.scope}) with one value "
+                              "for every thread; the running threads' values differ here")
+        starts, _ = self.b.region(dst)
+        window = (self.b.active,) + tuple(slice(a, a + n) for a, n in zip(starts, extents))
+        per_thread = np.broadcast_to(value.reshape((-1,) + (1,) * len(extents)), (value.size, *extents))
+        self.b.array(dst.buffer)[window] = converted(per_thread, dst.buffer.dtype)
 
     def s_Copy(self, s):
         values = self.b.read(s.src)

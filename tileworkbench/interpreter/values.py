@@ -365,3 +365,11 @@ def print_lines(call: ir.Call, env, running=None) -> list[str]:
             text += f" = {float(v):g}" if value.dtype.is_float else f" = {int(v)}"
         lines.append(f"{text} (block ({', '.join(str(int(b)) for b in place[:-1])}) thread {int(place[-1])})")
     return lines
+
+
+def uniform(value):
+    """A value every running thread has alike as one scalar (a thread-local variable each thread
+    set the same); other values as they are."""
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.size and (value == value[0]).all():
+        return value[0]
+    return value
