@@ -285,3 +285,32 @@ def test_a_copy_whose_shared_slice_provably_leaves_the_tile_is_refused():
 
     with pytest.raises(tw.CompileError, match=r"the slice of s along dimension 0 can reach element 1007, past its 1"):
         tw.lower(main)
+
+
+@pytest.mark.parametrize("extents", [(0,), (2, 0), (0, 4)])
+def test_a_parallel_nest_with_no_iteration_runs_nothing_on_either_side(extents):
+    """``T.Parallel`` with an extent of 0: the generated code stores nothing (a nest of two stopped
+    the compiler with "division by zero: `flat % 0`" and no line), and the CPU interpreter does not
+    run the body once either (it wrote a store that names no loop index). Found by the random
+    two-interpreter comparison."""
+    from tileworkbench.interpreter.threads import ThreadKernel
+
+    if len(extents) == 1:
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32):
+                for i in T.Parallel(extents[0]):
+                    A[0] = 5.0
+    else:
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32):
+                for i, j in T.Parallel(extents[0], extents[1]):
+                    A[0] = 5.0
+
+    artifact = tw.lower(main, target=SM90)
+    assert "5.0" not in kernel_part(artifact)
+    for run in (tw.compile(main, target="cpu"), ThreadKernel.of(artifact)):
+        a = np.arange(4, dtype=np.float32)
+        run(a)
+        np.testing.assert_array_equal(a, np.arange(4, dtype=np.float32))

@@ -402,6 +402,8 @@ class Runner(ThreadCopies, TileOps):
         while isinstance(loops[-1].body, ir.For) and loops[-1].body.kind == "parallel":
             loops.append(loops[-1].body)
         extents = [int(evaluate(loop.extent, self.b)) for loop in loops]
+        if min(extents) <= 0:  # no iteration: nothing runs, not even a store that names no loop index
+            return
         starts = [int(evaluate(loop.start, self.b)) for loop in loops]
         grids = np.meshgrid(*[np.arange(st, st + n) for st, n in zip(starts, extents)], indexing="ij")
         saved = self.b.mask

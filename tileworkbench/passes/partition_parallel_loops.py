@@ -36,6 +36,7 @@ Guarantees: no parallel loop and no fragment remains.
     where its runs are whole copies.
   * Any other parallel nest is split round-robin: flat iteration ``it * threads + tx``.
   * Fragments become per-thread ``local`` arrays of ``local_size`` elements.
+  * A nest with an extent of 0 (or less) runs nothing and is removed.
 """
 
 from __future__ import annotations
@@ -108,6 +109,8 @@ class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
         extents = [ir.const_int(lp.extent) for lp in loops]
         if None in extents:
             raise CompileError("T.Parallel needs constant extents", node.loc)
+        if min(extents) <= 0:  # no iteration: the nest runs nothing (its threads' share would divide by 0)
+            return None
         accesses = [a for a in collect(body, (ir.BufferLoad, ir.BufferStore)) if a.buffer.scope == "fragment"]
         nest = ParallelNest(tuple(loop_vars), tuple(extents))
         kinds = [(a.buffer, nest.match(a.indices, a.buffer.static_shape()) or (None, 0)) for a in accesses]
