@@ -350,3 +350,36 @@ def test_a_copy_between_overlapping_regions_of_one_tensor_is_refused():
         tw.lower(shifted)
     assert "T.copy(A[0:2, 0:8], A[1:3, 4:12])" in info.value.loc.text
     tw.lower(apart)  # disjoint halves of one tensor are fine
+
+
+def test_an_overlap_the_block_index_cannot_undo_is_refused_too():
+    """The distance between the two starts decides, not the starts: ``A[bx, 0:64]`` onto ``A[bx,
+    1:65]`` overlaps in every block, and ``T.copy(T1, T1[bx, 1])`` in a grid of one block (``bx`` is
+    0) too, which the random two-interpreter comparison found computing differently on each
+    (starts that were not constants were let through). Distances the block index changes stay
+    allowed: they may be apart."""
+    @T.prim_func
+    def by_one(A: T.Tensor((4, 128), "float16")):
+        with T.Kernel(4, threads=32) as bx:
+            T.copy(A[bx, 0:64], A[bx, 1:65])
+
+    @T.prim_func
+    def one_block(T1: T.Tensor((1, 64), "float16")):
+        with T.Kernel(1, threads=32) as bx:
+            T.copy(T1, T1[bx, 1])
+
+    @T.prim_func
+    def by_block(A: T.Tensor((4, 128), "float16")):
+        with T.Kernel(4, threads=32) as bx:
+            T.copy(A[0, 0:64], A[bx, 0:64])  # the same row only in block 0: not known to overlap
+
+    @T.prim_func
+    def halves(A: T.Tensor((4, 128), "float16")):
+        with T.Kernel(4, threads=32) as bx:
+            T.copy(A[bx, 0:64], A[bx, 64:128])
+
+    for func in (by_one, one_block):
+        with pytest.raises(CompileError, match="between regions that overlap"):
+            tw.lower(func)
+    tw.lower(by_block)
+    tw.lower(halves)

@@ -4,7 +4,7 @@ Expects: the IR straight from the front end.
 Guarantees: the same IR (this pass never changes it); every ``TmaCopy`` has constant extents
 and legal dtypes (no store from ``float4_e2m1_unpacked`` shared memory), every ``Copy`` out of
 an unpacked FP4 buffer is rejected, every buffer accessed by index has the right rank, no copy
-runs between two overlapping regions of one buffer (known from constants); no tile
+runs between two overlapping regions of one buffer (known from constants and the launch's ranges); no tile
 operation stands inside a ``T.Parallel`` loop (it runs once for the whole block, its threads
 sharing the work: inside a loop over elements it would run once per element, each element's
 threads racing over the whole tile; the lowering had made ``T.fill(T0, i)`` in a loop over ``i``
@@ -22,6 +22,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
+from ..ir.simplify import interval, launch_ranges, simplify
 from ..ir.visitor import IRVisitor, collect
 from .manager import register
 from .rules.uniformity import Variance
@@ -51,6 +52,7 @@ def _spread_over_threads(node) -> bool:
 class _Verify(IRVisitor):
     def __init__(self, func: ir.PrimFunc):
         self.func = func
+        self.ranges = launch_ranges(func)  # the block and thread indices' (an overlap's distance may name them)
         self.parallel = 0  # T.Parallel loops around the statement being visited
         self.variant_condition = None  # the innermost if or while around it whose condition may differ between threads
         self._variance = None
@@ -122,7 +124,7 @@ class _Verify(IRVisitor):
                                "float4_e2m1fn tensor", node.loc)
 
     def visit_Copy(self, node: ir.Copy):
-        if node.src.buffer is node.dst.buffer and _overlap(node.src, node.dst):
+        if node.src.buffer is node.dst.buffer and _overlap(node.src, node.dst, self.ranges):
             raise CompileError(f"T.copy within {node.src.buffer.name} between regions that overlap: the threads copy "
                                "the elements in no set order, so what lands is undefined; copy through a tile of "
                                "its own", node.loc)
@@ -135,18 +137,22 @@ class _Verify(IRVisitor):
                                node.loc)
 
 
-def _overlap(a: ir.Region, b: ir.Region) -> bool:
-    """Two regions of one buffer known (constant starts and extents) to share elements without being
-    the same region (a copy of a region onto itself changes nothing)."""
-    spans = []
+def _overlap(a: ir.Region, b: ir.Region, ranges: dict) -> bool:
+    """Two regions of one buffer known to share elements without being the same region (a copy of
+    a region onto itself changes nothing): along every dimension the extents are constants and the
+    distance between the starts is one, given the launch's ranges (``A[bx, 0:64]`` onto
+    ``A[bx, 1:65]``, or onto ``A[0, 1:65]`` in a grid of one block), and less than the extent on
+    the side it points to."""
+    distances = []
     for sa, ea, sb, eb in zip(a.starts, a.extents, b.starts, b.extents):
-        values = [ir.const_int(x) for x in (sa, ea, sb, eb)]
-        if any(v is None for v in values):
+        lo, hi = interval(simplify(sb - sa, ranges), ranges)
+        d, ea, eb = (lo if lo is not None and lo == hi else None), ir.const_int(ea), ir.const_int(eb)
+        if d is None or ea is None or eb is None:
             return False
-        spans.append(values)
-    if all(sa == sb and ea == eb for sa, ea, sb, eb in spans):
+        distances.append((d, ea, eb))
+    if all(d == 0 and ea == eb for d, ea, eb in distances):
         return False
-    return all(sa < sb + eb and sb < sa + ea for sa, ea, sb, eb in spans)
+    return all(-eb < d < ea for d, ea, eb in distances)
 
 
 @register("verify_tile_ops", "tile")
