@@ -383,3 +383,32 @@ def test_an_overlap_the_block_index_cannot_undo_is_refused_too():
             tw.lower(func)
     tw.lower(by_block)
     tw.lower(halves)
+
+
+def test_a_fill_whose_value_reads_what_it_fills_is_refused():
+    """``T.fill(t, t[0] + 1)`` on a thread's own array compiled to a loop that read ``t[0]`` after it
+    had overwritten it (4 elements: 2, 3, 3, 3 where the program says 2, 2, 2, 2: the two CPU
+    interpreters differed, 3.0 against 2.0, found at random); spread over the threads, which thread
+    reads before which writes is not set at all. A value read outside the filled region is fine."""
+    @T.prim_func
+    def own_array(T1: T.Tensor((64,), "float16")):
+        with T.Kernel(1, threads=32):
+            t = T.alloc_local((4,), "float16")
+            T.fill(t, 1.0)
+            T.fill(t, t[0] + 1.0)
+            T1[0] = t[3]
+
+    @T.prim_func
+    def whole_tensor(T1: T.Tensor((64,), "float16")):
+        with T.Kernel(1, threads=32):
+            T.fill(T1, T.exp(T1[0]))
+
+    @T.prim_func
+    def outside(T1: T.Tensor((64,), "float16")):
+        with T.Kernel(1, threads=32):
+            T.fill(T1[1:64], T.exp(T1[0]))
+
+    for func, name in ((own_array, "t"), (whole_tensor, "T1")):
+        with pytest.raises(CompileError, match=f"T.fill of {name} with a value that reads {name} where the fill writes"):
+            tw.lower(func)
+    tw.lower(outside)

@@ -4,7 +4,8 @@ Expects: the IR straight from the front end.
 Guarantees: the same IR (this pass never changes it); every ``TmaCopy`` has constant extents
 and legal dtypes (no store from ``float4_e2m1_unpacked`` shared memory), every ``Copy`` out of
 an unpacked FP4 buffer is rejected, every buffer accessed by index has the right rank, no copy
-runs between two overlapping regions of one buffer (known from constants and the launch's ranges); no tile
+runs between two overlapping regions of one buffer (known from constants and the launch's ranges), no
+fill's value reads the region it fills (unless known to lie outside it); no tile
 operation stands inside a ``T.Parallel`` loop (it runs once for the whole block, its threads
 sharing the work: inside a loop over elements it would run once per element, each element's
 threads racing over the whole tile; the lowering had made ``T.fill(T0, i)`` in a loop over ``i``
@@ -123,6 +124,15 @@ class _Verify(IRVisitor):
             raise CompileError("an unpacked FP4 shared buffer can only be loaded from a "
                                "float4_e2m1fn tensor", node.loc)
 
+    def visit_Fill(self, node: ir.Fill):
+        for load in collect(node.value, ir.BufferLoad):
+            if load.buffer is node.dst.buffer and not _outside(load.indices, node.dst, self.ranges):
+                raise CompileError(f"T.fill of {node.dst.buffer.name} with a value that reads {node.dst.buffer.name} "
+                                   "where the fill writes: each thread computes the value and writes its share, in "
+                                   "no set order with the others' writes (a thread's own array is filled one element "
+                                   "after another), so later elements may see the new value; read it into a "
+                                   "variable first", node.loc)
+
     def visit_Copy(self, node: ir.Copy):
         if node.src.buffer is node.dst.buffer and _overlap(node.src, node.dst, self.ranges):
             raise CompileError(f"T.copy within {node.src.buffer.name} between regions that overlap: the threads copy "
@@ -153,6 +163,17 @@ def _overlap(a: ir.Region, b: ir.Region, ranges: dict) -> bool:
     if all(d == 0 and ea == eb for d, ea, eb in distances):
         return False
     return all(-eb < d < ea for d, ea, eb in distances)
+
+
+def _outside(indices, region: ir.Region, ranges: dict) -> bool:
+    """Whether an element read at ``indices`` is known to lie outside ``region`` (along some
+    dimension, wherever the launch's ranges put it)."""
+    for i, start, extent in zip(indices, region.starts, region.extents):
+        lo, hi = interval(simplify(i - start, ranges), ranges)
+        n = ir.const_int(extent)
+        if (hi is not None and hi < 0) or (lo is not None and n is not None and lo >= n):
+            return True
+    return False
 
 
 @register("verify_tile_ops", "tile")
