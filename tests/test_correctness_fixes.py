@@ -314,3 +314,26 @@ def test_a_parallel_nest_with_no_iteration_runs_nothing_on_either_side(extents):
         a = np.arange(4, dtype=np.float32)
         run(a)
         np.testing.assert_array_equal(a, np.arange(4, dtype=np.float32))
+
+
+def test_a_copy_that_converts_is_no_cp_async_even_when_asked_for():
+    """cp.async moves bytes: ``T.copy(float32 tensor, float16 tile, prefer_instruction="cp_async")``
+    was a 4-byte cp.async of the float32 bits into a 2-byte slot (misaligned, and no conversion).
+    Now the element copy converts it, on the GPU and on both CPU interpreters alike (found at
+    random: the thread-level interpreter refused the misaligned access)."""
+    from tileworkbench.interpreter.threads import ThreadKernel
+
+    @T.prim_func
+    def main(T0: T.Tensor((1,), "float32"), T1: T.Tensor((4,), "float16")):
+        with T.Kernel(1, threads=32):
+            s1 = T.alloc_shared((4,), "float16")
+            T.fill(s1, 0)
+            T.copy(T0, s1[1:2], prefer_instruction="cp_async")
+            T.copy(s1, T1)
+
+    artifact = tw.lower(main, target=SM90)
+    assert "cp_async" not in kernel_part(artifact)
+    for run in (tw.compile(main, target="cpu"), ThreadKernel.of(artifact)):
+        out = np.zeros(4, np.float16)
+        run(np.array([1.5], np.float32), out)
+        np.testing.assert_array_equal(out, np.array([0, 1.5, 0, 0], np.float16))

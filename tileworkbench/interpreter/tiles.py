@@ -58,9 +58,11 @@ class TileOps:
 
     def s_Copy(self, s):
         values = self.b.read(s.src)
-        if s.instruction == "cp_async" and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared":
-            # lands when a cp_async_wait completes its group (cp.async moves global to shared only:
-            # any other copy asking for it is a plain one in the generated code, as here)
+        if s.instruction == "cp_async" and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared" \
+                and s.src.buffer.dtype == s.dst.buffer.dtype:
+            # lands when a cp_async_wait completes its group (cp.async moves bytes from global to
+            # shared only, of one element type: any other copy asking for it is a plain one in the
+            # generated code, as here)
             self.later(s.dst, loaded(values, s.src.buffer.dtype))
             return
         # Between two global tensors the threads copy an element only where both ends lie inside

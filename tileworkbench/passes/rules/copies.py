@@ -243,8 +243,10 @@ class CopyLowering:
         src, dst = self.src.buffer, self.dst.buffer
         nbytes = v * src.dtype.storage_bits // 8
         load_from_global = src.scope == "global"
+        # cp.async moves bytes: only between tiles of one element type (a copy that converts, float32
+        # into float16, goes element by element)
         if self.node.instruction == "cp_async" and src.scope == "global" and dst.scope == "shared" \
-                and nbytes in (4, 8, 16):
+                and nbytes in (4, 8, 16) and src.dtype == dst.dtype:
             return call(f"tw::cp_async<{nbytes}>", address_of(dst, d_idx), address_of(src, s_idx),
                         guard if guard is not None else ir.const(True))
         if v > 1:
