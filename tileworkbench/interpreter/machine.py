@@ -290,6 +290,14 @@ class Block(RaceRecords):
         return int(self.active.size)
 
 
+def _parallel_nest(loop: ir.For) -> list:
+    """A ``T.Parallel`` loop and the parallel loops directly inside it, outermost first."""
+    loops = [loop]
+    while isinstance(loops[-1].body, ir.For) and loops[-1].body.kind == "parallel":
+        loops.append(loops[-1].body)
+    return loops
+
+
 def _at(loc) -> str:
     return f" at line {loc.line}" if loc is not None and loc.line else ""
 
@@ -398,9 +406,7 @@ class Runner(ThreadCopies, TileOps):
             yield from self.run(s.body)
 
     def parallel(self, s):
-        loops = [s]
-        while isinstance(loops[-1].body, ir.For) and loops[-1].body.kind == "parallel":
-            loops.append(loops[-1].body)
+        loops = _parallel_nest(s)
         extents = [int(evaluate(loop.extent, self.b)) for loop in loops]
         if min(extents) <= 0:  # no iteration: nothing runs, not even a store that names no loop index
             return
