@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
+from ..passes.rules.copies import moves_by_cp_async
 from ..passes.rules.reductions import accumulator
 from .values import Unsupported, converted, evaluate, loaded, stored, tf32_rounded, tf32_truncated, uniform
 
@@ -34,16 +35,16 @@ class TileOps:
                                stored(shaped(values, extents, dst.buffer.name), dst.buffer.dtype)[part]))
 
     def s_Fill(self, s):
-        _, extents = self.b.region(s.dst)
+        starts, extents = self.b.region(s.dst)
         value = uniform(evaluate(s.value, self.b))
         if isinstance(value, np.ndarray) and value.ndim:  # a thread-local value the threads hold apart
-            self.fill_per_thread(s.dst, extents, value)
+            self.fill_per_thread(s.dst, starts, extents, value)
         else:
             self.b.write(s.dst, np.full(extents, value, dtype=np.float64))
         return
         yield
 
-    def fill_per_thread(self, dst: ir.Region, extents: list, value: np.ndarray):
+    def fill_per_thread(self, dst: ir.Region, starts: list, extents: list, value: np.ndarray):
         """``T.fill(dst, v)`` where the running threads' ``v`` differ: each thread's own copy of a
         thread-local buffer takes its own value; which thread's value lands in an element of a
         tile the threads share depends on how the fill is split among them, which the tile level
@@ -51,18 +52,15 @@ class TileOps:
         if dst.buffer.scope != "local":
             raise Unsupported(f"the CPU interpreter fills {dst.buffer.name} ({dst.buffer.scope}) with one value "
                               "for every thread; the running threads' values differ here")
-        starts, _ = self.b.region(dst)
         window = (self.b.active,) + tuple(slice(a, a + n) for a, n in zip(starts, extents))
         per_thread = np.broadcast_to(value.reshape((-1,) + (1,) * len(extents)), (value.size, *extents))
         self.b.array(dst.buffer)[window] = converted(per_thread, dst.buffer.dtype)
 
     def s_Copy(self, s):
         values = self.b.read(s.src)
-        if s.instruction == "cp_async" and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared" \
-                and s.src.buffer.dtype == s.dst.buffer.dtype:
-            # lands when a cp_async_wait completes its group (cp.async moves bytes from global to
-            # shared only, of one element type: any other copy asking for it is a plain one in the
-            # generated code, as here)
+        if s.instruction == "cp_async" and moves_by_cp_async(s.src.buffer, s.dst.buffer):
+            # lands when a cp_async_wait completes its group (any other copy asking for cp.async is
+            # a plain one in the generated code, as here)
             self.later(s.dst, loaded(values, s.src.buffer.dtype))
             return
         # Between two global tensors the threads copy an element only where both ends lie inside

@@ -243,10 +243,7 @@ class CopyLowering:
         src, dst = self.src.buffer, self.dst.buffer
         nbytes = v * src.dtype.storage_bits // 8
         load_from_global = src.scope == "global"
-        # cp.async moves bytes: only between tiles of one element type (a copy that converts, float32
-        # into float16, goes element by element)
-        if self.node.instruction == "cp_async" and src.scope == "global" and dst.scope == "shared" \
-                and nbytes in (4, 8, 16) and src.dtype == dst.dtype:
+        if self.node.instruction == "cp_async" and moves_by_cp_async(src, dst) and nbytes in (4, 8, 16):
             return call(f"tw::cp_async<{nbytes}>", address_of(dst, d_idx), address_of(src, s_idx),
                         guard if guard is not None else ir.const(True))
         if v > 1:
@@ -260,6 +257,13 @@ class CopyLowering:
         # An out-of-bounds load still defines the tile (zeros); a store out of bounds does nothing.
         fill_zero = zero if load_from_global and dst.scope != "global" else None
         return ir.IfThenElse(guard, body, fill_zero)
+
+
+def moves_by_cp_async(src: ir.Buffer, dst: ir.Buffer) -> bool:
+    """Whether a copy asking for ``cp_async`` can be one: cp.async moves bytes from global to shared
+    memory, so only between buffers of one element type (a copy that converts, float32 into float16,
+    goes element by element). The CPU interpreter holds back the same copies until their wait."""
+    return src.scope == "global" and dst.scope == "shared" and src.dtype == dst.dtype
 
 
 def within_extents(loop_vars, dynamic) -> ir.Expr | None:
