@@ -32,7 +32,7 @@ class PassConfigKey(str, enum.Enum):
     TW_DISABLE_PERSISTENT = "tw.disable_persistent"  # warp-specialised GEMMs: one block per tile, no tile loop
     TW_DISABLE_MATRIX_STORES = "tw.disable_matrix_stores"  # accumulators to shared tiles by store_pair, no stmatrix
     TW_WS_TILE_BARRIERS = "tw.ws_tile_barriers"  # a warp-specialised two-gemm loop: a full/empty pair per tile
-    TW_GEMM_OVERLAP = "tw.gemm_overlap"  # two-gemm loops: the softmax beside the previous P @ V (default: constant trip counts)
+    TW_GEMM_OVERLAP = "tw.gemm_overlap"  # two-gemm loops: the softmax beside the previous P @ V (default: on)
     TW_TIMELINE = "tw.timeline"  # True or k: the kernel records a measured timeline in every (k-th) block
     TW_TIMELINE_CAPACITY = "tw.timeline_capacity"  # events each recording thread keeps (default 2048)
     TW_VERIFY_IR = "tw.verify_ir"  # the IR verifier after every pass (as TILEWORKBENCH_VERIFY_IR=1)

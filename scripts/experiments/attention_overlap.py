@@ -17,7 +17,10 @@ Each variant is checked against a float32 reference on random inputs, then all a
 
 Run on the H200:
 
-    PYTHONPATH=. python3 scripts/experiments/attention_overlap.py [SEQ ...] [SEQc ...]   (c: causal)
+    PYTHONPATH=. python3 scripts/experiments/attention_overlap.py [SEQ ...] [ROWc ...]
+
+(c: causal; a causal ROW is SEQ, SEQxDIM or BATCHxHEADSxSEQxDIM, with gG for G query heads per
+K/V head, e.g. 1x32x8192x128g4c.)
 
 Findings: docs/experiments.md, "Attention: intra-warpgroup overlap and ping-pong".
 """
@@ -158,14 +161,17 @@ def edit(src: str, tiles: int, overlap: bool, pingpong: bool) -> str:
 QUICK = True  # the ping-pong variants measured 0.94-0.95x and 0.79-0.82x (docs/experiments.md): left out
 
 
-def compare(kernels: dict, seq: int, causal: bool) -> None:
+def compare(kernels: dict, seq: int, causal: bool, batch: int = 1, heads: int = 16, dim: int = 128,
+            groups: int = 1) -> None:
     """Check every kernel against float32 on the same random inputs, then time them in 5
     alternating rounds and print each one's TFLOP/s and its speed over the first ("generated")."""
     import torch
 
     torch.manual_seed(0)
-    q, k, v = (torch.randn(1, 16, seq, 128, device="cuda", dtype=torch.float16) for _ in range(3))
-    race_attention(kernels, q, k, v, causal, f"1x16x{seq}x128{' causal' if causal else ''}", "generated")
+    q = torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(batch, heads // groups, seq, dim, device="cuda", dtype=torch.float16) for _ in range(2))
+    label = f"{batch}x{heads}x{seq}x{dim}{f' gqa{groups}' if groups > 1 else ''}{' causal' if causal else ''}"
+    race_attention(kernels, q, k, v, causal, label, "generated")
 
 
 PLAIN = {PassConfigKey.TW_GEMM_OVERLAP: False}
@@ -185,13 +191,20 @@ def main(seqs) -> None:
         compare(kernels, seq, False)
 
 
-def causal(seqs) -> None:
-    """Causal rows: the compiler's plain schedule against its overlap (no hand edit)."""
-    for seq in seqs:
-        compare({"generated": compile_mha(1, 16, seq, 128, True, pass_configs=PLAIN),
-                 "compiler overlap": compile_mha(1, 16, seq, 128, True, pass_configs=OVERLAP)}, seq, True)
+def causal(rows) -> None:
+    """Causal rows (``SEQ``, ``SEQxDIM``, ``BxHxSEQxDIM`` or ``...gG`` for G heads per K/V head):
+    the compiler's plain schedule against its overlap (no hand edit)."""
+    for row in rows:
+        shape, _, groups = row.partition("g")
+        dims = [int(x) for x in shape.split("x")]
+        batch, heads, seq, dim = {1: lambda: (1, 16, dims[0], 128), 2: lambda: (1, 16, *dims),
+                                  4: lambda: tuple(dims)}[len(dims)]()
+        groups = int(groups or 1)
+        compare({name: compile_mha(batch, heads, seq, dim, True, groups=groups, pass_configs=configs)
+                 for name, configs in (("generated", PLAIN), ("compiler overlap", OVERLAP))},
+                seq, True, batch, heads, dim, groups)
 
 
 if __name__ == "__main__":
-    main([int(s) for s in sys.argv[1:] if not s.endswith("c")] or [4096, 8192])
-    causal([int(s[:-1]) for s in sys.argv[1:] if s.endswith("c")])
+    main([int(s) for s in sys.argv[1:] if not s.endswith("c")] or ([] if sys.argv[1:] else [4096, 8192]))
+    causal([s[:-1] for s in sys.argv[1:] if s.endswith("c")])

@@ -32,8 +32,8 @@ Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's thread
     ``<tile>_empty``; with more stages too under ``tw.ws_tile_barriers``): the producer waits
     for and fills each tile in turn, the consumer waits for
     a tile before the first gemm that reads it and releases it after the last, so the producer
-    loads K while the softmax and P @ V run. With two stages and a constant trip count (or as
-    ``tw.gemm_overlap`` says), where ``rules.overlap_plan`` finds the cut (attention and flash
+    loads K while the softmax and P @ V run. With two stages (unless ``tw.gemm_overlap`` is
+    False), where ``rules.overlap_plan`` finds the cut (attention and flash
     decoding: two gemms, the second accumulating with A in registers, the three fragments fitting
     the registers), the tiles have a pair each and the consumer overlaps
     (``_overlapped_protocol``): iteration k issues its first gemm and iteration k - 1's second back
@@ -177,15 +177,13 @@ def _overlapped_protocol(plan: OverlapPlan, pairs: dict, tile, slot, round_, loo
     return body, [ir.IfThenElse(ir.cmp(">", loop.extent, 0), ir.seq(drain), loc=loop.loc)]
 
 
-def _overlap_wanted(ctx, loop: ir.For) -> bool:
-    """``tw.gemm_overlap`` when given; otherwise for loops of a constant trip count. On the H200
-    the overlap ran non-causal attention at 1.04-1.07x and causal attention (its trip count grows
-    with the query block) at 0.97x (docs/experiments.md, "Attention: intra-warpgroup overlap and
-    ping-pong")."""
+def _overlap_wanted(ctx) -> bool:
+    """``tw.gemm_overlap`` when given; otherwise yes. Causal attention, whose trip count grows with
+    the query block, was left out until 2026-12-07: 0.97x on the H200 at the time, but 1.09-1.11x
+    on an H100 at ``810477c`` on every head-dim-128 causal row and level at head dim 64
+    (docs/experiments.md, "Attention: intra-warpgroup overlap and ping-pong")."""
     asked = ctx.configs.get(PassConfigKey.TW_GEMM_OVERLAP.value)
-    if asked is not None:
-        return bool(asked)
-    return ir.const_int(loop.extent) is not None
+    return True if asked is None else bool(asked)
 
 
 def _why_not_room(keep: list, epilogue: list, staged, stages: int, ctx) -> str | None:
@@ -285,7 +283,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         return region if buf is None else region.in_version(buf, slot)
 
     overlap = None
-    if (not gemm_loop and not persistent and s == 2 and _overlap_wanted(ctx, loop)
+    if (not gemm_loop and not persistent and s == 2 and _overlap_wanted(ctx)
             and not ctx.flag(PassConfigKey.TW_WS_TILE_BARRIERS)):
         overlap = overlap_plan(work, {id(ld.dst.buffer) for ld in loads}, consumers)
     if overlap is not None:
