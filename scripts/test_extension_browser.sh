@@ -139,7 +139,10 @@ step "build the wheel (hatch-jupyter-builder runs the npm build unless the bundl
 }
 grep -E "hatch_jupyter_builder|Rspack|compiled" "$WORK/wheel.log" || true
 WHEEL="$(ls "$WORK"/dist/tileworkbench-*.whl)"
-unzip -l "$WHEEL" | grep -q "share/jupyter/labextensions/tileworkbench/package.json" || {
+# The listing is read whole first: under pipefail, `unzip -l | grep -q` fails whenever grep finds the
+# file and exits before unzip has written the rest (SIGPIPE), as a fresh-clone CI run did once.
+WHEEL_FILES="$(unzip -l "$WHEEL")"
+grep -q "share/jupyter/labextensions/tileworkbench/package.json" <<<"$WHEEL_FILES" || {
   echo "ERROR: the wheel does not ship the labextension" >&2
   exit 1
 }
