@@ -8,7 +8,7 @@ row's kernels are timed in 3 alternating rounds of ``profiler.do_bench`` (median
 
 Run on the H200:
 
-    PYTHONPATH=. python3 scripts/experiments/attention_configs.py
+    PYTHONPATH=. python3 scripts/experiments/attention_configs.py [DIM ...]   (default: 128 64)
 
 Findings: docs/experiments.md, "Attention tile configurations".
 """
@@ -16,6 +16,7 @@ Findings: docs/experiments.md, "Attention tile configurations".
 from __future__ import annotations
 
 import statistics
+import sys
 
 from tileworkbench.bench.attention import check, compile_mha, reference
 from tileworkbench.profiler import do_bench
@@ -27,10 +28,11 @@ CONFIGS = {
 }
 
 
-def main() -> None:
+def main(dims) -> None:
     import torch
 
-    for dim, configs in CONFIGS.items():
+    for dim in dims:
+        configs = CONFIGS[dim]
         for causal in (False, True):
             torch.manual_seed(0)
             q, k, v = (torch.randn(1, 16, 8192, dim, device="cuda", dtype=torch.float16) for _ in range(3))
@@ -63,4 +65,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main([int(d) for d in sys.argv[1:]] or list(CONFIGS))
