@@ -66,6 +66,11 @@ TILE_OPS = [
     ("copy-mismatch", 's = T.alloc_shared((64, 64), "float32")\nT.copy(A[0:128, 0:64], s)  # <-', "shape mismatch"),
     ("copy-rank-point", 's = T.alloc_shared((4, 4, 4), "float32")\nT.copy(A[0, 0], s)  # <-',
      "A has rank 2 but the other side's tile is 4x4x4"),
+    ("copy-point-past-fragment", 'f = T.alloc_fragment((1,), "float32")\nT.copy(f[0], B[0:2])  # <-',
+     "f\\[0\\] stands for a tile as large as the other side \\(2\\), and along dimension 0 that runs to element 2, "
+     "past its 1"),  # found comparing the interpreters: the copy wrote B[0] alone
+    ("copy-point-past-shared", 's = T.alloc_shared((4, 4), "float32")\nT.copy(A[0:2, 0:4], s[3, 0])  # <-',
+     "s\\[3, 0\\] stands for a tile as large as the other side \\(2x4\\)"),
     ("copy-two-points", "T.copy(A[0, 0], A[1, 1])  # <-", "at least one side must be a whole buffer or a slice"),
     ("copy-dynamic-vs-static", 's = T.alloc_shared((128,), "float32")\nT.copy(B[0:bx], s)  # <-',
      "the B region's extent bx is known only when the kernel runs, but the s region is 128"),

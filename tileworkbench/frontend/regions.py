@@ -238,7 +238,22 @@ def _extend_point(p: Point, other_extents, op: str) -> ir.Region:
             f"{op}: {p.buffer.name} has rank {rank} but the other side's tile is {_fmt(other_extents)}"
         )
     ext = [ir.const(1)] * (rank - len(ext)) + ext
+    _check_point_stays_inside(p, ext, op)
     return ir.Region(p.buffer, tuple(p.indices), tuple(ir.as_expr(e) for e in ext))
+
+
+def _check_point_stays_inside(p: Point, extents, op: str):
+    """An element standing for a tile (``T.copy(f[0], B)``: ``f[0:len(B)]``, as TileLang reads it) of
+    a shared, fragment or local buffer must not run past the buffer where its bounds are constants:
+    the copy would read or write beyond it (a fragment's copy kept only its own elements, silently)."""
+    if p.buffer.scope == "global":
+        return
+    for d, (start, extent, size) in enumerate(zip(p.indices, extents, p.buffer.shape)):
+        a, e, n = ir.const_int(start), ir.const_int(extent), ir.const_int(size)
+        if None not in (a, e, n) and a + e > n:
+            raise error(f"{op}: {p.buffer.name}[{', '.join(map(str, p.indices))}] stands for a tile as large as the "
+                        f"other side ({_fmt(extents)}), and along dimension {d} that runs to element {a + e}, past "
+                        f"its {n}; give the slice you mean (e.g. {p.buffer.name}[{a}:{a + 1}]) or a whole buffer")
 
 
 def _fmt(extents) -> str:
