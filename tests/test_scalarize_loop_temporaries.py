@@ -139,3 +139,32 @@ def test_a_register_fragment_a_tensor_core_call_names_stays_an_array():
 
     code = kernel_code(mha_fwd(1, 2, 256, 64, False, block_M=128, block_N=64))
     assert "acc_s_cast" in arrays(code) and re.search(r"wgmma_gemm_rs<[^(]*>\(acc_s_cast,", code)
+
+
+@pytest.mark.parametrize("dtype, want", [("float8_e4m3", 448.0), ("float16", 2000.0)])
+def test_arithmetic_in_the_arrays_narrow_type_is_still_rounded(dtype, want):
+    """``t[0] = t[0] * 2`` of an FP8 ``t`` is typed FP8 but computed in float32: the array's store
+    rounded it (1000 -> 448, the largest e4m3; 448 * 2 -> 448 again), so the scalar's assignment
+    rounds too. Found comparing the two CPU interpreters on random programs: the scalar held 896."""
+    import numpy as np
+
+    from tileworkbench.interpreter.threads import ThreadKernel
+
+    @T.prim_func
+    def main(Out: T.Tensor((1,), "float16")):
+        with T.Kernel(1, threads=32) as bx:
+            t = T.alloc_local((1,), dtype)
+            for i in T.serial(2):
+                t[i % 1] = bx + 1000.0
+                t[i % 1] = t[i % 1] * 2
+                Out[0] = t[i % 1] + 0.0
+
+    artifact = tw.lower(main, target="sm_90a")
+    code = artifact.device_source.split("// ---- kernel ----")[1]
+    assert "t" not in arrays(code) and "t = (t * 2);" not in code
+    out = np.zeros(1, np.float16)
+    ThreadKernel.of(artifact)(out)  # the generated code, thread by thread
+    assert out[0] == want
+    tiles = np.zeros(1, np.float16)
+    tw.compile(main, target="cpu")(tiles)  # TileLang's semantics, tile by tile
+    assert tiles[0] == want

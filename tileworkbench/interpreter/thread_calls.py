@@ -33,7 +33,6 @@ from .values import Unsupported, compute_dtype, evaluate, loaded, print_lines, s
 
 _VECTOR = re.compile(r"^tw::(copy|zero)_vec<(\d+)>$")
 _ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
-_SHUFFLES = ("__shfl_sync", "__shfl_xor_sync", "__shfl_down_sync", "__shfl_up_sync")
 _NO_OPS = ("tw::fence_proxy_async", "tw::tma_store_arrive")
 _ATOMIC = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
            "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum,
@@ -91,7 +90,7 @@ class Calls:
     """The calls (module doc), a part of ``ThreadBlock``."""
 
     def call_hook(self, e: ir.Call):
-        if e.name in _SHUFFLES:
+        if e.name in ir.SHUFFLES:
             return self.shuffle(e)
         if e.name in _ATOMIC:  # `prev = atomicAdd(...)`: each running thread's element before its update
             prev = np.zeros(self.threads, compute_dtype(e.args[0].args[0].buffer.dtype))

@@ -83,6 +83,7 @@ from .stmt import (  # noqa: F401
     ATOMIC_UPDATES,
     atomic_lanes,
     REINTERPRET,
+    SHUFFLES,
     RNG_INIT,
     COLUMN_BLOCKS,
     RNG_DRAWS,

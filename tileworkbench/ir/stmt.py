@@ -462,6 +462,9 @@ def draws(node) -> int:
 REINTERPRET = "tw::reinterpret"
 # ``T.print``: ``Evaluate(print_call(...))``; ``print_parts`` reads one back.
 PRINT = "tw::print"
+# Warp shuffles (``T.shfl_sync`` and kin): Call(name, (mask, value, lane or delta, width)), the
+# value another lane holds, moved unchanged.
+SHUFFLES = ("__shfl_sync", "__shfl_xor_sync", "__shfl_down_sync", "__shfl_up_sync")
 
 
 def print_call(label: str, where: Sequence[Expr], value: Expr | None = None, indices: Sequence[Expr] = ()) -> Call:

@@ -11,8 +11,9 @@ taken, as a vector copy does; no raw C++ text naming it, as a tensor-core call n
 fragment it reads), is replaced, loop by loop, by one scalar: the first store declares it, later
 stores assign it, loads read it; its declaration goes. Every value read was written earlier in the
 same iteration, so nothing flows between iterations or loops through the array, and the scalar
-holds what the element held (a 16-bit element's rounding included: the store's value is cast to
-the array's type).
+holds what the element held (a 16-bit or FP8 element's rounding included: the store's value is
+cast to the array's type, also where its type is that already, since such arithmetic runs in
+float32).
 Why: TileLang's Hadamard example keeps each shuffled partner value in a 128-element array indexed
 by the loop variable; NVRTC took 0.51 s on that kernel and 0.33 s with a scalar instead
 (docs/experiments.md, "Cold compile: where the time goes").
@@ -117,6 +118,25 @@ def _plans(func) -> dict:
     return {loop: [b for b in buffers if id(b) in keep] for loop, buffers in plans.items()}
 
 
+def _rounded(value: ir.Expr, dtype) -> ir.Expr:
+    """``value`` as the element of ``dtype`` a store would leave. Arithmetic typed in a 16-bit or FP8
+    type runs in float32 in the generated code (``t1 * 2`` of an FP8 ``t1`` is not rounded), and
+    only the store to memory rounded it, so such a value gets a cast of its own even where its
+    type is already ``dtype``; a load, variable, cast of that type, or a warp shuffle of one (TileLang's
+    Hadamard example) is rounded already."""
+    if value.dtype != dtype or not (dtype.is_float and dtype.bits < 32):
+        return ir.cast(value, dtype)
+    if _already_rounded(value):
+        return value
+    return ir.Cast(value, dtype)
+
+
+def _already_rounded(value: ir.Expr) -> bool:
+    if isinstance(value, (ir.BufferLoad, ir.Var, ir.Cast, ir.Const)):
+        return True
+    return isinstance(value, ir.Call) and value.name in ir.SHUFFLES and _already_rounded(value.args[1])
+
+
 class _Scalarize(IRMutator):
     """In one loop body: ``buffer``'s stores declare or assign ``var``, its loads read it."""
 
@@ -130,7 +150,7 @@ class _Scalarize(IRMutator):
         node = self.generic_visit(node)
         if node.buffer is not self.buffer:
             return node
-        value = ir.cast(node.value, self.buffer.dtype)
+        value = _rounded(node.value, self.buffer.dtype)
         if self.declared:
             return ir.Assign(self.var, value, loc=node.loc)
         self.declared = True
