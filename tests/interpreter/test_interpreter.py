@@ -346,6 +346,25 @@ def test_a_division_a_condition_leaves_out_does_not_happen():
     assert np.array_equal(b[a != 0], 100 // a[a != 0]) and (b[a == 0] == -1).all()  # B was written first
 
 
+def test_an_element_every_iteration_names_is_stored_only_where_the_if_holds():
+    """Found comparing the two CPU interpreters: under an ``if`` of ``T.Parallel`` iterations that
+    holds for none, a store to one fixed element (no loop variable in its index or value) was
+    made anyway."""
+
+    @T.prim_func
+    def main(A: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(4):
+                if i > 5:  # never
+                    A[0] = 0.0
+                if i == 3:  # one iteration
+                    A[1] = 7.0
+
+    a = np.ones(2, np.float32)
+    tw.compile(main, target="cpu")(a)
+    assert a.tolist() == [1.0, 7.0]
+
+
 def test_a_copy_between_global_tensors_writes_only_where_both_ends_lie_inside():
     """As the generated code (and TileLang's safe-memory legalisation) does: a global store whose
     value reads outside its tensor does not happen. The interpreter used to store the zeros a tile

@@ -147,7 +147,9 @@ class Block(RaceRecords):
             arr = arr.reshape(-1)
         if buf.scope == "local" and not isinstance(value, np.ndarray):
             value = np.broadcast_to(value, self.active.shape)  # every running thread stores it
-        if any(isinstance(i, np.ndarray) for i in idx) or isinstance(value, np.ndarray):
+        if any(isinstance(i, np.ndarray) for i in idx) or isinstance(value, np.ndarray) or self.mask is not None:
+            # (under an ``if`` of T.Parallel iterations even an element every iteration names:
+            # stored by those where it holds, and by none where it holds for none)
             idx, value = self.targets(idx, value)
         idx = tuple(idx)
         self._check_bounds(buf, arr.shape, idx, "writes", loc)
