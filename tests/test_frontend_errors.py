@@ -356,8 +356,9 @@ def test_an_overlap_the_block_index_cannot_undo_is_refused_too():
     """The distance between the two starts decides, not the starts: ``A[bx, 0:64]`` onto ``A[bx,
     1:65]`` overlaps in every block, and ``T.copy(T1, T1[bx, 1])`` in a grid of one block (``bx`` is
     0) too, which the random two-interpreter comparison found computing differently on each
-    (starts that were not constants were let through). Distances the block index changes stay
-    allowed: they may be apart."""
+    (starts that were not constants were let through), and one whose distance the block index
+    changes but within the extents, so every block overlaps. Distances the block index may take
+    apart stay allowed."""
     @T.prim_func
     def by_one(A: T.Tensor((4, 128), "float16")):
         with T.Kernel(4, threads=32) as bx:
@@ -378,7 +379,13 @@ def test_an_overlap_the_block_index_cannot_undo_is_refused_too():
         with T.Kernel(4, threads=32) as bx:
             T.copy(A[bx, 0:64], A[bx, 64:128])
 
-    for func in (by_one, one_block):
+    @T.prim_func
+    def every_block(T0: T.Tensor((4, 16), "float16")):
+        with T.Kernel(2, threads=32) as bx:
+            if 0 < bx:
+                T.copy(T0, T0[1, bx])  # a row down and 0 or 1 along: overlapping for either bx (found at random)
+
+    for func in (by_one, one_block, every_block):
         with pytest.raises(CompileError, match="between regions that overlap"):
             tw.lower(func)
     tw.lower(by_block)

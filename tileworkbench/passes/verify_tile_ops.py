@@ -150,19 +150,18 @@ class _Verify(IRVisitor):
 def _overlap(a: ir.Region, b: ir.Region, ranges: dict) -> bool:
     """Two regions of one buffer known to share elements without being the same region (a copy of
     a region onto itself changes nothing): along every dimension the extents are constants and the
-    distance between the starts is one, given the launch's ranges (``A[bx, 0:64]`` onto
-    ``A[bx, 1:65]``, or onto ``A[0, 1:65]`` in a grid of one block), and less than the extent on
-    the side it points to."""
-    distances = []
+    distance between the starts, wherever the launch's ranges put it, is less than the extent on
+    the side it points to, and along some dimension it is never zero (``A[bx, 0:64]`` onto
+    ``A[bx, 1:65]``; ``A[0:4, 0:16]`` onto ``A[1, bx]`` for any ``bx`` in ``0..1``), or is zero
+    along none but one exactly known distance (``A[0, 1:65]`` in a grid of one block)."""
+    apart = False
     for sa, ea, sb, eb in zip(a.starts, a.extents, b.starts, b.extents):
         lo, hi = interval(simplify(sb - sa, ranges), ranges)
-        d, ea, eb = (lo if lo is not None and lo == hi else None), ir.const_int(ea), ir.const_int(eb)
-        if d is None or ea is None or eb is None:
+        ea, eb = ir.const_int(ea), ir.const_int(eb)
+        if lo is None or hi is None or ea is None or eb is None or not (-eb < lo and hi < ea):
             return False
-        distances.append((d, ea, eb))
-    if all(d == 0 and ea == eb for d, ea, eb in distances):
-        return False
-    return all(-eb < d < ea for d, ea, eb in distances)
+        apart = apart or lo > 0 or hi < 0 or (lo == hi != 0) or (lo == hi == 0 and ea != eb)
+    return apart
 
 
 def _outside(indices, region: ir.Region, ranges: dict) -> bool:
