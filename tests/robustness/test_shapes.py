@@ -69,6 +69,9 @@ TILE_OPS = [
     ("copy-point-past-fragment", 'f = T.alloc_fragment((1,), "float32")\nT.copy(f[0], B[0:2])  # <-',
      "f\\[0\\] stands for a tile as large as the other side \\(2\\), and along dimension 0 that runs to element 2, "
      "past its 1"),  # found comparing the interpreters: the copy wrote B[0] alone
+    ("copy-point-past-shared-anywhere", 's = T.alloc_shared((1,), "float32")\nx = bx * 0\nT.copy(s[x], B[0:2])  # <-',
+     "s\\[x\\] stands for a tile as large as the other side \\(2\\), and along dimension 0 that runs to 2 "
+     "elements from x, past its 1"),  # read s[1] at run time (found comparing the interpreters)
     ("copy-point-past-shared", 's = T.alloc_shared((4, 4), "float32")\nT.copy(A[0:2, 0:4], s[3, 0])  # <-',
      "s\\[3, 0\\] stands for a tile as large as the other side \\(2x4\\)"),
     ("copy-two-points", "T.copy(A[0, 0], A[1, 1])  # <-", "at least one side must be a whole buffer or a slice"),

@@ -244,16 +244,21 @@ def _extend_point(p: Point, other_extents, op: str) -> ir.Region:
 
 def _check_point_stays_inside(p: Point, extents, op: str):
     """An element standing for a tile (``T.copy(f[0], B)``: ``f[0:len(B)]``, as TileLang reads it) of
-    a shared, fragment or local buffer must not run past the buffer where its bounds are constants:
-    the copy would read or write beyond it (a fragment's copy kept only its own elements, silently)."""
+    a shared, fragment or local buffer must not run past the buffer where its bounds are constants,
+    or where the tile is longer than the buffer, wherever it starts: the copy would read or write
+    beyond it (a fragment's copy kept only its own elements, silently; a shared tile's read past it)."""
     if p.buffer.scope == "global":
         return
     for d, (start, extent, size) in enumerate(zip(p.indices, extents, p.buffer.shape)):
         a, e, n = ir.const_int(start), ir.const_int(extent), ir.const_int(size)
-        if None not in (a, e, n) and a + e > n:
+        lowest = 0 if a is None else a  # an index is never negative (a constant one is checked so)
+        if e is not None and n is not None and lowest + e > n:
+            reach = f"element {a + e}" if a is not None else f"{e} elements from {start}"
+            one = f"{a}:{a + 1}" if a is not None else f"{start}:{start} + 1"
             raise error(f"{op}: {p.buffer.name}[{', '.join(map(str, p.indices))}] stands for a tile as large as the "
-                        f"other side ({_fmt(extents)}), and along dimension {d} that runs to element {a + e}, past "
-                        f"its {n}; give the slice you mean (e.g. {p.buffer.name}[{a}:{a + 1}]) or a whole buffer")
+                        f"other side ({_fmt(extents)}), and along dimension {d} that runs to {reach}, past "
+                        f"its {n}; give the slice you mean (e.g. {p.buffer.name}[{one}]) or a whole "
+                        f"buffer")
 
 
 def _fmt(extents) -> str:
