@@ -91,6 +91,13 @@ class DType(str):
         """Stored in a custom struct and computed in float32 by generated code."""
         return self.name in ("float16", "bfloat16")
 
+    @property
+    def computed_in_float32(self) -> bool:
+        """A 16-bit or FP8 float: stored in its own bits, held and computed as float32 by generated
+        code, so that a value of it is rounded to it only where it is stored or cast (FP4 is only
+        ever moved, as its raw bits)."""
+        return self.is_low_precision_float or self.name in ("float8_e4m3", "float8_e5m2")
+
 
 @dataclass(frozen=True)
 class TypedValue:

@@ -75,7 +75,7 @@ FP8_PREFIX = {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
 
 def value_type(dtype) -> str:
     """C++ type that holds a *value* of dtype in generated arithmetic."""
-    if dtype.is_low_precision_float or dtype.name in FP8_PREFIX:
+    if dtype.computed_in_float32:
         return "float"
     if dtype.name in ("float4_e2m1fn", "float4_e2m1_unpacked"):
         return "unsigned char"
@@ -157,10 +157,6 @@ def _printf_spec(dtype) -> tuple[str, str]:
     return "%lld", "long long"
 
 
-def _held_as_float(dtype) -> bool:
-    return dtype.is_low_precision_float or dtype.name in FP8_PREFIX
-
-
 def _integer(dtype) -> bool:
     """An integer type (not bool): a float converts to it through ``tw::to_integer``."""
     return dtype.kind in ("int", "uint")
@@ -198,7 +194,7 @@ class CudaRenderer(CStyleRenderer):
         return f"tw::{'floordiv' if op == '//' else 'floormod'}({a}, {b})"
 
     def e_Cast(self, e: ir.Cast) -> str:
-        if _held_as_float(e.dtype):  # rounded to the type, held as float
+        if e.dtype.computed_in_float32:  # rounded to the type, held as float
             return to_float(e.dtype, from_float(e.dtype, f"(float)({self.expr(e.value)})"))
         if _integer(e.dtype) and e.value.dtype.is_float:  # C's own conversion: undefined out of range, NaN
             source = "double" if e.value.dtype.bits == 64 else "float"
@@ -234,14 +230,14 @@ class CudaRenderer(CStyleRenderer):
         held as float32: its bits are those of the value rounded back to its type (exact), and a
         result of such a type is held as float32 again."""
         text = self.expr(value)
-        if _held_as_float(value.dtype):
+        if value.dtype.computed_in_float32:
             text = from_float(value.dtype, text)
-        if _held_as_float(dtype):
+        if dtype.computed_in_float32:
             return to_float(dtype, f"tw::bit_cast<{dtype.cpp}>({text})")
         return f"tw::bit_cast<{value_type(dtype)}>({text})"
 
     def load(self, load: ir.BufferLoad, element: str) -> str:
-        return to_float(load.buffer.dtype, element) if _held_as_float(load.buffer.dtype) else element
+        return to_float(load.buffer.dtype, element) if load.buffer.dtype.computed_in_float32 else element
 
     def element(self, access) -> str:
         buf = access.buffer
@@ -252,11 +248,11 @@ class CudaRenderer(CStyleRenderer):
 
     def store_value(self, store: ir.BufferStore) -> str:
         buf, value = store.buffer, store.value
-        if _held_as_float(buf.dtype) and isinstance(value, ir.Select):
+        if buf.dtype.computed_in_float32 and isinstance(value, ir.Select):
             chosen = same_type_choice(self, value, buf.dtype)
             if chosen is not None:  # a choice between elements of the stored type moves bits too
                 return chosen
-        if _held_as_float(buf.dtype) and not (isinstance(value, ir.BufferLoad) and value.buffer.dtype == buf.dtype):
+        if buf.dtype.computed_in_float32 and not (isinstance(value, ir.BufferLoad) and value.buffer.dtype == buf.dtype):
             if isinstance(value, ir.Cast) and value.dtype == buf.dtype:
                 value = value.value  # the store rounds once; a cast to the same type adds nothing
             return from_float(buf.dtype, f"(float)({self.expr(value)})")

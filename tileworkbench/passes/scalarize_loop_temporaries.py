@@ -124,7 +124,7 @@ def _rounded(value: ir.Expr, dtype) -> ir.Expr:
     only the store to memory rounded it, so such a value gets a cast of its own even where its
     type is already ``dtype``; a load, variable, cast of that type, or a warp shuffle of one (TileLang's
     Hadamard example) is rounded already."""
-    if value.dtype != dtype or not (dtype.is_float and dtype.bits < 32):
+    if value.dtype != dtype or not dtype.computed_in_float32:
         return ir.cast(value, dtype)
     if _already_rounded(value):
         return value
