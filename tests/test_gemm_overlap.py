@@ -92,6 +92,22 @@ def test_two_stage_loops_overlap_by_default():
     assert causal.func.attrs["warp_specialized"]["gemm_overlap"] is True
 
 
+@pytest.mark.parametrize("block_N", [176, 192])
+def test_wider_key_tiles_at_head_dim_128_overlap_and_mask_their_last_tile(block_N):
+    """FlashAttention-3's non-causal tile at head dim 128 is 128 x 176: S, P and O take 196 (208 at
+    192) of the consumer's 240 registers, inside the margin. 400 keys leave the last tile partial,
+    so the overlapped loop runs the bounds mask too; CPU interpreter against float64."""
+    func = mha_fwd(1, 1, 400, 128, False, block_N=block_N)
+    assert lowered(func, PASS_CONFIGS).func.attrs["warp_specialized"]["gemm_overlap"] is True
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((1, 1, 400, 128)).astype(np.float16) for _ in range(3))
+    kernel = tw.compile(func, out_idx=[3], target="cpu", pass_configs=PASS_CONFIGS)
+    got = np.asarray(kernel(q, k, v), dtype=np.float64)
+    s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) / np.sqrt(128)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    assert np.abs(got - (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)).max() < 2e-3
+
+
 def test_flash_decoding_overlaps_too():
     art = lowered(flash_decode(2, 4, 1, 1024, 128).kernels[0])  # when asked for
     assert art.func.attrs["warp_specialized"]["gemm_overlap"] is True

@@ -1,14 +1,14 @@
 """Experiment: which tile configuration serves each attention row best (ours), before the attention
 suite picks a configuration per head dimension.
 
-For each row (1 x 16 x 8192, head dim 128 and 64, causal and not) and each configuration that
-fits (block_M, block_N, num_stages, threads; the ones that do not compile are reported and
-skipped): the kernel is checked against a float32 reference on random inputs, then all of the
+For each row (1 x 16 x SEQ, SEQ 8192 unless given, head dim 128 and 64, causal and not) and each
+configuration that fits (block_M, block_N, num_stages, threads; the ones that do not compile are
+reported and skipped): the kernel is checked against a float32 reference on random inputs, then all of the
 row's kernels are timed in 3 alternating rounds of ``profiler.do_bench`` (median ms, L2 flushed).
 
 Run on the H200:
 
-    PYTHONPATH=. python3 scripts/experiments/attention_configs.py [DIM ...]   (default: 128 64)
+    PYTHONPATH=. python3 scripts/experiments/attention_configs.py [DIM ...] [seq=SEQ]   (default: 128 64)
 
 Findings: docs/experiments.md, "Attention tile configurations".
 """
@@ -22,26 +22,27 @@ from tileworkbench.bench.attention import check, compile_mha, reference
 from tileworkbench.profiler import do_bench
 
 CONFIGS = {
-    128: [(128, 128, 2, 256), (128, 160, 2, 256), (128, 128, 1, 256), (64, 128, 2, 128)],
+    128: [(128, 128, 2, 256), (128, 176, 2, 256), (128, 192, 2, 256), (128, 160, 2, 256), (128, 128, 1, 256),
+          (64, 128, 2, 128)],
     64: [(128, 128, 2, 256), (128, 192, 2, 256), (128, 256, 2, 256), (128, 128, 3, 256), (192, 128, 2, 384),
          (64, 256, 2, 128)],
 }
 
 
-def main(dims) -> None:
+def main(dims, seq: int = 8192) -> None:
     import torch
 
     for dim in dims:
         configs = CONFIGS[dim]
         for causal in (False, True):
             torch.manual_seed(0)
-            q, k, v = (torch.randn(1, 16, 8192, dim, device="cuda", dtype=torch.float16) for _ in range(3))
+            q, k, v = (torch.randn(1, 16, seq, dim, device="cuda", dtype=torch.float16) for _ in range(3))
             want = reference(torch, q, k, v, causal)
             kernels = {}
             for bm, bn, stages, threads in configs:
                 name = f"{bm}x{bn} s{stages} t{threads}"
                 try:
-                    kernel = compile_mha(1, 16, 8192, dim, causal, block_M=bm, block_N=bn, num_stages=stages,
+                    kernel = compile_mha(1, 16, seq, dim, causal, block_M=bm, block_N=bn, num_stages=stages,
                                          threads=threads)
                     result = check(torch, kernel(q, k, v), want)
                 except Exception as exc:
@@ -52,7 +53,7 @@ def main(dims) -> None:
                     print(f"d{dim} {'causal' if causal else 'full'} {name}: WRONG {result}", flush=True)
                     continue
                 kernels[name] = kernel
-            flops = 4 * 16 * 8192 * 8192 * dim / (2 if causal else 1)
+            flops = 4 * 16 * seq * seq * dim / (2 if causal else 1)
             times = {name: [] for name in kernels}
             for _ in range(3):
                 for name, kernel in kernels.items():
@@ -65,4 +66,6 @@ def main(dims) -> None:
 
 
 if __name__ == "__main__":
-    main([int(d) for d in sys.argv[1:]] or list(CONFIGS))
+    args = sys.argv[1:]
+    seqs = [int(a.split("=", 1)[1]) for a in args if a.startswith("seq=")]
+    main([int(d) for d in args if not d.startswith("seq=")] or list(CONFIGS), *seqs[-1:])

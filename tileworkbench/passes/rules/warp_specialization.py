@@ -358,8 +358,11 @@ SPLIT_REGISTER_MARGIN = 32
 
 # Registers a consumer thread needs beside the three fragments the overlap keeps alive at once
 # (addresses, loop counters, a row's max and sum): with head dim 64 and 256-key tiles the three
-# take 224 of 240 and ptxas spilled and serialised the wgmmas.
-OVERLAP_REGISTER_MARGIN = 48
+# take 224 of 240 and ptxas spilled and serialised the wgmmas; with head dim 128 and 176 or 192
+# keys a tile (FlashAttention-3's non-causal tile is 128 x 176) they take 196 or 208, and NVRTC
+# 13.5 compiles both overlapped without a spill (it was 48 until 2026-12-07, which kept those two
+# plain).
+OVERLAP_REGISTER_MARGIN = 32
 
 
 def _registers(buf: ir.Buffer, threads: int) -> int:
