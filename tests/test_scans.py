@@ -210,6 +210,35 @@ def test_a_scan_of_one_slice_into_another_of_the_same_tile():
     check(out[1:], a[:1], 1, "sum", True, "float32")
 
 
+@pytest.mark.parametrize("source", ["fragment", "shared"])
+def test_a_shared_result_is_read_by_other_threads_only_after_a_barrier(source):
+    """The scan's last step copies the result into the shared destination by its own mapping of
+    threads; other threads read it reversed right after. A fragment source leaves nothing
+    ``insert_thread_syncs`` has seen written to the destination, so only the scan's own closing
+    barrier orders the two (it was missing: the thread-level interpreter reported the race, a GPU
+    could read stale elements)."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((512,), "float32"), B: T.Tensor((512,), "float32")):
+        with T.Kernel(1, threads=128):
+            d = T.alloc_shared((512,), "float32")
+            if source == "fragment":
+                f = T.alloc_fragment((512,), "float32")
+                T.copy(A, f)
+                T.cumsum(f, d, dim=0)
+            else:
+                s = T.alloc_shared((512,), "float32")
+                T.copy(A, s)
+                T.cumsum(s, d, dim=0)
+            for i in T.Parallel(512):
+                B[i] = d[511 - i]
+
+    a = random_tile(np.random.default_rng(4), (512,), "float32")
+    out = np.zeros_like(a)
+    run_at_thread_level(kernel, a, out)  # raises KernelRuntimeError on a race
+    check(out[::-1].copy(), a, 0, "sum", False, "float32")
+
+
 def test_the_program_family_on_both_interpreters(monkeypatch):
     from tileworkbench.examples.tilelang_programs import cumsum
 

@@ -5,6 +5,7 @@ that prints every bug it meets, and a generated kernel's source imported from a 
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import tempfile
 import warnings
@@ -50,8 +51,12 @@ def refusals_together(config, result: str) -> str:
 
 def sweep(draw, check, draws: int, seed: int, key=lambda config, result: result) -> dict:
     """``draws`` configurations from ``draw(rng)``, each ``check(config, n, nvrtc=n % 4 == 0)``ed;
-    any exception is a bug, printed and counted. Returns (and prints) the counts by ``key``."""
+    any exception is a bug, printed and counted. Returns (and prints) the counts by ``key``.
+    ``TW_SWEEP_SEED`` in the environment replaces the script's seed: new draws for a longer search
+    (the script's own seed repeats the draws its findings in docs/experiments.md came from)."""
     warnings.simplefilter("ignore")
+    seed = int(os.environ.get("TW_SWEEP_SEED", seed))
+    print(f"seed {seed}")
     rng, counts = random.Random(seed), {}
     for n in range(draws):
         config = draw(rng)

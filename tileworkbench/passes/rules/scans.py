@@ -16,7 +16,8 @@ Values are combined in the accumulator type (``rules.reductions.accumulator``: f
 operand goes through a shared tile of the accumulator type (as TileLang's own scan of a fragment
 does), and so does a source that is another region of the destination's buffer, which the threads'
 writes could otherwise overwrite before they read it. The scan opens and closes with a block
-barrier, so it needs no ordering from ``insert_thread_syncs``, as reductions through shared memory.
+barrier (after the copy back into a shared destination too), so it needs no ordering from
+``insert_thread_syncs``, as reductions through shared memory.
 """
 
 from __future__ import annotations
@@ -109,7 +110,11 @@ def lower_scan(node: ir.Scan, threads: int) -> ir.Stmt:
         work = _PaddedLines(f"{src.buffer.name}_scan", line_shape, length, acc, loc)
         before = [ir.Allocate(work.buffer), ir.SyncThreads(), _copy(reading, work, extents, node.dim, loc),
                   ir.SyncThreads()]
-        after = [ir.SyncThreads(), _copy(work, writing, extents, node.dim, loc)]
+        # the steps end with a barrier; the copy back into a shared destination by this mapping of
+        # threads gets one after it too, before any other thread's access of the destination
+        after = [_copy(work, writing, extents, node.dim, loc)]
+        if dst.buffer.scope == "shared":
+            after.append(ir.SyncThreads())
         reading = writing = work
 
     def position(chunk, j):
