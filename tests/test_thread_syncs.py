@@ -173,3 +173,30 @@ def test_a_barrier_for_the_last_iterations_reads_goes_on_top_when_that_costs_non
     gemms = [n for n, x in enumerate(lines) if "wgmma_gemm" in x]
     assert len(syncs) == 3 and len(gemms) == 2 and len(loads) == 2, body
     assert syncs[0] < min(loads) and max(loads) < syncs[1] < gemms[0] < syncs[2] < gemms[1], body
+
+
+def test_a_threads_own_cp_async_waits_for_the_other_threads_reads_of_its_bytes():
+    """``T.ptx_cp_async`` lands for an mbarrier, as a TMA load does, so nothing needs a barrier after
+    it; but it overwrites shared bytes other threads read just before (thread 0 reads what thread
+    127's copy replaces): a block barrier stands between (there was none)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((1024,), "float16"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((1024,), "float16")
+            bar = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            T.copy(A, s)
+            v = T.alloc_local((1,), "float32")
+            v[0] = T.cast(s[1023 - tx * 8], "float32")
+            T.ptx_cp_async(T.access_ptr(s[tx * 8], "w", 8), T.access_ptr(A[(tx * 8 + 8) % 1024], "r", 8), 8)
+            T.cp_async_barrier_noinc(bar)
+            T.barrier_wait(bar, 0)
+            B[tx] = v[0] + T.cast(s[tx * 8], "float32")
+
+    src = tw.lower(main, target=SM90).kernel_source
+    read = src.index("v[0] = ")
+    copy = src.index("tw::cp_async<16>", read)
+    assert "__syncthreads();" in src[read:copy]
+    wait = src.index(".wait(0);", copy)
+    assert "__syncthreads();" not in src[copy:src.index("B[", wait)]  # the mbarrier orders the read after it

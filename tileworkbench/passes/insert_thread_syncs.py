@@ -10,7 +10,8 @@ by a sync before it; a hazard between two statements inside one gets its sync in
 condition is the same for every thread of the block (``rules.uniformity``: ``if BlockMask[by, bx,
 k]:`` around a tile's copies and its gemm), and is a ``CompileError`` when the condition may differ
 between threads (a barrier some threads skip would hang the block).
-TMA loads make their data visible through their mbarrier, so a read after a TMA load needs none.
+TMA loads make their data visible through their mbarrier, so a read after a TMA load needs none;
+a thread's own ``cp.async`` (``T.ptx_cp_async``) lands the same way and counts as such a load.
 A ``T.atomic_add`` to a shared element is ordered like a write against reads and writes, but not
 against other atomic adds (they commute: threads may add in any order); ``T.atomic_max``/``min``
 are ordered as writes. A shared buffer that
@@ -255,6 +256,12 @@ class _Accesses(IRVisitor):
         if n.is_load:
             self._touch("t", n.dst.buffer, None)
 
+    def visit_ThreadCopy(self, n):
+        # a thread's own cp.async (T.ptx_cp_async) lands for the program's mbarrier, as a TMA load
+        # does: no barrier after it, but one before it where other threads read or wrote its bytes
+        if self.shared(n.dst.buffer):
+            self._touch("t", n.dst.buffer, self._region_first(n.dst))
+
     def visit_Fill(self, n):
         if self.shared(n.dst.buffer):
             self._touch("w", n.dst.buffer, self._region_first(n.dst))
@@ -311,7 +318,7 @@ def _iteration_disjoint(loop: ir.For) -> set:
     # atomics stand in statements of their own, or as the value of `prev = T.atomic_add(..., return_prev=True)`
     returned = [s.value for s in collect(loop.body, ir.LetStmt)
                 if isinstance(s.value, ir.Call) and s.value.name in ir.ATOMIC_UPDATES]
-    for op in [*collect(loop.body, (ir.Copy, ir.TmaCopy, ir.Fill, ir.Gemm, ir.Evaluate)), *returned]:
+    for op in [*collect(loop.body, (ir.Copy, ir.TmaCopy, ir.ThreadCopy, ir.Fill, ir.Gemm, ir.Evaluate)), *returned]:
         tiles.visit(op)  # tile operations and atomics: their elements are not followed here
     for op in collect(loop.body, ir.Reduce):
         tiles.reads |= {op.src.name, op.dst.name}
