@@ -104,3 +104,30 @@ def test_a_loops_range_holds_every_value_it_takes(a, b, c, d, block):
     first, count = a * block + b, c - d * block
     for value in range(first, first + max(count, 0)):
         assert (lo is None or lo <= value) and (hi is None or value <= hi)
+
+
+def test_buffers_written_names_every_kind_of_write():
+    """Stores and the destinations of tile copies, a thread's own cp.async, fills, gemms, reductions
+    and scans; a buffer only read is not written."""
+    import tileworkbench.language as T
+    from tileworkbench.ir.visitor import buffers_written
+
+    @T.prim_func
+    def main(A: T.Tensor((1024,), "float16"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((1024,), "float16")
+            g = T.alloc_shared((1024,), "float16")
+            f = T.alloc_fragment((128,), "float32")
+            c = T.alloc_fragment((128,), "float32")
+            bar = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            T.ptx_cp_async(T.access_ptr(g[tx * 8], "w", 8), T.access_ptr(A[tx * 8], "r", 8), 8)
+            T.cp_async_barrier_noinc(bar)
+            T.barrier_wait(bar, 0)
+            T.copy(g, s)
+            T.fill(f, 0)
+            T.cumsum(f, c, dim=0)
+            B[tx] = c[tx] + T.cast(s[tx], "float32")
+
+    names = [b.name for b in buffers_written(main.body)]
+    assert {"g", "s", "f", "c", "B"} <= set(names) and "A" not in names

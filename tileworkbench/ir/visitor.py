@@ -203,7 +203,9 @@ def uses_var(node, var) -> bool:
 
 
 def buffers_written(node) -> list:
-    """Buffers a statement writes (stores, copy/fill/gemm destinations), in order, unique."""
+    """Buffers a statement writes (stores; copy, TMA, a thread's cp.async, im2col, fill, gemm,
+    reduction and scan destinations), in order, unique. Not atomic targets: see
+    ``passes.rules.loop_lets.written_buffer_ids``."""
     out = []
 
     def add(b):
@@ -219,6 +221,12 @@ def buffers_written(node) -> list:
             add(n.dst.buffer)
 
         def visit_TmaCopy(self, n):
+            add(n.dst.buffer)
+
+        def visit_ThreadCopy(self, n):
+            add(n.dst.buffer)
+
+        def visit_Im2Col(self, n):
             add(n.dst.buffer)
 
         def visit_Fill(self, n):
