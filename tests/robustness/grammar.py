@@ -274,20 +274,23 @@ def _any_statement(draw, scope: Scope):
         trans = draw(st.sampled_from(["", ", transpose_B=False"]))
         scope.emit(f"T.gemm({a}, {b}, {frag.name}{trans})")
     elif kind == "reduce":
-        frag = draw(st.sampled_from([b for b in scope.buffers if b.scope == "fragment"]))
+        frag = draw(st.sampled_from([b for b in scope.buffers if b.scope in ("fragment", "shared")]))
         out = scope.fresh("r")
         rest = frag.shape[:-1] or (1,)
-        scope.emit(f'{out} = T.alloc_fragment(({", ".join(map(str, rest))},), "{frag.dtype}")')
+        alloc = draw(st.sampled_from(["T.alloc_fragment", "T.alloc_shared"]))  # a result other threads read
+        scope.emit(f'{out} = {alloc}(({", ".join(map(str, rest))},), "{frag.dtype}")')
         fn = draw(st.sampled_from(["sum", "max", "min", "absmax"]))
         scope.emit(f"T.reduce_{fn}({frag.name}, {out}, dim={draw(st.sampled_from([-1, 0, 1, 2]))})")
+        scope.buffers.append(Buf(out, tuple(rest), frag.dtype, alloc.split("_")[-1]))  # later statements read it
     elif kind == "scan":
         buf = draw(st.sampled_from([b for b in scope.buffers if b.scope in ("fragment", "shared")]))
         fn = draw(st.sampled_from(["cumsum", "cummax"]))
         into = ""
         if draw(st.booleans()):
             into = scope.fresh("c")
-            alloc = "T.alloc_fragment" if buf.scope == "fragment" else "T.alloc_shared"
+            alloc = draw(st.sampled_from(["T.alloc_fragment", "T.alloc_shared"]))  # either into either
             scope.emit(f'{into} = {alloc}(({", ".join(map(str, buf.shape))},), "{buf.dtype}")')
+            scope.buffers.append(Buf(into, tuple(buf.shape), buf.dtype, alloc.split("_")[-1]))  # read later
             into = f", {into}"
         dim = draw(st.sampled_from([0, -1, len(buf.shape) - 1, 3]))
         scope.emit(f"T.{fn}({buf.name}{into}, dim={dim}, reverse={draw(st.booleans())})")
