@@ -33,10 +33,11 @@ def _evaluate(e, env):
     if isinstance(e, ir.Var):
         return env[e]
     a, b = _evaluate(e.a, env), _evaluate(e.b, env)
-    return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else 0, "%": a % b if b else 0}[e.op]
+    return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a // b if b else 0,
+            "%": lambda: a % b if b else 0, "<<": lambda: a << b, ">>": lambda: a >> b, "&": lambda: a & b}[e.op]()
 
 
-_ops = st.sampled_from(["+", "-", "*", "//", "%"])
+_ops = st.sampled_from(["+", "-", "*", "//", "%", "<<", ">>", "&"])
 
 
 @st.composite
@@ -45,7 +46,12 @@ def exprs(draw, depth=3):
         return draw(st.sampled_from([k, t, ir.const(draw(st.integers(0, 64)))]))
     op = draw(_ops)
     a = draw(exprs(depth=depth - 1))
-    b = ir.const(draw(st.integers(1, 16))) if op in ("//", "%") else draw(exprs(depth=depth - 1))
+    if op in ("//", "%"):
+        b = ir.const(draw(st.integers(1, 16)))
+    elif op in ("<<", ">>"):
+        b = ir.const(draw(st.integers(0, 8)))  # shifts by constants (a thread index's bits)
+    else:
+        b = draw(exprs(depth=depth - 1))
     return ir.binop(op, a, b)
 
 

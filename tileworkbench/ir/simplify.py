@@ -80,8 +80,17 @@ def interval(e: ir.Expr, ranges: dict) -> Interval:
         if e.op in ("min", "max") and None not in a + b:
             f = min if e.op == "min" else max
             return (f(a[0], b[0]), f(a[1], b[1]))
-        if e.op in ir.COMPARISONS or e.op in ir.LOGICAL:
+        if e.op in ir.COMPARISONS or e.op in ir.LOGICAL or e.dtype.kind == "bool":
             return (0, 1)
+        shift = b[0] if b[0] is not None and b[0] == b[1] and 0 <= b[0] < 31 else None
+        if e.op == "<<" and shift is not None and None not in a:
+            return (a[0] << shift, a[1] << shift)  # a multiplication by 2^shift
+        if e.op == ">>" and shift is not None and a[0] is not None and a[0] >= 0:
+            return (a[0] >> shift, None if a[1] is None else a[1] >> shift)
+        if e.op == "&":  # at most either non-negative operand, and not negative
+            tops = [x[1] for x in (a, b) if x[0] is not None and x[0] >= 0 and x[1] is not None]
+            if tops:
+                return (0, min(tops))
     return (None, None)
 
 
