@@ -7,6 +7,7 @@ batch share one copy of our headers, each in a namespace of its own), and a batc
 compiled kernel by kernel to name the one that does not compile.
 """
 
+import os
 import re
 
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +18,8 @@ from tileworkbench.backend.nvrtc import compile_check
 from .harness import Bad, lowered_or_refused, run
 from .grammar import kernels
 
-EXAMPLES = 2500
+EXAMPLES = int(os.environ.get("TW_PROPERTY_EXAMPLES", 2500))  # more for a longer search
+RANDOM = os.environ.get("TW_PROPERTY_RANDOM") == "1"  # new programs each run (CI keeps the same ones)
 BATCH = 60
 KERNEL_MARK = "// ---- kernel ----\n"
 
@@ -69,7 +71,7 @@ def test_random_kernels_lower_and_compile_or_raise_a_compile_error():
     lowered: list = []
     outcomes = {"all": [], "refused": 0}
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=not RANDOM, database=None,
               suppress_health_check=list(HealthCheck))
     @given(kernels())
     def check(program):

@@ -122,12 +122,12 @@ class Calls:
         lane = t % WARP
         group = lane - lane % width
         arg = np.asarray(arg, np.int64)
-        if e.name == "__shfl_sync":
+        if e.name == ir.SHFL_SYNC:
             src, own = group + arg % width, np.zeros_like(t, bool)
-        elif e.name == "__shfl_xor_sync":
+        elif e.name == ir.SHFL_XOR_SYNC:
             src = lane ^ arg
             own = src >= group + width
-        elif e.name == "__shfl_down_sync":
+        elif e.name == ir.SHFL_DOWN_SYNC:
             src = lane + arg
             own = lane % width + arg >= width
         else:

@@ -291,7 +291,7 @@ def _call(e: ir.Call, env):
         value = e.args[0]
         v = np.asarray(stored(evaluate(value, env), value.dtype))
         return loaded(v.view(storage_dtype(e.dtype)), e.dtype)
-    if name == "__shfl_sync":  # lane ``lane % width`` of the calling thread's group of ``width``
+    if name == ir.SHFL_SYNC:  # lane ``lane % width`` of the calling thread's group of ``width``
         _, value, lane, width = (evaluate(x, env) for x in e.args)
         threads = env.active
         if env.in_parallel or np.ndim(value) > 1:

@@ -464,7 +464,9 @@ REINTERPRET = "tw::reinterpret"
 PRINT = "tw::print"
 # Warp shuffles (``T.shfl_sync`` and kin): Call(name, (mask, value, lane or delta, width)), the
 # value another lane holds, moved unchanged.
-SHUFFLES = ("__shfl_sync", "__shfl_xor_sync", "__shfl_down_sync", "__shfl_up_sync")
+SHFL_SYNC, SHFL_XOR_SYNC, SHFL_DOWN_SYNC, SHFL_UP_SYNC = (
+    "__shfl_sync", "__shfl_xor_sync", "__shfl_down_sync", "__shfl_up_sync")
+SHUFFLES = (SHFL_SYNC, SHFL_XOR_SYNC, SHFL_DOWN_SYNC, SHFL_UP_SYNC)
 
 
 def print_call(label: str, where: Sequence[Expr], value: Expr | None = None, indices: Sequence[Expr] = ()) -> Call:

@@ -61,7 +61,7 @@ def tvm_warp_shuffle(mask, value, lane, width, warp_size=32):
     _b.constant_int(warp_size, "T.tvm_warp_shuffle: warp_size", low=1, high=32)  # TVM's; width is what CUDA takes
     mask = ir.cast(_b.integer(mask, "T.tvm_warp_shuffle: mask"), _dt.uint32)
     lane = _b.integer(lane, "T.tvm_warp_shuffle: lane")
-    return ir.Call("__shfl_sync", (mask, value, lane, ir.const(width_n)), value.dtype)
+    return ir.Call(ir.SHFL_SYNC, (mask, value, lane, ir.const(width_n)), value.dtype)
 
 
 def _shuffle(cuda: str, what: str):
@@ -81,10 +81,10 @@ def _shuffle(cuda: str, what: str):
     return shuffle
 
 
-shfl_sync = _shuffle("__shfl_sync", "shfl_sync")  # the value lane ``src_lane`` of the group holds
-shfl_xor = _shuffle("__shfl_xor_sync", "shfl_xor")  # the value lane ``lane ^ delta`` holds
-shfl_down = _shuffle("__shfl_down_sync", "shfl_down")  # lane + delta's (its own past the group's end)
-shfl_up = _shuffle("__shfl_up_sync", "shfl_up")  # lane - delta's (its own before the group's start)
+shfl_sync = _shuffle(ir.SHFL_SYNC, "shfl_sync")  # the value lane ``src_lane`` of the group holds
+shfl_xor = _shuffle(ir.SHFL_XOR_SYNC, "shfl_xor")  # the value lane ``lane ^ delta`` holds
+shfl_down = _shuffle(ir.SHFL_DOWN_SYNC, "shfl_down")  # lane + delta's (its own past the group's end)
+shfl_up = _shuffle(ir.SHFL_UP_SYNC, "shfl_up")  # lane - delta's (its own before the group's start)
 
 
 def _warp_reduce(kind: str):
@@ -102,7 +102,7 @@ def _warp_reduce(kind: str):
         body = _b.current()
         body.emit(ir.LetStmt(total, value))
         for distance in (16, 8, 4, 2, 1):
-            other = ir.Call("__shfl_xor_sync", (ir.Raw("0xffffffffu"), total, ir.const(distance), ir.const(32)),
+            other = ir.Call(ir.SHFL_XOR_SYNC, (ir.Raw("0xffffffffu"), total, ir.const(distance), ir.const(32)),
                             value.dtype)
             body.emit(ir.Assign(total, join(total, other)))
         return total

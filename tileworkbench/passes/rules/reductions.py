@@ -141,7 +141,7 @@ def reduce_in_registers(node: ir.Reduce, tid: ir.Var) -> ir.Stmt:
         steps = []
         for mask in layout.lane_masks:
             mine = ir.BufferLoad(part, idx, acc_dtype)
-            theirs = ir.Call("__shfl_xor_sync", (FULL_WARP, mine, ir.const(mask)), acc_dtype)
+            theirs = ir.Call(ir.SHFL_XOR_SYNC, (FULL_WARP, mine, ir.const(mask)), acc_dtype)
             steps.append(ir.BufferStore(part, idx, merge(mine, theirs)))
         return ir.seq(steps)
 
