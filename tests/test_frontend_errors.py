@@ -390,7 +390,12 @@ def test_an_overlap_the_block_index_cannot_undo_is_refused_too():
         with T.Kernel(1, threads=32) as bx:
             T.copy(T1, T1[(bx << 0) + 1])  # the range of bx << 0 was unknown: let through (found at random)
 
-    for func in (by_one, one_block, every_block, shifted):
+    @T.prim_func
+    def ored(T1: T.Tensor((64,), "float16")):
+        with T.Kernel(1, threads=32) as bx:
+            T.copy(T1, T1[1 | bx])  # and of 1 | bx (found at random too)
+
+    for func in (by_one, one_block, every_block, shifted, ored):
         with pytest.raises(CompileError, match="between regions that overlap"):
             tw.lower(func)
     tw.lower(by_block)

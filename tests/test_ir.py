@@ -34,10 +34,11 @@ def _evaluate(e, env):
         return env[e]
     a, b = _evaluate(e.a, env), _evaluate(e.b, env)
     return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a // b if b else 0,
-            "%": lambda: a % b if b else 0, "<<": lambda: a << b, ">>": lambda: a >> b, "&": lambda: a & b}[e.op]()
+            "%": lambda: a % b if b else 0, "<<": lambda: a << b, ">>": lambda: a >> b, "&": lambda: a & b,
+            "|": lambda: a | b, "^": lambda: a ^ b}[e.op]()
 
 
-_ops = st.sampled_from(["+", "-", "*", "//", "%", "<<", ">>", "&"])
+_ops = st.sampled_from(["+", "-", "*", "//", "%", "<<", ">>", "&", "|", "^"])
 
 
 @st.composite

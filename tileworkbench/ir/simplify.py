@@ -91,6 +91,13 @@ def interval(e: ir.Expr, ranges: dict) -> Interval:
             tops = [x[1] for x in (a, b) if x[0] is not None and x[0] >= 0 and x[1] is not None]
             if tops:
                 return (0, min(tops))
+        if e.op in ("|", "^") and None not in a + b:
+            if a[0] == a[1] and b[0] == b[1]:  # one value each (a grid of one block): exact
+                value = a[0] | b[0] if e.op == "|" else a[0] ^ b[0]
+                return (value, value)
+            if a[0] >= 0 and b[0] >= 0:  # both non-negative: below the next power of two
+                top = (1 << max(a[1], b[1]).bit_length()) - 1
+                return (max(a[0], b[0]) if e.op == "|" else 0, top)
     return (None, None)
 
 
