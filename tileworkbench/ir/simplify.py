@@ -60,6 +60,9 @@ def interval(e: ir.Expr, ranges: dict) -> Interval:
         return HARDWARE_RANGES.get(e.text, (None, None))
     if isinstance(e, ir.BinOp) and not e.dtype.is_float:
         a, b = interval(e.a, ranges), interval(e.b, ranges)
+        exact = _one_value(e.op, a, b)
+        if exact is not None:  # one value each side (a grid of one block): the result's own
+            return (exact, exact)
         if e.op == "+":
             return (_add(a[0], b[0]), _add(a[1], b[1]))
         if e.op == "-":
@@ -92,13 +95,25 @@ def interval(e: ir.Expr, ranges: dict) -> Interval:
             if tops:
                 return (0, min(tops))
         if e.op in ("|", "^") and None not in a + b:
-            if a[0] == a[1] and b[0] == b[1]:  # one value each (a grid of one block): exact
-                value = a[0] | b[0] if e.op == "|" else a[0] ^ b[0]
-                return (value, value)
             if a[0] >= 0 and b[0] >= 0:  # both non-negative: below the next power of two
                 top = (1 << max(a[1], b[1]).bit_length()) - 1
                 return (max(a[0], b[0]) if e.op == "|" else 0, top)
     return (None, None)
+
+
+_EXACT = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
+          "//": lambda x, y: x // y if y else None, "%": lambda x, y: x % y if y else None,
+          "<<": lambda x, y: x << y if 0 <= y < 31 else None, ">>": lambda x, y: x >> y if 0 <= y < 31 else None,
+          "&": lambda x, y: x & y, "|": lambda x, y: x | y, "^": lambda x, y: x ^ y,
+          "min": min, "max": max}
+
+
+def _one_value(op: str, a: Interval, b: Interval) -> int | None:
+    """``a op b`` where each side holds one value (floor division and modulo, as the IR's ``//``
+    and ``%``); None where either side may hold more, or the operation is not one of these."""
+    if op not in _EXACT or None in a + b or a[0] != a[1] or b[0] != b[1]:
+        return None
+    return _EXACT[op](a[0], b[0])
 
 
 def _common_factor(e: ir.Expr) -> int:
