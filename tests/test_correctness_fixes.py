@@ -338,3 +338,27 @@ def test_a_copy_that_converts_is_no_cp_async_even_when_asked_for():
         out = np.zeros(4, np.float16)
         run(np.array([1.5], np.float32), out)
         np.testing.assert_array_equal(out, np.array([0, 1.5, 0, 0], np.float16))
+
+
+def test_a_float32_constant_past_its_range_is_infinity_in_the_cuda():
+    """``1e+30 * 1e+30`` (Python folds it to 1e60) in a float32 select was written as the literal
+    ``1.0000000000000001e+60f``, which NVRTC rejects ("floating constant is out of range"; the
+    random NVRTC property found it). As a float32 the value is infinite, as the CPU interpreter
+    computes it; 3.4e38 stays a number."""
+    from tileworkbench.backend.nvrtc import compile_check, nvrtc_version
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(4):
+                A[i] = T.if_then_else(i < 2, 1e30 * 1e30, -1e60) + T.if_then_else(i == 3, 3.4e38, 0.0)
+
+    src = tw.lower(main, target="sm_90a").kernel_source
+    assert "e+60" not in src and "__int_as_float(0x7f800000)" in src and "__int_as_float(0xff800000)" in src
+    assert "3.4e+38f" in src
+    if nvrtc_version() is not None:
+        compile_check(src, "sm_90a")
+    a = np.zeros(4, np.float32)
+    with np.errstate(over="ignore"):
+        tw.compile(main, target="cpu")(a)
+    assert a.tolist() == [np.inf, np.inf, -np.inf, -np.inf]

@@ -19,6 +19,10 @@ import math
 from ..ir import nodes as ir
 from ..ir.math_calls import C_NAMES as MATH_CALL_NAMES, CALLS as MATH_CALLS, c_function
 
+# The least magnitude a float32 rounds to infinity (halfway between FLT_MAX and 2^128, a tie that
+# rounds to the even 2^128): a larger constant would be a C literal out of range.
+FLOAT32_ROUNDS_TO_INFINITY = 2.0**128 - 2.0**103
+
 C_KEYWORDS = frozenset({
     "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
     "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
@@ -127,6 +131,8 @@ class CStyleRenderer:
             return "true" if e.value else "false"
         if e.dtype.is_float:
             v = float(e.value)
+            if e.dtype.name != "float64" and math.isfinite(v) and abs(v) >= FLOAT32_ROUNDS_TO_INFINITY:
+                v = math.copysign(math.inf, v)  # the value as a float32 (held so) is infinite
             if math.isinf(v) or math.isnan(v):
                 return self.special_float(v)
             text = repr(v)
