@@ -93,6 +93,11 @@ CASES = check_unique([
     Good("big-tensor-param-index", kernel("Y[n] = X[n] + 1.0", params='X: T.Tensor((2**31 + 8,), "float16"), '
                                                                       'Y: T.Tensor((2**31 + 8,), "float16"), '
                                                                       'n: T.int64')),
+    # a reduction under an `if` (its operands are buffers, not regions: the check of whether the
+    # block's threads share its work stopped on them, found by the NVRTC property at random)
+    Good("reduce-under-if", kernel('f = T.alloc_fragment((128,), "float32")\nr = T.alloc_fragment((1,), "float32")\n'
+                                   "T.copy(A, f)\nif bx < 2:\n    T.reduce_sum(f, r, dim=0)\nA[0] = r[0]",
+                                   params='A: T.Tensor((128,), "float32")')),
 ])
 
 

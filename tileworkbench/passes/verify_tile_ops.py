@@ -37,8 +37,8 @@ _USER_NAMES = {ir.Copy: "T.copy", ir.TmaCopy: "T.tma_copy", ir.Im2Col: "T.im2col
 
 def _per_thread(node) -> bool:
     """A tile operation each thread runs whole by itself: one on a per-thread ``local`` buffer."""
-    regions = [getattr(node, name) for name in ("src", "dst") if hasattr(node, name)]
-    return any(r.buffer.scope == "local" for r in regions)
+    operands = [getattr(node, name) for name in ("src", "dst") if hasattr(node, name)]  # regions, or a reduction's buffers
+    return any((r.buffer if isinstance(r, ir.Region) else r).scope == "local" for r in operands)
 
 
 def _spread_over_threads(node) -> bool:
