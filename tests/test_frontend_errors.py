@@ -395,7 +395,13 @@ def test_an_overlap_the_block_index_cannot_undo_is_refused_too():
         with T.Kernel(1, threads=32) as bx:
             T.copy(T1, T1[1 | bx])  # and of 1 | bx (found at random too)
 
-    for func in (by_one, one_block, every_block, shifted, ored):
+    @T.prim_func
+    def under_if(T2: T.Tensor((64,), "float16")):
+        with T.Kernel(2, threads=32) as bx:
+            if bx < bx + bx:  # block 1 alone: one element along, overlapping (found at random)
+                T.copy(T2, T2[bx])
+
+    for func in (by_one, one_block, every_block, shifted, ored, under_if):
         with pytest.raises(CompileError, match="between regions that overlap"):
             tw.lower(func)
     tw.lower(by_block)

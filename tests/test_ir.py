@@ -138,3 +138,28 @@ def test_buffers_written_names_every_kind_of_write():
 
     names = [b.name for b in buffers_written(main.body)]
     assert {"g", "s", "f", "c", "B"} <= set(names) and "A" not in names
+
+
+def test_a_condition_bounds_the_one_name_it_compares_from_either_side():
+    from tileworkbench.ir.simplify import narrowed_ranges
+
+    bx = ir.Var("bx")
+    assert narrowed_ranges({k: (0, 7)}, ir.cmp("<", k + 1, 8)) == {k: (0, 6)}  # the pipeline's issue-ahead guard
+    assert narrowed_ranges({bx: (0, 1)}, ir.cmp("<", bx, bx + bx)) == {bx: (1, 1)}  # bx >= 1
+    assert narrowed_ranges({k: (0, None)}, ir.cmp(">=", k * 2, 5)) == {k: (3, None)}
+    assert narrowed_ranges({k: (0, 9)}, ir.cmp(">", 3, k)) == {k: (0, 2)}
+    assert narrowed_ranges({k: (0, 9)}, ir.cmp("<", k * k, 4)) == {k: (0, 9)}  # not one name linearly: as it was
+    assert narrowed_ranges({k: (0, 9)}, ir.cmp("<", k, 0)) == {k: (0, 9)}  # never holds: not narrowed to nothing
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-4, 4), st.integers(-20, 20), st.sampled_from(["<", "<=", ">", ">="]), st.integers(-10, 10))
+def test_narrowed_ranges_keep_every_value_the_condition_lets_through(coef, const, op, value):
+    from tileworkbench.ir.simplify import narrowed_ranges
+
+    cond = ir.cmp(op, k * coef + const, ir.const(0))
+    holds = {"<": value * coef + const < 0, "<=": value * coef + const <= 0,
+             ">": value * coef + const > 0, ">=": value * coef + const >= 0}[op]
+    lo, hi = narrowed_ranges({k: (-10, 10)}, cond)[k]
+    if holds:
+        assert lo <= value <= hi

@@ -28,23 +28,31 @@ HARDWARE_RANGES = {ir.HW_BLOCK.text: (0, None), ir.HW_BLOCKS.text: (1, None)}
 
 
 def narrowed_ranges(ranges: dict, cond: ir.Expr) -> dict:
-    """``ranges`` (name -> inclusive bounds) where ``cond`` holds, as far as its conjuncts bound a
-    name from above: ``v + c < n`` and ``v + c <= n`` (``c``, ``n`` constants; the pipeline's
-    ``if (k + 1 < 8)`` around the copies it issues ahead, the sparse MLA's ``if bi_i < 16``). Only
-    names ``ranges`` has, and only where the bound is tighter."""
+    """``ranges`` (name -> inclusive bounds) where ``cond`` holds, as far as its conjuncts bound one
+    name each: a comparison whose sides differ by ``c * v + k`` for one name ``v`` (``c``, ``k``
+    constants) bounds ``v`` from below or above (the pipeline's ``if (k + 1 < 8)`` around the copies
+    it issues ahead, the sparse MLA's ``if bi_i < 16``, ``if bx < bx + bx``: ``bx >= 1``). Only names
+    ``ranges`` has, only where the bound is tighter, and never to an empty range."""
     out = dict(ranges)
     for c in ir.conjuncts(cond):
-        if not (isinstance(c, ir.BinOp) and c.op in ("<", "<=")):
+        if not (isinstance(c, ir.BinOp) and c.op in ("<", "<=", ">", ">=")) or c.a.dtype.is_float \
+                or c.b.dtype.is_float:
             continue
-        lhs, limit, offset = simplify(c.a), ir.const_int(simplify(c.b)), 0
-        if isinstance(lhs, ir.BinOp) and lhs.op == "+" and ir.const_int(lhs.b) is not None:
-            lhs, offset = lhs.a, ir.const_int(lhs.b)
-        if not isinstance(lhs, ir.Var) or limit is None or lhs not in out:
+        small, big = (c.a, c.b) if c.op in ("<", "<=") else (c.b, c.a)
+        form = Affine.of(simplify(big - small))  # the condition: big - small >= need
+        if len(form.terms) != 1:
             continue
-        lo, hi = out[lhs]
-        top = limit - offset - (c.op == "<")
-        if hi is None or top < hi:
-            out[lhs] = (lo, top)
+        ((atom, coef),) = form.terms.values()
+        if not isinstance(atom, ir.Var) or atom not in out or coef == 0:
+            continue
+        need = (1 if c.op in ("<", ">") else 0) - form.const  # coef * v >= need
+        lo, hi = out[atom]
+        if coef > 0:
+            lo = max(lo, -(-need // coef)) if lo is not None else -(-need // coef)
+        else:
+            hi = min(hi, need // coef) if hi is not None else need // coef
+        if lo is None or hi is None or lo <= hi:
+            out[atom] = (lo, hi)
     return out
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
-from ..ir.simplify import interval, launch_ranges, simplify
+from ..ir.simplify import interval, launch_ranges, narrowed_ranges, simplify
 from ..ir.visitor import IRVisitor, collect
 from .manager import register
 from .rules.uniformity import Variance
@@ -83,8 +83,12 @@ class _Verify(IRVisitor):
         if saved is None and any(_spread_over_threads(n) for b in bodies for n in collect(b, (ir.For, *ir.TILE_OPS))) \
                 and not self.variance().is_uniform(guard.cond):
             self.variant_condition = guard
+        ranges = self.ranges
         for body in bodies:
+            if isinstance(guard, ir.IfThenElse) and body is guard.then_body:
+                self.ranges = narrowed_ranges(ranges, guard.cond)  # where the condition holds
             self.visit(body)
+            self.ranges = ranges
         self.variant_condition = saved
 
     def visit(self, node):
