@@ -116,7 +116,7 @@ def compile_mha(batch, heads, seq_len, dim, is_causal, groups=1, pass_configs=No
     from ..examples.attention import PASS_CONFIGS, best_config, mha_fwd
     from ..jit.kernel import compile as compile_kernel
 
-    func = mha_fwd(batch, heads, seq_len, dim, is_causal, groups=groups, **{**best_config(dim), **config})
+    func = mha_fwd(batch, heads, seq_len, dim, is_causal, groups=groups, **{**best_config(dim, is_causal), **config})
     return compile_kernel(func, out_idx=[3], pass_configs={**PASS_CONFIGS, **(pass_configs or {})},
                           load_device=load_device)
 
@@ -144,7 +144,7 @@ def tilelang_configs(row: Row) -> dict:
 
     if row.decode:
         return {"tilelang": DECODE_CONFIG}
-    ours = best_config(row.dim)
+    ours = best_config(row.dim, row.causal)
     return {"tilelang": DEFAULT_CONFIG, **({"tilelang_alt": ours} if ours != DEFAULT_CONFIG else {})}
 
 
