@@ -109,16 +109,16 @@ def interval(e: ir.Expr, ranges: dict) -> Interval:
     return (None, None)
 
 
-_EXACT = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
-          "//": lambda x, y: x // y if y else None, "%": lambda x, y: x % y if y else None,
+# The operations whose bounds ``interval`` does not work out exactly from one-valued sides itself
+# (+, -, *, min and max it does): floor division and modulo by any divisor, shifts, bit operations.
+_EXACT = {"//": lambda x, y: x // y if y else None, "%": lambda x, y: x % y if y else None,
           "<<": lambda x, y: x << y if 0 <= y < 31 else None, ">>": lambda x, y: x >> y if 0 <= y < 31 else None,
-          "&": lambda x, y: x & y, "|": lambda x, y: x | y, "^": lambda x, y: x ^ y,
-          "min": min, "max": max}
+          "&": lambda x, y: x & y, "|": lambda x, y: x | y, "^": lambda x, y: x ^ y}
 
 
 def _one_value(op: str, a: Interval, b: Interval) -> int | None:
     """``a op b`` where each side holds one value (floor division and modulo, as the IR's ``//``
-    and ``%``); None where either side may hold more, or the operation is not one of these."""
+    and ``%``); None where either side may hold more, or the operation is not one of ``_EXACT``'s."""
     if op not in _EXACT or None in a + b or a[0] != a[1] or b[0] != b[1]:
         return None
     return _EXACT[op](a[0], b[0])

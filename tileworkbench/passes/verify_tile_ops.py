@@ -164,7 +164,7 @@ def _overlap(a: ir.Region, b: ir.Region, ranges: dict) -> bool:
         ea, eb = ir.const_int(ea), ir.const_int(eb)
         if lo is None or hi is None or ea is None or eb is None or not (-eb < lo and hi < ea):
             return False
-        apart = apart or lo > 0 or hi < 0 or (lo == hi != 0) or (lo == hi == 0 and ea != eb)
+        apart = apart or lo > 0 or hi < 0 or (lo == hi == 0 and ea != eb)
     return apart
 
 
