@@ -6,10 +6,12 @@ catches (a missing barrier, a wrong shuffle, a dropped guard), and what it refus
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
 
+import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.errors import KernelRuntimeError
 from tileworkbench.examples import edge_cases, elementwise_add, row_sum
@@ -300,3 +302,28 @@ def test_a_wgmma_gemm_is_refused_by_name():
     kernel = gemm.matmul.compile(M=128, N=128, K=64, block_M=64, block_N=64, block_K=32)
     with pytest.raises(Unsupported, match=r"does not run .*wgmma \(tw::wgmma_gemm"):
         _threads(kernel)
+
+
+def test_ieee_overflow_and_division_by_zero_give_inf_and_nan_without_warnings():
+    """Past float32's range a result is infinity, x / 0 is +-inf and inf - inf NaN, as on the GPU;
+    neither interpreter lets numpy warn about it (a user's notebook showed RuntimeWarnings)."""
+
+    @T.prim_func
+    def specials(A: T.Tensor((128,), "float32"), Z: T.Tensor((128,), "float32"), B: T.Tensor((4, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                B[0, i] = A[i] * 1e30 * 1e30
+                B[1, i] = A[i] / Z[i]
+                B[2, i] = A[i] * 1e30 * 1e30 - A[i] * 1e30 * 1e30
+                B[3, i] = A[i] + 1e30 * 1e30
+    a = np.linspace(0.5, 2.0, 128, dtype=np.float32)
+    a[::2] *= -1
+    zeros = np.zeros(128, np.float32)
+    expected = np.stack([np.sign(a) * np.inf, np.sign(a) * np.inf, np.full(128, np.nan), np.full(128, np.inf)])
+    kernel = tw.compile(specials, target="cpu")
+    for run in (kernel, _threads(kernel)):
+        out = np.zeros((4, 128), np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            run(a, zeros, out)
+        np.testing.assert_array_equal(out, expected.astype(np.float32))

@@ -235,19 +235,25 @@ def _binop(e: ir.BinOp, a, b):
             return np.floor_divide(a, np.where(np.asarray(b) == 0, 1, b)) if op == "//" else \
                 np.mod(a, np.where(np.asarray(b) == 0, 1, b))
     if op == "/":
-        if not (e.a.dtype.is_float or e.b.dtype.is_float):
-            return np.float32(a) / np.float32(b) if np.isscalar(a) and np.isscalar(b) else \
-                np.divide(np.asarray(a, np.float32), np.asarray(b, np.float32))
-        return np.divide(a, b)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # x / 0 is +-inf or NaN, as on the GPU
+            if not (e.a.dtype.is_float or e.b.dtype.is_float):
+                return np.float32(a) / np.float32(b) if np.isscalar(a) and np.isscalar(b) else \
+                    np.divide(np.asarray(a, np.float32), np.asarray(b, np.float32))
+            return np.divide(a, b)
     if op in ("truncdiv", "truncmod"):
         q = np.trunc(np.divide(a, b)).astype(np.int64)
         return q if op == "truncdiv" else np.subtract(a, np.multiply(q, b))
     fn = _BIN.get(op)
     if fn is None:
         raise Unsupported(f"the CPU interpreter does not evaluate the operator {op!r}")
-    out = fn(a, b)
-    if e.dtype.is_float and e.dtype.name != "float64" and isinstance(out, (np.ndarray, np.floating)):
-        out = np.asarray(out, np.float32) if isinstance(out, np.ndarray) else np.float32(out)
+    if not e.dtype.is_float:
+        return fn(a, b)
+    # IEEE arithmetic as the GPU does it: a result past the type's range is infinity and inf - inf
+    # is NaN, without numpy's warnings about either
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = fn(a, b)
+        if e.dtype.name != "float64" and isinstance(out, (np.ndarray, np.floating)):
+            out = np.asarray(out, np.float32) if isinstance(out, np.ndarray) else np.float32(out)
     return out
 
 
