@@ -26,7 +26,8 @@ def test_stream_k_runs_its_pipelined_loop_inside_a_while_with_a_barrier_each_pas
     loop = code[code.index("while ((start[0] < "):code.index("start[0] = end[0];")]
     # Each pass's prologue overwrites the tiles the last pass's gemms read: a barrier first.
     assert loop.index("__syncthreads();") < loop.index("tw::cp_async<16>") < loop.index("tw::gemm_ss<")
-    assert "atomicAdd((&C[" in loop  # a part of a tile's K range adds into C
+    # a part of a tile's K range adds into C: float32 neighbours two at a time, each row behind its guard
+    assert "tw::atomic_add_pair((&C_pairs" in loop and "atomicAdd((&C[" not in loop
 
 
 def test_a_thread_variant_while_without_shared_memory_is_a_plain_loop():

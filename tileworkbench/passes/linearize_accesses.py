@@ -90,7 +90,10 @@ class _Linearize(CodegenWalk):
     def store_base(self, loop: ir.For) -> ir.BaseOffset | None:
         """The ``BaseOffset`` of a loop of result stores (module doc), its store's address
         rewritten from it in ``self.hoisted``; None where the offset has no part to hoist."""
-        call = loop.body.call if isinstance(loop.body, ir.Evaluate) else None
+        store = loop.body
+        if isinstance(store, ir.IfThenElse) and store.else_body is None:
+            store = store.then_body  # the rows a pair store keeps to (``ResultStores.row_conditions``)
+        call = store.call if isinstance(store, ir.Evaluate) else None
         if not (isinstance(call, ir.Call) and call.name in _RESULT_STORES):
             return None
         load = call.args[0].args[0]  # address_of(out[...])

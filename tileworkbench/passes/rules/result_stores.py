@@ -42,8 +42,6 @@ def pair_target(body):
         out = body.buffer
         if out.scope not in ("global", "shared") or out.dtype.name not in PAIR_STORES:
             return None
-        if out.dtype.name == "float32" and out.scope != "global":
-            return None  # into shared memory a pair of float32 meets the same banks as two stores
         value = body.value.value if isinstance(body.value, ir.Cast) and body.value.dtype == out.dtype else body.value
         return out, body.indices, value, PAIR_STORES[out.dtype.name]
     call = body.call if isinstance(body, ir.Evaluate) else None
@@ -77,11 +75,9 @@ class ResultStores:
     def paired_stores(self, node, loop_vars, body, layout):
         """``for jj in T.unroll(local_size / 2): tw::store_pair(&out[...], lo, hi)``, or None
         where the nest is not a plain fp32-fragment -> 16-bit store or float32 atomic add (module doc)."""
-        if isinstance(body, ir.IfThenElse) and body.else_body is None:  # a bounds check, if always true
-            ranges = {**self.ranges, **{v: (0, n - 1) for v, n in zip(loop_vars, layout.shape)}}
-            if not isinstance(cond := simplify(body.cond, ranges), ir.Const) or not cond.value:
-                return None
-            body = body.then_body
+        body, row_conditions = self.row_conditions(body, loop_vars, layout)
+        if body is None:
+            return None
         target = pair_target(body) if getattr(layout, "adjacent_pairs", False) else None
         if target is None or layout.local_size % 2:
             return None
@@ -89,7 +85,7 @@ class ResultStores:
         if value.dtype.name != "float32" or collect(value, ir.Call):
             return None
         jj = ir.Var("jj")
-        halves = []
+        halves, binds = [], []
         for j in (jj * 2, jj * 2 + 1):
             indices, guard = layout.forward(self.tid, j)
             if guard is not None:
@@ -97,6 +93,7 @@ class ResultStores:
             bind = dict(zip(loop_vars, indices))
             local = FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(value)
             halves.append((tuple(substitute(i, bind) for i in out_indices), substitute(local, bind)))
+            binds.append(bind)
         (first, lo), (_, hi) = halves
         column = unit_column(out, out_indices, loop_vars[-1])
         if column is None or not is_multiple_of(simplify(strided_offset(out, first)), 2):
@@ -104,13 +101,35 @@ class ResultStores:
         if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
             needs_alignment(out, out.dtype.bytes_for(2))
         matrices = self.matrix_stores_of(node, loop_vars, body, value, layout, column) \
-            if out.dtype.bits == 16 else None  # stmatrix moves 16-bit elements
+            if out.dtype.bits == 16 and not row_conditions else None  # stmatrix moves 16-bit elements
         if matrices is not None:
             return matrices
         address = ir.Call("address_of", (ir.BufferLoad(out, first, out.dtype),), ir.dtypes.handle)
         store = ir.Evaluate(ir.Call(writer, (address, lo, hi)))
+        if row_conditions:  # the pair's row decides for both of its elements
+            store = ir.IfThenElse(ir.logical_and(*(substitute(c, binds[0]) for c in row_conditions)), store)
         return ir.For(jj, ir.const(layout.local_size // 2), store, "unrolled",
                       annotations={"layout": layout.describe(), "pairs": True}, loc=node.loc)
+
+    def row_conditions(self, body, loop_vars, layout) -> tuple:
+        """``(store, conditions)`` of a nest's body that is a store under ifs without else: the ifs'
+        conditions the loop's ranges do not prove, each of which may use the rows (every loop
+        variable but the last) and nothing that reads memory, so that it holds for both elements of
+        a pair alike (TileLang's sparse MLA backward stores half of its rows at a time:
+        ``if bi_i < BS // 2``); ``(None, [])`` where a condition is always false or uses the column."""
+        ranges = {**self.ranges, **{v: (0, n - 1) for v, n in zip(loop_vars, layout.shape)}}
+        conditions = []
+        while isinstance(body, ir.IfThenElse) and body.else_body is None:
+            cond = simplify(body.cond, ranges)
+            if isinstance(cond, ir.Const):
+                if not cond.value:
+                    return None, []
+            elif uses_var(cond, loop_vars[-1]) or collect(cond, (ir.BufferLoad, ir.Call)):
+                return None, []
+            else:
+                conditions.append(body.cond)
+            body = body.then_body
+        return body, conditions
 
     def matrix_stores_of(self, node, loop_vars, body, value, layout, column: Affine):
         """``for mm in T.unroll(local_size / 8): tw::store_matrix_x4(&out[row start], 8 values)``,
