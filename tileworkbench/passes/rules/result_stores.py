@@ -127,7 +127,7 @@ class ResultStores:
             elif uses_var(cond, loop_vars[-1]) or collect(cond, (ir.BufferLoad, ir.Call)):
                 return None, []
             else:
-                conditions.append(body.cond)
+                conditions.append(cond)
             body = body.then_body
         return body, conditions
 
