@@ -119,6 +119,18 @@ def test_goals_and_table_from_summarised_rows():
     assert "| decode 64x32x1x8192x128 | 3500 GB/s |" in text and "copy in the same run: 4200 GB/s" in text
 
 
+def test_the_progress_line_names_the_clock_each_implementation_ran_at():
+    full = next(r for r in attention.ROWS if r.name == "1x16x8192x128")
+    row = _row(full, 1.0, 1.0, 1.0)
+    assert "sampled" not in attention.progress_line(1, 2, row, 3.0)
+    row["impls"]["tileworkbench"]["gpu_clock"] = {"samples": 9, "sm_mhz": 1455.0, "power_w": 698.6,
+                                                  "max_temp_c": 70.0, "power_capped": 1.0}
+    row["impls"]["tilelang"]["gpu_clock"] = {"samples": 9, "sm_mhz": 1755.0, "power_w": 612.0,
+                                             "max_temp_c": 66.0, "power_capped": 0.5}
+    line = attention.progress_line(1, 2, row, 3.0)
+    assert line.endswith("sampled while timed: tileworkbench 1455 MHz 699 W; tilelang 1755 MHz 612 W")
+
+
 def test_a_wrong_kernel_is_marked_and_meets_no_goal():
     full = next(r for r in attention.ROWS if r.name == "1x16x8192x128")
     row = _row(full, 0.1, 1.0, 1.0, ours_correct=False)

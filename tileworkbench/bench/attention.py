@@ -18,7 +18,8 @@ correct one is the baseline); TileLang 0.1.15 on the same program as TileLang sp
 at its tuned 128 x 128, 2-stage, 256-thread config, and at ours where that differs: the faster
 counts) when TileLang is importable. Forward rows report TFLOP/s (4 b h s^2 d, half of it when causal);
 the decode row GB/s of K and V read, against the device-to-device copy bandwidth measured in the
-same run. Cold compile times (our disk cache off) are in the record.
+same run. Cold compile times (our disk cache off) are in the record, and for each implementation
+the SM clock and power ``nvidia-smi`` sampled while it was timed (``gpu_clock``).
 
 Writes ``<out>/attention-<date>-<gpu>-<commit>.json`` (rewritten after every row; schema below)
 and prints a table with the issue's goals checked. With ``--ray`` the rows run on a Ray cluster
@@ -34,6 +35,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from .gpu_clock import ClockSampler
 
 SCHEMA = "tileworkbench.attention-bench"
 VERSION = 1
@@ -213,9 +216,11 @@ def check(torch, result, want) -> dict:
 
 # ---- one row -----------------------------------------------------------------------------------
 
-def run_row(row: Row, torch, do_bench, programs: dict | None, seed: int, make_ours=None) -> dict:
+def run_row(row: Row, torch, do_bench, programs: dict | None, seed: int, make_ours=None, clocks=None) -> dict:
     """One row on this machine's GPU. ``make_ours()``: our kernel from elsewhere (``attention_ray``
-    loads it from the record a CPU worker compiled) instead of ``ours(row)`` compiled here."""
+    loads it from the record a CPU worker compiled) instead of ``ours(row)`` compiled here.
+    ``clocks`` (a ``gpu_clock.ClockSampler``): each implementation's entry gets ``gpu_clock``, the
+    SM clock and power sampled while it was timed."""
     out = {"row": row.name, "shape": asdict(row), "flops": row.flops, "kv_bytes": row.kv_bytes, "impls": {}}
     impls = out["impls"]
     calls = {}
@@ -251,12 +256,17 @@ def run_row(row: Row, torch, do_bench, programs: dict | None, seed: int, make_ou
             del calls[label]
     del want
     times = {label: [] for label in calls}
+    windows = {label: [] for label in calls}
     for _ in range(ROUNDS):  # alternating, so the clock and the neighbours affect all alike
         for label, call in calls.items():
+            start = time.perf_counter()
             times[label].append(do_bench(call, warmup=25, rep=100, return_mode="median"))
+            windows[label].append((start, time.perf_counter()))
     for label, samples in times.items():
         ms = statistics.median(samples)
         impls[label].update(ms=ms, rounds_ms=samples, tflops=row.flops / ms / 1e9, gbps=row.kv_bytes / ms / 1e6)
+        if clocks is not None:
+            impls[label]["gpu_clock"] = clocks.windows(windows[label])
     summarise(out)
     return out
 
@@ -381,7 +391,10 @@ def new_record(machine: dict, tilelang_version: str | None, seed: int) -> dict:
 
 
 def progress_line(i: int, n: int, result: dict, seconds: float) -> str:
-    return f"[{i}/{n}] " + table({"rows": [result]}).splitlines()[2] + f" ({seconds:.0f} s)"
+    line = f"[{i}/{n}] " + table({"rows": [result]}).splitlines()[2] + f" ({seconds:.0f} s)"
+    clocks = [f"{label} {c['sm_mhz']:.0f} MHz {c['power_w']:.0f} W" for label, entry in result["impls"].items()
+              if (c := entry.get("gpu_clock")) and c.get("power_w") is not None]
+    return line + (f"\n    sampled while timed: {'; '.join(clocks)}" if clocks else "")
 
 
 def finish(record: dict, out: Path, name: str) -> int:
@@ -417,11 +430,12 @@ def run(rows: list[Row], out: Path, ours_only: bool = False, seed: int = 0) -> i
     if any(r.decode for r in rows):
         record["copy_gbps"] = copy_bandwidth(torch, do_bench)
         print(f"device-to-device copy: {record['copy_gbps']:.0f} GB/s", file=sys.stderr, flush=True)
-    for i, row in enumerate(rows, 1):
-        start = time.perf_counter()
-        result = run_row(row, torch, do_bench, programs, seed + i)
-        record["rows"].append(result)
-        schema.write_record(record, out, name)
-        print(progress_line(i, len(rows), result, time.perf_counter() - start), file=sys.stderr, flush=True)
-        torch.cuda.empty_cache()
+    with ClockSampler() as clocks:
+        for i, row in enumerate(rows, 1):
+            start = time.perf_counter()
+            result = run_row(row, torch, do_bench, programs, seed + i, clocks=clocks)
+            record["rows"].append(result)
+            schema.write_record(record, out, name)
+            print(progress_line(i, len(rows), result, time.perf_counter() - start), file=sys.stderr, flush=True)
+            torch.cuda.empty_cache()
     return finish(record, out, name)
