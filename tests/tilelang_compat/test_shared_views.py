@@ -1,6 +1,8 @@
 """``T.view`` of a shared tile in another shape and dtype (DeepSeek's sparse MLA backward stages its
-float32 results in its bf16 key tile): a tile of its own here (``ir.records.SharedView``), the same
-program wherever no value passes between the two names, which ``verify_shared_views`` checks."""
+float32 results in its bf16 key tile): checked as a tile of its own (``ir.records.SharedView``), the
+same program wherever no value passes between the two names, which ``verify_shared_views`` checks,
+and laid over the tile's bytes as in TileLang where the sync pass orders the two names
+(``share_view_storage``)."""
 
 from __future__ import annotations
 
@@ -62,13 +64,59 @@ def test_a_view_that_reuses_a_tiles_bytes_computes_what_numpy_does(run):
     np.testing.assert_allclose(total, want_total, rtol=1e-5, atol=1e-4)
 
 
-def test_the_view_is_a_tile_of_its_own_in_the_generated_cuda(nvrtc_check):
+def test_the_view_lies_over_the_tiles_bytes_in_the_generated_cuda(nvrtc_check):
     art = tw.lower(_staged_in_the_key_tile(), target="sm_90a")
     plan = {e["name"]: e for e in art.func.attrs["smem_plan"]}
     assert {"s", "rows"} <= set(plan)
     assert plan["rows"]["size_bytes"] == 32 * 64 * 4 and plan["rows"]["dtype"] == "float32"
-    assert plan["rows"]["offset"] >= plan["s"]["offset"] + plan["s"]["size_bytes"]  # not over s
+    assert plan["rows"]["offset"] == plan["s"]["offset"] and plan["rows"]["shares_with"] == ["s"]
+    assert art.func.attrs["smem_bytes"] == plan["s"]["offset"] + plan["s"]["size_bytes"]  # no bytes of its own
     nvrtc_check(art.device_source, "sm_90a")
+
+
+def test_the_sync_pass_orders_the_two_names_or_the_thread_level_interpreter_sees_a_race(monkeypatch):
+    """The view's writes follow the tile's reads with no other reason for a barrier between them:
+    counted as accesses of one tile they get one; counted as two tiles' (the pass not told), the
+    thread-level interpreter, which lays the view over the tile's bytes as the plan says, reports
+    the race."""
+    from tileworkbench.errors import KernelRuntimeError
+    from tileworkbench.passes import insert_thread_syncs as syncs
+
+    a = _inputs()
+    out, total = np.zeros((96, 64), np.float32), np.zeros((64, 64), np.float32)
+    run_at_thread_level(_staged_in_the_key_tile(), a, out, total)  # ordered: no race
+    touch = syncs._Accesses._touch
+
+    def as_two_tiles(self, kind, buf, first_index):
+        {"r": self.reads, "w": self.writes, "a": self.adds, "t": self.tma_writes}[kind].add(buf.name)
+        self.parts.setdefault((kind, buf.name), []).append(syncs.WHOLE)
+
+    monkeypatch.setattr(syncs._Accesses, "_touch", as_two_tiles)
+    with pytest.raises(KernelRuntimeError, match="race"):
+        run_at_thread_level(_staged_in_the_key_tile(), a, out, total)
+    monkeypatch.setattr(syncs._Accesses, "_touch", touch)
+
+
+def test_a_view_of_a_tile_tma_fills_keeps_bytes_of_its_own():
+    """TMA writes through the async proxy, ordered by mbarriers, not by the block barriers the sync
+    pass places between two names: such a view is not laid over the tile."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), Out: T.Tensor((32, 64), "float32"), Sums: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((64, 64), "float16")
+            v = T.view(s, shape=[32, 64], dtype="float32")
+            bar = T.alloc_barrier(128)
+            T.tma_copy(A, s, barrier=bar)
+            T.barrier_arrive(bar)
+            T.mbarrier_wait_parity(bar, 0)
+            T.copy(s, Sums)
+            T.fill(v, 1.0)
+            T.copy(v, Out)
+
+    art = tw.lower(main, target="sm_90a")
+    plan = {e["name"]: e for e in art.func.attrs["smem_plan"]}
+    assert plan["v"]["offset"] >= plan["s"]["offset"] + plan["s"]["size_bytes"] and "shares_with" not in plan["v"]
 
 
 def _reads_across(read_view_after_tile_write: bool):

@@ -84,7 +84,8 @@ def _buffer_attrs(b: ir.Buffer) -> str:
             value = b.attrs[key]
             notes.append(f"{key}={value}" if key != "layout" else f"layout={value.describe()}")
     if b.attrs.get(ir.SHARED_VIEW) is not None:  # TileLang's T.view sharing that tile's bytes
-        notes.append(f"T.view of {b.attrs[ir.SHARED_VIEW].source.name}, a tile of its own")
+        view = b.attrs[ir.SHARED_VIEW]
+        notes.append(f"T.view of {view.source.name}, " + ("over its bytes" if view.shares_bytes else "a tile of its own"))
     return f"  # {', '.join(notes)}" if notes else ""
 
 

@@ -149,13 +149,16 @@ class PersistentWalk:
 class SharedView:
     """``V = T.view(S, shape, dtype)`` of a shared tile ``S`` (the front end): in TileLang ``V``
     shares ``S``'s bytes, a way to reuse shared memory (DeepSeek's sparse MLA backward stages its
-    float32 results in the bf16 key tile). Here ``V`` is a tile of its own, laid out and checked
-    like any other: the same program wherever no value flows between the two names, which
+    float32 results in the bf16 key tile). Here ``V`` is laid out and checked like a tile of its
+    own: the same program wherever no value flows between the two names, which
     ``verify_shared_views`` checks (what one name reads of bytes the other wrote would depend on
-    how each tile is laid out)."""
+    how each tile is laid out). ``share_view_storage`` then sets ``shares_bytes`` where ``V`` may
+    lie over ``S`` (``plan_shared_memory`` puts it there, ``insert_thread_syncs`` orders the two
+    names' accesses as one tile's); elsewhere ``V`` has bytes of its own."""
 
     source: object  # the ir.Buffer viewed
     loc: object  # the T.view call's SourceLocation
+    shares_bytes: bool = False
 
 
 @dataclass(frozen=True)

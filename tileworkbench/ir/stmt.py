@@ -498,8 +498,9 @@ ASYNC_COPY = "async_copy"
 # statements after it in that sequence, so ``plan_shared_memory`` may place such tiles over each other.
 SCRATCH = "scratch"
 # The attribute of a shared tile ``T.view`` made of another (its value: an ``ir.records.SharedView``):
-# TileLang's view shares the other's bytes; here it is a tile of its own, which
-# ``verify_shared_views`` shows means the same.
+# TileLang's view shares the other's bytes; here it is checked as a tile of its own
+# (``verify_shared_views``: no value passes between the names) and lies over the other's bytes
+# where ``share_view_storage`` finds the sync pass can order the two names' accesses.
 SHARED_VIEW = "shared_view"
 # The hardware block index and block count a persistent kernel's tile loop reads (its grid is
 # one-dimensional), signed like every index they meet. The simplifier knows their ranges and the

@@ -416,9 +416,10 @@ def _view_shape(src: ir.Buffer, shape, dtype, what: str) -> tuple:
 
 def _shared_view(src: ir.Buffer, shape, dtype) -> ir.Buffer:
     """``T.view(S, shape, dtype)`` of a shared tile: TileLang's view shares ``S``'s bytes, to reuse
-    shared memory. Here it is a tile of its own (``ir.records.SharedView``), which means the same
-    where no value passes between the two names; ``verify_shared_views`` refuses a program where
-    one would (what one name reads of the other's writes would depend on each tile's layout)."""
+    shared memory. Here it is checked as a tile of its own (``ir.records.SharedView``): the same
+    where no value passes between the two names, and ``verify_shared_views`` refuses a program where
+    one would (what one name reads of the other's writes would depend on each tile's layout);
+    ``share_view_storage`` then lays it over ``S``'s bytes where the syncs can order the two."""
     dt, dims, new_n, _ = _view_shape(src, shape, dtype, f"T.view of the shared tile {src.name}")
     if src.attrs.get(ir.SHARED_VIEW) is not None:
         src = src.attrs[ir.SHARED_VIEW].source  # a view of a view: of the tile itself

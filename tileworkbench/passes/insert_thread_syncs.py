@@ -10,6 +10,8 @@ by a sync before it; a hazard between two statements inside one gets its sync in
 condition is the same for every thread of the block (``rules.uniformity``: ``if BlockMask[by, bx,
 k]:`` around a tile's copies and its gemm), and is a ``CompileError`` when the condition may differ
 between threads (a barrier some threads skip would hang the block).
+A ``T.view`` that lies over its tile's bytes (``SharedView.shares_bytes``) counts as that tile,
+every access through it touching the whole tile.
 TMA loads make their data visible through their mbarrier, so a read after a TMA load needs none;
 a thread's own ``cp.async`` (``T.ptx_cp_async``) lands the same way and counts as such a load.
 A ``T.atomic_add`` to a shared element is ordered like a write against reads and writes, but not
@@ -208,6 +210,9 @@ class _Accesses(IRVisitor):
         return buf.scope == "shared"
 
     def _touch(self, kind: str, buf, first_index):
+        view = buf.attrs.get(ir.SHARED_VIEW)
+        if view is not None and view.shares_bytes:  # the viewed tile's bytes, any of them
+            buf, first_index = view.source, None
         {"r": self.reads, "w": self.writes, "a": self.adds, "t": self.tma_writes}[kind].add(buf.name)
         part = WHOLE if self.walk is None or first_index is None else self.walk.part(first_index)
         self.parts.setdefault((kind, buf.name), []).append(part)
@@ -329,7 +334,11 @@ def _iteration_disjoint(loop: ir.For) -> set:
     for access in collect(loop.body, (ir.BufferLoad, ir.BufferStore)):
         if access.buffer.scope == "shared":
             offsets.setdefault(access.buffer.name, []).append(strided_offset(access.buffer, access.indices))
-    return {name for name, offs in offsets.items() if name not in others
+    # a tile a view lies over (share_view_storage) is touched through two names: neither is followed
+    shared_bytes = {name for b in collect(loop.body, ir.Buffer)
+                    if (view := b.attrs.get(ir.SHARED_VIEW)) is not None and view.shares_bytes
+                    for name in (b.name, view.source.name)}
+    return {name for name, offs in offsets.items() if name not in others and name not in shared_bytes
             and all(_residue_is_iteration(off, loop.var, n) for off in offs)}
 
 

@@ -34,6 +34,7 @@ from . import (  # noqa: F401 - importing registers the passes
     resolve_int_arithmetic,
     scalarize_loop_temporaries,
     scope_consumer_syncs,
+    share_view_storage,
     simplify_ir,
     split_column_blocks,
     split_uniform_selects,
@@ -70,6 +71,7 @@ PIPELINE = [
     "store_last_tile_by_tma",  # tile: a kernel's last copy of a whole shared tile to global memory is one TMA store
     "inject_software_pipeline",  # tile: T.Pipelined -> prologue/steady/epilogue, versioned buffers
     "choose_shared_layouts",  # tile: swizzle of every shared tile
+    "share_view_storage",  # tile: a T.view of a shared tile lies over the tile's bytes where the syncs can order them
     "insert_thread_syncs",  # tile: __syncthreads between threads' shared-memory accesses
     "verify_scope_races",  # tile: reject a T.ws scope's read of what a scope beside it writes with no arrival after
     "infer_fragment_layouts",  # tile: which thread holds which fragment element

@@ -51,7 +51,7 @@ def smem_limit(arch: str) -> int:
 def _align_of(buf: ir.Buffer) -> int:
     if buf.scope == "barrier":
         return 8
-    return 1024 if buf.attrs.get("swizzle", 0) else 128
+    return max(1024 if buf.attrs.get("swizzle", 0) else 128, buf.attrs.get("align_for_views", 0))
 
 
 def _size_of(buf: ir.Buffer) -> int:
@@ -192,12 +192,50 @@ def _crossing_the_limit(buffers, limit: int):
     return None
 
 
+def _sharing_views(buffers) -> list:
+    """The ``T.view`` tiles that lie over their tile's bytes (``share_view_storage``)."""
+    return [b for b in buffers if (view := b.attrs.get(ir.SHARED_VIEW)) is not None and view.shares_bytes
+            and any(view.source is t for t in buffers)]
+
+
+def _over_their_tiles(views, plan: list) -> bool:
+    """Each view at its tile's offset (the tile placed for the stricter alignment of the two:
+    ``_align_of``), where the tile's bytes are its own in ``plan``; False, leaving everything as it
+    was, where a tile shares bytes with others (a reuse, the scratch pool, the lifetime plan, which
+    know the tile's uses and not the view's)."""
+    sharing = {name for e in plan for name in e.get("shares_with", ())} | {e["name"] for e in plan if e.get("shares_with")}
+    if any(v.attrs[ir.SHARED_VIEW].source.name in sharing for v in views):
+        return False
+    for view in views:
+        tile = view.attrs[ir.SHARED_VIEW].source
+        view.attrs["offset"], view.attrs["align"] = tile.attrs["offset"], tile.attrs["align"]
+        plan.append({"name": view.name, "kind": "buffer", "dtype": view.dtype.name,
+                     "shape": list(view.static_shape()), "versions": view.attrs.get("versions", 1),
+                     "offset": tile.attrs["offset"], "size_bytes": _size_of(view), "align": tile.attrs["align"],
+                     "swizzle": view.attrs.get("swizzle", 0), "shares_with": [tile.name]})
+    return True
+
+
 @register("plan_shared_memory", "memory")
 def plan_shared_memory(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     buffers = []
     for alloc in collect(func.body, ir.Allocate):
         if alloc.buffer.scope in ("shared", "barrier") and all(alloc.buffer is not b for b in buffers):
             buffers.append(alloc.buffer)
+    views = _sharing_views(buffers)
+    if views:  # views over their tiles' bytes where the plan leaves those bytes to the tiles alone
+        for view in views:
+            tile = view.attrs[ir.SHARED_VIEW].source
+            tile.attrs["align_for_views"] = max(tile.attrs.get("align_for_views", 0), _align_of(view))
+        planned = _plan(func, ctx, [b for b in buffers if all(b is not v for v in views)], views)
+        if planned is not None:
+            return planned
+        for view in views:
+            view.attrs.pop("offset", None)
+    return _plan(func, ctx, buffers, [])
+
+
+def _plan(func: ir.PrimFunc, ctx, buffers: list, views: list) -> "ir.PrimFunc | None":
     tiles, late, body = _reuse_after_pipeline(func.body, buffers)
     plan: list = []
     end_tiles = _place(tiles, 0, plan)
@@ -214,6 +252,8 @@ def plan_shared_memory(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         offset = max(_place([b], start, plan, shares_with=[o for o in pool if o is not b]) for b in pool)
     if offset > limit and (by_lifetime := _plan_by_lifetime(func, buffers)) and by_lifetime[0] <= limit:
         offset, plan, body = by_lifetime
+    if views and not _over_their_tiles(views, plan):
+        return None
     if offset > limit:
         listing = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in plan)
         raise CompileError(f"the kernel needs {offset} bytes of shared memory, more than the {limit} "
