@@ -13,6 +13,8 @@ import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.errors import CompileError
 from tileworkbench.interpreter.threads import run_at_thread_level
+from tileworkbench.ir import nodes as ir
+from tileworkbench.ir.visitor import collect
 
 
 def _staged_in_the_key_tile(rounds: int = 3):
@@ -186,3 +188,32 @@ def test_a_view_larger_than_its_tile_is_refused():
                 v = T.view(s, shape=[64, 64], dtype="float32")
                 T.fill(v, 0.0)
                 T.copy(v, Out)
+
+
+def test_a_view_of_a_pipelined_tile_keeps_bytes_of_its_own():
+    """A software pipeline writes a tile's next stages ahead of the reads of its current one: the
+    view's writes would not wait for them, so it is not laid over the tile."""
+
+    @T.prim_func
+    def main(A: T.Tensor((256, 64), "float16"), Out: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((64, 64), "float16")
+            v = T.view(s, shape=[32, 64], dtype="float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[k * 64:(k + 1) * 64, :], s)
+                for i, j in T.Parallel(64, 64):
+                    acc[i, j] += s[i, j]
+            for i, j in T.Parallel(64, 64):
+                if i < 32:
+                    v[i, j] = acc[i, j]
+            T.copy(v, Out)
+
+    art = tw.lower(main, target="sm_90a")
+    (view,) = [a.buffer for a in collect(art.func.body, ir.Allocate) if a.buffer.name == "v"]
+    assert not view.attrs[ir.SHARED_VIEW].shares_bytes
+    plan = {e["name"]: e for e in art.func.attrs["smem_plan"]}
+    # first used after the pipeline, it is placed over the pipeline's tiles as any such tile is
+    # (plan_shared_memory's reuse, with its barrier), not as a view over its tile
+    assert plan["s"]["versions"] == 2 and plan["v"]["shares_with"] == ["s"]

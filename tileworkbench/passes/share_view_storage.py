@@ -10,10 +10,11 @@ passes between the names, the two compute what two tiles would, in the bytes of 
 sparse MLA backward stages its float32 dKV rows in its bf16 key tile, 36 KB of 221 less shared
 memory, which is L1 for its register spills (docs/experiments.md, session 39).
 Only where every access of both is one the sync pass orders by itself: plain loads and stores,
-thread copies, fills and gemm operands (no TMA, cp.async or im2col copy, whose writes land through
-another proxy or later; no scan, reduction, atomic or address taken; no gemm left running past
-its statement), the view no larger than the tile (pipeline versions counted), and no warp
-specialisation or ``T.ws`` scope (whose roles order accesses by mbarriers). Elsewhere a view
+thread copies, fills and gemm operands (no TMA, cp.async or im2col copy, nor a gather a pipeline
+issues ahead as cp.async, whose writes land through another proxy or later; no scan, reduction,
+atomic or address taken; no gemm left running past its statement), neither tile a pipeline's
+versioned one, the view no larger than the tile, and no warp specialisation or ``T.ws`` scope
+(whose roles order accesses by mbarriers). Elsewhere a view
 keeps bytes of its own, as before.
 """
 
@@ -42,6 +43,9 @@ def _unordered_tiles(body) -> set:
     for op in collect(body, ir.Copy):
         if op.instruction == "tma":
             out |= {id(op.src.buffer), id(op.dst.buffer)}
+    for loop in collect(body, ir.For):  # a gather a software pipeline issues ahead lands as cp.async
+        if loop.annotations.get(ir.ASYNC_COPY):
+            out |= {id(st.buffer) for st in collect(loop, ir.BufferStore)}
     for gemm in collect(body, ir.Gemm):
         if gemm.in_flight != 0:  # a group left running: its reads outlast the statement
             out |= {id(r.buffer) for r in (gemm.a, gemm.b, gemm.c)}
@@ -64,5 +68,7 @@ def share_view_storage(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         tile = record.source
         if id(view) in unordered or id(tile) in unordered or _bytes(view) > _bytes(tile):
             continue
+        if max(view.attrs.get("versions", 1), tile.attrs.get("versions", 1)) > 1:
+            continue  # a pipeline's versioned tile: its stages are written ahead of their readers
         view.attrs[ir.SHARED_VIEW] = dataclasses.replace(record, shares_bytes=True)
     return func
