@@ -77,6 +77,7 @@ from .stmt import (  # noqa: F401
     ASYNC_COPY,
     SCRATCH,
     SHARED_VIEW,
+    tile_under,
     TILE_OPS,
     ATOMIC_ADD,
     ATOMIC_ADD_VECTORS,

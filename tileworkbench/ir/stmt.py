@@ -502,6 +502,15 @@ SCRATCH = "scratch"
 # (``verify_shared_views``: no value passes between the names) and lies over the other's bytes
 # where ``share_view_storage`` finds the sync pass can order the two names' accesses.
 SHARED_VIEW = "shared_view"
+
+
+def tile_under(buf: Buffer) -> Buffer | None:
+    """The tile whose bytes ``buf`` lies over: ``buf`` a ``T.view`` that ``share_view_storage``
+    laid over its tile (``SharedView.shares_bytes``); None for any other buffer."""
+    view = buf.attrs.get(SHARED_VIEW)
+    return view.source if view is not None and view.shares_bytes else None
+
+
 # The hardware block index and block count a persistent kernel's tile loop reads (its grid is
 # one-dimensional), signed like every index they meet. The simplifier knows their ranges and the
 # barrier simulation binds their texts like variables.

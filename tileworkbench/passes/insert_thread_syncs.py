@@ -210,9 +210,8 @@ class _Accesses(IRVisitor):
         return buf.scope == "shared"
 
     def _touch(self, kind: str, buf, first_index):
-        view = buf.attrs.get(ir.SHARED_VIEW)
-        if view is not None and view.shares_bytes:  # the viewed tile's bytes, any of them
-            buf, first_index = view.source, None
+        if (tile := ir.tile_under(buf)) is not None:  # the viewed tile's bytes, any of them
+            buf, first_index = tile, None
         {"r": self.reads, "w": self.writes, "a": self.adds, "t": self.tma_writes}[kind].add(buf.name)
         part = WHOLE if self.walk is None or first_index is None else self.walk.part(first_index)
         self.parts.setdefault((kind, buf.name), []).append(part)
@@ -335,9 +334,8 @@ def _iteration_disjoint(loop: ir.For) -> set:
         if access.buffer.scope == "shared":
             offsets.setdefault(access.buffer.name, []).append(strided_offset(access.buffer, access.indices))
     # a tile a view lies over (share_view_storage) is touched through two names: neither is followed
-    shared_bytes = {name for b in collect(loop.body, ir.Buffer)
-                    if (view := b.attrs.get(ir.SHARED_VIEW)) is not None and view.shares_bytes
-                    for name in (b.name, view.source.name)}
+    shared_bytes = {name for b in collect(loop.body, ir.Buffer) if (tile := ir.tile_under(b)) is not None
+                    for name in (b.name, tile.name)}
     return {name for name, offs in offsets.items() if name not in others and name not in shared_bytes
             and all(_residue_is_iteration(off, loop.var, n) for off in offs)}
 

@@ -88,21 +88,25 @@ def _reuse_after_pipeline(body, buffers) -> tuple[list, list, ir.Stmt]:
     return tiles, placed + late, ir.seq(stmts)
 
 
+def _place_at(buf: ir.Buffer, offset: int, align: int, plan: list, shares_with=None) -> None:
+    """``buf`` at ``offset``, and its plan entry."""
+    buf.attrs["offset"], buf.attrs["align"] = offset, align
+    entry = {"name": buf.name, "kind": "barrier" if buf.scope == "barrier" else "buffer",
+             "dtype": buf.dtype.name, "shape": list(buf.static_shape()),
+             "versions": buf.attrs.get("versions", 1), "offset": offset, "size_bytes": _size_of(buf),
+             "align": align, "swizzle": buf.attrs.get("swizzle", 0)}
+    if shares_with:
+        entry["shares_with"] = [b.name for b in shares_with]
+    plan.append(entry)
+
+
 def _place(buffers, start: int, plan: list, shares_with=None) -> int:
     offset = start
     for buf in sorted(buffers, key=lambda b: -_align_of(b)):  # stable: big alignments first, less padding
         align = _align_of(buf)
         offset = -(-offset // align) * align
-        size = _size_of(buf)
-        buf.attrs["offset"], buf.attrs["align"] = offset, align
-        entry = {"name": buf.name, "kind": "barrier" if buf.scope == "barrier" else "buffer",
-                 "dtype": buf.dtype.name, "shape": list(buf.static_shape()),
-                 "versions": buf.attrs.get("versions", 1), "offset": offset, "size_bytes": size,
-                 "align": align, "swizzle": buf.attrs.get("swizzle", 0)}
-        if shares_with:
-            entry["shares_with"] = [b.name for b in shares_with]
-        plan.append(entry)
-        offset += size
+        _place_at(buf, offset, align, plan, shares_with)
+        offset += _size_of(buf)
     return offset
 
 
@@ -194,8 +198,7 @@ def _crossing_the_limit(buffers, limit: int):
 
 def _sharing_views(buffers) -> list:
     """The ``T.view`` tiles that lie over their tile's bytes (``share_view_storage``)."""
-    return [b for b in buffers if (view := b.attrs.get(ir.SHARED_VIEW)) is not None and view.shares_bytes
-            and any(view.source is t for t in buffers)]
+    return [b for b in buffers if (tile := ir.tile_under(b)) is not None and any(tile is t for t in buffers)]
 
 
 def _over_their_tiles(views, plan: list) -> bool:
@@ -204,15 +207,11 @@ def _over_their_tiles(views, plan: list) -> bool:
     was, where a tile shares bytes with others (a reuse, the scratch pool, the lifetime plan, which
     know the tile's uses and not the view's)."""
     sharing = {name for e in plan for name in e.get("shares_with", ())} | {e["name"] for e in plan if e.get("shares_with")}
-    if any(v.attrs[ir.SHARED_VIEW].source.name in sharing for v in views):
+    if any(ir.tile_under(v).name in sharing for v in views):
         return False
     for view in views:
-        tile = view.attrs[ir.SHARED_VIEW].source
-        view.attrs["offset"], view.attrs["align"] = tile.attrs["offset"], tile.attrs["align"]
-        plan.append({"name": view.name, "kind": "buffer", "dtype": view.dtype.name,
-                     "shape": list(view.static_shape()), "versions": view.attrs.get("versions", 1),
-                     "offset": tile.attrs["offset"], "size_bytes": _size_of(view), "align": tile.attrs["align"],
-                     "swizzle": view.attrs.get("swizzle", 0), "shares_with": [tile.name]})
+        tile = ir.tile_under(view)
+        _place_at(view, tile.attrs["offset"], tile.attrs["align"], plan, shares_with=[tile])
     return True
 
 
@@ -225,13 +224,13 @@ def plan_shared_memory(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     views = _sharing_views(buffers)
     if views:  # views over their tiles' bytes where the plan leaves those bytes to the tiles alone
         for view in views:
-            tile = view.attrs[ir.SHARED_VIEW].source
+            tile = ir.tile_under(view)
             tile.attrs["align_for_views"] = max(tile.attrs.get("align_for_views", 0), _align_of(view))
         planned = _plan(func, ctx, [b for b in buffers if all(b is not v for v in views)], views)
         if planned is not None:
             return planned
-        for view in views:
-            view.attrs.pop("offset", None)
+        for view in views:  # the plan as it was: each tile aligned for itself alone
+            ir.tile_under(view).attrs.pop("align_for_views", None)
     return _plan(func, ctx, buffers, [])
 
 

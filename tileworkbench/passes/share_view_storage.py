@@ -31,10 +31,6 @@ from .manager import register
 _UNORDERED = (ir.TmaCopy, ir.ThreadCopy, ir.Im2Col, ir.Reduce, ir.Scan)
 
 
-def _bytes(buf: ir.Buffer) -> int:
-    return buf.dtype.bytes_for(buf.numel) * buf.attrs.get("versions", 1)
-
-
 def _unordered_tiles(body) -> set:
     """ids of the shared tiles some access the module doc excludes touches."""
     out = set()
@@ -66,9 +62,10 @@ def share_view_storage(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     for view in views:
         record = view.attrs[ir.SHARED_VIEW]
         tile = record.source
-        if id(view) in unordered or id(tile) in unordered or _bytes(view) > _bytes(tile):
-            continue
         if max(view.attrs.get("versions", 1), tile.attrs.get("versions", 1)) > 1:
             continue  # a pipeline's versioned tile: its stages are written ahead of their readers
+        if id(view) in unordered or id(tile) in unordered or view.dtype.bytes_for(view.numel) > \
+                tile.dtype.bytes_for(tile.numel):
+            continue
         view.attrs[ir.SHARED_VIEW] = dataclasses.replace(record, shares_bytes=True)
     return func
