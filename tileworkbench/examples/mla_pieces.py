@@ -43,3 +43,38 @@ def halves_staged(split=2, rows=64, cols=64, by_gemm=True, guarded=True):
                     Out[i + s * part, j] = stage[i, j]
 
     return main
+
+
+
+def dq_and_dkv_steps(steps=4, dtype="bfloat16"):
+    """The sparse MLA backward's step in miniature, short of registers as it is: each step a wgmma
+    gemm adds ``P[s] @ KV[s]`` (64 x 512 float32, two m64n256 instructions side by side: 256
+    registers a thread of 128) into dQ's accumulator, then two mma.sync gemms (32 rows: too few for
+    wgmma) compute ``dKV[s] = P[s]^T @ Q + P[s]^T @ dO`` into a 128-register accumulator of their
+    own. Together they need more registers than a thread has (``isolate_starved_wgmmas``);
+    ``dQ = sum_s P[s] @ KV[s]``."""
+
+    @T.prim_func
+    def main(P: T.Tensor((steps, 64, 32), dtype), KV: T.Tensor((steps, 32, 512), dtype),
+             Q: T.Tensor((64, 512), dtype), dO: T.Tensor((64, 512), dtype), dQ: T.Tensor((64, 512), "float32"),
+             dKV: T.Tensor((steps, 32, 512), "float32")):
+        with T.Kernel(1, threads=128):
+            p_s = T.alloc_shared((64, 32), dtype)
+            kv_s = T.alloc_shared((32, 512), dtype)
+            q_s = T.alloc_shared((64, 512), dtype)
+            do_s = T.alloc_shared((64, 512), dtype)
+            acc_dq = T.alloc_fragment((64, 512), "float32")
+            acc_dkv = T.alloc_fragment((32, 512), "float32")
+            T.copy(Q, q_s)
+            T.copy(dO, do_s)
+            T.clear(acc_dq)
+            for s in T.serial(steps):
+                T.copy(P[s, :, :], p_s)
+                T.copy(KV[s, :, :], kv_s)
+                T.gemm(p_s, kv_s, acc_dq)
+                T.gemm(p_s, q_s, acc_dkv, transpose_A=True, clear_accum=True)
+                T.gemm(p_s, do_s, acc_dkv, transpose_A=True)
+                T.copy(acc_dkv, dKV[s, :, :])
+            T.copy(acc_dq, dQ)
+
+    return main

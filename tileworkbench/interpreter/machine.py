@@ -29,7 +29,7 @@ from .updates import update_all, update_in_turn, vars_after_branch
 from .values import (Unsupported, compute_dtype, converted, evaluate, held, loaded, print_lines, storage_dtype, stored,
                      uniform)
 
-_NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init")
+_NO_OPS = ("tw::fence_proxy_async", "tw::fence_barrier_init", "tw::schedule_fence")
 
 
 @dataclass

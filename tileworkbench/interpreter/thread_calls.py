@@ -33,7 +33,7 @@ from .values import Unsupported, compute_dtype, evaluate, loaded, print_lines, s
 
 _VECTOR = re.compile(r"^tw::(copy|zero)_vec<(\d+)>$")
 _ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
-_NO_OPS = ("tw::fence_proxy_async", "tw::tma_store_arrive")
+_NO_OPS = ("tw::fence_proxy_async", "tw::tma_store_arrive", "tw::schedule_fence")
 _ATOMIC = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
            "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum,
            **{vector: np.add for vector in ir.ATOMIC_ADD_VECTORS.values()}}

@@ -20,6 +20,7 @@ from . import (  # noqa: F401 - importing registers the passes
     instrument_timeline,
     inject_software_pipeline,
     insert_thread_syncs,
+    isolate_starved_wgmmas,
     lower_tile_ops,
     linearize_accesses,
     localize_read_fragments,
@@ -76,6 +77,7 @@ PIPELINE = [
     "verify_scope_races",  # tile: reject a T.ws scope's read of what a scope beside it writes with no arrival after
     "infer_fragment_layouts",  # tile: which thread holds which fragment element
     "guard_global_accesses",  # tile: T.Parallel accesses to global tensors kept inside their shapes
+    "isolate_starved_wgmmas",  # tile: where fragments outgrow the registers, no work scheduled into a wgmma's wait
     "lower_tma",  # lower: TMA copies, mbarriers -> tw:: calls; tensor-map descriptors
     "lower_tile_ops",  # lower: copy/fill/gemm/reduce -> loops and tw:: calls
     "split_uniform_selects",  # lower: a T.if_then_else decided alike for the whole tile is decided once per tile

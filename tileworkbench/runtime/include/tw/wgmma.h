@@ -29,6 +29,12 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
+// A point ptxas moves no instruction across (bar.warp.sync: free, the warp is converged after a
+// gemm's wait). After a wgmma gemm in a kernel short of registers (isolate_starved_wgmmas) it
+// keeps the next statements' work out of the wgmma's wait, where its registers would sit beside
+// the wgmma's accumulator and both would spill.
+__device__ __forceinline__ void schedule_fence() { __syncwarp(); }
+
 // Swizzle span in bytes -> the descriptor's layout field (bits 62-63).
 template <int SPAN>
 struct WgmmaSwizzle {
@@ -96,6 +102,9 @@ __device__ __forceinline__ unsigned int wgmma_b_columns(int n0) {
 // wait at all, the program waits itself: TileLang's T.wgmma_gemm and T.wait_wgmma).
 // NC: instructions side by side along a warpgroup's columns (Mma is then m64n(N/NG/NC)), each on
 // its own registers (the accumulator's elements of those columns are consecutive) and B columns.
+// Each chunk's instructions run back to back (K inner): a kernel short of registers (the sparse
+// MLA backward's 64 x 512 float dQ) then keeps one chunk in registers at a time, where chunks
+// taken in turn at every K step make ptxas spill and reload each chunk once per step.
 template <int M, int N, int K, int WG, int SWA, int SWB, bool B_K_MAJOR, typename Mma, int IN_FLIGHT = 0,
           bool A_K_MAJOR = true, int NG = 1, int NC = 1, typename T, typename Acc>
 __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, Acc* acc, int thread) {
@@ -117,14 +126,13 @@ __device__ __forceinline__ void wgmma_gemm_ss(const T* A, const T* B, Acc* acc, 
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-    for (int kk = 0; kk < K; kk += K_STEP) {
-      const unsigned int a_bytes = A_K_MAJOR ? (kk / A_PANEL) * (M * SWA) + mi * 64 * SWA + (kk % A_PANEL) * EB
-                                             : mi * (K * SWA) + kk * SWA;
-      const unsigned long long da = wgmma_desc_plus(a_desc0, a_bytes);
+    for (int c = 0; c < NC; ++c) {
+      const unsigned int b_chunk = NC == 1 ? 0u : wgmma_b_columns<K, SWB, B_K_MAJOR, EB>(c * NI);
 #pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        const unsigned int b_chunk = NC == 1 ? 0u : wgmma_b_columns<K, SWB, B_K_MAJOR, EB>(c * NI);
-        Mma::mma(acc + mi * (NW / 2) + c * (NI / 2), da,
+      for (int kk = 0; kk < K; kk += K_STEP) {
+        const unsigned int a_bytes = A_K_MAJOR ? (kk / A_PANEL) * (M * SWA) + mi * 64 * SWA + (kk % A_PANEL) * EB
+                                               : mi * (K * SWA) + kk * SWA;
+        Mma::mma(acc + mi * (NW / 2) + c * (NI / 2), wgmma_desc_plus(a_desc0, a_bytes),
                  wgmma_desc_plus(b_desc0, b_chunk + wgmma_b_rows<N, SWB, B_K_MAJOR, EB>(kk)));
       }
     }
