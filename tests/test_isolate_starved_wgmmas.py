@@ -19,8 +19,8 @@ from tileworkbench.examples.mla_pieces import dq_and_dkv_steps
 from tileworkbench.frontend import parse
 from tileworkbench.jit.lower import lower
 from tileworkbench.passes import manager
-from tileworkbench.passes.isolate_starved_wgmmas import (SCHEDULE_FENCE, fragment_registers,
-                                                        thread_register_limit)
+from tileworkbench.passes.isolate_starved_wgmmas import SCHEDULE_FENCE
+from tileworkbench.passes.rules.registers import fragment_registers, thread_register_limit
 
 FENCE = f"{SCHEDULE_FENCE}();"
 

@@ -13,8 +13,8 @@ by our own NVRTC compile (``backend.nvrtc.compile_check``), and disassembled wit
   weighted by them: what one iteration of the loop runs, which static counts understate where
   ptxas left an inner loop rolled (TileLang's dKV gemm);
 * with ``--timeline``, the loop's instructions of interest in order, run-length coded:
-  G HGMMA, w WARPGROUP arrive/wait, H HMMA, m LDSM, L LDL, S STL, s STS, g LDG, a atomics,
-  e MUFU, | BAR. It showed ptxas starting the dKV gemm's HMMAs inside the dQ wgmma's wait, the
+  G HGMMA, w WARPGROUP arrive/wait, H HMMA, m LDSM, L LDL, S STL, s STS, g LDG, c LDGSTS
+  (cp.async), d DEPBAR (its wait), a atomics, e MUFU, x SHFL, | BAR. It showed ptxas starting the dKV gemm's HMMAs inside the dQ wgmma's wait, the
   two 128-register accumulators spilling around each other (``isolate_starved_wgmmas``).
 """
 
@@ -33,7 +33,8 @@ sys.path.insert(0, str(HERE))
 from sass_by_line import parse_listing, tool  # noqa: E402
 
 SYMBOLS = {"HGMMA": "G", "WARPGROUP": "w", "HMMA": "H", "LDSM": "m", "LDL": "L", "STL": "S", "STS": "s",
-           "STSM": "s", "LDG": "g", "ATOM": "a", "RED": "a", "MUFU": "e", "BAR": "|"}
+           "STSM": "s", "LDG": "g", "LDGSTS": "c", "DEPBAR": "d", "ATOM": "a", "RED": "a", "MUFU": "e", "BAR": "|",
+           "SHFL": "x"}
 
 
 def cubin_of(source: Path, use_nvrtc: bool, options: list, work: Path) -> Path:

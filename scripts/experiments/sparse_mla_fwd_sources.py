@@ -3,11 +3,12 @@ source for the same kernel (another commit's, saved with ``get_kernel_source()``
 inputs in one process: both checked against the script's own reference, then timed in alternating
 rounds of ``profiler.do_bench``.
 
-    PYTHONPATH=. python3 scripts/experiments/sparse_mla_fwd_sources.py EXAMPLES OTHER.cu [LABEL]
+    PYTHONPATH=. python3 scripts/experiments/sparse_mla_fwd_sources.py EXAMPLES OTHER.cu [LABEL [BASE.cu]]
 
 EXAMPLES is TileLang's ``examples`` folder (the script and its ``utils.py`` are loaded from
 ``deepseek_v32/``), OTHER.cu the other source (same parameters and shared-memory layout: the
-launcher is this commit's). Session 36 read the kernel at ``4bbc760`` (session 26: 256 TFLOP/s)
+launcher is this commit's); with BASE.cu, the source OTHER.cu was edited from, it says whether
+that is still this commit's. Session 36 read the kernel at ``4bbc760`` (session 26: 256 TFLOP/s)
 and at ``16c53ab`` (242) on the CPU: fewer instructions now (docs/experiments.md); this says
 whether the sources differ in speed on one host.
 """
@@ -43,6 +44,8 @@ def main(examples: Path, other: Path, label: str) -> None:
         indices[0, t, 0, :len(chosen)] = chosen
     args = (q, kv, indices, H, 512, DQK - 512, topk, HKV)
     ours = m.sparse_mla_fwd.compile(*args)
+    if len(sys.argv) > 4:  # the source OTHER.cu was edited from: still this commit's?
+        print("the edit's base is this commit's source:", Path(sys.argv[4]).read_text() == ours.get_kernel_source())
     kernels = {"now": ours,
                label: edited_kernel(ours, other.read_text(), out_idx=ours.out_idx)}
     want = m.ref_sparse_mla_fwd_interface(q, kv, indices)

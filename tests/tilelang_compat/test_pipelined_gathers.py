@@ -18,21 +18,29 @@ from .interpreters import on_both_interpreters
 BI, COLS, N, CHUNKS, SOURCE_ROWS = 64, 64, 64, 4, 300
 
 
-@T.prim_func
-def pipelined_gather_gemm(X: T.Tensor((SOURCE_ROWS, COLS), "float16"), Idx: T.Tensor((CHUNKS * BI,), "int32"),
-                          W: T.Tensor((N, COLS), "float16"), Y: T.Tensor((BI, N), "float32")):
-    """``Y = sum over chunks k of X[Idx[k * BI:(k + 1) * BI]] @ W^T``, a row out of range read as zeros."""
-    with T.Kernel(1, threads=128):
-        s = T.alloc_shared((BI, COLS), "float16")
-        w = T.alloc_shared((N, COLS), "float16")
-        acc = T.alloc_fragment((BI, N), "float32")
-        T.copy(W, w)
-        T.clear(acc)
-        for k in T.Pipelined(CHUNKS, num_stages=2):
-            for i, d in T.Parallel(BI, COLS):
-                s[i, d] = X[Idx[k * BI + i], d]
-            T.gemm(s, w, acc, transpose_B=True)
-        T.copy(acc, Y)
+def gather_gemm(n: int = N):
+    """``Y = sum over chunks k of X[Idx[k * BI:(k + 1) * BI]] @ W^T`` (``W``: ``n`` rows), a row out of
+    range read as zeros."""
+
+    @T.prim_func
+    def pipelined_gather_gemm(X: T.Tensor((SOURCE_ROWS, COLS), "float16"), Idx: T.Tensor((CHUNKS * BI,), "int32"),
+                              W: T.Tensor((n, COLS), "float16"), Y: T.Tensor((BI, n), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((BI, COLS), "float16")
+            w = T.alloc_shared((n, COLS), "float16")
+            acc = T.alloc_fragment((BI, n), "float32")
+            T.copy(W, w)
+            T.clear(acc)
+            for k in T.Pipelined(CHUNKS, num_stages=2):
+                for i, d in T.Parallel(BI, COLS):
+                    s[i, d] = X[Idx[k * BI + i], d]
+                T.gemm(s, w, acc, transpose_B=True)
+            T.copy(acc, Y)
+
+    return pipelined_gather_gemm
+
+
+pipelined_gather_gemm = gather_gemm()
 
 
 @T.prim_func
@@ -172,7 +180,11 @@ def test_the_issued_rows_go_by_cp_async_zero_filled_out_of_range(nvrtc_check):
     # the row's bounds as its zero fill; the row's index read once, for the check and the address
     assert copies[0].strip().endswith("(&X[((Idx_at * 64) + d0)]), ((Idx_at >= 0) && (Idx_at < 300)));")
     assert copies[1].strip().endswith("(&X[((Idx_at_1 * 64) + d0_1)]), ((Idx_at_1 >= 0) && (Idx_at_1 < 300)));")
-    assert "int Idx_at = Idx[i];" in kernel and kernel.count("Idx[") == 2
+    # the prologue reads its rows' indices itself; the steady state's issue reads them from a thread
+    # array filled before the loop and, for the next issue, before each iteration's gemm
+    # (prefetch_gather_indices)
+    assert "int Idx_at = Idx[i];" in kernel and "int Idx_at_1 = Idx_at_ahead[it_3];" in kernel
+    assert kernel.count("Idx[") == 3 and "Idx_at_ahead[it_4] = Idx[(((k * 64) + i_3) + 128)];" in kernel
     assert "(s, " not in "".join(line for line in kernel.splitlines() if "copy_vec" in line)
     assert "tw::cp_async_wait<1>();" in kernel
     nvrtc_check(source, "sm_90a")

@@ -4,8 +4,7 @@ scheduled into a wgmma gemm's wait.
 Expects: tile-level IR after ``choose_shared_layouts`` (each ``T.gemm``'s ``plan`` says whether it
 runs on wgmma).
 Guarantees: the IR as it was, except that where the kernel's fragments and thread-local arrays
-together need more registers a thread than it can have (``fragment_registers`` >
-``thread_register_limit``), each wgmma gemm that waits for its own instructions (``in_flight``
+together need more registers a thread than it can have (``rules.registers.short_of_registers``), each wgmma gemm that waits for its own instructions (``in_flight``
 0) is followed by ``tw::schedule_fence()``. That call does nothing at run time (all lanes of the
 warp are converged after the gemm's ``wgmma.wait_group``); ptxas moves no instruction across it.
 Elsewhere the kernel is as it was, byte for byte.
@@ -20,31 +19,11 @@ by their loops' trip counts, go from 923 to 690 an iteration (docs/experiments.m
 from __future__ import annotations
 
 from ..ir import nodes as ir
-from ..ir.visitor import IRMutator, collect
+from ..ir.visitor import IRMutator
 from .manager import register
+from .rules.registers import short_of_registers
 
 SCHEDULE_FENCE = "tw::schedule_fence"
-MAX_THREAD_REGISTERS = 255  # what ptxas gives a thread at most, whatever the launch bounds
-
-
-def thread_register_limit(threads: int) -> int:
-    """The registers a thread of a block of ``threads`` can have: the register file's share (65536
-    of them on sm_90), at most 255."""
-    return min(MAX_THREAD_REGISTERS, 65536 // threads)
-
-
-def fragment_registers(func: ir.PrimFunc) -> int:
-    """The 32-bit registers one thread needs to hold every fragment (spread over the block's
-    threads) and every thread-local array the kernel allocates, all at once."""
-    threads = func.launch.threads
-    total = 0
-    for alloc in collect(func.body, ir.Allocate):
-        buf = alloc.buffer
-        if buf.scope == "fragment":
-            total += -(-buf.dtype.bytes_for(buf.numel) // (4 * threads))
-        elif buf.scope == "local":
-            total += -(-buf.dtype.bytes_for(buf.numel) // 4)
-    return total
 
 
 class _FenceWaitedWgmmas(IRMutator):
@@ -56,6 +35,6 @@ class _FenceWaitedWgmmas(IRMutator):
 
 @register("isolate_starved_wgmmas", "tile")
 def isolate_starved_wgmmas(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    if fragment_registers(func) <= thread_register_limit(func.launch.threads):
+    if not short_of_registers(func):
         return func
     return func.with_body(_FenceWaitedWgmmas().visit(func.body))

@@ -30,6 +30,7 @@ from . import (  # noqa: F401 - importing registers the passes
     partition_parallel_loops,
     peel_first_iteration,
     plan_shared_memory,
+    prefetch_gather_indices,
     rasterize_blocks,
     rebase_shifted_nests,
     resolve_int_arithmetic,
@@ -92,6 +93,7 @@ PIPELINE = [
     "elide_private_syncs",  # lower: no block barrier where each thread meets only its own elements across it
     "carry_stage_counters",  # lower: a 3-stage ring's slot/phase carried across iterations, not divided out
     "scalarize_loop_temporaries",  # lower: a thread's array carrying values only within a loop iteration -> a scalar
+    "prefetch_gather_indices",  # lower: a pipelined gather's row indices loaded during the iteration before its issue
 ]
 
 
