@@ -132,8 +132,10 @@ class _PrefetchIndices(IRMutator):
         next_step = node.var + 1
         refill = _guarded(simplify(substitute(issue.cond, {node.var: next_step})),
                           ir.seq([p.fill(node.var, next_step) for p in prefetches]), issue.loc)
-        body = [dataclasses.replace(s, then_body=new_then) if s is issue else s for s in body]
-        last_gemm = max((i for i, s in enumerate(body) if _is_gemm(s)), default=len(body))
+        issue_at = next(i for i, s in enumerate(body) if s is issue)
+        body[issue_at] = dataclasses.replace(issue, then_body=new_then)
+        # before the last gemm after the issue (the issue reads the array first), else at the end
+        last_gemm = max((i for i, s in enumerate(body) if i > issue_at and _is_gemm(s)), default=len(body))
         if refill is not None:
             body.insert(last_gemm, refill)
         first = simplify(substitute(issue.cond, {node.var: node.start}))
