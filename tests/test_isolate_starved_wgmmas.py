@@ -49,6 +49,16 @@ def test_each_waited_wgmma_gemm_of_a_starved_kernel_is_followed_by_the_fence():
     assert any(line.startswith("tw::gemm_ss<") for line in lines[gemms[0] + 2:])
 
 
+def test_a_starved_wgmma_gemm_with_no_mma_sync_work_after_it_is_left_alone(monkeypatch):
+    # 512 columns a warpgroup of 128 threads: the accumulator alone is 256 registers, but nothing
+    # after the gemm is an mma.sync gemm ptxas could pull into its wait
+    program = matmul(1024, 1024, 1024, 64, 512, 64, num_stages=2, threads=128)
+    assert fragment_registers(parse(program)) > thread_register_limit(128)
+    with_pass = lower(program).device_source
+    without_the_pass(monkeypatch)
+    assert FENCE not in with_pass and lower(program).device_source == with_pass
+
+
 def test_a_kernel_whose_fragments_fit_is_left_alone(monkeypatch):
     program = matmul(1024, 1024, 1024, 128, 256, 64, threads=256)
     with_pass = lower(program).device_source
