@@ -18,6 +18,10 @@ from ..errors import CompileError, InternalCompilerError
 # --minimal: NVRTC leaves out its texture, device-runtime and launch declarations, which our
 # kernels never use (no toolkit headers either): ~6 ms less front end, the same cubin code.
 BASE_OPTIONS = ("-std=c++17", "-lineinfo", "--device-as-default-execution-space", "--minimal")
+# ptxas: "(C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized ... in the
+# function 'k' in line 2657" -> the code and the note, without the function and the PTX line
+_PERFORMANCE_NOTE = re.compile(r"\((C\d+)\) Potential Performance Loss: (.*?)(?: in the function '[^']*')?"
+                               r"(?: in line \d+)?\s*$", re.MULTILINE)
 # ELF e_machine of CUDA cubins
 EM_CUDA = 190
 
@@ -32,6 +36,14 @@ class NvrtcResult:
     arch: str = ""
     options: tuple = ()
     version: str | None = None  # NVRTC's "major.minor"
+
+    @property
+    def performance_notes(self) -> list[tuple[str, str]]:
+        """ptxas's "Potential Performance Loss" notes, as (code, what it says): C7511, the wgmma
+        instructions serialised for want of registers (the kernel is short of them: its
+        accumulators spill around each instruction); C7519, a ``warpgroup.arrive`` ptxas had to
+        add; and the like."""
+        return [(m.group(1), m.group(2).strip()) for m in _PERFORMANCE_NOTE.finditer(self.log)]
 
     def to_json(self) -> dict:
         """Everything but the cubin, for the compile record."""

@@ -137,7 +137,27 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
         artifact.nvrtc_wait_s = time.perf_counter() - wait_start
         artifact.nvrtc = result
         trace.resources.update({"registers": result.registers, "spills_bytes": result.spills_bytes})
+        trace.findings += _ptxas_findings(src, result)
     return artifact
+
+
+# What a kernel's author can do about ptxas's notes, by code
+_PTXAS_HINTS = {
+    "C7511": ("the kernel is short of registers: its gemm accumulators and fragments need more than a thread has "
+              "(a float32 accumulator of block_M x block_N keeps block_M * block_N / threads in each thread); "
+              "smaller tiles or more threads keep the wgmma pipeline whole"),
+}
+
+
+def _ptxas_findings(src: ir.PrimFunc, result) -> list[dict]:
+    """ptxas's performance notes as warnings in the trace, at the kernel's largest gemm (whose
+    accumulator holds the registers the notes are about) or else its first line."""
+    gemms = collect(src.body, ir.Gemm)
+    biggest = max(gemms, key=lambda g: g.c.buffer.numel, default=None)
+    line = biggest.loc.line if biggest is not None and biggest.loc is not None else src.source_line
+    return [{"severity": "warning", "source": "ptxas", "code": code, "line": line,
+             "message": f"ptxas ({code}): {note}" + (f"; {_PTXAS_HINTS[code]}" if code in _PTXAS_HINTS else "")}
+            for code, note in result.performance_notes]
 
 
 def _registers_error(src: ir.PrimFunc, launch, short) -> CompileError:
