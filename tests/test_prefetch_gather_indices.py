@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 import tileworkbench as tw
+import tileworkbench.language as T
 from tileworkbench.interpreter.threads import run_at_thread_level
 
 from tilelang_compat.test_pipelined_gathers import (BI, CHUNKS, COLS, SOURCE_ROWS, gather_gemm, gathered, indices,
@@ -43,3 +44,36 @@ def test_three_stages_on_the_thread_level_interpreter():
     y = np.zeros((CHUNKS, BI, COLS), np.float16)
     run_at_thread_level(pipelined_gather_copy, x, idx, y)
     np.testing.assert_array_equal(y, (gathered(x, idx).reshape(CHUNKS, BI, COLS) * 2)[:, :, ::-1])
+
+
+@T.prim_func
+def two_pipelined_gathers(X: T.Tensor((SOURCE_ROWS, COLS), "float16"), Idx: T.Tensor((CHUNKS * BI,), "int32"),
+                          Y: T.Tensor((CHUNKS, BI, COLS), "float16"), Z: T.Tensor((CHUNKS, BI, COLS), "float16")):
+    with T.Kernel(1, threads=128):
+        s = T.alloc_shared((BI, COLS), "float16")
+        t = T.alloc_shared((BI, COLS), "float16")
+        for k in T.Pipelined(CHUNKS, num_stages=2):
+            for i, d in T.Parallel(BI, COLS):
+                s[i, d] = X[Idx[k * BI + i], d]
+            for i, d in T.Parallel(BI, COLS):
+                Y[k, i, d] = s[i, d]
+        for k in T.Pipelined(CHUNKS, num_stages=3):
+            for i, d in T.Parallel(BI, COLS):
+                t[i, d] = X[Idx[k * BI + i], d]
+            for i, d in T.Parallel(BI, COLS):
+                Z[k, i, d] = t[i, d] * 2
+
+
+def test_two_pipelined_loops_keep_arrays_of_their_own(nvrtc_check):
+    source = tw.lower(two_pipelined_gathers, target="sm_90a").device_source
+    kernel = source.split("// ---- kernel ----")[1]
+    assert "int Idx_at_ahead[4];" in kernel and "int Idx_at_ahead_1[4];" in kernel
+    nvrtc_check(source, "sm_90a")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((SOURCE_ROWS, COLS)).astype(np.float16)
+    idx = indices(5)
+    y, z = np.zeros((CHUNKS, BI, COLS), np.float16), np.zeros((CHUNKS, BI, COLS), np.float16)
+    run_at_thread_level(two_pipelined_gathers, x, idx, y, z)
+    rows = gathered(x, idx).reshape(CHUNKS, BI, COLS)
+    np.testing.assert_array_equal(y, rows)
+    np.testing.assert_array_equal(z, rows * 2)
