@@ -19,3 +19,13 @@ def edited_kernel(kernel, device_source: str, smem_bytes: int | None = None, out
         record["host_source"] = re.sub(r"SMEM_BYTES = \d+", f"SMEM_BYTES = {smem_bytes}", record["host_source"])
     return Kernel(record, list(out_idx))
 
+
+
+def causal_indices(torch, S: int, SKV: int, HKV: int, topk: int):
+    """DeepSeek v3.2's sparse MLA scripts' indices (batch 1): for each query position ``t`` up to
+    ``topk`` distinct earlier keys in random order, ``SKV`` (out of range) in the rest."""
+    indices = torch.full((1, S, HKV, topk), SKV, dtype=torch.int32, device="cuda")
+    for t in range(S):
+        chosen = torch.randperm(max(1, t))[:topk]
+        indices[0, t, 0, :len(chosen)] = chosen
+    return indices

@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _edited import edited_kernel  # noqa: E402
+from _edited import causal_indices, edited_kernel  # noqa: E402
 
 
 def opaque_tid(source: str) -> str:
@@ -57,10 +57,7 @@ def main(examples: Path, edit: str) -> None:
     q = torch.randn((B, S, H, DQKV), dtype=torch.bfloat16, device="cuda")
     kv = torch.randn((B, SKV, HKV, DQKV), dtype=torch.bfloat16, device="cuda")
     do = torch.randn((B, S, H, DV), dtype=torch.bfloat16, device="cuda")
-    indices = torch.full((B, S, HKV, topk), SKV, dtype=torch.int32, device="cuda")
-    for t in range(S):
-        chosen = torch.randperm(max(1, t))[:topk]
-        indices[0, t, 0, :len(chosen)] = chosen
+    indices = causal_indices(torch, S, SKV, HKV, topk)
     out, lse = fwd.sparse_mla_fwd_interface(q, kv, indices)
     delta = m.preprocess(out, do)
     dkv = torch.zeros_like(kv, dtype=torch.float32)

@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _edited import edited_kernel  # noqa: E402
+from _edited import causal_indices, edited_kernel  # noqa: E402
 
 
 def main(examples: Path, other: Path, label: str) -> None:
@@ -38,10 +38,7 @@ def main(examples: Path, other: Path, label: str) -> None:
     torch.manual_seed(0)
     q = torch.randn((B, S, H, DQK), dtype=torch.bfloat16, device="cuda")
     kv = torch.randn((B, SKV, HKV, DQK), dtype=torch.bfloat16, device="cuda")
-    indices = torch.full((B, S, HKV, topk), SKV, dtype=torch.int32, device="cuda")
-    for t in range(S):
-        chosen = torch.randperm(max(1, t))[:topk]
-        indices[0, t, 0, :len(chosen)] = chosen
+    indices = causal_indices(torch, S, SKV, HKV, topk)
     args = (q, kv, indices, H, 512, DQK - 512, topk, HKV)
     ours = m.sparse_mla_fwd.compile(*args)
     if len(sys.argv) > 4:  # the source OTHER.cu was edited from: still this commit's?

@@ -9,8 +9,8 @@ def halves_staged(split=2, rows=64, cols=64, by_gemm=True, guarded=True):
     cols``, by a gemm or, for the thread-level interpreter, by hand) stored a ``1/split`` of its
     rows at a time through a float32 ``T.view`` of ``B``'s half-precision tile, whose bytes the
     gemm no longer needs (the view lies over them, as in TileLang: ``share_view_storage``, with
-    ``verify_shared_views`` checking that no value passes between the names); each part is read at ``acc[i + s * part, j]`` under ``if i < part``
-    (``rebase_shifted_nests``). ``Out = 2 * A^T @ B``; ``guarded=False`` drops the ``if``, so a read
+    ``verify_shared_views`` checking that no value passes between the names); each part is read
+    at ``acc[i + s * part, j]`` under ``if i < part`` (``rebase_shifted_nests``). ``Out = 2 * A^T @ B``; ``guarded=False`` drops the ``if``, so a read
     may leave the fragment (refused)."""
     part = rows // split
 
@@ -43,7 +43,6 @@ def halves_staged(split=2, rows=64, cols=64, by_gemm=True, guarded=True):
                     Out[i + s * part, j] = stage[i, j]
 
     return main
-
 
 
 def dq_and_dkv_steps(steps=4, dtype="bfloat16"):

@@ -141,6 +141,15 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
     return artifact
 
 
+def _at_largest_gemm(src: ir.PrimFunc) -> SourceLocation:
+    """Where register trouble is the user's to fix: the kernel's largest gemm (whose accumulator
+    holds most of the registers), or else its first line."""
+    biggest = max(collect(src.body, ir.Gemm), key=lambda g: g.c.buffer.numel, default=None)
+    if biggest is not None and biggest.loc is not None:
+        return biggest.loc
+    return SourceLocation(src.source_file, src.source_line)
+
+
 # What a kernel's author can do about ptxas's notes, by code
 _PTXAS_HINTS = {
     "C7511": ("the kernel is short of registers: its gemm accumulators and fragments need more than a thread has "
@@ -152,9 +161,7 @@ _PTXAS_HINTS = {
 def _ptxas_findings(src: ir.PrimFunc, result) -> list[dict]:
     """ptxas's performance notes as warnings in the trace, at the kernel's largest gemm (whose
     accumulator holds the registers the notes are about) or else its first line."""
-    gemms = collect(src.body, ir.Gemm)
-    biggest = max(gemms, key=lambda g: g.c.buffer.numel, default=None)
-    line = biggest.loc.line if biggest is not None and biggest.loc is not None else src.source_line
+    line = _at_largest_gemm(src).line
     return [{"severity": "warning", "source": "ptxas", "code": code, "line": line,
              "message": f"ptxas ({code}): {note}" + (f"; {_PTXAS_HINTS[code]}" if code in _PTXAS_HINTS else "")}
             for code, note in result.performance_notes]
@@ -163,10 +170,7 @@ def _ptxas_findings(src: ir.PrimFunc, result) -> list[dict]:
 def _registers_error(src: ir.PrimFunc, launch, short) -> CompileError:
     """The user's error for a kernel ptxas could not fit in registers, at its largest gemm (whose
     accumulator the registers hold) or else its first line."""
-    gemms = collect(src.body, ir.Gemm)
-    biggest = max(gemms, key=lambda g: g.c.buffer.numel, default=None)
-    loc = biggest.loc if biggest is not None and biggest.loc is not None else \
-        SourceLocation(src.source_file, src.source_line)
+    loc = _at_largest_gemm(src)
     producer = f" ({launch.threads} + a {launch.producer_threads}-thread producer warpgroup)" \
         if launch.producer_threads else ""
     return CompileError(

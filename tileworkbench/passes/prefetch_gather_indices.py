@@ -38,10 +38,6 @@ from .rules.registers import short_of_registers
 _GEMM_CALLS = ("tw::wgmma_gemm_", "tw::gemm_ss")
 
 
-def _statements(node) -> list:
-    return list(node.stmts) if isinstance(node, ir.SeqStmt) else [node]
-
-
 def _is_gemm(stmt) -> bool:
     return (isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call)
             and stmt.call.name.startswith(_GEMM_CALLS))
@@ -85,7 +81,7 @@ class _Prefetch:
 def _prefetchable(run_loop, steady: ir.For, read_only: set, bound_in_steady: set) -> _Prefetch | None:
     if not isinstance(run_loop, ir.For) or run_loop.kind != "unrolled" or ir.const_int(run_loop.extent) is None:
         return None
-    body = _statements(run_loop.body)
+    body = ir.statements(run_loop.body)
     lets = {x.var: x for x in body if isinstance(x, ir.LetStmt)}
     for x in body:
         loads = collect(x.value, ir.BufferLoad) if isinstance(x, ir.LetStmt) else []
@@ -116,19 +112,19 @@ class _PrefetchIndices(IRMutator):
         node = self.generic_visit(node)
         if node.pipeline is None or node.pipeline.part != "steady":
             return node
-        body = _statements(node.body)
+        body = ir.statements(node.body)
         issue = next((s for s in body if isinstance(s, ir.IfThenElse) and s.else_body is None
                       and node.var in collect(s.cond, ir.Var)), None)
         if issue is None:
             return node
         bound = {x.var for x in collect(node.body, (ir.LetStmt, ir.For))} | reassigned_vars(node.body)
-        prefetches = [p for s in _statements(issue.then_body)
+        prefetches = [p for s in ir.statements(issue.then_body)
                       if (p := _prefetchable(s, node, self.read_only, bound)) is not None]
         if not prefetches:
             return node
         by_loop = {id(p.run_loop): p for p in prefetches}
         new_then = ir.seq([self._reading_array(s, by_loop[id(s)]) if id(s) in by_loop else s
-                           for s in _statements(issue.then_body)])
+                           for s in ir.statements(issue.then_body)])
         next_step = node.var + 1
         refill = _guarded(simplify(substitute(issue.cond, {node.var: next_step})),
                           ir.seq([p.fill(node.var, next_step) for p in prefetches]), issue.loc)
@@ -146,7 +142,7 @@ class _PrefetchIndices(IRMutator):
     @staticmethod
     def _reading_array(run_loop: ir.For, p: _Prefetch) -> ir.For:
         reads = ir.BufferLoad(p.array, (run_loop.var,), p.index.var.dtype)
-        body = [ir.LetStmt(x.var, reads, loc=x.loc) if x is p.index else x for x in _statements(run_loop.body)]
+        body = [ir.LetStmt(x.var, reads, loc=x.loc) if x is p.index else x for x in ir.statements(run_loop.body)]
         return dataclasses.replace(run_loop, body=ir.seq(body))
 
 
