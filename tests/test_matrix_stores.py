@@ -172,3 +172,55 @@ def test_wide_stores_only_where_the_elements_are_neighbours_in_the_tile(column, 
     body = _kernel_body(tw.lower(_gemm_storing(column), target=SM90))
     stores = set(re.findall(r"tw::store_(?:pair|matrix_x4)\(", body))
     assert stores == ({f"{store}("} if store else set())
+
+
+def _masked_scores():
+    """Linear attention's intra-chunk scores: ``S = Q K^T`` kept where ``row >= col`` (TileLang's
+    ``example_linear_attn_fwd``), stored to shared memory through the masked expression."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((64, 64), "float16"), S: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            q = T.alloc_shared((64, 64), "float16")
+            k = T.alloc_shared((64, 64), "float16")
+            s = T.alloc_fragment((64, 64), "float32")
+            s_shared = T.alloc_shared((64, 64), "float16")
+            T.copy(Q[0, 0], q)
+            T.copy(K[0, 0], k)
+            T.gemm(q, k, s, clear_accum=True, transpose_B=True)
+            for row, col in T.Parallel(64, 64):
+                s_shared[row, col] = T.if_then_else(row >= col, s[row, col], 0)
+            T.copy(s_shared, S[0, 0])
+
+    return main
+
+
+def test_a_masked_store_reads_each_elements_own_row_and_column():
+    """stmatrix's eight values are eight elements of the fragment: a value that uses the loop's
+    variables beside the fragment (the mask ``row >= col``) uses each element's own coordinates
+    (the generated CUDA named the loop's variables, undefined there, and NVRTC refused it). Every
+    thread's every value, evaluated, keeps exactly the elements on or below the diagonal at the
+    place stmatrix puts it (the thread-level interpreter runs neither wgmma nor stmatrix; the GPU
+    test runs it)."""
+    from tileworkbench.backend.nvrtc import compile_check
+    from tileworkbench.ir.visitor import substitute
+
+    art = tw.lower(_masked_scores(), target=SM90)
+    body = _kernel_body(art)
+    assert "tw::store_matrix_x4(" in body
+    assert not re.search(r"\brow(_\d+)?\b|\bcol(_\d+)?\b", body), "the loop's variables are left in the store"
+    compile_check(art.device_source, "sm_90a")
+    (loop,) = [f for f in _fors(art.func) if f.annotations.get("matrices")]
+    layout = WgmmaAccumLayout((64, 64), 1, 1)
+    tx = art.func.launch.thread_var
+    kept = 0
+    for t in range(128):
+        for group in range(loop.extent.value):
+            env = {tx: ir.const(t), loop.var: ir.const(group)}
+            for e, value in enumerate(loop.body.call.args[1:]):
+                (frow, fcol), _ = layout.forward(ir.const(t), ir.const(group * 8 + e))
+                cond = simplify(substitute(value.cond, env), {})
+                assert isinstance(cond, ir.Const), cond
+                assert bool(cond.value) == (_int(frow) >= _int(fcol)), (t, group, e)
+                kept += bool(cond.value)
+    assert kept == 64 * 65 // 2

@@ -152,7 +152,13 @@ class ResultStores:
         values = []
         for e in range(8):  # pair 4 mm + e // 2, element e % 2
             j = mm * 8 + e
-            values.append(FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(value))
+            indices, guard = layout.forward(self.tid, j)
+            if guard is not None:
+                return None
+            # the value may use the loop's variables beside the fragment's element (a causal mask:
+            # ``T.if_then_else(row >= col, s[row, col], 0)``): each is element j's own coordinate
+            local = FragmentAccess(loop_vars, j, layout, node.loc, self.to_local).visit(value)
+            values.append(substitute(local, dict(zip(loop_vars, indices))))
         address = ir.Call("address_of", (ir.BufferLoad(out, start, out.dtype),), ir.dtypes.handle)
         store = ir.Evaluate(ir.Call("tw::store_matrix_x4", (address, *values)))
         return ir.For(mm, ir.const(groups), store, "unrolled",
