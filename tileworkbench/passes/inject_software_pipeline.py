@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import CompileError
+from ..errors import CompileError, InternalCompilerError
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
 from ..ir.visitor import IRMutator, collect, reassigned_vars, substitute
@@ -171,6 +171,7 @@ class _Versioner(OnVersion):
 class _Pipeline(IRMutator):
     def __init__(self, func: ir.PrimFunc):
         self.versioned: dict = {}  # old Buffer -> new Buffer (shared tiles and barriers)
+        self.made: dict = {}  # old Buffer -> every versioned Buffer a loop made of it, in order
         self.records: list = []
         self.written = written_buffer_ids(func.body)
         # What a condition or a gather's address may read besides the loop variable: block indices,
@@ -229,8 +230,7 @@ class _Pipeline(IRMutator):
             counts = list(old.attrs["counts"]) * s
             barriers[old] = ir.Buffer(old.name, (ir.const(len(counts)),), old.dtype, "barrier",
                                       attrs={**old.attrs, "counts": counts, "versions": s}, loc=old.loc)
-        self.versioned.update(buffers)
-        self.versioned.update(barriers)
+        self.remember(buffers, barriers, loop)
         if thread_loads or gathers:
             producers = [_as_cp_async(p) if any(p is t for t in thread_loads + gathers) else p for p in producers]
             thread_loads = thread_loads + gathers  # one commit group an iteration, and its wait
@@ -274,6 +274,34 @@ class _Pipeline(IRMutator):
         return ir.seq([ir.Comment(f"prologue: iterations {k.name} = 0 .. {s - 2} in flight"), prologue, main])
 
 
+    def remember(self, buffers: dict, barriers: dict, loop: ir.For):
+        for old, new in {**buffers, **barriers}.items():
+            self.versioned[old] = new
+            self.made.setdefault(old, []).append((new, loop))
+
+    def one_version_set_each(self, body: ir.Stmt) -> ir.Stmt:
+        """A tile two pipelined loops fill (block-causal attention's backward refills ``do`` in its
+        masked and its unmasked loop) is versioned by each: one allocation serves both, with the
+        larger stage count (a loop uses versions ``0 .. s - 1`` of it), and every access names it;
+        the loop whose versioned tile went unallocated had been printed without its swizzle. A
+        barrier two pipelined loops arrive on is refused: its slots would enter the second loop at
+        phases the first loop's trip count decides, which the second's parities cannot know."""
+        replaced = {}
+        for old, made in self.made.items():
+            if len(made) == 1:
+                continue
+            if old.scope == "barrier":
+                lines = ", ".join(str(loop.loc.line) for _, loop in made if loop.loc is not None)
+                raise CompileError(f"barrier {old.name} is arrived on in {len(made)} pipelined loops"
+                                   + (f" (lines {lines})" if lines else "")
+                                   + ": each loop gives it one slot per stage and starts every slot at the same "
+                                   "phase, which the loop before may have left unequal; give each loop a barrier "
+                                   "of its own", old.loc)
+            kept = max((new for new, _ in made), key=lambda b: b.attrs["versions"])
+            self.versioned[old] = kept
+            replaced.update({id(new): kept for new, _ in made if new is not kept})
+        return _Rebuffered(replaced).visit(body) if replaced else body
+
     def versions_only(self, loop: ir.For, s: int) -> ir.Stmt:
         """A loop warp-specialised by hand (``T.ws`` scopes): its roles already run at the same
         time, so it keeps its order; only the shared tiles TMA loads fill in it and the barriers it
@@ -295,8 +323,7 @@ class _Pipeline(IRMutator):
                 counts = list(old.attrs["counts"]) * s
                 barriers[old] = ir.Buffer(old.name, (ir.const(len(counts)),), old.dtype, "barrier",
                                           attrs={**old.attrs, "counts": counts, "versions": s}, loc=old.loc)
-        self.versioned.update(buffers)
-        self.versioned.update(barriers)
+        self.remember(buffers, barriers, loop)
         self.records.append({"loop": loop.var.name, "stages": s, "buffers": [b.name for b in buffers],
                              "barriers": [b.name for b in barriers], "producers": 0, "mode": "ws"})
         body = _Versioner(loop, s, buffers, barriers, loop.var).run(loop.body)
@@ -310,6 +337,29 @@ def _as_cp_async(p):
     copy = _guarded_copy(p)
     new = dataclasses.replace(copy, instruction="cp_async")
     return new if copy is p else ir.IfThenElse(p.cond, new, loc=p.loc)
+
+
+class _Rebuffered(IRMutator):
+    """Every access of a buffer in ``replaced`` (``id`` of the buffer -> the one to use) moved to
+    its replacement, indices unchanged."""
+
+    def __init__(self, replaced: dict):
+        self.replaced = replaced
+
+    def visit_Region(self, node: ir.Region):
+        node = self.generic_visit(node)
+        new = self.replaced.get(id(node.buffer))
+        return node if new is None else dataclasses.replace(node, buffer=new)
+
+    def visit_BufferLoad(self, node: ir.BufferLoad):
+        node = self.generic_visit(node)
+        new = self.replaced.get(id(node.buffer))
+        return node if new is None else ir.BufferLoad(new, node.indices, node.dtype)
+
+    def visit_BufferStore(self, node: ir.BufferStore):
+        node = self.generic_visit(node)
+        new = self.replaced.get(id(node.buffer))
+        return node if new is None else dataclasses.replace(node, buffer=new)
 
 
 class _ReplaceAllocations(IRMutator):
@@ -327,9 +377,14 @@ def inject_software_pipeline(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     body = pipe.visit(func.body)
     if not pipe.versioned:
         return func.with_body(body)
-    body = _ReplaceAllocations(pipe.versioned).visit(body)
+    body = _ReplaceAllocations(pipe.versioned).visit(pipe.one_version_set_each(body))
     stale = {id(b) for b in pipe.versioned}
+    allocated = {id(a.buffer) for a in collect(body, ir.Allocate)}
     for node in collect(body, (ir.Region, ir.BufferLoad, ir.BufferStore, ir.BarrierRef)):
+        if node.buffer.attrs.get("versions", 1) > 1 and node.buffer.scope in ("shared", "barrier") \
+                and id(node.buffer) not in allocated:
+            raise InternalCompilerError(f"inject_software_pipeline: the versioned tile {node.buffer.name} is used "
+                                        "but never allocated")
         if id(node.buffer) in stale:
             raise CompileError(
                 f"{node.buffer.name} is filled inside a pipelined loop (so it has one version per "
