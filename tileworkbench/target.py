@@ -37,6 +37,7 @@ class PassConfigKey(str, enum.Enum):
     TW_TIMELINE_CAPACITY = "tw.timeline_capacity"  # events each recording thread keeps (default 2048)
     TW_VERIFY_IR = "tw.verify_ir"  # the IR verifier after every pass (as TILEWORKBENCH_VERIFY_IR=1)
     TW_CODE_OFFSET = "tw.code_offset"  # k fillers at the top of the kernel: its code moved 16 k bytes (a placement probe)
+    TW_REREAD_THREAD_INDEX = "tw.reread_thread_index"  # the main loop reads %tid.x again (unset: where ptxas spills less)
     # TileLang 0.1.15's other keys. tl.disable_wgmma is tw.disable_wgmma; the rest are accepted and
     # have no effect here (TILELANG_ONLY_KEYS says why, and a warning says so once).
     TL_SIMPLIFY = "tl.Simplify"

@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _edited import causal_indices, edited_kernel  # noqa: E402
+from _edited import edited_kernel, v32_sparse_mla_bwd  # noqa: E402
 
 
 def opaque_tid(source: str) -> str:
@@ -43,32 +43,16 @@ EDITS = {"opaque_tid": opaque_tid}
 
 
 def main(examples: Path, edit: str) -> None:
-    import torch
-
-    import tilelang_examples as te
     from tileworkbench.profiler import do_bench
 
-    te._install(examples)
-    sys.path.insert(0, str(examples / "deepseek_v32"))
-    m = te._load(examples / "deepseek_v32" / "sparse_mla_bwd.py")
-    fwd = te._load(examples / "deepseek_v32" / "sparse_mla_fwd.py")
-    B, S, SKV, H, HKV, DQKV, DV, topk = 1, 4096, 8192, 64, 1, 576, 512, 2048  # the script's defaults
-    torch.manual_seed(0)
-    q = torch.randn((B, S, H, DQKV), dtype=torch.bfloat16, device="cuda")
-    kv = torch.randn((B, SKV, HKV, DQKV), dtype=torch.bfloat16, device="cuda")
-    do = torch.randn((B, S, H, DV), dtype=torch.bfloat16, device="cuda")
-    indices = causal_indices(torch, S, SKV, HKV, topk)
-    out, lse = fwd.sparse_mla_fwd_interface(q, kv, indices)
-    delta = m.preprocess(out, do)
-    dkv = torch.zeros_like(kv, dtype=torch.float32)
-    args = (q, kv, do, indices, lse, delta, dkv, H, DV, DQKV - DV, topk, HKV, None, True)
+    m, args, call_args, dkv = v32_sparse_mla_bwd(examples)
     ours = m.bwd.compile(*args)
     edited_source = EDITS[edit](ours.get_kernel_source())
     kernels = {"now": ours, edit: edited_kernel(ours, edited_source, out_idx=ours.out_idx)}
     results = {}
     for name, kernel in kernels.items():
         dkv.zero_()
-        dq = kernel(q, kv, do, indices, lse, delta, dkv)
+        dq = kernel(*call_args)
         results[name] = (dq.float(), dkv.clone())
     for what, (a, b) in zip(("dQ", "dKV"), zip(results["now"], results[edit])):
         err = ((a - b).norm() / a.norm()).item()
@@ -77,7 +61,7 @@ def main(examples: Path, edit: str) -> None:
     times = {name: [] for name in kernels}
     for _ in range(5):
         for name, kernel in kernels.items():
-            times[name].append(do_bench(lambda kernel=kernel: kernel(q, kv, do, indices, lse, delta, dkv),
+            times[name].append(do_bench(lambda kernel=kernel: kernel(*call_args),
                                         warmup=25, rep=100))
     base = statistics.median(times["now"])
     for name, samples in times.items():

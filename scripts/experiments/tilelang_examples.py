@@ -10,7 +10,10 @@ here) keeps what it defined before that; a case building from it says where the 
 in ``examples/tilelang_programs`` compute).
 
     git -C <tilelang repo> archive HEAD examples | tar -x -C /tmp/tl
-    PYTHONPATH=. python3 scripts/experiments/tilelang_examples.py /tmp/tl/examples [part of a file name ...]
+    PYTHONPATH=. python3 scripts/experiments/tilelang_examples.py /tmp/tl/examples [part of a file name ...] [--nvrtc]
+
+With ``--nvrtc`` the kernels a case only lowers are compiled by NVRTC as well (CUDA it refuses is
+a compiler bug: session 41 found three so).
 
 docs/experiments.md, "TileLang's examples, unchanged", has a run.
 """
@@ -522,11 +525,15 @@ def _load(path: Path):
         sys.path.remove(str(path.parent))
 
 
-def _lines_of_cuda(built) -> int:
+def _lines_of_cuda(built, nvrtc: bool = False) -> int:
+    """Lines of CUDA the case's kernels take; with ``nvrtc``, the kernels the case only lowered
+    (``@T.prim_func`` ones; ``@jit`` ones are compiled when built) are compiled by NVRTC too, so
+    that CUDA NVRTC refuses stops the case (three miscompiles showed so, session 41)."""
     if hasattr(built, "get_kernel_source"):
         return len(built.get_kernel_source().splitlines())
     parts = getattr(built, "kernels", None) or [built]
-    return sum(len(tw.lower(p, target="sm_90a").kernel_source.splitlines()) for p in parts)
+    return sum(len(tw.lower(p, target="sm_90a", enable_device_compile=nvrtc).kernel_source.splitlines())
+               for p in parts)
 
 
 def _first_line(exc: Exception) -> str:
@@ -534,7 +541,7 @@ def _first_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {first[:160]}"
 
 
-def main(examples: Path, only: list | None = None):
+def main(examples: Path, only: list | None = None, nvrtc: bool = False):
     _install(examples)
     print("| example | builds | what stopped it |")
     print("| --- | --- | --- |")
@@ -547,7 +554,7 @@ def main(examples: Path, only: list | None = None):
                 warnings.simplefilter("ignore")
                 module = _load(examples / file)
                 stopped = module.__dict__.get("__import_error__")
-                lines = _lines_of_cuda(make(module))
+                lines = _lines_of_cuda(make(module), nvrtc)
             note = f"the file's own run at import stopped: {_first_line(stopped)}" if stopped else ""
             print(f"| {file} | yes ({lines} lines of CUDA) | {note} |")
             built += 1
@@ -559,4 +566,5 @@ def main(examples: Path, only: list | None = None):
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/tl/examples"), sys.argv[2:])
+    args = [a for a in sys.argv[1:] if a != "--nvrtc"]
+    main(Path(args[0] if args else "/tmp/tl/examples"), args[1:], nvrtc="--nvrtc" in sys.argv)

@@ -101,6 +101,8 @@ class Calls:
             return self.lanes % int(m.group(1)) == 0
         if e.name == ir.RNG_INIT or e.name in ir.RNG_DRAWS:
             return self.random(e)
+        if e.name == ir.THREAD_INDEX:  # %tid.x read again (passes/reread_thread_index.py)
+            return self.lanes
         return NotImplemented
 
     def random(self, e: ir.Call):

@@ -84,6 +84,7 @@ from .stmt import (  # noqa: F401
     ATOMIC_UPDATES,
     atomic_lanes,
     REINTERPRET,
+    THREAD_INDEX,
     SHFL_DOWN_SYNC,
     SHFL_SYNC,
     SHFL_UP_SYNC,

@@ -460,6 +460,9 @@ def draws(node) -> int:
 # T.reinterpret(value, dtype) is Call(REINTERPRET, (value,), dtype): the bits of value as dtype (the
 # same width); the CUDA renderer spells it out for the types held as float32.
 REINTERPRET = "tw::reinterpret"
+# The thread's index read again (``%tid.x`` through an ``asm volatile``, tw/common.h), which NVVM
+# neither lifts out of a loop nor merges with another read: passes/reread_thread_index.py.
+THREAD_INDEX = "tw::thread_index"
 # ``T.print``: ``Evaluate(print_call(...))``; ``print_parts`` reads one back.
 PRINT = "tw::print"
 # Warp shuffles (``T.shfl_sync`` and kin): Call(name, (mask, value, lane or delta, width)), the

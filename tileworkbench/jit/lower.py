@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import functools
 import numbers
 import threading
 import time
@@ -22,7 +23,9 @@ from ..ir import nodes as ir
 from ..ir.printer import print_ir
 from ..ir.visitor import collect
 from ..passes.manager import LowerContext, run_pipeline
-from ..passes.pipeline import codegen_pass_list, pass_list
+from ..passes import reread_thread_index
+from ..passes.pipeline import REREAD, codegen_pass_list, pass_list
+from ..passes.rules.registers import fragment_registers, thread_register_limit
 from ..trace import Trace
 from ..target import PassConfigKey, PassContext, Target
 
@@ -117,6 +120,11 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
         fast_plan = fast_call_plan(lowered, debug_timeout_s=debug, timeline=printed.attrs.get("timeline"))
     device_compile = (_start_device_compile(device, tgt.arch, f"{src.name}.cu", nvrtc_extra_options(configs))
                       if enable_device_compile else None)
+    reread = (enable_device_compile and _RereadTrial.wanted(printed, configs)) or None
+    trial = functools.partial(_RereadTrial, printed, ctx, trace, kernel_name, f"{src.name}.cu", debug,
+                              SourceLocation(src.source_file, src.source_line))
+    if reread and _RereadTrial.alongside(lowered):
+        reread = trial()
     trace.sources = {"device": device, "host": host}
     if printed.attrs.get("timeline") is not None:
         trace.timeline = {"plan": printed.attrs["timeline"].to_json(), "measured": None}
@@ -134,11 +142,81 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
             result = device_compile.result()  # NVRTC's CompileError, with its log, surfaces here
         except RegisterShortage as short:
             raise _registers_error(src, lowered.launch, short) from None
+        if reread and result.spills_bytes:  # compiled beside the first form, or now
+            result = (reread if isinstance(reread, _RereadTrial) else trial()).choose(artifact, result)
         artifact.nvrtc_wait_s = time.perf_counter() - wait_start
         artifact.nvrtc = result
         trace.resources.update({"registers": result.registers, "spills_bytes": result.spills_bytes})
         trace.findings += _ptxas_findings(src, result)
     return artifact
+
+
+# How many fewer registers a thread the form reading the index again may use and still count as
+# needing the registers the loop had (ptxas's counts at its limit move by a few)
+REREAD_REGISTER_SLACK = 4
+# A kernel whose fragments alone take this share of a thread's registers or more has its second
+# form compiled beside the first (NVRTC in a thread of its own), not after the first spilled:
+# TileLang's sparse MLA kernels, stream-K, FlashAttention's backward (0.75 to 1.9); of the 112
+# kernels of the bench cases and TileLang's examples compiled in session 41, those that spilled
+# below it were the mHC pre-norm GEMM (0.42) and the Hadamard transform (0.50)
+REREAD_ALONGSIDE_SHARE = 0.7
+
+
+class _RereadTrial:
+    """The kernel's second form, its main loop reading the thread index again
+    (``passes/reread_thread_index.py``: NVVM lifts the values computed from the index out of the
+    loop, and ptxas at its register limit spills them), generated and given to NVRTC in a thread;
+    ``choose`` keeps it or the first form. Only where ``tw.reread_thread_index`` is unset, the
+    kernel records no timeline and has a main loop that reads the thread index (``wanted``)."""
+
+    def __init__(self, printed: ir.PrimFunc, ctx: LowerContext, trace: Trace, kernel_name: str, name: str,
+                 debug, loc: SourceLocation):
+        configs = ctx.configs
+        before = len(trace.passes)
+        reread = run_pipeline(printed, REREAD, ctx, trace)
+        self.snapshots = trace.passes[before:]  # the trace takes them back if this form is kept
+        del trace.passes[before:]
+        with internal_errors("code generation", loc):
+            self.device = generate_cuda(reread, kernel_name, ctx.target, debug_timeout_s=debug,
+                                        code_offset=configs.get(PassConfigKey.TW_CODE_OFFSET.value, 0))
+        self.compile = _start_device_compile(self.device, ctx.target.arch, name, nvrtc_extra_options(configs))
+
+    @staticmethod
+    def wanted(printed: ir.PrimFunc, configs: dict) -> bool:
+        return PassConfigKey.TW_REREAD_THREAD_INDEX.value not in configs and \
+            printed.attrs.get("timeline") is None and reread_thread_index.applies(printed)
+
+    @staticmethod
+    def alongside(lowered: ir.PrimFunc) -> bool:
+        """Whether to compile the second form beside the first, before knowing that it spills."""
+        return fragment_registers(lowered) >= REREAD_ALONGSIDE_SHARE * thread_register_limit(lowered.launch.threads)
+
+    def choose(self, artifact: "Artifact", result):
+        """The NVRTC result kept: this form's where ptxas spills fewer bytes with it and it uses as
+        many registers as the first (then the values NVVM lifted had pushed the loop's own work
+        into local memory; where reading the index again frees registers, the lifted values had
+        mostly fit in them, and computing them again each iteration costs more than the few bytes
+        it stops spilling: FlashAttention's backward, 254 -> 192 registers, 8 -> 0 bytes, 12%
+        slower on an H100, session 41). The artifact's source and the trace's sources and pass
+        snapshots follow the form kept; ``resources.thread_index_reread`` says what each spilled
+        and used."""
+        try:
+            other = self.compile.result()
+        except RegisterShortage:
+            other = None
+        spills = None if other is None else (other.spills_bytes or 0)
+        kept = spills is not None and spills < result.spills_bytes and \
+            (other.registers or 0) >= (result.registers or 0) - REREAD_REGISTER_SLACK
+        trace = artifact.trace
+        trace.resources["thread_index_reread"] = {"kept": kept, "spills_bytes": spills,
+                                                  "spills_bytes_without": result.spills_bytes,
+                                                  "registers": None if other is None else other.registers,
+                                                  "registers_without": result.registers}
+        if not kept:
+            return result
+        trace.passes += self.snapshots
+        artifact.device_source = trace.sources["device"] = self.device
+        return other
 
 
 def _at_largest_gemm(src: ir.PrimFunc) -> SourceLocation:

@@ -8,6 +8,8 @@ trace records one snapshot per pass.
 
 from __future__ import annotations
 
+from ..target import PassConfigKey
+
 from . import (  # noqa: F401 - importing registers the passes
     carry_stage_counters,
     choose_shared_layouts,
@@ -32,6 +34,7 @@ from . import (  # noqa: F401 - importing registers the passes
     plan_shared_memory,
     prefetch_gather_indices,
     rasterize_blocks,
+    reread_thread_index,
     rebase_shifted_nests,
     resolve_int_arithmetic,
     scalarize_loop_temporaries,
@@ -109,6 +112,12 @@ def pass_list(configs: dict) -> list[str]:
 
 
 def codegen_pass_list(configs: dict) -> list[str]:
-    # instrument_timeline (tw.timeline) runs last and only when asked for: other kernels' traces and
-    # sources stay as they were.
-    return list(CODEGEN) + (["instrument_timeline"] if instrument_timeline.timeline_every(configs) else [])
+    # reread_thread_index runs where tw.reread_thread_index asks for it (jit.lower also tries it
+    # where ptxas spills) and instrument_timeline (tw.timeline) last, only when asked for: other
+    # kernels' traces and sources stay as they were.
+    return list(CODEGEN) + (REREAD if configs.get(PassConfigKey.TW_REREAD_THREAD_INDEX.value) else []) + \
+        (["instrument_timeline"] if instrument_timeline.timeline_every(configs) else [])
+
+
+# What jit.lower runs after CODEGEN to compile a kernel a second way when ptxas spills
+REREAD = ["reread_thread_index"]

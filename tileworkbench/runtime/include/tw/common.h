@@ -322,4 +322,13 @@ __device__ __forceinline__ void atomic_min(float* addr, float v) {
   }
 }
 
+// The thread's index read again: an asm volatile read of %tid.x, which NVVM neither lifts out of a
+// loop nor merges with another read, so what a loop computes from it stays in the loop
+// (passes/reread_thread_index.py: addresses ptxas would otherwise spill at its register limit).
+__device__ __forceinline__ int thread_index() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
 }  // namespace tw

@@ -1,0 +1,177 @@
+"""reread_thread_index: the kernel's main loop reads the thread index again (``tw::thread_index()``),
+where ``tw.reread_thread_index`` asks for it or where ``jit.lower`` finds that ptxas spills less
+with it. What the kernel computes is unchanged: checked on the thread-level interpreter here and
+on the GPU (tests/gpu/test_reread_thread_index_gpu.py)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tileworkbench as tw
+import tileworkbench.language as T
+from tileworkbench.interpreter.threads import run_at_thread_level
+from tileworkbench.jit import lower as lower_module
+from tileworkbench.passes.reread_thread_index import main_loop
+
+REREAD = {tw.PassConfigKey.TW_REREAD_THREAD_INDEX: True}
+
+
+@T.prim_func
+def scaled_rows(A: T.Tensor((8, 256), "float32"), B: T.Tensor((8, 256), "float32")):
+    """Each block scales its rows by their index, one row an iteration of its main loop; the thread
+    index addresses the row's elements inside the loop."""
+    with T.Kernel(1, threads=128):
+        for r in T.serial(8):
+            for i in T.Parallel(256):
+                B[r, i] = A[r, i] * (r + 1)
+
+
+def _kernel(program, configs=None) -> str:
+    return tw.lower(program, target="sm_90a", pass_configs=configs).device_source.split("// ---- kernel ----")[1]
+
+
+def test_the_main_loop_reads_the_thread_index_at_its_top():
+    plain, reread = _kernel(scaled_rows), _kernel(scaled_rows, REREAD)
+    assert "tw::thread_index()" not in plain
+    loop = reread[reread.index("for (int r = 0;"):]
+    lines = [line.strip() for line in loop.splitlines()]
+    assert lines[1] == "int tx_again = tw::thread_index();"
+    body = loop[:loop.index("\n  }\n")]
+    assert not re.search(r"\btx\b", body) and re.search(r"\btx_again\b", "\n".join(lines[2:]))
+    # the same kernel otherwise: the plain source with tx read anew in the loop
+    assert re.sub(r"\btx_again\b", "tx", reread.replace("    int tx_again = tw::thread_index();\n", "")) == plain
+
+
+def test_only_the_outermost_largest_loop_using_the_thread_index():
+    @T.prim_func
+    def two_loops(A: T.Tensor((4, 128), "float32"), B: T.Tensor((4, 128), "float32"), C: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=128):
+            for r in T.serial(4):  # no thread index inside: not taken
+                C[r] = A[r, 0]
+            for r in T.serial(4):
+                for i in T.Parallel(128):
+                    B[r, i] = A[r, i] + 1.0
+
+    func = tw.lower(two_loops, target="sm_90a", pass_configs=REREAD).func
+    loop = main_loop(func)
+    assert loop is not None and "B" in str(loop.body)
+    kernel = _kernel(two_loops, REREAD)
+    assert kernel.count("tw::thread_index()") == 1
+
+
+def test_a_kernel_without_a_loop_is_left_alone():
+    @T.prim_func
+    def copy(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                B[i] = A[i]
+
+    assert _kernel(copy, REREAD) == _kernel(copy)
+
+
+def test_the_thread_level_interpreter_computes_the_same():
+    a = np.random.default_rng(3).standard_normal((8, 256)).astype(np.float32)
+    b = run_at_thread_level(scaled_rows, a, out_idx=[1], pass_configs=REREAD, stage="codegen")
+    np.testing.assert_array_equal(b, a * np.arange(1, 9, dtype=np.float32)[:, None])
+
+
+def test_the_config_is_a_switch():
+    with pytest.raises(tw.CompileError, match="tw.reread_thread_index is a switch"):
+        tw.lower(scaled_rows, target="sm_90a", pass_configs={"tw.reread_thread_index": "auto"})
+
+
+class _Result:
+    """What the retry reads of an NVRTC result (``backend.nvrtc.NvrtcResult``)."""
+
+    def __init__(self, spills, registers=255):
+        self.spills_bytes, self.registers, self.performance_notes = spills, registers, []
+        self.cubin, self.log, self.seconds = b"", "", 0.0
+
+
+# (spills, registers) plain and read again, whether the second is kept: ptxas's counts of
+# DeepSeek v3.2's sparse MLA backward (kept: 1.116x on an H100), the fine-tuning backward (more
+# spills), FlashAttention's backward (registers freed: 0.876x measured), a tie, ptxas at its limit
+# moving by two registers
+FORMS = [((316, 255), (72, 255), True), ((2784, 255), (6268, 255), False), ((8, 254), (0, 192), False),
+         ((64, 255), (64, 255), False), ((40, 255), (0, 253), True)]
+
+
+@pytest.mark.parametrize("plain, reread, kept", FORMS)
+def test_the_kernel_is_compiled_both_ways_where_ptxas_spills(monkeypatch, plain, reread, kept):
+    """The retry keeps the form read again where it spills fewer bytes and needs the registers the
+    plain one had: its source, its pass snapshot and what each form spilled and used in the trace
+    (ptxas's counts stand in; the last test runs NVRTC's own)."""
+    import tileworkbench.backend.nvrtc as nvrtc
+
+    monkeypatch.setattr(lower_module, "OVERLAP_DEVICE_COMPILE", False)
+    monkeypatch.setattr(nvrtc, "compile_check",
+                        lambda source, *a, **k: _Result(*(reread if "tw::thread_index()" in source.split(
+                            "// ---- kernel ----")[1] else plain)))
+    art = tw.lower(scaled_rows, target="sm_90a", enable_device_compile=True)
+    assert art.trace.resources["thread_index_reread"] == {
+        "kept": kept, "spills_bytes": reread[0], "spills_bytes_without": plain[0],
+        "registers": reread[1], "registers_without": plain[1]}
+    assert art.nvrtc.spills_bytes == (reread if kept else plain)[0]
+    assert ("tw::thread_index()" in art.device_source) == kept
+    assert art.trace.sources["device"] == art.device_source
+    assert (art.trace.passes[-1].name == "reread_thread_index") == kept
+
+
+def test_no_retry_without_spills_or_with_the_config_set(monkeypatch):
+    import tileworkbench.backend.nvrtc as nvrtc
+
+    monkeypatch.setattr(lower_module, "OVERLAP_DEVICE_COMPILE", False)
+    compiled = []
+    monkeypatch.setattr(nvrtc, "compile_check", lambda source, *a, **k: compiled.append(source) or _Result(0))
+    art = tw.lower(scaled_rows, target="sm_90a", enable_device_compile=True)
+    assert len(compiled) == 1 and "thread_index_reread" not in art.trace.resources
+    monkeypatch.setattr(nvrtc, "compile_check", lambda source, *a, **k: compiled.append(source) or _Result(100))
+    for setting in (True, False):
+        compiled.clear()
+        art = tw.lower(scaled_rows, target="sm_90a", enable_device_compile=True,
+                       pass_configs={tw.PassConfigKey.TW_REREAD_THREAD_INDEX: setting})
+        assert len(compiled) == 1 and ("tw::thread_index()" in compiled[0]) == setting
+
+
+def test_a_starved_kernel_keeps_the_form_ptxas_spills_less_in(nvrtc_check):
+    """With NVRTC's own counts: the form kept is the one the rule chooses."""
+    from tileworkbench.examples.mla_pieces import dq_and_dkv_steps
+
+    art = tw.lower(dq_and_dkv_steps(), target="sm_90a", enable_device_compile=True)
+    tried = art.trace.resources["thread_index_reread"]
+    assert tried["spills_bytes_without"] > 0
+    if tried["kept"]:
+        assert tried["spills_bytes"] < tried["spills_bytes_without"]
+        assert tried["registers"] >= tried["registers_without"] - lower_module.REREAD_REGISTER_SLACK
+        assert "tw::thread_index()" in art.device_source
+        assert art.trace.resources["spills_bytes"] == art.nvrtc.spills_bytes == tried["spills_bytes"]
+    else:
+        assert "tw::thread_index()" not in art.device_source
+        assert art.trace.resources["spills_bytes"] == tried["spills_bytes_without"]
+
+
+@pytest.mark.parametrize("spills", [0, 316])
+def test_a_kernel_whose_fragments_fill_its_registers_compiles_both_forms_at_once(monkeypatch, spills):
+    """Where the fragments alone take most of a thread's registers the second form goes to NVRTC
+    beside the first, before ptxas has said whether the first spills; it is chosen between only
+    where the first spilled."""
+    import tileworkbench.backend.nvrtc as nvrtc
+
+    monkeypatch.setattr(lower_module, "OVERLAP_DEVICE_COMPILE", True)  # each compile in a thread of its own
+    monkeypatch.setattr(lower_module, "REREAD_ALONGSIDE_SHARE", 0.0)
+    compiled = []
+
+    def compile_check(source, *a, **k):
+        reread = "tw::thread_index()" in source.split("// ---- kernel ----")[1]
+        compiled.append(reread)
+        return _Result(72 if reread else spills)
+
+    monkeypatch.setattr(nvrtc, "compile_check", compile_check)
+    art = tw.lower(scaled_rows, target="sm_90a", enable_device_compile=True)
+    assert sorted(compiled) == [False, True]
+    assert ("thread_index_reread" in art.trace.resources) == bool(spills)
+    assert ("tw::thread_index()" in art.device_source) == bool(spills)
+    assert [p.name for p in art.trace.passes].count("reread_thread_index") == bool(spills)
