@@ -22,7 +22,7 @@ LAYERS = [
     ["ir"],
     ["frontend"],
     ["language", "passes", "layout"],
-    ["examples", "codegen", "analysis", "cuda", "carver"],
+    ["examples", "codegen", "analysis", "cuda", "carver", "contrib", "engine"],
     ["backend", "interpreter"],
     ["jit"],
     ["report", "autotuner", "testing", "utils", "transform"],

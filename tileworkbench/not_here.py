@@ -20,7 +20,6 @@ NOT_HERE = {
            "are not available",
     "tir": "tileworkbench has no TVM TIR; kernels are written with tileworkbench.language (T.*)",
     "DataType": _TVM + "; dtypes are strings (\"float16\") or T.float16 ...",
-    "engine": _TVM + "; tileworkbench.lower(func) gives the generated sources and the pass trace",
     "tileop": _TVM + "; tile operators are T.copy, T.gemm, T.reduce_* ... in tileworkbench.language",
     "register_cuda_postproc": _TVM + "; there is no hook into its code generation",
     "register_hip_postproc": _TVM + "; there is no hook into its code generation",
@@ -28,8 +27,6 @@ NOT_HERE = {
     # other targets
     "cpu": _TARGET, "rocm": _TARGET, "metal": _TARGET, "webgpu": _TARGET, "ascend": _TARGET,
     # tools around TileLang's own compiler
-    "contrib": "TileLang's contrib (nvcc, hipcc, ... wrappers) is not available: tileworkbench compiles with NVRTC; "
-               "the GPU's compute capability is torch.cuda.get_device_capability()",
     "tools": "TileLang's tools (lowering traces, plotting) are not available: tileworkbench.lower(func).trace and "
              "the workbench (%%tilekernel, the HTML report) show every pass",
     "instrumentation": "TileLang's instrumentation is not available: pass_configs={\"tw.timeline\": True} records "
@@ -65,13 +62,18 @@ SUBMODULES_NOT_HERE = {
 
 # Modules of TileLang's that are here in part: (module path below tileworkbench) -> the submodules
 # that are (any other is refused), and why the rest is not (by the top module)
-IN_PART = {"cuda": ("intrinsics",), "carver": ("arch",), "carver.arch": ("driver",)}
+IN_PART = {"cuda": ("intrinsics",), "carver": ("arch",), "carver.arch": ("driver",), "contrib": ("nvcc",),
+           "engine": ("callback",)}
 _BACKEND = ("tileworkbench compiles with its own passes and NVRTC, not TileLang's CUDA backend; of tilelang.cuda "
             "only intrinsics.make_mma_swizzle_layout (a layout hint for T.annotate_layout) is here")
 _CARVER = ("TileLang's hint generator (carver: templates, roller, its arch models) is not available: tune with "
            "tileworkbench.autotune(configs=...); of tilelang.carver only arch.driver's device queries "
            "(get_num_sms, get_device_name, ...) are here")
-_IN_PART_WHY = {"cuda": _BACKEND, "carver": _CARVER}
+_CONTRIB = ("TileLang's contrib (nvcc, hipcc, ... wrappers) is not available: tileworkbench compiles with NVRTC; "
+            "of tilelang.contrib only nvcc.get_target_compute_version and parse_compute_version are here")
+_ENGINE = (_TVM + "; tileworkbench.lower(func) gives the generated sources and the pass trace; of tilelang.engine "
+           "only callback.register_cuda_postproc_callback is here, and it refuses to register")
+_IN_PART_WHY = {"cuda": _BACKEND, "carver": _CARVER, "contrib": _CONTRIB, "engine": _ENGINE}
 
 
 def backend_part(qualname: str):

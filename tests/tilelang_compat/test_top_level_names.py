@@ -99,6 +99,46 @@ def test_tilelang_cuda_has_the_mma_swizzle_hint_and_refuses_the_rest():
     assert SwizzledLayout  # the hint's type, which T.annotate_layout takes on shared tiles
 
 
+def test_tilelang_contrib_answers_the_compute_version_and_refuses_the_rest(monkeypatch):
+    """``from tilelang.contrib import nvcc; nvcc.get_target_compute_version()`` (TileLang's GQA
+    backward scripts check it is at least 9.0): the GPU's capability as "major.minor"; without a
+    GPU a RuntimeError; nvcc's compiling and the rest of contrib an ImportError."""
+    import importlib
+
+    from tileworkbench import target
+    from tileworkbench.contrib import nvcc
+
+    for arch, version in (("sm_90a", "9.0"), ("sm_100a", "10.0"), ("sm_86", "8.6")):
+        monkeypatch.setattr(target, "_DETECTED", arch)
+        assert nvcc.get_target_compute_version() == version
+        assert float(version) == float(".".join(map(str, nvcc.parse_compute_version(version))))
+    monkeypatch.setattr(target, "_DETECTED", "")
+    with pytest.raises(RuntimeError, match="no CUDA GPU here"):
+        nvcc.get_target_compute_version()
+    with pytest.raises(RuntimeError, match="not major.minor"):
+        nvcc.parse_compute_version("nine")
+    with pytest.raises(ImportError, match="tileworkbench.contrib.nvcc.compile_cuda is not supported: .*NVRTC"):
+        from tileworkbench.contrib.nvcc import compile_cuda  # noqa: F401
+    with pytest.raises(ImportError, match="tileworkbench.contrib.hipcc is not supported"):
+        importlib.import_module("tileworkbench.contrib.hipcc")
+    assert tilelang.contrib.nvcc is nvcc
+
+
+def test_tilelang_engine_callback_imports_and_refuses_to_register():
+    """TileLang's GDN examples import ``register_cuda_postproc_callback`` and leave it unused: the
+    import works; registering an edit of the generated CUDA is a CompileError (it would be ignored)."""
+    import importlib
+
+    from tileworkbench.engine.callback import register_cuda_postproc_callback
+
+    with pytest.raises(tilelang.CompileError, match="register_cuda_postproc_callback is not supported"):
+        @register_cuda_postproc_callback
+        def edit(code, target):
+            return code
+    with pytest.raises(ImportError, match="tileworkbench.engine.lower is not supported: tileworkbench has no TVM"):
+        importlib.import_module("tileworkbench.engine.lower")
+
+
 def test_a_dtype_is_its_name_too():
     """TileLang's dtypes compare equal to their names, and dicts keyed by them answer for the name."""
     assert T.float16 == "float16" and T.float16 != "float32" and "bfloat16" == T.bfloat16
