@@ -16,7 +16,10 @@ output with a float64 numpy reference written from what the program computes. Ou
 
 Draw ``i`` of seed ``S`` uses ``numpy.random.default_rng([S, i])`` and family ``i % len(families)``,
 so ``--seed S --only i`` replays it; ``--family F --params JSON`` runs given parameters; ``--gpu``
-compiles instead for the GPU (sm_90a, NVRTC; no interpreter, nothing run) and says compiled/refused.
+compiles instead for the GPU (sm_90a, NVRTC; no interpreter, nothing run) and says compiled/refused;
+``--run-gpu`` compiles for the GPU and runs there (numpy inputs copied to torch CUDA tensors, the
+outputs back), each output checked against the same float64 reference: the codegen paths the
+interpreters do not run (wgmma, stmatrix, TMA) checked on random draws.
 ``--threads`` runs the families the thread-level interpreter supports (``THREAD_FAMILIES``) on it
 instead: the kernel's final lowered IR (``interpreter.threads.ThreadKernel``: every pass, threads in
 lockstep, shared-memory races and out-of-bounds accesses reported as RUNTIME); ``--stage codegen``
@@ -80,6 +83,82 @@ def at_threads(kernel):
                                f"(first at flat {int(diff[0])}: {a.flat[diff[0]]} vs {b.flat[diff[0]]})")
         return first
     return both
+
+
+class _OnGpu:
+    """A GPU kernel called as the CPU-interpreted ones are (``--run-gpu``): numpy arguments copied to
+    torch CUDA tensors (16-bit and FP8 floats through their bits), the kernel run, what it wrote
+    into them copied back, and its results returned as numpy arrays."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+    @staticmethod
+    def to_torch(a):
+        import torch
+
+        a = np.ascontiguousarray(a)
+        special = {"bfloat16": (np.int16, torch.bfloat16), "float8_e4m3fn": (np.uint8, torch.float8_e4m3fn),
+                   "float8_e5m2": (np.uint8, torch.float8_e5m2)}.get(a.dtype.name)
+        if special is None:
+            return torch.from_numpy(a.copy()).cuda()
+        bits, dtype = special
+        return torch.from_numpy(a.view(bits).copy()).cuda().view(dtype)
+
+    @staticmethod
+    def to_numpy(t):
+        import torch
+
+        if not isinstance(t, torch.Tensor):
+            return t
+        t = t.detach()
+        special = {torch.bfloat16: (torch.int16, "bfloat16"), torch.float8_e4m3fn: (torch.uint8, "float8_e4m3fn"),
+                   torch.float8_e5m2: (torch.uint8, "float8_e5m2")}.get(t.dtype)
+        if special is None:
+            return t.cpu().numpy()
+        bits, name = special
+        return t.view(bits).cpu().numpy().view(np_dtype(name))
+
+    def __call__(self, *args, **keywords):
+        return self.call(self.kernel, *args, **keywords)
+
+    @classmethod
+    def call(cls, fn, *args, **keywords):
+        import torch
+
+        moved = [cls.to_torch(a) if isinstance(a, np.ndarray) else a for a in args]
+        out = fn(*moved, **keywords)
+        torch.cuda.synchronize()
+        for a, t in zip(args, moved):
+            if isinstance(a, np.ndarray):
+                np.copyto(a, cls.to_numpy(t).reshape(a.shape))
+        if isinstance(out, (tuple, list)):
+            return tuple(cls.to_numpy(o) for o in out)
+        return cls.to_numpy(out)
+
+
+def _run_on_gpu():
+    """``--run-gpu``: every kernel the families compile (``@jit``'s ``compile`` and builder calls,
+    ``tileworkbench.compile``) comes back as an ``_OnGpu``, and a ``@jit`` function called with numpy
+    arrays runs on copies of them on the GPU, so the families' runs and checks go to the GPU
+    unchanged."""
+    import tileworkbench as tw
+    from tileworkbench.jit.decorator import JitFunction
+
+    compile_jit, call_jit, compile_func = JitFunction.compile, JitFunction.__call__, tw.compile
+
+    def jit_call(self, *args, **keywords):
+        if any(isinstance(a, np.ndarray) for a in args):  # called with tensors: compiled and run at once
+            return _OnGpu.call(lambda *a, **k: call_jit(self, *a, **k), *args, **keywords)
+        built = call_jit(self, *args, **keywords)  # a builder's call: the kernel
+        return _OnGpu(built) if hasattr(built, "get_kernel_source") else built
+
+    JitFunction.compile = lambda self, *a, **k: _OnGpu(compile_jit(self, *a, **k))
+    JitFunction.__call__ = jit_call
+    tw.compile = lambda *a, **k: _OnGpu(compile_func(*a, **k))
 
 
 def _setup(gpu: bool):
@@ -1021,6 +1100,8 @@ def main(argv=None):
     ap.add_argument("--family", help="with --params: run one given parameter set")
     ap.add_argument("--params", help="JSON parameters for --family")
     ap.add_argument("--gpu", action="store_true", help="compile for the GPU (NVRTC) instead of interpreting")
+    ap.add_argument("--run-gpu", action="store_true",
+                    help="compile for the GPU and run there, each output checked against its float64 reference")
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--no-configs", action="store_true", help="draw no pass configs")
     ap.add_argument("--verbose", action="store_true", help="print the details of refusals too")
@@ -1028,7 +1109,11 @@ def main(argv=None):
     ap.add_argument("--stage", default="lowered", choices=["lowered", "codegen", "both"],
                     help="with --threads: the IR after the pipeline, after the codegen phase, or both compared")
     args = ap.parse_args(argv)
-    _setup(args.gpu)
+    _setup(args.gpu or args.run_gpu)
+    if args.run_gpu:
+        if args.gpu or args.threads:
+            ap.error("--run-gpu runs on the GPU itself; leave out --gpu and --threads")
+        _run_on_gpu()
     if args.threads:
         if args.gpu:
             ap.error("--threads runs on the CPU; leave out --gpu")
@@ -1075,7 +1160,8 @@ def main(argv=None):
 
     outcomes = ["ok", "compiled", "refused", "unsupported", "MISMATCH", "RUNTIME", "INTERNAL", "EXCEPTION", "TIMEOUT"]
     used = [o for o in outcomes if any(c[o] for c in counts.values())]
-    mode = ", GPU compile" if args.gpu else f", thread level ({args.stage})" if args.threads else ""
+    mode = ", GPU compile" if args.gpu else ", run on the GPU" if args.run_gpu else \
+        f", thread level ({args.stage})" if args.threads else ""
     print("\nsummary (seed %d, %d draws%s)" % (args.seed, len(jobs), mode))
     print(f"{'family':18s}" + "".join(f"{o:>12s}" for o in used))
     for name in names:
