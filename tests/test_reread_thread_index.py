@@ -12,9 +12,11 @@ import pytest
 
 import tileworkbench as tw
 import tileworkbench.language as T
+from tileworkbench.ir import nodes as ir
+from tileworkbench.ir.visitor import collect
 from tileworkbench.interpreter.threads import run_at_thread_level
 from tileworkbench.jit import lower as lower_module
-from tileworkbench.passes.reread_thread_index import main_loop
+from tileworkbench.passes.reread_thread_index import main_loops
 
 REREAD = {tw.PassConfigKey.TW_REREAD_THREAD_INDEX: True}
 
@@ -56,10 +58,53 @@ def test_only_the_outermost_largest_loop_using_the_thread_index():
                     B[r, i] = A[r, i] + 1.0
 
     func = tw.lower(two_loops, target="sm_90a", pass_configs=REREAD).func
-    loop = main_loop(func)
-    assert loop is not None and "B" in str(loop.body)
+    (loop, _), = main_loops(func)
+    assert "B" in str(loop.body)
     kernel = _kernel(two_loops, REREAD)
     assert kernel.count("tw::thread_index()") == 1
+
+
+def test_each_warpgroup_s_loop_reads_the_index_again():
+    """A block of three ``T.ws`` roles (a producer gathering rows at ``tx - 256``, two consumers):
+    each role's loop reads the index anew, and every name bound from it outside the loop is
+    written out from the new read (the GPU test runs it; the spills this removes were the seesaw
+    sparse MLA producer's gather addresses)."""
+    from tilelang_compat.test_hand_warp_specialized import gathered_scores
+
+    art = tw.lower(gathered_scores(), target="sm_90a", pass_configs=REREAD)
+    kernel = art.device_source.split("// ---- kernel ----")[1]
+    assert kernel.count("tw::thread_index()") == 3
+    scopes = {s.var: s for s in collect(art.func.body, ir.ThreadScope)}
+    loops = main_loops(art.func)
+    assert len(loops) == 3
+    for _, names in loops:  # the launch's index, the user's name for it, and the loop's scope's own
+        assert len([v for v in names if v in scopes]) == 1 and art.func.launch.thread_var in names
+    for start in [m.start() for m in re.finditer(r"for \(int step(_\d)? = 0;", kernel)]:
+        loop = kernel[start:]
+        loop = loop[:loop.index("\n    }\n")]
+        assert re.search(r"int tx_again(_\d)? = tw::thread_index\(\);", loop)
+        assert not re.search(r"\btx(_part\d|_first|_\d)?\b", loop.split("\n", 2)[2]), loop
+
+
+def test_names_bound_from_the_index_outside_the_loop_are_written_out_again():
+    @T.prim_func
+    def offsets(A: T.Tensor((8, 512), "float32"), B: T.Tensor((8, 512), "float32")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            lane = tx % 32
+            col = (tx // 32) * 128 + lane * 4
+            for r in T.serial(8):
+                for j in T.serial(4):
+                    B[r, col + j] = A[r, col + j] * 2.0
+
+    kernel = _kernel(offsets, REREAD)
+    loop = kernel[kernel.index("for (int r = 0;"):]
+    loop = loop[:loop.index("\n  }\n")]
+    assert "tx_again = tw::thread_index()" in loop
+    assert not re.search(r"\b(tx|lane|col)\b", loop.split("\n", 2)[2]), loop
+    a = np.random.default_rng(5).standard_normal((8, 512)).astype(np.float32)
+    b = run_at_thread_level(offsets, a, out_idx=[1], pass_configs=REREAD, stage="codegen")
+    np.testing.assert_array_equal(b, a * 2)
 
 
 def test_a_kernel_without_a_loop_is_left_alone():

@@ -405,6 +405,12 @@ CASES = [
     ("dequantize_gemm/example_dequant_gemv_fp16xint4.py",
      lambda m: m.dequantize_gemv.fn(1, 1024, 1024, m.T.float16, m.T.float16, m.T.float16, 4, m.T.int8, "uint", 4, 32,
                                     True, False, True, -1, False)),
+    # added in session 41 (at the end: the hash set keys cases by their place in this list)
+    ("deepseek_v32/sparse_mla_fwd_seesaw.py",
+     lambda m: m.sparse_mla_fwd.compile(heads=128, dim=512, tail_dim=64, topk=2048, kv_stride=1, kv_group=1, CP0=True)),
+    ("deepseek_v32/sparse_mla_fwd_seesaw.py",
+     lambda m: m.sparse_mla_fwd.compile(heads=128, dim=512, tail_dim=64, topk=2048, kv_stride=1, kv_group=1,
+                                        CP0=False)),
 ]
 
 

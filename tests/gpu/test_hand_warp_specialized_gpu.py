@@ -5,6 +5,8 @@ T.wait_wgmma, registers moved by setmaxnreg; against float64 of the same inputs.
 
 from __future__ import annotations
 
+import pytest
+
 import tileworkbench as tw
 from tileworkbench.testing import gpu_marks
 
@@ -14,13 +16,17 @@ from tilelang_compat.test_hand_warp_specialized import (BLOCK, DIM, KEYS, ROWS, 
 pytestmark = gpu_marks(9, 0)
 
 
-def test_the_gathered_scores_match_float64(torch):
+@pytest.mark.parametrize("reread", [False, True])
+def test_the_gathered_scores_match_float64(torch, reread):
+    """``reread``: each warpgroup's loop reads the thread index again (passes/reread_thread_index.py)."""
     q = torch.randn(ROWS, DIM, device="cuda", dtype=torch.float16)
     k = torch.randn(KEYS, DIM, device="cuda", dtype=torch.float16)
     idx = torch.randint(0, KEYS, (STEPS * BLOCK,), device="cuda", dtype=torch.int32)
     s = torch.zeros(ROWS, STEPS * BLOCK, device="cuda")
     sums = torch.zeros(ROWS, device="cuda")
-    tw.compile(gathered_scores())(q, k, idx, s, sums)
+    kernel = tw.compile(gathered_scores(), pass_configs={tw.PassConfigKey.TW_REREAD_THREAD_INDEX: reread})
+    assert kernel.get_kernel_source().count("tw::thread_index()") == (3 if reread else 0)
+    kernel(q, k, idx, s, sums)
     want = q.double() @ k[idx.long()].double().T
     torch.testing.assert_close(s.double(), want, rtol=1e-3, atol=1e-3)
     torch.testing.assert_close(sums.double(), want.sum(dim=1), rtol=1e-3, atol=1e-2)
