@@ -220,3 +220,24 @@ def test_a_kernel_whose_fragments_fill_its_registers_compiles_both_forms_at_once
     assert ("thread_index_reread" in art.trace.resources) == bool(spills)
     assert ("tw::thread_index()" in art.device_source) == bool(spills)
     assert [p.name for p in art.trace.passes].count("reread_thread_index") == bool(spills)
+
+
+def test_a_second_form_that_does_not_compile_leaves_the_first(monkeypatch):
+    """The second form is optional: if NVRTC refuses it (a bug of ours), the kernel keeps its first
+    form, the trace says why and a warning asks for a report; the compile itself does not fail."""
+    import tileworkbench.backend.nvrtc as nvrtc
+    from tileworkbench.errors import InternalCompilerError, TileworkbenchWarning
+
+    monkeypatch.setattr(lower_module, "OVERLAP_DEVICE_COMPILE", False)
+
+    def compile_check(source, *a, **k):
+        if "tw::thread_index()" in source.split("// ---- kernel ----")[1]:
+            raise InternalCompilerError("internal error: NVRTC could not compile the generated CUDA")
+        return _Result(316)
+
+    monkeypatch.setattr(nvrtc, "compile_check", compile_check)
+    with pytest.warns(TileworkbenchWarning, match="could not be compiled .* compiler bug"):
+        art = tw.lower(scaled_rows, target="sm_90a", enable_device_compile=True)
+    assert art.trace.resources["thread_index_reread"] == {
+        "kept": False, "error": "internal error: NVRTC could not compile the generated CUDA"}
+    assert "tw::thread_index()" not in art.device_source and art.nvrtc.spills_bytes == 316

@@ -8,6 +8,7 @@ import functools
 import numbers
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 
 from ..version import __version__
@@ -16,7 +17,8 @@ from ..backend.nvrtc import RegisterShortage
 from ..codegen import block_order
 from ..codegen.cuda import generate_cuda
 from ..codegen.host import fast_call_plan, generate_host
-from ..errors import CompileError, SourceLocation, internal_errors, labelled, user_error, where
+from ..errors import (CompileError, SourceLocation, TileworkbenchWarning, internal_errors, labelled, user_error,
+                      where)
 from ..frontend import parse
 from ..frontend.parser import deep_recursion
 from ..ir import nodes as ir
@@ -173,13 +175,17 @@ class _RereadTrial:
                  debug, loc: SourceLocation):
         configs = ctx.configs
         before = len(trace.passes)
-        reread = run_pipeline(printed, REREAD, ctx, trace)
+        self.compile, self.failed = None, None
+        try:
+            reread = run_pipeline(printed, REREAD, ctx, trace)
+            with internal_errors("code generation", loc):
+                self.device = generate_cuda(reread, kernel_name, ctx.target, debug_timeout_s=debug,
+                                            code_offset=configs.get(PassConfigKey.TW_CODE_OFFSET.value, 0))
+            self.compile = _start_device_compile(self.device, ctx.target.arch, name, nvrtc_extra_options(configs))
+        except CompileError as err:  # a bug of this second form's: the first stands (``choose`` says so)
+            self.failed = err
         self.snapshots = trace.passes[before:]  # the trace takes them back if this form is kept
         del trace.passes[before:]
-        with internal_errors("code generation", loc):
-            self.device = generate_cuda(reread, kernel_name, ctx.target, debug_timeout_s=debug,
-                                        code_offset=configs.get(PassConfigKey.TW_CODE_OFFSET.value, 0))
-        self.compile = _start_device_compile(self.device, ctx.target.arch, name, nvrtc_extra_options(configs))
 
     @staticmethod
     def wanted(printed: ir.PrimFunc, configs: dict) -> bool:
@@ -200,14 +206,25 @@ class _RereadTrial:
         slower on an H100, session 41). The artifact's source and the trace's sources and pass
         snapshots follow the form kept; ``resources.thread_index_reread`` says what each spilled
         and used."""
+        other = None
         try:
-            other = self.compile.result()
+            if self.compile is not None:
+                other = self.compile.result()
         except RegisterShortage:
-            other = None
+            pass
+        except CompileError as err:
+            self.failed = err
+        trace = artifact.trace
+        if self.failed is not None:  # an optional form must not cost the kernel its compile; but say so
+            message = str(self.failed).strip().splitlines()[0] if str(self.failed).strip() else repr(self.failed)
+            trace.resources["thread_index_reread"] = {"kept": False, "error": message}
+            warnings.warn(f"{artifact.kernel_name}: the form reading the thread index again could not be compiled "
+                          f"({message}); the kernel keeps its first form. This is a compiler bug: please report it "
+                          "with the kernel", TileworkbenchWarning, stacklevel=2)
+            return result
         spills = None if other is None else (other.spills_bytes or 0)
         kept = spills is not None and spills < result.spills_bytes and \
             (other.registers or 0) >= (result.registers or 0) - REREAD_REGISTER_SLACK
-        trace = artifact.trace
         trace.resources["thread_index_reread"] = {"kept": kept, "spills_bytes": spills,
                                                   "spills_bytes_without": result.spills_bytes,
                                                   "registers": None if other is None else other.registers,
