@@ -1104,6 +1104,8 @@ def main(argv=None):
                     help="compile for the GPU and run there, each output checked against its float64 reference")
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--no-configs", action="store_true", help="draw no pass configs")
+    ap.add_argument("--configs", default="", help="JSON pass configs added to every draw's (e.g. "
+                    "'{\"tw.reread_thread_index\": true}' with --threads --stage both: the pass checked bit for bit)")
     ap.add_argument("--verbose", action="store_true", help="print the details of refusals too")
     ap.add_argument("--threads", action="store_true", help="run the final lowered IR on the thread-level interpreter")
     ap.add_argument("--stage", default="lowered", choices=["lowered", "codegen", "both"],
@@ -1137,6 +1139,8 @@ def main(argv=None):
             p, _cost = FAMILIES[name][0](drng)
             if not args.no_configs:
                 p["configs"] = pick(drng, CONFIGS)
+            if args.configs:
+                p["configs"] = {**p.get("configs", {}), **json.loads(args.configs)}
             jobs.append((i, name, p))
 
     counts: dict = defaultdict(Counter)
