@@ -107,6 +107,32 @@ def test_names_bound_from_the_index_outside_the_loop_are_written_out_again():
     np.testing.assert_array_equal(b, a * 2)
 
 
+def test_a_name_bound_from_one_assigned_again_is_not_written_out_anew():
+    """``col = tx + base`` with ``base`` assigned again before the loop: written out in the loop it
+    would read the new ``base`` (every thread's row moved 128 columns); such a name keeps its
+    value from before the loop."""
+
+    @T.prim_func
+    def shifted(A: T.Tensor((4, 256), "float32"), B: T.Tensor((4, 256), "float32")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            base = T.int32(0)
+            col = tx + base
+            if A[0, 0] > 0.0:
+                base = 128
+            for r in T.serial(4):
+                B[r, col] = A[r, col] + base
+
+    kernel = _kernel(shifted, REREAD)
+    loop = kernel[kernel.index("for (int r = 0;"):]
+    assert re.search(r"\bcol\b", loop[:loop.index("\n  }\n")])
+    a = np.random.default_rng(6).standard_normal((4, 256)).astype(np.float32)
+    a[0, 0] = 1.0
+    b = run_at_thread_level(shifted, a, out_idx=[1], pass_configs=REREAD, stage="codegen")
+    np.testing.assert_array_equal(b[:, :128], a[:, :128] + 128)
+    assert np.isnan(b[:, 128:]).all()  # never written
+
+
 def test_a_kernel_without_a_loop_is_left_alone():
     @T.prim_func
     def copy(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):

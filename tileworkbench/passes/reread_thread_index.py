@@ -57,8 +57,11 @@ class _MainLoops:
                 derived = self.walk(child, role, derived)
             return derived
         if isinstance(node, ir.LetStmt):
-            if node.var not in self.mutable and _pure(node.value) and \
-                    any(v in derived for v in collect(node.value, ir.Var)):
+            names = collect(node.value, ir.Var)
+            # written out again inside the loop, the value must mean there what it meant here: no
+            # name in it (nor the name bound) assigned again in between
+            if node.var not in self.mutable and _pure(node.value) and any(v in derived for v in names) and \
+                    not any(v in self.mutable for v in names):
                 return {**derived, node.var: substitute(node.value, derived)}
             return derived
         if isinstance(node, ir.For):
