@@ -225,12 +225,24 @@ export interface IFinding {
   line?: number | null;
 }
 
+/** A spilling kernel compiled a second way, its main loops reading the thread index again. */
+export interface IThreadIndexReread {
+  kept: boolean;
+  spills_bytes?: number | null;
+  spills_bytes_without?: number | null;
+  registers?: number | null;
+  registers_without?: number | null;
+  /** Why the second form could not be compiled (a compiler bug). */
+  error?: string;
+}
+
 export interface IResources {
   registers: number | null;
   spills_bytes: number | null;
   smem_bytes: number | null;
   threads: number | null;
   grid: number[] | null;
+  thread_index_reread?: IThreadIndexReread | null;
 }
 
 export interface IKernelInfo {

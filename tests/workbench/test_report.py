@@ -83,6 +83,15 @@ def test_findings_are_marked(gemm_artifact):
     assert 'data-finding="0"' in html and "never completes" in _section(html, "findings")
 
 
+def test_the_summary_says_what_the_second_form_of_a_spilling_kernel_came_to(doc):
+    assert "thread index read again" not in _section(render_page(doc), "summary")
+    doc["resources"]["thread_index_reread"] = {"kept": True, "spills_bytes": 72, "spills_bytes_without": 316,
+                                               "registers": 255, "registers_without": 255}
+    assert "kept (spills 316 -&gt; 72 B, registers 255 -&gt; 255)" in _section(render_page(doc), "summary")
+    doc["resources"]["thread_index_reread"] = {"kept": False, "error": "internal error: <NVRTC>"}
+    assert "not compiled: internal error: &lt;NVRTC&gt;" in _section(render_page(doc), "summary")
+
+
 def test_trace_view_bundle_and_compare(gemm_artifact):
     two, three = gemm_artifact("matmul_tma_copy", 2), gemm_artifact("matmul_tma_copy", 3)
     view = TraceView(two, compare=three, compare_label="3 stages")

@@ -110,7 +110,19 @@ def _summary(doc: dict) -> str:
         ("shared memory", escape(f"{res.get('smem_bytes')} bytes")),
         ("registers / spills", escape(f"{res.get('registers')} / {res.get('spills_bytes')}")),
     ]
+    if res.get("thread_index_reread"):
+        rows.append(("thread index read again", escape(describe_reread(res["thread_index_reread"]))))
     return _table(["property", "value"], rows)
+
+
+def describe_reread(reread: dict) -> str:
+    """What the compile of a spilling kernel's second form (its main loops reading the thread
+    index again, ``resources.thread_index_reread``) came to, as the extension's header says it."""
+    if reread.get("error"):
+        return f"not compiled: {reread['error']}"
+    spills = f"spills {reread.get('spills_bytes_without', '?')} -> {reread.get('spills_bytes', '?')} B"
+    registers = f"registers {reread.get('registers_without', '?')} -> {reread.get('registers', '?')}"
+    return f"{'kept' if reread.get('kept') else 'not kept'} ({spills}, {registers})"
 
 
 def _findings(doc: dict) -> str:

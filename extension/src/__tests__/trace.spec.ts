@@ -1,6 +1,6 @@
 import { TRACE_MIME_TYPE } from '../mime';
 import type { IBarrierSim, IPassSnapshot, ISmemBuffer, ITmaDescriptor, ITrace } from '../types';
-import { renderTma, swizzleName } from '../views/details';
+import { describeReread, renderHeader, renderTma, swizzleName } from '../views/details';
 import { all, byTestId, codeText, IR, loadFixture, makeTrace, pass, press, renderTrace } from './helpers';
 
 afterEach(() => {
@@ -199,6 +199,24 @@ describe('TMA descriptors', () => {
     } as unknown as ITmaDescriptor;
     const cells = all(renderTma([desc]), 'tbody td').map(td => td.textContent);
     expect(cells).toContain('128B (3)');
+  });
+});
+
+describe('the second form of a spilling kernel', () => {
+  it('says whether the form reading the thread index again was kept, and what each spilled and used', () => {
+    const kept = { kept: true, spills_bytes: 72, spills_bytes_without: 316, registers: 255, registers_without: 255 };
+    expect(describeReread(kept)).toBe('kept (spills 316 -> 72 B, registers 255 -> 255)');
+    expect(describeReread({ ...kept, kept: false, spills_bytes: 0, registers: 192 })).toBe(
+      'not kept (spills 316 -> 0 B, registers 255 -> 192)'
+    );
+    expect(describeReread({ kept: false, error: 'internal error: NVRTC refused it' })).toBe(
+      'not compiled: internal error: NVRTC refused it'
+    );
+    const trace = makeTrace();
+    const chips = (t: ITrace) => all(renderHeader(t), '.tw-chip').map(c => c.textContent ?? '');
+    expect(chips(trace).some(text => text.startsWith('index read again'))).toBe(false);
+    trace.resources.thread_index_reread = kept;
+    expect(chips(trace)).toContain('index read againkept (spills 316 -> 72 B, registers 255 -> 255)');
   });
 });
 

@@ -1,6 +1,16 @@
 /** Kernel header, TMA descriptor table and findings list. */
-import type { IFinding, ITmaDescriptor, ITrace } from '../types';
+import type { IFinding, IThreadIndexReread, ITmaDescriptor, ITrace } from '../types';
 import { formatBytes, formatValue, h, table } from '../dom';
+
+/** What the compile of a spilling kernel's second form (its loops reading the thread index again) came to. */
+export function describeReread(reread: IThreadIndexReread): string {
+  if (reread.error) {
+    return `not compiled: ${reread.error}`;
+  }
+  const spills = `spills ${reread.spills_bytes_without ?? '?'} -> ${reread.spills_bytes ?? '?'} B`;
+  const registers = `registers ${reread.registers_without ?? '?'} -> ${reread.registers ?? '?'}`;
+  return `${reread.kept ? 'kept' : 'not kept'} (${spills}, ${registers})`;
+}
 
 export function renderHeader(trace: ITrace): HTMLElement {
   const { kernel, resources, passes, findings } = trace;
@@ -44,6 +54,7 @@ export function renderHeader(trace: ITrace): HTMLElement {
       chip('smem', resources.smem_bytes === null ? null : formatBytes(resources.smem_bytes)),
       chip('registers', resources.registers),
       chip('spills', resources.spills_bytes === null ? null : formatBytes(resources.spills_bytes)),
+      resources.thread_index_reread ? chip('index read again', describeReread(resources.thread_index_reread)) : null,
       ...Object.entries(kernel.pass_configs ?? {}).map(([k, v]) => chip(k, v))
     )
   );
