@@ -174,9 +174,16 @@ def test_wide_stores_only_where_the_elements_are_neighbours_in_the_tile(column, 
     assert stores == ({f"{store}("} if store else set())
 
 
-def _masked_scores():
-    """Linear attention's intra-chunk scores: ``S = Q K^T`` kept where ``row >= col`` (TileLang's
-    ``example_linear_attn_fwd``), stored to shared memory through the masked expression."""
+# Masks a fragment is stored through (linear attention's causal ``row >= col`` first), and what
+# each keeps
+MASKS = {"lower": lambda r, c: r >= c, "band": lambda r, c: r < c + 8, "checker": lambda r, c: (r + c) % 2 == 0,
+         "columns": lambda r, c: c % 3 != 1}
+
+
+def masked_scores(mask: str = "lower"):
+    """Linear attention's intra-chunk scores: ``S = Q K^T`` kept where ``MASKS[mask]`` holds
+    (``row >= col``: TileLang's ``example_linear_attn_fwd``), stored to shared memory through the
+    masked expression."""
 
     @T.prim_func
     def main(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((64, 64), "float16"), S: T.Tensor((64, 64), "float16")):
@@ -189,23 +196,31 @@ def _masked_scores():
             T.copy(K[0, 0], k)
             T.gemm(q, k, s, clear_accum=True, transpose_B=True)
             for row, col in T.Parallel(64, 64):
-                s_shared[row, col] = T.if_then_else(row >= col, s[row, col], 0)
+                if mask == "lower":
+                    s_shared[row, col] = T.if_then_else(row >= col, s[row, col], 0)
+                elif mask == "band":
+                    s_shared[row, col] = T.if_then_else(row < col + 8, s[row, col], 0)
+                elif mask == "checker":
+                    s_shared[row, col] = T.if_then_else((row + col) % 2 == 0, s[row, col], 0)
+                else:
+                    s_shared[row, col] = T.if_then_else(col % 3 != 1, s[row, col], 0)
             T.copy(s_shared, S[0, 0])
 
     return main
 
 
-def test_a_masked_store_reads_each_elements_own_row_and_column():
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_a_masked_store_reads_each_elements_own_row_and_column(mask):
     """stmatrix's eight values are eight elements of the fragment: a value that uses the loop's
-    variables beside the fragment (the mask ``row >= col``) uses each element's own coordinates
-    (the generated CUDA named the loop's variables, undefined there, and NVRTC refused it). Every
-    thread's every value, evaluated, keeps exactly the elements on or below the diagonal at the
-    place stmatrix puts it (the thread-level interpreter runs neither wgmma nor stmatrix; the GPU
-    test runs it)."""
+    variables beside the fragment (a mask on ``row`` and ``col``) uses each element's own
+    coordinates (the generated CUDA named the loop's variables, undefined there, and NVRTC refused
+    it). Every thread's every value, evaluated, reads the fragment element stmatrix puts at its
+    place and keeps it exactly where the mask holds (the thread-level interpreter runs neither wgmma
+    nor stmatrix; the GPU test runs them)."""
     from tileworkbench.backend.nvrtc import compile_check
-    from tileworkbench.ir.visitor import substitute
+    from tileworkbench.ir.visitor import collect, substitute
 
-    art = tw.lower(_masked_scores(), target=SM90)
+    art = tw.lower(masked_scores(mask), target=SM90)
     body = _kernel_body(art)
     assert "tw::store_matrix_x4(" in body
     assert not re.search(r"\brow(_\d+)?\b|\bcol(_\d+)?\b", body), "the loop's variables are left in the store"
@@ -219,8 +234,12 @@ def test_a_masked_store_reads_each_elements_own_row_and_column():
             env = {tx: ir.const(t), loop.var: ir.const(group)}
             for e, value in enumerate(loop.body.call.args[1:]):
                 (frow, fcol), _ = layout.forward(ir.const(t), ir.const(group * 8 + e))
+                place = (_int(frow), _int(fcol))
                 cond = simplify(substitute(value.cond, env), {})
                 assert isinstance(cond, ir.Const), cond
-                assert bool(cond.value) == (_int(frow) >= _int(fcol)), (t, group, e)
+                assert bool(cond.value) == MASKS[mask](*place), (t, group, e)
+                (element,) = collect(value.a, ir.BufferLoad)  # the fragment element this value stores
+                (erow, ecol), _ = layout.forward(ir.const(t), simplify(substitute(element.indices[-1], env), {}))
+                assert (_int(erow), _int(ecol)) == place, (t, group, e)
                 kept += bool(cond.value)
-    assert kept == 64 * 65 // 2
+    assert kept == sum(MASKS[mask](r, c) for r in range(64) for c in range(64))
