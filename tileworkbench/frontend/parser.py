@@ -12,6 +12,8 @@ construct and the kernel line; internal failures are wrapped once, here, with th
 
 from __future__ import annotations
 
+import __future__
+
 import ast
 import builtins
 import contextlib
@@ -341,6 +343,23 @@ class Parser(Blocks, Breaks, Statements, Comprehensions, Expressions, ast.NodeVi
             _b.install(previous)
 
 
+def postponed_annotation_names(fn) -> set:
+    """Under ``from __future__ import annotations`` a parameter's annotation is text, evaluated here
+    later, and a name only it reads is no closure variable of ``fn``: the builder's local that sizes
+    a tensor (``rows = 128 * blocks`` ... ``A: T.Tensor((rows, 64), dtype)``) would be unknown. The
+    names those texts read, where ``fn`` was compiled so (else none)."""
+    if not fn.__code__.co_flags & __future__.annotations.compiler_flag:
+        return set()
+    names = set()
+    for text in getattr(fn, "__annotations__", {}).values():
+        if isinstance(text, str):
+            try:
+                names |= {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
+            except SyntaxError:  # the annotation's own error is the parser's to report
+                pass
+    return names
+
+
 def _closure_vars(fn) -> dict:
     names = fn.__code__.co_freevars
     cells = fn.__closure__ or ()
@@ -399,12 +418,16 @@ def read_function(fn):
     return source, fdef, file, first_line, _closure_vars(fn)
 
 
-def parse(fn) -> ir.PrimFunc:
-    """Parse a Python function written in the tile DSL into a PrimFunc."""
+def parse(fn, enclosing: dict | None = None) -> ir.PrimFunc:
+    """Parse a Python function written in the tile DSL into a PrimFunc. ``enclosing``: the locals of
+    the function that defines ``fn`` as they stand where it is defined (``T.prim_func`` passes them),
+    read for names only annotations use (``postponed_annotation_names``)."""
     if isinstance(fn, (ir.PrimFunc, ir.KernelSequence)):
         return fn
     source, fdef, file, first_line, closure = read_function(fn)
     _refuse_builder(fn, fdef)
+    if enclosing:
+        closure = {**{k: v for k, v in enclosing.items() if k in postponed_annotation_names(fn)}, **closure}
     parser = Parser(fn, source.splitlines(), file, first_line, closure)
     func = parser.run(fdef)
     func.attrs["source_lines"] = source.splitlines()

@@ -8,6 +8,8 @@ fixed by the passes. The functions live in modules by topic: ``types`` (dtypes, 
 
 from __future__ import annotations
 
+import sys
+
 from ..frontend import parse as _parse
 from .atomics import atomic_add, atomic_addx2, atomic_addx4, atomic_max, atomic_min
 from .kernel import (
@@ -192,8 +194,14 @@ from .types import (
 
 
 def prim_func(fn):
-    """Parse ``fn`` into a :class:`tileworkbench.ir.PrimFunc` (the front end does the work)."""
-    return _parse(fn)
+    """Parse ``fn`` into a :class:`tileworkbench.ir.PrimFunc` (the front end does the work). The
+    defining function's locals go along for names only postponed annotations read
+    (``frontend.parser.postponed_annotation_names``)."""
+    caller = sys._getframe(1)
+    try:
+        return _parse(fn, caller.f_locals if caller.f_code.co_name != "<module>" else None)
+    finally:
+        del caller
 
 
 __all__ = [
