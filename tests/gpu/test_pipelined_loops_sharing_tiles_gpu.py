@@ -14,7 +14,7 @@ from test_pipelined_loops_sharing_tiles import two_loops
 pytestmark = gpu_marks(9, 0)
 
 
-@pytest.mark.parametrize("stages", [(2, 2), (2, 3), (3, 2)])
+@pytest.mark.parametrize("stages", [(2, 2), (2, 3), (3, 2), (2, 1), (0, 3), (2, None)])
 def test_two_loops_sum_both_halves(torch, stages):
     kernel = tw.compile(two_loops(*stages))
     a = torch.randn(256, 64, device="cuda").half()

@@ -20,6 +20,10 @@ Guarantees, for every pipelined loop with ``s >= 2``:
     where it can be issued ahead (``_issuable_gather``) and its tile is not used outside the loop; it is marked ``ir.ASYNC_COPY``, and
     ``partition_parallel_loops`` moves its runs with ``cp.async`` where they are whole 4-16 byte
     copies (else with plain loads and stores, which the same waits and barriers order).
+A tile two pipelined loops fill has one allocation (the larger stage count); a loop that is not
+pipelined but uses such a tile, overwriting all of it before reading it in every iteration, uses
+version 0 of it; any other use of a versioned tile outside its loops is refused, as is a barrier
+two pipelined loops arrive on.
 Names the loop body binds (``LetStmt``) that producers' addresses read are computed again, under
 new names, for the iteration each issue is for (``rules.loop_lets``); where one reads what cannot be read
 ahead, the loop is not pipelined (a serial loop, its note says why).
@@ -362,6 +366,46 @@ class _Rebuffered(IRMutator):
         return node if new is None else dataclasses.replace(node, buffer=new)
 
 
+def _touches(stmt, buf: ir.Buffer) -> bool:
+    return any(node.buffer is buf for node in collect(stmt, (ir.Region, ir.BufferLoad, ir.BufferStore)))
+
+
+def _whole(region: ir.Region) -> bool:
+    return all(ir.const_int(st) == 0 for st in region.starts) and \
+        region.static_extents() is not None and region.static_extents() == region.buffer.static_shape()
+
+
+def _overwritten_first(body: ir.Stmt, buf: ir.Buffer) -> bool:
+    """Whether the first of ``body``'s statements that touches ``buf`` writes all of it (a copy or
+    fill of the whole tile that does not read it): then each run of ``body`` reads only what it
+    wrote itself, nothing another loop left in the tile."""
+    for stmt in ir.statements(body):
+        if _touches(stmt, buf):
+            return isinstance(stmt, (ir.Copy, ir.Fill)) and stmt.dst.buffer is buf and _whole(stmt.dst) and \
+                not (isinstance(stmt, ir.Copy) and stmt.src.buffer is buf)
+    return False
+
+
+class _OnFirstVersion(IRMutator):
+    """A loop that is not pipelined, using a tile a pipelined loop versions, where each iteration
+    first overwrites the whole tile (the plain loop beside a pipelined one over the same tiles:
+    ``T.Pipelined(n, num_stages=1)`` next to ``num_stages=2``): its accesses go to version 0, as
+    the tile's only allocation is the versioned one. What it reads it wrote in the same iteration,
+    so no version the pipelined loop left matters; every other use outside a pipelined loop is
+    still refused (the check after this)."""
+
+    def __init__(self, versioned: dict):
+        self.versioned = {old: new for old, new in versioned.items() if old.scope == "shared"}
+
+    def visit_For(self, node: ir.For):
+        if node.pipeline is not None and node.pipeline.stages > 1:  # the pipelined loops' own
+            return node
+        mine = {old: new for old, new in self.versioned.items() if _touches(node.body, old)}
+        if mine and all(_overwritten_first(node.body, old) for old in mine):
+            return OnVersion(mine, ir.const(0)).visit(node)
+        return self.generic_visit(node)
+
+
 class _ReplaceAllocations(IRMutator):
     def __init__(self, versioned):
         self.versioned = versioned
@@ -378,6 +422,7 @@ def inject_software_pipeline(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     if not pipe.versioned:
         return func.with_body(body)
     body = _ReplaceAllocations(pipe.versioned).visit(pipe.one_version_set_each(body))
+    body = _OnFirstVersion(pipe.versioned).visit(body)
     stale = {id(b) for b in pipe.versioned}
     allocated = {id(a.buffer) for a in collect(body, ir.Allocate)}
     for node in collect(body, (ir.Region, ir.BufferLoad, ir.BufferStore, ir.BarrierRef)):

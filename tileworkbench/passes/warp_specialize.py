@@ -10,7 +10,8 @@ whole warpgroups; ``num_stages >= 2`` (or 1 for a loop with work between its gem
 with constant extents, ``T.gemm`` on the wgmma path reading A and B from those tiles or from shared
 tiles the loop does not write (an indexer's query block, loaded once before it; A also from a
 fragment), and any other work that touches none of the loaded
-tiles (attention's softmax between its two gemms: ``rules.warp_specialization``); the loads'
+tiles (attention's softmax between its two gemms: ``rules.warp_specialization``); the loaded tiles
+used nowhere outside the loop (their versions are the roles' alone); the loads'
 addresses and the loop's bounds read only what the producer computes too: the loop body's names
 that read nothing the kernel writes (``rules.loop_lets``), and the scalar work before the loop.
 Guarantees, when it applies (``s`` = ``num_stages``, ``C`` = the kernel's threads):

@@ -77,6 +77,10 @@ def register_split(launch, consumer_threads: int, loc=None) -> tuple[int, int] |
     return producer, consumer
 
 
+def _accesses(stmt) -> list:
+    return collect(stmt, (ir.Region, ir.BufferLoad, ir.BufferStore))
+
+
 def why_not(func: ir.PrimFunc, ctx) -> str | None:
     """None when the kernel can be warp-specialised, else the reason it is not."""
     if ctx.target.arch != "sm_90a":
@@ -114,6 +118,13 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     loaded = {id(s.dst.buffer) for s in loads}
     if len(loaded) != len(loads):
         return "a tile is loaded twice in one iteration"
+    # each loaded tile becomes versions only the loop's roles use: a use elsewhere would name the
+    # tile as it was, no longer allocated (a second loop over the same tiles wrote them unswizzled
+    # while its wgmma read them swizzled); inject_software_pipeline handles that case
+    outside = [node.buffer.name for node in collect(func.body, (ir.Region, ir.BufferLoad, ir.BufferStore))
+               if id(node.buffer) in loaded and not any(node is inner for inner in _accesses(loop))]
+    if outside:
+        return f"tile {outside[0]} is also used outside the pipelined loop"
     reason = _why_not_consumer_work([s for s in body if not is_tile_load(s) and not isinstance(s, ir.Gemm)],
                                     loaded)
     if reason is not None:
