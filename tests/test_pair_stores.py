@@ -114,3 +114,33 @@ def test_a_condition_on_the_column_keeps_element_stores():
 def test_the_split_store_compiles_for_sm90a():
     art = tw.lower(split_store(), target=SM90, enable_device_compile=True)
     assert art.nvrtc.spills_bytes == 0
+
+
+def _stored_through_a_view():
+    """A gemm's accumulator stored in pairs into a 2-D view of the 4-D output (TileLang's
+    convolution: ``out_flat = T.Tensor((N * OH * OW, F), dtype, out.data)``)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+             Out: T.Tensor((2, 2, 16, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((64, 64), "float16")
+            b = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            out_flat = T.Tensor((64, 64), "float16", Out.data)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, acc, clear_accum=True)
+            T.copy(acc, out_flat[0, 0])
+
+    return main
+
+
+def test_pairs_stored_into_a_view_made_in_the_kernel_name_the_view_its_allocation_declares(monkeypatch):
+    """``linearize_accesses`` makes the view's pointer flat, which makes it a new buffer; the base
+    of the pair stores named the old one, which nothing declared any more (the generated CUDA was
+    right by name; the IR verifier, on in the tests and at the end of every compile, refused it)."""
+    monkeypatch.setenv("TILEWORKBENCH_VERIFY_IR", "1")
+    art = tw.lower(_stored_through_a_view(), target="sm_90a")
+    body = _device_body(art)
+    assert re.search(r"tw::half\* out_flat_pairs = &out_flat\[", body), body

@@ -117,7 +117,8 @@ class _Linearize(CodegenWalk):
             base = ir.Var(f"{buf.name}_thread")
             self.hoisted[id(load)] = ir.BufferLoad(buf, (ir.BinOp("+", base, moving, ir.dtypes.int32),), buf.dtype,
                                                    flat=True)
-        return ir.BaseOffset(base, buf, fixed_expr, loc=loop.loc)
+        # a tensor made in the kernel is the one its Allocate now declares (its pointer made flat)
+        return ir.BaseOffset(base, self.made.get(buf, buf), fixed_expr, loc=loop.loc)
 
 
 @register("linearize_accesses", "codegen")

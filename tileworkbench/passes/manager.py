@@ -84,6 +84,12 @@ def run_pipeline(func: ir.PrimFunc, names: list[str], ctx: LowerContext, trace: 
         trace.passes.append(PassSnapshot(len(trace.passes), name, info.phase, before, after,
                                          after != before, elapsed, None))
         before = after
+    if names and not checking:
+        # Without the check after every pass, the IR a run of passes leaves is checked once (about
+        # a millisecond): a name used where it is not bound or a tile used where it is not
+        # allocated would be printed as it is and could compile into a wrong kernel (session 41's
+        # three miscompiles each left such a name); an internal error is what it is.
+        _verified(func, f"the passes up to {names[-1]}")
     return func
 
 
