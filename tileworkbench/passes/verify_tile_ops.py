@@ -2,7 +2,9 @@
 
 Expects: the IR straight from the front end.
 Guarantees: the same IR (this pass never changes it); every ``TmaCopy`` has constant extents
-and legal dtypes (no store from ``float4_e2m1_unpacked`` shared memory), every ``Copy`` out of
+and legal dtypes (no store from ``float4_e2m1_unpacked`` shared memory), and it and every ``Copy``
+with ``prefer_instruction="tma"`` one dtype on both sides (TMA converts nothing: a float32 tile
+stored to a float16 tensor so wrote raw bytes), every ``Copy`` out of
 an unpacked FP4 buffer is rejected, every buffer accessed by index has the right rank, no copy
 runs between two overlapping regions of one buffer (known from constants and the launch's ranges), no
 fill's value reads the region it fills (unless known to lie outside it); no tile
@@ -127,6 +129,10 @@ class _Verify(IRVisitor):
                 node.src.buffer.dtype.name != "float4_e2m1fn":
             raise CompileError("an unpacked FP4 shared buffer can only be loaded from a "
                                "float4_e2m1fn tensor", node.loc)
+        problem = _tma_conversion(node.src, node.dst)
+        if problem:
+            raise CompileError(f"T.tma_copy: {problem}; copy into a tile of {node.src.buffer.dtype.name} and "
+                               "convert with T.copy", node.loc)
 
     def visit_Fill(self, node: ir.Fill):
         for load in collect(node.value, ir.BufferLoad):
@@ -149,6 +155,20 @@ class _Verify(IRVisitor):
         if packed and node.instruction != "tma" and node.src.buffer.dtype != node.dst.buffer.dtype:
             raise CompileError("packed FP4 data can only be copied to a buffer of the same type",
                                node.loc)
+        problem = _tma_conversion(node.src, node.dst) if node.instruction == "tma" else None
+        if problem:
+            raise CompileError(f"T.copy with prefer_instruction='tma': {problem}; without it T.copy converts "
+                               "them, by threads", node.loc)
+
+
+def _tma_conversion(src: ir.Region, dst: ir.Region) -> str | None:
+    """Why a TMA copy from ``src`` to ``dst`` would be wrong: TMA moves bytes as they are, so the two
+    dtypes must be one (or the load of packed FP4 that TMA unpacks); None where it is not."""
+    a, b = src.buffer.dtype, dst.buffer.dtype
+    if a == b or (a.name == "float4_e2m1fn" and b.name == "float4_e2m1_unpacked"):
+        return None
+    return (f"TMA moves bytes as they are and cannot convert {src.buffer.name} ({a.name}) to "
+            f"{dst.buffer.name} ({b.name})")
 
 
 def _overlap(a: ir.Region, b: ir.Region, ranges: dict) -> bool:

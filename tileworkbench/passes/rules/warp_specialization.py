@@ -21,9 +21,11 @@ FULL_ARRIVALS = 32  # the producer warp arrives on ``full``; one lane adds the e
 
 
 def is_tile_load(s) -> bool:
+    """A load the producer can issue as one TMA copy: a whole shared tile from a global tensor of the
+    same dtype (TMA moves bytes as they are; a load that converts stays the threads')."""
     return (isinstance(s, ir.Copy) and s.instruction is None and s.src.buffer.scope == "global"
             and s.dst.buffer.scope == "shared" and s.src.static_extents() is not None
-            and s.dst.is_full)
+            and s.dst.is_full and s.src.buffer.dtype == s.dst.buffer.dtype)
 
 
 def launch_registers(threads: int) -> int:
@@ -311,7 +313,7 @@ def _why_not_consumer_work(work: list, loaded: set) -> str | None:
             return "a statement besides the T.copy loads and T.gemm uses a tile the loop loads"
         for copy in collect(stmt, (ir.Copy, ir.Im2Col)):
             if copy.src.buffer.scope == "global" and copy.dst.buffer.scope == "shared":
-                return "the loop copies global memory to shared memory other than in whole tiles"
+                return "the loop copies global memory to shared memory other than in whole tiles of the tensor's dtype"
     return None  # (a pipelined loop inside it: why_not refuses a second pipelined loop already)
 
 
