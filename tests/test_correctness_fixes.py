@@ -362,3 +362,20 @@ def test_a_float32_constant_past_its_range_is_infinity_in_the_cuda():
     with np.errstate(over="ignore"):
         tw.compile(main, target="cpu")(a)
     assert a.tolist() == [np.inf, np.inf, -np.inf, -np.inf]
+
+
+def test_a_copy_known_to_read_past_a_shared_tile_is_refused():
+    """``s1[0, bx - 1]`` in a grid of one block reads index -1 of a 1 x 1 shared tile: the generated
+    code read the word before the tile (found by the random interpreters-agree search; the
+    thread-level interpreter refused it at run time, the tile-level one did not)."""
+
+    @T.prim_func
+    def main(T0: T.Tensor((1,), "float16")):
+        with T.Kernel(1, threads=32) as (bx,):
+            s1 = T.alloc_shared((1, 1), "float16")
+            T.fill(s1, 1.0)
+            T.copy(s1[0, (bx - 1)], T0)
+
+    with pytest.raises(tw.CompileError, match=r"T.copy reads s1 outside its shape \(1, 1\): along dimension 1 it "
+                                              r"starts at bx - 1 \(= -1\)"):
+        tw.lower(main, target="sm_90a")

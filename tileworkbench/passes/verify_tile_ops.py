@@ -1,7 +1,9 @@
 """verify_tile_ops: reject tile operations no later pass can lower, with the kernel line.
 
 Expects: the IR straight from the front end.
-Guarantees: the same IR (this pass never changes it); every ``TmaCopy`` has constant extents
+Guarantees: the same IR (this pass never changes it); no ``Copy`` reads or writes a tile the
+kernel allocates where it is known to lie past the tile's bounds (``s[0, bx - 1]`` with one
+block: the generated code read the word before the tile); every ``TmaCopy`` has constant extents
 and legal dtypes (no store from ``float4_e2m1_unpacked`` shared memory), and it and every ``Copy``
 with ``prefer_instruction="tma"`` one dtype on both sides (TMA converts nothing: a float32 tile
 stored to a float16 tensor so wrote raw bytes), every ``Copy`` out of
@@ -144,6 +146,12 @@ class _Verify(IRVisitor):
                                    "variable first", node.loc)
 
     def visit_Copy(self, node: ir.Copy):
+        for region, verb in ((node.src, "reads"), (node.dst, "writes")):
+            beyond = _beyond_its_tile(region, self.ranges)
+            if beyond:
+                raise CompileError(f"T.copy {verb} {region.buffer.name} outside its shape {beyond}: no element "
+                                   "there belongs to it (a shared or register tile is not guarded as a tensor is)",
+                                   node.loc)
         if node.src.buffer is node.dst.buffer and _overlap(node.src, node.dst, self.ranges):
             raise CompileError(f"T.copy within {node.src.buffer.name} between regions that overlap: the threads copy "
                                "the elements in no set order, so what lands is undefined; copy through a tile of "
@@ -186,6 +194,25 @@ def _overlap(a: ir.Region, b: ir.Region, ranges: dict) -> bool:
             return False
         apart = apart or lo > 0 or hi < 0 or (lo == hi == 0 and ea != eb)
     return apart
+
+
+def _beyond_its_tile(region: ir.Region, ranges: dict) -> str | None:
+    """Where a region of a tile the kernel allocates (shared, fragment, local) is known to lie past
+    the tile's bounds along some dimension, wherever the launch's ranges put it (``s[0, bx - 1]`` in
+    a grid of one block), as words; None where it may lie inside (a loop's variable: not known)."""
+    if region.buffer.scope not in ("shared", "fragment", "local"):
+        return None
+    shape = region.buffer.static_shape()
+    if shape is None:
+        return None
+    for dim, (start, extent, size) in enumerate(zip(region.starts, region.extents, shape)):
+        lo, hi = interval(simplify(start, ranges), ranges)
+        n = ir.const_int(extent)
+        if (hi is not None and hi < 0) or (lo is not None and n is not None and lo + n > size):
+            where = f"{lo}" if lo == hi else f"{lo}..{hi}"
+            return (f"{tuple(shape)}: along dimension {dim} it starts at {expr_text(start)} (= {where}) and "
+                    f"spans {extent}, of {size}")
+    return None
 
 
 def _outside(indices, region: ir.Region, ranges: dict) -> bool:
