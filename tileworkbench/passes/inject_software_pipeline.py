@@ -303,8 +303,8 @@ class _Pipeline(IRMutator):
                                    "of its own", old.loc)
             kept = max((new for new, _ in made), key=lambda b: b.attrs["versions"])
             self.versioned[old] = kept
-            replaced.update({id(new): kept for new, _ in made if new is not kept})
-        return _Rebuffered(replaced).visit(body) if replaced else body
+            replaced.update({new: kept for new, _ in made if new is not kept})
+        return substitute(body, buffer_map=replaced) if replaced else body
 
     def versions_only(self, loop: ir.For, s: int) -> ir.Stmt:
         """A loop warp-specialised by hand (``T.ws`` scopes): its roles already run at the same
@@ -341,29 +341,6 @@ def _as_cp_async(p):
     copy = _guarded_copy(p)
     new = dataclasses.replace(copy, instruction="cp_async")
     return new if copy is p else ir.IfThenElse(p.cond, new, loc=p.loc)
-
-
-class _Rebuffered(IRMutator):
-    """Every access of a buffer in ``replaced`` (``id`` of the buffer -> the one to use) moved to
-    its replacement, indices unchanged."""
-
-    def __init__(self, replaced: dict):
-        self.replaced = replaced
-
-    def visit_Region(self, node: ir.Region):
-        node = self.generic_visit(node)
-        new = self.replaced.get(id(node.buffer))
-        return node if new is None else dataclasses.replace(node, buffer=new)
-
-    def visit_BufferLoad(self, node: ir.BufferLoad):
-        node = self.generic_visit(node)
-        new = self.replaced.get(id(node.buffer))
-        return node if new is None else ir.BufferLoad(new, node.indices, node.dtype)
-
-    def visit_BufferStore(self, node: ir.BufferStore):
-        node = self.generic_visit(node)
-        new = self.replaced.get(id(node.buffer))
-        return node if new is None else dataclasses.replace(node, buffer=new)
 
 
 def _touches(stmt, buf: ir.Buffer) -> bool:
