@@ -1,7 +1,9 @@
 """``T.atomic_add(region, tile)`` (TileLang's tile form, linear attention's output, split-K's parts):
 each element of the tile added atomically into its element of the region, as a ``T.Parallel``
-loop of element atomics; elements outside a global tensor are skipped; a region of a tensor with
-a layout adds at each element's place. Both CPU interpreters against numpy; NVRTC; refusals."""
+loop of element atomics, or with ``use_tma=True`` from a whole float32 shared tile as one TMA
+reduction (``cp.reduce.async.bulk``); elements outside a global tensor are skipped; a region of a
+tensor with a layout adds at each element's place. Both CPU interpreters against numpy; NVRTC;
+refusals."""
 
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ RUNS = {"tile level": lambda f, *a: tw.compile(f, target="cpu")(*a), "thread lev
 @T.prim_func
 def blocks_add_their_tiles(A: T.Tensor((4, 64, 32), "float32"), C: T.Tensor((60, 32), "float32")):
     """Each of 4 blocks adds 2 x its slice of A into C from a fragment and 1 x from a shared tile,
-    twice: into a region, and at an origin (``C[0, 0]``, split-K's vectorised form, with TileLang's
-    ``use_tma`` hint); C has 60 rows, the tiles 64: their last 4 rows fall outside and are skipped."""
+    twice: into a region, and at an origin (``C[0, 0]``, split-K's vectorised form), the last with
+    ``use_tma=True`` (a TMA reduction); C has 60 rows, the tiles 64: their last 4 rows fall outside
+    and are skipped (by the threads' guards, and by the tensor map's box)."""
     with T.Kernel(4, threads=128) as b:
         s = T.alloc_shared((64, 32), "float32")
         f = T.alloc_fragment((64, 32), "float32")
@@ -42,10 +45,12 @@ def test_tiles_add_into_their_region_atomically(level):
     np.testing.assert_allclose(c, 1 + 4 * a.astype(np.float64).sum(0)[:60], rtol=1e-5, atol=1e-5)
 
 
-def test_they_are_element_atomics_that_compile_for_sm_90a():
+def test_they_are_element_atomics_and_a_tma_reduction_that_compile_for_sm_90a():
     source = tw.lower(blocks_add_their_tiles, target="cuda").kernel_source
     body = source.split('extern "C"')[1]
-    assert body.count("atomicAdd(") >= 3 and "< 60" in body  # rows past C's 60 skipped
+    assert body.count("atomicAdd(") == 2 and "< 60" in body  # rows past C's 60 skipped
+    # C is also updated by the threads' atomics: the reduction's issuer waits for its writes
+    assert body.count("tw::tma_store_add(C_desc") == 1 and "tw::tma_store_wait<false>()" in body
     pytest.importorskip("cuda.bindings")
     from tileworkbench.backend.nvrtc import compile_check, nvrtc_version
 

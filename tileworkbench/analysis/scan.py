@@ -71,7 +71,7 @@ class StatementScan:
     def issues_stores(self, loop) -> bool:
         if id(loop) not in self._store_loops:
             self._store_loops[id(loop)] = any(
-                (c := call_of(x)) is not None and c.name == "tw::tma_store" for x in program.preorder(loop))
+                (c := call_of(x)) is not None and ir.is_tma_store_issue(c.name) for x in program.preorder(loop))
         return self._store_loops[id(loop)]
 
     def condition(self, cond, active):
@@ -103,7 +103,7 @@ class StatementScan:
         for a in call.args:
             if isinstance(a, ir.Expr) and not (isinstance(a, ir.Call) and a.name == "address_of"):
                 self.reads_in(stmt, a, who, frame, line)
-        if name == "tw::tma_store":
+        if ir.is_tma_store_issue(name):
             src = call.args[1].args[0] if isinstance(call.args[1], ir.Call) else None
             if isinstance(src, ir.BufferLoad) and is_shared(src.buffer):
                 n = self.store_elements(call, src.buffer)

@@ -10,8 +10,8 @@ be one that runs it), ``tw::shuffle_elect<N>`` (lane 0 of each group's first war
 stores with their waits: a bulk store (``tma_store(dst, src, bytes)``) or a tensor store through a
 descriptor of ``func.attrs["tma_descriptors"]`` (``tma_store(desc, src, c0, c1, ...)``,
 coordinates innermost first; the elements of its box outside the tensor are not written). A
-tensor store reads the box from the tile at the address's element along the tile's last
-dimensions where the address has one index a dimension (the lowered IR's logical indices), else as
+tensor store reads the box (its dimensions of more than one element) from the tile at the
+address's element along the tile's last dimensions where the address has one index a dimension (the lowered IR's logical indices), else as
 one run from a flat offset (the codegen phase's, panels resolved); the swizzle both the threads'
 accesses and TMA apply cancels out, so neither models it. ``refusal`` names, before anything
 runs, what a kernel holds that is none of these (wgmma, mma.sync, TMA loads, mbarriers, other
@@ -67,7 +67,8 @@ def refusal(func: ir.PrimFunc) -> str | None:
         elif isinstance(st, ir.Evaluate) and isinstance(st.call, ir.Call):
             call = st.call.name
             if not (_VECTOR.match(call) or call in _ATOMIC or call in _NO_OPS or is_async_copy_call(call)
-                    or call in ("tw::tma_store", ir.PRINT, ir.RNG_INIT) or call.startswith("tw::tma_store_wait<")):
+                    or ir.is_tma_store_issue(call) or call in (ir.PRINT, ir.RNG_INIT)
+                    or call.startswith("tw::tma_store_wait<")):
                 note(next((k for part, k in _KINDS if part in call), call), call, st.loc)
         elif isinstance(st, ir.Allocate) and st.buffer.scope == "barrier":
             note("mbarriers", st.buffer.name, st.loc)
@@ -170,8 +171,8 @@ class Calls:
             self.vector_copy(call, int(m.group(2)), m.group(1) == "zero")
         elif name in _ATOMIC:
             self.atomic(call)
-        elif name == "tw::tma_store":
-            self.tma_store(call)
+        elif ir.is_tma_store_issue(name):
+            self.tma_store(call, adds=name != ir.TMA_STORE)
         elif name.startswith("tw::tma_store_wait<"):
             self.mem.tma_waited(self.act)
         elif name == ir.PRINT:
@@ -245,22 +246,23 @@ class Calls:
                                    compute_dtype(dtype), returning)
         return prev
 
-    def tma_store(self, call):
+    def tma_store(self, call, adds: bool = False):
         """A bulk store (``tma_store(dst, src, bytes)``) or a tensor store through a descriptor
         (``tma_store(desc, src, c0, c1, ...)``, coordinates innermost first; what lies outside the
-        tensor is not written), by each running thread (the elected one)."""
+        tensor is not written), by each running thread (the elected one); ``adds``: a reduction
+        (``tma_store_add``), each element added into its own atomically."""
         for issuer in self.act.tolist():
             saved = self.mask
             self.mask = self.lanes == issuer
             try:
                 if isinstance(call.args[0], ir.Raw):
-                    self._tensor_store(call, issuer)
+                    self._tensor_store(call, issuer, adds)
                 else:
-                    self._bulk_store(call, issuer)
+                    self._bulk_store(call, issuer, adds)
             finally:
                 self.mask = saved
 
-    def _bulk_store(self, call, issuer: int):
+    def _bulk_store(self, call, issuer: int, adds: bool):
         nbytes = int(self.uniform(evaluate(call.args[2], self)))
         src, s_off, sn = self.pointer(call.args[1], nbytes, "TMA-stores from", within_row=False)
         dst, d_off, dn = self.pointer(call.args[0], nbytes, "TMA-stores to", within_row=False)
@@ -271,13 +273,23 @@ class Calls:
                                          f"and size must be multiples of 16{self.describe()}")
         values = self.mem.tma_read(src, s_off[:, None] + np.arange(sn), issuer)
         raw = np.ascontiguousarray(values).view(np.uint8).reshape(1, nbytes)
-        self.mem.write(dst, d_off[:, None] + np.arange(dn), np.array([issuer]), raw.view(dst.dtype))
+        land(self.mem, dst, d_off[:, None] + np.arange(dn), issuer, raw.view(dst.dtype), adds)
 
-    def _tensor_store(self, call, issuer: int):
+    def _tensor_store(self, call, issuer: int, adds: bool):
         desc = self.descriptors.get(call.args[0].text)
         if desc is None:
             raise Unsupported(f"the thread-level interpreter has no TMA descriptor {call.args[0].text}{self.describe()}")
-        tensor_store(self, desc, call, issuer)
+        tensor_store(self, desc, call, issuer, adds)
+
+
+def land(mem, sp, cols: np.ndarray, issuer: int, values: np.ndarray, adds: bool):
+    """A TMA store's elements ``cols`` (1 x n) of global ``sp`` written by ``issuer``, or each
+    added atomically into its element (a reduction)."""
+    if not adds:
+        mem.write(sp, cols, np.array([issuer]), values)
+        return
+    flat = np.asarray(cols).ravel()
+    mem.atomic(sp, flat, np.full(flat.size, issuer), np.asarray(values).ravel(), np.add, compute_dtype(sp.buf.dtype))
 
 
 def _int(block, value) -> int:
@@ -288,7 +300,7 @@ def _int(block, value) -> int:
     return int(u)
 
 
-def tensor_store(block, desc, call, issuer: int):
+def tensor_store(block, desc, call, issuer: int, adds: bool = False):
     mem = block.mem
     rank, box = desc.rank, [int(b) for b in desc.box_dims]
     if any(int(s) != 1 for s in desc.element_strides) or desc.interleave:
@@ -314,9 +326,12 @@ def tensor_store(block, desc, call, issuer: int):
     base = int(off[0])
     shape = list(reversed(box))  # outermost first, as the tile holds it
     grid = np.indices(shape).reshape(rank, -1)  # box element coordinates, outermost first
-    if len(load.indices) == len(sp.shape) and len(sp.shape) >= rank:  # a window of the logical tile
-        tile_strides = sp.strides[len(sp.strides) - rank:]
-        cols = base + sum(g * s for g, s in zip(grid, tile_strides))
+    # the box's dimensions of more than one element, outermost first (a unit one adds nothing:
+    # a (1, rows, 1, cols) box of a (batch, seq, heads, dim) tensor is a rows x cols tile)
+    wide = [d for d, n in enumerate(shape) if n > 1]
+    if len(load.indices) == len(sp.shape) and len(sp.shape) >= len(wide):  # a window of the logical tile
+        tile_strides = sp.strides[len(sp.strides) - len(wide):]
+        cols = base + sum(grid[d] * s for d, s in zip(wide, tile_strides))
     else:  # a run from a flat offset
         cols = base + np.arange(grid.shape[1])
     if cols.min() < 0 or cols.max() >= sp.extent:
@@ -331,4 +346,4 @@ def tensor_store(block, desc, call, issuer: int):
         return
     goff = sum(x[inside] * s for x, s in zip(g, strides))
     raw = np.ascontiguousarray(values[inside]).view(np.uint8).view(gsp.dtype)
-    mem.write(gsp, goff[None, :], np.array([issuer]), raw[None, :])
+    land(mem, gsp, goff[None, :], issuer, raw[None, :], adds)

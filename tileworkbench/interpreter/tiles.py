@@ -63,6 +63,11 @@ class TileOps:
             # a plain one in the generated code, as here)
             self.later(s.dst, loaded(values, s.src.buffer.dtype))
             return
+        if s.reduce == "add":  # a TMA reduction: each element added into its own, inside the tensor
+            held = loaded(self.b.read(s.dst), s.dst.buffer.dtype)
+            total = held + np.reshape(loaded(values, s.src.buffer.dtype), held.shape)
+            self.b.write(s.dst, total, "the TMA reduction", keep=self.b.inside(s.dst))
+            return
         # Between two global tensors the threads copy an element only where both ends lie inside
         # (a tile's zeros stand in for what lies outside a tensor; a tensor keeps what it held).
         keep = self.b.inside(s.src) if s.src.buffer.scope == s.dst.buffer.scope == "global" else None

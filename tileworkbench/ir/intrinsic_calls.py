@@ -1,6 +1,6 @@
 """Calls of our CUDA headers' intrinsics, built and read back by name: the cp.async groups
 (``tw/cp_async.h``), the wgmma groups and gemms (``tw/wgmma.h``) and the register hand-over
-(``setmaxnreg``, ``tw/sync.h``). Each is an ``Evaluate(Call(name))`` that every pass,
+(``setmaxnreg``, ``tw/sync.h``), the TMA stores' issues (``tw/tma.h``). Each is an ``Evaluate(Call(name))`` that every pass,
 the interpreters and the code generator take as it is; the readers below are the one place that
 knows the names' form."""
 
@@ -81,6 +81,17 @@ def wgmma_gemm_shape(name: str) -> tuple[bool, int, int, int] | None:
 
 # A barrier of the whole grid (``T.sync_grid``, tw/grid_sync.h): the kernel then takes the per-launch
 # word it counts arrivals in as a parameter (``GRID_BARRIER_PARAM``) and is launched cooperatively.
+# TMA stores (tw/tma.h): the calls that issue one, a plain store or a reduction into global memory
+# (``ir.Copy(reduce=...)``); each reads its shared tile asynchronously until a store wait.
+TMA_STORE = "tw::tma_store"
+TMA_REDUCE_CALLS = {"add": "tw::tma_store_add"}
+TMA_STORE_ISSUES = (TMA_STORE, *TMA_REDUCE_CALLS.values())
+
+
+def is_tma_store_issue(name: str) -> bool:
+    return name in TMA_STORE_ISSUES
+
+
 GRID_SYNC = "tw::grid_sync"
 GRID_BARRIER_PARAM = "tw_grid_barrier"
 

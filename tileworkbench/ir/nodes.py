@@ -110,6 +110,10 @@ from .stmt import (  # noqa: F401
 )
 from .intrinsic_calls import (  # noqa: F401,E402
     CP_ASYNC_COMMIT,
+    TMA_REDUCE_CALLS,
+    TMA_STORE,
+    TMA_STORE_ISSUES,
+    is_tma_store_issue,
     GRID_BARRIER_PARAM,
     GRID_SYNC,
     grid_sync,

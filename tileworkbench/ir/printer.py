@@ -162,6 +162,9 @@ class _Printer:
         self.emit(d, f"# {s.text}")
 
     def p_Copy(self, s, d):
+        if s.reduce == "add":
+            self.emit(d, f"T.atomic_add({region_text(s.dst)}, {region_text(s.src)}, use_tma=True)")
+            return
         instr = f", prefer_instruction={s.instruction!r}" if s.instruction else ""
         self.emit(d, f"T.copy({region_text(s.src)}, {region_text(s.dst)}{instr})")
 

@@ -177,12 +177,13 @@ class Comment(Stmt):
 
 @dataclass(eq=False, repr=False)
 class Copy(Stmt):
-    """``T.copy(src, dst)``; ``instruction`` is None (auto), "sync", "cp_async" or "tma"."""
+    """``T.copy(src, dst)``; ``instruction`` None (auto), "sync", "cp_async", "tma"; ``reduce`` "add": TMA."""
 
     src: Region
     dst: Region
     instruction: str | None = None
     loc: SourceLocation | None = _loc()
+    reduce: str | None = None
 
 
 @dataclass(eq=False, repr=False)

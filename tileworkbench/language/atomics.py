@@ -27,13 +27,17 @@ ATOMIC_CALLS = {"add": ir.ATOMIC_ADD, "max": "atomicMax", "min": "atomicMin"}  #
 
 
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, **unsupported):
-    """``use_tma=True`` (TileLang's TMA reduction of a shared tile into global memory) is taken
-    as the hint it is: the tile's elements are added atomically all the same. ``return_prev=True``
+    """``use_tma=True`` (TileLang's TMA reduction of a shared tile into global memory): a whole
+    float32 shared tile added into a region of a kernel's tensor is one TMA reduction
+    (``ir.Copy(reduce="add")``: ``cp.reduce.async.bulk``, issued by one thread, each element
+    added atomically, what lies outside the tensor left alone); anything else takes the hint as a
+    hint, the elements added by the threads' atomics (``tma_reducible`` says which). ``return_prev=True``
     on one element of shared memory returns the value it held before this thread's add (the
     top-k selector's ``pos = T.atomic_add(s_histogram[b], 1, return_prev=True)``: each thread
     gets a place of its own); threads' adds land in no set order, so which thread gets which old
     value is not fixed, only that together they see every step once."""
-    return _atomic("add", "adds to", ATOMIC_ADD_DTYPES, dst, value, memory_order, return_prev, unsupported)
+    return _atomic("add", "adds to", ATOMIC_ADD_DTYPES, dst, value, memory_order, return_prev, unsupported,
+                   use_tma=bool(use_tma))
 
 
 def atomic_max(dst, value, memory_order=None, return_prev=False, **unsupported):
@@ -44,7 +48,7 @@ def atomic_min(dst, value, memory_order=None, return_prev=False, **unsupported):
     _atomic("min", "keeps the smallest in", ATOMIC_MAX_DTYPES, dst, value, memory_order, return_prev, unsupported)
 
 
-def _atomic(op, verb, dtypes, dst, value, memory_order, return_prev, unsupported):
+def _atomic(op, verb, dtypes, dst, value, memory_order, return_prev, unsupported, use_tma=False):
     name = f"T.atomic_{op}"
     if unsupported:
         raise error(f"{name}: unsupported keyword(s) {', '.join(unsupported)}")
@@ -55,7 +59,7 @@ def _atomic(op, verb, dtypes, dst, value, memory_order, return_prev, unsupported
         return _atomic_returning(op, name, verb, dtypes, target, value)
     if not isinstance(target, _b.Point) or isinstance(value, (ir.Buffer, ir.Region)):
         # a region, or a tile origin (C[i, j]) with a tile as the value, as T.copy takes one
-        _tile_atomic(op, name, verb, dtypes, target, value)
+        _tile_atomic(op, name, verb, dtypes, target, value, use_tma)
         return
     _b.current().emit(_atomic_call(op, name, verb, dtypes, ir.BufferLoad(target.buffer, tuple(target.indices),
                                                                          target.buffer.dtype), value))
@@ -94,7 +98,7 @@ def _atomic_call(op, name, verb, dtypes, element: ir.BufferLoad, value) -> ir.Ev
     return ir.Evaluate(ir.Call(call, (where, amount), buf.dtype))
 
 
-def _tile_atomic(op, name, verb, dtypes, target: ir.Region, value):
+def _tile_atomic(op, name, verb, dtypes, target: ir.Region, value, use_tma=False):
     """``T.atomic_add(C[i0:i1, j0:j1], tile)`` (or ``C[i0, j0]``, the region's origin, its
     extents the tile's): each element of the tile into its element of the region, atomically, as a ``T.Parallel`` loop of element atomics (elements outside a global
     tensor's shape are skipped, as a copy's stores are)."""
@@ -106,6 +110,9 @@ def _tile_atomic(op, name, verb, dtypes, target: ir.Region, value):
         raise error(f"{name}: the value for a region must be a tile (a buffer or a slice of one) of its extents, "
                     f"not the single element {source.buffer.name}[...]")
     src, dst = resolve_regions(source, target, name)
+    if use_tma and op == "add" and tma_reducible(src, dst):
+        _b.current().emit(ir.Copy(src, dst, "tma", reduce="add"))
+        return
 
     def body(s_idx, d_idx):
         value = element(src.buffer, s_idx)
@@ -115,6 +122,29 @@ def _tile_atomic(op, name, verb, dtypes, target: ir.Region, value):
         return store if guard is None else ir.IfThenElse(guard, store)
 
     _b.current().emit(element_loop(src, dst, body, name))
+
+
+def tma_reducible(src: ir.Region, dst: ir.Region) -> bool:
+    """Whether one TMA reduction adds ``src`` into ``dst``: ``src`` a whole float32 shared tile
+    of static shape, ``dst`` a region of static extents of a float32 kernel tensor (not a view
+    made in the kernel, no ``T.annotate_layout``) whose rows lie contiguous (last stride 1), whose
+    other strides are provably multiples of 16 bytes and whose rows in the region are a multiple
+    of 16 bytes and at most 256 elements (a tensor map's box). The float32 add is the one both
+    ``cp.reduce.async.bulk`` forms take."""
+    s, g = src.buffer, dst.buffer
+    if s.scope != "shared" or g.scope != "global" or s.dtype.name != "float32" or g.dtype.name != "float32":
+        return False
+    if g.attrs.get("device_bound") or g.attrs.get("layout_of") is not None or g.attrs.get("view_of") is not None:
+        return False
+    shape, extents = s.static_shape(), dst.static_extents()
+    if shape is None or extents is None or not g.ndim or g.ndim > 5:
+        return False
+    whole = all(ir.const_int(a) == 0 for a in src.starts) and list(src.static_extents() or ()) == list(shape)
+    strides = g.effective_strides()
+    inner = extents[-1]
+    return (whole and ir.const_int(strides[-1]) == 1 and inner % 4 == 0 and inner <= 256
+            and all(e <= 256 for e in extents[:-1])
+            and all(is_multiple_of(stride, 4) for stride in strides[:-1]))
 
 
 def atomic_addx2(dst, value, return_prev=False):

@@ -145,7 +145,7 @@ class _Accesses:
         out = []
         vector_targets = set()
         for call in collect(stmt, ir.Call):
-            if call.name == "tw::tma_store":
+            if ir.is_tma_store_issue(call.name):
                 out.extend(self.store_accesses(call, vector_targets))
                 continue
             if call.name.startswith(("tw::copy_vec<", "tw::zero_vec<")):

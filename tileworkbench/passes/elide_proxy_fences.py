@@ -107,7 +107,7 @@ def _only_tma_stores(body) -> bool:
 
 
 def _stores(stmt) -> int:
-    return sum(c.name == "tw::tma_store" for c in collect(stmt, ir.Call))
+    return sum(ir.is_tma_store_issue(c.name) for c in collect(stmt, ir.Call))
 
 
 def _issue(stmt) -> bool:

@@ -116,7 +116,7 @@ def _event(call: ir.Call):
         return ("wgmma_issue",), (), None
     if ir.wgmma_waited(name) is not None:
         return (), ("wgmma_wait",), None
-    if name == "tw::tma_store":
+    if ir.is_tma_store_issue(name):
         return ("store_issue",), (), None
     if name.startswith("tw::tma_store_wait"):
         return (), ("store_wait",), None

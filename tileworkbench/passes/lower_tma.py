@@ -7,6 +7,11 @@ Guarantees:
   * ``T.tma_copy`` store -> async-proxy fence and block barrier (threads wrote the tile), then
     inside the elected thread (thread 0 in a persistent kernel's tile loop) the bulk store and
     ``tma_store_arrive`` (commit). No wait.
+  * ``T.copy(shared, global, prefer_instruction="tma")`` -> the same, then the issuer waits for the
+    store's writes; a TMA reduction (``ir.Copy(reduce="add")``, ``T.atomic_add(..., use_tma=True)``)
+    is the same sequence with ``tw::tma_store_add``, its issuer waiting only until the tile may be
+    written again where nothing else in the kernel names the tensor (no later access of the block
+    is ordered after its adds), else for its writes.
   * ``T.copy(..., prefer_instruction="tma")`` -> a synchronous TMA: an automatic barrier
     ``<src>_to_<dst>_mbarrier`` (count 1), elected ``arrive_and_expect_tx`` + load, and every
     thread waits for the phase: 0 outside loops, the iteration's parity inside a loop nest that
@@ -57,6 +62,7 @@ class _LowerTma(ScopedThreads, CodegenWalk):
         self.branches_in_loops = 0  # ifs entered inside a loop around the statement being lowered
         # barriers ``cp.async`` copies arrive on (``T.cp_async_barrier_noinc``): their waits fence
         self.copy_barriers = {s.barrier.buffer for s in collect(func.body, ir.BarrierArrive) if s.after_copies}
+        self.only_reduced = _only_reduced(func.body)
 
     # ---- helpers -----------------------------------------------------------------------------
     def descriptor(self, g_region: ir.Region, shared: ir.Buffer, loc):
@@ -81,19 +87,22 @@ class _LowerTma(ScopedThreads, CodegenWalk):
         return ir.seq([call("tw::tma_load", ir.Raw(desc.name), bar, tile_column(s, col), *coords)
                        for col, coords in tma_rules.tma_copies(g, s.buffer)])
 
-    def store_call(self, s: ir.Region, g: ir.Region, loc) -> ir.Stmt:
+    def store_call(self, s: ir.Region, g: ir.Region, loc, reduce: str | None = None) -> ir.Stmt:
+        name = ir.TMA_REDUCE_CALLS[reduce] if reduce else ir.TMA_STORE
         if tma_rules.can_bulk_copy(g, s.buffer, self.ranges):
             needs_16_byte_alignment(g.buffer)
-            return call("tw::tma_store", address_of(g.buffer, g.starts), tile_base(s),
-                        ir.const(tma_rules.region_bytes(g)))
+            return call(name, address_of(g.buffer, g.starts), tile_base(s), ir.const(tma_rules.region_bytes(g)))
         desc = self.descriptor(g, s.buffer, loc)
-        return ir.seq([call("tw::tma_store", ir.Raw(desc.name), tile_column(s, col), *coords)
+        return ir.seq([call(name, ir.Raw(desc.name), tile_column(s, col), *coords)
                        for col, coords in tma_rules.tma_copies(g, s.buffer)])
 
-    def store_sequence(self, s: ir.Region, g: ir.Region, loc, wait: bool) -> ir.Stmt:
-        issue = [self.store_call(s, g, loc), call("tw::tma_store_arrive")]
+    def store_sequence(self, s: ir.Region, g: ir.Region, loc, wait: bool, reduce: str | None = None) -> ir.Stmt:
+        issue = [self.store_call(s, g, loc, reduce), call("tw::tma_store_arrive")]
         if wait:
-            issue.append(call("tw::tma_store_wait<false>"))
+            # A reduction into a tensor the kernel touches nowhere else waits only until its tile
+            # may be written again: no later access of this block's orders after its adds.
+            read_only = reduce is not None and g.buffer in self.only_reduced
+            issue.append(call(f"tw::tma_store_wait<{'true' if read_only else 'false'}>"))
         return ir.seq([
             call("tw::fence_proxy_async"),  # make the threads' writes to the tile visible to TMA
             ir.SyncThreads(),
@@ -167,7 +176,9 @@ class _LowerTma(ScopedThreads, CodegenWalk):
             return node
         scopes = (node.src.buffer.scope, node.dst.buffer.scope)
         if scopes == ("shared", "global"):
-            return self.store_sequence(node.src, node.dst, node.loc, wait=True)
+            return self.store_sequence(node.src, node.dst, node.loc, wait=True, reduce=node.reduce)
+        if node.reduce:
+            raise CompileError(f"internal: a TMA reduction from {scopes[0]} to {scopes[1]} memory", node.loc)
         if scopes != ("global", "shared"):
             raise CompileError(f"prefer_instruction='tma' copies global <-> shared, not "
                                f"{scopes[0]} -> {scopes[1]}", node.loc)
@@ -220,6 +231,15 @@ class _LowerTma(ScopedThreads, CodegenWalk):
         if node.buffer.scope != "barrier":
             return node
         return ir.seq([node, barrier_init(node.buffer, self.func.launch.thread_var)])
+
+
+def _only_reduced(body: ir.Stmt) -> set:
+    """The global tensors whose every mention in ``body`` is the destination of a TMA reduction."""
+    reduced = [c.dst.buffer for c in collect(body, ir.Copy) if c.reduce]
+    mentions = collect(body, ir.Buffer)
+    viewed = {id(m.attrs.get("view_of")) for m in mentions}  # T.Tensor(shape, dtype, t.data) reads t too
+    return {b for b in reduced
+            if id(b) not in viewed and sum(m is b for m in mentions) == sum(r is b for r in reduced)}
 
 
 @register("lower_tma", "lower")

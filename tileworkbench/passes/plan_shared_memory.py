@@ -136,7 +136,7 @@ def _lifetimes(body, buffers) -> tuple[list, dict]:
     """The top-level statements and each shared buffer's (first, last) statement index."""
     stmts, uses = _top_level_uses(body)
     last = len(stmts) - 1
-    stored = {id(b) for c in collect(body, ir.Call) if c.name == "tw::tma_store" for b in collect(c, ir.Buffer)}
+    stored = {id(b) for c in collect(body, ir.Call) if ir.is_tma_store_issue(c.name) for b in collect(c, ir.Buffer)}
     return stmts, {id(b): (0, last) if id(b) not in uses else
                    (min(uses[id(b)]), last if id(b) in stored else max(uses[id(b)])) for b in buffers}
 

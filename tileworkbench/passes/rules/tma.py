@@ -22,7 +22,7 @@ SWIZZLE_CODES = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
 # so choose_shared_layouts gives it the layout the threads writing it want, not a swizzle for TMA.
 STORE_ONLY = "tma_store_only"
 # The calls a lowered TMA store is made of (``lower_tma``): the store, its commit, and its wait.
-STORE_CALLS = ("tw::tma_store", "tw::tma_store_arrive")
+STORE_CALLS = (*ir.TMA_STORE_ISSUES, "tw::tma_store_arrive")
 STORE_WAIT_PREFIX = "tw::tma_store_wait<"
 
 

@@ -111,6 +111,51 @@ __device__ __forceinline__ void tma_store(const TensorMap& desc, const void* sme
       : "memory");
 }
 
+// Shared -> global, each float added into its element atomically (T.atomic_add(..., use_tma=True)),
+// in the current bulk group: contiguous bytes, or a tensor map's box (what lies outside the
+// tensor is not added).
+__device__ __forceinline__ void tma_store_add(float* gmem_dst, const void* smem_src, unsigned int bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(gmem_dst),
+               "r"(smem_addr(smem_src)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void tma_store_add(const TensorMap& desc, const void* smem_src, int c0) {
+  asm volatile("cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [%0, {%2}], [%1];" ::"l"(
+                   desc_addr(desc)),
+               "r"(smem_addr(smem_src)), "r"(c0)
+               : "memory");
+}
+__device__ __forceinline__ void tma_store_add(const TensorMap& desc, const void* smem_src, int c0, int c1) {
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   desc_addr(desc)),
+               "r"(smem_addr(smem_src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void tma_store_add(const TensorMap& desc, const void* smem_src, int c0, int c1,
+                                              int c2) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+          desc_addr(desc)),
+      "r"(smem_addr(smem_src)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+__device__ __forceinline__ void tma_store_add(const TensorMap& desc, const void* smem_src, int c0, int c1,
+                                              int c2, int c3) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+          desc_addr(desc)),
+      "r"(smem_addr(smem_src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+__device__ __forceinline__ void tma_store_add(const TensorMap& desc, const void* smem_src, int c0, int c1,
+                                              int c2, int c3, int c4) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.5d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], "
+      "[%1];" ::"l"(desc_addr(desc)),
+      "r"(smem_addr(smem_src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+      : "memory");
+}
+
 __device__ __forceinline__ void tma_store_arrive() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 // Wait for all committed bulk stores; READ: only until their shared sources may be reused.
