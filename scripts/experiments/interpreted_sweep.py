@@ -1029,7 +1029,7 @@ family("examples")((draw_examples, run_examples))
 # the shapes of session 41's two miscompiles, not in the default list (adding families to it would
 # change which family every earlier seed's draw takes): run them with --families ---------------------
 
-EXTRA_FAMILIES = ("masked_store", "pipelined_twice")
+EXTRA_FAMILIES = ("masked_store", "pipelined_twice", "tma_reduce")
 MASKS = {"lower": lambda r, c, s: r >= c + s, "band": lambda r, c, s: r < c + s + 8,
          "checker": lambda r, c, s: (r + c + s) % 2 == 0, "columns": lambda r, c, s: (c + s) % 3 != 1}
 
@@ -1127,6 +1127,62 @@ def run_pipelined_twice(p, rng, gpu):
 
 
 family("pipelined_twice")((draw_pipelined_twice, run_pipelined_twice))
+
+
+def _tma_reduce(M, N, K, bm, bn, bk, splits, in_loop, dtype):
+    """Split-K ``C += A B``: each of ``splits`` blocks of a tile adds its part through a float32
+    shared tile with ``T.atomic_add(..., use_tma=True)`` (a TMA reduction where C's rows allow one,
+    element atomics where not: N not a multiple of 4), once after its loop or (``in_loop``) each
+    iteration's product, as TileLang's GQA backward adds dQ."""
+    T_ = T()
+    steps = cdiv(cdiv(K, bk), splits)
+
+    @T_.prim_func
+    def main(A: T_.Tensor((M, K), dtype), B: T_.Tensor((K, N), dtype), C: T_.Tensor((M, N), "float32")):
+        with T_.Kernel(cdiv(N, bn), cdiv(M, bm), splits, threads=128) as (bx, by, bz):
+            a = T_.alloc_shared((bm, bk), dtype)
+            b = T_.alloc_shared((bk, bn), dtype)
+            acc = T_.alloc_fragment((bm, bn), "float32")
+            c_s = T_.alloc_shared((bm, bn), "float32")
+            T_.clear(acc)
+            for k in T_.Pipelined(steps, num_stages=2):
+                T_.copy(A[by * bm, (bz * steps + k) * bk], a)
+                T_.copy(B[(bz * steps + k) * bk, bx * bn], b)
+                T_.gemm(a, b, acc, clear_accum=in_loop)
+                if in_loop:
+                    T_.copy(acc, c_s)
+                    T_.atomic_add(C[by * bm, bx * bn], c_s, use_tma=True)
+            if not in_loop:
+                T_.copy(acc, c_s)
+                T_.atomic_add(C[by * bm, bx * bn], c_s, use_tma=True)
+
+    return main
+
+
+def draw_tma_reduce(rng):
+    for _ in range(50):
+        bm, bn, bk = pick(rng, [16, 32, 64, 128]), pick(rng, [16, 32, 64, 128]), pick(rng, [16, 32, 64])
+        p = dict(M=pick(rng, SIZES), N=pick(rng, SIZES), K=pick(rng, SIZES), bm=bm, bn=bn, bk=bk,
+                 splits=pick(rng, [1, 2, 3]), in_loop=bool(rng.integers(0, 2)), dtype=pick(rng, ["float16", "bfloat16"]))
+        cost = _steps_gemm(p["M"], p["N"], p["K"], bm, bn, bk)
+        if cost <= MAX_STEPS:
+            break
+    return p, cost
+
+
+def run_tma_reduce(p, rng, gpu):
+    import tileworkbench as tw
+    kernel = tw.compile(_tma_reduce(**p))
+    if gpu:
+        return
+    a, b = randn(rng, (p["M"], p["K"]), p["dtype"]), randn(rng, (p["K"], p["N"]), p["dtype"])
+    c = rng.standard_normal((p["M"], p["N"])).astype(np.float32)
+    want = f64(c) + _gemm_ref(a, b)
+    kernel(a, b, c)
+    check(("C", c, want, 1e-4, 1e-4))
+
+
+family("tma_reduce")((draw_tma_reduce, run_tma_reduce))
 
 
 # pass configs a draw may compile under (a `with PassContext(config=...)` around it): the switches
