@@ -69,7 +69,7 @@ def test_golden_warp_specialize_3_stages():
                             "registers": {"producer": 24, "consumer": 240},
                             "epilogue": "shared memory + TMA store",
                             "persistent": {"applied": False, "reason": "tw.disable_persistent is set"},
-                            "gemm_overlap": False}
+                            "gemm_overlap": False, "shares_bytes": False}
 
 
 def test_generated_cuda_splits_the_block_and_compiles():

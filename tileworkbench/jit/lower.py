@@ -25,6 +25,7 @@ from ..ir import nodes as ir
 from ..ir.printer import print_ir
 from ..ir.visitor import collect
 from ..passes.manager import LowerContext, run_pipeline
+from ..passes.plan_shared_memory import SplitDoesNotFit
 from ..passes import reread_thread_index
 from ..passes.pipeline import REREAD, codegen_pass_list, pass_list
 from ..passes.rules.registers import fragment_registers, thread_register_limit
@@ -98,17 +99,29 @@ def lower_tile_level(src: ir.PrimFunc, configs: dict, trace: Trace | None = None
         return run_pipeline(copy.deepcopy(src), tiles, ctx, trace or Trace(kernel={"name": src.name}))
 
 
+def _new_trace(src: ir.PrimFunc, tgt: Target, configs: dict) -> Trace:
+    return Trace(kernel={"name": src.name, "target": tgt.to_json(), "pass_configs": _jsonable(configs),
+                         "source_file": src.source_file, "source_line": src.source_line,
+                         "version": __version__,
+                         # a notebook cell, as the user knows it (In [3], line 10)
+                         **({"source_label": where(src.source_file, src.source_line)}
+                            if labelled(src.source_file) else {})})
+
+
 def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: bool, out_idx) -> "Artifact":
-    trace = Trace(kernel={"name": src.name, "target": tgt.to_json(), "pass_configs": _jsonable(configs),
-                          "source_file": src.source_file, "source_line": src.source_line,
-                          "version": __version__,
-                          # a notebook cell, as the user knows it (In [3], line 10)
-                          **({"source_label": where(src.source_file, src.source_line)}
-                             if labelled(src.source_file) else {})})
+    trace = _new_trace(src, tgt, configs)
     ctx = LowerContext(tgt, configs)
     # Passes record what they learn on buffers (layouts, offsets); work on a copy so the parsed
     # function stays as written (its printed IR is the compile-cache key).
-    lowered = run_pipeline(copy.deepcopy(src), pass_list(configs), ctx, trace)
+    try:
+        lowered = run_pipeline(copy.deepcopy(src), pass_list(configs), ctx, trace)
+    except SplitDoesNotFit:
+        # warp_specialize sized the split's tiles by lifetime and plan_shared_memory could not place
+        # them so: the one-role pipeline, whose tiles fit (the trace says why, as for any refusal)
+        configs = {**configs, PassConfigKey.TL_DISABLE_WARP_SPECIALIZED.value: True}
+        trace, ctx = _new_trace(src, tgt, configs), LowerContext(tgt, configs)
+        trace.kernel["warp_specialize_retried"] = "its tiles did not fit shared memory placed by lifetime"
+        lowered = run_pipeline(copy.deepcopy(src), pass_list(configs), ctx, trace)
     # The codegen phase builds new nodes only, so ``lowered`` stays what the analyses and the host
     # code read.
     printed = run_pipeline(lowered, codegen_pass_list(configs), ctx, trace)

@@ -29,11 +29,19 @@ offset clear of the buffers alive with it). Before the first use of a buffer tha
 another used earlier, a block barrier with an async-proxy fence is put unless one stands between
 the two. The source of a TMA store, which may still be read after its statement, lives to the end; a
 buffer no statement uses, the whole kernel.
-Not in a kernel with ``T.ws`` or warp specialisation, where top-level order is not time order.
+Not in a kernel with ``T.ws`` scopes, where top-level order is not time order; in one split at its
+top level by ``warp_specialize`` (one ``WarpSpecialize``), the statements are the consumers' in
+their order (``_Timeline``), the tiles the producer fills alive from the split to the consumers'
+last use of them (it loads ahead; their last wait is for its last copy), and the barrier before
+reused bytes the consumers' own (``bar.sync 1``: the producer never meets a block barrier). A
+split ``warp_specialize`` sized by lifetime (``shares_bytes``) that does not fit here raises
+``SplitDoesNotFit``: ``jit.lower`` compiles the kernel again without the split.
 Kernels that fit keep the plans above, byte for byte.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ..errors import CompileError
 from ..ir import nodes as ir
@@ -41,6 +49,11 @@ from ..ir.visitor import collect
 from .manager import register
 
 SMEM_LIMIT = {"sm_90a": 232448, "sm_100a": 232448, "sm_80": 166912, "sm_89": 101376}
+
+
+class SplitDoesNotFit(CompileError):
+    """A warp-specialised kernel whose split ``warp_specialize`` sized by lifetime does not fit as
+    placed here: ``jit.lower`` compiles it again without the split."""
 
 
 def smem_limit(arch: str) -> int:
@@ -132,13 +145,64 @@ def _scratch_pool(func: ir.PrimFunc, body, buffers) -> list:
     return scratch if all(id(b) in barrier_next for b in scratch) else []
 
 
-def _lifetimes(body, buffers) -> tuple[list, dict]:
-    """The top-level statements and each shared buffer's (first, last) statement index."""
+def _lifetimes(body, buffers, producer=None) -> tuple[list, dict]:
+    """The statements in time order (``_Timeline``) and each shared buffer's (first, last) index."""
     stmts, uses = _top_level_uses(body)
     last = len(stmts) - 1
     stored = {id(b) for c in collect(body, ir.Call) if ir.is_tma_store_issue(c.name) for b in collect(c, ir.Buffer)}
-    return stmts, {id(b): (0, last) if id(b) not in uses else
-                   (min(uses[id(b)]), last if id(b) in stored else max(uses[id(b)])) for b in buffers}
+    life = {id(b): (0, last) if id(b) not in uses else
+            (min(uses[id(b)]), last if id(b) in stored else max(uses[id(b)])) for b in buffers}
+    if producer is not None:  # the producer fills its tiles from the split on, ahead of the consumers
+        start, ids = producer
+        life.update({key: (min(start, life[key][0]), life[key][1]) for key in ids if key in life})
+    return stmts, life
+
+
+class _Timeline:
+    """The kernel's statements in the order its threads run them: the top-level statements, or in
+    a kernel warp-specialised at its top level (one ``WarpSpecialize``, no ``T.ws`` scope) those
+    around the split with the consumers' statements in its place: the consumers run theirs in
+    order, and the producer only fills the loaded tiles, from the split until the consumers have
+    waited for the last of them (their last use). ``barrier(i)``: the block barrier that may stand
+    before statement ``i`` (the consumers' own inside the split); ``body(stmts)``: the kernel with
+    the statements (barriers added) put back."""
+
+    def __init__(self, func: ir.PrimFunc):
+        self.top = ir.statements(func.body)
+        splits = [i for i, x in enumerate(self.top) if isinstance(x, ir.WarpSpecialize)]
+        self.ws, self.at, self.consumer = None, None, []
+        self.ok = not _has_roles(func, func.body)
+        if not self.ok and len(splits) == 1 and len(collect(func.body, ir.WarpSpecialize)) == 1 \
+                and not collect(func.body, ir.ThreadScope):
+            self.at, self.ws = splits[0], self.top[splits[0]]
+            self.consumer = ir.statements(self.ws.consumer)
+            self.ok = True
+        self.stmts = self.top if self.ws is None else (self.top[:self.at] + self.consumer + self.top[self.at + 1:])
+
+    def inside(self, i: int) -> bool:
+        return self.ws is not None and self.at <= i < self.at + len(self.consumer)
+
+    def producer(self):
+        """(the split's first index, the buffers the producer touches), or None."""
+        if self.ws is None:
+            return None
+        return self.at, {id(b) for b in collect(self.ws.producer, ir.Buffer)}
+
+    def is_barrier(self, i: int) -> bool:
+        s = self.stmts[i]
+        return isinstance(s, ir.SyncThreads) and (s.threads is None or self.inside(i))
+
+    def barrier(self, i: int) -> ir.SyncThreads:
+        return ir.SyncThreads(threads=self.ws.consumer_threads) if self.inside(i) else ir.SyncThreads()
+
+    def body(self, stmts: list, starts: list) -> ir.Stmt:
+        """``stmts`` (the timeline with barriers inserted) back in the kernel: ``starts`` are the
+        new indices where the consumers' statements began and ended."""
+        if self.ws is None:
+            return ir.seq(stmts)
+        lo, hi = starts
+        split = dataclasses.replace(self.ws, consumer=ir.seq(stmts[lo:hi]))
+        return ir.seq(stmts[:lo] + [split] + stmts[hi:])
 
 
 def _lowest_clear_offset(size: int, align: int, taken: list) -> int:
@@ -149,18 +213,27 @@ def _lowest_clear_offset(size: int, align: int, taken: list) -> int:
     raise AssertionError("past the last span is always clear")
 
 
+def pack_by_lifetime(items: list) -> dict:
+    """Byte spans ``key -> (start, end)`` for ``items`` ``(key, size, align, (first, last))``:
+    largest first, each at the lowest aligned offset clear of those placed whose statement ranges
+    meet its own. (``warp_specialize`` sizes its split with it too.)"""
+    spans: dict = {}
+    for key, size, align, life in sorted(items, key=lambda x: (-x[1], -x[2])):
+        alive_with = [spans[k] for k, _, _, other in items if k in spans and _overlap(other, life)]
+        start = _lowest_clear_offset(size, align, alive_with)
+        spans[key] = (start, start + size)
+    return spans
+
+
 def _plan_by_lifetime(func: ir.PrimFunc, buffers) -> tuple[int, list, ir.Stmt] | None:
     """(bytes, plan, body with the barriers reuse needs) placing buffers by lifetime (module doc);
-    None in a kernel with scopes or warp specialisation."""
-    if _has_roles(func, func.body):
+    None in a kernel with scopes, or split in roles other than at its top level (``_Timeline``)."""
+    timeline = _Timeline(func)
+    if not timeline.ok:
         return None
     shared = [b for b in buffers if b.scope == "shared"]
-    stmts, life = _lifetimes(func.body, shared)
-    spans: dict = {}  # id(buffer) -> (start, end) in bytes
-    for buf in sorted(shared, key=lambda b: (-_size_of(b), -_align_of(b))):
-        alive_with = [spans[id(o)] for o in shared if id(o) in spans and _overlap(life[id(o)], life[id(buf)])]
-        start = _lowest_clear_offset(_size_of(buf), _align_of(buf), alive_with)
-        spans[id(buf)] = (start, start + _size_of(buf))
+    stmts, life = _lifetimes(ir.seq(timeline.stmts), shared, timeline.producer())
+    spans = pack_by_lifetime([(id(b), _size_of(b), _align_of(b), life[id(b)]) for b in shared])
     plan: list = []
     barrier_before: set = set()
     for buf in shared:
@@ -168,15 +241,18 @@ def _plan_by_lifetime(func: ir.PrimFunc, buffers) -> tuple[int, list, ir.Stmt] |
         _place([buf], spans[id(buf)][0], plan, shares_with=sharing)
         earlier = [life[id(o)][1] for o in sharing if life[id(o)][1] < life[id(buf)][0]]
         first = life[id(buf)][0]
-        if earlier and not any(isinstance(s, ir.SyncThreads) and s.threads is None for s in stmts[max(earlier) + 1:first]):
+        if earlier and not any(timeline.is_barrier(i) for i in range(max(earlier) + 1, first)):
             barrier_before.add(first)
     end = _place([b for b in buffers if b.scope == "barrier"], max((e for _, e in spans.values()), default=0), plan)
-    fenced = []
+    fenced, starts = [], []
     for i, s in enumerate(stmts):
+        if timeline.ws is not None and i in (timeline.at, timeline.at + len(timeline.consumer)):
+            starts.append(len(fenced))
         if i in barrier_before:
-            fenced += [ir.Evaluate(ir.Call("tw::fence_proxy_async", ())), ir.SyncThreads()]
+            fenced += [ir.Evaluate(ir.Call("tw::fence_proxy_async", ())), timeline.barrier(i)]
         fenced.append(s)
-    return end, plan, ir.seq(fenced)
+    starts += [len(fenced)] * (2 - len(starts))
+    return end, plan, timeline.body(fenced, starts)
 
 
 def _overlap(a: tuple, b: tuple, exclusive: bool = False) -> bool:
@@ -255,6 +331,8 @@ def _plan(func: ir.PrimFunc, ctx, buffers: list, views: list) -> "ir.PrimFunc | 
         return None
     if offset > limit:
         listing = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in plan)
+        if (func.attrs.get("warp_specialized") or {}).get("shares_bytes"):
+            raise SplitDoesNotFit(f"the warp-specialised kernel needs {offset} bytes of shared memory ({listing})")
         raise CompileError(f"the kernel needs {offset} bytes of shared memory, more than the {limit} "
                            f"bytes of {ctx.target.arch} ({listing}); use smaller tiles or fewer stages",
                            _crossing_the_limit(buffers, limit) or

@@ -9,8 +9,13 @@ mode; the kernel uses no barriers, TMA copies or other pipelined loops of its ow
 whole warpgroups; ``num_stages >= 2`` (or 1 for a loop with work between its gemms); the loop body is ``T.copy`` global -> shared of whole tiles
 with constant extents, ``T.gemm`` on the wgmma path reading A and B from those tiles or from shared
 tiles the loop does not write (an indexer's query block, loaded once before it; A also from a
-fragment), and any other work that touches none of the loaded
-tiles (attention's softmax between its two gemms: ``rules.warp_specialization``); the loaded tiles
+fragment), and any other work that writes none of the loaded
+tiles (attention's softmax between its two gemms; a backward's ``exp2(s - lse_shared[j])``, which
+reads one, on that stage's version of it, waited for and released as a gemm's read is, then
+without the overlapped schedule, and only with two consumer warpgroups or more, whose register
+hand-over keeps the producer's registers from costing the SM blocks: ``rules.warp_specialization``);
+room for the shared tiles, side by side, or for such a loop placed by lifetime over the consumers'
+statements as ``plan_shared_memory`` places them (``shares_bytes`` in the record); the loaded tiles
 used nowhere outside the loop (their versions are the roles' alone); the loads'
 addresses and the loop's bounds read only what the producer computes too: the loop body's names
 that read nothing the kernel writes (``rules.loop_lets``), and the scalar work before the loop.
@@ -62,13 +67,15 @@ from ..ir.visitor import collect, substitute
 from ..target import PassConfigKey
 from .rules import epilogue as epilogue_rules
 from .rules import persistent as persistent_rules
+from .rules.versions import OnVersion
 from .rules.warp_specialization import (FULL_ARRIVALS, PRODUCER_THREADS, OverlapPlan,
                                       consumer_work_only_gemms, register_split, is_tile_load,
+                                      work_reads_loaded_tiles,
                                       both_roles_prologue, overlap_plan, producer_lets,
                                       smem_bytes_with_own_epilogue_tile, why_not)
 from .manager import register
 from .peel_first_iteration import PEEL_FIRST
-from .plan_shared_memory import smem_limit
+from .plan_shared_memory import pack_by_lifetime, smem_limit
 
 def _role_loop(loop: ir.For, body: list, role: str, stages: int, annotations: dict | None = None) -> ir.For:
     var = ir.Var(loop.var.name)
@@ -110,9 +117,12 @@ def _per_tile_protocol(loads, work, tile, slot, round_, stages, consumers, loop)
     pairs, produce = _tile_pairs_and_producer(loads, tile, slot, round_, stages, consumers, loop)
 
     def reads(x) -> list:
-        if not isinstance(x, ir.Gemm):
-            return []
+        if not isinstance(x, ir.Gemm):  # other work reading a tile (on its version already)
+            return list(dict.fromkeys(key for b in collect(x, ir.Buffer) if (key := unversioned.get(id(b))) in pairs))
         return list(dict.fromkeys(id(r.buffer) for r in (x.a, x.b) if id(r.buffer) in pairs))
+
+    # a tile's versioned buffer -> the loop's tile (the pairs' key)
+    unversioned = {id(tile(ld.dst).buffer): id(ld.dst.buffer) for ld in loads} | {key: key for key in pairs}
 
     first, last = {}, {}
     for i, x in enumerate(work):
@@ -187,21 +197,54 @@ def _overlap_wanted(ctx) -> bool:
     return True if asked is None else bool(asked)
 
 
-def _why_not_room(keep: list, epilogue: list, staged, stages: int, ctx) -> str | None:
-    """None when the shared tiles the split allocates fit (``smem_bytes_with_own_epilogue_tile``):
-    those kept ahead of it (each loaded tile in ``stages`` versions already), those the epilogue
-    allocates, and an epilogue tile of its own unless it lies over the pipeline's dead tiles; else
-    why not. The one-role pipeline may let tiles of disjoint
-    lifetimes share bytes; the split does not."""
+def _why_not_room(keep: list, epilogue: list, staged, stages: int, ctx, order=None) -> tuple[str | None, bool]:
+    """(None when the shared tiles the split allocates fit, else why not; whether they fit only by
+    sharing bytes). The tiles: those kept ahead of it (each loaded tile in ``stages`` versions
+    already), those the epilogue allocates, and an epilogue tile of its own unless it lies over the
+    pipeline's dead tiles, side by side (``smem_bytes_with_own_epilogue_tile``), or where that is
+    too much and ``order`` is given (a split with no tile loop), placed by lifetime
+    (``_bytes_by_lifetime``) as ``plan_shared_memory`` will place them."""
     tiles = [x.buffer for x in keep + collect(ir.seq(epilogue), ir.Allocate)
              if isinstance(x, ir.Allocate) and x.buffer.scope == "shared"]
     own = staged[0] if staged is not None and not staged[0].attrs.get("reuses_pipeline_tiles") else None
     need = smem_bytes_with_own_epilogue_tile(tiles, own, stages)
     limit = smem_limit(ctx.target.arch)
-    if need > limit:
-        return (f"the shared tiles with {stages} versions of each loaded tile need {need} bytes, more than "
-                f"the {limit} of {ctx.target.arch}")
-    return None
+    if need <= limit:
+        return None, False
+    if order is not None and _bytes_by_lifetime(tiles, own, stages, *order) <= limit:
+        return None, True
+    return (f"the shared tiles with {stages} versions of each loaded tile need {need} bytes, more than "
+            f"the {limit} of {ctx.target.arch}"), False
+
+
+def _bytes_by_lifetime(tiles: list, own, stages: int, stmts: list, loop_at: int, versioned: dict) -> int:
+    """The bytes of the split's tiles placed by lifetime over the consumers' statements ``stmts``
+    (the pipelined loop at ``loop_at``; each tile 1024-aligned, as a swizzled one is): a loaded
+    tile's versions live from the split to the loop's end (the producer fills them ahead), a TMA
+    store's source and what the epilogue uses to the end, a tile nothing uses throughout, every
+    other tile from its first statement to its last; plus the ring's barriers."""
+    loop_tile = {id(v): k for k, v in versioned.items()}
+    uses: dict = {}
+    for i, x in enumerate(stmts):
+        for b in collect(x, ir.Buffer):
+            uses.setdefault(id(b), []).append(i)
+    stored = {id(c.src.buffer) for c in collect(ir.seq(stmts), (ir.Copy, ir.TmaCopy))
+              if c.src.buffer.scope == "shared" and c.dst.buffer.scope == "global"}
+    last = len(stmts) - 1
+    items = []
+    for t in tiles:
+        key = id(loop_tile.get(id(t), t))
+        if id(t) in loop_tile:
+            life = (0, loop_at)
+        elif key not in uses:
+            life = (0, last)
+        else:
+            ends_late = key in stored or max(uses[key]) > loop_at
+            life = (min(uses[key]), last if ends_late else max(uses[key]))
+        items.append((id(t), t.dtype.bytes_for(t.numel), 1024, life))
+    if own is not None:
+        items.append((id(own), own.dtype.bytes_for(own.numel), 1024, (loop_at + 1, last)))
+    return max(end for _, end in pack_by_lifetime(items).values()) + 2 * 8 * stages
 
 
 @register("warp_specialize", "tile")
@@ -227,6 +270,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     work = [x for x in body if not is_tile_load(x)]  # the gemms and what runs between them, in order
     gemm_loop = consumer_work_only_gemms(loop)
     versioned = {ld.dst.buffer: ld.dst.buffer.versioned(s) for ld in loads} if s > 1 else {}  # one stage: the tiles as they are
+    reads_loaded = work_reads_loaded_tiles(work, {id(ld.dst.buffer) for ld in loads})
     ring = list({ld.dst.buffer: versioned.get(ld.dst.buffer, ld.dst.buffer) for ld in loads}.values())  # the ring's tiles
 
     # Which consumer statements run around the loop, and whether the kernel can be persistent:
@@ -265,7 +309,12 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
                                              "consumers")
         if staged is None:  # no room for ours over the pipeline's tiles: the user's staging stays
             epilogue, keep = users
-    reason = _why_not_room(keep, epilogue, staged, s, ctx)
+    # Tiles placed by lifetime, where side by side they do not fit: for a loop whose work reads the
+    # loaded tiles (the attention backwards: TileLang's GQA backward with TMA reductions 1.98 ->
+    # 1.92 ms split); the MLA decode at one split measured 1.6% slower split (0.364 -> 0.370 ms,
+    # H100, 2026-12-07), so other loops keep the side-by-side rule and its one-role pipeline.
+    order = None if persistent or not reads_loaded else (before + [loop] + epilogue, len(before), versioned)
+    reason, shares_bytes = _why_not_room(keep, epilogue, staged, s, ctx, order)
     if reason is not None:
         out = func.with_body(func.body)
         out.attrs["warp_specialized"] = {"applied": False, "reason": reason}
@@ -283,8 +332,11 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         buf = versioned.get(region.buffer)
         return region if buf is None else region.in_version(buf, slot)
 
+    if reads_loaded and versioned:  # what else reads a loaded tile reads the stage's version (gemms: _staged_gemm)
+        work = [x if isinstance(x, ir.Gemm) else OnVersion(versioned, slot).visit(x) for x in work]
+
     overlap = None
-    if (not gemm_loop and not persistent and s == 2 and _overlap_wanted(ctx)
+    if (not gemm_loop and not persistent and s == 2 and _overlap_wanted(ctx) and not reads_loaded
             and not ctx.flag(PassConfigKey.TW_WS_TILE_BARRIERS)):
         overlap = overlap_plan(work, {id(ld.dst.buffer) for ld in loads}, consumers)
     if overlap is not None:
@@ -362,6 +414,7 @@ def warp_specialize(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
         "persistent": {"applied": True, "tiles": persistent_rules.tile_count(func.launch)} if persistent
         else {"applied": False, "reason": not_persistent},
         "gemm_overlap": overlap is not None,
+        "shares_bytes": shares_bytes,  # fits only with tiles placed by lifetime (plan_shared_memory)
     }
     out.attrs.setdefault("pipelines", []).append({
         "loop": loop.var.name, "stages": s, "buffers": [b.name for b in ring],

@@ -127,10 +127,16 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
                if id(node.buffer) in loaded and not any(node is inner for inner in _accesses(loop))]
     if outside:
         return f"tile {outside[0]} is also used outside the pipelined loop"
-    reason = _why_not_consumer_work([s for s in body if not is_tile_load(s) and not isinstance(s, ir.Gemm)],
-                                    loaded)
+    others = [s for s in body if not is_tile_load(s) and not isinstance(s, ir.Gemm)]
+    reason = _why_not_consumer_work(others, loaded)
     if reason is not None:
         return reason
+    if work_reads_loaded_tiles(others, loaded) and (func.launch.threads < 256 or not func.launch.register_handover):
+        # Without the hand-over a producer warpgroup holds as many registers as a consumer one: a
+        # kernel at the register limit fits half the blocks an SM ran (TileLang's MHA backward at
+        # 128 threads: 0.74 -> 0.87 ms split, its GQA backward at 256: 1.90 -> 1.81; H100, 2026-12-07)
+        return ("work besides the gemms reads a tile the loop loads, and with one consumer warpgroup (no "
+                "register hand-over) the producer's registers would cost the SM blocks")
     reason = _why_not_producer_names(func, loop, body, loads)
     if reason is not None:
         return reason
@@ -161,15 +167,18 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
         if stride is not None:
             return (f"T.copy of {ld.src.buffer.name} cannot be a TMA copy for every call: its stride {stride} "
                     "(elements) is set by the call's sizes and may not be a multiple of 16 bytes")
+    # every loaded tile read in the loop (a consumer's wait and release of it stand at its reads)
     read = {id(r.buffer) for g in gemms for r in (g.a, g.b)}
+    read |= {id(b) for x in body if not is_tile_load(x) and not isinstance(x, ir.Gemm) for b in collect(x, ir.Buffer)}
     unread = [ld.dst.buffer.name for ld in loads if id(ld.dst.buffer) not in read]
     if unread:
-        return f"the loop loads {unread[0]}, which no gemm reads"
+        return f"the loop loads {unread[0]}, which nothing in it reads"
     # an operand tile the loop does not load stays where it is: the consumers may write it (the
     # MLA decode's scores, S_shared = P, read by P @ KV) where each gemm completes before the next
     # statement, but not under a gemm whose wgmma group runs into the next iteration
-    groups_run_on = consumer_work_only_gemms(loop) or overlap_plan(
-        [s for s in body if not is_tile_load(s)], loaded, func.launch.threads) is not None
+    work = [s for s in body if not is_tile_load(s)]
+    groups_run_on = consumer_work_only_gemms(loop) or (
+        not work_reads_loaded_tiles(work, loaded) and overlap_plan(work, loaded, func.launch.threads) is not None)
     pairs = [(ld.src, ld.dst.buffer) for ld in loads]
     for g, plan in zip(gemms, plans):
         if groups_run_on:
@@ -177,7 +186,11 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
                 if id(operand) not in loaded and operand.scope == "shared" and id(operand) in written:
                     return f"a gemm reads {operand.name}, which the loop writes in shared memory but does not load"
         if plan is None:
-            return "a gemm is not on the wgmma path"
+            # mma.sync (a block too short for a warpgroup's 64 rows: a backward's dQ = dS^T K over
+            # 32 rows) on tiles the loop does not load, where each gemm completes where it stands
+            if groups_run_on or any(id(r.buffer) in loaded for r in (g.a, g.b)):
+                return "a gemm is not on the wgmma path"
+            continue
         if not gemm_rules.plan_fits(plan, g, pairs):
             return "TMA cannot fill an operand tile in the 128-byte panels wgmma reads it from"
         step = _k_step_bytes(g)
@@ -306,15 +319,26 @@ def _why_not_producer_names(func: ir.PrimFunc, loop: ir.For, body: list, loads: 
 
 def _why_not_consumer_work(work: list, loaded: set) -> str | None:
     """None when the loop's statements besides its tile loads and gemms (attention's softmax
-    between Q @ K^T and P @ V) can run on the consumer side as they are: they touch none of the
-    tiles the producer refills and load nothing from global memory into shared memory."""
+    between Q @ K^T and P @ V; a backward's ``exp2(s * scale - lse_shared[j])``) can run on the
+    consumer side: they write none of the tiles the producer refills (reading them is waited for
+    and released as the gemms' reads are: ``work_reads_loaded_tiles``) and load nothing from
+    global memory into shared memory."""
     for stmt in work:
-        if any(id(b) in loaded for b in collect(stmt, ir.Buffer)):
-            return "a statement besides the T.copy loads and T.gemm uses a tile the loop loads"
+        written = [b for b in buffers_written(stmt) if id(b) in loaded]
+        written += [c.args[0].args[0].buffer for c in collect(stmt, ir.Call)
+                    if c.name in ir.ATOMIC_UPDATES and id(c.args[0].args[0].buffer) in loaded]
+        if written:
+            return f"a statement besides the T.copy loads and T.gemm writes {written[0].name}, a tile the loop loads"
         for copy in collect(stmt, (ir.Copy, ir.Im2Col)):
             if copy.src.buffer.scope == "global" and copy.dst.buffer.scope == "shared":
                 return "the loop copies global memory to shared memory other than in whole tiles of the tensor's dtype"
     return None  # (a pipelined loop inside it: why_not refuses a second pipelined loop already)
+
+
+def work_reads_loaded_tiles(work: list, loaded: set) -> bool:
+    """Whether a consumer statement other than a gemm reads a tile the producer loads (then the
+    loop takes no overlapped schedule: its cut knows the gemms' reads alone)."""
+    return any(id(b) in loaded for x in work if not isinstance(x, ir.Gemm) for b in collect(x, ir.Buffer))
 
 
 def consumer_work_only_gemms(loop: ir.For) -> bool:
