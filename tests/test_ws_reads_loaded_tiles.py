@@ -96,6 +96,18 @@ def test_work_reading_a_loaded_tile_is_warp_specialised_and_right(stages):
     np.testing.assert_allclose(o, scored_sum_want(k, q, lse), rtol=2e-3, atol=2e-3)
 
 
+def test_with_a_barrier_pair_per_tile_and_two_stages_it_is_right_too():
+    configs = {"tw.ws_tile_barriers": True}
+    src = tw.lower(scored_sum(stages=2), target="sm_90a", pass_configs=configs).device_source
+    consumer = src[src.index("// consumer"):]
+    wait, read = consumer.index("l_s_full[(k_1 % 2)].wait"), consumer.index("l_s[(((k_1 % 2) * 64) +")
+    assert wait < read < consumer.index("l_s_empty[(k_1 % 2)].arrive()")
+    k, q, lse = _inputs(seed=1)
+    o = np.zeros((256, 64), np.float32)
+    tw.compile(scored_sum(stages=2), target="cpu", pass_configs=configs)(k, q, lse, o)
+    np.testing.assert_allclose(o, scored_sum_want(k, q, lse), rtol=2e-3, atol=2e-3)
+
+
 def test_the_read_is_of_the_stage_version_between_its_wait_and_release():
     src = tw.lower(scored_sum(stages=2), target="sm_90a").device_source
     consumer = src[src.index("// consumer"):]
