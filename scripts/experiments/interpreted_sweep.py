@@ -1029,7 +1029,7 @@ family("examples")((draw_examples, run_examples))
 # the shapes of session 41's two miscompiles, not in the default list (adding families to it would
 # change which family every earlier seed's draw takes): run them with --families ---------------------
 
-EXTRA_FAMILIES = ("masked_store", "pipelined_twice", "tma_reduce")
+EXTRA_FAMILIES = ("masked_store", "pipelined_twice", "tma_reduce", "ws_reads")
 MASKS = {"lower": lambda r, c, s: r >= c + s, "band": lambda r, c, s: r < c + s + 8,
          "checker": lambda r, c, s: (r + c + s) % 2 == 0, "columns": lambda r, c, s: (c + s) % 3 != 1}
 
@@ -1183,6 +1183,74 @@ def run_tma_reduce(p, rng, gpu):
 
 
 family("tma_reduce")((draw_tma_reduce, run_tma_reduce))
+
+
+def _ws_reads(n, bm, bn, d, stages, epilogue, dtype):
+    """O = sum_k exp2(K Q_k^T / 8 - L_k) Q_k for each row block of K, L_k loaded by the loop and read
+    only by the work between its gemms (an attention backward's lse): the split that reads a loaded
+    tile's stage version; ``epilogue`` float32 tiles the result passes through after the loop (the
+    split's tiles placed by lifetime where they do not fit side by side)."""
+    T_ = T()
+
+    @T_.prim_func
+    def main(K: T_.Tensor((n, d), dtype), Q: T_.Tensor((n, d), dtype), L: T_.Tensor((n,), "float32"),
+             O: T_.Tensor((n, d), "float32")):
+        with T_.Kernel(cdiv(n, bm), threads=256) as bx:
+            k_s = T_.alloc_shared((bm, d), dtype)
+            q = T_.alloc_shared((bn, d), dtype)
+            l_s = T_.alloc_shared((bn,), "float32")
+            s = T_.alloc_fragment((bm, bn), "float32")
+            p = T_.alloc_fragment((bm, bn), dtype)
+            acc = T_.alloc_fragment((bm, d), "float32")
+            t1 = T_.alloc_shared((bm, d), "float32")
+            t2 = T_.alloc_shared((bm, d), "float32")
+            T_.copy(K[bx * bm:(bx + 1) * bm, :], k_s)
+            T_.clear(acc)
+            for k in T_.Pipelined(cdiv(n, bn), num_stages=stages):
+                T_.copy(Q[k * bn:(k + 1) * bn, :], q)
+                T_.copy(L[k * bn:(k + 1) * bn], l_s)
+                T_.clear(s)
+                T_.gemm(k_s, q, s, transpose_B=True)
+                for i, j in T_.Parallel(bm, bn):
+                    s[i, j] = T_.exp2(s[i, j] * 0.125 - l_s[j])
+                T_.copy(s, p)
+                T_.gemm(p, q, acc)
+            if epilogue >= 1:
+                T_.copy(acc, t1)
+                for i, j in T_.Parallel(bm, d):
+                    acc[i, j] = t1[i, j] + 1
+            if epilogue >= 2:
+                T_.copy(acc, t2)
+                for i, j in T_.Parallel(bm, d):
+                    acc[i, j] = t2[i, j] + 1
+            T_.copy(acc, O[bx * bm:(bx + 1) * bm, :])
+
+    return main
+
+
+def draw_ws_reads(rng):
+    p = dict(n=pick(rng, [128, 256, 384, 512]), bm=128, bn=pick(rng, [32, 64, 128]), d=pick(rng, [64, 128]),
+             stages=pick(rng, [1, 2, 3]), epilogue=pick(rng, [0, 1, 2]), dtype=pick(rng, ["float16", "bfloat16"]))
+    return p, cdiv(p["n"], p["bm"]) * cdiv(p["n"], p["bn"])
+
+
+def run_ws_reads(p, rng, gpu):
+    import tileworkbench as tw
+    kernel = tw.compile(_ws_reads(**p))
+    if gpu:
+        return
+    n, d = p["n"], p["d"]
+    k, q = randn(rng, (n, d), p["dtype"]) * 0.5, randn(rng, (n, d), p["dtype"]) * 0.5
+    k, q = k.astype(np_dtype(p["dtype"])), q.astype(np_dtype(p["dtype"]))
+    lse = (rng.standard_normal(n) + 4).astype(np.float32)
+    o = np.zeros((n, d), np.float32)
+    kernel(k, q, lse, o)
+    probs = np.exp2(f64(k) @ f64(q).T * 0.125 - f64(lse)[None, :])
+    probs = f64(probs.astype(np_dtype(p["dtype"])))  # P as the second gemm reads it
+    check(("O", o, probs @ f64(q) + p["epilogue"], worst_tol(p["dtype"])))
+
+
+family("ws_reads")((draw_ws_reads, run_ws_reads))
 
 
 # pass configs a draw may compile under (a `with PassContext(config=...)` around it): the switches
