@@ -180,5 +180,28 @@ def test_a_split_whose_plan_does_not_fit_is_compiled_again_with_one_role(monkeyp
 
     monkeypatch.setattr(plan_shared_memory, "_plan_by_lifetime", no_plan_for_the_split)
     art = tw.lower(scored_sum(**BIG), target="sm_90a")
-    assert not art.func.attrs["warp_specialized"]["applied"]
-    assert art.trace.kernel["warp_specialize_retried"].startswith("its tiles did not fit")
+    assert art.trace.resources["warp_specialization"] == {
+        "applied": False, "retried": True,
+        "reason": "split, its shared tiles placed by lifetime did not fit after all: compiled again with one role"}
+
+
+def test_the_trace_and_the_report_say_what_became_of_the_loop():
+    from tileworkbench.report.html import describe_split
+
+    split = tw.lower(scored_sum(**BIG), target="sm_90a").trace.resources["warp_specialization"]
+    assert split == {"applied": True, "stages": 3, "consumer_threads": 256, "producer_threads": 128,
+                     "shares_bytes": True}
+    assert describe_split(split) == ("a producer warpgroup and 256 consumer threads, 3 stage(s); shared tiles "
+                                     "placed by lifetime")
+    one_role = tw.lower(scored_sum(threads=128), target="sm_90a").trace.resources["warp_specialization"]
+    assert not one_role["applied"] and describe_split(one_role).startswith("one role: work besides the gemms")
+
+
+def test_a_kernel_without_a_pipelined_loop_has_no_such_record():
+    @T.prim_func
+    def copy(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                B[i] = A[i]
+
+    assert "warp_specialization" not in tw.lower(copy, target="sm_90a").trace.resources

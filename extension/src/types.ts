@@ -243,6 +243,21 @@ export interface IResources {
   threads: number | null;
   grid: number[] | null;
   thread_index_reread?: IThreadIndexReread | null;
+  warp_specialization?: IWarpSpecialization | null;
+}
+
+/** What the compiler made of a kernel's pipelined loop (`resources.warp_specialization`). */
+export interface IWarpSpecialization {
+  applied: boolean;
+  /** Why the loop kept one role (not split). */
+  reason?: string;
+  /** Split, then compiled again with one role: its shared tiles did not fit after all. */
+  retried?: boolean;
+  stages?: number;
+  consumer_threads?: number;
+  producer_threads?: number;
+  /** The split's shared tiles share bytes, placed by lifetime. */
+  shares_bytes?: boolean;
 }
 
 export interface IKernelInfo {

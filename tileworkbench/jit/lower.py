@@ -108,6 +108,19 @@ def _new_trace(src: ir.PrimFunc, tgt: Target, configs: dict) -> Trace:
                             if labelled(src.source_file) else {})})
 
 
+def _warp_specialization(src: ir.PrimFunc, lowered: ir.PrimFunc) -> dict | None:
+    """What ``warp_specialize`` made of a kernel's pipelined loop, for the trace (None for a kernel
+    without one): split (its stages, consumer threads, whether its shared tiles share bytes by
+    lifetime) or kept to one role, and why."""
+    if not any(loop.kind == "pipelined" for loop in collect(src.body, ir.For)):
+        return None
+    ws = lowered.attrs.get("warp_specialized") or {}
+    if not ws.get("applied"):
+        return {"applied": False, "reason": ws.get("reason", "not tried"), "retried": bool(ws.get("retried"))}
+    return {"applied": True, "stages": ws["stages"], "consumer_threads": ws["consumer_threads"],
+            "producer_threads": ws["producer_threads"], "shares_bytes": bool(ws.get("shares_bytes"))}
+
+
 def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: bool, out_idx) -> "Artifact":
     trace = _new_trace(src, tgt, configs)
     ctx = LowerContext(tgt, configs)
@@ -120,8 +133,9 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
         # them so: the one-role pipeline, whose tiles fit (the trace says why, as for any refusal)
         configs = {**configs, PassConfigKey.TL_DISABLE_WARP_SPECIALIZED.value: True}
         trace, ctx = _new_trace(src, tgt, configs), LowerContext(tgt, configs)
-        trace.kernel["warp_specialize_retried"] = "its tiles did not fit shared memory placed by lifetime"
         lowered = run_pipeline(copy.deepcopy(src), pass_list(configs), ctx, trace)
+        lowered.attrs["warp_specialized"] = {"applied": False, "retried": True, "reason": (
+            "split, its shared tiles placed by lifetime did not fit after all: compiled again with one role")}
     # The codegen phase builds new nodes only, so ``lowered`` stays what the analyses and the host
     # code read.
     printed = run_pipeline(lowered, codegen_pass_list(configs), ctx, trace)
@@ -148,6 +162,9 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
     trace.resources.update({"smem_bytes": lowered.attrs.get("smem_bytes", 0), "threads": lowered.launch.threads,
                             "grid": [ir.const_int(g) for g in lowered.launch.grid],
                             "block_order": block_order.describe(lowered.launch)})
+    split = _warp_specialization(src, lowered)
+    if split is not None:
+        trace.resources["warp_specialization"] = split
     artifact = Artifact(lowered, src, kernel_name, device, host, trace, tgt, configs, {d.name: d for d in descs},
                         fast_plan=fast_plan)
     run_analyses(artifact)  # the analysis stage: smem plan, barrier simulation and check (analysis/stage.py)

@@ -112,7 +112,19 @@ def _summary(doc: dict) -> str:
     ]
     if res.get("thread_index_reread"):
         rows.append(("thread index read again", escape(describe_reread(res["thread_index_reread"]))))
+    if res.get("warp_specialization"):
+        rows.append(("warp specialisation", escape(describe_split(res["warp_specialization"]))))
     return _table(["property", "value"], rows)
+
+
+def describe_split(split: dict) -> str:
+    """What ``warp_specialize`` made of the pipelined loop (``resources.warp_specialization``), as
+    the extension's header says it: the producer warpgroup beside the consumers, or why not."""
+    if not split.get("applied"):
+        return f"one role: {split.get('reason')}"
+    shared = "; shared tiles placed by lifetime" if split.get("shares_bytes") else ""
+    return (f"a producer warpgroup and {split.get('consumer_threads')} consumer threads, "
+            f"{split.get('stages')} stage(s){shared}")
 
 
 def describe_reread(reread: dict) -> str:

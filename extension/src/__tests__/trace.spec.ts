@@ -1,6 +1,6 @@
 import { TRACE_MIME_TYPE } from '../mime';
 import type { IBarrierSim, IPassSnapshot, ISmemBuffer, ITmaDescriptor, ITrace } from '../types';
-import { describeReread, renderHeader, renderTma, swizzleName } from '../views/details';
+import { describeReread, describeSplit, renderHeader, renderTma, swizzleName } from '../views/details';
 import { all, byTestId, codeText, IR, loadFixture, makeTrace, pass, press, renderTrace } from './helpers';
 
 afterEach(() => {
@@ -217,6 +217,24 @@ describe('the second form of a spilling kernel', () => {
     expect(chips(trace).some(text => text.startsWith('index read again'))).toBe(false);
     trace.resources.thread_index_reread = kept;
     expect(chips(trace)).toContain('index read againkept (spills 316 -> 72 B, registers 255 -> 255)');
+  });
+});
+
+describe('the pipelined loop split or not', () => {
+  it('says what the producer and consumers are, or why the loop kept one role', () => {
+    const split = { applied: true, stages: 2, consumer_threads: 256, producer_threads: 128, shares_bytes: true };
+    expect(describeSplit(split)).toBe(
+      'a producer warpgroup and 256 consumer threads, 2 stage(s); shared tiles placed by lifetime'
+    );
+    expect(describeSplit({ ...split, shares_bytes: false })).toBe(
+      'a producer warpgroup and 256 consumer threads, 2 stage(s)'
+    );
+    expect(describeSplit({ applied: false, reason: 'num_stages=0' })).toBe('one role: num_stages=0');
+    const trace = makeTrace();
+    const chips = (t: ITrace) => all(renderHeader(t), '.tw-chip').map(c => c.textContent ?? '');
+    expect(chips(trace).some(text => text.startsWith('warp specialisation'))).toBe(false);
+    trace.resources.warp_specialization = { applied: false, reason: 'num_stages=0' };
+    expect(chips(trace)).toContain('warp specialisationone role: num_stages=0');
   });
 });
 

@@ -1,6 +1,16 @@
 /** Kernel header, TMA descriptor table and findings list. */
-import type { IFinding, IThreadIndexReread, ITmaDescriptor, ITrace } from '../types';
+import type { IFinding, IThreadIndexReread, ITmaDescriptor, ITrace, IWarpSpecialization } from '../types';
 import { formatBytes, formatValue, h, table } from '../dom';
+
+/** What the compiler made of the pipelined loop: a producer warpgroup beside the consumers, or why not. */
+export function describeSplit(split: IWarpSpecialization): string {
+  if (!split.applied) {
+    return `one role: ${split.reason ?? '?'}`;
+  }
+  const shared = split.shares_bytes ? '; shared tiles placed by lifetime' : '';
+  const consumers = `${split.consumer_threads ?? '?'} consumer threads`;
+  return `a producer warpgroup and ${consumers}, ${split.stages ?? '?'} stage(s)${shared}`;
+}
 
 /** What the compile of a spilling kernel's second form (its loops reading the thread index again) came to. */
 export function describeReread(reread: IThreadIndexReread): string {
@@ -55,6 +65,7 @@ export function renderHeader(trace: ITrace): HTMLElement {
       chip('registers', resources.registers),
       chip('spills', resources.spills_bytes === null ? null : formatBytes(resources.spills_bytes)),
       resources.thread_index_reread ? chip('index read again', describeReread(resources.thread_index_reread)) : null,
+      resources.warp_specialization ? chip('warp specialisation', describeSplit(resources.warp_specialization)) : null,
       ...Object.entries(kernel.pass_configs ?? {}).map(([k, v]) => chip(k, v))
     )
   );
