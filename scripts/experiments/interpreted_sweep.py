@@ -57,7 +57,7 @@ TOL = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 4e-2}
 # --threads: run the kernels on the thread-level interpreter, at this stage (None: off)
 THREADS = {"stage": None}
 THREAD_FAMILIES = ["elementwise", "gemv", "rms_norm", "layernorm", "softmax", "topk", "hadamard", "cumsum",
-                   "examples"]
+                   "examples", "tma_reduce_tiles"]
 
 
 def at_threads(kernel):
@@ -83,6 +83,19 @@ def at_threads(kernel):
                                f"(first at flat {int(diff[0])}: {a.flat[diff[0]]} vs {b.flat[diff[0]]})")
         return first
     return both
+
+
+class _threads_at:
+    """``THREADS["stage"]`` set to ``stage`` for a ``with`` block (a family running each form itself)."""
+
+    def __init__(self, stage):
+        self.stage, self.saved = stage, None
+
+    def __enter__(self):
+        self.saved, THREADS["stage"] = THREADS["stage"], self.stage
+
+    def __exit__(self, *exc):
+        THREADS["stage"] = self.saved
 
 
 class _OnGpu:
@@ -1029,7 +1042,7 @@ family("examples")((draw_examples, run_examples))
 # the shapes of session 41's two miscompiles, not in the default list (adding families to it would
 # change which family every earlier seed's draw takes): run them with --families ---------------------
 
-EXTRA_FAMILIES = ("masked_store", "pipelined_twice", "tma_reduce", "ws_reads")
+EXTRA_FAMILIES = ("masked_store", "pipelined_twice", "tma_reduce", "ws_reads", "tma_reduce_tiles")
 MASKS = {"lower": lambda r, c, s: r >= c + s, "band": lambda r, c, s: r < c + s + 8,
          "checker": lambda r, c, s: (r + c + s) % 2 == 0, "columns": lambda r, c, s: (c + s) % 3 != 1}
 
@@ -1251,6 +1264,60 @@ def run_ws_reads(p, rng, gpu):
 
 
 family("ws_reads")((draw_ws_reads, run_ws_reads))
+
+
+def _tma_reduce_tiles(heads, seq, dim, rows, splits, threads):
+    """Each block (row tile, head, split) scales its rows of a head of X (batch 2) by split + 1 in a
+    shared tile and adds the tile into the same rows of Y with ``T.atomic_add(..., use_tma=True)``:
+    a tensor map's ``(1, rows, 1, dim)`` box (a flat ``(seq, dim)`` tensor when ``heads`` is 0), the
+    last row tile clipped where ``seq`` is no multiple of ``rows``; element atomics where ``dim`` is
+    no multiple of 4. No gemm: the thread-level interpreter runs it too (``--threads``)."""
+    T_ = T()
+    flat = heads == 0
+    shape = (seq, dim) if flat else (2, seq, heads, dim)
+
+    @T_.prim_func
+    def main(X: T_.Tensor(shape, "float32"), Y: T_.Tensor(shape, "float32")):
+        with T_.Kernel(cdiv(seq, rows), max(heads, 1), (1 if flat else 2) * splits, threads=threads) as (bx, by, bz):
+            s = T_.alloc_shared((rows, dim), "float32")
+            if flat:
+                T_.copy(X[bx * rows:(bx + 1) * rows, :], s)
+            else:
+                T_.copy(X[bz // splits, bx * rows:(bx + 1) * rows, by, :], s)
+            for i, j in T_.Parallel(rows, dim):
+                s[i, j] = s[i, j] * (bz % splits + 1)
+            if flat:
+                T_.atomic_add(Y[bx * rows:(bx + 1) * rows, :], s, use_tma=True)
+            else:
+                T_.atomic_add(Y[bz // splits, bx * rows:(bx + 1) * rows, by, :], s, use_tma=True)
+
+    return main
+
+
+def draw_tma_reduce_tiles(rng):
+    p = dict(heads=pick(rng, [0, 1, 3]), seq=pick(rng, [8, 17, 32, 48, 100, 128]), dim=pick(rng, [4, 6, 8, 16, 32, 64, 100, 128]),
+             rows=pick(rng, [8, 16, 32, 64]), splits=pick(rng, [1, 2, 3]), threads=pick(rng, [32, 64, 128]))
+    return p, cdiv(p["seq"], p["rows"]) * max(p["heads"], 1) * 2 * p["splits"]
+
+
+def run_tma_reduce_tiles(p, rng, gpu):
+    import tileworkbench as tw
+    kernel = tw.compile(_tma_reduce_tiles(**p))
+    if gpu:
+        return
+    shape = (p["seq"], p["dim"]) if p["heads"] == 0 else (2, p["seq"], p["heads"], p["dim"])
+    x, y = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+    want = f64(y) + f64(x) * sum(range(1, p["splits"] + 1))
+    # Y is added into, so each form runs on a copy of it ("both" would add twice into one)
+    stages = ["lowered", "codegen"] if THREADS["stage"] == "both" else [THREADS["stage"]]
+    for stage in stages:
+        out = y.copy()
+        with _threads_at(stage):
+            at_threads(kernel)(x, out)
+        check(("Y", out, want, 1e-5, 1e-5))
+
+
+family("tma_reduce_tiles")((draw_tma_reduce_tiles, run_tma_reduce_tiles))
 
 
 # pass configs a draw may compile under (a `with PassContext(config=...)` around it): the switches
