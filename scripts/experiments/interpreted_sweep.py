@@ -1417,7 +1417,7 @@ def main(argv=None):
         THREADS["stage"] = args.stage
 
     names = [f.strip() for f in args.families.split(",") if f.strip()] or \
-        (list(THREAD_FAMILIES) if args.threads else [f for f in FAMILIES if f not in EXTRA_FAMILIES])
+        [f for f in (THREAD_FAMILIES if args.threads else FAMILIES) if f not in EXTRA_FAMILIES]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
         ap.error(f"unknown families {unknown}; known: {list(FAMILIES)}")
