@@ -205,3 +205,26 @@ def test_a_kernel_without_a_pipelined_loop_has_no_such_record():
                 B[i] = A[i]
 
     assert "warp_specialization" not in tw.lower(copy, target="sm_90a").trace.resources
+
+
+def test_bytes_all_threads_used_before_the_split_get_the_block_barrier_before_it():
+    """A tile every thread writes before the split whose bytes a consumer tile takes inside it: the
+    barrier between them is the block's, before the split (the consumers' own barrier inside it
+    would not wait for the producer's threads)."""
+    from tileworkbench.ir import nodes as ir
+    from tileworkbench.passes.manager import LowerContext
+    from tileworkbench.passes.plan_shared_memory import plan_shared_memory
+    from tileworkbench.target import Target
+
+    func = tw.lower(scored_sum(**BIG), target="sm_90a").func
+    top = ir.statements(func.body)
+    at = next(i for i, x in enumerate(top) if isinstance(x, ir.WarpSpecialize))
+    pre = ir.Buffer("pre", (ir.const(48 * 1024),), ir.dtypes.float32, "shared")  # 192 KB: only over others
+    write = ir.BufferStore(pre, (func.launch.thread_var,), ir.const(1.0, ir.dtypes.float32))
+    body = ir.seq(top[:at] + [ir.Allocate(pre), write] + top[at:])
+    planned = plan_shared_memory(func.with_body(body), LowerContext(Target.of("sm_90a"), {}))
+    plan = {e["name"]: e for e in planned.attrs["smem_plan"]}
+    assert plan["pre"].get("shares_with")  # its bytes are taken again inside the split
+    stmts = ir.statements(planned.body)
+    split = next(i for i, x in enumerate(stmts) if isinstance(x, ir.WarpSpecialize))
+    assert isinstance(stmts[split - 1], ir.SyncThreads) and stmts[split - 1].threads is None

@@ -158,6 +158,9 @@ def _lifetimes(body, buffers, producer=None) -> tuple[list, dict]:
     return stmts, life
 
 
+SPLIT = "split"  # a barrier before the split statement itself (``_plan_by_lifetime``)
+
+
 class _Timeline:
     """The kernel's statements in the order its threads run them: the top-level statements, or in
     a kernel warp-specialised at its top level (one ``WarpSpecialize``, no ``T.ws`` scope) those
@@ -187,6 +190,10 @@ class _Timeline:
         if self.ws is None:
             return None
         return self.at, {id(b) for b in collect(self.ws.producer, ir.Buffer)}
+
+    def crosses_split(self, earlier: int, later: int) -> bool:
+        """Statement ``earlier`` runs before the split (every thread) and ``later`` inside it."""
+        return self.ws is not None and earlier < self.at and self.inside(later)
 
     def is_barrier(self, i: int) -> bool:
         s = self.stmts[i]
@@ -241,11 +248,18 @@ def _plan_by_lifetime(func: ir.PrimFunc, buffers) -> tuple[int, list, ir.Stmt] |
         _place([buf], spans[id(buf)][0], plan, shares_with=sharing)
         earlier = [life[id(o)][1] for o in sharing if life[id(o)][1] < life[id(buf)][0]]
         first = life[id(buf)][0]
-        if earlier and not any(timeline.is_barrier(i) for i in range(max(earlier) + 1, first)):
-            barrier_before.add(first)
+        if not earlier:
+            continue
+        # bytes every thread used before the split, taken inside it: the block's barrier before the
+        # split (the consumers' own inside it would not wait for the producer's threads)
+        crossing = timeline.crosses_split(max(earlier), first)
+        if not any(timeline.is_barrier(i) for i in range(max(earlier) + 1, timeline.at if crossing else first)):
+            barrier_before.add(SPLIT if crossing else first)
     end = _place([b for b in buffers if b.scope == "barrier"], max((e for _, e in spans.values()), default=0), plan)
     fenced, starts = [], []
     for i, s in enumerate(stmts):
+        if timeline.ws is not None and i == timeline.at and SPLIT in barrier_before:
+            fenced += [ir.Evaluate(ir.Call("tw::fence_proxy_async", ())), ir.SyncThreads()]
         if timeline.ws is not None and i in (timeline.at, timeline.at + len(timeline.consumer)):
             starts.append(len(fenced))
         if i in barrier_before:
