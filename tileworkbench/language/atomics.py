@@ -139,10 +139,9 @@ def tma_reducible(src: ir.Region, dst: ir.Region) -> bool:
     shape, extents = s.static_shape(), dst.static_extents()
     if shape is None or extents is None or not g.ndim or g.ndim > 5:
         return False
-    whole = all(ir.const_int(a) == 0 for a in src.starts) and list(src.static_extents() or ()) == list(shape)
     strides = g.effective_strides()
     inner = extents[-1]
-    return (whole and ir.const_int(strides[-1]) == 1 and inner % 4 == 0 and inner <= 256
+    return (src.is_full and ir.const_int(strides[-1]) == 1 and inner % 4 == 0 and inner <= 256
             and all(e <= 256 for e in extents[:-1])
             and all(is_multiple_of(stride, 4) for stride in strides[:-1]))
 

@@ -123,8 +123,8 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     # each loaded tile becomes versions only the loop's roles use: a use elsewhere would name the
     # tile as it was, no longer allocated (a second loop over the same tiles wrote them unswizzled
     # while its wgmma read them swizzled); inject_software_pipeline handles that case
-    outside = [node.buffer.name for node in collect(func.body, (ir.Region, ir.BufferLoad, ir.BufferStore))
-               if id(node.buffer) in loaded and not any(node is inner for inner in _accesses(loop))]
+    in_loop = {id(node) for node in _accesses(loop)}
+    outside = [node.buffer.name for node in _accesses(func.body) if id(node.buffer) in loaded and id(node) not in in_loop]
     if outside:
         return f"tile {outside[0]} is also used outside the pipelined loop"
     others = [s for s in body if not is_tile_load(s) and not isinstance(s, ir.Gemm)]
@@ -169,7 +169,7 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
                     "(elements) is set by the call's sizes and may not be a multiple of 16 bytes")
     # every loaded tile read in the loop (a consumer's wait and release of it stand at its reads)
     read = {id(r.buffer) for g in gemms for r in (g.a, g.b)}
-    read |= {id(b) for x in body if not is_tile_load(x) and not isinstance(x, ir.Gemm) for b in collect(x, ir.Buffer)}
+    read |= {id(b) for x in others for b in collect(x, ir.Buffer)}
     unread = [ld.dst.buffer.name for ld in loads if id(ld.dst.buffer) not in read]
     if unread:
         return f"the loop loads {unread[0]}, which nothing in it reads"
@@ -324,11 +324,10 @@ def _why_not_consumer_work(work: list, loaded: set) -> str | None:
     and released as the gemms' reads are: ``work_reads_loaded_tiles``) and load nothing from
     global memory into shared memory."""
     for stmt in work:
-        written = [b for b in buffers_written(stmt) if id(b) in loaded]
-        written += [c.args[0].args[0].buffer for c in collect(stmt, ir.Call)
-                    if c.name in ir.ATOMIC_UPDATES and id(c.args[0].args[0].buffer) in loaded]
+        written = written_buffer_ids(stmt) & loaded  # stores, copies, fills, gemms, atomic targets
         if written:
-            return f"a statement besides the T.copy loads and T.gemm writes {written[0].name}, a tile the loop loads"
+            name = next(b.name for b in collect(stmt, ir.Buffer) if id(b) in written)
+            return f"a statement besides the T.copy loads and T.gemm writes {name}, a tile the loop loads"
         for copy in collect(stmt, (ir.Copy, ir.Im2Col)):
             if copy.src.buffer.scope == "global" and copy.dst.buffer.scope == "shared":
                 return "the loop copies global memory to shared memory other than in whole tiles of the tensor's dtype"
