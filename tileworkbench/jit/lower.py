@@ -174,8 +174,10 @@ def _lower(src: ir.PrimFunc, tgt: Target, configs: dict, enable_device_compile: 
             result = device_compile.result()  # NVRTC's CompileError, with its log, surfaces here
         except RegisterShortage as short:
             raise _registers_error(src, lowered.launch, short) from None
-        if reread and result.spills_bytes:  # compiled beside the first form, or now
-            result = (reread if isinstance(reread, _RereadTrial) else trial()).choose(artifact, result)
+        if isinstance(reread, _RereadTrial) and result.spills_bytes:  # compiled beside the first form
+            result = reread.choose(artifact, result)
+        elif reread and (result.spills_bytes or 0) > REREAD_AFTER_MIN_SPILL_BYTES:  # worth a second compile now
+            result = trial().choose(artifact, result)
         artifact.nvrtc_wait_s = time.perf_counter() - wait_start
         artifact.nvrtc = result
         trace.resources.update({"registers": result.registers, "spills_bytes": result.spills_bytes})
@@ -192,6 +194,11 @@ REREAD_REGISTER_SLACK = 4
 # kernels of the bench cases and TileLang's examples compiled in session 41, those that spilled
 # below it were the mHC pre-norm GEMM (0.42) and the Hadamard transform (0.50)
 REREAD_ALONGSIDE_SHARE = 0.7
+# Spills up to this many bytes do not get the second form compiled after the first: that doubles
+# the cold compile (the Hadamard transform: 0.30 + 0.30 s, 16 bytes spilled with either form) for
+# a few local accesses a thread; the smallest spill the second form removed so far was 40 bytes
+# (the mHC pre-norm GEMM, session 43's survey of TileLang's examples)
+REREAD_AFTER_MIN_SPILL_BYTES = 16
 
 
 class _RereadTrial:
