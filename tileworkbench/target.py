@@ -38,6 +38,7 @@ class PassConfigKey(str, enum.Enum):
     TW_VERIFY_IR = "tw.verify_ir"  # the IR verifier after every pass (as TILEWORKBENCH_VERIFY_IR=1)
     TW_CODE_OFFSET = "tw.code_offset"  # k fillers at the top of the kernel: its code moved 16 k bytes (a placement probe)
     TW_REREAD_THREAD_INDEX = "tw.reread_thread_index"  # the main loop reads %tid.x again (unset: where ptxas spills less)
+    TW_PTXAS_OPTIONS = "tw.ptxas_options"  # ptxas options for NVRTC (a list: ["--register-usage-level=10"])
     # TileLang 0.1.15's other keys. tl.disable_wgmma is tw.disable_wgmma; the rest are accepted and
     # have no effect here (TILELANG_ONLY_KEYS says why, and a warning says so once).
     TL_SIMPLIFY = "tl.Simplify"
@@ -106,7 +107,8 @@ _SYNCS = "this compiler puts a barrier wherever its analysis finds threads shari
 _INDEX_BITS = "this compiler uses 64-bit offsets wherever the sizes could pass 2^31"
 _CHECKS = "it switches off a check TileLang makes before lowering; this compiler's checks always run"
 _DEBUG = "it asks for TileLang's debug output; the trace shows this compiler's IR after every pass"
-_FLAGS = "it passes flags to nvcc or ptxas; this compiler compiles with NVRTC and its own flags"
+_FLAGS = ("it passes flags to nvcc; this compiler compiles with NVRTC and its own flags (ptxas's options go "
+          "in tw.ptxas_options, or in jit's compile_flags as --ptxas-options=...)")
 
 
 def _each(reason: str, *names: str) -> dict:
@@ -135,7 +137,7 @@ TILELANG_ONLY_KEYS = {
             "TL_ENABLE_VECTORIZE_PLANNER_VERBOSE", "TL_AST_PRINT_ENABLE", "TL_LAYOUT_VISUALIZATION_ENABLE",
             "TL_LAYOUT_VISUALIZATION_FORMATS", "TIR_ENABLE_DEBUG", "CUDA_KERNELS_OUTPUT_DIR",
             "TL_ENABLE_DUMP_IR", "TL_DUMP_IR_DIR", "TL_PASS_PROFILE", "TL_PASS_PROFILE_THRESHOLD_MS"),
-    **_each(_FLAGS, "TL_PTXAS_REGISTER_USAGE_LEVEL", "TL_DEVICE_COMPILE_FLAGS"),
+    **_each(_FLAGS, "TL_DEVICE_COMPILE_FLAGS"),
 }
 # TileLang's names for keys of ours
 ALIASES = {PassConfigKey.TL_DISABLE_WGMMA.value: PassConfigKey.TW_DISABLE_WGMMA.value}
@@ -181,6 +183,15 @@ def _config_value_problem(name: str, value) -> str | None:
         if not isinstance(value, bool) and isinstance(value, numbers.Integral) and 1 <= value <= 1 << 20:
             return None
         return "is the number of events each recording thread keeps (1 to 1048576)"
+    if name == PassConfigKey.TW_PTXAS_OPTIONS.value:
+        if isinstance(value, (list, tuple)) and all(isinstance(o, str) and o.startswith("-") and o.strip() == o
+                                                    and " " not in o for o in value):
+            return None
+        return "is a list of ptxas options, each one word starting with '-' (\"--register-usage-level=10\")"
+    if name == PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL.value:
+        if not isinstance(value, bool) and isinstance(value, numbers.Integral) and 0 <= value <= 10:
+            return None
+        return "is ptxas's register usage level, 0 to 10"
     if name == PassConfigKey.TW_CODE_OFFSET.value:
         if not isinstance(value, bool) and isinstance(value, numbers.Integral) and 0 <= value <= CODE_OFFSET_MAX:
             return None

@@ -99,6 +99,49 @@ def test_compile_flags_give_fast_math_and_warn_about_the_rest():
     assert "--use_fast_math" in nvrtc_extra_options(jitted.pass_configs)  # what NVRTC is then given
 
 
+@pytest.mark.parametrize("flags", [["--ptxas-options=-v,--register-usage-level=10", "-O3"],
+                                   ["-O3", "-Xptxas", "-v,--register-usage-level=10"]])
+def test_compile_flags_hand_ptxas_its_options(flags):
+    """TileLang's sparse MLA seesaw asks nvcc for ``--ptxas-options=-v,--register-usage-level=10``:
+    ptxas gets them here too (``-v`` it gets anyway); only the rest is warned about."""
+    from tileworkbench.jit.lower import nvrtc_extra_options
+
+    with pytest.warns(TileworkbenchWarning, match=r"compile_flags \['-O3'\] have no effect here"):
+        jitted = tilelang.jit(out_idx=[1], target="sm_90a", compile_flags=flags,
+                              pass_configs={PassConfigKey.TW_PTXAS_OPTIONS: ["--warn-on-spills"]})(_double)
+    assert jitted.pass_configs == {"tw.ptxas_options": ["--warn-on-spills", "-v", "--register-usage-level=10"]}
+    assert nvrtc_extra_options(jitted.pass_configs) == ("-Xptxas=--warn-on-spills",
+                                                        "-Xptxas=--register-usage-level=10")
+
+
+def test_ptxas_options_reach_ptxas(nvrtc_check):
+    """NVRTC hands them on: ptxas unoptimised gives other code (``--maxrregcount`` would not show:
+    the kernel's launch bounds take precedence over it)."""
+    optimised = tilelang.lower(_double(4096), target="sm_90a", enable_device_compile=True)
+    plain = tilelang.lower(_double(4096), target="sm_90a", enable_device_compile=True,
+                           pass_configs={PassConfigKey.TW_PTXAS_OPTIONS: ["-O0"]})
+    assert plain.nvrtc.cubin != optimised.nvrtc.cubin
+    assert "-Xptxas=-O0" in plain.nvrtc.options
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # TileLang's key has an effect now: no warning
+        level = tilelang.lower(_double(4096), target="sm_90a", enable_device_compile=True,
+                               pass_configs={PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL: 10})
+    assert "-Xptxas=--register-usage-level=10" in level.nvrtc.options
+    with pytest.raises(CompileError, match="no-such-option"):
+        tilelang.lower(_double(4096), target="sm_90a", enable_device_compile=True,
+                       pass_configs={PassConfigKey.TW_PTXAS_OPTIONS: ["--no-such-option"]})
+
+
+@pytest.mark.parametrize("key, value", [(PassConfigKey.TW_PTXAS_OPTIONS, "--maxrregcount=16"),
+                                        (PassConfigKey.TW_PTXAS_OPTIONS, ["maxrregcount=16"]),
+                                        (PassConfigKey.TW_PTXAS_OPTIONS, ["-O3 -v"]),
+                                        (PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL, 11),
+                                        (PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL, True)])
+def test_bad_ptxas_settings_are_refused(key, value):
+    with pytest.raises(CompileError, match=f"pass config {key.value} (is a list of ptxas options|is ptxas's register)"):
+        normalize_pass_configs({key: value})
+
+
 def test_the_other_jit_options_are_taken(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("TILEWORKBENCH_CACHE_DIR", str(tmp_path))
     jitted = tilelang.jit(out_idx=[1], target="cpu", execution_backend="cython", target_host="c",

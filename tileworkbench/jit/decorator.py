@@ -32,14 +32,39 @@ _FLAG_CONFIGS = {"--use_fast_math": PassConfigKey.TL_ENABLE_FAST_MATH.value,
                  "-use_fast_math": PassConfigKey.TL_ENABLE_FAST_MATH.value}
 
 
+# nvcc's ways of handing options to ptxas: "--ptxas-options=-v,--register-usage-level=10", or the
+# option's name and its list as two flags
+_PTXAS_FLAGS = ("--ptxas-options", "-Xptxas")
+
+
+def _ptxas_options(flags: list) -> tuple[list, list]:
+    """(the ptxas options ``flags`` hand on, the other flags)."""
+    options, others, i = [], [], 0
+    while i < len(flags):
+        name, equals, value = flags[i].partition("=")
+        if name in _PTXAS_FLAGS and (equals or i + 1 < len(flags)):
+            if not equals:
+                i += 1
+                value = flags[i]
+            options += [o for o in value.split(",") if o]
+        else:
+            others.append(flags[i])
+        i += 1
+    return options, others
+
+
 def _with_compile_flags(pass_configs, compile_flags):
-    """``pass_configs`` with what ``compile_flags`` (nvcc's, in TileLang) mean here: fast math; the
-    others (-O3, -D..., ptxas options) have no effect, NVRTC compiling with this compiler's own
-    flags, and a warning names them."""
+    """``pass_configs`` with what ``compile_flags`` (nvcc's, in TileLang) mean here: fast math, and
+    ptxas's options (``tw.ptxas_options``, after any the configs give); the others (-O3, -D...)
+    have no effect, NVRTC compiling with this compiler's own flags, and a warning names them."""
     flags = [compile_flags] if isinstance(compile_flags, str) else list(compile_flags or ())
     if not all(isinstance(f, str) for f in flags):
         raise CompileError(f"jit: compile_flags is a list of strings, not {compile_flags!r}", caller_location())
     configs = dict(pass_configs or {})
+    ptxas, flags = _ptxas_options(flags)
+    if ptxas:
+        key = PassConfigKey.TW_PTXAS_OPTIONS.value  # a str Enum: its member and its value are one key
+        configs[key] = [*configs.pop(key, ()), *ptxas]
     for flag in flags:
         if flag in _FLAG_CONFIGS:
             configs.setdefault(_FLAG_CONFIGS[flag], True)

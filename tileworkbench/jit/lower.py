@@ -318,8 +318,17 @@ OVERLAP_DEVICE_COMPILE = True
 
 def nvrtc_extra_options(configs: dict) -> tuple:
     """NVRTC options a kernel's pass configs ask for: ``tl.enable_fast_math`` is NVRTC's
-    ``--use_fast_math`` (approximate division, square root and transcendentals, denormals flushed)."""
-    return ("--use_fast_math",) if configs.get(PassConfigKey.TL_ENABLE_FAST_MATH.value) else ()
+    ``--use_fast_math`` (approximate division, square root and transcendentals, denormals flushed);
+    ``tw.ptxas_options`` and ``tl.ptxas_register_usage_level`` go to ptxas (``-Xptxas=``), as nvcc
+    hands TileLang's ``--ptxas-options`` on (TileLang's sparse MLA seesaw and FlashMLA scripts ask
+    for ``--register-usage-level=10``)."""
+    options = ["--use_fast_math"] if configs.get(PassConfigKey.TL_ENABLE_FAST_MATH.value) else []
+    level = configs.get(PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL.value)
+    if level is not None:
+        options.append(f"-Xptxas=--register-usage-level={int(level)}")
+    options += [f"-Xptxas={o}" for o in configs.get(PassConfigKey.TW_PTXAS_OPTIONS.value) or ()
+                if o != "-v"]  # -v: every compile asks for ptxas's report already
+    return tuple(options)
 
 
 # A compile running in a thread may ask to hear when its NVRTC has started (``compile_sequence``
