@@ -108,7 +108,7 @@ def test_pipelined_stages_version_the_tiles_and_the_barriers_only():
     loop = code[code.index("for (int ko"):]
     assert "done[(ko % 2)].wait((((ko / 2) + 1) % 2));" in loop  # (ko + 1) % 2 at the ring's slot
     assert "ready[(ko % 2)].wait(((ko / 2) % 2));" in loop
-    assert "swizzled<tw::half, 128>(A_s, ((ko % 2) * 8192))" in loop
+    assert "swizzled<tw::half, 128>(A_s, 0, ((ko % 2) * 8192))" in loop  # the stage: whole swizzle periods
     assert "prologue" not in code and "__syncthreads" not in loop  # the roles run side by side already
     record = art.func.attrs["pipelines"][0]
     assert record["mode"] == "ws" and record["barriers"] == ["ready", "done"]

@@ -33,6 +33,7 @@ from ..ir import nodes as ir
 from ..ir.visitor import collect, uses_var
 from . import block_order
 from .c_style import MATH_F32, CStyleRenderer
+from .swizzled import SwizzledAccesses
 
 HEADER_DIR = Path(__file__).resolve().parent.parent / "runtime" / "include" / "tw"
 HEADER_ORDER = ("common.h", "sync.h", "tma.h", "cp_async.h", "mma.h", "wgmma.h")
@@ -69,7 +70,7 @@ def inlined_headers(debug: bool = False, timeline: bool = False, on_demand: tupl
     return "\n".join(parts)
 
 
-# FP8 types: raw bytes in memory, float32 in arithmetic, converted by tw::<prefix>_to/from_float.
+# FP8 types: raw bytes in memory, float32 in arithmetic, converted by tw::<prefix>_to/from_float.# FP8 types: raw bytes in memory, float32 in arithmetic, converted by tw::<prefix>_to/from_float.
 FP8_PREFIX = {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
 
 
@@ -162,7 +163,7 @@ def _integer(dtype) -> bool:
     return dtype.kind in ("int", "uint")
 
 
-class CudaRenderer(CStyleRenderer):
+class CudaRenderer(SwizzledAccesses, CStyleRenderer):
     """The CUDA spelling of a kernel (module doc): 16-bit floats held as float, swizzled shared
     tiles, shared memory and mbarriers, warp-specialised branches, the kernel's frame."""
 
@@ -238,13 +239,6 @@ class CudaRenderer(CStyleRenderer):
 
     def load(self, load: ir.BufferLoad, element: str) -> str:
         return to_float(load.buffer.dtype, element) if load.buffer.dtype.computed_in_float32 else element
-
-    def element(self, access) -> str:
-        buf = access.buffer
-        span = buf.attrs.get("swizzle", 0) if buf.scope == "shared" else 0
-        if span:
-            return f"tw::swizzled<{buf.dtype.cpp}, {span}>({self.buffer_name(buf)}, {self.offset(access)})"
-        return super().element(access)
 
     def store_value(self, store: ir.BufferStore) -> str:
         buf, value = store.buffer, store.value

@@ -242,6 +242,15 @@ __device__ __forceinline__ T& swizzled(T* base, int index) {
   return *reinterpret_cast<T*>(reinterpret_cast<char*>(base) + off);
 }
 
+// The same element as swizzled(base, index + aligned), where aligned is a multiple of the
+// pattern's period (8 SPAN bytes): the pattern repeats, so only index goes through it and a loop
+// that moves aligned alone keeps swizzle(index) (codegen/cuda.py's split_swizzle_period).
+template <typename T, int SPAN>
+__device__ __forceinline__ T& swizzled(T* base, int index, int aligned) {
+  unsigned int off = swizzle<SPAN>((unsigned int)(index * sizeof(T))) + (unsigned int)(aligned * sizeof(T));
+  return *reinterpret_cast<T*>(reinterpret_cast<char*>(base) + off);
+}
+
 __device__ __forceinline__ unsigned int smem_addr(const void* p) {
   return (unsigned int)__cvta_generic_to_shared(p);
 }
