@@ -13,6 +13,8 @@ import re
 import tileworkbench as tw
 import tileworkbench.language as T
 from tileworkbench.examples.tilelang_programs import sparse_mla_bwd
+from tileworkbench.ir import nodes as ir
+from tileworkbench.ir.visitor import collect
 from tileworkbench.target import PassConfigKey
 
 
@@ -180,3 +182,87 @@ def test_inside_a_scope_a_fence_with_no_async_tile_touched_since_the_last_goes()
     assert scope_barriers(kernel_code(handed_over_then_threads_only())) == [True, False]
     every = kernel_code(handed_over_then_threads_only(), **{PassConfigKey.TW_KEEP_PROXY_FENCES: True})
     assert scope_barriers(every) == [True, True]
+
+
+def gathered_by_a_producer():
+    """The seesaw sparse MLA's producer in small: before the scopes every thread copies W (which the
+    consumers' wgmma reads) and arrives; the producer scope then, each round, writes flags its own
+    threads read back across the scope's barrier and gathers rows of X by cp.async into x_s (the
+    wgmma's other tile), arriving once they land; the consumers wait and multiply."""
+
+    @T.prim_func
+    def main(X: T.Tensor((128, 64), "float16"), W: T.Tensor((64, 64), "float16"), Idx: T.Tensor((64,), "int32"),
+             D: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=256):
+            x_s = T.alloc_shared((64, 64), "float16")
+            w_s = T.alloc_shared((64, 64), "float16")
+            valid = T.alloc_shared((64,), "bool")
+            acc = T.alloc_fragment((64, 64), "float32")
+            w_ready = T.alloc_barrier(arrive_count=256)
+            x_ready = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            T.copy(W, w_s)
+            T.barrier_arrive(w_ready)
+            if tx >= 128:
+                for r in T.serial(8):
+                    valid[r * 8 + (tx - 128) // 16] = Idx[r * 8 + (tx - 128) // 16] >= 0
+                    if valid[r * 8 + (tx - 128) // 16]:
+                        T.ptx_cp_async(T.access_ptr(x_s[r * 8 + (tx - 128) // 16, (tx - 128) % 16 * 4], "w", 4),
+                                       T.access_ptr(X[Idx[r * 8 + (tx - 128) // 16], (tx - 128) % 16 * 4], "r", 4), 4)
+                T.cp_async_barrier_noinc(x_ready)
+            else:
+                T.barrier_wait(w_ready, 0)
+                T.barrier_wait(x_ready, 0)
+                T.gemm(x_s, w_s, acc, transpose_B=True)
+                T.copy(acc, D)
+
+    return main
+
+
+def test_a_fence_orders_no_cp_async_its_thread_issued_before_it():
+    """The producer's barrier after each round's flags is preceded by no fence: since the scope
+    began its threads touched a wgmma tile only by issuing cp.async copies, which land later and are
+    fenced by the consumers after their wait (lower_tma), and what every thread wrote before the
+    scope is fenced before the arrival that precedes it (fence_before_arrivals)."""
+    code = kernel_code(gathered_by_a_producer())
+    producer = code[code.index("// T.ws(1)"):]
+    producer = producer[:producer.index("// T.ws(0)")] if "// T.ws(0)" in producer else producer
+    assert "tw::sync_consumers<128>();" in producer and "tw::cp_async<" in producer
+    assert "tw::fence_proxy_async();" not in producer
+    before = code[:code.index("// T.ws(")]
+    assert before.rstrip().split("w_ready[0].arrive();")[0].rstrip().endswith("tw::fence_proxy_async();")
+    consumer = code[code.index("// T.ws(0)"):]
+    wait = consumer.index("x_ready[0].wait(")
+    assert consumer[wait:].split(";", 1)[1].lstrip().startswith("tw::fence_proxy_async();")
+    every = kernel_code(gathered_by_a_producer(), **{PassConfigKey.TW_KEEP_PROXY_FENCES: True})
+    kept = every[every.index("// T.ws(1)"):]
+    assert "tw::fence_proxy_async();" in kept[:kept.index("tw::cp_async<")]
+
+
+def test_a_fence_after_a_threads_wait_for_its_own_copies_stays():
+    """Where the thread itself waits for its cp.async copies (``cp_async_wait``, a pipelined loop's
+    in a scope) and a barrier of the scope then hands the tile to a wgmma, the fence between is the
+    one that orders the copies; the copy's issue alone does not need one (the IR as ``lower_tma``
+    leaves it, walked by the pass's own rule)."""
+    from tileworkbench import dtypes
+    from tileworkbench.ir.intrinsic_calls import cp_async_wait
+    from tileworkbench.passes import elide_proxy_fences as elide
+    from tileworkbench.passes.rules.calls import address_of
+    from tileworkbench.passes.rules.proxies import fence, is_fence
+
+    x_s = ir.Buffer("x_s", (64, 64), dtypes.float16, "shared")
+    x = ir.Buffer("X", (64, 64), dtypes.float16, "global")
+    var = ir.Var("t", dtypes.int32)
+    copy = ir.Evaluate(ir.Call("tw::cp_async<16>", (address_of(x_s, (var, ir.const(0))),
+                                                    address_of(x, (var, ir.const(0))), ir.const(True))))
+    gemm = ir.Evaluate(ir.Call("tw::wgmma_gemm_ss<64, 64, 64>", (address_of(x_s, (ir.const(0), ir.const(0))),)))
+
+    def scope_fences(*stmts) -> list:
+        body = ir.ThreadScope(0, 128, ir.seq(list(stmts)), var)
+        out = elide._drop_unreached_fences(ir.seq([fence(), ir.SyncThreads(), body]))
+        return [is_fence(s) for s in collect(out, ir.ThreadScope)[0].body.stmts]
+
+    waited = scope_fences(copy, cp_async_wait(0), fence(), ir.SyncThreads(threads=128), gemm)
+    assert waited == [False, False, True, False, False]
+    issued = scope_fences(copy, fence(), ir.SyncThreads(threads=128), gemm)
+    assert issued == [False, False, False]

@@ -25,9 +25,8 @@ from ..errors import InternalCompilerError
 from ..ir import nodes as ir
 from ..ir.visitor import collect
 from .manager import register
-from .rules.proxies import async_access_tiles, fence, is_fence, landed_write_tiles
+from .rules.proxies import async_access_tiles, fence, is_arrival, is_fence, landed_write_tiles
 
-ARRIVALS = (".arrive", ".arrive_and_expect_tx")  # a thread's own arrivals (cp.async's land later)
 
 
 def _generic_writes(stmt, tiles: set) -> bool:
@@ -35,9 +34,6 @@ def _generic_writes(stmt, tiles: set) -> bool:
     proxy, its writes done when it is."""
     return any(id(buf) in tiles for buf in landed_write_tiles(stmt))
 
-
-def _is_arrive(stmt) -> bool:
-    return isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.name in ARRIVALS
 
 
 class _Fence:
@@ -51,7 +47,7 @@ class _Fence:
         if isinstance(stmt, ir.SeqStmt):
             out = []
             for s in stmt.stmts:
-                if _is_arrive(s) and dirty:
+                if is_arrival(s) and dirty:
                     out.append(fence())
                     dirty = False
                 s, dirty = self.walk(s, dirty)
@@ -59,7 +55,7 @@ class _Fence:
             return dataclasses.replace(stmt, stmts=out), dirty
         if is_fence(stmt):
             return stmt, False
-        if _is_arrive(stmt):  # alone as a body: the fence goes in front of it
+        if is_arrival(stmt):  # alone as a body: the fence goes in front of it
             return (ir.seq([fence(), stmt]), False) if dirty else (stmt, False)
         if isinstance(stmt, ir.IfThenElse):
             then, after_then = self.walk(stmt.then_body, dirty)
@@ -89,7 +85,7 @@ class _Fence:
 @register("fence_before_arrivals", "lower")
 def fence_before_arrivals(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
     tiles = {id(buf) for buf in async_access_tiles(func.body)}
-    if not tiles or not any(_is_arrive(s) for s in collect(func.body, ir.Evaluate)):
+    if not tiles or not any(is_arrival(s) for s in collect(func.body, ir.Evaluate)):
         return func
     body, _ = _Fence(tiles).walk(func.body, False)
     return func.with_body(body)

@@ -10,6 +10,7 @@ from ...ir.visitor import collect
 
 FENCE = "tw::fence_proxy_async"
 ASYNC_PROXY_CALLS = ("tw::tma_", "tw::wgmma_")  # the calls whose shared-memory accesses are the async proxy's
+ARRIVALS = (".arrive", ".arrive_and_expect_tx")  # a thread's own mbarrier arrivals (cp.async's land later)
 
 
 def is_fence(stmt) -> bool:
@@ -45,6 +46,16 @@ def generic_write_tiles(stmt) -> list:
             and not is_async_call(stmt.call):
         return shared_tiles(stmt.call.args[0])
     return []
+
+
+def is_arrival(stmt) -> bool:
+    """Whether ``stmt`` is one of the thread's own mbarrier arrivals (``ARRIVALS``)."""
+    return isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.name in ARRIVALS
+
+
+def is_cp_async_copy(call) -> bool:
+    """Whether ``call`` issues a ``cp.async`` copy (not its commit or wait)."""
+    return isinstance(call, ir.Call) and call.name.startswith("tw::cp_async<")
 
 
 def landed_write_tiles(stmt) -> list:
