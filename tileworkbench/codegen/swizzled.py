@@ -68,15 +68,20 @@ class SwizzledAccesses:
     unrolled by one (code that runs again and again: outside them, a pipeline's prologue, the
     split buys nothing, and ptxas's register allocation moved for nothing)."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # (ids of the loop variables no pragma keeps rolled, how many enclosing loops repeat)
+        self._swizzle_loops: tuple = ((), 0)
+
     def element(self, access) -> str:
         buf = access.buffer
         span = buf.attrs.get("swizzle", 0) if buf.scope == "shared" else 0
         if not span:
             return super().element(access)
         self.offset(access)  # refuses an access left unflattened
-        loops = getattr(self, "_swizzle_loops", ((), 0))
-        swizzled, aligned = split_swizzle_period(access.indices[0], span, buf.dtype, lambda v: id(v) in loops[0]) \
-            if loops[1] else (access.indices[0], None)
+        unrollable, repeating = self._swizzle_loops
+        swizzled, aligned = split_swizzle_period(access.indices[0], span, buf.dtype, lambda v: id(v) in unrollable) \
+            if repeating else (access.indices[0], None)
         name = f"tw::swizzled<{buf.dtype.cpp}, {span}>"
         if aligned is None:
             return f"{name}({self.buffer_name(buf)}, {self.expr(swizzled)})"
@@ -84,7 +89,7 @@ class SwizzledAccesses:
 
     def s_For(self, s, d):
         pragma = self.loop_pragma(s)
-        outer = getattr(self, "_swizzle_loops", ((), 0))
+        outer = self._swizzle_loops
         variables = outer[0] + ((id(s.var),) if pragma != "#pragma unroll 1" else ())
         self._swizzle_loops = (variables, outer[1] + (pragma != "#pragma unroll"))
         try:
