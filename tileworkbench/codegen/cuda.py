@@ -70,7 +70,7 @@ def inlined_headers(debug: bool = False, timeline: bool = False, on_demand: tupl
     return "\n".join(parts)
 
 
-# FP8 types: raw bytes in memory, float32 in arithmetic, converted by tw::<prefix>_to/from_float.# FP8 types: raw bytes in memory, float32 in arithmetic, converted by tw::<prefix>_to/from_float.
+# FP8 types: raw bytes in memory, float32 in arithmetic, converted by tw::<prefix>_to/from_float.
 FP8_PREFIX = {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
 
 

@@ -49,7 +49,8 @@ def split_swizzle_period(index: ir.Expr, span: int, dtype, splittable=lambda var
             all(splittable(v) for v in collect(e, ir.Var))
 
     flatten(index, 1)
-    if all(ir.const_int(t) is not None for _, t in terms if aligned(t)):
+    whole = [aligned(t) for _, t in terms]
+    if all(ir.const_int(t) is not None for (_, t), w in zip(terms, whole) if w):
         return index, None  # constants only: NVVM folds them itself
 
     def total(parts) -> ir.Expr:
@@ -58,7 +59,8 @@ def split_swizzle_period(index: ir.Expr, span: int, dtype, splittable=lambda var
             out = ir.binop("+" if sign > 0 else "-", out, term)
         return out
 
-    return total([t for t in terms if not aligned(t[1])]), total([t for t in terms if aligned(t[1])])
+    return (total([t for t, w in zip(terms, whole) if not w]),
+            total([t for t, w in zip(terms, whole) if w]))
 
 
 class SwizzledAccesses:

@@ -43,11 +43,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as ir
+from ..ir.intrinsic_calls import cp_async_waited
 from ..ir.visitor import IRMutator, collect
 from ..target import PassConfigKey
 from .manager import register
 from .rules import tma as tma_rules
-from ..ir.intrinsic_calls import cp_async_waited
 from .rules.proxies import (async_access_tiles, fence, generic_write_tiles, is_arrival, is_async_call, is_cp_async_copy,
                             is_fence, shared_tiles)
 

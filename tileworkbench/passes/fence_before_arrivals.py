@@ -28,12 +28,10 @@ from .manager import register
 from .rules.proxies import async_access_tiles, fence, is_arrival, is_fence, landed_write_tiles
 
 
-
 def _generic_writes(stmt, tiles: set) -> bool:
     """Whether ``stmt`` (a statement holding no other) writes one of ``tiles`` through the generic
     proxy, its writes done when it is."""
     return any(id(buf) in tiles for buf in landed_write_tiles(stmt))
-
 
 
 class _Fence:

@@ -61,6 +61,6 @@ def is_cp_async_copy(call) -> bool:
 def landed_write_tiles(stmt) -> list:
     """``generic_write_tiles`` less ``cp.async``'s: its copies land after the statement, and the
     waits for them fence them (``lower_tma``)."""
-    if isinstance(stmt, ir.Evaluate) and isinstance(stmt.call, ir.Call) and stmt.call.name.startswith("tw::cp_async"):
+    if isinstance(stmt, ir.Evaluate) and is_cp_async_copy(stmt.call):
         return []
     return generic_write_tiles(stmt)

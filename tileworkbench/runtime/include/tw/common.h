@@ -244,7 +244,7 @@ __device__ __forceinline__ T& swizzled(T* base, int index) {
 
 // The same element as swizzled(base, index + aligned), where aligned is a multiple of the
 // pattern's period (8 SPAN bytes): the pattern repeats, so only index goes through it and a loop
-// that moves aligned alone keeps swizzle(index) (codegen/cuda.py's split_swizzle_period).
+// that moves aligned alone keeps swizzle(index) (codegen/swizzled.py's split_swizzle_period).
 template <typename T, int SPAN>
 __device__ __forceinline__ T& swizzled(T* base, int index, int aligned) {
   unsigned int off = swizzle<SPAN>((unsigned int)(index * sizeof(T))) + (unsigned int)(aligned * sizeof(T));
