@@ -79,7 +79,12 @@ class _Sources:
 def _case_hash(compiled, kernel_only: bool, device_only: bool) -> str:
     """One hash for a case: its kernel's, or a hash of each kernel's for a case that launches several."""
     parts = [source_hash(_Sources(k), kernel_only, device_only) for k in getattr(compiled, "kernels", (compiled,))]
-    return parts[0] if len(parts) == 1 else hashlib.sha256("".join(parts).encode()).hexdigest()[:16]
+    return parts[0] if len(parts) == 1 else joined(parts)
+
+
+def joined(parts: list) -> str:
+    """One entry for a case of several kernels: a hash of their hashes."""
+    return hashlib.sha256("".join(parts).encode()).hexdigest()[:16]
 
 
 def source_hash(artifact, kernel_only: bool = False, device_only: bool = False) -> str:
@@ -128,7 +133,7 @@ def example_file_hashes(folder: str, kernel_only: bool, device_only: bool) -> di
             else:
                 parts = [source_hash(lower(p, target="sm_90a"), kernel_only, device_only)
                          for p in getattr(built, "kernels", None) or [built]]
-                out[key] = hashlib.sha256("".join(parts).encode()).hexdigest()[:16]
+                out[key] = joined(parts)
         except Exception as exc:  # noqa: BLE001 - a file that stops counts too: how it stops must not change
             out[key] = f"stops: {type(exc).__name__}"
     return out
