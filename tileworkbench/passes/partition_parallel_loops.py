@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir import nodes as ir
-from ..ir.layout import slice_layout, unravel, with_shape
+from ..ir.layout import slice_layout, with_shape
 from ..ir.fragment_parts import ProjectedLayout
 from ..ir.simplify import RangeTracker, launch_ranges, loop_range
 from ..ir.visitor import IRMutator, collect, reassigned_vars, uses_var
@@ -51,7 +51,7 @@ from ..target import PassConfigKey
 from .manager import register
 from .rules.fragments import EACH_WARP, PARTIAL_ROWS, FragmentAccess, FragmentsToLocal, ParallelNest, parallel_nest
 from .rules.fragment_runs import run_copies
-from .rules.vector_runs import launcher_checked, vector_runs
+from .rules.vector_runs import launcher_checked, thread_share, vector_runs
 from .rules.result_stores import ResultStores
 from .rules.thread_scopes import ScopedThreads
 
@@ -212,11 +212,11 @@ class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
         iters = -(-total // self.threads)
         it = ir.Var("it")
         flat = ir.Var("flat")
-        lets = [ir.LetStmt(flat, it * self.threads + self.tid)]
-        lets += [ir.LetStmt(v, i) for v, i in zip(loop_vars, unravel(flat, tuple(extents)))]
+        lets = [ir.LetStmt(v, i) for v, i in zip(loop_vars, thread_share(it, iters, self.tid, self.threads, 1, extents))]
         inner = ir.seq(lets + [body])
         if total % self.threads:
-            inner = ir.seq([lets[0], ir.IfThenElse(ir.cmp("<", flat, total), ir.seq(lets[1:] + [body]))])
+            inner = ir.seq([ir.LetStmt(flat, it * self.threads + self.tid),
+                            ir.IfThenElse(ir.cmp("<", flat, total), inner)])
         kind = "unrolled" if iters <= UNROLL_LIMIT else "serial"
         vector = node.annotations.get("vector")
         ann = {"vector": vector} if vector else {}
