@@ -34,7 +34,8 @@ Guarantees: no parallel loop and no fragment remains.
     threads in runs of neighbours, each run loaded and stored with one vector access
     (``rules.vector_runs``); one a software pipeline issues ahead (``ir.ASYNC_COPY``) with ``cp.async``
     where its runs are whole copies.
-  * Any other parallel nest is split round-robin: flat iteration ``it * threads + tx``.
+  * Any other parallel nest is split round-robin: flat iteration ``it * threads + tx``, each index
+    written from it already simplified (``rules.vector_runs.thread_share``).
   * Fragments become per-thread ``local`` arrays of ``local_size`` elements.
   * A nest with an extent of 0 (or less) runs nothing and is removed.
 """

@@ -293,7 +293,7 @@ def thread_share(it: ir.Var, iters: int, tid: ir.Var, threads: int, run: int, ex
     tid < threads``: ``(it * 1024 + tid * 8) // 512`` is ``it * 2 + tid * 8 // 512``, so the unrolled
     shares of a thread differ by constants (NVVM folds them into the addresses' immediates; as one
     division of a sum it computes each share's quotient anew: the fine-tuning sparse MLA forward's
-    gathers, 1759 -> 1597 SASS instructions a main-loop iteration)."""
+    gathers, 1759 -> 1595 SASS instructions a main-loop iteration)."""
     ranges = {it: (0, iters - 1), tid: (0, threads - 1)}
     return tuple(simplify(i, ranges) for i in unravel((it * threads + tid) * run, tuple(extents)))
 
