@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tileworkbench.analysis.evaluate import evaluate
 from tileworkbench.ir import nodes as ir
@@ -24,8 +26,7 @@ CASES = [  # (threads, run, extents)
 ]
 
 
-@pytest.mark.parametrize("threads,run,extents", CASES)
-def test_each_share_starts_where_the_flat_index_says(threads, run, extents):
+def _check(threads, run, extents):
     it, tid = ir.Var("it"), ir.Var("tid")
     total = 1
     for e in extents:
@@ -40,6 +41,21 @@ def test_each_share_starts_where_the_flat_index_says(threads, run, extents):
             flat //= e
         expected.append(flat)
         assert [evaluate(x, {it: i, tid: t}) for x in indices] == expected[::-1], (i, t)
+
+
+@pytest.mark.parametrize("threads,run,extents", CASES)
+def test_each_share_starts_where_the_flat_index_says(threads, run, extents):
+    _check(threads, run, extents)
+
+
+@settings(max_examples=60, deadline=None)
+@given(threads=st.sampled_from([32, 64, 96, 128, 256, 384]), run=st.sampled_from([1, 2, 4, 8]),
+       extents=st.lists(st.integers(1, 24).map(lambda e: 2 * e), min_size=1, max_size=3))
+def test_at_random_shapes_too(threads, run, extents):
+    """Any thread count, run and nest (the innermost extent a multiple of the run, as the callers
+    give): every share of every thread where plain unravelling puts it."""
+    extents = extents[:-1] + [extents[-1] * run]
+    _check(threads, run, tuple(extents))
 
 
 def test_the_shares_of_a_thread_differ_by_constants():
