@@ -176,21 +176,37 @@ def with_fresh_bindings(stmt):
     return _FreshBindings().visit(stmt)
 
 
-class _Collect(IRVisitor):
-    def __init__(self, kind):
-        self.kind, self.found = kind, []
-
-    def visit(self, n):
-        if isinstance(n, self.kind):
-            self.found.append(n)
-        return super().visit(n)
-
-
 def collect(node, kind) -> list:
-    """Every node of type ``kind`` under ``node``, in pre-order."""
-    collector = _Collect(kind)
-    collector.visit(node)
-    return collector.found
+    """Every node of type ``kind`` under ``node``, in pre-order (``IRVisitor``'s order). Walked
+    without a visitor's method lookups: the passes and analyses call it over a thousand times a
+    lowering, and through ``IRVisitor`` it was about 40% of FlashAttention's lowering."""
+    found: list = []
+
+    def walk(value):
+        if isinstance(value, kind):
+            found.append(value)
+        t = type(value)
+        if _is_leaf(t):
+            return
+        for name in _child_names(t):
+            child = getattr(value, name)
+            k = _kind_of(type(child))
+            if k == _NODE:
+                walk(child)
+            elif k == _SEQUENCE:
+                _walk_sequence(child)
+
+    def _walk_sequence(values):
+        for v in values:
+            k = _kind_of(type(v))
+            if k == _NODE:
+                walk(v)
+            elif k == _SEQUENCE:
+                _walk_sequence(v)
+
+    if node is not None:
+        walk(node)
+    return found
 
 
 def reassigned_vars(node) -> set:
