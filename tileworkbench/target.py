@@ -39,6 +39,7 @@ class PassConfigKey(str, enum.Enum):
     TW_CODE_OFFSET = "tw.code_offset"  # k fillers at the top of the kernel: its code moved 16 k bytes (a placement probe)
     TW_REREAD_THREAD_INDEX = "tw.reread_thread_index"  # the main loop reads %tid.x again (unset: where ptxas spills less)
     TW_PTXAS_OPTIONS = "tw.ptxas_options"  # ptxas options for NVRTC (a list: ["--register-usage-level=10"])
+    TW_EXP2_EMULATION = "tw.exp2_emulation"  # k: one float32 exp2 in k of an unrolled loop off the MUFU (passes/emulate_exp2.py)
     # TileLang 0.1.15's other keys. tl.disable_wgmma is tw.disable_wgmma; the rest are accepted and
     # have no effect here (TILELANG_ONLY_KEYS says why, and a warning says so once).
     TL_SIMPLIFY = "tl.Simplify"
@@ -188,6 +189,11 @@ def _config_value_problem(name: str, value) -> str | None:
                                                     and " " not in o for o in value):
             return None
         return "is a list of ptxas options, each one word starting with '-' (\"--register-usage-level=10\")"
+    if name == PassConfigKey.TW_EXP2_EMULATION.value:
+        if value is None or value is False or (not isinstance(value, bool) and isinstance(value, numbers.Integral)
+                                               and (value == 0 or 2 <= value <= 64)):
+            return None
+        return "is k, 2 to 64 (one exponential in k computed on the FMA pipe), or 0, False or None (off)"
     if name == PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL.value:
         if not isinstance(value, bool) and isinstance(value, numbers.Integral) and 0 <= value <= 10:
             return None

@@ -22,7 +22,19 @@ from ..ir.math_calls import CALLS as MATH_CALLS
 
 # The types generated code computes a value of a given type in.
 _FLOAT_HELD = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float4_e2m1fn", "float4_e2m1_unpacked")
-_MATH = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+def _exp2_poly(x):
+    """``tw::exp2_poly`` (tw/common.h) in float32, step for step: the code emulate_exp2 writes."""
+    x = np.maximum(np.asarray(x, np.float32), np.float32(-126.0))
+    magic = np.float32(12582912.0)
+    t = (x + magic).astype(np.float32)
+    f = (x - (t - magic)).astype(np.float32)
+    p = np.float32(0.999928891658783) + f * (np.float32(0.6932762861251831) + f * (
+        np.float32(0.24260465800762177) + f * np.float32(0.05508876591920853)))
+    n = t.view(np.int32) - np.int32(0x4B400000)
+    return (p.astype(np.float32).view(np.int32) + (n << 23)).view(np.float32)
+
+
+_MATH = {"exp": np.exp, "exp2": np.exp2, "tw::exp2_poly": _exp2_poly, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
          "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
          "floor": np.floor, "ceil": np.ceil, "abs": np.abs, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x))}
 _BIN = {"+": np.add, "-": np.subtract, "*": np.multiply, "<": np.less, "<=": np.less_equal,

@@ -15,6 +15,7 @@ from . import (  # noqa: F401 - importing registers the passes
     choose_shared_layouts,
     elide_private_syncs,
     elide_proxy_fences,
+    emulate_exp2,
     fence_before_arrivals,
     guard_global_accesses,
     infer_fragment_layouts,
@@ -115,7 +116,10 @@ def codegen_pass_list(configs: dict) -> list[str]:
     # reread_thread_index runs where tw.reread_thread_index asks for it (jit.lower also tries it
     # where ptxas spills) and instrument_timeline (tw.timeline) last, only when asked for: other
     # kernels' traces and sources stay as they were.
-    return list(CODEGEN) + (REREAD if configs.get(PassConfigKey.TW_REREAD_THREAD_INDEX.value) else []) + \
+    passes = list(CODEGEN)
+    if emulate_exp2.exp2_emulation(configs):  # after the peel, so that both copies of the loop get it
+        passes.insert(passes.index("peel_first_iteration") + 1, "emulate_exp2")
+    return passes + (REREAD if configs.get(PassConfigKey.TW_REREAD_THREAD_INDEX.value) else []) + \
         (["instrument_timeline"] if instrument_timeline.timeline_every(configs) else [])
 
 

@@ -331,6 +331,23 @@ __device__ __forceinline__ void atomic_min(float* addr, float v) {
   }
 }
 
+// 2^x without the MUFU unit (passes/emulate_exp2.py, tw.exp2_emulation): x rounded to the nearest
+// integer n by adding 1.5 * 2^23 (n is then t's low mantissa bits), f = x - n in [-0.5, 0.5], a
+// cubic for 2^f (least squares on Chebyshev nodes: relative error 7.7e-5, below float16's 4.9e-4
+// that P is stored in), and n added to the result's exponent bits. FADD, FFMA and one LEA: the FMA
+// and integer pipes, beside the MUFU's ex2. x below -126 is taken as -126 (a result of about
+// 1e-38: a masked score's exp2(-inf) is 0 within float16 and the row sum's precision; at -127 the
+// exponent bits of a p below 1 would borrow from the sign).
+__device__ __forceinline__ float exp2_poly(float x) {
+  x = fmaxf(x, -126.0f);
+  const float magic = 12582912.0f;  // 1.5 * 2^23
+  const float t = x + magic;
+  const float f = x - (t - magic);
+  const float p = fmaf(fmaf(fmaf(0.05508876591920853f, f, 0.24260465800762177f), f, 0.6932762861251831f), f,
+                       0.999928891658783f);
+  return __int_as_float(__float_as_int(p) + ((__float_as_int(t) - 0x4B400000) << 23));
+}
+
 // The thread's index read again: an asm volatile read of %tid.x, which NVVM neither lifts out of a
 // loop nor merges with another read, so what a loop computes from it stays in the loop
 // (passes/reread_thread_index.py: addresses ptxas would otherwise spill at its register limit).
