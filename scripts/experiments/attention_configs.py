@@ -54,15 +54,20 @@ def main(dims, seq: int = 8192) -> None:
                     continue
                 kernels[name] = kernel
             flops = 4 * 16 * seq * seq * dim / (2 if causal else 1)
-            times = {name: [] for name in kernels}
-            for _ in range(3):
-                for name, kernel in kernels.items():
-                    times[name].append(do_bench(lambda kernel=kernel: kernel(q, k, v), warmup=25, rep=100,
-                                                return_mode="median"))
-            for name, samples in times.items():
-                ms = statistics.median(samples)
+            for name, ms in alternating_medians(kernels, q, k, v).items():
                 print(f"d{dim} {'causal' if causal else 'full':6s} {name:22s} {ms:.4f} ms {flops / ms / 1e9:6.1f} TFLOP/s",
                       flush=True)
+
+
+def alternating_medians(kernels: dict, q, k, v, rounds: int = 3) -> dict:
+    """name -> median ms of each kernel over ``rounds`` rounds in which every kernel takes a turn
+    (``do_bench``: median of its runs, L2 flushed), so that a clock that drifts charges all alike."""
+    times = {name: [] for name in kernels}
+    for _ in range(rounds):
+        for name, kernel in kernels.items():
+            times[name].append(do_bench(lambda kernel=kernel: kernel(q, k, v), warmup=25, rep=100,
+                                        return_mode="median"))
+    return {name: statistics.median(samples) for name, samples in times.items()}
 
 
 if __name__ == "__main__":

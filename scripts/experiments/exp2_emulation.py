@@ -17,11 +17,11 @@ the MUFU as busy as the tensor cores, so this is where it could pay.
 
 from __future__ import annotations
 
-import statistics
 import sys
 
+from attention_configs import alternating_medians  # this folder's: the same timing as the tile survey
+
 from tileworkbench.bench.attention import check, compile_mha, reference
-from tileworkbench.profiler import do_bench
 
 
 def main(dims, seq: int, ks) -> None:
@@ -48,14 +48,9 @@ def main(dims, seq: int, ks) -> None:
                     continue
                 kernels[name] = kernel
             flops = 4 * 16 * seq * seq * dim / (2 if causal else 1)
-            times = {name: [] for name in kernels}
-            for _ in range(3):
-                for name, kernel in kernels.items():
-                    times[name].append(do_bench(lambda kernel=kernel: kernel(q, k, v), warmup=25, rep=100,
-                                                return_mode="median"))
-            plain = statistics.median(times["plain"]) if "plain" in times else None
-            for name, samples in times.items():
-                ms = statistics.median(samples)
+            medians = alternating_medians(kernels, q, k, v)
+            plain = medians.get("plain")
+            for name, ms in medians.items():
                 ratio = f"{plain / ms:.3f}x plain" if plain else ""
                 print(f"{row:12s} {name:6s} {ms:.4f} ms {flops / ms / 1e9:6.1f} TFLOP/s {ratio}", flush=True)
 
