@@ -39,24 +39,33 @@ def main(dims, seq: int = 8192) -> None:
             q, k, v = (torch.randn(1, 16, seq, dim, device="cuda", dtype=torch.float16) for _ in range(3))
             want = reference(torch, q, k, v, causal)
             kernels = {}
+            row = f"d{dim} {'causal' if causal else 'full'}"
             for bm, bn, stages, threads in configs:
                 name = f"{bm}x{bn} s{stages} t{threads}"
-                try:
-                    kernel = compile_mha(1, 16, seq, dim, causal, block_M=bm, block_N=bn, num_stages=stages,
-                                         threads=threads)
-                    result = check(torch, kernel(q, k, v), want)
-                except Exception as exc:
-                    print(f"d{dim} {'causal' if causal else 'full'} {name}: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0][:120]}", flush=True)
-                    continue
-                if not result["correct"]:
-                    print(f"d{dim} {'causal' if causal else 'full'} {name}: WRONG {result}", flush=True)
-                    continue
-                kernels[name] = kernel
+                kernel = checked_kernel(f"{row} {name}", lambda: compile_mha(
+                    1, 16, seq, dim, causal, block_M=bm, block_N=bn, num_stages=stages, threads=threads),
+                    torch, (q, k, v), want)
+                if kernel is not None:
+                    kernels[name] = kernel
             flops = 4 * 16 * seq * seq * dim / (2 if causal else 1)
             for name, ms in alternating_medians(kernels, q, k, v).items():
                 print(f"d{dim} {'causal' if causal else 'full':6s} {name:22s} {ms:.4f} ms {flops / ms / 1e9:6.1f} TFLOP/s",
                       flush=True)
+
+
+def checked_kernel(label: str, make, torch, inputs, want):
+    """``make()``'s kernel if it compiles and its result on ``inputs`` matches ``want`` (the float32
+    reference, ``bench.attention.check``), else None, with what went wrong printed after ``label``."""
+    try:
+        kernel = make()
+        result = check(torch, kernel(*inputs), want)
+    except Exception as exc:  # noqa: BLE001 - reported, the row goes on
+        print(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}", flush=True)
+        return None
+    if not result["correct"]:
+        print(f"{label}: WRONG {result}", flush=True)
+        return None
+    return kernel
 
 
 def alternating_medians(kernels: dict, q, k, v, rounds: int = 3) -> dict:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import sys
 
-from attention_configs import alternating_medians  # this folder's: the same timing as the tile survey
+from attention_configs import alternating_medians, checked_kernel  # this folder's: the tile survey's check and timing
 
-from tileworkbench.bench.attention import check, compile_mha, reference
+from tileworkbench.bench.attention import compile_mha, reference
 
 
 def main(dims, seq: int, ks) -> None:
@@ -37,16 +37,10 @@ def main(dims, seq: int, ks) -> None:
             for every in [None, *ks]:
                 name = "plain" if every is None else f"k={every}"
                 configs = {} if every is None else {"tw.exp2_emulation": every}
-                try:
-                    kernel = compile_mha(1, 16, seq, dim, causal, pass_configs=configs)
-                    result = check(torch, kernel(q, k, v), want)
-                except Exception as exc:  # noqa: BLE001 - reported, the row goes on
-                    print(f"{row} {name}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}", flush=True)
-                    continue
-                if not result["correct"]:
-                    print(f"{row} {name}: WRONG {result}", flush=True)
-                    continue
-                kernels[name] = kernel
+                kernel = checked_kernel(f"{row} {name}", lambda: compile_mha(1, 16, seq, dim, causal, pass_configs=configs),
+                                        torch, (q, k, v), want)
+                if kernel is not None:
+                    kernels[name] = kernel
             flops = 4 * 16 * seq * seq * dim / (2 if causal else 1)
             medians = alternating_medians(kernels, q, k, v)
             plain = medians.get("plain")

@@ -22,6 +22,8 @@ from ..ir.math_calls import CALLS as MATH_CALLS
 
 # The types generated code computes a value of a given type in.
 _FLOAT_HELD = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float4_e2m1fn", "float4_e2m1_unpacked")
+
+
 def _exp2_poly(x):
     """``tw::exp2_poly`` (tw/common.h) in float32, step for step (its fused multiply-adds rounded
     twice here: within a few float32 ulps of the GPU's), the code emulate_exp2 writes."""
