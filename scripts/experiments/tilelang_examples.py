@@ -41,6 +41,14 @@ def _sink_cfg(m):
     return m
 
 
+def _nsa_main(m):
+    """The NSA backward kernels read ``H`` (key/value heads) from the module's globals, which the
+    file's ``if __name__ == "__main__":`` block sets (H = 1 there) and an import does not: the
+    value its own run gives, for heads = groups = 16 as below."""
+    m.H = 1
+    return m
+
+
 def _gdn_dt(m):
     T = m.T
     return dict(input_dtype=T.bfloat16, output_dtype=T.bfloat16, accum_dtype=T.float32, gate_dtype=T.float32,
@@ -250,13 +258,13 @@ CASES = [
      lambda m: m.flashattn.fn(1, 128, 1, 1024, 512, 64, 64, 64, 1, 576 ** -0.5)),
     # deepseek_nsa
     ("deepseek_nsa/example_tilelang_nsa_bwd.py",
-     lambda m: m.tilelang_kernel_fwd.compile(batch=1, seq_len=1024, heads=16, dim=64, is_causal=True, groups=16,
+     lambda m: _nsa_main(m).tilelang_kernel_fwd.compile(batch=1, seq_len=1024, heads=16, dim=64, is_causal=True, groups=16,
                                              selected_blocks=8, block_size=32)),
     ("deepseek_nsa/example_tilelang_nsa_bwd.py",
-     lambda m: m.tilelang_kernel_bwd_dqkv.compile(batch=1, seq_len=1024, heads=16, dim=64, is_causal=True, groups=16,
+     lambda m: _nsa_main(m).tilelang_kernel_bwd_dqkv.compile(batch=1, seq_len=1024, heads=16, dim=64, is_causal=True, groups=16,
                                                   selected_blocks=8, block_size=32)),
     ("deepseek_nsa/example_tilelang_nsa_bwd.py",
-     lambda m: m.tilelang_kernel_bwd_dkv.compile(batch=1, seq_len=1024, heads=16, dim=64, is_causal=True, groups=16,
+     lambda m: _nsa_main(m).tilelang_kernel_bwd_dkv.compile(batch=1, seq_len=1024, heads=16, dim=64, is_causal=True, groups=16,
                                                  selected_blocks=8, block_size=32)),
     ("deepseek_nsa/example_tilelang_nsa_decode.py",
      lambda m: m.native_sparse_attention.compile(batch=1, seq_len=1024, heads=16, dim=64, groups=16,

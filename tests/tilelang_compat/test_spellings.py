@@ -115,3 +115,44 @@ def test_a_named_barrier_for_the_whole_block_is_the_block_barrier_and_one_for_pa
     with pytest.raises(tilelang.CompileError, match=r"T.sync_threads\(3, 64\): a named barrier for 64 threads where "
                                                     r"the block's 128 threads run it is not supported"):
         main_with(folders["part"], signature, body.format("3, 64"))
+
+
+@tilelang.jit
+def prefix_sums_from(X, first: int = 2, by_name: bool = True):
+    """TileLang 0.1.15 names T.Pipelined's bounds (``start=``, ``stop=``, as DeepSeek's NSA
+    backward does); Python's print in the body runs while the kernel is built."""
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty((1,), T.float32)
+    print("building for", N, "from", first)
+    with T.Kernel(1, threads=32):
+        acc = T.alloc_local((1,), T.float32)
+        acc[0] = 0
+        if by_name:
+            for k in T.Pipelined(start=first, stop=N, num_stages=0):
+                acc[0] = acc[0] + X[k]
+        else:
+            for k in T.Pipelined(first, N, num_stages=0):
+                acc[0] = acc[0] + X[k]
+        Y[0] = acc[0]
+    return Y
+
+
+def test_pipelined_bounds_by_name_and_a_print_while_building(capsys):
+    on_cpu = tilelang.jit(target="cpu")(prefix_sums_from.fn)
+    named = on_cpu.compile(N=64, first=5)
+    assert capsys.readouterr().out == "building for 64 from 5\n"  # once, at the build
+    positional = on_cpu.compile(N=64, first=5, by_name=False)
+    assert capsys.readouterr().out == "building for 64 from 5\n"
+    x = np.random.default_rng(45).standard_normal(64).astype(np.float32)
+    for kernel in (named, positional):
+        np.testing.assert_allclose(kernel(x), [x[5:].sum()], rtol=1e-5)
+    assert capsys.readouterr().out == ""  # nothing when it runs
+    body = lambda k: k.get_kernel_source().split('extern "C"')[1]  # noqa: E731
+    assert body(prefix_sums_from.compile(N=64, first=5)) == body(prefix_sums_from.compile(N=64, first=5, by_name=False))
+
+
+def test_pipelined_refuses_annotations_that_are_not_a_dict(tmp_path):
+    with pytest.raises(tilelang.CompileError, match="T.Pipelined: annotations must be a dict"):
+        main_with(tmp_path, 'A: T.Tensor((4,), "float32")',
+                  'for k in T.Pipelined(4, annotations=3):\n            A[k] = 1.0')

@@ -149,8 +149,11 @@ class Expressions:
         if not callable(fn) or isinstance(fn, (ir.Buffer, ir.Expr)):
             raise self.error(node, f"{ast.unparse(node.func)} is not callable")
         if fn is print:
-            raise self.error(node, "print() would run while the kernel is built, not when it runs; printing "
-                                   "from a kernel is not supported")
+            # Python's print runs while the kernel is built, once, as in TileLang (its builder runs
+            # the function's Python): sizes print as numbers, kernel values as their IR. T.print
+            # is the one that prints on the GPU.
+            print(*args, **kwargs)
+            return None
         if fn in (builtins.max, builtins.min) and not kwargs:
             folded = self.kernel_extremum(fn.__name__, args)
             if folded is not None:

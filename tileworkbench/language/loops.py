@@ -82,8 +82,13 @@ def unroll(*args, explicit=False, unroll_factor=None):
     return LoopSpec("unrolled", extents, starts)
 
 
-def Pipelined(*args, num_stages=0, order=None, stage=None, sync=None, group=None):  # noqa: N802
-    starts, extents = range_args(args, "T.Pipelined")
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None,  # noqa: N802
+              annotations=None):
+    """``T.Pipelined(extent)`` or ``(start, stop)``, positional or by name as TileLang 0.1.15 spells
+    them (``start=``, ``stop=``). ``annotations`` are hints, taken and not needed."""
+    if annotations is not None and not isinstance(annotations, dict):
+        raise error(f"T.Pipelined: annotations must be a dict, not {_b.describe(annotations)}")
+    starts, extents = range_args((start,) if stop is None else (start, stop), "T.Pipelined")
     if isinstance(num_stages, _py_bool) or ir.const_int(num_stages) is None or ir.const_int(num_stages) < 0:
         raise error(f"T.Pipelined: num_stages must be a non-negative constant, got {_b.describe(num_stages)}")
     if order is not None or stage is not None or group is not None:
