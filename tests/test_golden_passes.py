@@ -22,6 +22,7 @@ import pathlib
 import pytest
 
 from tileworkbench.examples import matmul, matmul_tma_copy
+from tileworkbench.examples.gemm import matmul_int4
 from tileworkbench.examples.edge_cases import (head_sums, loop_temporaries, masked_scores, overhanging_tiles,
                                               persistent_walk_gemm)
 from tileworkbench.examples.mla_pieces import halves_staged
@@ -51,6 +52,8 @@ PROGRAMS = {
     "head_sums": lambda: head_sums(),
     # An accumulator stored half at a time (acc[i + s * 32, j]) through a T.view of a gemm's tile.
     "halves_staged": lambda: halves_staged(),
+    # int4 tensors and tiles: stored as bytes, copied by cp.async, multiplied by mma.sync (m16n8k64 s4).
+    "int4_gemm": lambda: matmul_int4(256, 256, 512, 128, 128, 128, 2),
 }
 
 

@@ -129,13 +129,19 @@ float8_e4m3 = _d("float8_e4m3", 8, "float", "unsigned char", 0)
 float8_e5m2 = _d("float8_e5m2", 8, "float", "unsigned char", 0)
 float4_e2m1fn = _d("float4_e2m1fn", 4, "float", "unsigned char", 13, packed=True)
 float4_e2m1_unpacked = _d("float4_e2m1_unpacked", 4, "float", "unsigned char", 14, shared_only=True)
+# int4: signed 4-bit integers, two a byte (the even element in the low nibble), as TileLang's int4
+# tensors are int8 arrays of packed pairs. Kernels move and multiply them only (T.copy, T.gemm);
+# passes/store_int4_as_bytes.py rewrites every int4 buffer as its bytes, int4x2 (one byte, two
+# values, the last dimension halved), which TMA (as UINT8), threads and swizzles move like int8.
+int4 = _d("int4", 4, "int", "signed char", packed=True)
+int4x2 = _d("int4x2", 8, "int", "signed char", 0)
 handle = _d("handle", 64, "handle", "void*")
 
 ALL = {
     d.name: d
     for d in (
         float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32,
-        uint64, boolean, float8_e4m3, float8_e5m2, float4_e2m1fn, float4_e2m1_unpacked, handle,
+        uint64, boolean, float8_e4m3, float8_e5m2, float4_e2m1fn, float4_e2m1_unpacked, int4, int4x2, handle,
     )
 }
 ALIASES = {"half": float16, "float": float32, "double": float64, "int": int32, "bf16": bfloat16,
@@ -148,7 +154,7 @@ TMA_TYPE_NAMES = {
     7: "FLOAT32", 8: "FLOAT64", 9: "BFLOAT16", 13: "16U4_ALIGN8B", 14: "16U4_ALIGN16B",
 }
 
-_NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64, "int8": np.int8,
+_NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64, "int8": np.int8, "int4x2": np.int8,
           "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
           "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "bool": np.bool_}
 
@@ -229,4 +235,4 @@ def numpy_dtype(dtype: DType):
 
 def torch_dtype_name(dtype: DType) -> str:
     return {"bool": "bool", "float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
-            "float4_e2m1fn": "int8"}.get(dtype.name, dtype.name)
+            "float4_e2m1fn": "int8", "int4": "int8", "int4x2": "int8"}.get(dtype.name, dtype.name)

@@ -1,5 +1,6 @@
-"""GEMM kernels: the spec's TMA kernels (bodies exactly as in the seed), a T.copy variant, and a
-lower-triangular matmul whose pipelined loop runs a number of stages that depends on the block."""
+"""GEMM kernels: the spec's TMA kernels (bodies exactly as in the seed), a T.copy variant, an int4
+GEMM, and a lower-triangular matmul whose pipelined loop runs a number of stages that depends on the
+block."""
 
 import tileworkbench.language as T
 
@@ -31,6 +32,27 @@ def matmul(M, N, K, block_M, block_N, block_K, dtype="float16", out_dtype=None, 
                 else:
                     T.copy(B[k * block_K, bx * block_N], B_shared)
                 T.gemm(A_shared, B_shared, C_local, transpose_A=trans_A, transpose_B=trans_B)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def matmul_int4(M, N, K, block_M=128, block_N=128, block_K=128, num_stages=3, threads=128):
+    """C (int32) = A @ B^T of int4 tensors, each an int8 array of packed pairs (the even value in the
+    low nibble; A is M x K values, so M x K/2 bytes; B N x K), as TileLang's int4 GEMM example
+    writes it: passes/store_int4_as_bytes.py moves the tiles as bytes, mma.sync multiplies them."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.int4), B: T.Tensor((N, K), T.int4), C: T.Tensor((M, N), T.int32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), T.int4)
+            B_shared = T.alloc_shared((block_N, block_K), T.int4)
+            C_local = T.alloc_fragment((block_M, block_N), T.int32)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[bx * block_N, k * block_K], B_shared)
+                T.gemm(A_shared, B_shared, C_local, transpose_B=True)
             T.copy(C_local, C[by * block_M, bx * block_N])
 
     return main

@@ -11,7 +11,7 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..passes.rules.copies import moves_by_cp_async
 from ..passes.rules.reductions import accumulator
-from .values import Unsupported, converted, evaluate, loaded, stored, tf32_rounded, tf32_truncated, uniform
+from .values import Unsupported, converted, evaluate, loaded, stored, tf32_rounded, tf32_truncated, uniform, unpack_int4
 
 
 def shaped(values: np.ndarray, extents, name: str) -> np.ndarray:
@@ -114,6 +114,8 @@ class TileOps:
     def s_Gemm(self, s):
         a = _matrix(loaded(self.b.read(s.a), s.a.buffer.dtype))
         bm = _matrix(loaded(self.b.read(s.b), s.b.buffer.dtype))
+        if s.a.buffer.dtype.name == "int4x2":  # bytes of int4 values, both operands K-major
+            a, bm = unpack_int4(a), unpack_int4(bm)
         a = a.T if s.trans_a else a
         bm = bm.T if s.trans_b else bm
         if s.a.buffer.dtype.name == "float32":  # tensor cores multiply float32 tiles in TF32:

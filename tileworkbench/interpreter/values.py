@@ -73,6 +73,14 @@ def pack_fp4(values: np.ndarray) -> np.ndarray:
     return (nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)).astype(np.uint8)
 
 
+def unpack_int4(byte_values: np.ndarray) -> np.ndarray:
+    """The signed 4-bit values of ``int4x2`` bytes (two a byte, the even one in the low nibble:
+    passes/store_int4_as_bytes.py), as int64: the last dimension doubles."""
+    b = np.asarray(byte_values).astype(np.int64)
+    low = ((b & 0xF) ^ 8) - 8  # the low nibble, sign-extended
+    return np.stack([low, b >> 4], axis=-1).reshape(*b.shape[:-1], b.shape[-1] * 2)
+
+
 def compute_dtype(dtype) -> np.dtype:
     if dtype.name in _FLOAT_HELD or dtype.name == "float32":
         return np.dtype(np.float32)

@@ -184,8 +184,8 @@ def _gemm_node(A, B, C, transpose_A, transpose_B, clear_accum, what: str) -> ir.
         raise error(f"{what} C must be a whole fragment: a gemm into part of {c.buffer.name} is not supported "
                     f"(the accumulator's thread layout covers the whole tile); allocate a fragment of the "
                     f"gemm's shape and copy it where it belongs")
-    # int8 tiles add up in int32 (wgmma's s32), every other type in float32
-    accumulator = "int32" if a.buffer.dtype.name in ("int8", "uint8") else "float32"
+    # int8 and int4 tiles add up in int32 (wgmma's and mma.sync's s32), every other type in float32
+    accumulator = "int32" if a.buffer.dtype.name in ("int8", "uint8", "int4") else "float32"
     if c.buffer.dtype.name != accumulator:
         raise error(f"{what} of {a.buffer.dtype.name} tiles accumulates in {accumulator}; {c.buffer.name} is "
                     f"{c.buffer.dtype.name}")

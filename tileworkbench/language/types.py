@@ -35,6 +35,7 @@ float8_e4m3fn = float8_e4m3  # TileLang's (and torch's) name: finite, no infinit
 tfloat32 = float32
 float4_e2m1fn = _dt.float4_e2m1fn
 float4_e2m1_unpacked = _dt.float4_e2m1_unpacked
+int4 = _dt.int4  # two a byte; moved and multiplied only (passes/store_int4_as_bytes.py)
 ptr = _dt.handle
 handle = _dt.handle
 half = float16

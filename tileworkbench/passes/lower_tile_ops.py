@@ -45,7 +45,8 @@ from .rules.thread_scopes import ScopedThreads
 from .manager import register
 
 
-_CPP_TYPES = {"float16": "tw::half", "bfloat16": "tw::bfloat16"}
+# the 16-bit unit tw::gemm_ss walks a tile in: an element, or four int4 values (int4x2 tiles' bytes)
+_CPP_TYPES = {"float16": "tw::half", "bfloat16": "tw::bfloat16", "int4x2": "tw::int4x4"}
 _MMA_SYNC_TYPES = (*_CPP_TYPES, "float32")  # float32: tw::gemm_ss_tf32
 NO_WAIT = -1  # tw::wgmma_gemm_*'s IN_FLIGHT for a group the program waits for itself (T.wait_wgmma)
 
@@ -136,7 +137,7 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
                                    "multiple of 32, threads a multiple of 128, 64 rows per warpgroup and a "
                                    f"{'int32' if kind == 'int8' else 'float32'} accumulator", node.loc)
             if r.buffer.dtype.name not in _MMA_SYNC_TYPES and node.plan is None:
-                raise CompileError(f"T.gemm on tensor cores takes float16, bfloat16 or float32 (as TF32) inputs; "
+                raise CompileError(f"T.gemm on tensor cores takes float16, bfloat16, float32 (as TF32) or int4 inputs; "
                                    f"{r.buffer.name} is {r.buffer.dtype.name}", node.loc)
             if node.plan is None and _tile_dims(r) != list(r.buffer.static_shape()[-2:]):
                 dims = _tile_dims(r)
@@ -157,9 +158,13 @@ class _LowerTileOps(ScopedThreads, RangeTracker, IRMutator):
         m, n = layout.shape
         k = _tile_dims(a)[0] if node.trans_a else _tile_dims(a)[1]
         tf32 = a.buffer.dtype.name == "float32"  # B and C float32 too: the front end checks
-        k_step = 8 if tf32 else 16  # mma.sync m16n8k8 (TF32) or m16n8k16
+        int4 = a.buffer.dtype.name == "int4x2"  # K counted in bytes here, two values each
+        k_step = 8 if tf32 else 32 if int4 else 16  # mma.sync m16n8k8 (TF32), m16n8k64 (int4) or m16n8k16
         if k % k_step:
-            raise CompileError(f"T.gemm: K={k} must be a multiple of {k_step} for mma.sync", node.loc)
+            raise CompileError(f"T.gemm: K={k * 2 if int4 else k} must be a multiple of {k_step * 2 if int4 else k_step} "
+                               "for mma.sync", node.loc)
+        if int4:
+            k //= 2  # tw::gemm_ss counts K in its 16-bit unit, tw::int4x4
         if layout.threads != self.threads:
             raise CompileError("T.gemm: the accumulator layout needs all threads of the block", node.loc)
         flag = {True: "true", False: "false"}

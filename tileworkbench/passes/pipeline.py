@@ -46,6 +46,7 @@ from . import (  # noqa: F401 - importing registers the passes
     split_uniform_selects,
     stage_epilogue,
     stage_fragment_operands,
+    store_int4_as_bytes,
     store_last_tile_by_tma,
     unwrap_persistent_walk,
     vectorize_loops,
@@ -59,6 +60,7 @@ from . import (  # noqa: F401 - importing registers the passes
 )
 
 PIPELINE = [
+    "store_int4_as_bytes",  # tile: int4 tensors and tiles -> their bytes (int4x2), addressed in bytes
     "verify_tile_ops",  # tile: reject what cannot be lowered, with the kernel line
     "verify_shared_views",  # tile: reject reading through one name what a T.view of a shared tile wrote through another
     "verify_draws",  # tile: reject random draws whose order or number the code would not keep

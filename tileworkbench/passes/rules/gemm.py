@@ -41,13 +41,15 @@ def _tile_shape(buf: ir.Buffer):
 
 FP8_TYPES = ("float8_e4m3", "float8_e5m2")
 INT8_TYPES = ("int8", "uint8")
+INT4_TYPES = ("int4", "int4x2")  # mma.sync's m16n8k64 s4 only (passes/store_int4_as_bytes.py)
 ONE_BYTE_TYPES = FP8_TYPES + INT8_TYPES  # m64nNk32, both operands K-major
 TENSOR_CORE_TYPES = ("float16", "bfloat16") + WGMMA_K_MAJOR_ONLY  # the last: one-byte and TF32
 
 
 def accumulator_dtype(operand_dtype: str) -> str:
-    """The accumulator a tensor-core gemm of ``operand_dtype`` tiles adds into: int32 for int8, else float32."""
-    return "int32" if operand_dtype in INT8_TYPES else "float32"
+    """The accumulator a tensor-core gemm of ``operand_dtype`` tiles adds into: int32 for int8 and
+    int4 (``int4x2``, its bytes), else float32."""
+    return "int32" if operand_dtype in INT8_TYPES + INT4_TYPES else "float32"
 
 
 def _k_major(k: int, elem_bytes: int = 2) -> tuple[int, int] | None:
