@@ -113,7 +113,7 @@ def test_other_kernels_do_not_carry_the_tf32_header():
 def test_what_is_refused():
     with pytest.raises(CompileError, match="K=12 must be a multiple of 8 for mma.sync"):
         lower(tf32_gemm(128, 128, 48, block_K=12), target="cuda")
-    with pytest.raises(CompileError, match=r"float16, bfloat16 or float32 \(as TF32\) inputs; A_shared is float64"):
+    with pytest.raises(CompileError, match=r"float16, bfloat16, float32 \(as TF32\) or int4 inputs; A_shared is float64"):
         lower(tf32_gemm(128, 128, 128, dtype=T.float64), target="cuda")
 
 

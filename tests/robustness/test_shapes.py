@@ -143,7 +143,7 @@ GEMMS = [
     ("one-d", 'v = T.alloc_shared((64,), "float16")\nT.gemm(v, b, c)  # <-', "T.gemm A must be a 2-D tile"),
     ("float64-inputs", 'a64 = T.alloc_shared((128, 64), "float64")\nb64 = T.alloc_shared((64, 128), "float64")\n'
                        "T.gemm(a64, b64, c)  # <-",
-     "T.gemm on tensor cores takes float16, bfloat16 or float32 \\(as TF32\\) inputs"),
+     "T.gemm on tensor cores takes float16, bfloat16, float32 \\(as TF32\\) or int4 inputs"),
     ("k-not-16", 'a8 = T.alloc_shared((128, 8), "float16")\nb8 = T.alloc_shared((8, 128), "float16")\n'
                  "T.gemm(a8, b8, c)  # <-", "K=8 must be a multiple of 16"),
     ("warps", 'c2 = T.alloc_fragment((16, 8), "float32")\na2 = T.alloc_shared((16, 16), "float16")\n'

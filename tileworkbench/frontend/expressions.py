@@ -150,8 +150,11 @@ class Expressions:
             raise self.error(node, f"{ast.unparse(node.func)} is not callable")
         if fn is print:
             # Python's print runs while the kernel is built, once, as in TileLang (its builder runs
-            # the function's Python): sizes print as numbers, kernel values as their IR. T.print
-            # is the one that prints on the GPU.
+            # the function's Python: DeepSeek's NSA backward prints its sizes so). A kernel value is
+            # known only when the kernel runs: T.print prints it, on the GPU.
+            if any(isinstance(a, (ir.Expr, ir.Buffer)) for a in (*args, *kwargs.values())):
+                raise self.error(node, "print() would run while the kernel is built, not when it runs, and a kernel "
+                                       "value has no value then; T.print prints it from the GPU")
             print(*args, **kwargs)
             return None
         if fn in (builtins.max, builtins.min) and not kwargs:
