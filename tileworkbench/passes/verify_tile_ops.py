@@ -7,7 +7,10 @@ block: the generated code read the word before the tile); every ``TmaCopy`` has 
 and legal dtypes (no store from ``float4_e2m1_unpacked`` shared memory), and it and every ``Copy``
 with ``prefer_instruction="tma"`` one dtype on both sides (TMA converts nothing: a float32 tile
 stored to a float16 tensor so wrote raw bytes), every ``Copy`` out of
-an unpacked FP4 buffer is rejected, every buffer accessed by index has the right rank, no copy
+an unpacked FP4 buffer is rejected, no element of an FP4 buffer (packed or unpacked) is read or
+written and no tile operation but a copy touches one (the generated code has no FP4 arithmetic:
+a float written into an FP4 fragment had become its integer part as a byte), every buffer accessed
+by index has the right rank, no copy
 runs between two overlapping regions of one buffer (known from constants and the launch's ranges), no
 fill's value reads the region it fills (unless known to lie outside it); no tile
 operation stands inside a ``T.Parallel`` loop (it runs once for the whole block, its threads
@@ -24,6 +27,8 @@ tile-level interpreter wrote all of it). Copies, fills, reductions and scans of 
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
@@ -33,6 +38,27 @@ from .manager import register
 from .rules.uniformity import Variance
 
 FP4_UNPACK_ONLY = "only supports float4_e2m1_unpacked as an FP4 unpack load"
+# FP4 values have no arithmetic in the generated code (no conversion to or from float on sm_90a, and
+# a packed element is half a byte): their tiles and tensors are only moved, as bytes.
+FP4_MOVED_ONLY = ("FP4 data is only moved here (T.tma_copy, or T.copy between FP4 tensors and shared tiles, "
+                  "a TMA unpack load into float4_e2m1_unpacked included); computing with its values, "
+                  "element by element or by a tile operation, is not supported")
+
+
+def _is_fp4(buf) -> bool:
+    return isinstance(buf, ir.Buffer) and buf.dtype.name in ("float4_e2m1fn", "float4_e2m1_unpacked")
+
+
+def _buffers_of(node) -> list:
+    """The buffers a tile operation reads or writes (its regions' and its buffer operands')."""
+    out = []
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if isinstance(value, ir.Region):
+            out.append(value.buffer)
+        elif isinstance(value, ir.Buffer):
+            out.append(value)
+    return out
 
 
 _USER_NAMES = {ir.Copy: "T.copy", ir.TmaCopy: "T.tma_copy", ir.Im2Col: "T.im2col", ir.Fill: "T.fill",
@@ -59,6 +85,7 @@ class _Verify(IRVisitor):
         self.func = func
         self.ranges = launch_ranges(func)  # the block and thread indices' (an overlap's distance may name them)
         self.parallel = 0  # T.Parallel loops around the statement being visited
+        self.loc = None  # the statement being visited, for errors about the expressions in it
         self.variant_condition = None  # the innermost if or while around it whose condition may differ between threads
         self._variance = None
 
@@ -96,6 +123,13 @@ class _Verify(IRVisitor):
         self.variant_condition = saved
 
     def visit(self, node):
+        if isinstance(node, ir.Stmt) and getattr(node, "loc", None) is not None:
+            self.loc = node.loc
+        if isinstance(node, ir.TILE_OPS) and not isinstance(node, (ir.Copy, ir.TmaCopy)):
+            fp4 = next((b for b in _buffers_of(node) if _is_fp4(b)), None)
+            if fp4 is not None:
+                raise CompileError(f"{_USER_NAMES[type(node)]} on {fp4.name}, which holds FP4 values: {FP4_MOVED_ONLY}",
+                                   node.loc)
         if self.parallel and isinstance(node, ir.LetStmt) and isinstance(node.value, ir.Call) \
                 and node.value.name in ir.ATOMIC_UPDATES:
             raise CompileError("T.atomic_add(..., return_prev=True) inside a T.Parallel loop is not supported: "
@@ -118,6 +152,19 @@ class _Verify(IRVisitor):
             f"block's threads: the block's threads share its work, each doing its part, so the threads that "
             f"skip the {kind} would leave their parts undone. Move it out of the {kind} (a T.Parallel loop may "
             f"test the condition per element inside), or write the elements with T.serial loops", node.loc)
+
+    def visit_BufferLoad(self, node: ir.BufferLoad):
+        self._element_access(node.buffer)
+        self.generic_visit(node)
+
+    def visit_BufferStore(self, node: ir.BufferStore):
+        self._element_access(node.buffer)
+        self.generic_visit(node)
+
+    def _element_access(self, buf: ir.Buffer):
+        if _is_fp4(buf):
+            raise CompileError(f"{buf.name} holds FP4 values, and its elements are read or written here: "
+                               f"{FP4_MOVED_ONLY}", self.loc)
 
     def visit_TmaCopy(self, node: ir.TmaCopy):
         for r in (node.src, node.dst):

@@ -80,8 +80,10 @@ def can_bulk_copy(global_region: ir.Region, shared: ir.Buffer, ranges: dict) -> 
     contiguous range of a multiple of 16 bytes, the tile is unswizzled, and the region lies inside
     the tensor for every value ``ranges`` allow (block indices, loop variables). A bulk copy moves
     its bytes wherever they are: a region past a row's end or the tensor's would read or write the
-    memory beyond (a partial last tile), where a tensor map's copy zero-fills and clips."""
+    memory beyond (a partial last tile), where a tensor map's copy zero-fills and clips. Nor can it
+    unpack FP4 into a ``float4_e2m1_unpacked`` tile (one value a byte): only a tensor map does."""
     return (is_contiguous(global_region) and shared.attrs.get("swizzle", 0) == 0
+            and shared.dtype.name != "float4_e2m1_unpacked"
             and region_bytes(global_region) % 16 == 0 and inside_tensor(global_region, ranges))
 
 
