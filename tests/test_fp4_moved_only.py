@@ -35,6 +35,8 @@ def _kernel(tmp_path, body: str):
     ("S = T.alloc_shared((64, 64), T.float4_e2m1fn)\nT.fill(S, 0)", "T.fill on S, which holds FP4 values", 8),
     ("S = T.alloc_shared((64, 64), T.float4_e2m1fn)\nm = T.alloc_fragment((64,), T.float4_e2m1fn)\n"
      "T.copy(A, S, prefer_instruction='tma')\nT.reduce_max(S, m, dim=1)", "on S, which holds FP4 values", 10),
+    ("for i, j in T.Parallel(64, 64):\n    X[i, j] = T.cast(T.cast(X[i, j], T.float4_e2m1fn), 'float32')",
+     "has type float4_e2m1fn here", 8),
 ])
 def test_computing_with_fp4_values_is_refused_at_its_line(tmp_path, body, message, line):
     with pytest.raises(CompileError, match=message) as info:

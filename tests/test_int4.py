@@ -78,6 +78,8 @@ def _kernel(tmp_path, body: str, signature: str = "A: T.Tensor((64, 64), T.int4)
     ("S = T.alloc_shared((64, 64), 'float16')\nT.copy(A, S)", "a copy between int4 A and float16 S", 8),
     ("S = T.alloc_shared((64, 32), T.int4)\nT.copy(A[0:64, 1:33], S)", "starts at 1 along its last dimension", 8),
     ("S = T.alloc_shared((64, 64), T.int4)\nT.fill(S, 0)", "S holds int4 values", 8),
+    ("for i, j in T.Parallel(64, 64):\n    C[i, j] = T.cast(T.cast(C[i, j], T.int4), 'int32')",
+     "has type int4 here", 8),
 ])
 def test_what_touches_int4_other_than_moving_and_multiplying_is_refused_at_its_line(tmp_path, body, message, line):
     with pytest.raises(CompileError, match=message) as info:

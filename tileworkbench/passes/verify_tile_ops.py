@@ -45,6 +45,12 @@ FP4_MOVED_ONLY = ("FP4 data is only moved here (T.tma_copy, or T.copy between FP
                   "element by element or by a tile operation, is not supported")
 
 
+# Types whose values the generated code cannot compute with (what a value of one would be instead).
+_NO_ARITHMETIC = {"float4_e2m1fn": FP4_MOVED_ONLY, "float4_e2m1_unpacked": FP4_MOVED_ONLY,
+                  "int4": "int4 values are only moved (T.copy) and multiplied (T.gemm); the code has no int4 "
+                          "arithmetic (a cast to int4 would keep int8's range)"}
+
+
 def _is_fp4(buf) -> bool:
     return isinstance(buf, ir.Buffer) and buf.dtype.name in ("float4_e2m1fn", "float4_e2m1_unpacked")
 
@@ -125,6 +131,10 @@ class _Verify(IRVisitor):
     def visit(self, node):
         if isinstance(node, ir.Stmt) and getattr(node, "loc", None) is not None:
             self.loc = node.loc
+        dtype = getattr(node, "dtype", None) if isinstance(node, ir.Expr) and not isinstance(node, ir.BufferLoad) else None
+        if dtype is not None and dtype.name in _NO_ARITHMETIC:
+            raise CompileError(f"{expr_text(node)} has type {dtype.name} here (a cast or a constant of that type): "
+                               f"{_NO_ARITHMETIC[dtype.name]}", self.loc)
         if isinstance(node, ir.TILE_OPS) and not isinstance(node, (ir.Copy, ir.TmaCopy)):
             fp4 = next((b for b in _buffers_of(node) if _is_fp4(b)), None)
             if fp4 is not None:
