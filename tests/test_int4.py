@@ -91,3 +91,14 @@ def test_an_odd_last_dimension_is_refused(tmp_path):
     with pytest.raises(CompileError, match="last dimension must be a known even number of int4 values"):
         tw.lower(_kernel(tmp_path, "C[0, 0] = 1", "A: T.Tensor((64, 63), T.int4), C: T.Tensor((64, 64), T.int32)"),
                  target="cuda")
+
+
+def test_the_caller_passes_bytes_and_is_told_so_otherwise():
+    kernel = tw.compile(matmul_int4(64, 64, 128, 64, 64, 64, 1), out_idx=-1, target="cpu")
+    rng = np.random.default_rng(7)
+    a, b = random_int4(rng, (64, 128)), random_int4(rng, (64, 128))
+    as_uint8 = kernel(pack_int4(a).view(np.uint8), pack_int4(b))  # bytes either way
+    np.testing.assert_array_equal(np.asarray(as_uint8), a @ b.T)
+    with pytest.raises(tw.KernelRuntimeError, match=r"should have shape \(64, 64\) \(int4 values two a byte: an int8 "
+                                                    r"array with the last dimension halved"):
+        kernel(a.astype(np.int8), pack_int4(b))  # one value a byte

@@ -228,3 +228,19 @@ def test_a_kernel_says_how_its_calls_are_launched(monkeypatch):
     dynamic._sized[(64, 32, 16)] = dynamic._fast = SimpleNamespace(tensor_reader="attributes")
     assert dynamic.launch_path.startswith("C launch path, for the sizes (64, 32, 16): torch tensors read by their "
                                           "attributes")
+
+
+class _Int8:
+    def __str__(self):
+        return "torch.int8"
+
+
+def test_an_int4_tensor_of_the_wrong_shape_is_told_how_int4_is_stored(fake_torch, monkeypatch):
+    monkeypatch.setitem(runtime_mod._TORCH_DTYPES, "int4x2", _Int8())  # what the fast check compares (not this one)
+    rt = _runtime_on_device_0()
+    packed = fake_torch((128, 64), (64, 1), dtype=_Int8(), ptr=0x4000)  # not the fast check's dtype object: the full check
+    assert rt.tensor("A", packed, shape=(128, 64), dtype="int4x2", strides=(64, 1), align=16) == 0x4000
+    unpacked = fake_torch((128, 128), (128, 1), dtype=_Int8())  # one int4 value a byte: not packed
+    with pytest.raises(tw.KernelRuntimeError, match=r"has shape \(128, 128\), the kernel expects \(128, 64\) \(int4 "
+                                                    r"values two a byte: an int8 array with the last dimension halved"):
+        rt.tensor("A", unpacked, shape=(128, 64), dtype="int4x2", strides=(64, 1), align=16)

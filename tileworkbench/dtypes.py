@@ -233,6 +233,15 @@ def numpy_dtype(dtype: DType):
     return np.dtype(np.uint8)
 
 
+def storage_note(dtype: DType) -> str:
+    """What a caller's array of a packed type holds, for messages about its shape or dtype ("" for
+    the others)."""
+    if dtype.name == "int4x2":
+        return (" (int4 values two a byte: an int8 array with the last dimension halved, the even value in the "
+                "low nibble)")
+    return " (FP4: two values a byte)" if dtype.packed else ""
+
+
 def torch_dtype_name(dtype: DType) -> str:
     return {"bool": "bool", "float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
             "float4_e2m1fn": "int8", "int4": "int8", "int4x2": "int8"}.get(dtype.name, dtype.name)

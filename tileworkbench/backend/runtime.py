@@ -29,6 +29,8 @@ DEBUG_WORDS = 16
 
 
 def _expected_framework_dtypes(dtype: dtypes.DType) -> tuple[str, ...]:
+    if dtype.name == "int4x2":  # int4 values two a byte: bytes (TileLang's pack_int4 gives int8)
+        return _BYTE_DTYPES
     if dtype.packed or dtype.name in ("float8_e4m3", "float8_e5m2"):
         extra = ("float8_e4m3fn",) if dtype.name == "float8_e4m3" else ("float8_e5m2",) if dtype.name == "float8_e5m2" else ()
         return _BYTE_DTYPES + extra + ("float4_e2m1fn_x2",)
@@ -99,12 +101,14 @@ class Runtime(Occupancy, TimelineBuffers):
         view = view_of(name, value)
         dt = dtypes.as_dtype(dtype)
         if view.dtype not in _expected_framework_dtypes(dt):
-            raise KernelRuntimeError(f"argument {name!r} has dtype {view.dtype}, the kernel expects {dt.name}")
+            raise KernelRuntimeError(f"argument {name!r} has dtype {view.dtype}, the kernel expects {dt.name}"
+                                     f"{dtypes.storage_note(dt)}")
         if dt.packed:  # FP4: two values a byte; the array's last dimension counts bytes
             shape = tuple(shape[:-1]) + (shape[-1] // 2,)
             strides = tuple(s // 2 for s in strides[:-1]) + (1,)
         if tuple(view.shape) != tuple(shape):
-            raise KernelRuntimeError(f"argument {name!r} has shape {tuple(view.shape)}, the kernel expects {tuple(shape)}")
+            raise KernelRuntimeError(f"argument {name!r} has shape {tuple(view.shape)}, the kernel expects {tuple(shape)}"
+                                     f"{dtypes.storage_note(dt)}")
         nontrivial = [(s, d) for s, d, n in zip(view.strides, strides, view.shape) if n > 1]
         if any(s != d for s, d in nontrivial):
             raise KernelRuntimeError(f"argument {name!r} has strides {view.strides}, the kernel expects {tuple(strides)}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..dtypes import as_dtype
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
@@ -231,7 +232,7 @@ def bind(name: str, params, out_idx, args, sizes: dict | None = None) -> Call:
                 shape = shape[:-1] + [shape[-1] // 2]
             if tuple(arr.shape) != tuple(shape):
                 raise KernelRuntimeError(f"{name}: argument {p.name} should have shape {tuple(shape)}"
-                                         f"{' (FP4: two values a byte)' if p.dtype.packed else ''}, got {tuple(arr.shape)}")
+                                         f"{_dt.storage_note(p.dtype)}, got {tuple(arr.shape)}")
             if p.dtype.packed:
                 call.packed[i] = arr
                 arr = unpack_fp4(arr)
@@ -293,8 +294,11 @@ def _as_array(p: ir.Buffer, value, name: str) -> np.ndarray:
                                      f"int8), got {arr.dtype}")
         return arr
     want = storage_dtype(p.dtype)
+    if p.dtype.name == "int4x2" and arr.dtype == np.uint8:  # bytes either way (the GPU path takes both too)
+        arr = arr.view(np.int8)
     if arr.dtype != want:
-        raise KernelRuntimeError(f"{name}: argument {p.name} should be {p.dtype.name} ({want}), got {arr.dtype}")
+        raise KernelRuntimeError(f"{name}: argument {p.name} should be {p.dtype.name} ({want}){_dt.storage_note(p.dtype)}, "
+                                 f"got {arr.dtype}")
     return arr
 
 
