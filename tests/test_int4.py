@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tileworkbench as tw
+import tileworkbench.language as T
 from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.dtypes import int4x2
 from tileworkbench.errors import CompileError
@@ -102,3 +103,31 @@ def test_the_caller_passes_bytes_and_is_told_so_otherwise():
     with pytest.raises(tw.KernelRuntimeError, match=r"should have shape \(64, 64\) \(int4 values two a byte: an int8 "
                                                     r"array with the last dimension halved"):
         kernel(a.astype(np.int8), pack_int4(b))  # one value a byte
+
+
+@tw.jit(target="cpu")
+def int4_gemm_current_style(A, B, block=64):
+    """TileLang's current style: the sizes come from the tensors a call passes; A's array is
+    (M, K / 2) bytes, and K is the annotation's, twice that."""
+    M, N, K = T.const("M, N, K")
+    A: T.Tensor((M, K), T.int4)
+    B: T.Tensor((N, K), T.int4)
+    C = T.empty((M, N), T.int32)
+    with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
+        A_s = T.alloc_shared((block, 128), T.int4)
+        B_s = T.alloc_shared((block, 128), T.int4)
+        C_l = T.alloc_fragment((block, block), T.int32)
+        T.clear(C_l)
+        for k in T.Pipelined(T.ceildiv(K, 128), num_stages=2):
+            T.copy(A[by * block, k * 128], A_s)
+            T.copy(B[bx * block, k * 128], B_s)
+            T.gemm(A_s, B_s, C_l, transpose_B=True)
+        T.copy(C_l, C[by * block, bx * block])
+    return C
+
+
+def test_the_current_style_reads_k_from_packed_arrays():
+    rng = np.random.default_rng(11)
+    a, b = random_int4(rng, (64, 384)), random_int4(rng, (128, 384))
+    c = int4_gemm_current_style(pack_int4(a), pack_int4(b))
+    np.testing.assert_array_equal(np.asarray(c), a @ b.T)

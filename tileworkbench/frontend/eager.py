@@ -28,6 +28,7 @@ import ast
 import inspect
 from dataclasses import dataclass
 
+from .. import dtypes as _dt
 from ..errors import CompileError, caller_location
 from ..ir import nodes as ir
 from .builder import ConstSymbol
@@ -78,6 +79,20 @@ class EagerParser(Parser):
         self.outputs: list = []  # T.empty buffers, in order
         self.returned: list | None = None
 
+    def packs_two(self, annotation) -> bool:
+        """Whether a tensor annotation's dtype holds two values a byte (``T.int4``, FP4), so that
+        the last dimension of the array a call passes counts half its values. A dtype the body
+        computes before the annotation cannot be known yet: taken as unpacked, and a packed one then
+        fails the call's shape check (never a silent misreading)."""
+        node = _annotated_dtype(annotation)
+        if node is None:
+            return False
+        try:
+            value = self.eval(node)
+            return _dt.as_dtype(value).packed
+        except Exception:  # noqa: BLE001 - a name the body binds later, or no dtype: not known to pack
+            return False
+
     # ---- names -------------------------------------------------------------------------------
     def lookup(self, node, name):
         value = super().lookup(node, name)
@@ -91,12 +106,12 @@ class EagerParser(Parser):
             raise self.error(fdef, "a kernel cannot be an `async def`")
         signature = inspect.signature(self.fn)
         tensor_names = tensor_parameters(self.fn, self.values)
-        self.annotated = sizes_from_annotations(fdef, self.tensors or {})
         for name, p in signature.parameters.items():
             if name in tensor_names:
                 self.pending[name] = p
             else:
                 self.bind(name, self.values[name] if name in self.values else p.default)
+        self.annotated = sizes_from_annotations(fdef, self.tensors or {}, self.packs_two)
         self.builder.push()
         self.visit_body(fdef.body)
         frame = list(self.builder.frames[-1])
@@ -230,7 +245,7 @@ class EagerParser(Parser):
         self.returned = values
 
 
-def sizes_from_annotations(fdef: ast.FunctionDef, tensors: dict) -> dict:
+def sizes_from_annotations(fdef: ast.FunctionDef, tensors: dict, packs_two=None) -> dict:
     """Name -> size, from the tensors a call passes, for each name that is a whole dimension of a
     tensor's annotation in the function's own body (``A: T.Tensor((M, K), dtype)``, or
     ``T.Tensor[(M, K), dtype]``, with A of shape
@@ -239,7 +254,9 @@ def sizes_from_annotations(fdef: ast.FunctionDef, tensors: dict) -> dict:
     value where it is declared, and arithmetic on it before its annotation (``K // split_k``,
     TileLang's split-K; the convolution's output size from K) works on the number. An annotation
     may name its shape (``Q: T.Tensor(q_shape, dtype)``, ``q_shape`` a list of names assigned in
-    the body: NSA decode's ``heads // groups`` before it)."""
+    the body: NSA decode's ``heads // groups`` before it). Where ``packs_two(annotation)`` says its
+    dtype holds two values a byte (``T.int4``), the array's last dimension counts bytes: the size
+    named there is twice it."""
     aliases: dict = {}  # alias -> the name it was assigned from
     shapes: dict = {}  # a name assigned a list or tuple (``q_shape = [batch, 1, heads, dim]``) -> its names
     found: dict = {}
@@ -253,9 +270,11 @@ def sizes_from_annotations(fdef: ast.FunctionDef, tensors: dict) -> dict:
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in tensors:
             first = _annotated_shape(stmt.annotation)
             dims = shapes.get(first.id) if isinstance(first, ast.Name) and first.id in shapes else _names(first)
-            shape = tensors[stmt.target.id][0]
+            shape = list(tensors[stmt.target.id][0])
             if dims is None or len(dims) != len(shape):
                 continue
+            if shape and packs_two is not None and packs_two(stmt.annotation):
+                shape[-1] *= 2
             for name, size in zip(dims, shape):
                 while name is not None and name not in found:
                     found[name] = int(size)
@@ -270,6 +289,18 @@ def _annotated_shape(annotation):
         return annotation.args[0]
     if isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Tuple) and annotation.slice.elts:
         return annotation.slice.elts[0]
+    return None
+
+
+def _annotated_dtype(annotation):
+    """The dtype's node of ``T.Tensor(shape, dtype)`` or ``T.Tensor[shape, dtype]``, else None."""
+    if isinstance(annotation, ast.Call):
+        if len(annotation.args) > 1:
+            return annotation.args[1]
+        return next((k.value for k in annotation.keywords if k.arg == "dtype"), None)
+    if isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Tuple) and \
+            len(annotation.slice.elts) > 1:
+        return annotation.slice.elts[1]
     return None
 
 
