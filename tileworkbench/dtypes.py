@@ -93,10 +93,11 @@ class DType(str):
 
     @property
     def computed_in_float32(self) -> bool:
-        """A 16-bit or FP8 float: stored in its own bits, held and computed as float32 by generated
-        code, so that a value of it is rounded to it only where it is stored or cast (FP4 is only
-        ever moved, as its raw bits)."""
-        return self.is_low_precision_float or self.name in ("float8_e4m3", "float8_e5m2")
+        """A 16-bit, FP8 or FP4 float: stored in its own bits (an FP4 code a byte in registers and
+        unpacked tiles, two a byte in packed ones), held and computed as float32 by generated code,
+        so that a value of it is rounded to it only where it is stored or cast."""
+        return self.is_low_precision_float or self.name in ("float8_e4m3", "float8_e5m2", "float4_e2m1fn",
+                                                            "float4_e2m1_unpacked")
 
 
 @dataclass(frozen=True)

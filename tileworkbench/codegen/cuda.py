@@ -27,7 +27,7 @@ import math
 import re
 from pathlib import Path
 
-from ..errors import where
+from ..errors import InternalCompilerError, where
 from ..version import __version__
 from ..ir import nodes as ir
 from ..ir.visitor import collect, uses_var
@@ -119,15 +119,22 @@ def same_type_choice(renderer, e: ir.Expr, dtype) -> str | None:
     return None
 
 
+FP4_NAMES = ("float4_e2m1fn", "float4_e2m1_unpacked")  # e2m1 codes: tw::e2m1_to_float / e2m1_from_float
+
+
 def to_float(dtype, text: str) -> str:
-    """A stored element of a 16-bit or FP8 dtype as the float generated code computes with."""
+    """A stored element of a 16-bit, FP8 or FP4 dtype as the float generated code computes with."""
+    if dtype.name in FP4_NAMES:
+        return f"tw::e2m1_to_float({text})"
     if dtype.name in FP8_PREFIX:
         return f"tw::{FP8_PREFIX[dtype.name]}_to_float({text})"
     return f"tw::to_float({text})"
 
 
 def from_float(dtype, text: str) -> str:
-    """A float rounded to a 16-bit or FP8 dtype, as stored."""
+    """A float rounded to a 16-bit, FP8 or FP4 dtype, as stored (FP4: its code, one a byte)."""
+    if dtype.name in FP4_NAMES:
+        return f"tw::e2m1_from_float({text})"
     if dtype.name in FP8_PREFIX:
         return f"tw::{FP8_PREFIX[dtype.name]}_from_float({text})"
     return f"tw::from_float<{dtype.cpp}>({text})"
@@ -237,11 +244,19 @@ class CudaRenderer(SwizzledAccesses, CStyleRenderer):
             return to_float(dtype, f"tw::bit_cast<{dtype.cpp}>({text})")
         return f"tw::bit_cast<{value_type(dtype)}>({text})"
 
+    def e_BufferLoad(self, e: ir.BufferLoad) -> str:
+        if e.buffer.dtype.packed and e.buffer.scope in ("global", "shared"):  # two FP4 codes a byte
+            return self.load(e, f"tw::fp4_code({self.buffer_name(e.buffer)}, {self.offset(e)})")
+        return super().e_BufferLoad(e)
+
     def load(self, load: ir.BufferLoad, element: str) -> str:
         return to_float(load.buffer.dtype, element) if load.buffer.dtype.computed_in_float32 else element
 
     def store_value(self, store: ir.BufferStore) -> str:
         buf, value = store.buffer, store.value
+        if buf.dtype.packed and buf.scope in ("global", "shared"):  # verify_tile_ops refuses these
+            raise InternalCompilerError(f"a store of one element into packed FP4 {buf.name} reached the code "
+                                        "generator (half a byte: two threads would race on it)")
         if buf.dtype.computed_in_float32 and isinstance(value, ir.Select):
             chosen = same_type_choice(self, value, buf.dtype)
             if chosen is not None:  # a choice between elements of the stored type moves bits too

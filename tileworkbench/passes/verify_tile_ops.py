@@ -7,9 +7,10 @@ block: the generated code read the word before the tile); every ``TmaCopy`` has 
 and legal dtypes (no store from ``float4_e2m1_unpacked`` shared memory), and it and every ``Copy``
 with ``prefer_instruction="tma"`` one dtype on both sides (TMA converts nothing: a float32 tile
 stored to a float16 tensor so wrote raw bytes), every ``Copy`` out of
-an unpacked FP4 buffer is rejected, no element of an FP4 buffer (packed or unpacked) is read or
-written and no tile operation but a copy touches one (the generated code has no FP4 arithmetic:
-a float written into an FP4 fragment had become its integer part as a byte), every buffer accessed
+an unpacked FP4 buffer is rejected, no element of a packed FP4 tensor or shared tile is written
+one at a time, by the kernel or by a fill, reduction, scan or gemm (half a byte: the thread holding
+the other half would race; copies into one move whole bytes by TMA) and no copy converts into one,
+no value is cast to int4 (its tiles are only moved and multiplied), every buffer accessed
 by index has the right rank, no copy
 runs between two overlapping regions of one buffer (known from constants and the launch's ranges), no
 fill's value reads the region it fills (unless known to lie outside it); no tile
@@ -27,8 +28,6 @@ tile-level interpreter wrote all of it). Copies, fills, reductions and scans of 
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
@@ -38,33 +37,25 @@ from .manager import register
 from .rules.uniformity import Variance
 
 FP4_UNPACK_ONLY = "only supports float4_e2m1_unpacked as an FP4 unpack load"
-# FP4 values have no arithmetic in the generated code (no conversion to or from float on sm_90a, and
-# a packed element is half a byte): their tiles and tensors are only moved, as bytes.
-FP4_MOVED_ONLY = ("FP4 data is only moved here (T.tma_copy, or T.copy between FP4 tensors and shared tiles, "
-                  "a TMA unpack load into float4_e2m1_unpacked included); computing with its values, "
-                  "element by element or by a tile operation, is not supported")
+# A tensor or shared tile of packed FP4 holds two values a byte: one element written by a thread is
+# half a byte, which the thread holding the other half would race on.
+FP4_PACKED_WRITES = ("packed FP4 tensors and shared tiles are written only whole, by TMA (T.tma_copy, or "
+                     "T.copy between FP4 tensors and shared tiles); compute in a float4_e2m1fn fragment or "
+                     "local array, or a float4_e2m1_unpacked shared tile (one value a byte), or in float32")
 
 
-# Types whose values the generated code cannot compute with (what a value of one would be instead).
-_NO_ARITHMETIC = {"float4_e2m1fn": FP4_MOVED_ONLY, "float4_e2m1_unpacked": FP4_MOVED_ONLY,
-                  "int4": "int4 values are only moved (T.copy) and multiplied (T.gemm); the code has no int4 "
-                          "arithmetic (a cast to int4 would keep int8's range)"}
+def _packed_in_memory(buf) -> bool:
+    """A packed FP4 tensor or shared tile (fragments and local arrays hold one FP4 code a byte)."""
+    return isinstance(buf, ir.Buffer) and buf.dtype.packed and buf.scope in ("global", "shared")
 
 
-def _is_fp4(buf) -> bool:
-    return isinstance(buf, ir.Buffer) and buf.dtype.name in ("float4_e2m1fn", "float4_e2m1_unpacked")
-
-
-def _buffers_of(node) -> list:
-    """The buffers a tile operation reads or writes (its regions' and its buffer operands')."""
+def _written_by(node) -> list:
+    """The buffers a tile operation writes: its destination, a reduction's or scan's, a gemm's C."""
     out = []
-    for f in dataclasses.fields(node):
-        value = getattr(node, f.name)
-        if isinstance(value, ir.Region):
-            out.append(value.buffer)
-        elif isinstance(value, ir.Buffer):
-            out.append(value)
-    return out
+    for name in ("dst", "c"):
+        value = getattr(node, name, None)
+        out.append(value.buffer if isinstance(value, ir.Region) else value)
+    return [b for b in out if isinstance(b, ir.Buffer)]
 
 
 _USER_NAMES = {ir.Copy: "T.copy", ir.TmaCopy: "T.tma_copy", ir.Im2Col: "T.im2col", ir.Fill: "T.fill",
@@ -132,14 +123,15 @@ class _Verify(IRVisitor):
         if isinstance(node, ir.Stmt) and getattr(node, "loc", None) is not None:
             self.loc = node.loc
         dtype = getattr(node, "dtype", None) if isinstance(node, ir.Expr) and not isinstance(node, ir.BufferLoad) else None
-        if dtype is not None and dtype.name in _NO_ARITHMETIC:
-            raise CompileError(f"{expr_text(node)} has type {dtype.name} here (a cast or a constant of that type): "
-                               f"{_NO_ARITHMETIC[dtype.name]}", self.loc)
-        if isinstance(node, ir.TILE_OPS) and not isinstance(node, (ir.Copy, ir.TmaCopy)):
-            fp4 = next((b for b in _buffers_of(node) if _is_fp4(b)), None)
-            if fp4 is not None:
-                raise CompileError(f"{_USER_NAMES[type(node)]} on {fp4.name}, which holds FP4 values: {FP4_MOVED_ONLY}",
-                                   node.loc)
+        if dtype is not None and dtype.name == "int4":
+            raise CompileError(f"{expr_text(node)} has type int4 here (a cast or a constant of that type): int4 values "
+                               "are only moved (T.copy) and multiplied (T.gemm); the code has no int4 arithmetic (a "
+                               "cast to int4 would keep int8's range)", self.loc)
+        if isinstance(node, (ir.Fill, ir.Reduce, ir.Scan, ir.Gemm, ir.Im2Col)):
+            packed = next((b for b in _written_by(node) if _packed_in_memory(b)), None)
+            if packed is not None:
+                raise CompileError(f"{_USER_NAMES[type(node)]} writes {packed.name}, which holds FP4 values two a byte: "
+                                   f"{FP4_PACKED_WRITES}", node.loc)
         if self.parallel and isinstance(node, ir.LetStmt) and isinstance(node.value, ir.Call) \
                 and node.value.name in ir.ATOMIC_UPDATES:
             raise CompileError("T.atomic_add(..., return_prev=True) inside a T.Parallel loop is not supported: "
@@ -163,18 +155,11 @@ class _Verify(IRVisitor):
             f"skip the {kind} would leave their parts undone. Move it out of the {kind} (a T.Parallel loop may "
             f"test the condition per element inside), or write the elements with T.serial loops", node.loc)
 
-    def visit_BufferLoad(self, node: ir.BufferLoad):
-        self._element_access(node.buffer)
-        self.generic_visit(node)
-
     def visit_BufferStore(self, node: ir.BufferStore):
-        self._element_access(node.buffer)
+        if _packed_in_memory(node.buffer):
+            raise CompileError(f"{node.buffer.name} holds FP4 values two a byte, and one element is written here: "
+                               f"{FP4_PACKED_WRITES}", self.loc)
         self.generic_visit(node)
-
-    def _element_access(self, buf: ir.Buffer):
-        if _is_fp4(buf):
-            raise CompileError(f"{buf.name} holds FP4 values, and its elements are read or written here: "
-                               f"{FP4_MOVED_ONLY}", self.loc)
 
     def visit_TmaCopy(self, node: ir.TmaCopy):
         for r in (node.src, node.dst):
@@ -216,10 +201,10 @@ class _Verify(IRVisitor):
         if node.src.buffer.dtype.name == "float4_e2m1_unpacked":
             raise CompileError(f"T.copy {FP4_UNPACK_ONLY}; {node.src.buffer.name} cannot be a source",
                                node.loc)
-        packed = [r.buffer for r in (node.src, node.dst) if r.buffer.dtype.packed]
-        if packed and node.instruction != "tma" and node.src.buffer.dtype != node.dst.buffer.dtype:
-            raise CompileError("packed FP4 data can only be copied to a buffer of the same type",
-                               node.loc)
+        if _packed_in_memory(node.dst.buffer) and node.instruction != "tma" and \
+                node.src.buffer.dtype != node.dst.buffer.dtype:
+            raise CompileError(f"a copy into packed FP4 {node.dst.buffer.name} from {node.src.buffer.dtype.name}: "
+                               f"{FP4_PACKED_WRITES}", node.loc)
         problem = _tma_conversion(node.src, node.dst) if node.instruction == "tma" else None
         if problem:
             raise CompileError(f"T.copy with prefer_instruction='tma': {problem}; without it T.copy converts "

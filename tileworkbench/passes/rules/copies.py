@@ -212,9 +212,9 @@ class CopyLowering:
 
     def lower(self) -> ir.Stmt:
         src, dst = self.src.buffer, self.dst.buffer
-        if src.dtype.packed or dst.dtype.packed:
-            raise CompileError("packed FP4 tiles are moved by TMA (T.tma_copy or "
-                               "prefer_instruction='tma'), not by threads", self.node.loc)
+        if dst.dtype.packed and dst.scope in ("global", "shared"):  # reading one by threads is element reads
+            raise CompileError("packed FP4 tiles are written by TMA (T.tma_copy or "
+                               "prefer_instruction='tma'), not by threads (two values a byte)", self.node.loc)
         per_thread = "local" in (src.scope, dst.scope)
         v = 1 if per_thread else self.vector_width()
         loop_vars = [ir.Var(f"i{n}") for n in range(len(self.extents))]

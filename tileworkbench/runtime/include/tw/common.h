@@ -105,6 +105,33 @@ __device__ __forceinline__ float e5m2_to_float(unsigned char x) {
   return to_float(half{(unsigned short)(h2 & 0xFFFF)});
 }
 
+// FP4 (e2m1) codes held one a byte: sign bit 3, then two exponent bits (bias 1) and one mantissa
+// bit, magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6. sm_90a has no conversion instruction for them (the
+// e2m1x2 cvt is sm_100's), so these are arithmetic: to nearest, ties to the even code, saturating
+// at 6 (infinities too), NaN to a zero of the other sign, as ml_dtypes converts in the CPU
+// interpreters (e2m1 has no NaN; which zero is arbitrary, matching them keeps the two comparable).
+// tests/test_fp4_conversions.py compiles the text between the markers for the host and compares
+// every float near the grid with ml_dtypes.
+// e2m1 begin
+__device__ __forceinline__ float e2m1_to_float(unsigned int code) {
+  const unsigned int m = code & 7u;
+  const float mag = m < 2u ? 0.5f * (float)m : 0.5f * (float)(2u + (m & 1u)) * (float)(1u << ((m >> 1) - 1u));
+  return (code & 8u) ? -mag : mag;
+}
+__device__ __forceinline__ unsigned char e2m1_from_float(float x) {
+  const unsigned int bits = __float_as_uint(x);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (unsigned char)(((bits >> 31) ^ 1u) << 3);  // NaN
+  const float a = __uint_as_float(bits & 0x7fffffffu);
+  const unsigned int m = a <= 0.25f ? 0u : a < 0.75f ? 1u : a <= 1.25f ? 2u : a < 1.75f ? 3u
+                       : a <= 2.5f ? 4u : a < 3.5f ? 5u : a <= 5.0f ? 6u : 7u;
+  return (unsigned char)((bits >> 31) << 3 | m);
+}
+// e2m1 end
+// The code of element i of a packed FP4 array (two a byte, the even element in the low nibble).
+__device__ __forceinline__ unsigned int fp4_code(const unsigned char* p, long long i) {
+  return (unsigned int)(p[i >> 1] >> ((i & 1) << 2)) & 0xFu;
+}
+
 // Two neighbouring FP8 results with one 16-bit store (p 2-byte aligned), the first at p.
 __device__ __forceinline__ void store_pair_e4m3(unsigned char* p, float lo, float hi) {
   unsigned short r;
