@@ -44,6 +44,9 @@ def host_conversions(tmp_path_factory):
     lib = ctypes.CDLL(str(folder / "e2m1.so"))
     lib.e2m1_from_float.restype, lib.e2m1_from_float.argtypes = ctypes.c_ubyte, [ctypes.c_float]
     lib.e2m1_to_float.restype, lib.e2m1_to_float.argtypes = ctypes.c_float, [ctypes.c_uint]
+    lib.fp4_code.restype, lib.fp4_code.argtypes = ctypes.c_uint, [ctypes.c_char_p, ctypes.c_longlong]
+    lib.store_pair_e2m1.restype = None
+    lib.store_pair_e2m1.argtypes = [ctypes.c_void_p, ctypes.c_float, ctypes.c_float]
     return lib
 
 
@@ -59,6 +62,16 @@ def test_the_conversions_round_as_ml_dtypes_does(host_conversions):
     codes = np.arange(16, dtype=np.uint8)
     values = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float32)
     assert [host_conversions.e2m1_to_float(int(c)) for c in codes] == list(values)
+
+
+def test_a_stored_pair_reads_back_nibble_by_nibble(host_conversions):
+    """The byte ``tw::store_pair_e2m1`` writes is what ``tw::fp4_code`` and the host's packing
+    (the even element in the low nibble) read as the two values."""
+    buf = (ctypes.c_ubyte * 2)()
+    host_conversions.store_pair_e2m1(ctypes.addressof(buf) + 1, 1.5, -4.0)
+    assert buf[1] == 0x3 | 0xE << 4
+    raw = bytes(buf)
+    assert [host_conversions.fp4_code(raw, i) for i in (2, 3)] == [0x3, 0xE]
 
 
 def _kernel(tmp_path, body: str):
@@ -102,11 +115,72 @@ def test_fp4_values_in_a_fragment_and_read_from_a_packed_tensor(tmp_path):
      "written here", 9),
     ("S = T.alloc_shared((64, 64), T.float4_e2m1fn)\nT.fill(S, 0)", "T.fill writes S, which holds FP4 values two a byte",
      9),
-    ("y = T.alloc_fragment((64, 64), T.float4_e2m1fn)\nS = T.alloc_shared((64, 64), T.float4_e2m1fn)\nT.fill(y, 1)\n"
-     "T.copy(y, S)", "packed FP4 tiles are written by TMA", 11),
     ("S = T.alloc_shared((64, 64), T.float4_e2m1fn)\nT.copy(X, S)", "a copy into packed FP4 S from float32", 9),
 ])
 def test_writing_one_element_of_packed_fp4_is_refused_at_its_line(tmp_path, body, message, line):
+    with pytest.raises(CompileError, match=message) as info:
+        tw.lower(_kernel(tmp_path, body), target="cuda")
+    assert f"fp4_kernel.py:{line}" in str(info.value)
+
+
+def test_packed_tiles_move_by_threads_in_whole_bytes(tmp_path):
+    kernel = _kernel(tmp_path, "S = T.alloc_shared((32, 64), T.float4_e2m1fn)\n"
+                               "for r in T.serial(2):\n"
+                               "    T.copy(A[r * 32, 0], S, disable_tma=True)\n"
+                               "    for i, j in T.Parallel(32, 64):\n"
+                               "        Y[r * 32 + i, j] = S[i, j]")
+    codes = np.random.default_rng(5).integers(0, 256, (64, 32), dtype=np.uint8)
+    y = np.zeros((64, 64), np.float32)
+    tw.compile(kernel, target="cpu")(np.zeros((64, 64), np.float32), codes, y)
+    values = np.stack([codes & 0xF, codes >> 4], axis=-1).reshape(64, 64).astype(np.uint8)
+    np.testing.assert_array_equal(y, values.view(ml_dtypes.float4_e2m1fn).astype(np.float32))
+    source = tw.lower(kernel, target="cuda").kernel_source
+    assert "tw::copy_vec<16>((S + (" in source  # 32 values, 16 bytes, a thread
+    compile_check(source, "sm_90a")
+
+
+GEMM_TO_FP4 = """import tileworkbench.language as T
+
+
+@T.prim_func
+def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((256, 128), T.float4_e2m1fn)):
+    with T.Kernel(1, 2, threads=128) as (bx, by):
+        A_s = T.alloc_shared((128, 64), "float16")
+        B_s = T.alloc_shared((64, 128), "float16")
+        C_l = T.alloc_fragment((128, 128), "float32")
+        T.copy(A[by * 128, 0], A_s)
+        T.copy(B[0, 0], B_s)
+        T.gemm(A_s, B_s, C_l, clear_accum=True)
+        T.copy(C_l, C[by * 128, 0])
+"""
+
+
+def test_a_gemm_result_stored_as_fp4_in_pairs(tmp_path):
+    path = tmp_path / "fp4_gemm.py"
+    path.write_text(GEMM_TO_FP4)
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - our own test kernel
+    rng = np.random.default_rng(6)
+    a = (rng.standard_normal((256, 64)) * 0.3).astype(np.float16)
+    b = (rng.standard_normal((64, 128)) * 0.3).astype(np.float16)
+    c = np.zeros((256, 64), np.uint8)
+    tw.compile(namespace["main"], target="cpu")(a, b, c)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
+    np.testing.assert_array_equal(c, (want[:, 0::2] & 0xF) | (want[:, 1::2] << 4))
+    source = tw.lower(namespace["main"], target="cuda").kernel_source
+    assert "tw::store_pair_e2m1((C + (" in source
+    compile_check(source, "sm_90a")
+
+
+@pytest.mark.parametrize("body, message, line", [
+    # a 32 x 32 fragment over 128 threads: element after element in different threads
+    ("y = T.alloc_fragment((32, 32), T.float4_e2m1fn)\nS = T.alloc_shared((32, 32), T.float4_e2m1fn)\n"
+     "for i, j in T.Parallel(32, 32):\n    y[i, j] = X[i, j]\nT.copy(y, S)",
+     "fragment y's layout gives neighbouring elements to different threads", 12),
+    ("S = T.alloc_shared((64, 32), T.float4_e2m1fn)\nT.copy(A[0:64, 1:33], S, disable_tma=True)",
+     "must start and span an even number of values", 9),
+])
+def test_a_thread_copy_into_packed_fp4_without_whole_bytes_is_refused(tmp_path, body, message, line):
     with pytest.raises(CompileError, match=message) as info:
         tw.lower(_kernel(tmp_path, body), target="cuda")
     assert f"fp4_kernel.py:{line}" in str(info.value)

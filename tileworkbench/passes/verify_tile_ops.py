@@ -9,7 +9,8 @@ with ``prefer_instruction="tma"`` one dtype on both sides (TMA converts nothing:
 stored to a float16 tensor so wrote raw bytes), every ``Copy`` out of
 an unpacked FP4 buffer is rejected, no element of a packed FP4 tensor or shared tile is written
 one at a time, by the kernel or by a fill, reduction, scan or gemm (half a byte: the thread holding
-the other half would race; copies into one move whole bytes by TMA) and no copy converts into one,
+the other half would race; copies into one move whole bytes) and only a fragment's copy converts
+into one (in pairs, or refused by ``partition_parallel_loops``),
 no value is cast to int4 (its tiles are only moved and multiplied), every buffer accessed
 by index has the right rank, no copy
 runs between two overlapping regions of one buffer (known from constants and the launch's ranges), no
@@ -39,9 +40,10 @@ from .rules.uniformity import Variance
 FP4_UNPACK_ONLY = "only supports float4_e2m1_unpacked as an FP4 unpack load"
 # A tensor or shared tile of packed FP4 holds two values a byte: one element written by a thread is
 # half a byte, which the thread holding the other half would race on.
-FP4_PACKED_WRITES = ("packed FP4 tensors and shared tiles are written only whole, by TMA (T.tma_copy, or "
-                     "T.copy between FP4 tensors and shared tiles); compute in a float4_e2m1fn fragment or "
-                     "local array, or a float4_e2m1_unpacked shared tile (one value a byte), or in float32")
+FP4_PACKED_WRITES = ("packed FP4 tensors and shared tiles are written in whole bytes only: by TMA, by T.copy "
+                     "from another packed FP4 tile or tensor (even starts and extents), or by T.copy from a "
+                     "fragment whose layout gives each thread neighbouring pairs; compute in a float4_e2m1fn "
+                     "fragment or local array, a float4_e2m1_unpacked shared tile (one value a byte), or float32")
 
 
 def _packed_in_memory(buf) -> bool:
@@ -202,7 +204,7 @@ class _Verify(IRVisitor):
             raise CompileError(f"T.copy {FP4_UNPACK_ONLY}; {node.src.buffer.name} cannot be a source",
                                node.loc)
         if _packed_in_memory(node.dst.buffer) and node.instruction != "tma" and \
-                node.src.buffer.dtype != node.dst.buffer.dtype:
+                node.src.buffer.dtype != node.dst.buffer.dtype and node.src.buffer.scope != "fragment":
             raise CompileError(f"a copy into packed FP4 {node.dst.buffer.name} from {node.src.buffer.dtype.name}: "
                                f"{FP4_PACKED_WRITES}", node.loc)
         problem = _tma_conversion(node.src, node.dst) if node.instruction == "tma" else None

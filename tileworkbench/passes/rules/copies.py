@@ -181,12 +181,14 @@ class CopyLowering:
 
     def vector_width(self) -> int:
         src, dst = self.src.buffer, self.dst.buffer
-        if src.dtype != dst.dtype or src.dtype.packed or src.dtype.storage_bits < 8:
+        if src.dtype != dst.dtype or (src.dtype.storage_bits < 8 and not src.dtype.packed):
             return 1
         if any(b.scope in ("fragment", "local") for b in (src, dst)) or not self.extents or any(e is not None for e in self.dynamic):
             return 1
-        elem = src.dtype.storage_bits // 8
-        for v in (16 // elem, 8 // elem, 4 // elem, 2 // elem):
+        # packed FP4 (two values a byte) moves in whole bytes: runs of 32 values (16 bytes) down to 2 (1)
+        widths = (32, 16, 8, 4, 2) if src.dtype.packed else \
+            tuple(n // (src.dtype.storage_bits // 8) for n in (16, 8, 4, 2))
+        for v in widths:
             if v > 1 and self.extents[-1] % v == 0 and all(
                     self.vector_ok(r, dims, v) for r, dims in ((self.src, self.sdims), (self.dst, self.ddims))):
                 return v
@@ -212,11 +214,15 @@ class CopyLowering:
 
     def lower(self) -> ir.Stmt:
         src, dst = self.src.buffer, self.dst.buffer
-        if dst.dtype.packed and dst.scope in ("global", "shared"):  # reading one by threads is element reads
-            raise CompileError("packed FP4 tiles are written by TMA (T.tma_copy or "
-                               "prefer_instruction='tma'), not by threads (two values a byte)", self.node.loc)
         per_thread = "local" in (src.scope, dst.scope)
         v = 1 if per_thread else self.vector_width()
+        if dst.dtype.packed and dst.scope in ("global", "shared") and v == 1 and src.scope != "fragment":
+            # a thread writes a packed tile in whole bytes only: from a tile of its own kind in runs of
+            # even length (here), or from a fragment in pairs of neighbours (partition_parallel_loops)
+            raise CompileError(f"a copy into packed FP4 {dst.name} by threads moves whole bytes (two values): from "
+                               f"{'packed FP4' if src.dtype == dst.dtype else src.dtype.name} {src.name} its region "
+                               "must start and span an even number of values along the last dimension, each known "
+                               "to be even when the kernel is compiled (or copy by TMA)", self.node.loc)
         loop_vars = [ir.Var(f"i{n}") for n in range(len(self.extents))]
         scaled = list(loop_vars)
         if v > 1:

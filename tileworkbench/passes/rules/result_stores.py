@@ -1,6 +1,7 @@
-"""16-bit, FP8 and float32 results stored from a fragment two or eight at a time, for
+"""16-bit, FP8, FP4 and float32 results stored from a fragment two or eight at a time, for
 ``partition_parallel_loops``: :meth:`ResultStores.paired_stores` (one 32-bit ``tw::store_pair``,
-or a 16-bit ``tw::store_pair_e4m3``/``_e5m2``, per element pair where the layout and the store's
+a 16-bit ``tw::store_pair_e4m3``/``_e5m2``, or for packed FP4 one byte ``tw::store_pair_e2m1``,
+which is the only way a thread writes into a packed tile, per element pair where the layout and the store's
 indices keep pairs side by side; likewise a float32 ``T.atomic_add`` into a global tensor, one
 8-byte ``tw::atomic_add_pair`` per pair: half the atomics, which the L2 serves one instruction at
 a time, for FlashAttention backward's dQ) and
@@ -11,7 +12,7 @@ around the store is the same for a whole warp: :meth:`ResultStores.warp_uniform`
 from __future__ import annotations
 
 from ...ir import nodes as ir
-from ...ir.layout import strided_offset
+from ...ir.layout import BlockedLayout, strided_offset
 from ...ir.simplify import Affine, is_multiple_of, simplify
 from ...ir.visitor import collect, substitute, uses_var
 from .calls import needs_alignment
@@ -31,7 +32,8 @@ def unit_column(buf: ir.Buffer, indices, column: ir.Var) -> Affine | None:
 # The call that stores two neighbouring float32 results rounded to each type: one 32-bit store of
 # two 16-bit values, one 16-bit store of two FP8 values, or one 64-bit store of two float32 values.
 PAIR_STORES = {"float16": "tw::store_pair", "bfloat16": "tw::store_pair", "float8_e4m3": "tw::store_pair_e4m3",
-               "float8_e5m2": "tw::store_pair_e5m2", "float32": "tw::store_pair"}
+               "float8_e5m2": "tw::store_pair_e5m2", "float32": "tw::store_pair",
+               "float4_e2m1fn": "tw::store_pair_e2m1"}  # FP4: one byte of two packed codes, the only way in
 ATOMIC_ADD_PAIR = "tw::atomic_add_pair"  # two neighbouring float32 sums with one 8-byte atomic (sm_90)
 
 
@@ -78,11 +80,18 @@ class ResultStores:
         body, row_conditions = self.row_conditions(body, loop_vars, layout)
         if body is None:
             return None
-        target = pair_target(body) if getattr(layout, "adjacent_pairs", False) else None
-        if target is None or layout.local_size % 2:
+        target = pair_target(body)
+        pairs = getattr(layout, "adjacent_pairs", False) or (
+            # a blocked layout's runs of an even length hold neighbours two by two (runs stay in a
+            # row); taken for packed FP4 only, which has no other way in, so other kernels keep theirs
+            target is not None and target[0].dtype.packed and isinstance(layout, BlockedLayout)
+            and layout.vec % 2 == 0 and not layout.row)
+        if target is None or not pairs or layout.local_size % 2:
             return None
         out, out_indices, value, writer = target
-        if value.dtype.name != "float32" or collect(value, ir.Call):
+        # float32 results; into packed FP4 also FP4 values (a fragment's codes, computed as float32)
+        carried = value.dtype.name == "float32" or (out.dtype.packed and value.dtype.computed_in_float32)
+        if not carried or collect(value, ir.Call):
             return None
         jj = ir.Var("jj")
         halves, binds = [], []

@@ -126,11 +126,16 @@ __device__ __forceinline__ unsigned char e2m1_from_float(float x) {
                        : a <= 2.5f ? 4u : a < 3.5f ? 5u : a <= 5.0f ? 6u : 7u;
   return (unsigned char)((bits >> 31) << 3 | m);
 }
-// e2m1 end
 // The code of element i of a packed FP4 array (two a byte, the even element in the low nibble).
 __device__ __forceinline__ unsigned int fp4_code(const unsigned char* p, long long i) {
   return (unsigned int)(p[i >> 1] >> ((i & 1) << 2)) & 0xFu;
 }
+// Two neighbouring FP4 results with one byte store at p (the byte of an even element): the first
+// in the low nibble. A thread writes whole bytes of a packed tile only.
+__device__ __forceinline__ void store_pair_e2m1(unsigned char* p, float lo, float hi) {
+  *p = (unsigned char)(e2m1_from_float(lo) | e2m1_from_float(hi) << 4);
+}
+// e2m1 end
 
 // Two neighbouring FP8 results with one 16-bit store (p 2-byte aligned), the first at p.
 __device__ __forceinline__ void store_pair_e4m3(unsigned char* p, float lo, float hi) {
