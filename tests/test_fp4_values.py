@@ -172,6 +172,43 @@ def test_a_gemm_result_stored_as_fp4_in_pairs(tmp_path):
     compile_check(source, "sm_90a")
 
 
+QUANTIZE = """import tileworkbench.language as T
+
+
+@T.prim_func
+def main(X: T.Tensor((64, 32), "bfloat16"), Q: T.Tensor((64, 32), T.float4_e2m1fn)):
+    with T.Kernel(2, threads=128) as bx:
+        x_shared = T.alloc_shared((32, 32), "bfloat16")
+        x_local = T.alloc_fragment((32, 32), "bfloat16")
+        y_local = T.alloc_fragment((32, 32), T.float4_e2m1fn)
+        y_shared = T.alloc_shared((32, 32), T.float4_e2m1fn)
+        T.copy(X[bx * 32, 0], x_shared)
+        T.copy(x_shared, x_local)
+        for i, j in T.Parallel(32, 32):
+            y_local[i, j] = T.clamp(x_local[i, j], -6.0, 6.0)
+        T.copy(y_local, y_shared)
+        T.copy(y_shared, Q[bx * 32, 0])
+"""
+
+
+def test_an_fp4_fragment_takes_runs_of_two_and_is_stored_in_pairs(tmp_path):
+    """A 32 x 32 fragment over 128 threads is otherwise one element a thread; copied into a packed
+    tile, it and the fragments it is computed with take runs of two (infer_fragment_layouts), so
+    each thread stores its pairs a byte each (act_quant's shape, without its staged input)."""
+    path = tmp_path / "fp4_quantize.py"
+    path.write_text(QUANTIZE)
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - our own test kernel
+    x = (np.random.default_rng(7).standard_normal((64, 32)) * 4).astype(ml_dtypes.bfloat16)
+    q = np.zeros((64, 16), np.uint8)
+    tw.compile(namespace["main"], target="cpu")(x, q)
+    want = np.clip(x.astype(np.float32), -6, 6).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
+    np.testing.assert_array_equal(q, (want[:, 0::2] & 0xF) | (want[:, 1::2] << 4))
+    source = tw.lower(namespace["main"], target="cuda").kernel_source
+    assert "tw::store_pair_e2m1((y_shared + (" in source
+    compile_check(source, "sm_90a")
+
+
 @pytest.mark.parametrize("body, message, line", [
     # a 32 x 32 fragment over 128 threads: element after element in different threads
     ("y = T.alloc_fragment((32, 32), T.float4_e2m1fn)\nS = T.alloc_shared((32, 32), T.float4_e2m1fn)\n"

@@ -239,6 +239,10 @@ class _Inference:
         self.tile_written = {id(_buffer_of(n.c if isinstance(n, ir.Gemm) else n.dst))
                              for n in collect(func.body, (ir.Copy, ir.Reduce, ir.Scan, ir.Gemm))
                              if not (isinstance(n, ir.Copy) and n.src.buffer.scope == "global")}
+        # fragments copied into a packed FP4 tensor or tile: a thread writes it a byte (two values) at a time
+        self.packed_sources = {id(n.src.buffer) for n in collect(func.body, ir.Copy)
+                               if n.src.buffer.scope == "fragment" and n.dst.buffer.dtype.packed
+                               and n.dst.buffer.scope in ("global", "shared")}
         self.func = func
 
     def set(self, buf, layout, loc) -> bool:
@@ -369,16 +373,23 @@ class _Inference:
         group = self.group(buf)
         if any(k in self.layouts or k in self.relations.not_runs for k in group):
             return 1
+        # where no 16-byte runs fit, a group copied into packed FP4 still takes runs of two: its pairs
+        # are then one thread's, and the copy writes each as one byte (result_stores.paired_stores)
+        pairs = 2 if any(k in self.packed_sources for k in group) and _runs_fit(shape, threads, 2) else 1
         vec = 16 // min(b.dtype.storage_bits // 8 or 1 for b in group.values())
         if not all(_run_in_shared(access, last, vec) for k in group for access, last in self.relations.shared_steps.get(k, ())):
-            return 1
-        row, sweep = shape[-1], threads * vec
-        numel = math.prod(shape)
-        # every row whole sweeps, or whole runs of a power-of-two run of threads (TileLang's layout of
-        # a [64, 128] float32 tile over 128 threads: a warp's runs of 4 per row), and no partial sweep
-        sharers = row // vec
-        fits = row % sweep == 0 or (sweep % row == 0 and row % vec == 0 and sharers & (sharers - 1) == 0)
-        return vec if vec > 1 and fits and numel % sweep == 0 else 1
+            return pairs
+        return vec if vec > 1 and _runs_fit(shape, threads, vec) else pairs
+
+
+def _runs_fit(shape, threads: int, vec: int) -> bool:
+    """Runs of ``vec`` neighbours a thread suit a fragment of ``shape``: every row whole sweeps of
+    the threads, or whole runs of a power-of-two number of threads (TileLang's layout of a
+    [64, 128] float32 tile over 128 threads: a warp's runs of 4 per row), and no partial sweep."""
+    row, sweep = shape[-1], threads * vec
+    sharers = row // vec
+    fits = row % sweep == 0 or (sweep % row == 0 and row % vec == 0 and sharers & (sharers - 1) == 0)
+    return vec > 1 and fits and math.prod(shape) % sweep == 0
 
 
 @register("infer_fragment_layouts", "tile")

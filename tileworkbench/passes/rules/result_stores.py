@@ -81,12 +81,12 @@ class ResultStores:
         if body is None:
             return None
         target = pair_target(body)
-        pairs = getattr(layout, "adjacent_pairs", False) or (
-            # a blocked layout's runs of an even length hold neighbours two by two (runs stay in a
-            # row); taken for packed FP4 only, which has no other way in, so other kernels keep theirs
-            target is not None and target[0].dtype.packed and isinstance(layout, BlockedLayout)
-            and layout.vec % 2 == 0 and not layout.row)
-        if target is None or not pairs or layout.local_size % 2:
+        # a blocked layout's runs of an even length hold neighbours two by two, each pair's first at
+        # an even column (runs stay in a row of even length); taken for packed FP4 only, which has
+        # no other way in, so other kernels keep their stores
+        run_pairs = target is not None and target[0].dtype.packed and isinstance(layout, BlockedLayout) \
+            and layout.vec % 2 == 0 and not layout.row and layout.shape[-1] % 2 == 0
+        if target is None or not (getattr(layout, "adjacent_pairs", False) or run_pairs) or layout.local_size % 2:
             return None
         out, out_indices, value, writer = target
         # float32 results; into packed FP4 also FP4 values (a fragment's codes, computed as float32)
@@ -105,8 +105,14 @@ class ResultStores:
             binds.append(bind)
         (first, lo), (_, hi) = halves
         column = unit_column(out, out_indices, loop_vars[-1])
-        if column is None or not is_multiple_of(simplify(strided_offset(out, first)), 2):
-            return None  # the pair's two elements are not neighbours in the tensor, or not aligned
+        if column is None:
+            return None  # the pair's two elements are not neighbours in the tensor
+        # the first of each pair at an even offset: shown on its address, or, for runs, by the store's
+        # offset being even but for the column (whose value at a pair's first is even)
+        even = is_multiple_of(simplify(strided_offset(out, first)), 2) or (run_pairs and column.const % 2 == 0 and all(
+            coef % 2 == 0 for atom, coef in column.terms.values() if atom is not loop_vars[-1]))
+        if not even:
+            return None
         if out.scope == "global":  # shared tiles are 128-byte aligned; swizzle and panels keep pairs
             needs_alignment(out, out.dtype.bytes_for(2))
         matrices = self.matrix_stores_of(node, loop_vars, body, value, layout, column) \
