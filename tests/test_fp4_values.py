@@ -223,17 +223,30 @@ def test_a_thread_copy_into_packed_fp4_without_whole_bytes_is_refused(tmp_path, 
     assert f"fp4_kernel.py:{line}" in str(info.value)
 
 
+SM100 = {"kind": "cuda", "arch": "sm_100"}  # 4-bit tensor maps (16U4) are sm_100's (../shared/DESIGN.md)
+UNPACK = "S = T.alloc_shared((64, 64), T.float4_e2m1_unpacked)\nT.copy(A, S, prefer_instruction='tma')"
+
+
 def test_a_contiguous_load_into_an_unpacked_tile_takes_a_tensor_map(tmp_path):
-    artifact = tw.lower(_kernel(tmp_path, "S = T.alloc_shared((64, 64), T.float4_e2m1_unpacked)\n"
-                                          "T.copy(A, S, prefer_instruction='tma')"), target="cuda")
+    artifact = tw.lower(_kernel(tmp_path, UNPACK), target=SM100)
     assert "tw::tma_load(A_desc" in artifact.kernel_source  # a bulk copy would not unpack
     assert [d.data_type for d in artifact.func.attrs["tma_descriptors"]] == [dtypes.float4_e2m1_unpacked.tma_code]
-    compile_check(artifact.kernel_source, "sm_90a")
+    compile_check(artifact.kernel_source, "sm_100a")
 
 
 def test_unpacked_codes_read_back_as_values(tmp_path):
-    source = tw.lower(_kernel(tmp_path, "S = T.alloc_shared((64, 64), T.float4_e2m1_unpacked)\n"
-                                        "T.copy(A, S, prefer_instruction='tma')\nfor i, j in T.Parallel(64, 64):\n"
-                                        "    Y[i, j] = S[i, j]"), target="cuda").kernel_source
+    source = tw.lower(_kernel(tmp_path, UNPACK + "\nfor i, j in T.Parallel(64, 64):\n    Y[i, j] = S[i, j]"),
+                      target=SM100).kernel_source
     assert "tw::e2m1_to_float(" in source[source.index('extern "C"'):]
-    compile_check(source, "sm_90a")
+    compile_check(source, "sm_100a")
+
+
+def test_a_4_bit_tensor_map_is_refused_for_sm_90a(tmp_path):
+    """sm_90's TMA has no 4-bit element types: an explicit TMA copy of FP4 is refused there; the
+    copies the compiler chooses itself move packed tiles by threads instead."""
+    with pytest.raises(CompileError, match="which only sm_100 and later run, not sm_90a") as info:
+        tw.lower(_kernel(tmp_path, UNPACK), target="cuda")
+    assert "fp4_kernel.py:9" in str(info.value)
+    chosen = tw.lower(_kernel(tmp_path, "S = T.alloc_shared((32, 64), T.float4_e2m1fn)\nT.copy(A[0, 0], S)\n"
+                                        "T.copy(S, A[32, 0])"), target="cuda")
+    assert chosen.func.attrs.get("tma_descriptors", []) == [] and "tw::copy_vec<16>" in chosen.kernel_source

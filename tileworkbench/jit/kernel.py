@@ -571,7 +571,7 @@ def interpreted(target) -> bool:
 
 def _compile_for_cpu(func, out_idx, pass_configs):
     from ..interpreter import CpuKernel
-    from .lower import lower_tile_level
+    from .lower import interpreted_arch, lower_tile_level
 
     src = parse(func)
     if isinstance(src, ir.KernelSequence):  # each kernel interpreted, one after another
@@ -582,8 +582,8 @@ def _compile_for_cpu(func, out_idx, pass_configs):
     out_idx = check_out_idx(out_idx, [(p.name, isinstance(p, ir.Buffer)) for p in src.params], src.name,
                             src.attrs.get("dynamic_sizes", {})) or []
     configs = PassContext.merged_configs(pass_configs)
-    # The sm_90a compile it stands for: its trace (the workbench's views, the barrier check) and CUDA.
-    artifact = lower(src, target="sm_90a", pass_configs=configs, out_idx=out_idx)
+    # The GPU compile it stands for (sm_90a; sm_100 for FP4 by TMA): its trace and CUDA.
+    artifact = lower(src, target=interpreted_arch(src), pass_configs=configs, out_idx=out_idx)
     artifact.trace.kernel["interpreted"] = True  # results come from the CPU interpreter, not a GPU
     return CpuKernel(lower_tile_level(src, configs), out_idx, f"{src.name}_kernel", artifact)
 

@@ -273,6 +273,14 @@ class _RereadTrial:
         return other
 
 
+def interpreted_arch(func: ir.PrimFunc) -> str:
+    """The GPU a CPU-interpreted kernel's trace and CUDA stand for: sm_100 where it asks for a TMA
+    copy of FP4 data (``T.tma_copy``, or ``prefer_instruction="tma"``: 4-bit tensor maps are
+    sm_100's, the spec's FP4 kernels), else sm_90a."""
+    copies = [c for c in collect(func.body, (ir.TmaCopy, ir.Copy)) if isinstance(c, ir.TmaCopy) or c.instruction == "tma"]
+    return "sm_100" if any(r.buffer.dtype.name.startswith("float4") for c in copies for r in (c.src, c.dst)) else "sm_90a"
+
+
 def _at_largest_gemm(src: ir.PrimFunc) -> SourceLocation:
     """Where register trouble is the user's to fix: the kernel's largest gemm (whose accumulator
     holds most of the registers), or else its first line."""

@@ -35,6 +35,7 @@ Guarantees:
 
 from __future__ import annotations
 
+from .. import dtypes
 from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.simplify import simplify
@@ -45,17 +46,20 @@ from .rules.thread_scopes import ScopedThreads
 from .rules.calls import address_of, barrier_init, call, elect, needs_16_byte_alignment, tile_base, tile_column
 from .manager import register
 
+FP4_MAP_TYPES = (dtypes.float4_e2m1fn.tma_code, dtypes.float4_e2m1_unpacked.tma_code)  # 16U4 maps: sm_100 on
+
 
 class _LowerTma(ScopedThreads, CodegenWalk):
     """Lowers the copies and barrier operations; ``self.ranges`` (``CodegenWalk``) bounds the block
     indices and loop variables, which say whether a region lies inside its tensor."""
 
-    def __init__(self, func: ir.PrimFunc):
+    def __init__(self, func: ir.PrimFunc, arch: str = "sm_90a"):
         super().__init__(func)
         self.func = func
         self.threads = func.launch.threads
         self.tid = func.launch.thread_var  # inside a T.ws scope: the scope's (rules.thread_scopes)
         self.descriptors: dict = {}  # key -> TmaDescriptor
+        self.arch = arch
         self.auto_barriers: list[ir.Buffer] = []
         self.phase_vars: list[ir.Var] = []  # auto barriers whose phase is counted in a scalar
         self.loops: list[ir.For] = []
@@ -67,6 +71,12 @@ class _LowerTma(ScopedThreads, CodegenWalk):
     # ---- helpers -----------------------------------------------------------------------------
     def descriptor(self, g_region: ir.Region, shared: ir.Buffer, loc):
         desc = tma_rules.build_descriptor(g_region, shared, loc)
+        if desc.data_type in FP4_MAP_TYPES and not self.arch.startswith("sm_10"):
+            raise CompileError(f"moving FP4 {g_region.buffer.name} by TMA here takes a tensor map of 4-bit elements "
+                               f"({dtypes.TMA_TYPE_NAMES[desc.data_type]}), which only sm_100 and later run, not "
+                               f"{self.arch}: copy it by threads (T.copy without prefer_instruction='tma', whose "
+                               "threads move packed tiles in whole bytes), or as whole contiguous rows (one bulk "
+                               "copy, which moves bytes as they are)", loc)
         existing = self.descriptors.get(desc.key())
         if existing is not None:
             return existing
@@ -244,7 +254,7 @@ def _only_reduced(body: ir.Stmt) -> set:
 
 @register("lower_tma", "lower")
 def lower_tma(func: ir.PrimFunc, ctx) -> ir.PrimFunc:
-    lowering = _LowerTma(func)
+    lowering = _LowerTma(func, ctx.target.arch)
     body = lowering.visit(func.body)
     prelude = []
     for buf in lowering.auto_barriers:

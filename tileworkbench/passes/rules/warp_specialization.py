@@ -22,10 +22,11 @@ FULL_ARRIVALS = 32  # the producer warp arrives on ``full``; one lane adds the e
 
 def is_tile_load(s) -> bool:
     """A load the producer can issue as one TMA copy: a whole shared tile from a global tensor of the
-    same dtype (TMA moves bytes as they are; a load that converts stays the threads')."""
+    same dtype (TMA moves bytes as they are; a load that converts stays the threads'), not packed FP4
+    (its tensor map is sm_100's)."""
     return (isinstance(s, ir.Copy) and s.instruction is None and s.src.buffer.scope == "global"
             and s.dst.buffer.scope == "shared" and s.src.static_extents() is not None
-            and s.dst.is_full and s.src.buffer.dtype == s.dst.buffer.dtype)
+            and s.dst.is_full and s.src.buffer.dtype == s.dst.buffer.dtype and not s.dst.buffer.dtype.packed)
 
 
 def launch_registers(threads: int) -> int:
