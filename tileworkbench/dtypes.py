@@ -92,12 +92,16 @@ class DType(str):
         return self.name in ("float16", "bfloat16")
 
     @property
+    def is_fp4(self) -> bool:
+        """An e2m1 float: packed two a byte, or unpacked one a byte (a shared tile TMA unpacks into)."""
+        return self.name in ("float4_e2m1fn", "float4_e2m1_unpacked")
+
+    @property
     def computed_in_float32(self) -> bool:
         """A 16-bit, FP8 or FP4 float: stored in its own bits (an FP4 code a byte in registers and
         unpacked tiles, two a byte in packed ones), held and computed as float32 by generated code,
         so that a value of it is rounded to it only where it is stored or cast."""
-        return self.is_low_precision_float or self.name in ("float8_e4m3", "float8_e5m2", "float4_e2m1fn",
-                                                            "float4_e2m1_unpacked")
+        return self.is_low_precision_float or self.is_fp4 or self.name in ("float8_e4m3", "float8_e5m2")
 
 
 @dataclass(frozen=True)

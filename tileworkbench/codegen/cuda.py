@@ -119,12 +119,9 @@ def same_type_choice(renderer, e: ir.Expr, dtype) -> str | None:
     return None
 
 
-FP4_NAMES = ("float4_e2m1fn", "float4_e2m1_unpacked")  # e2m1 codes: tw::e2m1_to_float / e2m1_from_float
-
-
 def to_float(dtype, text: str) -> str:
     """A stored element of a 16-bit, FP8 or FP4 dtype as the float generated code computes with."""
-    if dtype.name in FP4_NAMES:
+    if dtype.is_fp4:
         return f"tw::e2m1_to_float({text})"
     if dtype.name in FP8_PREFIX:
         return f"tw::{FP8_PREFIX[dtype.name]}_to_float({text})"
@@ -133,7 +130,7 @@ def to_float(dtype, text: str) -> str:
 
 def from_float(dtype, text: str) -> str:
     """A float rounded to a 16-bit, FP8 or FP4 dtype, as stored (FP4: its code, one a byte)."""
-    if dtype.name in FP4_NAMES:
+    if dtype.is_fp4:
         return f"tw::e2m1_from_float({text})"
     if dtype.name in FP8_PREFIX:
         return f"tw::{FP8_PREFIX[dtype.name]}_from_float({text})"
@@ -245,7 +242,7 @@ class CudaRenderer(SwizzledAccesses, CStyleRenderer):
         return f"tw::bit_cast<{value_type(dtype)}>({text})"
 
     def e_BufferLoad(self, e: ir.BufferLoad) -> str:
-        if e.buffer.dtype.packed and e.buffer.scope in ("global", "shared"):  # two FP4 codes a byte
+        if e.buffer.packed_in_memory:  # two FP4 codes a byte
             return self.load(e, f"tw::fp4_code({self.buffer_name(e.buffer)}, {self.offset(e)})")
         return super().e_BufferLoad(e)
 
@@ -254,7 +251,7 @@ class CudaRenderer(SwizzledAccesses, CStyleRenderer):
 
     def store_value(self, store: ir.BufferStore) -> str:
         buf, value = store.buffer, store.value
-        if buf.dtype.packed and buf.scope in ("global", "shared"):  # verify_tile_ops refuses these
+        if buf.packed_in_memory:  # verify_tile_ops refuses these
             raise InternalCompilerError(f"a store of one element into packed FP4 {buf.name} reached the code "
                                         "generator (half a byte: two threads would race on it)")
         if buf.dtype.computed_in_float32 and isinstance(value, ir.Select):

@@ -20,9 +20,6 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..ir.math_calls import CALLS as MATH_CALLS
 
-# The types generated code computes a value of a given type in.
-_FLOAT_HELD = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2", "float4_e2m1fn", "float4_e2m1_unpacked")
-
 
 def _exp2_poly(x):
     """``tw::exp2_poly`` (tw/common.h) in float32, step for step (its fused multiply-adds rounded
@@ -82,7 +79,7 @@ def unpack_int4(byte_values: np.ndarray) -> np.ndarray:
 
 
 def compute_dtype(dtype) -> np.dtype:
-    if dtype.name in _FLOAT_HELD or dtype.name == "float32":
+    if dtype.computed_in_float32 or dtype.name == "float32":  # held as float32, as generated code holds them
         return np.dtype(np.float32)
     if dtype.name == "float64":
         return np.dtype(np.float64)
@@ -194,7 +191,7 @@ def evaluate(e, env):
         return env.load(e.buffer, [evaluate(i, env) for i in e.indices])
     if isinstance(e, ir.Cast):
         v = evaluate(e.value, env)
-        if e.dtype.name in _FLOAT_HELD:  # rounded to the type, computed as float32
+        if e.dtype.computed_in_float32:  # rounded to the type, computed as float32
             return loaded(stored(v, e.dtype), e.dtype)
         if not e.dtype.is_float and np.asarray(v).dtype.kind == "f":
             v = to_integer(v, e.dtype)  # saturated, NaN to 0, as tw::to_integer (numpy's cast would wrap)

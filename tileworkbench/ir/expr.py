@@ -462,6 +462,12 @@ class Buffer:
     def ndim(self) -> int:
         return len(self.shape)
 
+    @property
+    def packed_in_memory(self) -> bool:
+        """Two values a byte here: a packed FP4 tensor or shared tile (a fragment or local array holds
+        one FP4 code a byte), whose single elements no thread writes (half a byte: a race)."""
+        return self.dtype.packed and self.scope in ("global", "shared")
+
     def static_shape(self) -> tuple[int, ...] | None:
         dims = tuple(const_int(s) for s in self.shape)
         return None if any(d is None for d in dims) else dims

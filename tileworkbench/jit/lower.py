@@ -278,7 +278,7 @@ def interpreted_arch(func: ir.PrimFunc) -> str:
     copy of FP4 data (``T.tma_copy``, or ``prefer_instruction="tma"``: 4-bit tensor maps are
     sm_100's, the spec's FP4 kernels), else sm_90a."""
     copies = [c for c in collect(func.body, (ir.TmaCopy, ir.Copy)) if isinstance(c, ir.TmaCopy) or c.instruction == "tma"]
-    return "sm_100" if any(r.buffer.dtype.name.startswith("float4") for c in copies for r in (c.src, c.dst)) else "sm_90a"
+    return "sm_100" if any(r.buffer.dtype.is_fp4 for c in copies for r in (c.src, c.dst)) else "sm_90a"
 
 
 def _at_largest_gemm(src: ir.PrimFunc) -> SourceLocation:

@@ -241,8 +241,7 @@ class _Inference:
                              if not (isinstance(n, ir.Copy) and n.src.buffer.scope == "global")}
         # fragments copied into a packed FP4 tensor or tile: a thread writes it a byte (two values) at a time
         self.packed_sources = {id(n.src.buffer) for n in collect(func.body, ir.Copy)
-                               if n.src.buffer.scope == "fragment" and n.dst.buffer.dtype.packed
-                               and n.dst.buffer.scope in ("global", "shared")}
+                               if n.src.buffer.scope == "fragment" and n.dst.buffer.packed_in_memory}
         self.func = func
 
     def set(self, buf, layout, loc) -> bool:

@@ -168,8 +168,7 @@ class _Partition(ScopedThreads, ResultStores, RangeTracker, IRMutator):
         runs = run_copies(node, loop_vars, body, layout, self.tid, self.to_local, self.ranges)
         if runs is not None:
             return runs
-        packed = next((s.buffer for s in collect(body, ir.BufferStore)
-                       if s.buffer.dtype.packed and s.buffer.scope in ("global", "shared")), None)
+        packed = next((s.buffer for s in collect(body, ir.BufferStore) if s.buffer.packed_in_memory), None)
         if packed is not None:  # one element would be half a byte, the other half another thread's
             raise CompileError(f"a thread writes packed FP4 {packed.name} only in pairs of neighbours (one byte), and "
                                f"here it cannot: fragment {frag.name}'s layout gives neighbouring elements to "

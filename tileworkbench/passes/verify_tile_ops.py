@@ -33,7 +33,7 @@ from ..errors import CompileError
 from ..ir import nodes as ir
 from ..ir.printer import expr_text
 from ..ir.simplify import interval, launch_ranges, narrowed_ranges, simplify
-from ..ir.visitor import IRVisitor, collect
+from ..ir.visitor import IRVisitor, buffers_written, collect
 from .manager import register
 from .rules.uniformity import Variance
 
@@ -44,20 +44,6 @@ FP4_PACKED_WRITES = ("packed FP4 tensors and shared tiles are written in whole b
                      "from another packed FP4 tile or tensor (even starts and extents), or by T.copy from a "
                      "fragment whose layout gives each thread neighbouring pairs; compute in a float4_e2m1fn "
                      "fragment or local array, a float4_e2m1_unpacked shared tile (one value a byte), or float32")
-
-
-def _packed_in_memory(buf) -> bool:
-    """A packed FP4 tensor or shared tile (fragments and local arrays hold one FP4 code a byte)."""
-    return isinstance(buf, ir.Buffer) and buf.dtype.packed and buf.scope in ("global", "shared")
-
-
-def _written_by(node) -> list:
-    """The buffers a tile operation writes: its destination, a reduction's or scan's, a gemm's C."""
-    out = []
-    for name in ("dst", "c"):
-        value = getattr(node, name, None)
-        out.append(value.buffer if isinstance(value, ir.Region) else value)
-    return [b for b in out if isinstance(b, ir.Buffer)]
 
 
 _USER_NAMES = {ir.Copy: "T.copy", ir.TmaCopy: "T.tma_copy", ir.Im2Col: "T.im2col", ir.Fill: "T.fill",
@@ -130,7 +116,7 @@ class _Verify(IRVisitor):
                                "are only moved (T.copy) and multiplied (T.gemm); the code has no int4 arithmetic (a "
                                "cast to int4 would keep int8's range)", self.loc)
         if isinstance(node, (ir.Fill, ir.Reduce, ir.Scan, ir.Gemm, ir.Im2Col)):
-            packed = next((b for b in _written_by(node) if _packed_in_memory(b)), None)
+            packed = next((b for b in buffers_written(node) if b.packed_in_memory), None)
             if packed is not None:
                 raise CompileError(f"{_USER_NAMES[type(node)]} writes {packed.name}, which holds FP4 values two a byte: "
                                    f"{FP4_PACKED_WRITES}", node.loc)
@@ -158,7 +144,7 @@ class _Verify(IRVisitor):
             f"test the condition per element inside), or write the elements with T.serial loops", node.loc)
 
     def visit_BufferStore(self, node: ir.BufferStore):
-        if _packed_in_memory(node.buffer):
+        if node.buffer.packed_in_memory:
             raise CompileError(f"{node.buffer.name} holds FP4 values two a byte, and one element is written here: "
                                f"{FP4_PACKED_WRITES}", self.loc)
         self.generic_visit(node)
@@ -203,7 +189,7 @@ class _Verify(IRVisitor):
         if node.src.buffer.dtype.name == "float4_e2m1_unpacked":
             raise CompileError(f"T.copy {FP4_UNPACK_ONLY}; {node.src.buffer.name} cannot be a source",
                                node.loc)
-        if _packed_in_memory(node.dst.buffer) and node.instruction != "tma" and \
+        if node.dst.buffer.packed_in_memory and node.instruction != "tma" and \
                 node.src.buffer.dtype != node.dst.buffer.dtype and node.src.buffer.scope != "fragment":
             raise CompileError(f"a copy into packed FP4 {node.dst.buffer.name} from {node.src.buffer.dtype.name}: "
                                f"{FP4_PACKED_WRITES}", node.loc)

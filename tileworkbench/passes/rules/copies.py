@@ -216,7 +216,7 @@ class CopyLowering:
         src, dst = self.src.buffer, self.dst.buffer
         per_thread = "local" in (src.scope, dst.scope)
         v = 1 if per_thread else self.vector_width()
-        if dst.dtype.packed and dst.scope in ("global", "shared") and v == 1 and src.scope != "fragment":
+        if dst.packed_in_memory and v == 1 and src.scope != "fragment":
             # a thread writes a packed tile in whole bytes only: from a tile of its own kind in runs of
             # even length (here), or from a fragment in pairs of neighbours (partition_parallel_loops)
             raise CompileError(f"a copy into packed FP4 {dst.name} by threads moves whole bytes (two values): from "
