@@ -23,6 +23,8 @@ from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.codegen.cuda import HEADER_DIR
 from tileworkbench.errors import CompileError
 
+from tests.tilelang_compat.kernel_files import import_kernel_file, main_with
+
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 
@@ -75,14 +77,9 @@ def test_a_stored_pair_reads_back_nibble_by_nibble(host_conversions):
 
 
 def _kernel(tmp_path, body: str):
-    path = tmp_path / "fp4_kernel.py"
-    path.write_text("import tileworkbench.language as T\n\n\n@T.prim_func\n"
-                    "def main(X: T.Tensor((64, 64), 'float32'), A: T.Tensor((64, 64), T.float4_e2m1fn),\n"
-                    "         Y: T.Tensor((64, 64), 'float32')):\n"
-                    "    with T.Kernel(1, threads=128) as bx:\n" + "".join(f"        {line}\n" for line in body.splitlines()))
-    namespace: dict = {}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - our own test kernel
-    return namespace["main"]
+    """``main_with``'s kernel (its first statement on line 7), ``body``'s lines indented for it."""
+    return main_with(tmp_path, "X: T.Tensor((64, 64), 'float32'), A: T.Tensor((64, 64), T.float4_e2m1fn), "
+                               "Y: T.Tensor((64, 64), 'float32')", body.replace("\n", "\n        "))
 
 
 COMPUTE = """y = T.alloc_fragment((64, 64), T.float4_e2m1fn)
@@ -112,15 +109,15 @@ def test_fp4_values_in_a_fragment_and_read_from_a_packed_tensor(tmp_path):
 
 @pytest.mark.parametrize("body, message, line", [
     ("for i, j in T.Parallel(64, 64):\n    A[i, j] = X[i, j]", "A holds FP4 values two a byte, and one element is "
-     "written here", 9),
+     "written here", 8),
     ("S = T.alloc_shared((64, 64), T.float4_e2m1fn)\nT.fill(S, 0)", "T.fill writes S, which holds FP4 values two a byte",
-     9),
-    ("S = T.alloc_shared((64, 64), T.float4_e2m1fn)\nT.copy(X, S)", "a copy into packed FP4 S from float32", 9),
+     8),
+    ("S = T.alloc_shared((64, 64), T.float4_e2m1fn)\nT.copy(X, S)", "a copy into packed FP4 S from float32", 8),
 ])
 def test_writing_one_element_of_packed_fp4_is_refused_at_its_line(tmp_path, body, message, line):
     with pytest.raises(CompileError, match=message) as info:
         tw.lower(_kernel(tmp_path, body), target="cuda")
-    assert f"fp4_kernel.py:{line}" in str(info.value)
+    assert f"kernel_file.py:{line}" in str(info.value)
 
 
 def test_packed_tiles_move_by_threads_in_whole_bytes(tmp_path):
@@ -156,18 +153,15 @@ def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 128), "float16"), C
 
 
 def test_a_gemm_result_stored_as_fp4_in_pairs(tmp_path):
-    path = tmp_path / "fp4_gemm.py"
-    path.write_text(GEMM_TO_FP4)
-    namespace: dict = {}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - our own test kernel
+    main = import_kernel_file(tmp_path, GEMM_TO_FP4, "fp4_gemm").main
     rng = np.random.default_rng(6)
     a = (rng.standard_normal((256, 64)) * 0.3).astype(np.float16)
     b = (rng.standard_normal((64, 128)) * 0.3).astype(np.float16)
     c = np.zeros((256, 64), np.uint8)
-    tw.compile(namespace["main"], target="cpu")(a, b, c)
+    tw.compile(main, target="cpu")(a, b, c)
     want = (a.astype(np.float32) @ b.astype(np.float32)).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
     np.testing.assert_array_equal(c, (want[:, 0::2] & 0xF) | (want[:, 1::2] << 4))
-    source = tw.lower(namespace["main"], target="cuda").kernel_source
+    source = tw.lower(main, target="cuda").kernel_source
     assert "tw::store_pair_e2m1((C + (" in source
     compile_check(source, "sm_90a")
 
@@ -195,16 +189,13 @@ def test_an_fp4_fragment_takes_runs_of_two_and_is_stored_in_pairs(tmp_path):
     """A 32 x 32 fragment over 128 threads is otherwise one element a thread; copied into a packed
     tile, it and the fragments it is computed with take runs of two (infer_fragment_layouts), so
     each thread stores its pairs a byte each (act_quant's shape, without its staged input)."""
-    path = tmp_path / "fp4_quantize.py"
-    path.write_text(QUANTIZE)
-    namespace: dict = {}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - our own test kernel
+    main = import_kernel_file(tmp_path, QUANTIZE, "fp4_quantize").main
     x = (np.random.default_rng(7).standard_normal((64, 32)) * 4).astype(ml_dtypes.bfloat16)
     q = np.zeros((64, 16), np.uint8)
-    tw.compile(namespace["main"], target="cpu")(x, q)
+    tw.compile(main, target="cpu")(x, q)
     want = np.clip(x.astype(np.float32), -6, 6).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
     np.testing.assert_array_equal(q, (want[:, 0::2] & 0xF) | (want[:, 1::2] << 4))
-    source = tw.lower(namespace["main"], target="cuda").kernel_source
+    source = tw.lower(main, target="cuda").kernel_source
     assert "tw::store_pair_e2m1((y_shared + (" in source
     compile_check(source, "sm_90a")
 
@@ -213,14 +204,14 @@ def test_an_fp4_fragment_takes_runs_of_two_and_is_stored_in_pairs(tmp_path):
     # a 32 x 32 fragment over 128 threads: element after element in different threads
     ("y = T.alloc_fragment((32, 32), T.float4_e2m1fn)\nS = T.alloc_shared((32, 32), T.float4_e2m1fn)\n"
      "for i, j in T.Parallel(32, 32):\n    y[i, j] = X[i, j]\nT.copy(y, S)",
-     "fragment y's layout gives neighbouring elements to different threads", 12),
+     "fragment y's layout gives neighbouring elements to different threads", 11),
     ("S = T.alloc_shared((64, 32), T.float4_e2m1fn)\nT.copy(A[0:64, 1:33], S, disable_tma=True)",
-     "must start and span an even number of values", 9),
+     "must start and span an even number of values", 8),
 ])
 def test_a_thread_copy_into_packed_fp4_without_whole_bytes_is_refused(tmp_path, body, message, line):
     with pytest.raises(CompileError, match=message) as info:
         tw.lower(_kernel(tmp_path, body), target="cuda")
-    assert f"fp4_kernel.py:{line}" in str(info.value)
+    assert f"kernel_file.py:{line}" in str(info.value)
 
 
 SM100 = {"kind": "cuda", "arch": "sm_100"}  # 4-bit tensor maps (16U4) are sm_100's (../shared/DESIGN.md)
@@ -246,7 +237,7 @@ def test_a_4_bit_tensor_map_is_refused_for_sm_90a(tmp_path):
     copies the compiler chooses itself move packed tiles by threads instead."""
     with pytest.raises(CompileError, match="which only sm_100 and later run, not sm_90a") as info:
         tw.lower(_kernel(tmp_path, UNPACK), target="cuda")
-    assert "fp4_kernel.py:9" in str(info.value)
+    assert "kernel_file.py:8" in str(info.value)
     chosen = tw.lower(_kernel(tmp_path, "S = T.alloc_shared((32, 64), T.float4_e2m1fn)\nT.copy(A[0, 0], S)\n"
                                         "T.copy(S, A[32, 0])"), target="cuda")
     assert chosen.func.attrs.get("tma_descriptors", []) == [] and "tw::copy_vec<16>" in chosen.kernel_source

@@ -18,6 +18,8 @@ from tileworkbench.frontend import parse
 from tileworkbench.passes.manager import REGISTRY, LowerContext
 from tileworkbench.target import PassContext, Target
 
+from tests.tilelang_compat.kernel_files import main_with
+
 
 def pack_int4(values: np.ndarray) -> np.ndarray:
     """int4 values (an int array, last dimension even) as int8 bytes, the even value in the low
@@ -62,13 +64,8 @@ def test_the_gemm_is_mma_sync_on_int4_units_and_nvrtc_compiles_it():
 
 
 def _kernel(tmp_path, body: str, signature: str = "A: T.Tensor((64, 64), T.int4), C: T.Tensor((64, 64), T.int32)"):
-    path = tmp_path / "int4_kernel.py"
-    path.write_text("import tileworkbench.language as T\n\n\n@T.prim_func\n"
-                    f"def main({signature}):\n    with T.Kernel(1, threads=128) as bx:\n" +
-                    "".join(f"        {line}\n" for line in body.splitlines()))
-    namespace: dict = {}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - our own test kernel
-    return namespace["main"]
+    """``main_with``'s kernel (its first statement on line 7), ``body``'s lines indented for it."""
+    return main_with(tmp_path, signature, body.replace("\n", "\n        "))
 
 
 @pytest.mark.parametrize("body, message, line", [
@@ -85,7 +82,7 @@ def _kernel(tmp_path, body: str, signature: str = "A: T.Tensor((64, 64), T.int4)
 def test_what_touches_int4_other_than_moving_and_multiplying_is_refused_at_its_line(tmp_path, body, message, line):
     with pytest.raises(CompileError, match=message) as info:
         tw.lower(_kernel(tmp_path, body), target="cuda")
-    assert f"int4_kernel.py:{line}" in str(info.value)
+    assert f"kernel_file.py:{line}" in str(info.value)
 
 
 def test_an_odd_last_dimension_is_refused(tmp_path):

@@ -8,6 +8,8 @@ import numpy as np
 import tileworkbench as tw
 from tileworkbench.testing import gpu_marks
 
+from tests.tilelang_compat.kernel_files import import_kernel_file
+
 pytestmark = gpu_marks(9, 0)
 
 GRID = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], np.float64)
@@ -62,11 +64,7 @@ def main(A: T.Tensor((128, 256), T.float4_e2m1fn), X: T.Tensor((128, 256), "floa
 
 
 def _build(tmp_path, text):
-    path = tmp_path / "kernel.py"
-    path.write_text(text)
-    namespace: dict = {}
-    exec(compile(text, str(path), "exec"), namespace)  # noqa: S102 - our own test kernel
-    return tw.compile(namespace["main"])
+    return tw.compile(import_kernel_file(tmp_path, text).main)
 
 
 def test_a_gemm_result_stored_as_fp4_pairs(torch, tmp_path):
