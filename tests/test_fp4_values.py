@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+import textwrap
 
 import numpy as np
 import pytest
@@ -166,7 +167,7 @@ def test_a_gemm_result_stored_as_fp4_in_pairs(tmp_path):
     compile_check(source, "sm_90a")
 
 
-QUANTIZE = """import tileworkbench.language as T
+_QUANTIZE_HEAD = """import tileworkbench.language as T
 
 
 @T.prim_func
@@ -176,20 +177,28 @@ def main(X: T.Tensor((64, 32), "bfloat16"), Q: T.Tensor((64, 32), T.float4_e2m1f
         x_local = T.alloc_fragment((32, 32), "bfloat16")
         y_local = T.alloc_fragment((32, 32), T.float4_e2m1fn)
         y_shared = T.alloc_shared((32, 32), T.float4_e2m1fn)
-        T.copy(X[bx * 32, 0], x_shared)
-        T.copy(x_shared, x_local)
-        for i, j in T.Parallel(32, 32):
-            y_local[i, j] = T.clamp(x_local[i, j], -6.0, 6.0)
-        T.copy(y_local, y_shared)
-        T.copy(y_shared, Q[bx * 32, 0])
 """
+_QUANTIZE_STEPS = """T.copy(X[bx * 32, 0], x_shared, disable_tma=True)
+T.copy(x_shared, x_local)
+for i, j in T.Parallel(32, 32):
+    y_local[i, j] = T.clamp(x_local[i, j], -6.0, 6.0)
+T.copy(y_local, y_shared)
+T.copy(y_shared, Q[bx * 32, 0])
+"""
+QUANTIZE = _QUANTIZE_HEAD + textwrap.indent(_QUANTIZE_STEPS, " " * 8)
+# DeepSeek V4's act_quant stages its input through a pipelined loop of one step: x_local is then
+# copied from a stage of the stack x_shared becomes ([stage, 32, 32]), which once kept it (and
+# y_local, computed from it) one element a thread, so y_local could not be stored in pairs
+QUANTIZE_STAGED = (_QUANTIZE_HEAD + "        for _ in T.Pipelined(1, num_stages=2):\n"
+                   + textwrap.indent(_QUANTIZE_STEPS, " " * 12))
 
 
-def test_an_fp4_fragment_takes_runs_of_two_and_is_stored_in_pairs(tmp_path):
+@pytest.mark.parametrize("program", [QUANTIZE, QUANTIZE_STAGED], ids=["plain", "staged"])
+def test_an_fp4_fragment_takes_runs_of_two_and_is_stored_in_pairs(tmp_path, program):
     """A 32 x 32 fragment over 128 threads is otherwise one element a thread; copied into a packed
     tile, it and the fragments it is computed with take runs of two (infer_fragment_layouts), so
-    each thread stores its pairs a byte each (act_quant's shape, without its staged input)."""
-    main = import_kernel_file(tmp_path, QUANTIZE, "fp4_quantize").main
+    each thread stores its pairs a byte each (act_quant's shape, with and without its staged input)."""
+    main = import_kernel_file(tmp_path, program, "fp4_quantize").main
     x = (np.random.default_rng(7).standard_normal((64, 32)) * 4).astype(ml_dtypes.bfloat16)
     q = np.zeros((64, 16), np.uint8)
     tw.compile(main, target="cpu")(x, q)

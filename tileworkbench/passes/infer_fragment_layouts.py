@@ -108,15 +108,20 @@ def _run_in_shared(access, last: ir.Var, vec: int) -> bool:
 
 
 def _elementwise_step(frag: ir.Region, other: ir.Region):
-    """For a copy between a fragment and a shared tile region of the same shape: the tile's access
-    in the loop nest the copy lowers to (``rules.copies``: element ``[s + i, t + j]`` for the
-    fragment's ``[i, j]``) and that nest's innermost variable, as ``_run_in_shared`` checks a
-    T.Parallel loop's; None for any other copy."""
-    if other.buffer.scope != "shared" or other.static_extents() != tuple(frag.buffer.static_shape()):
+    """For a copy between a fragment and a shared tile region of the same shape up to unit
+    dimensions (a pipelined stack's stage ``x_shared[stage, :, :]`` for a [32, 32] fragment): the
+    tile's access in the loop nest the copy lowers to (``rules.copies`` pairs the non-unit
+    dimensions in order: element ``[s + i, t + j]`` for the fragment's ``[i, j]``) and that nest's
+    innermost variable, as ``_run_in_shared`` checks a T.Parallel loop's; None for any other copy."""
+    extents, shape = other.static_extents(), tuple(frag.buffer.static_shape())
+    if other.buffer.scope != "shared" or extents is None or not shape or shape[-1] == 1:
         return None
-    loop_vars = [ir.Var(f"i{d}") for d in range(len(other.extents))]
-    indices = tuple(start + v for start, v in zip(other.starts, loop_vars))
-    return ir.BufferLoad(other.buffer, indices, other.buffer.dtype), loop_vars[-1]
+    if [e for e in extents if e != 1] != [n for n in shape if n != 1]:
+        return None
+    loop_vars = [ir.Var(f"i{d}") for d in range(len(extents))]
+    indices = tuple(start + v if extent != 1 else start for start, v, extent in zip(other.starts, loop_vars, extents))
+    innermost = next(v for v, extent in zip(reversed(loop_vars), reversed(extents)) if extent != 1)
+    return ir.BufferLoad(other.buffer, indices, other.buffer.dtype), innermost
 
 
 def _within(access, buf, nest, loc):
