@@ -13,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
-import textwrap
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.codegen.cuda import HEADER_DIR
 from tileworkbench.errors import CompileError
 
+from tests.fp4_programs import QUANTIZE, QUANTIZE_STAGED
 from tests.tilelang_compat.kernel_files import import_kernel_file, main_with
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -165,32 +165,6 @@ def test_a_gemm_result_stored_as_fp4_in_pairs(tmp_path):
     source = tw.lower(main, target="cuda").kernel_source
     assert "tw::store_pair_e2m1((C + (" in source
     compile_check(source, "sm_90a")
-
-
-_QUANTIZE_HEAD = """import tileworkbench.language as T
-
-
-@T.prim_func
-def main(X: T.Tensor((64, 32), "bfloat16"), Q: T.Tensor((64, 32), T.float4_e2m1fn)):
-    with T.Kernel(2, threads=128) as bx:
-        x_shared = T.alloc_shared((32, 32), "bfloat16")
-        x_local = T.alloc_fragment((32, 32), "bfloat16")
-        y_local = T.alloc_fragment((32, 32), T.float4_e2m1fn)
-        y_shared = T.alloc_shared((32, 32), T.float4_e2m1fn)
-"""
-_QUANTIZE_STEPS = """T.copy(X[bx * 32, 0], x_shared, disable_tma=True)
-T.copy(x_shared, x_local)
-for i, j in T.Parallel(32, 32):
-    y_local[i, j] = T.clamp(x_local[i, j], -6.0, 6.0)
-T.copy(y_local, y_shared)
-T.copy(y_shared, Q[bx * 32, 0])
-"""
-QUANTIZE = _QUANTIZE_HEAD + textwrap.indent(_QUANTIZE_STEPS, " " * 8)
-# DeepSeek V4's act_quant stages its input through a pipelined loop of one step: x_local is then
-# copied from a stage of the stack x_shared becomes ([stage, 32, 32]), which once kept it (and
-# y_local, computed from it) one element a thread, so y_local could not be stored in pairs
-QUANTIZE_STAGED = (_QUANTIZE_HEAD + "        for _ in T.Pipelined(1, num_stages=2):\n"
-                   + textwrap.indent(_QUANTIZE_STEPS, " " * 12))
 
 
 @pytest.mark.parametrize("program", [QUANTIZE, QUANTIZE_STAGED], ids=["plain", "staged"])

@@ -8,6 +8,7 @@ import numpy as np
 import tileworkbench as tw
 from tileworkbench.testing import gpu_marks
 
+from tests.fp4_programs import QUANTIZE_STAGED
 from tests.tilelang_compat.kernel_files import import_kernel_file
 
 pytestmark = gpu_marks(9, 0)
@@ -85,3 +86,13 @@ def test_fp4_values_computed_and_read_from_a_packed_tensor(torch, tmp_path):
     _build(tmp_path, READ)(torch.tensor(packed(codes), device="cuda"), torch.tensor(x, device="cuda"), y)
     want = values(e2m1_codes(x * 0.5)) + values(codes) * 2
     assert np.array_equal(y.cpu().numpy(), want)
+
+
+def test_act_quants_staged_shape_stores_pairs(torch, tmp_path):
+    """DeepSeek V4's act_quant's shape (tests/test_fp4_values.py): bf16 staged through a pipelined
+    loop, clamped into an FP4 fragment that takes runs of two, stored into a packed tile a byte a pair."""
+    rng = np.random.default_rng(47)
+    x = (rng.integers(-32, 33, (64, 32)) * 0.25).astype(np.float32)  # exact in bf16; ties, saturation
+    q = torch.zeros(64, 16, dtype=torch.uint8, device="cuda")
+    _build(tmp_path, QUANTIZE_STAGED)(torch.tensor(x, device="cuda").to(torch.bfloat16), q)
+    assert np.array_equal(q.cpu().numpy(), packed(e2m1_codes(np.clip(x, -6, 6))))
