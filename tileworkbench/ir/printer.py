@@ -165,7 +165,8 @@ class _Printer:
         if s.reduce == "add":
             self.emit(d, f"T.atomic_add({region_text(s.dst)}, {region_text(s.src)}, use_tma=True)")
             return
-        instr = f", prefer_instruction={s.instruction!r}" if s.instruction else ""
+        instr = ", disable_tma=True" if s.instruction == "threads" else \
+            f", prefer_instruction={s.instruction!r}" if s.instruction else ""
         self.emit(d, f"T.copy({region_text(s.src)}, {region_text(s.dst)}{instr})")
 
     def p_Im2Col(self, s, d):

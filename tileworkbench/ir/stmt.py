@@ -177,13 +177,13 @@ class Comment(Stmt):
 
 @dataclass(eq=False, repr=False)
 class Copy(Stmt):
-    """``T.copy(src, dst)``; ``instruction`` None (auto), "sync", "cp_async", "tma"; ``reduce`` "add": TMA."""
+    """``T.copy(src, dst)``; ``instruction`` None (auto), "threads" (disable_tma), "sync", "cp_async", "tma"."""
 
     src: Region
     dst: Region
     instruction: str | None = None
     loc: SourceLocation | None = _loc()
-    reduce: str | None = None
+    reduce: str | None = None  # "add": a TMA reduction into the destination
 
 
 @dataclass(eq=False, repr=False)

@@ -37,6 +37,8 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
         instruction = None
     if disable_tma and instruction == "tma":
         raise error("T.copy: prefer_instruction='tma' contradicts disable_tma=True")
+    if disable_tma and instruction is None:
+        instruction = "threads"  # as auto, but the passes that choose TMA themselves leave it alone
     s, d = resolve_regions(as_region(src, "T.copy source"), as_region(dst, "T.copy destination"),
                            "T.copy")
     if laid_out(s.buffer) is not None or laid_out(d.buffer) is not None:

@@ -53,7 +53,7 @@ from .rules.versions import OnVersion
 
 def _is_global_to_shared_copy(s) -> bool:
     s = _guarded_copy(s)
-    return (isinstance(s, (ir.Copy, ir.Im2Col)) and s.instruction in (None, "cp_async")
+    return (isinstance(s, (ir.Copy, ir.Im2Col)) and s.instruction in (None, "threads", "cp_async")
             and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared")
 
 

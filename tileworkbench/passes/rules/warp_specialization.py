@@ -116,6 +116,8 @@ def why_not(func: ir.PrimFunc, ctx) -> str | None:
     body = [s for s in ir.statements(loop.body) if not isinstance(s, ir.Comment)]
     loads = [s for s in body if is_tile_load(s)]
     gemms = [s for s in body if isinstance(s, ir.Gemm)]
+    if any(isinstance(s, ir.Copy) and s.instruction == "threads" and s.src.buffer.scope == "global" for s in body):
+        return "a load in the loop is T.copy(..., disable_tma=True): the producer would load it by TMA"
     if not loads or not gemms:
         return "the loop body has no whole-tile T.copy load or no T.gemm at its top level"
     loaded = {id(s.dst.buffer) for s in loads}
