@@ -2,7 +2,9 @@
 besides plain statements, and what it refuses.
 
 Vector copies ``tw::copy_vec<N>`` / ``tw::zero_vec<N>`` (naturally aligned: a misaligned one is a
-``KernelRuntimeError``, as the GPU's fault), ``cp.async`` with its commit groups and waits
+``KernelRuntimeError``, as the GPU's fault; between packed FP4 tiles and tensors ``2N`` values),
+pair stores ``tw::store_pair*`` (two neighbouring results rounded to the destination's type, one
+aligned store: for packed FP4 one byte, so a pair starting at an odd value is an error), ``cp.async`` with its commit groups and waits
 (``thread_async_copies``), atomic updates (one lane after another, each rounded),
 warp shuffles (``__shfl_sync``, ``_xor``, ``_down``, ``_up``: lanes of a warp are ``tx % 32`` of
 the threads in lockstep; every lane the mask names must run the shuffle, and the lane read must
@@ -27,12 +29,14 @@ import numpy as np
 from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..ir.visitor import collect
+from ..passes.rules.result_stores import PAIR_STORES
 from .random import Generators
 from .thread_async_copies import is_async_copy_call
 from .values import Unsupported, compute_dtype, evaluate, loaded, print_lines, storage_dtype, stored
 
 _VECTOR = re.compile(r"^tw::(copy|zero)_vec<(\d+)>$")
 _ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
+_PAIR_STORES = frozenset(PAIR_STORES.values())  # two neighbouring results in one store
 _NO_OPS = ("tw::fence_proxy_async", "tw::tma_store_arrive", "tw::schedule_fence")
 _ATOMIC = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
            "tw::atomic_max": np.maximum, "tw::atomic_min": np.minimum,
@@ -66,7 +70,8 @@ def refusal(func: ir.PrimFunc) -> str | None:
             note("mbarriers" if "Barrier" in name else name, name, st.loc)
         elif isinstance(st, ir.Evaluate) and isinstance(st.call, ir.Call):
             call = st.call.name
-            if not (_VECTOR.match(call) or call in _ATOMIC or call in _NO_OPS or is_async_copy_call(call)
+            if not (_VECTOR.match(call) or call in _ATOMIC or call in _PAIR_STORES or call in _NO_OPS
+                    or is_async_copy_call(call)
                     or ir.is_tma_store_issue(call) or call in (ir.PRINT, ir.RNG_INIT)
                     or call.startswith("tw::tma_store_wait<")):
                 note(next((k for part, k in _KINDS if part in call), call), call, st.loc)
@@ -171,6 +176,8 @@ class Calls:
             self.vector_copy(call, int(m.group(2)), m.group(1) == "zero")
         elif name in _ATOMIC:
             self.atomic(call)
+        elif name in _PAIR_STORES:
+            self.pair_store(call)
         elif ir.is_tma_store_issue(name):
             self.tma_store(call, adds=name != ir.TMA_STORE)
         elif name.startswith("tw::tma_store_wait<"):
@@ -193,7 +200,7 @@ class Calls:
                               f"{arg}{self.describe()}")
         load = arg.args[0]
         size = storage_dtype(load.buffer.dtype).itemsize
-        n = 1 if nbytes is None else nbytes // size
+        n = 1 if nbytes is None else 2 * nbytes if load.buffer.dtype.packed else nbytes // size  # FP4: two a byte
         if nbytes is not None and nbytes % size:
             raise KernelRuntimeError(f"{nbytes} bytes are no whole number of {load.buffer.name}'s elements"
                                      f"{self.describe()}")
@@ -210,17 +217,40 @@ class Calls:
             ends.append((src, s_off))
         for sp, off in ends:
             self.aligned(sp, off, nbytes, act)
+        if dst.buf.dtype.packed:  # FP4 values, one an element here, between packed tiles and tensors
+            if not (zero or src.buf.dtype.packed):
+                raise Unsupported(f"a vector copy between packed FP4 {dst.buf.name} and {src.buf.name}{self.describe()}")
+            values = np.zeros((act.size, dn), dst.dtype) if zero else self.mem.read(src, s_off[:, None] + np.arange(sn), act)
+            self.mem.write(dst, d_off[:, None] + np.arange(dn), act, values)
+            return
         if zero:
             raw = np.zeros((act.size, nbytes), np.uint8)
         else:
             raw = np.ascontiguousarray(self.mem.read(src, s_off[:, None] + np.arange(sn), act)).view(np.uint8)
         self.mem.write(dst, d_off[:, None] + np.arange(dn), act, raw.reshape(act.size, nbytes).view(dst.dtype))
 
+    def pair_store(self, call):
+        """``tw::store_pair*(&out[i], lo, hi)`` (``rules.result_stores``): ``lo`` and ``hi`` rounded
+        to ``out``'s type into elements ``i`` and ``i + 1`` with one store of both (for packed FP4
+        one byte), aligned to its size as the GPU needs."""
+        out = call.args[0].args[0].buffer
+        nbytes = 1 if out.dtype.packed else 2 * storage_dtype(out.dtype).itemsize
+        sp, off, _ = self.pointer(call.args[0], nbytes, "writes")
+        act = self.act
+        self.aligned(sp, off, nbytes, act)
+        pair = [np.broadcast_to(np.asarray(evaluate(v, self)), self.lanes.shape)[act] for v in call.args[1:3]]
+        values = np.stack([stored(v, out.dtype) for v in pair], axis=-1)
+        self.mem.write(sp, off[:, None] + np.arange(2), act, values)
+
     def aligned(self, sp, off: np.ndarray, nbytes: int, act: np.ndarray):
         """A vector access of ``nbytes`` at each running thread's element ``off`` of ``sp`` is naturally
         aligned (a global tensor's start is: the launcher checks it); else the GPU's fault, here a
         ``KernelRuntimeError``."""
-        address = (sp.base if sp.kind == "shared" else 0) + off * sp.itemsize
+        if sp.buf.dtype.packed and (off % 2).any():  # two FP4 values a byte: an access starts at an even one
+            k = int(np.flatnonzero(off % 2)[0])
+            raise KernelRuntimeError(f"a {nbytes}-byte access of packed FP4 {sp.buf.name} at element {int(off[k])}, "
+                                     f"half a byte in, by thread {int(act[k])}{self.describe()}")
+        address = (sp.base if sp.kind == "shared" else 0) + (off // 2 if sp.buf.dtype.packed else off * sp.itemsize)
         if sp.kind != "local" and (address % nbytes).any():
             k = int(np.flatnonzero(address % nbytes)[0])
             raise KernelRuntimeError(f"a {nbytes}-byte vector access of {sp.buf.name} at element {int(off[k])} "

@@ -3,7 +3,8 @@
 Global tensors are the caller's numpy arrays (through a flat view in storage order, as the lowered
 IR's ``.flat`` accesses index them); shared memory is one byte arena laid out as
 ``plan_shared_memory`` placed the buffers (``attrs["offset"]``), so buffers that share bytes share
-them here too (0xff bytes, NaN, until written); a thread-local buffer is an array of the block's
+them here too (0xff bytes, NaN, until written), a packed FP4 tile two values a byte (a nibble
+read alone; written by whole bytes only, as threads write them on the GPU); a thread-local buffer is an array of the block's
 threads x its elements, NaN again at each declaration. Accesses come as element offsets over the
 running lanes (``act``, thread indices), each bounds-checked per dimension where the access has one
 index a dimension (and a vector access of a global tensor inside its row), inside the buffer where
@@ -57,7 +58,7 @@ class BlockMemory(RaceRecords):
         end, self.shared_at = 0, {}
         shared = [a.buffer for a in collect(func.body, ir.Allocate) if a.buffer.scope == "shared"]
         for buf in shared:
-            size = int(np.prod(buf.static_shape())) * storage_dtype(buf.dtype).itemsize
+            size = _shared_bytes(buf)
             at = buf.attrs.get("offset")
             self.shared_at[buf.name] = (at, size)
             if at is not None:
@@ -96,8 +97,7 @@ class BlockMemory(RaceRecords):
             self.spaces[buf.name] = Space(buf, "global", shape, _strides(shape), base.extent, array=base.array)
         elif buf.scope == "shared":
             at, size = self.shared_at[buf.name]
-            self.spaces[buf.name] = Space(buf, "shared", shape, _strides(shape), size // storage_dtype(buf.dtype).itemsize,
-                                          base=at)
+            self.spaces[buf.name] = Space(buf, "shared", shape, _strides(shape), int(np.prod(shape)), base=at)
         elif buf.scope == "local":  # each thread's own, unset (NaN) at each declaration
             numel = int(np.prod(shape))
             dtype = storage_dtype(buf.dtype)
@@ -162,6 +162,10 @@ class BlockMemory(RaceRecords):
         if sp.kind == "global":
             self._global_read(sp, cols, act)
             return sp.array[cols]
+        if sp.buf.packed_in_memory:  # two FP4 codes a byte, the even element's in the low nibble
+            pos = sp.base + cols // 2
+            self._shared_read(sp, pos, act)
+            return ((self.arena[pos] >> (4 * (cols % 2))) & 0xF).astype(np.uint8).view(sp.dtype)
         pos = self._bytes(sp, cols)
         self._shared_read(sp, pos, act)
         return self.arena[pos].reshape(cols.shape + (sp.itemsize,)).view(sp.dtype).reshape(cols.shape)
@@ -176,10 +180,30 @@ class BlockMemory(RaceRecords):
             self._global_write(sp, cols, act, values)
             sp.array[cols] = values
             return
-        pos = self._bytes(sp, cols)
-        raw = values.view(np.uint8).reshape(pos.shape)
+        if sp.buf.packed_in_memory:
+            pos, raw = self._packed_bytes(sp, cols, act, values)
+        else:
+            pos = self._bytes(sp, cols)
+            raw = values.view(np.uint8).reshape(pos.shape)
         self._shared_write(sp, pos, act, raw)
         self.arena[pos] = raw
+
+    def _packed_bytes(self, sp: Space, cols: np.ndarray, act: np.ndarray, values: np.ndarray):
+        """(arena byte positions, bytes) of a write of FP4 ``values`` at the elements ``cols`` of a
+        packed tile: each lane's elements must make whole bytes (an even element and the next), as
+        a thread writes them on the GPU; one alone is half a byte, a ``KernelRuntimeError``."""
+        if cols.shape[1] % 2:
+            bad = np.ones(len(cols), bool)
+        else:
+            even, odd = cols[:, 0::2], cols[:, 1::2]
+            bad = ((even % 2 != 0) | (odd != even + 1)).any(axis=1)
+        if bad.any():
+            lane = int(np.flatnonzero(bad)[0])
+            raise KernelRuntimeError(f"thread {int(act[lane])} writes half a byte of packed FP4 {sp.buf.name} "
+                                     f"(elements {cols[lane].tolist()}){self._at()}")
+        even = cols[:, 0::2]
+        codes = values.view(np.uint8) & 0xF
+        return sp.base + even // 2, (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
 
     def _bytes(self, sp: Space, cols: np.ndarray) -> np.ndarray:
         """Arena byte positions (lanes x n*itemsize) of elements ``cols`` (lanes x n)."""
@@ -211,3 +235,8 @@ class BlockMemory(RaceRecords):
             view[o] = np.asarray(op(compute.type(view[o]), compute.type(v))).astype(sp.dtype)
         return prev
 
+
+def _shared_bytes(buf: ir.Buffer) -> int:
+    """Bytes of a shared tile: packed FP4 holds two values a byte."""
+    numel = int(np.prod(buf.static_shape()))
+    return -(-numel // 2) if buf.packed_in_memory else numel * storage_dtype(buf.dtype).itemsize

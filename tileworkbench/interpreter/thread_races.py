@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import KernelRuntimeError
+from .values import Unsupported
 
 if TYPE_CHECKING:
     from .thread_memory import Space
@@ -229,6 +230,9 @@ class RaceRecords:
     def tma_read(self, sp: Space, cols: np.ndarray, issuer: int) -> np.ndarray:
         """The tile elements ``cols`` (any shape) a TMA store issued by ``issuer`` reads: checked as
         the issuer's reads, and pending until the issuer waits (``tma_waited``)."""
+        if sp.buf.packed_in_memory:
+            raise Unsupported(f"a TMA store from packed FP4 {sp.buf.name}: the thread-level interpreter does not "
+                              f"run it{self.where.describe()}")
         flat = cols.reshape(1, -1)
         pos = self._bytes(sp, flat)
         self._shared_read(sp, pos, np.array([issuer]))

@@ -104,10 +104,6 @@ class ThreadKernel(CpuKernel):
         launch = func.launch
         if launch.persistent_tiles:
             raise Unsupported(f"{self.name} is a persistent kernel: the thread-level interpreter does not run it")
-        packed = [p.name for p in func.params if isinstance(p, ir.Buffer) and p.dtype.packed]
-        if packed:
-            raise Unsupported(f"{self.name}: the thread-level interpreter does not run packed FP4 tensors "
-                              f"({', '.join(packed)})")
 
     def __call__(self, *args):
         call = bind(self.name, self.params, self.out_idx, self._with_sizes(args))
