@@ -33,6 +33,7 @@ from ..passes.rules.result_stores import PAIR_STORES
 from .random import Generators
 from .thread_async_copies import is_async_copy_call
 from .values import Unsupported, compute_dtype, evaluate, loaded, print_lines, storage_dtype, stored
+from .warp_votes import vote
 
 _VECTOR = re.compile(r"^tw::(copy|zero)_vec<(\d+)>$")
 _ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
@@ -70,7 +71,7 @@ def refusal(func: ir.PrimFunc) -> str | None:
             note("mbarriers" if "Barrier" in name else name, name, st.loc)
         elif isinstance(st, ir.Evaluate) and isinstance(st.call, ir.Call):
             call = st.call.name
-            if not (_VECTOR.match(call) or call in _ATOMIC or call in _PAIR_STORES or call in _NO_OPS
+            if not (_VECTOR.match(call) or call in _ATOMIC or call in _PAIR_STORES or call in _NO_OPS or call == ir.SYNCWARP
                     or is_async_copy_call(call)
                     or ir.is_tma_store_issue(call) or call in (ir.PRINT, ir.RNG_INIT)
                     or call.startswith("tw::tma_store_wait<")):
@@ -109,7 +110,14 @@ class Calls:
             return self.random(e)
         if e.name == ir.THREAD_INDEX:  # %tid.x read again (passes/reread_thread_index.py)
             return self.lanes
+        if e.name in ir.VOTES:
+            return self.spread(self.warp_vote(e), self.act)
         return NotImplemented
+
+    def warp_vote(self, call: ir.Call) -> np.ndarray:
+        act = self.act
+        args = [np.broadcast_to(np.asarray(evaluate(a, self)), self.lanes.shape)[act] for a in call.args]
+        return vote(call.name, act, args, self.threads, self.describe())
 
     def random(self, e: ir.Call):
         """``T.rng_init`` (returns nothing) or a draw: the running threads' generators (``random.Generators``)."""
@@ -178,6 +186,8 @@ class Calls:
             self.atomic(call)
         elif name in _PAIR_STORES:
             self.pair_store(call)
+        elif name == ir.SYNCWARP:  # lanes in lockstep: only who runs it is checked
+            self.warp_vote(call)
         elif ir.is_tma_store_issue(name):
             self.tma_store(call, adds=name != ir.TMA_STORE)
         elif name.startswith("tw::tma_store_wait<"):

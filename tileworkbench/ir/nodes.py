@@ -127,3 +127,4 @@ from .intrinsic_calls import (  # noqa: F401,E402
     wgmma_wait,
     wgmma_waited,
 )
+from .warp_votes import ACTIVEMASK, ALL_SYNC, ANY_SYNC, BALLOT_SYNC, MASKED, SYNCWARP, VOTES  # noqa: F401,E402

@@ -132,6 +132,7 @@ from .math import (  # noqa: A004 - TileLang's names: T.abs, T.max, T.pow, T.rou
     warp_reduce_bitor,
 )
 from .debug import print  # noqa: A004 - TileLang's T.print
+from .warp import activemask, all_sync, any_sync, ballot, ballot_sync, shuffle_elect, sync_warp
 from .random import rng_init, rng_rand, rng_rand_float
 from .signature import const, dynamic, empty, symbolic
 from .thread_copies import access_ptr, cp_async_barrier_noinc, ptx_cp_async
@@ -207,6 +208,13 @@ def prim_func(fn):
 
 __all__ = [
     "shfl_sync",
+    "any_sync",
+    "all_sync",
+    "ballot_sync",
+    "ballot",
+    "activemask",
+    "sync_warp",
+    "shuffle_elect",
     "shfl_xor",
     "shfl_down",
     "shfl_up",

@@ -299,6 +299,13 @@ __device__ __forceinline__ unsigned int operand_addr(const void* p) {
   return addr;
 }
 
+// Warp votes as TileLang types them: a ballot is 64 bits (CUDA's 32, zero-extended), so a shift
+// of it by 32 or more is defined (T.ballot_sync, T.ballot, T.activemask).
+__device__ __forceinline__ unsigned long long ballot_sync(unsigned int mask, int predicate) {
+  return __ballot_sync(mask, predicate);
+}
+__device__ __forceinline__ unsigned long long activemask() { return __activemask(); }
+
 // One thread of every group of N consecutive threads (N a multiple of 32) returns true.
 template <int N>
 __device__ __forceinline__ bool shuffle_elect() {
