@@ -460,5 +460,6 @@ def generate_cuda(func: ir.PrimFunc, kernel_name: str, target, debug_timeout_s: 
     if timeline:
         banner += "// Timeline mode: the kernel records its barrier, TMA, wgmma and store events (tw.timeline).\n"
     on_demand = tuple(name for name, call in ON_DEMAND_HEADERS.items() if call in body)
+    imported = "".join(f"// T.import_source\n{text.strip()}\n\n" for text in func.launch.extern_sources)
     return (banner + "\n" + inlined_headers(bool(debug_timeout_s), timeline, on_demand) + "\n// ---- kernel ----\n"
-            + body)
+            + imported + body)

@@ -47,6 +47,9 @@ class Launch:
     register_handover: bool = True
     producer_registers: int | None = None
     consumer_registers: int | None = None
+    # CUDA source the kernel brings with ``T.import_source`` (the device functions its
+    # ``T.call_extern`` calls name), in order, each once: placed before the kernel.
+    extern_sources: tuple = ()
 
     @property
     def total_threads(self) -> int:

@@ -132,6 +132,7 @@ from .math import (  # noqa: A004 - TileLang's names: T.abs, T.max, T.pow, T.rou
     warp_reduce_bitor,
 )
 from .debug import print  # noqa: A004 - TileLang's T.print
+from .extern import call_extern, import_source
 from .warp import activemask, all_sync, any_sync, ballot, ballot_sync, shuffle_elect, sync_warp
 from .random import rng_init, rng_rand, rng_rand_float
 from .signature import const, dynamic, empty, symbolic
@@ -208,6 +209,8 @@ def prim_func(fn):
 
 __all__ = [
     "shfl_sync",
+    "call_extern",
+    "import_source",
     "any_sync",
     "all_sync",
     "ballot_sync",

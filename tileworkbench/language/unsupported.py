@@ -18,10 +18,8 @@ UNSUPPORTED = {
     "reduce_absmax_all": _NOT_YET,
     "comm_reducer": _TVM,
     "attr": _TVM,
-    "call_extern": _TVM,
     "call_intrin": _TVM,
     "tvm_thread_allreduce": _TVM + " (T.reduce_* reduces fragments in registers)",
-    "import_source": _TVM,
 }
 
 
