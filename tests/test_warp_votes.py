@@ -70,3 +70,15 @@ def test_misused_votes_are_refused_at_their_line(tmp_path, statement, message):
     with pytest.raises(CompileError, match=message) as info:
         _vote_kernel(tmp_path, statement)
     assert "kernel_file.py:8" in str(info.value)
+
+
+@pytest.mark.parametrize("call", ["T.shfl_xor(X[i], 1)", "T.any_sync(X[i] > 0)", "T.ballot(X[i] > 0)",
+                                  "T.if_then_else(T.shuffle_elect(32), 1, 0)"])
+def test_warp_level_calls_inside_t_parallel_are_refused(tmp_path, call):
+    """Lanes of a T.Parallel loop hold elements as its layout decides, and past the loop's end none:
+    over 100 elements in runs of 4, lanes 25-31 of warp 0 would skip a full-warp shuffle (undefined,
+    a hang at worst); the code used to compile."""
+    kernel = _vote_kernel(tmp_path, f"for i in T.Parallel(100):\n    A[i] = {call}")
+    with pytest.raises(CompileError, match="inside a T.Parallel loop: a warp shuffle, vote or election") as info:
+        tw.lower(kernel, target="sm_90a")
+    assert "kernel_file.py:9" in str(info.value)

@@ -11,7 +11,9 @@ an unpacked FP4 buffer is rejected, no element of a packed FP4 tensor or shared 
 one at a time, by the kernel or by a fill, reduction, scan or gemm (half a byte: the thread holding
 the other half would race; copies into one move whole bytes) and only a fragment's copy converts
 into one (in pairs, or refused by ``partition_parallel_loops``),
-no value is cast to int4 (its tiles are only moved and multiplied), every buffer accessed
+no value is cast to int4 (its tiles are only moved and multiplied), no warp shuffle, vote or
+election stands inside a ``T.Parallel`` loop (its lanes would hold elements as the layout decides,
+and those past the loop's end would not make the call), every buffer accessed
 by index has the right rank, no copy
 runs between two overlapping regions of one buffer (known from constants and the launch's ranges), no
 fill's value reads the region it fills (unless known to lie outside it); no tile
@@ -124,6 +126,11 @@ class _Verify(IRVisitor):
                 and node.value.name in ir.ATOMIC_UPDATES:
             raise CompileError("T.atomic_add(..., return_prev=True) inside a T.Parallel loop is not supported: "
                                "the value is each thread's own; use it in code every thread runs", node.loc)
+        if self.parallel and isinstance(node, ir.Call) and _warp_level(node.name):
+            raise CompileError(f"{node.name} inside a T.Parallel loop: a warp shuffle, vote or election needs every "
+                               "lane its mask names to make the call with the value that lane holds, and a loop over "
+                               "elements gives lanes elements (or none, past the loop's end) as its layout decides; "
+                               "call it in code each thread runs (with T.get_thread_binding())", self.loc)
         if self.parallel and isinstance(node, ir.TILE_OPS):
             raise CompileError(f"{_USER_NAMES[type(node)]} inside a T.Parallel loop: a tile operation runs once for "
                                "the whole block, its threads sharing the work; put it outside the loop, or write the "
@@ -197,6 +204,11 @@ class _Verify(IRVisitor):
         if problem:
             raise CompileError(f"T.copy with prefer_instruction='tma': {problem}; without it T.copy converts "
                                "them, by threads", node.loc)
+
+
+def _warp_level(name: str) -> bool:
+    """A call every lane of a warp (or of its mask) must make together."""
+    return name in ir.SHUFFLES or name in ir.VOTES or name == ir.SYNCWARP or name.startswith("tw::shuffle_elect<")
 
 
 def _tma_conversion(src: ir.Region, dst: ir.Region) -> str | None:
