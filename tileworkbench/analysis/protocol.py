@@ -18,7 +18,6 @@ to the lowered barrier calls; :class:`SlotState` and :class:`Frame` are what it 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +26,7 @@ from ..ir import nodes as ir
 
 BARRIER_OPS = (".init", ".arrive", ".arrive_after_copies", ".expect_transaction", ".arrive_and_expect_tx", ".wait")
 TMA_LOAD = "tw::tma_load"
-ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
+ELECT = ir.SHUFFLE_ELECT
 
 
 @dataclass

@@ -36,7 +36,6 @@ from .values import Unsupported, compute_dtype, evaluate, loaded, print_lines, s
 from .warp_votes import vote
 
 _VECTOR = re.compile(r"^tw::(copy|zero)_vec<(\d+)>$")
-_ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
 _PAIR_STORES = frozenset(PAIR_STORES.values())  # two neighbouring results in one store
 _NO_OPS = ("tw::fence_proxy_async", "tw::tma_store_arrive", "tw::schedule_fence")
 _ATOMIC = {ir.ATOMIC_ADD: np.add, "atomicMax": np.maximum, "atomicMin": np.minimum,
@@ -103,9 +102,8 @@ class Calls:
             prev = np.zeros(self.threads, compute_dtype(e.args[0].args[0].buffer.dtype))
             prev[self.act] = self.atomic(e, returning=True)
             return prev
-        m = _ELECT.match(e.name)
-        if m:  # lane 0 of each group's first warp (runtime/include/tw/common.h)
-            return self.lanes % int(m.group(1)) == 0
+        if (group := ir.elected_group(e.name)) is not None:  # lane 0 of each group's first warp (tw/common.h)
+            return self.lanes % group == 0
         if e.name == ir.RNG_INIT or e.name in ir.RNG_DRAWS:
             return self.random(e)
         if e.name == ir.THREAD_INDEX:  # %tid.x read again (passes/reread_thread_index.py)

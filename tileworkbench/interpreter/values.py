@@ -12,7 +12,6 @@ float32 quotient.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
@@ -21,8 +20,6 @@ from ..errors import KernelRuntimeError
 from ..ir import nodes as ir
 from ..ir.math_calls import CALLS as MATH_CALLS
 from .warp_votes import vote
-
-_ELECT = re.compile(r"^tw::shuffle_elect<(\d+)>$")
 
 
 def _exp2_poly(x):
@@ -332,8 +329,8 @@ def _call(e: ir.Call, env):
         if (at >= threads.size).any() or (threads[np.minimum(at, threads.size - 1)] != source).any():
             raise KernelRuntimeError("a warp shuffle reads a lane whose thread does not run the shuffle")
         return value[at]
-    if (elect := _ELECT.match(name)) is not None:  # T.shuffle_elect(N): lane 0 of each group's first warp
-        return env.active % int(elect.group(1)) == 0
+    if (group := ir.elected_group(name)) is not None:  # T.shuffle_elect(N): lane 0 of each group's first warp
+        return env.active % group == 0
     if name in ir.VOTES or name == ir.SYNCWARP:  # over the lanes of each warp of the running threads
         if env.in_parallel:
             raise Unsupported(f"the CPU interpreter runs warp votes in code each thread runs, not in T.Parallel ({name})")

@@ -127,4 +127,5 @@ from .intrinsic_calls import (  # noqa: F401,E402
     wgmma_wait,
     wgmma_waited,
 )
-from .warp_votes import ACTIVEMASK, ALL_SYNC, ANY_SYNC, BALLOT_SYNC, MASKED, SYNCWARP, VOTES  # noqa: F401,E402
+from .warp_votes import (  # noqa: F401,E402
+    ACTIVEMASK, ALL_SYNC, ANY_SYNC, BALLOT_SYNC, MASKED, SHUFFLE_ELECT, SYNCWARP, VOTES, elected_group, shuffle_elect)

@@ -68,4 +68,4 @@ def shuffle_elect(thread_extent):
     if n % 32 or launch.threads % n:
         raise error(f"T.shuffle_elect: thread_extent must be 0 or a multiple of 32 that divides the block's "
                     f"{launch.threads} threads, got {n}")
-    return ir.Call(f"tw::shuffle_elect<{n}>", (), _dt.boolean)
+    return ir.shuffle_elect(n)

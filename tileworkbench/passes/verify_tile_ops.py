@@ -208,7 +208,7 @@ class _Verify(IRVisitor):
 
 def _warp_level(name: str) -> bool:
     """A call every lane of a warp (or of its mask) must make together."""
-    return name in ir.SHUFFLES or name in ir.VOTES or name == ir.SYNCWARP or name.startswith("tw::shuffle_elect<")
+    return name in ir.SHUFFLES or name in ir.VOTES or name == ir.SYNCWARP or ir.elected_group(name) is not None
 
 
 def _tma_conversion(src: ir.Region, dst: ir.Region) -> str | None:

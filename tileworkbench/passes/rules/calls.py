@@ -43,7 +43,7 @@ def needs_16_byte_alignment(tensor: ir.Buffer):
 
 
 def elect(threads: int) -> ir.Call:
-    return ir.Call(f"tw::shuffle_elect<{threads}>", (), ir.dtypes.boolean)
+    return ir.shuffle_elect(threads)
 
 
 def barrier_init(buf: ir.Buffer, tid: ir.Var) -> ir.Stmt:
