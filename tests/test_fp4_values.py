@@ -23,7 +23,7 @@ from tileworkbench.backend.nvrtc import compile_check
 from tileworkbench.codegen.cuda import HEADER_DIR
 from tileworkbench.errors import CompileError
 
-from tests.fp4_programs import QUANTIZE, QUANTIZE_STAGED
+from tests.fp4_programs import GEMM_TO_FP4, QUANTIZE, QUANTIZE_STAGED
 from tests.tilelang_compat.kernel_files import import_kernel_file, main_with
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -137,28 +137,12 @@ def test_packed_tiles_move_by_threads_in_whole_bytes(tmp_path):
     compile_check(source, "sm_90a")
 
 
-GEMM_TO_FP4 = """import tileworkbench.language as T
-
-
-@T.prim_func
-def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((256, 128), T.float4_e2m1fn)):
-    with T.Kernel(1, 2, threads=128) as (bx, by):
-        A_s = T.alloc_shared((128, 64), "float16")
-        B_s = T.alloc_shared((64, 128), "float16")
-        C_l = T.alloc_fragment((128, 128), "float32")
-        T.copy(A[by * 128, 0], A_s)
-        T.copy(B[0, 0], B_s)
-        T.gemm(A_s, B_s, C_l, clear_accum=True)
-        T.copy(C_l, C[by * 128, 0])
-"""
-
-
 def test_a_gemm_result_stored_as_fp4_in_pairs(tmp_path):
     main = import_kernel_file(tmp_path, GEMM_TO_FP4, "fp4_gemm").main
     rng = np.random.default_rng(6)
     a = (rng.standard_normal((256, 64)) * 0.3).astype(np.float16)
-    b = (rng.standard_normal((64, 128)) * 0.3).astype(np.float16)
-    c = np.zeros((256, 64), np.uint8)
+    b = (rng.standard_normal((64, 256)) * 0.3).astype(np.float16)
+    c = np.zeros((256, 128), np.uint8)
     tw.compile(main, target="cpu")(a, b, c)
     want = (a.astype(np.float32) @ b.astype(np.float32)).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
     np.testing.assert_array_equal(c, (want[:, 0::2] & 0xF) | (want[:, 1::2] << 4))

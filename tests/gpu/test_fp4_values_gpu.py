@@ -8,7 +8,7 @@ import numpy as np
 import tileworkbench as tw
 from tileworkbench.testing import gpu_marks
 
-from tests.fp4_programs import QUANTIZE_STAGED
+from tests.fp4_programs import GEMM_TO_FP4, QUANTIZE_STAGED
 from tests.tilelang_compat.kernel_files import import_kernel_file
 
 pytestmark = gpu_marks(9, 0)
@@ -35,21 +35,6 @@ def values(codes: np.ndarray) -> np.ndarray:
     return np.where(codes & 8, -v, v).astype(np.float32)
 
 
-GEMM = """import tileworkbench.language as T
-
-
-@T.prim_func
-def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 256), "float16"), C: T.Tensor((256, 256), T.float4_e2m1fn)):
-    with T.Kernel(2, 2, threads=128) as (bx, by):
-        A_s = T.alloc_shared((128, 64), "float16")
-        B_s = T.alloc_shared((64, 128), "float16")
-        C_l = T.alloc_fragment((128, 128), "float32")
-        T.copy(A[by * 128, 0], A_s)
-        T.copy(B[0, bx * 128], B_s)
-        T.gemm(A_s, B_s, C_l, clear_accum=True)
-        T.copy(C_l, C[by * 128, bx * 128])
-"""
-
 READ = """import tileworkbench.language as T
 
 
@@ -73,7 +58,7 @@ def test_a_gemm_result_stored_as_fp4_pairs(torch, tmp_path):
     a = rng.integers(-2, 3, (256, 64)).astype(np.float16) * 0.25  # products and sums exact in float32
     b = rng.integers(-2, 3, (64, 256)).astype(np.float16) * 0.25
     c = torch.zeros(256, 128, dtype=torch.uint8, device="cuda")
-    _build(tmp_path, GEMM)(torch.tensor(a, device="cuda"), torch.tensor(b, device="cuda"), c)
+    _build(tmp_path, GEMM_TO_FP4)(torch.tensor(a, device="cuda"), torch.tensor(b, device="cuda"), c)
     want = packed(e2m1_codes(a.astype(np.float32) @ b.astype(np.float32)))
     assert np.array_equal(c.cpu().numpy(), want)
 

@@ -192,16 +192,12 @@ class BlockMemory(RaceRecords):
         """(arena byte positions, bytes) of a write of FP4 ``values`` at the elements ``cols`` of a
         packed tile: each lane's elements must make whole bytes (an even element and the next), as
         a thread writes them on the GPU; one alone is half a byte, a ``KernelRuntimeError``."""
-        if cols.shape[1] % 2:
-            bad = np.ones(len(cols), bool)
-        else:
-            even, odd = cols[:, 0::2], cols[:, 1::2]
-            bad = ((even % 2 != 0) | (odd != even + 1)).any(axis=1)
+        even, odd = cols[:, 0::2], cols[:, 1::2]
+        bad = np.ones(len(cols), bool) if cols.shape[1] % 2 else ((even % 2 != 0) | (odd != even + 1)).any(axis=1)
         if bad.any():
             lane = int(np.flatnonzero(bad)[0])
             raise KernelRuntimeError(f"thread {int(act[lane])} writes half a byte of packed FP4 {sp.buf.name} "
                                      f"(elements {cols[lane].tolist()}){self._at()}")
-        even = cols[:, 0::2]
         codes = values.view(np.uint8) & 0xF
         return sp.base + even // 2, (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
 

@@ -128,4 +128,4 @@ from .intrinsic_calls import (  # noqa: F401,E402
     wgmma_waited,
 )
 from .warp_votes import (  # noqa: F401,E402
-    ACTIVEMASK, ALL_SYNC, ANY_SYNC, BALLOT_SYNC, MASKED, SHUFFLE_ELECT, SYNCWARP, VOTES, elected_group, shuffle_elect)
+    ACTIVEMASK, ALL_SYNC, ANY_SYNC, BALLOT_SYNC, SHUFFLE_ELECT, SYNCWARP, VOTES, elected_group, shuffle_elect)

@@ -20,8 +20,6 @@ ACTIVEMASK = "tw::activemask"  # () -> uint64: bit n set where lane n runs the c
 SYNCWARP = "__syncwarp"  # (mask,): the lanes of the mask meet (a statement)
 
 VOTES = (ANY_SYNC, ALL_SYNC, BALLOT_SYNC, ACTIVEMASK)
-# the calls every lane their mask names must run (the first argument)
-MASKED = (ANY_SYNC, ALL_SYNC, BALLOT_SYNC, SYNCWARP)
 
 # ``tw::shuffle_elect<N>()`` (tw/common.h): true in lane 0 of the first warp of each group of N
 # consecutive threads; built by :func:`shuffle_elect`, N read back by :func:`elected_group`.

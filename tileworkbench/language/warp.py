@@ -14,10 +14,11 @@ FULL_WARP = 0xFFFFFFFF
 
 
 def _mask(mask, name: str) -> ir.Expr:
-    m = ir.const_int(_b.integer(mask, f"{name}: mask"))
+    value = _b.integer(mask, f"{name}: mask")
+    m = ir.const_int(value)
     if m is not None and not 0 < m <= FULL_WARP:
         raise error(f"{name}: the mask names lanes 0-31 by bit, a non-zero 32-bit value, got {m:#x}")
-    return ir.cast(_b.integer(mask, f"{name}: mask"), _dt.uint32)
+    return ir.cast(value, _dt.uint32)
 
 
 def _predicate(predicate, name: str) -> ir.Expr:
